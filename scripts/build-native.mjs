@@ -1,0 +1,1 @@
+// Placeholder until the native in-script client lands (issue 3); keeps `npm run build` uniform.
