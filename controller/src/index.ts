@@ -1,1 +1,4 @@
 export {};
+export * from "./launcher.js";
+export * from "./local-launcher.js";
+export * from "./dispatcher.js";

@@ -1,1 +1,3 @@
 export {};
+export * from "./app.js";
+export * from "./deps.js";

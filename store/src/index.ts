@@ -1,1 +1,16 @@
 export {};
+export * from "./tenancy.js";
+export * from "./secrets.js";
+export * from "./runs.js";
+export * from "./jobs.js";
+export * from "./journal.js";
+export * from "./logs.js";
+export * from "./events.js";
+export * from "./listener.js";
+export * from "./mint.js";
+export * from "./run-lifecycle.js";
+export * from "./keyring.js";
+export * from "./embedded-postgres.js";
+export * from "./migrate.js";
+export * from "./pool.js";
+export * from "./testing.js";

@@ -1,0 +1,63 @@
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { z } from "zod";
+import { FlowError, parseMasterKey } from "@flowsvc/core";
+
+/**
+ * `flow server`'s configuration: flags over environment over defaults, parsed once here. A bad
+ * value is reported with every problem at once.
+ */
+const ServerConfigSchema = z.object({
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  dataDir: z.string().min(1),
+  agents: z.coerce.number().int().min(1).max(256).default(4),
+  leaseMs: z.coerce.number().int().min(500).max(600_000).default(15_000),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
+  databaseUrl: z.string().url({ error: "FLOWSVC_DATABASE_URL must be a postgres:// URL" }).optional(),
+  masterKey: z.string().optional(),
+  publicUrl: z.string().url({ error: "FLOWSVC_PUBLIC_URL must be a URL" }).optional(),
+  cliConfigPath: z.string().min(1),
+});
+export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey"> & { masterKey: Uint8Array | undefined; agentEnv: Record<string, string | undefined> };
+
+export interface ServerFlags {
+  host?: string;
+  port?: string;
+  dataDir?: string;
+  agents?: string;
+  leaseMs?: string;
+  logLevel?: string;
+}
+
+const defaultDataDir = (env: NodeJS.ProcessEnv): string =>
+  join(env["XDG_DATA_HOME"] || join(env["HOME"] || homedir(), ".local", "share"), "flowsvc");
+
+export const defaultCliConfigPath = (env: NodeJS.ProcessEnv): string =>
+  env["FLOWSVC_CONFIG"] || join(env["XDG_CONFIG_HOME"] || join(env["HOME"] || homedir(), ".config"), "flowsvc", "config.json");
+
+export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig => {
+  const parsed = ServerConfigSchema.safeParse({
+    host: flags.host ?? env["FLOWSVC_HOST"],
+    port: flags.port ?? env["FLOWSVC_PORT"],
+    dataDir: resolve(flags.dataDir ?? env["FLOWSVC_DATA_DIR"] ?? defaultDataDir(env)),
+    agents: flags.agents ?? env["FLOWSVC_AGENTS"],
+    leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
+    logLevel: flags.logLevel ?? env["FLOWSVC_LOG_LEVEL"],
+    databaseUrl: env["FLOWSVC_DATABASE_URL"] || undefined,
+    masterKey: env["FLOWSVC_MASTER_KEY"] || undefined,
+    publicUrl: env["FLOWSVC_PUBLIC_URL"] || undefined,
+    cliConfigPath: defaultCliConfigPath(env),
+  });
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new FlowError("config", `invalid server configuration:\n${lines.join("\n")}`);
+  }
+  const c = parsed.data;
+  if (c.databaseUrl && !c.masterKey) {
+    throw new FlowError("config", "FLOWSVC_DATABASE_URL is set but FLOWSVC_MASTER_KEY is not: a durable deployment needs its master key", {
+      hint: "generate one with `openssl rand -base64 32`, keep it safe (losing it loses every sealed value), and set FLOWSVC_MASTER_KEY",
+    });
+  }
+  return { ...c, masterKey: c.masterKey ? parseMasterKey(c.masterKey) : undefined, agentEnv: { ...env } };
+};

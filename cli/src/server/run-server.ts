@@ -1,0 +1,134 @@
+import { mkdir } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pino from "pino";
+import { FlowError } from "@flowsvc/core";
+import { Keyring, createPool, migrate, startEmbeddedPostgres, startListener, stopPostgresSync, type EmbeddedPostgres } from "@flowsvc/store";
+import { Dispatcher, LocalLauncher } from "@flowsvc/controller";
+import { buildApp } from "@flowsvc/ingest";
+import { readCliConfig, writeCliConfig } from "../cli-config.js";
+import { bootstrap, localMasterKey } from "./bootstrap.js";
+import type { ServerConfig } from "./config.js";
+import { printBanner } from "./print-banner.js";
+
+export interface RunningServer {
+  url: string;
+  /** Clean stop: agents, HTTP, listener, pool, then Postgres. */
+  stop(): Promise<void>;
+  /** Emergency stop (a second Ctrl-C): still never leaves an embedded Postgres behind. */
+  stopNow(): void;
+}
+
+const agentPaths = (): { agentMain: string; clientDir: string } => {
+  const agentIndex = fileURLToPath(import.meta.resolve("@flowsvc/agent"));
+  const agentRoot = dirname(dirname(agentIndex));
+  return { agentMain: join(agentRoot, "dist", "main.js"), clientDir: join(agentRoot, "bin") };
+};
+
+/**
+ * The all-in-one local mode: Postgres (embedded unless FLOWSVC_DATABASE_URL), migrations, the
+ * HTTP API, the dispatcher and a local launcher of agent processes, in one process.
+ * Stops in the reverse order; Postgres last.
+ */
+export const runServer = async (config: ServerConfig): Promise<RunningServer> => {
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const logger = pino(
+    { level: config.logLevel, redact: ["req.headers.authorization", "headers.authorization", "*.token", "*.secret", "*.value"] },
+    pino.multistream([
+      { level: config.logLevel, stream: pino.destination({ dest: join(config.dataDir, "server.log"), mkdir: true, sync: false }) },
+      { level: "warn", stream: process.stderr },
+    ]),
+  );
+  const log = (obj: Record<string, unknown>, msg: string): void => logger.info(obj, msg);
+  const cleanups: Array<() => Promise<void>> = [];
+  let postgresPid: number | undefined;
+  const stopAll = async (): Promise<void> => {
+    for (const fn of cleanups.splice(0).reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        logger.error({ err }, "error during shutdown");
+      }
+    }
+    logger.flush();
+  };
+
+  try {
+    let databaseUrl = config.databaseUrl;
+    let embedded: EmbeddedPostgres | undefined;
+    if (!databaseUrl) {
+      embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: (m) => logger.info({ postgres: m }, "embedded postgres") });
+      cleanups.push(() => embedded!.stop());
+      postgresPid = embedded.pid;
+      databaseUrl = embedded.url;
+    }
+    const pool = createPool(databaseUrl, { max: 20, applicationName: "flowsvc", log: (m: string) => logger.warn(m) });
+    cleanups.push(() => pool.end());
+    await migrate(pool, (m) => logger.info(m));
+
+    const master = embedded ? await localMasterKey(config.dataDir, config.masterKey) : { key: config.masterKey!, generated: false, path: undefined };
+    const keyring = await Keyring.create(pool, master.key);
+    const boot = await bootstrap(pool, keyring, config.dataDir);
+    await keyring.verify(boot.orgId);
+
+    const listener = startListener(databaseUrl, (msg, err) => logger.warn({ err }, msg));
+    cleanups.push(() => listener.close());
+
+    const app = buildApp({ pool, keyring, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+    let address: string;
+    try {
+      address = await app.listen({ host: config.host, port: config.port });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+        throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, { hint: "stop the other process or pass --port <n>" });
+      }
+      throw err;
+    }
+    cleanups.push(() => app.close());
+    const url = address.replace("://[::1]", "://localhost");
+
+    // The launcher reports agent exits to the dispatcher, which needs the launcher: tie the knot.
+    const events = { dispatcher: undefined as Dispatcher | undefined };
+    const launcher = new LocalLauncher({
+      ...agentPaths(),
+      agents: config.agents,
+      capabilities: [],
+      workRoot: join(config.dataDir, "agents"),
+      serverUrl: url,
+      baseEnv: config.agentEnv,
+      log,
+      events: { agentExited: (req) => events.dispatcher?.agentExited(req), slotFreed: () => events.dispatcher?.nudge() },
+    });
+    const d = new Dispatcher({ pool, listener, launcher, leaseMs: config.leaseMs, maxAttempts: 5, publicUrl: config.publicUrl, log });
+    events.dispatcher = d;
+    cleanups.push(async () => {
+      d.stop();
+      await launcher.stop();
+      await d.drain();
+    });
+    await d.start();
+
+    const cliConfig = { path: config.cliConfigPath, written: false };
+    if (boot.token) {
+      const current = await readCliConfig(config.cliConfigPath).catch(() => undefined);
+      if (!current || current.url === url) {
+        await writeCliConfig(config.cliConfigPath, { url, token: boot.token, project: "default/default" });
+        cliConfig.written = true;
+      }
+    }
+    printBanner({
+      url,
+      dataDir: config.dataDir,
+      database: embedded ? `embedded Postgres on 127.0.0.1:${embedded.port}` : "external (FLOWSVC_DATABASE_URL)",
+      agents: config.agents,
+      token: boot.token,
+      cliConfig,
+      masterKeyGenerated: master.generated ? master.path : undefined,
+    });
+    logger.info({ url }, "flowsvc started");
+    return { url, stop: stopAll, stopNow: () => { if (postgresPid) stopPostgresSync(postgresPid, 5000); } };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+};

@@ -1,0 +1,135 @@
+import type { Pool } from "pg";
+import {
+  claimReadyJobs, completeJob, completeRun, graceLeasesAfterRestart, mintToken, requeueExpiredJobs, requeueJobAttempt,
+  withTransaction, type Listener,
+} from "@flowsvc/store";
+import type { LaunchRequest, Launcher } from "./launcher.js";
+
+export interface DispatcherOptions {
+  pool: Pool;
+  listener: Listener;
+  launcher: Launcher;
+  leaseMs: number;
+  /** A job dispatched more often than this without finishing fails its run. */
+  maxAttempts: number;
+  publicUrl: string | undefined;
+  log: (obj: Record<string, unknown>, msg: string) => void;
+}
+
+const POLL_MS = 1000;
+
+/**
+ * Moves ready jobs to agents: claims them with SKIP LOCKED as slots come free, and puts jobs whose
+ * agent stopped renewing its lease back in the queue. NOTIFY on flowsvc_jobs and free slots wake
+ * it; a one-second poll covers delayed jobs and missed nudges.
+ */
+export class Dispatcher {
+  readonly #o: DispatcherOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #reaper: NodeJS.Timeout | undefined;
+  #off: Array<() => void> = [];
+  readonly #pending = new Set<Promise<void>>();
+  #busy = false;
+  #again = false;
+  #stopped = false;
+
+  constructor(options: DispatcherOptions) {
+    this.#o = options;
+  }
+
+  async start(): Promise<void> {
+    const graced = await graceLeasesAfterRestart(this.#o.pool, this.#o.leaseMs);
+    if (graced > 0) this.#o.log({ jobs: graced }, "jobs still leased from before the restart keep their agents for one more lease");
+    this.#off.push(this.#o.listener.on("flowsvc_jobs", () => this.nudge()));
+    this.#off.push(this.#o.listener.onReconnect(() => this.nudge()));
+    this.#timer = setInterval(() => this.nudge(), POLL_MS);
+    this.#reaper = setInterval(() => void this.#reap(), Math.max(250, Math.floor(this.#o.leaseMs / 4)));
+    this.nudge();
+  }
+
+  /** Coalesces wake-ups: at most one claim pass runs, and one more follows if nudged meanwhile. */
+  nudge(): void {
+    if (this.#stopped) return;
+    if (this.#busy) {
+      this.#again = true;
+      return;
+    }
+    this.#busy = true;
+    void this.#pass().finally(() => {
+      this.#busy = false;
+      if (this.#again) {
+        this.#again = false;
+        this.nudge();
+      }
+    });
+  }
+
+  /** The launcher saw an agent end: if its job was not finished, it goes back to the queue now. */
+  agentExited(req: LaunchRequest): void {
+    const p = requeueJobAttempt(this.#o.pool, req.jobId, req.attempt).then(
+      (requeued) => {
+        if (requeued) this.#o.log({ jobId: req.jobId, runId: req.runId, attempt: req.attempt }, "agent ended without finishing its job; dispatching again");
+      },
+      (err: unknown) => this.#o.log({ err, jobId: req.jobId }, "could not requeue the job of an ended agent"),
+    );
+    this.#pending.add(p);
+    void p.finally(() => this.#pending.delete(p));
+  }
+
+  /** Waits for requeues of ended agents (at shutdown, after the launcher stopped its agents). */
+  async drain(): Promise<void> {
+    await Promise.all([...this.#pending]);
+  }
+
+  async #pass(): Promise<void> {
+    try {
+      for (;;) {
+        const free = this.#o.launcher.free();
+        if (free <= 0 || this.#stopped) return;
+        const tokens = new Map<string, string>();
+        const claimed = await withTransaction(this.#o.pool, (tx) =>
+          claimReadyJobs(tx, free, this.#o.leaseMs, this.#o.launcher.capabilities, () => {
+            const t = mintToken("job");
+            tokens.set(t.digest.toString("hex"), t.token);
+            return t.digest;
+          }),
+        );
+        if (claimed.length === 0) return;
+        for (const job of claimed) {
+          if (job.attempt > this.#o.maxAttempts) {
+            await this.#giveUp(job.id, job.run_id, job.attempt - 1);
+            continue;
+          }
+          const token = tokens.get(job.digest.toString("hex"))!;
+          this.#o.launcher.launch({ jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities });
+        }
+      }
+    } catch (err) {
+      this.#o.log({ err }, "dispatch pass failed; retrying on the next tick");
+    }
+  }
+
+  async #giveUp(jobId: string, runId: string, attempts: number): Promise<void> {
+    await withTransaction(this.#o.pool, async (tx) => {
+      await completeJob(tx, jobId, "done");
+      await completeRun(tx, runId, { status: "failed", error: `the job was dispatched ${attempts} times and no agent finished it` }, this.#o.publicUrl);
+    });
+    this.#o.log({ jobId, runId, attempts }, "gave up on a job whose agents kept dying");
+  }
+
+  async #reap(): Promise<void> {
+    try {
+      const runs = await requeueExpiredJobs(this.#o.pool);
+      if (runs.length > 0) this.#o.log({ runs }, "agent leases expired; dispatching those jobs again");
+    } catch (err) {
+      this.#o.log({ err }, "lease reaper pass failed");
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer) clearInterval(this.#timer);
+    if (this.#reaper) clearInterval(this.#reaper);
+    this.#off.forEach((off) => off());
+  }
+}

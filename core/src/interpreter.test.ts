@@ -1,0 +1,46 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { FlowError } from "./errors.js";
+import { PIPELINE_WORKFLOW, SCRIPT_WORKFLOW, pickInterpreter } from "./interpreter.js";
+
+void test("the interpreter is picked by the file's extension", () => {
+  assert.deepEqual(pickInterpreter("etl.py"), ["python3"]);
+  assert.deepEqual(pickInterpreter("deploy.ts"), ["bun", "run"]);
+  assert.deepEqual(pickInterpreter("build.js"), ["node"]);
+  assert.deepEqual(pickInterpreter("build.mjs"), ["node"]);
+  assert.deepEqual(pickInterpreter("main.go"), ["go", "run"]);
+  assert.deepEqual(pickInterpreter("scripts/sub.dir/Report.PY"), ["python3"]);
+});
+
+void test("anything else runs under bash -eu", () => {
+  for (const f of ["release.sh", "run", "Makefile", "x.rb", ".py", "dir.py/run", "archive.tar.gz", ""]) {
+    assert.deepEqual(pickInterpreter(f), ["bash", "-eu"], f);
+  }
+});
+
+void test("an --interpreter override wins and is split on whitespace", () => {
+  assert.deepEqual(pickInterpreter("etl.py", "python3.12 -u"), ["python3.12", "-u"]);
+  assert.deepEqual(pickInterpreter("job.sh", "  zsh\t-e  "), ["zsh", "-e"]);
+  assert.deepEqual(pickInterpreter("main.go", "node"), ["node"]);
+});
+
+void test("an empty --interpreter is refused with a message that says what to give", () => {
+  for (const bad of ["", "   ", "\t\n"]) {
+    assert.throws(
+      () => pickInterpreter("job.sh", bad),
+      (err: unknown) => err instanceof FlowError && err.code === "invalid_argument" && /--interpreter is empty/.test(err.message) && err.message.includes('"job.sh"'),
+    );
+  }
+});
+
+void test("the returned command can be changed without changing later picks", () => {
+  pickInterpreter("a.py").push("-u");
+  pickInterpreter("a.sh").push("-x");
+  assert.deepEqual(pickInterpreter("a.py"), ["python3"]);
+  assert.deepEqual(pickInterpreter("a.sh"), ["bash", "-eu"]);
+});
+
+void test("script and pipeline runs carry their workflow names", () => {
+  assert.equal(SCRIPT_WORKFLOW, "flowsvc/script/v1");
+  assert.equal(PIPELINE_WORKFLOW, "flowsvc/pipeline/v1");
+});

@@ -1,0 +1,44 @@
+import { FlowError } from "./errors.js";
+
+/**
+ * Which program runs a submitted script (spec, Versioning: "Interpreter defaults"). `flow submit`
+ * picks by the file's extension; `--interpreter` overrides it, split on whitespace. The runtime
+ * must exist on the agent host: nothing here checks that.
+ */
+
+/** The workflow name of a run made from one script (`flow submit f.sh`). */
+export const SCRIPT_WORKFLOW = "flowsvc/script/v1";
+/** The workflow name of a run made from a YAML pipeline. */
+export const PIPELINE_WORKFLOW = "flowsvc/pipeline/v1";
+
+const BY_EXTENSION: Readonly<Record<string, readonly string[]>> = {
+  ".py": ["python3"],
+  ".ts": ["bun", "run"],
+  ".js": ["node"],
+  ".mjs": ["node"],
+  ".go": ["go", "run"],
+};
+const DEFAULT_INTERPRETER: readonly string[] = ["bash", "-eu"];
+
+/** The extension of the file's base name, lower-cased; "" for none (`run`, `.profile`, `dir.d/run`). */
+const extensionOf = (filename: string): string => {
+  const base = filename.slice(Math.max(filename.lastIndexOf("/"), filename.lastIndexOf("\\")) + 1);
+  const dot = base.lastIndexOf(".");
+  return dot > 0 ? base.slice(dot).toLowerCase() : "";
+};
+
+/**
+ * The command (program and leading arguments) that runs `filename`: `.py` python3, `.ts` bun run,
+ * `.js`/`.mjs` node, `.go` go run, anything else bash -eu. The extension is matched without regard
+ * to case. A given `override` wins; it must name at least a program.
+ */
+export const pickInterpreter = (filename: string, override?: string): string[] => {
+  if (override !== undefined) {
+    const words = override.split(/\s+/).filter((w) => w !== "");
+    if (words.length === 0) {
+      throw new FlowError("invalid_argument", `--interpreter is empty: give the program that runs ${JSON.stringify(filename)}, e.g. --interpreter "python3 -u"`);
+    }
+    return words;
+  }
+  return [...(BY_EXTENSION[extensionOf(filename)] ?? DEFAULT_INTERPRETER)];
+};

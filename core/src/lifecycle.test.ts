@@ -1,0 +1,27 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { keepTail, lifecyclePayload, tagMap } from "./lifecycle.js";
+
+const run = { id: "run-1", status: "failed", workflow: "flowsvc/script/v1", tags: ["env:prod", "nightly"], trigger: { type: "manual" }, org: "default", project: "default" };
+
+test("a manual run's payload carries the common fields and trigger type manual only", () => {
+  const p = lifecyclePayload(run, { error: "boom" }, undefined);
+  assert.deepEqual(p, { run_id: "run-1", status: "failed", workflow: "flowsvc/script/v1", tags: ["env:prod", "nightly"], tag: { env: "prod" }, trigger: { type: "manual" }, error: "boom" });
+});
+
+test("run_url appears only when the server knows its public address", () => {
+  assert.equal("run_url" in lifecyclePayload(run, {}, undefined), false);
+  assert.match(String(lifecyclePayload(run, {}, "https://flow.example.com/")["run_url"]), /^https:\/\/flow\.example\.com\/runs\/run-1\?/);
+});
+
+test("an error longer than 4000 characters keeps its tail", () => {
+  const long = "x".repeat(5000) + "the real cause";
+  const p = lifecyclePayload(run, { error: long }, undefined);
+  assert.equal((p["error"] as string).length, 4000);
+  assert.ok((p["error"] as string).endsWith("the real cause"));
+  assert.equal(keepTail("short"), "short");
+});
+
+test("tag map holds only k:v tags", () => {
+  assert.deepEqual(tagMap(["a", "k:v", "x:y:z"]), { k: "v", x: "y:z" });
+});

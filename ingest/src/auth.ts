@@ -1,0 +1,42 @@
+import type { FastifyRequest } from "fastify";
+import type { Pool } from "pg";
+import { FlowError } from "@flowsvc/core";
+import { ROLE_RANK, digestToken, findCallerByTokenDigest, findProject, roleOf, type Caller, type ProjectRef, type Role } from "@flowsvc/store";
+
+const LOGIN_HINT = "log in with `flow login --url <server url> --token <token>` or set FLOWSVC_TOKEN (the token `flow server` printed at its first start)";
+
+export const bearerOf = (req: FastifyRequest): string | undefined => {
+  const h = req.headers.authorization;
+  if (!h) return undefined;
+  const m = /^Bearer\s+(\S+)$/i.exec(h);
+  return m?.[1];
+};
+
+export const authenticateUser = async (pool: Pool, req: FastifyRequest): Promise<Caller> => {
+  const token = bearerOf(req);
+  if (!token) throw new FlowError("unauthenticated", "no API token was sent (Authorization: Bearer <token>)", { hint: LOGIN_HINT });
+  const caller = await findCallerByTokenDigest(pool, digestToken(token));
+  if (!caller) throw new FlowError("unauthenticated", "the API token is not valid for this server", { hint: LOGIN_HINT });
+  return caller;
+};
+
+export interface Scope extends ProjectRef {
+  caller: Caller;
+  role: Role;
+}
+
+/**
+ * Resolves `/orgs/:org/projects/:project` for the caller and checks the role the route needs.
+ * A project the caller is not a member of is reported as not found, so names do not leak.
+ */
+export const authorize = async (pool: Pool, req: FastifyRequest, need: Role): Promise<Scope> => {
+  const caller = await authenticateUser(pool, req);
+  const { org, project } = req.params as { org: string; project: string };
+  const ref = await findProject(pool, org, project);
+  const role = ref ? await roleOf(pool, caller.userId, ref.projectId) : undefined;
+  if (!ref || !role) throw new FlowError("not_found", `project ${org}/${project} not found`, { hint: "check --project (org/project) or FLOWSVC_PROJECT" });
+  if (ROLE_RANK[role] < ROLE_RANK[need]) {
+    throw new FlowError("forbidden", `this needs the ${need} role on ${org}/${project}; ${caller.userName} is ${role}`, { hint: "ask a project admin for the role" });
+  }
+  return { ...ref, caller, role };
+};

@@ -1,0 +1,13 @@
+import type { Pool } from "pg";
+import type { Keyring, Listener } from "@flowsvc/store";
+
+/** What the HTTP layer needs from the rest of the service; built once by the server. */
+export interface IngestDeps {
+  pool: Pool;
+  keyring: Keyring;
+  listener: Listener;
+  /** FLOWSVC_PUBLIC_URL: when set, lifecycle events carry run_url. */
+  publicUrl: string | undefined;
+  /** How long an agent's job lease lasts without a heartbeat. */
+  leaseMs: number;
+}

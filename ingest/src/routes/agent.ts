@@ -1,0 +1,112 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import {
+  AnnotateRequestSchema, ClaimRequestSchema, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
+  type ClaimResponse,
+} from "@flowsvc/core";
+import {
+  appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById, getRunInternal, jobByToken,
+  listJournal, loadSealedSecrets, markJobRunning, recordJournal, startRunIfNeeded, withTransaction, type LeasedJob,
+} from "@flowsvc/store";
+import { bearerOf } from "../auth.js";
+import type { IngestDeps } from "../deps.js";
+
+const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
+
+const jobLost = (): FlowError =>
+  new FlowError("job_lost", "this job's lease is gone: it finished, or it was dispatched again to another agent");
+
+/** The agent API: each call carries the token minted for one dispatch of one job. */
+export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+  const { pool, keyring, leaseMs, publicUrl } = deps;
+
+  const jobOf = async (req: FastifyRequest): Promise<LeasedJob & { digest: Buffer }> => {
+    const token = bearerOf(req);
+    if (!token) throw new FlowError("unauthenticated", "the agent API needs the job token (Authorization: Bearer <job token>)");
+    const digest = digestToken(token);
+    const job = await jobByToken(pool, digest);
+    if (!job) throw jobLost();
+    return { ...job, digest };
+  };
+
+  app.post("/agent/v1/claim", async (req): Promise<ClaimResponse> => {
+    const job = await jobOf(req);
+    const body = ClaimRequestSchema.parse(req.body);
+    const run = await getRunInternal(pool, job.run_id);
+    if (!run) throw jobLost();
+    const project = await findProjectById(pool, run.project_id);
+    if (!project) throw jobLost();
+    // Secrets are resolved now, for this agent's memory only; the run never stores them.
+    const secrets: Record<string, string> = {};
+    for (const s of await loadSealedSecrets(pool, run.project_id)) {
+      secrets[s.name] = await keyring.open(project.orgId, { org: project.orgId, project: project.projectId, kind: "secret", name: s.name }, s.sealed);
+    }
+    const journal = await listJournal(pool, run.id);
+    await withTransaction(pool, async (tx) => {
+      await markJobRunning(tx, job.id, body.agent_id, leaseMs);
+      await startRunIfNeeded(tx, run.id, publicUrl);
+    });
+    req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId: body.agent_id, replaying: journal.length }, "job claimed");
+    return {
+      job_id: job.id,
+      run_id: run.id,
+      project: `${project.org}/${project.project}`,
+      attempt: job.attempt,
+      source: run.source,
+      filename: run.filename,
+      interpreter: run.interpreter,
+      env: { ...secrets, ...run.env },
+      masks: Object.values(secrets),
+      journal,
+      lease_ms: leaseMs,
+      trigger: run.trigger,
+    };
+  });
+
+  app.post("/agent/v1/heartbeat", async (req) => {
+    const token = bearerOf(req);
+    if (!token || !(await extendLease(pool, digestToken(token), leaseMs))) throw jobLost();
+    return { lease_ms: leaseMs };
+  });
+
+  app.post("/agent/v1/journal", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
+    const job = await jobOf(req);
+    const entry = RecordRequestSchema.parse(req.body);
+    const out = await recordJournal(pool, job.run_id, entry);
+    if (out.type === "mismatch") {
+      throw new FlowError("determinism", `position ${entry.position} already holds ${out.entry.kind} "${out.entry.name}"#${out.entry.ordinal}, not ${entry.kind} "${entry.name}"#${entry.ordinal}`);
+    }
+    return { entry: out.entry };
+  });
+
+  app.post("/agent/v1/log", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
+    const job = await jobOf(req);
+    const { chunks } = LogRequestSchema.parse(req.body);
+    await appendLogs(pool, job.run_id, job.id, chunks);
+    return {};
+  });
+
+  app.post("/agent/v1/annotate", async (req) => {
+    const job = await jobOf(req);
+    const { markdown } = AnnotateRequestSchema.parse(req.body);
+    await appendAnnotation(pool, job.run_id, markdown);
+    return {};
+  });
+
+  app.post("/agent/v1/finish", async (req) => {
+    const job = await jobOf(req);
+    const body = FinishRequestSchema.parse(req.body);
+    const status = await withTransaction(pool, async (tx) => {
+      await completeJob(tx, job.id, "done");
+      if (body.exit_code === 0) {
+        const output = { ...body.outputs, exit_code: 0, duration_ms: body.duration_ms };
+        await completeRun(tx, job.run_id, { status: "succeeded", output }, publicUrl);
+        return "succeeded";
+      }
+      const error = body.error ?? `the script exited with code ${body.exit_code}`;
+      await completeRun(tx, job.run_id, { status: "failed", error, output: { exit_code: body.exit_code, duration_ms: body.duration_ms } }, publicUrl);
+      return "failed";
+    });
+    req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
+    return { status };
+  });
+};

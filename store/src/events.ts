@@ -1,0 +1,57 @@
+import type { Pool, PoolClient } from "pg";
+
+type Db = Pool | PoolClient;
+
+export interface EventRecord {
+  id: string;
+  type: string;
+  key: string | null;
+  payload: unknown;
+  source_run_id: string | null;
+  generation: number;
+  created_at: string;
+}
+
+export interface NewEvent {
+  id: string;
+  projectId: string;
+  type: string;
+  key: string | null;
+  payload: unknown;
+  sourceRunId: string | null;
+  generation: number;
+}
+
+/** Append-only: one row per emit. Deliveries to handlers and waiters join this transaction later. */
+export const appendEvent = async (db: Db, e: NewEvent): Promise<void> => {
+  await db.query(
+    `insert into events (id, project_id, type, key, payload, source_run_id, generation) values ($1, $2, $3, $4, $5, $6, $7)`,
+    [e.id, e.projectId, e.type, e.key, JSON.stringify(e.payload ?? null), e.sourceRunId, e.generation],
+  );
+  await db.query(`select pg_notify('flowsvc_events', $1)`, [e.projectId]);
+};
+
+interface EventRaw extends Omit<EventRecord, "created_at"> { created_at: Date }
+
+export const listEvents = async (
+  db: Db,
+  projectId: string,
+  filter: { type?: string | undefined; key?: string | undefined; limit: number },
+): Promise<EventRecord[]> => {
+  const { rows } = await db.query<EventRaw>(
+    `select id, type, key, payload, source_run_id, generation, created_at from events
+      where project_id = $1 and ($2::text is null or type = $2) and ($3::text is null or key = $3)
+      order by seq desc limit $4`,
+    [projectId, filter.type ?? null, filter.key ?? null, filter.limit],
+  );
+  return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
+};
+
+export const getEvent = async (db: Db, projectId: string, id: string): Promise<EventRecord | undefined> => {
+  const { rows } = await db.query<EventRaw>(
+    `select id, type, key, payload, source_run_id, generation, created_at from events where project_id = $1 and id = $2`,
+    [projectId, id],
+  );
+  const r = rows[0];
+  return r ? { ...r, created_at: r.created_at.toISOString() } : undefined;
+};

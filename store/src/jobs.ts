@@ -1,0 +1,123 @@
+import type { Pool, PoolClient } from "pg";
+
+type Db = Pool | PoolClient;
+
+export interface ClaimedJob {
+  id: string;
+  run_id: string;
+  attempt: number;
+  capabilities: string[];
+}
+
+/**
+ * Claims up to `limit` ready jobs for dispatch (FOR UPDATE SKIP LOCKED, so several controllers
+ * can share the queue). Each claimed job gets a fresh token digest and a dispatch lease; the
+ * attempt counter is bumped so every token of an earlier dispatch is dead. Run it in a transaction:
+ * the row locks of the SELECT must hold until the UPDATE.
+ */
+export const claimReadyJobs = async (
+  db: Db,
+  limit: number,
+  leaseMs: number,
+  capabilities: readonly string[],
+  mintDigest: () => Buffer,
+): Promise<Array<ClaimedJob & { digest: Buffer }>> => {
+  if (limit <= 0) return [];
+  const { rows } = await db.query<{ id: string }>(
+    `select id from jobs where status = 'queued' and not_before <= now() and capabilities <@ $2::text[]
+      order by not_before, created_at limit $1 for update skip locked`,
+    [limit, capabilities],
+  );
+  if (rows.length === 0) return [];
+  const ids = rows.map((r) => r.id);
+  const digests = ids.map(() => mintDigest());
+  const updated = await db.query<ClaimedJob>(
+    `update jobs j set status = 'dispatched', attempt = j.attempt + 1, token_digest = d.digest,
+            lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
+       from unnest($1::text[], $2::bytea[]) as d(id, digest)
+      where j.id = d.id
+      returning j.id, j.run_id, j.attempt, j.capabilities`,
+    [ids, digests, leaseMs],
+  );
+  return updated.rows.map((r) => ({ ...r, digest: digests[ids.indexOf(r.id)]! }));
+};
+
+export interface LeasedJob {
+  id: string;
+  run_id: string;
+  attempt: number;
+  status: string;
+}
+
+/** The job a live token belongs to (dispatched or running), or undefined for a dead token. */
+export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJob | undefined> => {
+  const { rows } = await db.query<LeasedJob>(
+    `select id, run_id, attempt, status from jobs where token_digest = $1 and status in ('dispatched', 'running')`,
+    [digest],
+  );
+  return rows[0];
+};
+
+export const markJobRunning = async (db: Db, jobId: string, agentId: string, leaseMs: number): Promise<void> => {
+  await db.query(
+    `update jobs set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
+      where id = $1`,
+    [jobId, agentId, leaseMs],
+  );
+};
+
+export const extendLease = async (db: Db, digest: Buffer, leaseMs: number): Promise<boolean> => {
+  const { rowCount } = await db.query(
+    `update jobs set lease_expires_at = now() + ($2::int * interval '1 millisecond'), updated_at = now()
+      where token_digest = $1 and status in ('dispatched', 'running')`,
+    [digest, leaseMs],
+  );
+  return (rowCount ?? 0) > 0;
+};
+
+export const completeJob = async (db: PoolClient, jobId: string, status: "done" | "suspended"): Promise<void> => {
+  await db.query(`update jobs set status = $2, token_digest = null, lease_expires_at = null, updated_at = now() where id = $1`, [jobId, status]);
+};
+
+/**
+ * Jobs whose agent stopped renewing its lease go back to the queue with their token revoked;
+ * the next agent replays the run from the journal. Returns the run ids requeued.
+ */
+export const requeueExpiredJobs = async (db: Db): Promise<string[]> => {
+  const { rows } = await db.query<{ run_id: string }>(
+    `update jobs set status = 'queued', token_digest = null, lease_expires_at = null, agent_id = null, not_before = now(), updated_at = now()
+      where status in ('dispatched', 'running') and lease_expires_at < now()
+      returning run_id`,
+  );
+  if (rows.length > 0) await db.query(`select pg_notify('flowsvc_jobs', '')`);
+  return rows.map((r) => r.run_id);
+};
+
+/** A launcher saw the agent of this dispatch die: requeue at once instead of waiting for the lease. */
+export const requeueJobAttempt = async (db: Db, jobId: string, attempt: number): Promise<boolean> => {
+  const { rowCount } = await db.query(
+    `update jobs set status = 'queued', token_digest = null, lease_expires_at = null, agent_id = null, not_before = now(), updated_at = now()
+      where id = $1 and attempt = $2 and status in ('dispatched', 'running')`,
+    [jobId, attempt],
+  );
+  if ((rowCount ?? 0) > 0) await db.query(`select pg_notify('flowsvc_jobs', '')`);
+  return (rowCount ?? 0) > 0;
+};
+
+/**
+ * After a control-plane restart, agents that kept running while it was down must not lose their
+ * jobs just because nobody could renew their lease: give every live lease a fresh grace period.
+ */
+export const graceLeasesAfterRestart = async (db: Db, leaseMs: number): Promise<number> => {
+  const { rowCount } = await db.query(
+    `update jobs set lease_expires_at = greatest(lease_expires_at, now() + ($1::int * interval '1 millisecond'))
+      where status in ('dispatched', 'running')`,
+    [leaseMs],
+  );
+  return rowCount ?? 0;
+};
+
+export const countJobsByStatus = async (db: Db): Promise<Record<string, number>> => {
+  const { rows } = await db.query<{ status: string; n: string }>(`select status, count(*) as n from jobs group by status`);
+  return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+};

@@ -1,0 +1,13 @@
+import { createHash, randomBytes } from "node:crypto";
+import { newId, type IdPrefix } from "@flowsvc/core";
+
+/** A fresh time-sortable id (core/src/ids.ts) from the clock and the system's randomness. */
+export const mintId = (prefix: IdPrefix): string => newId(prefix, Date.now(), randomBytes(10));
+
+/** A bearer secret and its digest; only the digest is ever stored. */
+export const mintToken = (kind: "flw" | "job"): { token: string; digest: Buffer } => {
+  const token = `${kind}_${randomBytes(32).toString("base64url")}`;
+  return { token, digest: digestToken(token) };
+};
+
+export const digestToken = (token: string): Buffer => createHash("sha256").update(token, "utf8").digest();

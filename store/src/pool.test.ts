@@ -1,0 +1,51 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createPool, withTransaction } from "./pool.js";
+import { createTestDatabase } from "./testing.js";
+
+test("withTransaction commits what its function did and returns its value", async (t) => {
+  const db = await createTestDatabase();
+  t.after(() => db.drop());
+  const id = await withTransaction(db.pool, async (client) => {
+    await client.query("insert into orgs (id, name) values ('org-1', 'acme')");
+    return "org-1";
+  });
+  assert.equal(id, "org-1");
+  assert.deepEqual((await db.pool.query("select name from orgs")).rows, [{ name: "acme" }]);
+});
+
+test("withTransaction rolls back and rethrows when its function throws, and frees its client", async (t) => {
+  const db = await createTestDatabase();
+  t.after(() => db.drop());
+  const pool = createPool(db.url, { max: 1 });
+  t.after(() => pool.end());
+  const boom = new Error("boom");
+  await assert.rejects(
+    withTransaction(pool, async (client) => {
+      await client.query("insert into orgs (id, name) values ('org-1', 'acme')");
+      throw boom;
+    }),
+    (err) => err === boom,
+  );
+  // With max 1, this would hang if the first client had not been released.
+  const count = await withTransaction(pool, async (client) => (await client.query<{ n: number }>("select count(*)::int as n from orgs")).rows);
+  assert.deepEqual(count, [{ n: 0 }]);
+  assert.equal(pool.totalCount, 1);
+  assert.equal(pool.idleCount, 1);
+});
+
+test("a lost idle connection is logged and does not crash the process; the pool carries on", async (t) => {
+  const db = await createTestDatabase();
+  t.after(() => db.drop());
+  const logged: string[] = [];
+  const pool = createPool(db.url, { max: 2, applicationName: "pool-test", log: (m) => logged.push(m) });
+  t.after(() => pool.end());
+  await pool.query("select 1"); // leaves one idle client
+
+  const gone = new Promise<void>((resolve) => pool.once("error", () => resolve()));
+  await db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pool-test'");
+  await gone;
+  assert.equal(logged.length, 1);
+  assert.match(logged[0] ?? "", /^postgres pool: idle connection lost: /);
+  assert.deepEqual((await pool.query("select 2 as two")).rows, [{ two: 2 }]);
+});

@@ -1,0 +1,170 @@
+import type { Pool, PoolClient } from "pg";
+
+type Db = Pool | PoolClient;
+
+export type RunStatus = "queued" | "running" | "parked" | "succeeded" | "failed" | "cancelled";
+export const TERMINAL_STATUSES: readonly RunStatus[] = ["succeeded", "failed", "cancelled"];
+
+/** A run as the API shows it: never the source, never env values (they may be secret-like). */
+export interface RunView {
+  id: string;
+  workflow: string;
+  status: RunStatus;
+  substate: { name: string; kind?: string } | null;
+  deadline: string | null;
+  filename: string;
+  interpreter: string[];
+  tags: string[];
+  trigger: Record<string, unknown>;
+  idempotency_key: string | null;
+  attempt: number;
+  parent_run_id: string | null;
+  output: Record<string, unknown> | null;
+  error: string | null;
+  annotations: Array<{ markdown: string; at: string }>;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+export interface NewRun {
+  id: string;
+  projectId: string;
+  workflow: string;
+  source: string;
+  filename: string;
+  interpreter: string[];
+  env: Record<string, string>;
+  tags: string[];
+  trigger: Record<string, unknown>;
+  idempotencyKey: string | null;
+  createdBy: string | null;
+}
+
+const VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
+  attempt, parent_run_id, output, error, annotations, created_at, started_at, finished_at`;
+
+interface RunRowRaw {
+  id: string; workflow: string; status: RunStatus; substate: RunView["substate"]; deadline: Date | null;
+  filename: string; interpreter: string[]; tags: string[]; trigger: Record<string, unknown>;
+  idempotency_key: string | null; attempt: number; parent_run_id: string | null;
+  output: Record<string, unknown> | null; error: string | null; annotations: RunView["annotations"];
+  created_at: Date; started_at: Date | null; finished_at: Date | null;
+}
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+const toView = (r: RunRowRaw): RunView => ({
+  ...r,
+  deadline: iso(r.deadline),
+  created_at: r.created_at.toISOString(),
+  started_at: iso(r.started_at),
+  finished_at: iso(r.finished_at),
+});
+
+/**
+ * Inserts the run and its first job in one statement pair. Under an idempotency key already used
+ * in the project, nothing is written and the first run's id comes back with `duplicate: true`.
+ */
+export const insertRunWithJob = async (
+  db: PoolClient,
+  run: NewRun,
+  jobId: string,
+  capabilities: string[],
+): Promise<{ id: string; duplicate: boolean }> => {
+  const { rows } = await db.query<{ id: string }>(
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, idempotency_key, created_by)
+     values ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11)
+     on conflict (project_id, idempotency_key) do nothing returning id`,
+    [run.id, run.projectId, run.workflow, run.source, run.filename, run.interpreter, run.env, run.tags, run.trigger, run.idempotencyKey, run.createdBy],
+  );
+  if (rows.length === 0) {
+    const existing = await db.query<{ id: string }>(`select id from runs where project_id = $1 and idempotency_key = $2`, [run.projectId, run.idempotencyKey]);
+    return { id: existing.rows[0]!.id, duplicate: true };
+  }
+  await db.query(`insert into jobs (id, run_id, status, capabilities) values ($1, $2, 'queued', $3)`, [jobId, run.id, capabilities]);
+  await db.query(`select pg_notify('flowsvc_jobs', $1)`, [run.id]);
+  return { id: run.id, duplicate: false };
+};
+
+export const getRunView = async (db: Db, projectId: string, runId: string): Promise<RunView | undefined> => {
+  const { rows } = await db.query<RunRowRaw>(`select ${VIEW_COLUMNS} from runs where project_id = $1 and id = $2`, [projectId, runId]);
+  return rows[0] ? toView(rows[0]) : undefined;
+};
+
+export const listRunViews = async (
+  db: Db,
+  projectId: string,
+  filter: { status?: string | undefined; tag?: string | undefined; limit: number },
+): Promise<RunView[]> => {
+  const { rows } = await db.query<RunRowRaw>(
+    `select ${VIEW_COLUMNS} from runs where project_id = $1
+       and ($2::text is null or status = $2) and ($3::text is null or $3 = any(tags))
+     order by created_at desc, id desc limit $4`,
+    [projectId, filter.status ?? null, filter.tag ?? null, filter.limit],
+  );
+  return rows.map(toView);
+};
+
+/** What the server needs about a run to hand a job to an agent or to finish it. */
+export interface RunInternal {
+  id: string;
+  project_id: string;
+  workflow: string;
+  status: RunStatus;
+  source: string;
+  filename: string;
+  interpreter: string[];
+  env: Record<string, string>;
+  tags: string[];
+  trigger: Record<string, unknown>;
+  output: Record<string, unknown> | null;
+  error: string | null;
+}
+
+export const getRunInternal = async (db: Db, runId: string, forUpdate = false): Promise<RunInternal | undefined> => {
+  const { rows } = await db.query<RunInternal>(
+    `select id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, output, error
+       from runs where id = $1 ${forUpdate ? "for update" : ""}`,
+    [runId],
+  );
+  return rows[0];
+};
+
+/** queued/parked -> running. Returns true when this call started the run for the first time. */
+export const markRunRunning = async (db: PoolClient, runId: string): Promise<boolean> => {
+  const { rows } = await db.query<{ first: boolean }>(
+    `update runs set status = 'running', substate = null, deadline = null, started_at = coalesce(started_at, now())
+      where id = $1 and status in ('queued', 'parked')
+      returning (started_at = now()) as first`,
+    [runId],
+  );
+  return rows[0]?.first ?? false;
+};
+
+export const finishRun = async (
+  db: PoolClient,
+  runId: string,
+  status: "succeeded" | "failed" | "cancelled",
+  output: Record<string, unknown> | null,
+  error: string | null,
+): Promise<boolean> => {
+  const { rowCount } = await db.query(
+    `update runs set status = $2, output = $3, error = $4, finished_at = now(), substate = null, deadline = null
+      where id = $1 and status not in ('succeeded', 'failed', 'cancelled')`,
+    [runId, status, output, error],
+  );
+  if ((rowCount ?? 0) > 0) await db.query(`select pg_notify('flowsvc_runs', $1)`, [runId]);
+  return (rowCount ?? 0) > 0;
+};
+
+export const appendAnnotation = async (db: Db, runId: string, markdown: string): Promise<void> => {
+  await db.query(
+    `update runs set annotations = annotations || jsonb_build_array(jsonb_build_object('markdown', $2::text, 'at', now())) where id = $1`,
+    [runId, markdown],
+  );
+};
+
+export const getRunStatus = async (db: Db, runId: string): Promise<RunStatus | undefined> => {
+  const { rows } = await db.query<{ status: RunStatus }>(`select status from runs where id = $1`, [runId]);
+  return rows[0]?.status;
+};

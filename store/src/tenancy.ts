@@ -1,0 +1,112 @@
+import type { Pool, PoolClient } from "pg";
+
+export type Role = "viewer" | "member" | "admin";
+export const ROLE_RANK: Record<Role, number> = { viewer: 1, member: 2, admin: 3 };
+
+type Db = Pool | PoolClient;
+
+export interface ProjectRef {
+  orgId: string;
+  projectId: string;
+  org: string;
+  project: string;
+}
+
+export interface Caller {
+  userId: string;
+  userName: string;
+}
+
+export const findProject = async (db: Db, org: string, project: string): Promise<ProjectRef | undefined> => {
+  const { rows } = await db.query<{ org_id: string; project_id: string }>(
+    `select o.id as org_id, p.id as project_id from projects p join orgs o on o.id = p.org_id
+      where o.name = $1 and p.name = $2`,
+    [org, project],
+  );
+  const r = rows[0];
+  return r ? { orgId: r.org_id, projectId: r.project_id, org, project } : undefined;
+};
+
+export const findProjectById = async (db: Db, projectId: string): Promise<ProjectRef | undefined> => {
+  const { rows } = await db.query<{ org_id: string; org: string; project: string }>(
+    `select o.id as org_id, o.name as org, p.name as project from projects p join orgs o on o.id = p.org_id where p.id = $1`,
+    [projectId],
+  );
+  const r = rows[0];
+  return r ? { orgId: r.org_id, projectId, org: r.org, project: r.project } : undefined;
+};
+
+/** The caller behind a token digest; touches last_used_at at most once a minute. */
+export const findCallerByTokenDigest = async (db: Db, digest: Buffer): Promise<Caller | undefined> => {
+  const { rows } = await db.query<{ user_id: string; name: string }>(
+    `with t as (
+       update api_tokens set last_used_at = now()
+        where digest = $1 and (last_used_at is null or last_used_at < now() - interval '1 minute')
+       returning user_id)
+     select u.id as user_id, u.name from api_tokens k join users u on u.id = k.user_id where k.digest = $1`,
+    [digest],
+  );
+  const r = rows[0];
+  return r ? { userId: r.user_id, userName: r.name } : undefined;
+};
+
+export const roleOf = async (db: Db, userId: string, projectId: string): Promise<Role | undefined> => {
+  const { rows } = await db.query<{ role: Role }>(`select role from memberships where user_id = $1 and project_id = $2`, [userId, projectId]);
+  return rows[0]?.role;
+};
+
+export const listMemberships = async (db: Db, userId: string): Promise<Array<{ org: string; project: string; role: Role }>> => {
+  const { rows } = await db.query<{ org: string; project: string; role: Role }>(
+    `select o.name as org, p.name as project, m.role from memberships m
+       join projects p on p.id = m.project_id join orgs o on o.id = p.org_id
+      where m.user_id = $1 order by o.name, p.name`,
+    [userId],
+  );
+  return rows;
+};
+
+export interface BootstrapIds {
+  orgId: string;
+  projectId: string;
+  userId: string;
+  tokenId: string;
+}
+
+/**
+ * First start: org `default`, project `default`, user `admin` with an admin membership and one
+ * token (only its digest is stored). Returns false when the org already exists (nothing written).
+ */
+export const bootstrapTenancy = async (
+  db: PoolClient,
+  ids: BootstrapIds,
+  tokenDigest: Buffer,
+  wrappedOrgKey: Uint8Array,
+): Promise<boolean> => {
+  const { rowCount } = await db.query(`insert into orgs (id, name) values ($1, 'default') on conflict (name) do nothing`, [ids.orgId]);
+  if (rowCount === 0) return false;
+  await db.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [ids.orgId, Buffer.from(wrappedOrgKey)]);
+  await db.query(`insert into projects (id, org_id, name) values ($1, $2, 'default')`, [ids.projectId, ids.orgId]);
+  await db.query(`insert into users (id, name) values ($1, 'admin')`, [ids.userId]);
+  await db.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'admin')`, [ids.projectId, ids.userId]);
+  await db.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'bootstrap')`, [ids.tokenId, ids.userId, tokenDigest]);
+  return true;
+};
+
+export const getWrappedOrgKey = async (db: Db, orgId: string): Promise<Uint8Array | undefined> => {
+  const { rows } = await db.query<{ wrapped: Buffer }>(`select wrapped from org_keys where org_id = $1`, [orgId]);
+  return rows[0]?.wrapped;
+};
+
+/** For tests and admin tooling: a user with a role on a project and a token. */
+export const createUserWithToken = async (
+  db: Db,
+  ids: { userId: string; tokenId: string },
+  name: string,
+  projectId: string,
+  role: Role,
+  tokenDigest: Buffer,
+): Promise<void> => {
+  await db.query(`insert into users (id, name) values ($1, $2)`, [ids.userId, name]);
+  await db.query(`insert into memberships (project_id, user_id, role) values ($1, $2, $3)`, [projectId, ids.userId, role]);
+  await db.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, $4)`, [ids.tokenId, ids.userId, tokenDigest, name]);
+};
