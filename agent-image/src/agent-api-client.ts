@@ -1,0 +1,156 @@
+/**
+ * The agent's only way to the control plane: the agent API over HTTP (docs/internals.md, "Agent
+ * API"), bearer the job token. Answers are validated with core's schemas. Network errors, 5xx and
+ * 429 are retried with backoff (forever for the durable calls); 401 and 409 `job_lost` mean the
+ * lease is gone: `onJobLost` fires once and the call fails with FlowError("job_lost").
+ */
+import { Agent, request } from "undici";
+import type { Dispatcher } from "undici";
+import { z } from "zod";
+import {
+  ClaimResponseSchema, FlowError, JournalEntrySchema, describeIssues, errorFromBody,
+} from "@flowsvc/core";
+import type { ClaimRequest, ClaimResponse, FinishRequest, JournalEntry, LogChunk, RecordRequest } from "@flowsvc/core";
+import type { Logger } from "./logger.js";
+import { withRetry } from "./retry.js";
+
+/** A failure worth another attempt: the server could not be reached or answered 5xx/429/408. */
+export class TransientApiError extends Error {
+  override readonly name = "TransientApiError";
+  constructor(message: string, readonly status: number | undefined, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+export const isTransient = (err: unknown): boolean => err instanceof TransientApiError;
+
+export interface AgentApiClientOptions {
+  readonly serverUrl: string;
+  readonly token: string;
+  readonly logger: Logger;
+  /** Aborting stops every retry loop and in-flight request (job lost, agent stopping). */
+  readonly signal?: AbortSignal;
+  /** Fired once, the first time the server says this job's lease is gone. */
+  readonly onJobLost?: (err: FlowError) => void;
+  /** How long `claim` keeps retrying an unreachable server (default 60 s). */
+  readonly claimRetryMs?: number;
+  readonly minDelayMs?: number;
+  readonly maxDelayMs?: number;
+  readonly requestTimeoutMs?: number;
+}
+
+const HeartbeatResponseSchema = z.object({ lease_ms: z.number().int().positive().optional() });
+const RecordResponseSchema = z.object({ entry: JournalEntrySchema });
+const FinishResponseSchema = z.object({ status: z.string().optional() });
+const AnySchema = z.unknown();
+
+type Retry = "never" | "forever" | { readonly giveUpAfterMs: number };
+
+export class AgentApiClient {
+  readonly #options: AgentApiClientOptions;
+  readonly #dispatcher: Dispatcher;
+  #lost = false;
+
+  constructor(options: AgentApiClientOptions) {
+    this.#options = options;
+    const timeout = options.requestTimeoutMs ?? 30_000;
+    this.#dispatcher = new Agent({ keepAliveTimeout: 4_000, connect: { timeout: 10_000 }, headersTimeout: timeout, bodyTimeout: timeout });
+  }
+
+  claim(body: ClaimRequest): Promise<ClaimResponse> {
+    return this.#post("claim", body, ClaimResponseSchema, { giveUpAfterMs: this.#options.claimRetryMs ?? 60_000 });
+  }
+
+  /** One attempt; the heartbeat loop decides what a failure means. Answers the new lease. */
+  async heartbeat(): Promise<number | undefined> {
+    return (await this.#post("heartbeat", {}, HeartbeatResponseSchema, "never")).lease_ms;
+  }
+
+  /** Records a durable call; retried until the server confirms it. Answers the stored entry. */
+  async record(body: RecordRequest): Promise<JournalEntry> {
+    return (await this.#post("journal", body, RecordResponseSchema, "forever")).entry;
+  }
+
+  async log(chunks: readonly LogChunk[]): Promise<void> {
+    await this.#post("log", { chunks }, AnySchema, "forever");
+  }
+
+  async annotate(markdown: string): Promise<void> {
+    await this.#post("annotate", { markdown }, AnySchema, "forever");
+  }
+
+  async finish(body: FinishRequest): Promise<string | undefined> {
+    return (await this.#post("finish", body, FinishResponseSchema, "forever")).status;
+  }
+
+  async close(): Promise<void> {
+    await this.#dispatcher.destroy();
+  }
+
+  async #post<S extends z.ZodType>(route: string, body: unknown, schema: S, retry: Retry): Promise<z.infer<S>> {
+    const attempt = () => this.#attempt(route, body, schema);
+    if (retry === "never") return attempt();
+    return withRetry(attempt, {
+      isRetryable: isTransient,
+      signal: this.#options.signal,
+      giveUpAfterMs: retry === "forever" ? undefined : retry.giveUpAfterMs,
+      minDelayMs: this.#options.minDelayMs,
+      maxDelayMs: this.#options.maxDelayMs,
+      onRetry: (err, attempt, delayMs) => {
+        if (attempt === 1 || attempt % 10 === 0) this.#options.logger.warn({ route, attempt, delayMs, err }, "agent API call failed; retrying");
+      },
+    });
+  }
+
+  async #attempt<S extends z.ZodType>(route: string, body: unknown, schema: S): Promise<z.infer<S>> {
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(`${this.#options.serverUrl}/agent/v1/${route}`, {
+        method: "POST",
+        dispatcher: this.#dispatcher,
+        headers: { authorization: `Bearer ${this.#options.token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+        ...(this.#options.signal ? { signal: this.#options.signal } : {}),
+      });
+    } catch (err) {
+      if (this.#options.signal?.aborted) throw err;
+      throw new TransientApiError(`cannot reach the server for ${route}: ${(err as Error).message}`, undefined, { cause: err });
+    }
+    const text = await res.body.text().catch((err: unknown) => {
+      throw new TransientApiError(`the server's answer to ${route} was cut: ${(err as Error).message}`, res.statusCode, { cause: err });
+    });
+    const json = parseJson(text);
+    if (res.statusCode >= 400) throw this.#failure(route, res.statusCode, json);
+    const parsed = schema.safeParse(json ?? {});
+    if (!parsed.success) {
+      throw new FlowError("internal", `the server's answer to ${route} is malformed: ${describeIssues(parsed.error.issues)}`);
+    }
+    return parsed.data;
+  }
+
+  #failure(route: string, status: number, json: unknown): Error {
+    if (status >= 500 || status === 429 || status === 408) {
+      const detail = errorFromBody(status, json).message;
+      return new TransientApiError(`the server answered ${route} with HTTP ${status}: ${detail}`, status);
+    }
+    const err = errorFromBody(status, json);
+    if (status === 401 || err.code === "job_lost") {
+      const lost = new FlowError("job_lost", `the job's lease is gone (HTTP ${status} on ${route}): ${err.message}`, { cause: err });
+      if (!this.#lost) {
+        this.#lost = true;
+        this.#options.onJobLost?.(lost);
+      }
+      return lost;
+    }
+    return err;
+  }
+}
+
+const parseJson = (text: string): unknown => {
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+};

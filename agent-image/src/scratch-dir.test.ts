@@ -1,0 +1,46 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { inputEnvelope, prepareScratchDir, scriptFileName } from "./scratch-dir.js";
+
+void test("the scratch dir is private and holds the recorded source and the input envelope", async () => {
+  const root = await mkdtemp(join(tmpdir(), "fa-scratch-"));
+  try {
+    const s = await prepareScratchDir(join(root, "work"), { filename: "ci/build.sh", source: "echo hi\n", trigger: {} });
+    assert.equal((await stat(s.dir)).mode & 0o777, 0o700);
+    assert.equal(s.scriptPath, join(s.dir, "build.sh"));
+    assert.equal(await readFile(s.scriptPath, "utf8"), "echo hi\n");
+    assert.deepEqual(JSON.parse(await readFile(s.inputPath, "utf8")), { type: "manual", event: null, payload: null });
+    assert.equal(dirname(s.socketPath), s.dir);
+    await s.remove();
+    await assert.rejects(stat(s.dir), { code: "ENOENT" });
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+});
+
+void test("a workdir too deep for a Unix socket path gets the socket in a short directory", async () => {
+  const root = await mkdtemp(join(tmpdir(), "fa-scratch-"));
+  try {
+    const s = await prepareScratchDir(join(root, "x".repeat(120)), { filename: "a.sh", source: "", trigger: {} });
+    assert.ok(Buffer.byteLength(s.socketPath) <= 100);
+    await s.remove();
+    await assert.rejects(stat(dirname(s.socketPath)), { code: "ENOENT" });
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+});
+
+void test("the script file name cannot leave the scratch dir or shadow the agent's files", () => {
+  assert.equal(scriptFileName("../../etc/passwd"), "passwd");
+  assert.equal(scriptFileName(".."), "script");
+  assert.equal(scriptFileName(""), "script");
+  assert.equal(scriptFileName("input.json"), "script");
+  assert.equal(scriptFileName("deploy.py"), "deploy.py");
+});
+
+void test("the input envelope keeps the trigger's fields over the defaults", () => {
+  assert.deepEqual(inputEnvelope({ type: "push", sha: "abc", payload: { a: 1 } }), { type: "push", event: null, payload: { a: 1 }, sha: "abc" });
+});

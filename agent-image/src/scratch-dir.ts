@@ -1,0 +1,67 @@
+/**
+ * The job's scratch directory (mode 0700, under FLOW_AGENT_WORKDIR): the run's recorded source,
+ * `input.json` (the trigger envelope, for FLOW_INPUT_FILE), the agent socket and the capture pipe.
+ * It is the script's working directory and is removed when the job ends.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+
+export interface ScratchDir {
+  readonly dir: string;
+  readonly scriptPath: string;
+  readonly inputPath: string;
+  readonly socketPath: string;
+  readonly capturePath: string;
+  remove(): Promise<void>;
+}
+
+export interface ScratchContent {
+  readonly filename: string;
+  readonly source: string;
+  readonly trigger: Readonly<Record<string, unknown>>;
+}
+
+/** A Unix socket path must fit in sun_path (108 bytes with the NUL on Linux); keep a margin. */
+const MAX_SOCKET_PATH = 100;
+
+const RESERVED = new Set(["input.json", "agent.sock", ".flow-stdout"]);
+
+/** The script's file name: the recorded filename's last segment, or `script` if it has none. */
+export const scriptFileName = (filename: string): string => {
+  const name = basename(filename.replaceAll("\\", "/")).replace(/[\0]/g, "");
+  return name === "" || name === "." || name === ".." || RESERVED.has(name) ? "script" : name;
+};
+
+/** The envelope a script reads from FLOW_INPUT_FILE: `{type, event, payload, ...}`; manual by default. */
+export const inputEnvelope = (trigger: Readonly<Record<string, unknown>>): Record<string, unknown> => ({
+  type: "manual",
+  event: null,
+  payload: null,
+  ...trigger,
+});
+
+export const prepareScratchDir = async (workdir: string, content: ScratchContent): Promise<ScratchDir> => {
+  await mkdir(workdir, { recursive: true, mode: 0o700 });
+  const dir = await mkdtemp(join(workdir, "j-")); // mkdtemp makes it 0700
+  const extraDirs: string[] = [];
+  const remove = async (): Promise<void> => {
+    for (const d of [dir, ...extraDirs]) await rm(d, { recursive: true, force: true });
+  };
+  try {
+    const scriptPath = join(dir, scriptFileName(content.filename));
+    await writeFile(scriptPath, content.source, { mode: 0o700 });
+    const inputPath = join(dir, "input.json");
+    await writeFile(inputPath, JSON.stringify(inputEnvelope(content.trigger)), { mode: 0o600 });
+    let socketPath = join(dir, "agent.sock");
+    if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
+      const short = await mkdtemp(join(tmpdir(), "fa-"));
+      extraDirs.push(short);
+      socketPath = join(short, "agent.sock");
+    }
+    return { dir, scriptPath, inputPath, socketPath, capturePath: join(dir, ".flow-stdout"), remove };
+  } catch (err) {
+    await remove();
+    throw err;
+  }
+};

@@ -1,0 +1,112 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createConnection } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { FlowError, JournalEntry } from "@flowsvc/core";
+import { JournalCursor, idempotencyKeyFor } from "./journal-cursor.js";
+import { silentLogger } from "./logger.js";
+import { createOpHandler } from "./socket-ops.js";
+import { startSocketServer } from "./socket-server.js";
+
+const done = (position: number, name: string, ordinal: number, stdout: string, exit = 0): JournalEntry => ({
+  position, kind: "step", name, ordinal, status: "done", result: { stdout_b64: Buffer.from(stdout).toString("base64"), exit },
+});
+
+/** The agent's socket with a journal and no server: any call that would reach the server fails the test. */
+const agentSocket = async (journal: JournalEntry[]) => {
+  const dir = await mkdtemp(join(tmpdir(), "fa-sock-"));
+  const events: string[] = [];
+  let failure: FlowError | undefined;
+  const noServer = () => Promise.reject(new Error("this test has no server: the call should not have reached it"));
+  const handler = createOpHandler({
+    agentId: "agt-test", runId: "run-test", captureIno: 4242, cursor: new JournalCursor(journal),
+    api: { record: noServer, annotate: noServer }, outputs: new Map(), logger: silentLogger,
+    failure: () => failure,
+    onDeterminism: (err) => {
+      failure = err;
+      events.push(`failed: ${err.message}`);
+    },
+  });
+  const server = await startSocketServer(join(dir, "agent.sock"), handler, silentLogger);
+  /** Sends requests on one connection and reads one answer line per request. */
+  const call = (...requests: object[]): Promise<Record<string, unknown>[]> =>
+    new Promise((resolve, reject) => {
+      const socket = createConnection(server.path);
+      let text = "";
+      socket.setEncoding("utf8").on("data", (d: string) => {
+        text += d;
+        const lines = text.split("\n").filter(Boolean);
+        if (lines.length === requests.length) {
+          socket.end();
+          events.push(`answered ${lines.length}`);
+          resolve(lines.map((l) => JSON.parse(l) as Record<string, unknown>));
+        }
+      });
+      socket.on("error", reject);
+      socket.write(requests.map((r) => `${JSON.stringify(r)}\n`).join(""));
+    });
+  return { call, events, close: async () => { await server.close(); await rm(dir, { recursive: true, force: true }); } };
+};
+
+void test("hello answers the agent id, protocol 2 and the capture pipe's inode", async () => {
+  const a = await agentSocket([]);
+  const [r] = await a.call({ v: 2, op: "hello" });
+  assert.deepEqual(r, { v: 2, ok: true, agent_id: "agt-test", protocol: 2, capture_ino: 4242 });
+  await a.close();
+});
+
+void test("recorded steps replay from the journal, by name and ordinal, without the server", async () => {
+  const a = await agentSocket([done(0, "build", 0, "built\n"), done(1, "build", 1, "again\n", 3)]);
+  const [first, second] = await a.call({ v: 2, op: "step", name: "build" }, { v: 2, op: "step", name: "build", label: "twice" });
+  assert.deepEqual(first, { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: Buffer.from("built\n").toString("base64"), exit: 0 });
+  assert.deepEqual(second, { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: Buffer.from("again\n").toString("base64"), exit: 3 });
+  await a.close();
+});
+
+void test("a step past the journal is new, with a position and an idempotency key stable for that position", async () => {
+  const a = await agentSocket([done(0, "build", 0, "x")]);
+  const [, fresh] = await a.call({ v: 2, op: "step", name: "build" }, { v: 2, op: "step", name: "deploy" });
+  assert.deepEqual(fresh, { v: 2, ok: true, replay: false, position: 1, idempotency_key: idempotencyKeyFor("run-test", 1), capture_ino: 4242 });
+  assert.equal(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-test", 1));
+  assert.notEqual(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-test", 2));
+  assert.notEqual(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-other", 1));
+  await a.close();
+});
+
+void test("a different call at a recorded position is refused with a determinism error, then the job fails", async () => {
+  const a = await agentSocket([done(0, "build", 0, "x"), done(1, "test", 0, "y")]);
+  const [, r] = await a.call({ v: 2, op: "step", name: "build" }, { v: 2, op: "step", name: "lint" });
+  const message = 'determinism error at call #1: the journal recorded step "test"#0 but the script called step "lint"#0';
+  assert.deepEqual(r, { v: 2, ok: false, error: { code: "determinism", message }, exit: 1 });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(a.events.indexOf(`failed: ${message}`) >= 0, true, "the job was failed");
+  const [later] = await a.call({ v: 2, op: "step", name: "anything" });
+  assert.deepEqual(later, { v: 2, ok: false, error: { code: "determinism", message }, exit: 1 });
+  await a.close();
+});
+
+void test("a wrong protocol version, an unknown op and a malformed line are refused with exit 1", async () => {
+  const a = await agentSocket([]);
+  const [v1, unknown, bad] = await a.call({ v: 1, op: "hello" }, { v: 2, op: "teleport" }, { v: 2, op: "step", name: "" });
+  assert.equal(v1?.["ok"], false);
+  assert.match(JSON.stringify(v1), /speaks socket protocol 2/);
+  assert.match(JSON.stringify(unknown), /does not know the op \\"teleport\\"/);
+  assert.deepEqual([bad?.["ok"], bad?.["exit"], (bad?.["error"] as { code: string }).code], [false, 1, "invalid_argument"]);
+  await a.close();
+});
+
+void test("output.set stages values without the server", async () => {
+  const a = await agentSocket([]);
+  const [r] = await a.call({ v: 2, op: "output.set", values: { version: "1.2.3" } });
+  assert.deepEqual(r, { v: 2, ok: true });
+  await a.close();
+});
+
+void test("output.set refuses values that would not fit in the finish body", async () => {
+  const a = await agentSocket([]);
+  const [big] = await a.call({ v: 2, op: "output.set", values: { blob: "x".repeat(300 * 1024) } });
+  assert.deepEqual([big?.["ok"], (big?.["error"] as { code: string }).code, big?.["exit"]], [false, "payload_too_large", 1]);
+  await a.close();
+});

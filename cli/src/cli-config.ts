@@ -1,0 +1,72 @@
+/**
+ * The CLI's saved config file: where `flow` finds the server and the token when neither flags nor
+ * the environment say. Written by `flow login`, and by `flow server` on its first start.
+ */
+import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { dirname, join } from "node:path";
+import { z } from "zod";
+import { FlowError, describeIssues } from "@flowsvc/core";
+import { PROJECT_REF_PATTERN } from "./config.js";
+
+export interface CliConfig {
+  url: string;
+  token: string;
+  /** "org/project" */
+  project: string;
+}
+
+const CliConfigSchema = z.object({
+  url: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }),
+  token: z.string(),
+  project: z.string().regex(PROJECT_REF_PATTERN, "must be org/project"),
+});
+
+/** FLOWSVC_CONFIG, else $XDG_CONFIG_HOME/flowsvc/config.json, else ~/.config/flowsvc/config.json. */
+export const resolveCliConfigPath = (env: { FLOWSVC_CONFIG?: string; XDG_CONFIG_HOME?: string; HOME?: string }): string => {
+  if (env.FLOWSVC_CONFIG) return env.FLOWSVC_CONFIG;
+  if (env.XDG_CONFIG_HOME) return join(env.XDG_CONFIG_HOME, "flowsvc", "config.json");
+  return join(env.HOME ?? ".", ".config", "flowsvc", "config.json");
+};
+
+const isMissing = (err: unknown): boolean => (err as NodeJS.ErrnoException | undefined)?.code === "ENOENT";
+
+/** The saved config, or undefined when there is no file. A file that does not parse is a `config` error. */
+export const readCliConfig = async (path: string): Promise<CliConfig | undefined> => {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    if (isMissing(err)) return undefined;
+    throw new FlowError("config", `cannot read the CLI config ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  const hint = `fix ${path}, or delete it and run \`flow login --url <url> --token <token>\``;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new FlowError("config", `the CLI config ${path} is not valid JSON`, { hint, cause: err });
+  }
+  const parsed = CliConfigSchema.safeParse(json);
+  if (!parsed.success) throw new FlowError("config", `the CLI config ${path} is invalid: ${describeIssues(parsed.error.issues)}`, { hint });
+  return parsed.data;
+};
+
+/** Writes the config atomically (temp file + rename), readable by its owner only (0600). */
+export const writeCliConfig = async (path: string, cfg: CliConfig): Promise<void> => {
+  const body = `${JSON.stringify({ url: cfg.url, token: cfg.token, project: cfg.project }, null, 2)}\n`;
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const temp = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  const handle = await open(temp, "wx", 0o600);
+  try {
+    await handle.writeFile(body, "utf8");
+    await handle.chmod(0o600);
+    await handle.sync();
+  } catch (err) {
+    await handle.close();
+    await rm(temp, { force: true });
+    throw err;
+  }
+  await handle.close();
+  await rename(temp, path);
+};

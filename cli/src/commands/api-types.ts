@@ -1,0 +1,62 @@
+/**
+ * The shapes the CLI reads from the user API (docs/internals.md, "User API"). Fields the CLI only
+ * passes through to `-o json|yaml` are not listed: those documents are printed as the API sent them.
+ */
+import { FlowError } from "@flowsvc/core";
+
+export interface RunRecord {
+  id: string;
+  status: string;
+  substate?: { name?: string; kind?: string } | null;
+  deadline?: string | null;
+  filename?: string;
+  tags?: string[];
+  created_at?: string;
+  started_at?: string | null;
+  finished_at?: string | null;
+  output?: unknown;
+  error?: string | null;
+  annotations?: unknown[];
+}
+
+export const TERMINAL_STATUSES: readonly string[] = ["succeeded", "failed", "cancelled"];
+
+export interface SubmitAnswer {
+  id: string;
+  duplicate?: boolean;
+}
+
+export interface StepRecord {
+  position: number;
+  kind: string;
+  name: string;
+  ordinal: number;
+  status: string;
+  exit_code?: number | null;
+  output_bytes?: number | null;
+  error?: string;
+  /** The raw journal result, for a server that sends entries as recorded. */
+  result?: { stdout_b64?: string; exit?: number; error?: string } | null;
+}
+
+export interface SecretInfo {
+  name: string;
+  exists?: boolean;
+  set_at?: string | null;
+}
+
+export interface EventRecord {
+  id: string;
+  type: string;
+  key?: string | null;
+  payload?: unknown;
+  created_at?: string;
+}
+
+/** A list answer: a bare array, or an object carrying the array under one of `keys` (or `items`). */
+export const listFrom = <T>(body: unknown, keys: readonly string[]): T[] => {
+  if (Array.isArray(body)) return body as T[];
+  const record = (body ?? {}) as Record<string, unknown>;
+  for (const key of [...keys, "items"]) if (Array.isArray(record[key])) return record[key] as T[];
+  throw new FlowError("internal", `the server's answer is not a list of ${keys[0] ?? "items"}`);
+};

@@ -1,0 +1,63 @@
+/**
+ * What a command action gets: the resolved settings, an API client for them and the project-scoped
+ * path prefix. `withApi` opens it from the command's flags and closes the client afterwards.
+ */
+import type { Command } from "commander";
+import { readCliConfig, resolveCliConfigPath } from "../cli-config.js";
+import { parseCliEnv, resolveSettings } from "../config.js";
+import type { Environment, SettingFlags, Settings } from "../config.js";
+import { createApiClient } from "../http.js";
+import type { ApiClient } from "../http.js";
+import type { Stdio } from "../print.js";
+
+/** What bin/flow.ts hands the user CLI. */
+export interface CliDeps {
+  env: Environment;
+  io: Stdio;
+  now: () => Date;
+}
+
+/** CliDeps plus the way an action reports a non-zero exit that is not an error (a failed run). */
+export interface CommandDeps extends CliDeps {
+  setExitCode(code: number): void;
+}
+
+export interface CommandContext {
+  io: Stdio;
+  now: Date;
+  settings: Settings;
+  configPath: string;
+  api: ApiClient;
+  /** `/api/v1/orgs/{org}/projects/{project}` */
+  scoped: string;
+}
+
+export const scopedPrefix = (org: string, project: string): string =>
+  `/api/v1/orgs/${encodeURIComponent(org)}/projects/${encodeURIComponent(project)}`;
+
+/** `{scoped}/runs/{id}` and the like, each segment encoded. */
+export const scopedPath = (ctx: CommandContext, ...segments: string[]): string =>
+  [ctx.scoped, ...segments.map((s) => encodeURIComponent(s))].join("/");
+
+export const flagsOf = (cmd: Command): SettingFlags => {
+  const { url, token, project } = cmd.optsWithGlobals<SettingFlags>();
+  return { url, token, project };
+};
+
+/** Parses the environment, reads the saved config and applies the precedence for this command. */
+export const loadSettings = async (deps: CliDeps, flags: SettingFlags): Promise<{ settings: Settings; configPath: string }> => {
+  const env = await parseCliEnv(deps.env);
+  const configPath = resolveCliConfigPath(env);
+  const saved = await readCliConfig(configPath);
+  return { settings: resolveSettings(flags, env, saved), configPath };
+};
+
+export const withApi = async <T>(deps: CliDeps, cmd: Command, fn: (ctx: CommandContext) => Promise<T>): Promise<T> => {
+  const { settings, configPath } = await loadSettings(deps, flagsOf(cmd));
+  const api = createApiClient({ url: settings.url, token: settings.token });
+  try {
+    return await fn({ io: deps.io, now: deps.now(), settings, configPath, api, scoped: scopedPrefix(settings.org, settings.project) });
+  } finally {
+    await api.close();
+  }
+};

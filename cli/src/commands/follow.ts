@@ -1,0 +1,34 @@
+/**
+ * `flow follow <run>`: copies the run's log to stdout as it arrives, then exits 0 when the run
+ * succeeded and 1 when it failed or was cancelled. `flow submit --follow` uses followRun.
+ */
+import { Command } from "commander";
+import { FlowError } from "@flowsvc/core";
+import { TERMINAL_STATUSES } from "./api-types.js";
+import type { RunRecord } from "./api-types.js";
+import { scopedPath, withApi } from "./context.js";
+import type { CommandContext, CommandDeps } from "./context.js";
+import { examples } from "./options.js";
+
+/** Streams the log, then answers the exit status the run's outcome maps to. */
+export const followRun = async (ctx: CommandContext, id: string): Promise<number> => {
+  await ctx.api.stream(`${scopedPath(ctx, "runs", id, "log")}?follow=1`, (chunk) => ctx.io.write(chunk));
+  const run = await ctx.api.call<RunRecord>("GET", scopedPath(ctx, "runs", id));
+  if (!TERMINAL_STATUSES.includes(run.status)) {
+    throw new FlowError("unavailable", `the log stream of ${id} ended before the run finished (status ${run.status})`, {
+      hint: `run \`flow follow ${id}\` to follow it again, or \`flow status ${id}\``,
+    });
+  }
+  if (run.status === "succeeded") return 0;
+  ctx.io.note(`run ${id} ${run.status}${run.error ? `: ${run.error}` : ""}`);
+  return 1;
+};
+
+export const followCommand = (deps: CommandDeps): Command =>
+  new Command("follow")
+    .description("stream a run's log to stdout until it finishes; exit 0 if it succeeded, 1 if it failed or was cancelled")
+    .argument("<run>", "the run id")
+    .addHelpText("after", examples("flow follow run-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow follow \"$(flow submit build.sh)\" > build.log"))
+    .action(async (id: string, _opts: unknown, cmd: Command) => {
+      deps.setExitCode(await withApi(deps, cmd, (ctx) => followRun(ctx, id)));
+    });

@@ -1,0 +1,46 @@
+/** `flow status <run>`: one run's state, including the substate of the activity it is parked on. */
+import { Command } from "commander";
+import { formatDetails, formatDocument, formatTime } from "../print-format.js";
+import type { RunRecord } from "./api-types.js";
+import { scopedPath, withApi } from "./context.js";
+import type { CommandDeps } from "./context.js";
+import { examples, formatOf, outputOption } from "./options.js";
+
+const block = (value: unknown): string => (value === undefined || value === null ? "-" : JSON.stringify(value, null, 2));
+
+const annotationText = (a: unknown): string => {
+  const markdown = (a as { markdown?: unknown } | null)?.markdown;
+  return typeof markdown === "string" ? markdown : JSON.stringify(a);
+};
+
+/** The status table: one `key: value` line per field, times as ISO with their age. */
+export const formatRunDetails = (run: RunRecord, now: Date): string => {
+  const substate = run.substate?.name ? `${run.substate.name}${run.substate.kind ? ` (${run.substate.kind})` : ""}` : "-";
+  const annotations = run.annotations?.length ? run.annotations.map((a) => `- ${annotationText(a).replace(/\n/g, "\n  ")}`).join("\n") : "-";
+  return formatDetails([
+    ["id", run.id],
+    ["status", run.status],
+    ["substate", substate],
+    ["deadline", formatTime(run.deadline, now)],
+    ["created", formatTime(run.created_at, now)],
+    ["started", formatTime(run.started_at, now)],
+    ["finished", formatTime(run.finished_at, now)],
+    ["output", block(run.output)],
+    ["error", run.error ?? "-"],
+    ["annotations", annotations],
+  ]);
+};
+
+export const statusCommand = (deps: CommandDeps): Command =>
+  new Command("status")
+    .description("show a run: status, substate (what a parked run waits on), times, output, error, annotations")
+    .argument("<run>", "the run id")
+    .addOption(outputOption())
+    .addHelpText("after", examples("flow status run-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow status \"$run\" -o json | jq -r .status"))
+    .action(async (id: string, opts: { output?: string }, cmd: Command) => {
+      await withApi(deps, cmd, async (ctx) => {
+        const run = await ctx.api.call<RunRecord>("GET", scopedPath(ctx, "runs", id));
+        const format = formatOf(opts);
+        ctx.io.out(format === "table" ? formatRunDetails(run, ctx.now) : formatDocument(run, format));
+      });
+    });

@@ -1,0 +1,80 @@
+/**
+ * `flow submit <file>`: a new run from a script. Prints only the run id on stdout, so
+ * `run=$(flow submit f.sh)` works; with --follow the log goes to stdout and the id to stderr.
+ */
+import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
+import { Command, Option } from "commander";
+import { FlowError } from "@flowsvc/core";
+import type { SubmitAnswer } from "./api-types.js";
+import { scopedPath, withApi } from "./context.js";
+import type { CommandDeps } from "./context.js";
+import { followRun } from "./follow.js";
+import { collectEnv, collectList, examples, splitInterpreter } from "./options.js";
+
+interface SubmitOptions {
+  as: string;
+  interpreter?: string;
+  follow?: boolean;
+  idempotencyKey?: string;
+  env?: Record<string, string>;
+  tag?: string[];
+}
+
+const readSource = async (file: string): Promise<string> => {
+  try {
+    return await readFile(file, "utf8");
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
+    throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { hint: "give the path of the script to run", cause: err });
+  }
+};
+
+/** The submit body of docs/internals.md: `{kind, source, filename, interpreter?, env, idempotency_key?, tags}`. */
+export const submitBody = (file: string, source: string, opts: Omit<SubmitOptions, "as" | "follow">): Record<string, unknown> => ({
+  kind: "script",
+  source,
+  filename: basename(file),
+  ...(opts.interpreter === undefined ? {} : { interpreter: splitInterpreter(opts.interpreter) }),
+  env: opts.env ?? {},
+  ...(opts.idempotencyKey === undefined ? {} : { idempotency_key: opts.idempotencyKey }),
+  tags: opts.tag ?? [],
+});
+
+export const submitCommand = (deps: CommandDeps): Command =>
+  new Command("submit")
+    .description("submit a script as a new run and print its id")
+    .argument("<file>", "the script to run; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu")
+    .addOption(new Option("--as <kind>", "what the file is").choices(["script", "pipeline", "yaml"]).default("script"))
+    .option("--interpreter <cmd>", "the command that runs the file, split on spaces (overrides the extension)")
+    .option("--follow", "stream the run's log to stdout; exit 0 if it succeeds, 1 if it fails or is cancelled")
+    .option("--idempotency-key <key>", "a repeat submit under the same key answers the first run's id instead of a new run")
+    .option("--env <NAME=VALUE>", "set a variable in the run's environment (repeatable)", collectEnv)
+    .option("--tag <tag>", "tag the run (repeatable)", collectList)
+    .addHelpText(
+      "after",
+      examples(
+        "run=$(flow submit build.sh)",
+        "flow submit deploy.py --env TARGET=staging --tag deploy --follow",
+        "flow submit nightly.sh --idempotency-key nightly-2025-01-31",
+        "flow submit job.js --interpreter \"node --enable-source-maps\"",
+      ),
+    )
+    .action(async (file: string, opts: SubmitOptions, cmd: Command) => {
+      if (opts.as !== "script") {
+        throw new FlowError("invalid_argument", `--as ${opts.as}: pipelines are not available in this version`, {
+          hint: "submit a script (the default, --as script)",
+        });
+      }
+      const body = submitBody(file, await readSource(file), opts);
+      await withApi(deps, cmd, async (ctx) => {
+        const run = await ctx.api.call<SubmitAnswer>("POST", scopedPath(ctx, "runs"), body);
+        if (run.duplicate) ctx.io.note(`duplicate: run ${run.id} was already submitted under this idempotency key`);
+        if (!opts.follow) {
+          ctx.io.out(run.id);
+          return;
+        }
+        ctx.io.note(run.id);
+        deps.setExitCode(await followRun(ctx, run.id));
+      });
+    });

@@ -1,0 +1,34 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { FlowError } from "@flowsvc/core";
+import { printError } from "./print-error.js";
+import type { Stdio } from "./print.js";
+
+const capture = (): { io: Stdio; out: string[]; err: string[] } => {
+  const out: string[] = [];
+  const err: string[] = [];
+  const io: Stdio = {
+    write: (d) => Promise.resolve(void out.push(String(d))),
+    out: (t) => void out.push(t),
+    note: (t) => void err.push(t),
+    stdinIsTty: () => false,
+    readStdin: () => Promise.resolve(""),
+  };
+  return { io, out, err };
+};
+
+void test("an error is one `error:` line, then its hint, and the exit status of its code", () => {
+  const c = capture();
+  assert.equal(printError(c.io, new FlowError("invalid_argument", "bad flag", { hint: "see --help" })), 2);
+  assert.deepEqual(c.err, ["error: bad flag", "see --help"]);
+  assert.deepEqual(c.out, []);
+  assert.equal(printError(capture().io, new FlowError("unavailable", "down")), 1);
+  assert.equal(printError(capture().io, new FlowError("config", "bad env")), 2);
+});
+
+void test("an unexpected error still prints one error line and exits 1", () => {
+  const c = capture();
+  assert.equal(printError(c.io, new TypeError("x is undefined")), 1);
+  assert.equal(c.err[0], "error: x is undefined");
+  assert.equal(c.err.length, 2);
+});

@@ -1,0 +1,21 @@
+/**
+ * How the CLI reports a failure: one line `error: <message>` on stderr, then the hint on its own
+ * line, and the exit status the error code maps to (core's exitStatusOf, the one table).
+ */
+import { FlowError, exitStatusOf } from "@flowsvc/core";
+import type { Stdio } from "./print.js";
+
+const BUG_HINT = "this is a bug in flow: please report it with the command you ran";
+
+/** Prints the error and returns the exit status for it. */
+export const printError = (io: Stdio, err: unknown): number => {
+  if (err instanceof FlowError) {
+    io.note(`error: ${err.message}`);
+    if (err.hint) io.note(err.hint);
+    return exitStatusOf(err.code);
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  io.note(`error: ${message}`);
+  io.note(BUG_HINT);
+  return 1;
+};

@@ -1,0 +1,42 @@
+/**
+ * The CLI's stdio. Every byte the user CLI writes goes through a Stdio: what a script would capture
+ * on stdout, what people read on stderr. Commands get one passed down (tests build their own).
+ */
+import type { Readable, Writable } from "node:stream";
+
+export interface Stdio {
+  /** Writes bytes or text to stdout as they are; resolves once the stream can take more. */
+  write(data: string | Uint8Array): Promise<void>;
+  /** Writes text to stdout, ending it with a newline if it has none. */
+  out(text: string): void;
+  /** Writes a line for people to stderr. */
+  note(text: string): void;
+  /** True when stdin is a terminal (nobody piped a value in). */
+  stdinIsTty(): boolean;
+  /** Reads stdin to its end. */
+  readStdin(): Promise<string>;
+}
+
+const withNewline = (text: string): string => (text.endsWith("\n") ? text : `${text}\n`);
+
+/** stdin is a getter: touching process.stdin opens it, which only `secret set NAME -` needs. */
+export const streamStdio = (stdin: () => Readable & { isTTY?: boolean }, stdout: Writable, stderr: Writable): Stdio => ({
+  write: (data) =>
+    new Promise<void>((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      stdout.once("error", onError);
+      const more = stdout.write(data, () => stdout.off("error", onError));
+      if (more) resolve();
+      else stdout.once("drain", () => resolve());
+    }),
+  out: (text) => void stdout.write(withNewline(text)),
+  note: (text) => void stderr.write(withNewline(text)),
+  stdinIsTty: () => stdin().isTTY === true,
+  readStdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of stdin()) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer));
+    return Buffer.concat(chunks).toString("utf8");
+  },
+});
+
+export const processStdio = (): Stdio => streamStdio(() => process.stdin, process.stdout, process.stderr);

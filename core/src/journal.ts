@@ -1,0 +1,61 @@
+/**
+ * Replay rules for the journal (ARCHITECTURE.md, "Journal"; spec, "Script semantics" rule 1).
+ *
+ * A run's durable calls are numbered by position in the order the script makes them. On a replay
+ * the call at each position must be the one the journal recorded there (same kind, same name,
+ * same per-name ordinal); anything else is a determinism error that names both calls. Pure: no
+ * I/O, no clock.
+ */
+import type { JournalEntry } from "./agent-api.js";
+import { STEP_OUTPUT_LIMIT } from "./agent-api.js";
+import { FlowError } from "./errors.js";
+
+/** A durable call as the script made it: `ordinal` counts earlier calls of the same kind and name. */
+export interface DurableCall {
+  readonly kind: string;
+  readonly name: string;
+  readonly ordinal: number;
+}
+
+/**
+ * - `new`: nothing finished is recorded at this position; the call runs (a `pending` record of
+ *   the same call, left by an agent that died mid-call, runs again under the same position).
+ * - `replay`: the call finished on an earlier pass; answer from `entry.result`.
+ */
+export type JournalMatch = { readonly type: "new" } | { readonly type: "replay"; readonly entry: JournalEntry };
+
+/** `step "build"#0`: how a call is named in messages (the same `name#n` form `rerun --from` takes). */
+export const describeCall = (call: DurableCall): string => `${call.kind} ${JSON.stringify(call.name)}#${call.ordinal}`;
+
+const sameCall = (a: DurableCall, b: DurableCall): boolean =>
+  a.kind === b.kind && a.name === b.name && a.ordinal === b.ordinal;
+
+/**
+ * Decides how the call made at `position` relates to what the journal recorded there.
+ * Throws FlowError("determinism") when a different call was recorded at that position.
+ */
+export const matchJournal = (recorded: JournalEntry | undefined, call: DurableCall, position: number): JournalMatch => {
+  if (recorded === undefined) return { type: "new" };
+  if (!sameCall(recorded, call)) {
+    throw new FlowError(
+      "determinism",
+      `determinism error at call #${position}: the journal recorded ${describeCall(recorded)} but the script called ${describeCall(call)}`,
+      {
+        hint: "a script must make its durable calls with the same names in the same order on every pass; start a new run, or `flow rerun --from` a site the new code still reaches",
+        details: { position, recorded: { kind: recorded.kind, name: recorded.name, ordinal: recorded.ordinal }, called: { ...call } },
+      },
+    );
+  }
+  return recorded.status === "done" ? { type: "replay", entry: recorded } : { type: "new" };
+};
+
+/** Indexes a claim's journal by position (a later duplicate of a position wins: it never happens). */
+export const indexJournal = (entries: readonly JournalEntry[]): ReadonlyMap<number, JournalEntry> =>
+  new Map(entries.map((e) => [e.position, e]));
+
+/** The recorded error of a step whose stdout went over the limit (spec, Errors: "how far over"). */
+export const stepOutputTooLargeMessage = (totalBytes: number, limit: number = STEP_OUTPUT_LIMIT): string =>
+  `step output is ${totalBytes} bytes, ${totalBytes - limit} bytes over the ${formatLimit(limit)} limit`;
+
+const formatLimit = (bytes: number): string =>
+  bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`;
