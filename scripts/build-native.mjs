@@ -1,1 +1,97 @@
-// Placeholder until the native in-script client lands (issue 3); keeps `npm run build` uniform.
+#!/usr/bin/env node
+// Builds the in-script `flow` client that the agent puts first on a script's PATH
+// (docs/internals.md, "In-script socket protocol"; shared/ARCHITECTURE.md, "Decisions").
+//
+//   agent-image/bin/flow-native  agent-image/native/flow.c compiled with `cc` (or $CC), when a
+//                                compiler is found; the user CLI's paths are baked in with -D
+//   agent-image/bin/flow         flow-native when it was built, else a shim that execs the Node
+//                                fallback; FLOW_CLIENT=node at build time forces the shim
+//   agent-image/bin-node/flow    always the shim, so tests can point FLOW_CLIENT_DIR at either
+//
+// Runs in `npm run build` after `tsc -b`. A host without a compiler gets a one-line notice and
+// the Node fallback; a flow.c that does not compile fails the build.
+import { spawnSync } from "node:child_process";
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const source = join(root, "agent-image", "native", "flow.c");
+const binDir = join(root, "agent-image", "bin");
+const nodeBinDir = join(root, "agent-image", "bin-node");
+const nativeOut = join(binDir, "flow-native");
+const nodeEntry = join(root, "agent-image", "dist", "bin", "flow-inscript.js");
+const userCli = join(root, "cli", "dist", "bin", "flow.js");
+
+// `CC` may carry words (`ccache gcc`, `gcc -m64`), as make and node-gyp allow.
+const ccWords = (process.env.CC ?? "").trim().split(/\s+/).filter(Boolean);
+const [cc, ...ccArgs] = ccWords.length ? ccWords : ["cc"];
+
+const shellQuote = (s) => `'${s.replaceAll("'", `'\\''`)}'`;
+// JSON string syntax is a valid C string literal for a path (quotes and backslashes escaped).
+const cString = (s) => JSON.stringify(s);
+
+/** Writes a file next to its final place, then renames it: a running binary is never rewritten. */
+const install = (dest, write) => {
+  mkdirSync(dirname(dest), { recursive: true });
+  const tmp = `${dest}.tmp-${process.pid}`;
+  try {
+    write(tmp);
+    chmodSync(tmp, 0o755);
+    renameSync(tmp, dest);
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+};
+
+const compile = (args) => spawnSync(cc, [...ccArgs, ...args], { encoding: "utf8" });
+
+/** A compiler that can build a hello world: missing one, or one without libc headers, is no compiler. */
+const compilerWorks = () => {
+  const dir = mkdtempSync(join(tmpdir(), "flow-cc-"));
+  try {
+    writeFileSync(join(dir, "probe.c"), "#include <stdio.h>\n#include <sys/socket.h>\nint main(void) { return puts(\"\") < 0; }\n");
+    const r = compile(["-o", join(dir, "probe"), join(dir, "probe.c")]);
+    return r.error === undefined && r.status === 0;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+};
+
+const buildNative = () => {
+  if (!compilerWorks()) {
+    rmSync(nativeOut, { force: true }); // never leave a stale binary from an earlier build
+    console.error(`build-native: no working C compiler (${cc}); agent-image/bin/flow is the Node fallback`);
+    return false;
+  }
+  const flags = [
+    "-std=c11", "-O2", "-Wall", "-Wextra", "-s",
+    `-DFLOW_NODE=${cString(process.execPath)}`, `-DFLOW_USER_CLI=${cString(userCli)}`,
+  ];
+  // Static when the host has libc.a: no dynamic loader to run on every call. Measured: a
+  // replayed step takes 1.72 ms median static, 1.94 ms dynamic, /bin/true 1.59 ms (1000 calls
+  // each, round-robin, spawnSync from Node). Dynamic otherwise.
+  install(nativeOut, (tmp) => {
+    let r = compile([...flags, "-static", "-o", tmp, source]);
+    if (r.status !== 0) r = compile([...flags, "-o", tmp, source]);
+    process.stderr.write(r.stderr ?? "");
+    if (r.status !== 0) throw new Error(`build-native: ${cc} failed to compile ${source}`);
+  });
+  return true;
+};
+
+const nodeShim = `#!/bin/sh\n# The in-script flow client, Node fallback (written by scripts/build-native.mjs).\nexec ${shellQuote(process.execPath)} ${shellQuote(nodeEntry)} "$@"\n`;
+
+let native;
+try {
+  native = buildNative();
+} catch (err) {
+  console.error(err.message);
+  process.exit(1);
+}
+const forceNode = process.env.FLOW_CLIENT === "node";
+install(join(nodeBinDir, "flow"), (tmp) => writeFileSync(tmp, nodeShim));
+if (native && !forceNode) install(join(binDir, "flow"), (tmp) => copyFileSync(nativeOut, tmp));
+else install(join(binDir, "flow"), (tmp) => writeFileSync(tmp, nodeShim));
+if (native && forceNode) console.error("build-native: FLOW_CLIENT=node: agent-image/bin/flow is the Node fallback");

@@ -1,8 +1,10 @@
 /**
  * Reads one of the script's output streams, masks it on the byte stream (core's Masker), decodes
  * it as UTF-8 with a streaming decoder (a character split across reads stays whole) and hands the
- * text to the log shipper. The masker's held-back tail is flushed after `idleMs` without data and
- * at the end. When the shipper is over its high-water mark, reading pauses until it drains.
+ * text to the log shipper. Bytes that cannot start a secret go out at once; only a tail that may be
+ * the start of one is held, and flushed after `idleMs` without data and at the end. The hold is a
+ * full second, not a few milliseconds: a script that pauses between two halves of a value (a
+ * `printf` of a slice, a sleep, a slow pipe) must not leak the first half. It delays nothing else. When the shipper is over its high-water mark, reading pauses until it drains.
  */
 import type { Readable } from "node:stream";
 import type { Masker } from "@flowsvc/core";
@@ -13,7 +15,7 @@ export interface OutputPump {
   readonly done: Promise<void>;
 }
 
-export const pumpOutput = (source: Readable, stream: LogStream, masker: Masker, shipper: LogShipper, idleMs = 50): OutputPump => {
+export const pumpOutput = (source: Readable, stream: LogStream, masker: Masker, shipper: LogShipper, idleMs = 1000): OutputPump => {
   const decoder = new TextDecoder("utf-8");
   let idle: NodeJS.Timeout | undefined;
 

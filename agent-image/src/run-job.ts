@@ -54,7 +54,7 @@ export interface JobDeps {
   readonly timings?: Partial<JobTimings>;
 }
 
-const DEFAULT_TIMINGS: JobTimings = { killGraceMs: 3_000, drainMs: 1_000, logIntervalMs: 50, maskIdleMs: 50 };
+const DEFAULT_TIMINGS: JobTimings = { killGraceMs: 3_000, drainMs: 1_000, logIntervalMs: 50, maskIdleMs: 1_000 };
 
 const whenAborted = (signal: AbortSignal): Promise<void> =>
   signal.aborted ? Promise.resolve() : new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));

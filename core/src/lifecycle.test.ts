@@ -9,6 +9,13 @@ test("a manual run's payload carries the common fields and trigger type manual o
   assert.deepEqual(p, { run_id: "run-1", status: "failed", workflow: "flowsvc/script/v1", tags: ["env:prod", "nightly"], tag: { env: "prod" }, trigger: { type: "manual" }, error: "boom" });
 });
 
+test("a manual run's trigger is type manual only, even when the run recorded who submitted it", () => {
+  const p = lifecyclePayload({ ...run, trigger: { type: "manual", sender: "admin" } }, {}, undefined);
+  assert.deepEqual(p["trigger"], { type: "manual" });
+  const push = lifecyclePayload({ ...run, trigger: { type: "push", sha: "abc", repo: "o/r", extra: 1 } }, {}, undefined);
+  assert.deepEqual(push["trigger"], { type: "push", sha: "abc", repo: "o/r" });
+});
+
 test("run_url appears only when the server knows its public address", () => {
   assert.equal("run_url" in lifecyclePayload(run, {}, undefined), false);
   assert.match(String(lifecyclePayload(run, {}, "https://flow.example.com/")["run_url"]), /^https:\/\/flow\.example\.com\/runs\/run-1\?/);

@@ -36,9 +36,10 @@ export const lifecyclePayload = (
   extra: Record<string, unknown>,
   publicUrl: string | undefined,
 ): Record<string, unknown> => {
-  const trigger: Record<string, unknown> = {};
-  for (const f of TRIGGER_FIELDS) if (run.trigger[f] !== undefined && run.trigger[f] !== null) trigger[f] = run.trigger[f];
-  if (trigger["type"] === undefined) trigger["type"] = "manual";
+  // The spec: "a manual submit has `type` manual only".
+  const type = typeof run.trigger["type"] === "string" ? run.trigger["type"] : "manual";
+  const trigger: Record<string, unknown> = { type };
+  if (type !== "manual") for (const f of TRIGGER_FIELDS) if (run.trigger[f] !== undefined && run.trigger[f] !== null) trigger[f] = run.trigger[f];
   const payload: Record<string, unknown> = {
     run_id: run.id,
     status: run.status,

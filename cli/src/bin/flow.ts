@@ -14,7 +14,7 @@ interface InScriptClient {
 }
 
 // A variable, not a literal: the user CLI must build while the in-script client is unfinished.
-const IN_SCRIPT_PACKAGE = "@flowsvc/agent";
+const IN_SCRIPT_PACKAGE = "@flowsvc/agent/client";
 
 const loadInScriptClient = async (): Promise<InScriptClient | undefined> => {
   const mod = (await import(IN_SCRIPT_PACKAGE)) as Partial<InScriptClient>;

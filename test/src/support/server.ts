@@ -26,6 +26,8 @@ export interface TestServer {
   token: string;
   project: string;
   dataDir: string;
+  /** The Postgres the server uses, when it is not the embedded one. */
+  databaseUrl: string | undefined;
   /** The CLI config file the server wrote at its first start. */
   configPath: string;
   /** Server output so far (banner and warnings). */
@@ -43,6 +45,10 @@ export interface TestServer {
 export interface TestServerOptions {
   /** Use the embedded Postgres in the data dir instead of a database of the shared test cluster. */
   embedded?: boolean;
+  /** Use this Postgres (FLOWSVC_DATABASE_URL) instead of a fresh database of the test cluster. */
+  databaseUrl?: string;
+  /** With databaseUrl: the master key (base64); a random one otherwise. */
+  masterKey?: string;
   agents?: number;
   leaseMs?: number;
   env?: Record<string, string | undefined>;
@@ -85,14 +91,15 @@ const waitForBanner = (child: ChildProcess, out: { text: string }): Promise<stri
 export const startTestServer = async (opts: TestServerOptions = {}): Promise<TestServer> => {
   const dataDir = await mkdtemp(join(tmpdir(), "flowsvc-test-"));
   const configPath = join(dataDir, "cli-config.json");
-  const db = opts.embedded ? undefined : await createTestDatabase();
+  const db = opts.embedded || opts.databaseUrl ? undefined : await createTestDatabase();
+  const databaseUrl = opts.databaseUrl ?? db?.url;
   const serverEnv: Record<string, string | undefined> = {
     ...process.env,
     FLOWSVC_CONFIG: configPath,
     FLOWSVC_URL: undefined,
     FLOWSVC_TOKEN: undefined,
     FLOWSVC_PROJECT: undefined,
-    ...(db ? { FLOWSVC_DATABASE_URL: db.url, FLOWSVC_MASTER_KEY: randomBytes(32).toString("base64") } : {}),
+    ...(databaseUrl ? { FLOWSVC_DATABASE_URL: databaseUrl, FLOWSVC_MASTER_KEY: opts.masterKey ?? randomBytes(32).toString("base64") } : {}),
     ...opts.env,
   };
   const out = { text: "" };
@@ -119,6 +126,7 @@ export const startTestServer = async (opts: TestServerOptions = {}): Promise<Tes
     token,
     project: "default/default",
     dataDir,
+    databaseUrl,
     configPath,
     output: () => out.text,
     get process() { return child; },

@@ -1,0 +1,637 @@
+/*
+ * flow: the in-script client, native fast path.
+ *
+ * A script run by flowsvc calls `flow step build -- make` many times, and replay re-runs every
+ * call, so this binary does the least it can: a replayed step is one connect, one write, one
+ * read and an exit. It speaks socket protocol v2 (docs/internals.md, "In-script socket
+ * protocol") to the agent at $FLOW_AGENT_SOCKET. Commands that are not in-script are handed to
+ * the user CLI (`FLOW_NODE FLOW_USER_CLI args...`, paths baked in by scripts/build-native.mjs).
+ *
+ * The Node fallback (agent-image/src/client/) must behave byte for byte the same: the same
+ * requests on the wire, the same messages and exit codes. Change both together; the tests in
+ * agent-image/src/client/client.test.ts drive both with the same cases.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+#ifndef FLOW_NODE
+#define FLOW_NODE "node"
+#endif
+#ifndef FLOW_USER_CLI
+#define FLOW_USER_CLI ""
+#endif
+
+#define STEP_OUTPUT_LIMIT ((size_t)2 * 1024 * 1024)
+
+extern char **environ;
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+/* Writes all of p; -1 when the reader is gone (EPIPE) or fd is unusable. */
+static int write_all(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      struct pollfd room = {fd, POLLOUT, 0};
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN && poll(&room, 1, -1) >= 0) continue; /* someone made fd non-blocking */
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Writes the NULL-terminated list of strings as one line on fd. */
+static void say(int fd, const char *first, ...) __attribute__((sentinel));
+static void say(int fd, const char *first, ...) {
+  char stack[1024];
+  buf b;
+  buf_init(&b, stack, sizeof stack);
+  va_list ap;
+  va_start(ap, first);
+  for (const char *s = first; s; s = va_arg(ap, const char *)) buf_puts(&b, s);
+  va_end(ap);
+  buf_put(&b, "\n", 1);
+  (void)write_all(fd, b.p, b.len);
+}
+
+static void die_oom(void) {
+  say(2, "error: out of memory", NULL);
+  _exit(1);
+}
+
+static int malformed(const char *why) {
+  say(2, "error: malformed response from the agent: ", why, NULL);
+  return 1;
+}
+
+/* ---- the command table ----------------------------------------------------------------- */
+
+typedef struct {
+  const char *name;
+  const char *usage;
+  const char *summary;
+  const char *example;
+  int (*run)(int argc, char **argv); /* argv[0] is the command name */
+} command;
+
+static int cmd_step(int argc, char **argv);
+static int cmd_output(int argc, char **argv);
+static int cmd_annotate(int argc, char **argv);
+
+static const command COMMANDS[] = {
+  {"step", "flow step <name> [--label <text>] -- <cmd...>",
+   "Runs <cmd> once, records its stdout and exit code, and returns the record on replay.",
+   "flow step build --label \"Build the site\" -- make all", cmd_step},
+  {"output", "flow output set <key>=<value>...",
+   "Stages keys for the run's output, committed when the script exits 0.",
+   "flow output set version=1.4.2 url=https://example.test", cmd_output},
+  {"annotate", "flow annotate <markdown|->",
+   "Attaches a markdown note to the run; - reads it from stdin.",
+   "flow annotate \"Deployed **1.4.2** to staging\"", cmd_annotate},
+};
+
+/* Commands that only make sense inside a script (IN_SCRIPT_COMMANDS in the Node client). */
+static const char *const IN_SCRIPT[] = {
+  "step", "sleep", "wait-signal", "wait-event", "lock", "activity", "activity-submit",
+  "activity-collect", "activity-wait-all", "spawn", "state", "call", "output", "annotate", NULL,
+};
+
+static const command *find_command(const char *name) {
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    if (!strcmp(COMMANDS[i].name, name)) return &COMMANDS[i];
+  return NULL;
+}
+
+static int is_in_script(const char *name) {
+  for (const char *const *n = IN_SCRIPT; *n; n++)
+    if (!strcmp(*n, name)) return 1;
+  return 0;
+}
+
+static int usage_error(const command *c, const char *what, const char *arg) {
+  say(2, "error: flow ", c->name, ": ", what, arg ? arg : "", NULL);
+  say(2, "usage: ", c->usage, NULL);
+  return 2;
+}
+
+static int wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--")) return 0;
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+  }
+  return 0;
+}
+
+static const char *agent_socket(const char *cmd) {
+  const char *s = getenv("FLOW_AGENT_SOCKET");
+  if (s && *s) return s;
+  say(2, "error: FLOW_AGENT_SOCKET is not set", NULL);
+  say(2, "flow ", cmd, " works only inside a script run by flowsvc (flow submit / flow run)", NULL);
+  return NULL;
+}
+
+/* ---- the connection --------------------------------------------------------------------- */
+
+typedef struct {
+  int fd;
+  int protocol; /* the agent's, once a hello told it; 0 before */
+  buf in;
+  size_t consumed;
+} conn;
+
+typedef struct {
+  int ok, has_ok, replay;
+  long long v, exit, protocol;
+  int has_exit, has_ino;
+  unsigned long long capture_ino;
+  jstr out;     /* stdout_b64, decoded */
+  jstr err;     /* stderr */
+  jstr message; /* error.message */
+  jstr position, idem;
+  int has_out, has_err, has_message, has_position, position_is_string, has_idem;
+} response;
+
+static int agent_connect(conn *c, const char *path, char *stack, size_t cap) {
+  struct sockaddr_un a;
+  size_t n = strlen(path);
+  c->fd = -1;
+  c->protocol = 0;
+  c->consumed = 0;
+  buf_init(&c->in, stack, cap);
+  if (n >= sizeof a.sun_path) {
+    say(2, "error: cannot connect to the agent at ", path, ": File name too long", NULL);
+    return 1;
+  }
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, path, n + 1);
+  c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0) {
+    say(2, "error: cannot connect to the agent at ", path, ": ", strerror(errno), NULL);
+    return 1;
+  }
+  return 0;
+}
+
+static void req_begin(buf *b, int id, const char *op) {
+  buf_puts(b, "{\"v\":2,\"id\":");
+  buf_put_int(b, id);
+  buf_puts(b, ",\"op\":\"");
+  buf_puts(b, op);
+  buf_puts(b, "\"");
+}
+
+/* Reads one line (the newline dropped); EOF after a partial line counts as its end. */
+static int read_line(conn *c, char **line, size_t *n) {
+  if (c->consumed) {
+    memmove(c->in.p, c->in.p + c->consumed, c->in.len - c->consumed);
+    c->in.len -= c->consumed;
+    c->consumed = 0;
+  }
+  size_t scanned = 0;
+  for (;;) {
+    char *nl = memchr(c->in.p + scanned, '\n', c->in.len - scanned);
+    if (nl) {
+      *line = c->in.p;
+      *n = (size_t)(nl - c->in.p);
+      c->consumed = *n + 1;
+      return 0;
+    }
+    scanned = c->in.len;
+    if (c->in.cap - c->in.len < 4096) buf_reserve(&c->in, 65536);
+    ssize_t r = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      say(2, "error: lost the connection to the agent: ", strerror(errno), NULL);
+      return 1;
+    }
+    if (r == 0) {
+      if (c->in.len == 0) {
+        say(2, "error: the agent closed the connection without answering", NULL);
+        return 1;
+      }
+      *line = c->in.p;
+      *n = c->in.len;
+      c->consumed = c->in.len;
+      return 0;
+    }
+    c->in.len += (size_t)r;
+  }
+}
+
+static const char NOT_JSON[] = "not a JSON object";
+
+/* The `error` object: 1 when fine, 0 when its message is not a string, -1 when not JSON. */
+static int parse_error_object(jr *r, response *out) {
+  int first = 1, m, fine = 1;
+  jstr k, v;
+  while ((m = jr_member(r, &first, &k)) == 1) {
+    int t = jr_value(r, &v, 0);
+    if (t == J_BAD) return -1;
+    if (!strcmp(k.s, "message") && t != J_NULL) {
+      if (t != J_STRING) fine = 0;
+      out->message = v;
+      out->has_message = 1;
+    }
+  }
+  return m < 0 ? -1 : fine;
+}
+
+/* One response member, consumed whole; returns NULL, NOT_JSON, or the name of a field whose
+ * value has the wrong type. */
+static const char *parse_member(jr *r, const char *key, response *out) {
+  jstr v;
+  int t = jr_value(r, &v, !strcmp(key, "error"));
+  if (t == J_BAD) return NOT_JSON;
+  if (t == J_NULL) return NULL;
+  if (!strcmp(key, "ok") || !strcmp(key, "replay")) {
+    if (t != J_TRUE && t != J_FALSE) return key;
+    *(key[0] == 'o' ? &out->ok : &out->replay) = t == J_TRUE;
+    if (key[0] == 'o') out->has_ok = 1;
+  } else if (!strcmp(key, "v") || !strcmp(key, "protocol")) {
+    if (t != J_NUMBER || !jnum_int(&v, -2147483648LL, 2147483647LL, key[0] == 'v' ? &out->v : &out->protocol)) return key;
+  } else if (!strcmp(key, "exit")) {
+    if (t != J_NUMBER || !jnum_int(&v, -2147483648LL, 2147483647LL, &out->exit)) return key;
+    out->has_exit = 1;
+  } else if (!strcmp(key, "capture_ino")) {
+    if (t != J_NUMBER || !jnum_u64(&v, &out->capture_ino)) return key;
+    out->has_ino = 1;
+  } else if (!strcmp(key, "stdout_b64")) {
+    long n = t == J_STRING ? b64_decode(v.s, v.n) : -1;
+    if (n < 0) return key;
+    out->out.s = v.s;
+    out->out.n = (size_t)n;
+    out->has_out = 1;
+  } else if (!strcmp(key, "stderr") || !strcmp(key, "idempotency_key")) {
+    if (t != J_STRING) return key;
+    *(key[0] == 's' ? &out->err : &out->idem) = v;
+    *(key[0] == 's' ? &out->has_err : &out->has_idem) = 1;
+  } else if (!strcmp(key, "position")) {
+    if (t != J_STRING && t != J_NUMBER) return key;
+    out->position = v;
+    out->has_position = 1;
+    out->position_is_string = t == J_STRING;
+  } else if (!strcmp(key, "error")) {
+    int e = t == J_OBJECT ? parse_error_object(r, out) : 0;
+    if (e < 0) return NOT_JSON;
+    if (e == 0) return key;
+  }
+  return NULL;
+}
+
+/* Validates like JSON.parse and then the Node client's field checks: any syntax error wins,
+ * then the first field of the wrong type, then a missing ok. */
+static const char *parse_response(char *line, size_t n, response *out) {
+  jr r = {line, line + n};
+  jstr k;
+  int first = 1, m;
+  const char *bad = NULL;
+  memset(out, 0, sizeof *out);
+  out->v = 1;
+  jr_ws(&r);
+  if (r.p >= r.end || *r.p != '{') return NOT_JSON;
+  while ((m = jr_member(&r, &first, &k)) == 1) {
+    const char *b = parse_member(&r, k.s, out);
+    if (b == NOT_JSON) return NOT_JSON;
+    if (b && !bad) bad = b;
+  }
+  jr_ws(&r);
+  if (m < 0 || r.p != r.end) return NOT_JSON;
+  if (bad) return bad;
+  if (!out->has_ok) return "ok";
+  return NULL;
+}
+
+/* The one place that refuses an agent too old for a call (bounded waits need protocol v2). */
+static int check_protocol(long long agent, int min_protocol) {
+  if (agent >= min_protocol) return 0;
+  char have[24], want[24];
+  buf h, w;
+  buf_init(&h, have, sizeof have);
+  buf_init(&w, want, sizeof want);
+  buf_put_int(&h, agent);
+  buf_put_int(&w, min_protocol);
+  buf_put(&h, "", 1);
+  buf_put(&w, "", 1);
+  say(2, "error: the agent speaks socket protocol v", have, "; this call needs v", want, NULL);
+  say(2, "upgrade the flowsvc agent, or drop --timeout", NULL);
+  return 1;
+}
+
+static int send_request(conn *c, buf *req) {
+  buf_puts(req, "}\n");
+  if (write_all(c->fd, req->p, req->len) < 0) {
+    say(2, "error: lost the connection to the agent: ", strerror(errno), NULL);
+    return 1;
+  }
+  return 0;
+}
+
+/* Sends req (begun with req_begin) and reads the answer. min_protocol > 1 asks the agent's
+ * version with a hello first, on the same connection, so an old agent is never sent a call it
+ * would misread. Returns 0, or the exit status after printing why. */
+static int agent_call(conn *c, buf *req, int min_protocol, response *out) {
+  char *line;
+  size_t n;
+  const char *bad;
+  if (min_protocol > 1 && !c->protocol) {
+    char stack[64];
+    buf hello;
+    buf_init(&hello, stack, sizeof stack);
+    req_begin(&hello, 0, "hello");
+    if (send_request(c, &hello) || read_line(c, &line, &n)) return 1;
+    if ((bad = parse_response(line, n, out))) return malformed(bad);
+    c->protocol = out->protocol > out->v ? (int)out->protocol : (int)out->v;
+    if (check_protocol(c->protocol, min_protocol)) return 1;
+  }
+  if (send_request(c, req) || read_line(c, &line, &n)) return 1;
+  if ((bad = parse_response(line, n, out))) return malformed(bad);
+  if (min_protocol > 1 && check_protocol(out->v, min_protocol)) return 1;
+  return 0;
+}
+
+static int stdout_is_capture(const response *r) {
+  struct stat st;
+  return r->has_ino && fstat(1, &st) == 0 && S_ISFIFO(st.st_mode) && (unsigned long long)st.st_ino == r->capture_ino;
+}
+
+static void apply_output(const response *r) {
+  if (r->has_out && !(r->replay && stdout_is_capture(r))) (void)write_all(1, r->out.s, r->out.n);
+  if (r->has_err) (void)write_all(2, r->err.s, r->err.n);
+}
+
+/* The generic handling of an answer: error, stdout_b64, stderr, exit (docs/internals.md). */
+static int apply_response(const response *r, int default_exit) {
+  if (!r->ok) {
+    char stack[1024];
+    buf b;
+    buf_init(&b, stack, sizeof stack);
+    buf_puts(&b, "error: ");
+    if (r->has_message) buf_put(&b, r->message.s, r->message.n);
+    else buf_puts(&b, "the agent refused the call");
+    buf_put(&b, "\n", 1);
+    (void)write_all(2, b.p, b.len);
+    return r->has_exit ? (int)(r->exit & 255) : 1;
+  }
+  apply_output(r);
+  return r->has_exit ? (int)(r->exit & 255) : default_exit;
+}
+
+/* One request, the generic answer: output set, annotate, and later the simple ops. */
+static int simple_call(const char *cmd, buf *req) {
+  char stack[4096];
+  conn c;
+  response r;
+  const char *sock = agent_socket(cmd);
+  if (!sock) return 1;
+  if (agent_connect(&c, sock, stack, sizeof stack)) return 1;
+  int rc = agent_call(&c, req, 1, &r);
+  return rc ? rc : apply_response(&r, 0);
+}
+
+/* ---- flow step --------------------------------------------------------------------------- */
+
+/* Runs the step body: the script's env minus FLOW_*, plus FLOW_IDEMPOTENCY_KEY; stdout copied
+ * live to ours and kept up to the limit; stderr untouched. Returns its exit status. */
+static int run_body(char **cmd, char *idem_kv, buf *kept, unsigned long long *total) {
+  size_t n = 0, k = 0;
+  for (char **e = environ; *e; e++) n++;
+  char **env = malloc((n + 2) * sizeof *env);
+  int p[2];
+  if (!env) die_oom();
+  for (char **e = environ; *e; e++)
+    if (strncmp(*e, "FLOW_", 5) != 0) env[k++] = *e;
+  env[k++] = idem_kv;
+  env[k] = NULL;
+  if (pipe2(p, O_CLOEXEC) < 0) {
+    say(2, "error: flow step: cannot create a pipe: ", strerror(errno), NULL);
+    return 1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    say(2, "error: flow step: cannot start a process: ", strerror(errno), NULL);
+    return 1;
+  }
+  if (pid == 0) {
+    if (p[1] == 1) (void)fcntl(1, F_SETFD, 0);
+    else (void)dup2(p[1], 1);
+    signal(SIGPIPE, SIG_DFL);
+    environ = env;
+    execvp(cmd[0], cmd);
+    int e = errno;
+    const char *why = e == ENOENT && !strchr(cmd[0], '/') ? "command not found" : strerror(e);
+    say(2, "flow step: ", cmd[0], ": ", why, NULL);
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  free(env);
+  close(p[1]);
+  static char chunk[65536];
+  int stdout_ok = 1;
+  for (;;) {
+    ssize_t r = read(p[0], chunk, sizeof chunk);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    if (stdout_ok && write_all(1, chunk, (size_t)r) < 0) stdout_ok = 0; /* reader gone: keep recording */
+    if (kept->len < STEP_OUTPUT_LIMIT) {
+      size_t room = STEP_OUTPUT_LIMIT - kept->len;
+      buf_put(kept, chunk, (size_t)r < room ? (size_t)r : room);
+    }
+    *total += (unsigned long long)r;
+  }
+  close(p[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return 1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+}
+
+static int cmd_step(int argc, char **argv) {
+  const command *self = find_command("step");
+  const char *name = NULL, *label = NULL;
+  char **cmd = NULL;
+  int i = 1;
+  while (i < argc && !cmd) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) cmd = argv + i + 1;
+    else if (!strcmp(a, "--label")) {
+      if (i + 1 >= argc) return usage_error(self, "--label needs a value", NULL);
+      label = argv[++i];
+    } else if (!strncmp(a, "--label=", 8)) label = a + 8;
+    else if (a[0] == '-' && a[1]) return usage_error(self, "unknown option ", a);
+    else if (!name) name = a;
+    else return usage_error(self, "unexpected argument (put the command after --): ", a);
+    i++;
+  }
+  if (!name || !*name) return usage_error(self, "missing step name", NULL);
+  if (!cmd) return usage_error(self, "missing -- before the command", NULL);
+  if (!*cmd) return usage_error(self, "missing command after --", NULL);
+
+  const char *sock = agent_socket("step");
+  char in_stack[65536], req_stack[1024];
+  conn c;
+  response r;
+  buf req;
+  if (!sock || agent_connect(&c, sock, in_stack, sizeof in_stack)) return 1;
+  buf_init(&req, req_stack, sizeof req_stack);
+  req_begin(&req, 1, "step");
+  buf_puts(&req, ",\"name\":");
+  buf_put_json_cstr(&req, name);
+  if (label) {
+    buf_puts(&req, ",\"label\":");
+    buf_put_json_cstr(&req, label);
+  }
+  int rc = agent_call(&c, &req, 1, &r);
+  if (rc) return rc;
+  if (!r.ok || r.replay) return apply_response(&r, 0);
+  if (!r.has_position) return malformed("position");
+  if (!r.has_idem) return malformed("idempotency_key");
+  apply_output(&r);
+
+  /* The answer lives in c.in, which the next read reuses: keep what step.complete needs. */
+  buf done, kv;
+  char kv_stack[256];
+  buf_init(&done, NULL, 0);
+  buf_init(&kv, kv_stack, sizeof kv_stack);
+  buf_puts(&kv, "FLOW_IDEMPOTENCY_KEY=");
+  buf_put(&kv, r.idem.s, r.idem.n);
+  buf_put(&kv, "", 1);
+  req.len = 0;
+  req_begin(&req, 2, "step.complete");
+  buf_puts(&req, ",\"position\":");
+  if (r.position_is_string) buf_put_json(&req, r.position.s, r.position.n);
+  else buf_put(&req, r.position.s, r.position.n);
+
+  unsigned long long total = 0;
+  int code = run_body(cmd, kv.p, &done, &total);
+  buf_puts(&req, ",\"stdout_b64\":\"");
+  buf_put_b64(&req, (const unsigned char *)done.p, done.len);
+  buf_puts(&req, "\",\"exit\":");
+  buf_put_int(&req, code);
+  if (total > STEP_OUTPUT_LIMIT) {
+    buf_puts(&req, ",\"overflow_bytes\":");
+    buf_put_u64(&req, total);
+  }
+  rc = agent_call(&c, &req, 1, &r);
+  return rc ? rc : apply_response(&r, code);
+}
+
+/* ---- flow output set, flow annotate -------------------------------------------------------- */
+
+static int same_key(const char *a, const char *b) {
+  size_t n = (size_t)(strchr(a, '=') - a);
+  return (size_t)(strchr(b, '=') - b) == n && !memcmp(a, b, n);
+}
+
+static int cmd_output(int argc, char **argv) {
+  const command *self = find_command("output");
+  if (argc < 2) return usage_error(self, "missing subcommand (set)", NULL);
+  if (strcmp(argv[1], "set")) return usage_error(self, "unknown subcommand ", argv[1]);
+  if (argc < 3) return usage_error(self, "missing <key>=<value>", NULL);
+  for (int i = 2; i < argc; i++) {
+    const char *eq = strchr(argv[i], '=');
+    if (!eq || eq == argv[i]) return usage_error(self, "expected <key>=<value>, got ", argv[i]);
+  }
+  char stack[4096];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, "output.set");
+  buf_puts(&req, ",\"values\":{");
+  /* Like a JS object: a repeated key keeps its first place and takes its last value. */
+  for (int i = 2, n = 0; i < argc; i++) {
+    int seen = 0, last = i;
+    for (int j = 2; j < i && !seen; j++) seen = same_key(argv[j], argv[i]);
+    if (seen) continue;
+    for (int j = i + 1; j < argc; j++)
+      if (same_key(argv[j], argv[i])) last = j;
+    const char *eq = strchr(argv[i], '='), *v = strchr(argv[last], '=') + 1;
+    if (n++) buf_put(&req, ",", 1);
+    buf_put_json(&req, argv[i], (size_t)(eq - argv[i]));
+    buf_put(&req, ":", 1);
+    buf_put_json_cstr(&req, v);
+  }
+  buf_puts(&req, "}");
+  return simple_call("output", &req);
+}
+
+static int read_stdin(buf *b) {
+  for (;;) {
+    buf_reserve(b, 65536);
+    ssize_t r = read(0, b->p + b->len, b->cap - b->len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      say(2, "error: cannot read stdin: ", strerror(errno), NULL);
+      return 1;
+    }
+    if (r == 0) return 0;
+    b->len += (size_t)r;
+  }
+}
+
+static int cmd_annotate(int argc, char **argv) {
+  const command *self = find_command("annotate");
+  if (argc < 2) return usage_error(self, "missing markdown", NULL);
+  if (argc > 2) return usage_error(self, "takes one argument (quote the markdown, or pass - to read stdin)", NULL);
+  if (!agent_socket("annotate")) return 1;
+  char stack[4096];
+  buf req, md;
+  buf_init(&md, NULL, 0);
+  if (!strcmp(argv[1], "-")) {
+    if (read_stdin(&md)) return 1;
+  } else buf_puts(&md, argv[1]);
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, "annotate");
+  buf_puts(&req, ",\"markdown\":");
+  buf_put_json(&req, md.p ? md.p : "", md.len);
+  return simple_call("annotate", &req);
+}
+
+/* ---- everything else: the user CLI ----------------------------------------------------------- */
+
+static int run_user_cli(int argc, char **argv) {
+  if (access(FLOW_USER_CLI, R_OK) != 0) {
+    say(2, "error: the flow user CLI is not built (", FLOW_USER_CLI[0] ? FLOW_USER_CLI : "no path", " is missing)", NULL);
+    say(2, "run `npm run build` in the flowsvc repository", NULL);
+    return 1;
+  }
+  char **args = malloc(((size_t)argc + 2) * sizeof *args);
+  if (!args) die_oom();
+  args[0] = (char *)FLOW_NODE;
+  args[1] = (char *)FLOW_USER_CLI;
+  for (int i = 1; i <= argc; i++) args[i + 1] = argv[i];
+  execv(FLOW_NODE, args);
+  say(2, "error: cannot run node (", FLOW_NODE, "): ", strerror(errno), NULL);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  const char *name = argc > 1 ? argv[1] : "";
+  const command *c = find_command(name);
+  if (!c && !is_in_script(name)) return run_user_cli(argc, argv);
+  signal(SIGPIPE, SIG_IGN); /* a closed stdout or agent is an error to report, not a death */
+  if (c && wants_help(argc - 1, argv + 1)) {
+    say(1, "usage: ", c->usage, "\n", c->summary, "\nexample: ", c->example, NULL);
+    return 0;
+  }
+  if (!c) {
+    if (!agent_socket(name)) return 1;
+    say(2, "error: flow ", name, " is not supported by this version of the in-script client", NULL);
+    return 1;
+  }
+  return c->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,15 @@
+/**
+ * The Node fallback of the in-script `flow` client, for hosts without a C compiler
+ * (agent-image/bin/flow is a shim that execs this when the native client was not built).
+ * It starts lean: the client needs only node:net, node:child_process and node:fs; the user CLI
+ * is imported only for commands that are not in-script.
+ */
+import { isInScriptCommand } from "../client/commands.js";
+import { readClientConfig } from "../client/config.js";
+import { runInScriptCommand } from "../client/run.js";
+
+const { argv, env } = readClientConfig();
+const code = isInScriptCommand(argv[0])
+  ? await runInScriptCommand(argv, env)
+  : await (await import("../client/user-cli.js")).runUserCli();
+if (code !== undefined) process.exit(code);

@@ -1,0 +1,39 @@
+/**
+ * The in-script commands and the dispatch table. A later command (sleep, wait-signal, lock,
+ * activity*, spawn, state, call, ...) is one module exporting an InScriptCommand and one entry
+ * in COMMANDS here, and one entry in COMMANDS of agent-image/native/flow.c.
+ *
+ * Entries load their module on demand: every ES module costs ~1 ms of start-up here, and a
+ * script pays start-up on every call of every replay.
+ */
+import type { InScriptCommand } from "./command-kit.js";
+
+/** Commands that make sense only inside a script run by flowsvc (they need FLOW_AGENT_SOCKET). */
+export const IN_SCRIPT_COMMANDS = [
+  "step",
+  "sleep",
+  "wait-signal",
+  "wait-event",
+  "lock",
+  "activity",
+  "activity-submit",
+  "activity-collect",
+  "activity-wait-all",
+  "spawn",
+  "state",
+  "call",
+  "output",
+  "annotate",
+] as const;
+
+export type InScriptCommandName = (typeof IN_SCRIPT_COMMANDS)[number];
+
+/** The commands this client speaks over the socket today. */
+export const COMMANDS: Readonly<Partial<Record<InScriptCommandName, () => Promise<InScriptCommand>>>> = {
+  step: async () => (await import("./step.js")).stepCommand,
+  output: async () => (await import("./output.js")).outputCommand,
+  annotate: async () => (await import("./annotate.js")).annotateCommand,
+};
+
+export const isInScriptCommand = (name: string | undefined): name is InScriptCommandName =>
+  (IN_SCRIPT_COMMANDS as readonly string[]).includes(name ?? "");

@@ -1,0 +1,74 @@
+/**
+ * `flow step <name> [--label <text>] -- <cmd...>`: runs the command once and records its stdout
+ * and exit code; on replay the agent answers the record and the command does not run.
+ */
+import { agentSocket, usageError } from "./command-kit.js";
+import type { ClientEnv, InScriptCommand } from "./command-kit.js";
+import { AgentConnection } from "./connection.js";
+import { applyOutput, applyResponse } from "./response.js";
+import { ClientError } from "./io.js";
+
+interface StepArgs {
+  name: string;
+  label: string | undefined;
+  cmd: readonly string[];
+}
+
+/** Parses exactly as the native client does (cmd_step in agent-image/native/flow.c). */
+const parseStepArgs = (command: InScriptCommand, args: readonly string[]): StepArgs => {
+  let name: string | undefined;
+  let label: string | undefined;
+  let cmd: readonly string[] | undefined;
+  for (let i = 0; i < args.length && cmd === undefined; i++) {
+    const a = args[i] as string;
+    if (a === "--") cmd = args.slice(i + 1);
+    else if (a === "--label") {
+      if (i + 1 >= args.length) throw usageError(command, "--label needs a value");
+      label = args[++i];
+    } else if (a.startsWith("--label=")) label = a.slice("--label=".length);
+    else if (a.startsWith("-") && a.length > 1) throw usageError(command, `unknown option ${a}`);
+    else if (name === undefined) name = a;
+    else throw usageError(command, `unexpected argument (put the command after --): ${a}`);
+  }
+  if (!name) throw usageError(command, "missing step name");
+  if (cmd === undefined) throw usageError(command, "missing -- before the command");
+  if (cmd.length === 0) throw usageError(command, "missing command after --");
+  return { name, label, cmd };
+};
+
+const runStep = async (connection: AgentConnection, step: StepArgs, env: ClientEnv): Promise<number> => {
+  const answer = await connection.call({ id: 1, op: "step", name: step.name, label: step.label });
+  if (!answer.ok || answer.replay) return applyResponse(answer, 0);
+  const { position, idempotencyKey } = answer;
+  if (position === undefined) throw new ClientError(["error: malformed response from the agent: position"]);
+  if (idempotencyKey === undefined) throw new ClientError(["error: malformed response from the agent: idempotency_key"]);
+  applyOutput(answer);
+  // Loaded only here: a replayed step never starts a process (node:child_process costs start-up).
+  const { runStepBody, STEP_OUTPUT_LIMIT } = await import("./step-body.js");
+  const body = await runStepBody(step.cmd, env, idempotencyKey);
+  const done = await connection.call({
+    id: 2,
+    op: "step.complete",
+    position,
+    stdout_b64: body.kept.toString("base64"),
+    exit: body.exit,
+    overflow_bytes: body.total > STEP_OUTPUT_LIMIT ? body.total : undefined,
+  });
+  return applyResponse(done, body.exit);
+};
+
+export const stepCommand: InScriptCommand = {
+  name: "step",
+  usage: "flow step <name> [--label <text>] -- <cmd...>",
+  summary: "Runs <cmd> once, records its stdout and exit code, and returns the record on replay.",
+  example: 'flow step build --label "Build the site" -- make all',
+  async run(args, env) {
+    const step = parseStepArgs(this, args);
+    const connection = await AgentConnection.open(agentSocket(env, this.name));
+    try {
+      return await runStep(connection, step, env);
+    } finally {
+      connection.close();
+    }
+  },
+};

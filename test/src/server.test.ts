@@ -1,0 +1,135 @@
+/**
+ * `flow server` as a user runs it: first start on the embedded Postgres, recovery after SIGKILL,
+ * clean stops that leave no Postgres behind, and the external-Postgres path on Debian's
+ * PostgreSQL 15 with its master-key rules.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { REPO_ROOT, runFlow, startTestServer, type TestServer } from "./support/server.js";
+import { startDebianPostgres } from "./support/debian-postgres.js";
+
+/** Processes whose command line names `dir` (a leftover postgres would). */
+const processesUsing = (dir: string): string[] => {
+  try {
+    return execFileSync("pgrep", ["-af", dir], { encoding: "utf8" }).split("\n").filter((l) => l.trim() && !l.includes("pgrep"));
+  } catch {
+    return [];
+  }
+};
+
+const waitForStatus = async (server: TestServer, run: string, want: string[], timeoutMs = 60_000): Promise<string> => {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await server.cli(["status", run, "-o", "json"]);
+    const status = r.code === 0 ? (JSON.parse(r.stdout) as { status: string }).status : `error: ${r.stderr}`;
+    if (want.includes(status)) return status;
+    if (Date.now() > end) throw new Error(`run ${run} is ${status}, not ${want.join("|")}`);
+    await new Promise((r2) => setTimeout(r2, 200));
+  }
+};
+
+void test("on the embedded Postgres the first start logs the CLI in, hello.sh succeeds, and a clean stop leaves no Postgres", async () => {
+  const server = await startTestServer({ embedded: true });
+  try {
+    assert.match(server.output(), /flowsvc is running at http:\/\/127\.0\.0\.1:\d+/);
+    assert.match(server.output(), /flow login --url http:\/\/127\.0\.0\.1:\d+ --token flw_/);
+    const config = JSON.parse(await readFile(server.configPath, "utf8")) as { url: string; token: string; project: string };
+    assert.equal(config.url, server.url);
+    assert.equal(config.project, "default/default");
+    assert.equal((await stat(server.configPath)).mode & 0o777, 0o600);
+
+    const r = await server.cli(["submit", join(REPO_ROOT, "examples", "hello.sh"), "--follow"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /the step said: hello, durable world/);
+    assert.ok(processesUsing(join(server.dataDir, "pg")).length > 0, "postgres should run while the server does");
+
+    await server.kill("SIGTERM");
+    assert.equal(server.process.exitCode, 0);
+    assert.deepEqual(processesUsing(join(server.dataDir, "pg")), []);
+  } finally {
+    await server.stop();
+  }
+});
+
+void test("after a SIGKILL with runs queued, the next start recovers Postgres and every run completes", async () => {
+  const server = await startTestServer({ embedded: true, agents: 1 });
+  try {
+    const dir = await mkdtemp(join(tmpdir(), "flowsvc-recover-"));
+    const file = join(dir, "slow.sh");
+    await writeFile(file, 'flow step wait -- sleep 1\necho "run $FLOW_WORKFLOW_ID done"\n');
+    const runs: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await server.cli(["submit", file]);
+      assert.equal(r.code, 0, r.stderr);
+      runs.push(r.stdout.trim());
+    }
+    await server.kill("SIGKILL");
+    assert.ok(processesUsing(join(server.dataDir, "pg")).length > 0, "a SIGKILLed server leaves its postgres running");
+
+    await server.restart();
+    for (const run of runs) assert.equal(await waitForStatus(server, run, ["succeeded", "failed"]), "succeeded", `run ${run}`);
+    for (const run of runs) {
+      const log = await server.cli(["follow", run]);
+      assert.equal(log.code, 0);
+      assert.match(log.stdout, new RegExp(`run ${run} done`));
+    }
+    await server.kill("SIGINT");
+    assert.deepEqual(processesUsing(join(server.dataDir, "pg")), []);
+    await rm(dir, { recursive: true, force: true });
+  } finally {
+    await server.stop();
+  }
+});
+
+void test("with FLOWSVC_DATABASE_URL on Debian's PostgreSQL 15 a run succeeds, and a wrong master key fails closed", async () => {
+  const pg = await startDebianPostgres();
+  const masterKey = randomBytes(32).toString("base64");
+  try {
+    const server = await startTestServer({ databaseUrl: pg.url, masterKey });
+    try {
+      assert.match(server.output(), /database:\s+external/);
+      assert.equal((await server.cli(["secret", "set", "EXT_SECRET", "external-value-123"])).code, 0);
+      const r = await server.cli(["submit", join(REPO_ROOT, "examples", "hello.sh"), "--follow"]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /hello, durable world/);
+    } finally {
+      await server.stop();
+    }
+    const dataDir = await mkdtemp(join(tmpdir(), "flowsvc-wrongkey-"));
+    const wrong = await runFlow(["server", "--port", "0", "--data-dir", dataDir], {
+      FLOWSVC_DATABASE_URL: pg.url,
+      FLOWSVC_MASTER_KEY: randomBytes(32).toString("base64"),
+      FLOWSVC_CONFIG: join(dataDir, "cli.json"),
+    });
+    assert.equal(wrong.code, 2, wrong.stderr);
+    assert.match(wrong.stderr, /error: the master key does not open this database's org keys/);
+    await rm(dataDir, { recursive: true, force: true });
+  } finally {
+    await pg.stop();
+  }
+});
+
+void test("with FLOWSVC_DATABASE_URL and no FLOWSVC_MASTER_KEY the server refuses to start and says how to make one", async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), "flowsvc-nokey-"));
+  const r = await runFlow(["server", "--port", "0", "--data-dir", dataDir], {
+    FLOWSVC_DATABASE_URL: "postgres://flowsvc@127.0.0.1:1/flowsvc",
+    FLOWSVC_MASTER_KEY: undefined,
+    FLOWSVC_CONFIG: join(dataDir, "cli.json"),
+  });
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /^error: FLOWSVC_DATABASE_URL is set but FLOWSVC_MASTER_KEY is not/m);
+  assert.match(r.stderr, /openssl rand -base64 32/);
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+void test("bad server flags are refused with every problem listed", async () => {
+  const r = await runFlow(["server", "--port", "99999", "--agents", "0"], { FLOWSVC_DATABASE_URL: undefined });
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /port:/);
+  assert.match(r.stderr, /agents:/);
+});
