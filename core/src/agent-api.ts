@@ -72,3 +72,96 @@ export type FinishRequest = z.infer<typeof FinishRequestSchema>;
 /** Step output cap (spec, Limits). */
 export const STEP_OUTPUT_LIMIT = 2 * 1024 * 1024;
 export const SOCKET_PROTOCOL_VERSION = 2;
+
+// ---- Issue 3: durable calls that may park the run, state, activities --------------------------
+
+/**
+ * Durable kinds beyond `step`. Each is recorded at its position; the server decides at once
+ * (`done`) or parks it (`pending`: the agent ends the script and calls /agent/v1/suspend).
+ */
+export const DURABLE_KINDS = [
+  "step", "sleep", "wait-signal", "wait-event", "lock", "unlock",
+  "activity", "activity-submit", "activity-collect", "activity-wait-all", "spawn", "emit", "call",
+] as const;
+export type DurableKind = (typeof DURABLE_KINDS)[number];
+
+/** `args` per kind, as the agent sends them to POST /agent/v1/call. */
+export const CallArgsSchemas = {
+  sleep: z.object({ duration_ms: z.number().int().nonnegative() }),
+  "wait-signal": z.object({ timeout_ms: z.number().int().nonnegative().optional() }),
+  "wait-event": z.object({ timeout_ms: z.number().int().nonnegative().optional() }),
+  lock: z.object({}),
+  unlock: z.object({}),
+  activity: z.object({ argv: z.array(z.string()).min(1).max(4096), requires: z.array(z.string().min(1).max(64)).max(16).default([]) }),
+  "activity-submit": z.object({ argv: z.array(z.string()).min(1).max(4096), requires: z.array(z.string().min(1).max(64)).max(16).default([]) }),
+  "activity-collect": z.object({}),
+  "activity-wait-all": z.object({}),
+  spawn: z.object({
+    source: z.string().max(1024 * 1024),
+    filename: z.string().min(1).max(255),
+    as: z.enum(["script", "pipeline"]).default("script"),
+    tags: z.array(z.string().min(1).max(128)).max(32).default([]),
+  }),
+} as const;
+
+export const CallRequestSchema = z.object({
+  position: z.number().int().nonnegative(),
+  kind: z.enum(DURABLE_KINDS),
+  name: z.string().max(512),
+  ordinal: z.number().int().nonnegative(),
+  args: z.record(z.string(), z.unknown()).default({}),
+});
+export type CallRequest = z.infer<typeof CallRequestSchema>;
+
+/**
+ * Results stored in the journal, per kind:
+ * sleep `{}`; wait-signal `{payload}` or `{timed_out: true}`; lock `{granted_at}`; unlock `{}`;
+ * activity and activity-collect `{stdout_b64, exit}`; activity-submit `{activity_id}`;
+ * activity-wait-all `{failed}`; spawn `{run_id}`.
+ */
+export const CallResponseSchema = z.discriminatedUnion("status", [
+  z.object({ status: z.literal("done"), entry: JournalEntrySchema }),
+  z.object({ status: z.literal("pending"), entry: JournalEntrySchema, substate: z.object({ name: z.string(), kind: z.string() }), deadline: z.string().nullable() }),
+]);
+export type CallResponse = z.infer<typeof CallResponseSchema>;
+
+export const SuspendResponseSchema = z.object({ status: z.enum(["parked", "requeued"]) });
+
+export const StateRequestSchema = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("get"), key: z.string().min(1).max(512), entity: z.string().min(1).max(256).optional() }),
+  z.object({ op: z.literal("set"), key: z.string().min(1).max(512), entity: z.string().min(1).max(256).optional(), value: z.unknown() }),
+  z.object({ op: z.literal("delete"), key: z.string().min(1).max(512), entity: z.string().min(1).max(256).optional() }),
+  z.object({ op: z.literal("list"), entity: z.string().min(1).max(256).optional() }),
+]);
+export type StateRequest = z.infer<typeof StateRequestSchema>;
+export const StateResponseSchema = z.object({
+  value: z.unknown().optional(),
+  found: z.boolean().optional(),
+  items: z.array(z.object({ key: z.string(), value: z.unknown() })).optional(),
+});
+
+/** The claim of an activity child: a command, not a script. */
+export const ActivityClaimSchema = z.object({
+  kind: z.literal("activity"),
+  job_id: z.string(),
+  run_id: z.string(),
+  activity_id: z.string(),
+  name: z.string(),
+  project: z.string(),
+  attempt: z.number().int(),
+  argv: z.array(z.string()).min(1),
+  env: z.record(z.string(), z.string()),
+  masks: z.array(z.string()),
+  lease_ms: z.number().int().positive(),
+});
+export type ActivityClaim = z.infer<typeof ActivityClaimSchema>;
+
+export const AnyClaimSchema = z.union([ClaimResponseSchema.extend({ kind: z.literal("script").default("script") }), ActivityClaimSchema]);
+
+/** An activity child's finish: its exit code and captured stdout (at most STEP_OUTPUT_LIMIT). */
+export const ActivityFinishRequestSchema = z.object({
+  exit_code: z.number().int(),
+  stdout_b64: z.string(),
+  error: z.string().max(64 * 1024).optional(),
+  duration_ms: z.number().int().nonnegative(),
+});
