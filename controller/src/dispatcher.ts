@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import {
-  claimReadyJobs, completeJob, completeRun, graceLeasesAfterRestart, mintToken, requeueExpiredJobs, requeueJobAttempt,
+  claimReadyJobs, completeJob, completeRun, finishActivity, graceLeasesAfterRestart, mintToken, requeueExpiredJobs, requeueJobAttempt,
   withTransaction, type Listener,
 } from "@flowsvc/store";
 import type { LaunchRequest, Launcher } from "./launcher.js";
@@ -8,7 +8,8 @@ import type { LaunchRequest, Launcher } from "./launcher.js";
 export interface DispatcherOptions {
   pool: Pool;
   listener: Listener;
-  launcher: Launcher;
+  /** One launcher per agent pool; each pool's agents advertise their own capabilities. */
+  launchers: readonly Launcher[];
   leaseMs: number;
   /** A job dispatched more often than this without finishing fails its run. */
   maxAttempts: number;
@@ -83,12 +84,21 @@ export class Dispatcher {
 
   async #pass(): Promise<void> {
     try {
+      for (const launcher of this.#o.launchers) await this.#fill(launcher);
+    } catch (err) {
+      this.#o.log({ err }, "dispatch pass failed; retrying on the next tick");
+    }
+  }
+
+  /** Hands ready jobs whose needs this pool meets to its free slots, until one side runs out. */
+  async #fill(launcher: Launcher): Promise<void> {
+    {
       for (;;) {
-        const free = this.#o.launcher.free();
+        const free = launcher.free();
         if (free <= 0 || this.#stopped) return;
         const tokens = new Map<string, string>();
         const claimed = await withTransaction(this.#o.pool, (tx) =>
-          claimReadyJobs(tx, free, this.#o.leaseMs, this.#o.launcher.capabilities, () => {
+          claimReadyJobs(tx, free, this.#o.leaseMs, launcher.capabilities, () => {
             const t = mintToken("job");
             tokens.set(t.digest.toString("hex"), t.token);
             return t.digest;
@@ -97,24 +107,25 @@ export class Dispatcher {
         if (claimed.length === 0) return;
         for (const job of claimed) {
           if (job.attempt > this.#o.maxAttempts) {
-            await this.#giveUp(job.id, job.run_id, job.attempt - 1);
+            await this.#giveUp(job, job.attempt - 1);
             continue;
           }
           const token = tokens.get(job.digest.toString("hex"))!;
-          this.#o.launcher.launch({ jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities });
+          launcher.launch({ jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities });
         }
       }
-    } catch (err) {
-      this.#o.log({ err }, "dispatch pass failed; retrying on the next tick");
     }
   }
 
-  async #giveUp(jobId: string, runId: string, attempts: number): Promise<void> {
+  /** A job whose agents kept dying: an activity child fails (its parent decides), a script run fails. */
+  async #giveUp(job: { id: string; run_id: string; kind: string; activity_id: string | null }, attempts: number): Promise<void> {
+    const error = `the job was dispatched ${attempts} times and no agent finished it`;
     await withTransaction(this.#o.pool, async (tx) => {
-      await completeJob(tx, jobId, "done");
-      await completeRun(tx, runId, { status: "failed", error: `the job was dispatched ${attempts} times and no agent finished it` }, this.#o.publicUrl);
+      await completeJob(tx, job.id, "done");
+      if (job.kind === "activity" && job.activity_id) await finishActivity(tx, job.activity_id, { exit_code: 1, stdout_b64: "", error });
+      else await completeRun(tx, job.run_id, { status: "failed", error }, this.#o.publicUrl);
     });
-    this.#o.log({ jobId, runId, attempts }, "gave up on a job whose agents kept dying");
+    this.#o.log({ jobId: job.id, runId: job.run_id, attempts }, "gave up on a job whose agents kept dying");
   }
 
   async #reap(): Promise<void> {

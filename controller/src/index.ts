@@ -2,3 +2,4 @@ export {};
 export * from "./launcher.js";
 export * from "./local-launcher.js";
 export * from "./dispatcher.js";
+export * from "./timers.js";

@@ -2,9 +2,11 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { IngestDeps } from "./deps.js";
 import { errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
+import { agentCallRoutes } from "./routes/agent-calls.js";
 import { eventRoutes } from "./routes/events.js";
 import { runRoutes } from "./routes/runs.js";
 import { secretRoutes } from "./routes/secrets.js";
+import { signalRoutes } from "./routes/signals.js";
 import { whoamiRoutes } from "./routes/whoami.js";
 
 /** The HTTP surface: the user API (/api/v1), the agent API (/agent/v1) and health. */
@@ -22,7 +24,9 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   whoamiRoutes(app, deps);
   runRoutes(app, deps);
   secretRoutes(app, deps);
+  signalRoutes(app, deps);
   eventRoutes(app, deps);
   agentRoutes(app, deps);
+  agentCallRoutes(app, deps);
   return app;
 };

@@ -7,6 +7,8 @@ export interface ClaimedJob {
   run_id: string;
   attempt: number;
   capabilities: string[];
+  kind: "run" | "activity";
+  activity_id: string | null;
 }
 
 /**
@@ -36,7 +38,7 @@ export const claimReadyJobs = async (
             lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
        from unnest($1::text[], $2::bytea[]) as d(id, digest)
       where j.id = d.id
-      returning j.id, j.run_id, j.attempt, j.capabilities`,
+      returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id`,
     [ids, digests, leaseMs],
   );
   return updated.rows.map((r) => ({ ...r, digest: digests[ids.indexOf(r.id)]! }));
@@ -47,12 +49,14 @@ export interface LeasedJob {
   run_id: string;
   attempt: number;
   status: string;
+  kind: "run" | "activity";
+  activity_id: string | null;
 }
 
 /** The job a live token belongs to (dispatched or running), or undefined for a dead token. */
 export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJob | undefined> => {
   const { rows } = await db.query<LeasedJob>(
-    `select id, run_id, attempt, status from jobs where token_digest = $1 and status in ('dispatched', 'running')`,
+    `select id, run_id, attempt, status, kind, activity_id from jobs where token_digest = $1 and status in ('dispatched', 'running')`,
     [digest],
   );
   return rows[0];

@@ -23,8 +23,28 @@ export function createPool(url: string, opts: PoolOptions = {}): pg.Pool {
   return pool;
 }
 
-/** Runs fn inside BEGIN/COMMIT on one client; ROLLBACK when fn throws. The client is always released. */
+/** Postgres's deadlock_detected and serialization_failure: the transaction can simply run again. */
+const RETRYABLE = new Set(["40P01", "40001"]);
+
+/**
+ * Runs fn inside BEGIN/COMMIT on one client; ROLLBACK when fn throws. The client is always
+ * released. A transaction that Postgres aborted as a deadlock victim runs again (fn must only
+ * touch the database), up to three times: waking one run while granting another's lease locks
+ * two run rows, and such cycles are rare but legitimate.
+ */
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await transactionOnce(pool, fn);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (attempt >= 3 || !code || !RETRYABLE.has(code)) throw err;
+      await new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * attempt));
+    }
+  }
+}
+
+async function transactionOnce<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {

@@ -18,7 +18,9 @@ export interface RunView {
   trigger: Record<string, unknown>;
   idempotency_key: string | null;
   attempt: number;
+  retry: { attempts: number; backoff_ms: number } | null;
   parent_run_id: string | null;
+  rerun_of: string | null;
   output: Record<string, unknown> | null;
   error: string | null;
   annotations: Array<{ markdown: string; at: string }>;
@@ -39,15 +41,18 @@ export interface NewRun {
   trigger: Record<string, unknown>;
   idempotencyKey: string | null;
   createdBy: string | null;
+  parentRunId?: string | null;
+  retry?: { attempts: number; backoff_ms: number } | null;
+  rerunOf?: string | null;
 }
 
 const VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
-  attempt, parent_run_id, output, error, annotations, created_at, started_at, finished_at`;
+  attempt, retry, parent_run_id, rerun_of, output, error, annotations, created_at, started_at, finished_at`;
 
 interface RunRowRaw {
   id: string; workflow: string; status: RunStatus; substate: RunView["substate"]; deadline: Date | null;
   filename: string; interpreter: string[]; tags: string[]; trigger: Record<string, unknown>;
-  idempotency_key: string | null; attempt: number; parent_run_id: string | null;
+  idempotency_key: string | null; attempt: number; retry: RunView["retry"]; parent_run_id: string | null; rerun_of: string | null;
   output: Record<string, unknown> | null; error: string | null; annotations: RunView["annotations"];
   created_at: Date; started_at: Date | null; finished_at: Date | null;
 }
@@ -72,10 +77,14 @@ export const insertRunWithJob = async (
   capabilities: string[],
 ): Promise<{ id: string; duplicate: boolean }> => {
   const { rows } = await db.query<{ id: string }>(
-    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, idempotency_key, created_by)
-     values ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11)
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, idempotency_key, created_by,
+                       parent_run_id, retry, rerun_of)
+     values ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
      on conflict (project_id, idempotency_key) do nothing returning id`,
-    [run.id, run.projectId, run.workflow, run.source, run.filename, run.interpreter, run.env, run.tags, run.trigger, run.idempotencyKey, run.createdBy],
+    [
+      run.id, run.projectId, run.workflow, run.source, run.filename, run.interpreter, run.env, run.tags, run.trigger, run.idempotencyKey,
+      run.createdBy, run.parentRunId ?? null, run.retry ?? null, run.rerunOf ?? null,
+    ],
   );
   if (rows.length === 0) {
     const existing = await db.query<{ id: string }>(`select id from runs where project_id = $1 and idempotency_key = $2`, [run.projectId, run.idempotencyKey]);
@@ -133,7 +142,7 @@ export const getRunInternal = async (db: Db, runId: string, forUpdate = false): 
 /** queued/parked -> running. Returns true when this call started the run for the first time. */
 export const markRunRunning = async (db: PoolClient, runId: string): Promise<boolean> => {
   const { rows } = await db.query<{ first: boolean }>(
-    `update runs set status = 'running', substate = null, deadline = null, started_at = coalesce(started_at, now())
+    `update runs set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
       where id = $1 and status in ('queued', 'parked')
       returning (started_at = now()) as first`,
     [runId],

@@ -17,6 +17,11 @@ export interface RunRecord {
   output?: unknown;
   error?: string | null;
   annotations?: unknown[];
+  attempt?: number;
+  retry?: { attempts: number; backoff_ms: number } | null;
+  rerun_of?: string | null;
+  parent_run_id?: string | null;
+  activities?: Array<{ name: string; status: string; exit_code: number | null }>;
 }
 
 export const TERMINAL_STATUSES: readonly string[] = ["succeeded", "failed", "cancelled"];

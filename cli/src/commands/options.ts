@@ -3,7 +3,7 @@
  * which commander reports naming the flag; program.ts turns it into a usage error (exit 2).
  */
 import { InvalidArgumentError, Option } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, parseDuration } from "@flowsvc/core";
 import { PROJECT_REF_PATTERN } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";
@@ -73,3 +73,20 @@ export const formatOf = (opts: { output?: string }): OutputFormat => (opts.outpu
 
 /** Help text shown after a command's options: `Examples:` and one `$ flow ...` line each. */
 export const examples = (...lines: string[]): string => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
+
+/**
+ * `--retry <attempts>[,<backoff>]`: at most <attempts> attempts in all (the first included),
+ * <backoff> (humantime, default 0s) apart.
+ */
+export const parseRetryFlag = (text: string): { attempts: number; backoff_ms: number } => {
+  const m = /^(\d+)(?:,(.+))?$/.exec(text.trim());
+  const attempts = m ? Number(m[1]) : NaN;
+  if (!m || !Number.isInteger(attempts) || attempts < 1 || attempts > 100) {
+    throw new InvalidArgumentError(`takes <attempts>[,<backoff>], e.g. 3 or 3,30s (attempts 1-100), not "${text}"`);
+  }
+  try {
+    return { attempts, backoff_ms: m[2] === undefined ? 0 : parseDuration(m[2]) };
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};

@@ -13,7 +13,10 @@ import { followCommand } from "./follow.js";
 import { loginCommand } from "./login.js";
 import { examples, parseProjectFlag, parseUrlFlag } from "./options.js";
 import { needsServerCommand } from "./route.js";
+import { rerunCommand } from "./rerun.js";
+import { runCommand } from "./run.js";
 import { runsCommand } from "./runs.js";
+import { signalCommand } from "./signal.js";
 import { secretCommand } from "./secret.js";
 import { statusCommand } from "./status.js";
 import { stepsCommand } from "./steps.js";
@@ -56,9 +59,10 @@ export const buildProgram = (deps: CommandDeps, server?: Command): Command => {
     .option("--token <token>", "API token (env FLOWSVC_TOKEN, else the saved config)")
     .option("--project <org/project>", "the project to act on (env FLOWSVC_PROJECT, else the saved config, else default/default)", parseProjectFlag)
     .addHelpText("after", examples("flow server", "run=$(flow submit build.sh) && flow follow \"$run\"", "flow runs ls --status failed -o json"));
-  for (const make of [submitCommand, followCommand, runsCommand, statusCommand, stepsCommand, secretCommand, eventsCommand, emitCommand, loginCommand]) {
+  for (const make of [submitCommand, followCommand, runsCommand, statusCommand, stepsCommand, signalCommand, rerunCommand, secretCommand, eventsCommand, emitCommand, loginCommand]) {
     program.addCommand(make(deps));
   }
+  program.addCommand(runCommand(deps));
   if (server) program.addCommand(server);
   configure(program, deps);
   return program;

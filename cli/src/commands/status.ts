@@ -13,6 +13,10 @@ const annotationText = (a: unknown): string => {
   return typeof markdown === "string" ? markdown : JSON.stringify(a);
 };
 
+/** The Activities (fan-out) panel: name, status, exit code. */
+const activityLines = (list: RunRecord["activities"]): string =>
+  list?.length ? list.map((a) => `${a.name}  ${a.status}${a.exit_code === null ? "" : `  exit ${a.exit_code}`}`).join("\n") : "-";
+
 /** The status table: one `key: value` line per field, times as ISO with their age. */
 export const formatRunDetails = (run: RunRecord, now: Date): string => {
   const substate = run.substate?.name ? `${run.substate.name}${run.substate.kind ? ` (${run.substate.kind})` : ""}` : "-";
@@ -27,6 +31,10 @@ export const formatRunDetails = (run: RunRecord, now: Date): string => {
     ["finished", formatTime(run.finished_at, now)],
     ["output", block(run.output)],
     ["error", run.error ?? "-"],
+    ...(run.retry ? [["attempt", `${run.attempt ?? 1} of ${run.retry.attempts}`] as [string, string]] : []),
+    ...(run.rerun_of ? [["rerun of", run.rerun_of] as [string, string]] : []),
+    ...(run.parent_run_id ? [["spawned by", run.parent_run_id] as [string, string]] : []),
+    ["activities", activityLines(run.activities)],
     ["annotations", annotations],
   ]);
 };

@@ -10,7 +10,7 @@ import type { SubmitAnswer } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";
 import { followRun } from "./follow.js";
-import { collectEnv, collectList, examples, splitInterpreter } from "./options.js";
+import { collectEnv, collectList, examples, parseRetryFlag, splitInterpreter } from "./options.js";
 
 interface SubmitOptions {
   as: string;
@@ -19,6 +19,7 @@ interface SubmitOptions {
   idempotencyKey?: string;
   env?: Record<string, string>;
   tag?: string[];
+  retry?: { attempts: number; backoff_ms: number };
 }
 
 const readSource = async (file: string): Promise<string> => {
@@ -39,6 +40,7 @@ export const submitBody = (file: string, source: string, opts: Omit<SubmitOption
   env: opts.env ?? {},
   ...(opts.idempotencyKey === undefined ? {} : { idempotency_key: opts.idempotencyKey }),
   tags: opts.tag ?? [],
+  ...(opts.retry === undefined ? {} : { retry: opts.retry }),
 });
 
 export const submitCommand = (deps: CommandDeps): Command =>
@@ -51,12 +53,14 @@ export const submitCommand = (deps: CommandDeps): Command =>
     .option("--idempotency-key <key>", "a repeat submit under the same key answers the first run's id instead of a new run")
     .option("--env <NAME=VALUE>", "set a variable in the run's environment (repeatable)", collectEnv)
     .option("--tag <tag>", "tag the run (repeatable)", collectList)
+    .option("--retry <attempts[,backoff]>", "re-run the whole script when it fails, at most <attempts> attempts in all, <backoff> apart (e.g. 3,30s)", parseRetryFlag)
     .addHelpText(
       "after",
       examples(
         "run=$(flow submit build.sh)",
         "flow submit deploy.py --env TARGET=staging --tag deploy --follow",
         "flow submit nightly.sh --idempotency-key nightly-2025-01-31",
+        "flow submit flaky.sh --retry 3,10s --follow",
         "flow submit job.js --interpreter \"node --enable-source-maps\"",
       ),
     )

@@ -12,6 +12,17 @@ const ServerConfigSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
   dataDir: z.string().min(1),
   agents: z.coerce.number().int().min(1).max(256).default(4),
+  agentPools: z
+    .array(
+      z
+        .string()
+        .regex(/^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*:[1-9][0-9]*$/, "an agent pool is <capability>[,<capability>...]:<count>, e.g. polyglot:2")
+        .transform((v) => {
+          const i = v.lastIndexOf(":");
+          return { capabilities: v.slice(0, i).split(","), count: Number(v.slice(i + 1)) };
+        }),
+    )
+    .default([]),
   leaseMs: z.coerce.number().int().min(500).max(600_000).default(15_000),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
   databaseUrl: z.string().url({ error: "FLOWSVC_DATABASE_URL must be a postgres:// URL" }).optional(),
@@ -26,6 +37,7 @@ export interface ServerFlags {
   port?: string;
   dataDir?: string;
   agents?: string;
+  agentPool?: string[];
   leaseMs?: string;
   logLevel?: string;
 }
@@ -42,6 +54,7 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
     port: flags.port ?? env["FLOWSVC_PORT"],
     dataDir: resolve(flags.dataDir ?? env["FLOWSVC_DATA_DIR"] ?? defaultDataDir(env)),
     agents: flags.agents ?? env["FLOWSVC_AGENTS"],
+    agentPools: flags.agentPool ?? (env["FLOWSVC_AGENT_POOLS"] ? env["FLOWSVC_AGENT_POOLS"].split(/\s+/).filter(Boolean) : undefined),
     leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
     logLevel: flags.logLevel ?? env["FLOWSVC_LOG_LEVEL"],
     databaseUrl: env["FLOWSVC_DATABASE_URL"] || undefined,

@@ -3,7 +3,7 @@ export interface Banner {
   url: string;
   dataDir: string;
   database: string;
-  agents: number;
+  agents: string;
   token: string | undefined;
   cliConfig: { path: string; written: boolean };
   masterKeyGenerated: string | undefined;

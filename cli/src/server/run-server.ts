@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { FlowError } from "@flowsvc/core";
 import { Keyring, createPool, migrate, startEmbeddedPostgres, startListener, stopPostgresSync, type EmbeddedPostgres } from "@flowsvc/store";
-import { Dispatcher, LocalLauncher } from "@flowsvc/controller";
+import { Dispatcher, LocalLauncher, TimerLoop } from "@flowsvc/controller";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
@@ -89,24 +89,31 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
 
     // The launcher reports agent exits to the dispatcher, which needs the launcher: tie the knot.
     const events = { dispatcher: undefined as Dispatcher | undefined };
-    const launcher = new LocalLauncher({
-      ...agentPaths(),
-      agents: config.agents,
-      capabilities: [],
-      workRoot: join(config.dataDir, "agents"),
-      serverUrl: url,
-      baseEnv: config.agentEnv,
-      log,
-      events: { agentExited: (req) => events.dispatcher?.agentExited(req), slotFreed: () => events.dispatcher?.nudge() },
-    });
-    const d = new Dispatcher({ pool, listener, launcher, leaseMs: config.leaseMs, maxAttempts: 5, publicUrl: config.publicUrl, log });
+    const pools = [{ capabilities: [] as string[], count: config.agents }, ...config.agentPools];
+    const launchers = pools.map(
+      (p) =>
+        new LocalLauncher({
+          ...agentPaths(),
+          agents: p.count,
+          capabilities: p.capabilities,
+          workRoot: join(config.dataDir, "agents"),
+          serverUrl: url,
+          baseEnv: config.agentEnv,
+          log,
+          events: { agentExited: (req) => events.dispatcher?.agentExited(req), slotFreed: () => events.dispatcher?.nudge() },
+        }),
+    );
+    const d = new Dispatcher({ pool, listener, launchers, leaseMs: config.leaseMs, maxAttempts: 5, publicUrl: config.publicUrl, log });
     events.dispatcher = d;
+    const timers = new TimerLoop(pool, log);
     cleanups.push(async () => {
+      timers.stop();
       d.stop();
-      await launcher.stop();
+      await Promise.all(launchers.map((l) => l.stop()));
       await d.drain();
     });
     await d.start();
+    timers.start();
 
     const cliConfig = { path: config.cliConfigPath, written: false };
     if (boot.token) {
@@ -120,7 +127,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       url,
       dataDir: config.dataDir,
       database: embedded ? `embedded Postgres on 127.0.0.1:${embedded.port}` : "external (FLOWSVC_DATABASE_URL)",
-      agents: config.agents,
+      agents: pools.map((p) => (p.capabilities.length ? `${p.count} (${p.capabilities.join(",")})` : String(p.count))).join(" + "),
       token: boot.token,
       cliConfig,
       masterKeyGenerated: master.generated ? master.path : undefined,

@@ -1,44 +1,54 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
   AnnotateRequestSchema, ClaimRequestSchema, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
-  type ClaimResponse,
+  type ActivityClaim, type ClaimResponse,
 } from "@flowsvc/core";
 import {
-  appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById, getRunInternal, jobByToken,
-  listJournal, loadSealedSecrets, markJobRunning, recordJournal, startRunIfNeeded, withTransaction, type LeasedJob,
+  appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById, getRunInternal,
+  getActivity, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
+  withTransaction, type LeasedJob,
 } from "@flowsvc/store";
 import { bearerOf } from "../auth.js";
+import { jobLost, jobOfRequest } from "../job-auth.js";
 import type { IngestDeps } from "../deps.js";
 
 const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
 
-const jobLost = (): FlowError =>
-  new FlowError("job_lost", "this job's lease is gone: it finished, or it was dispatched again to another agent");
 
 /** The agent API: each call carries the token minted for one dispatch of one job. */
 export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
 
-  const jobOf = async (req: FastifyRequest): Promise<LeasedJob & { digest: Buffer }> => {
-    const token = bearerOf(req);
-    if (!token) throw new FlowError("unauthenticated", "the agent API needs the job token (Authorization: Bearer <job token>)");
-    const digest = digestToken(token);
-    const job = await jobByToken(pool, digest);
-    if (!job) throw jobLost();
-    return { ...job, digest };
+  const jobOf = (req: FastifyRequest) => jobOfRequest(pool, req);
+
+  /** Secrets are resolved at claim, for the agent's memory only; the run never stores them. */
+  const resolveSecrets = async (projectId: string, orgId: string): Promise<Record<string, string>> => {
+    const secrets: Record<string, string> = {};
+    for (const s of await loadSealedSecrets(pool, projectId)) {
+      secrets[s.name] = await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed);
+    }
+    return secrets;
   };
 
-  app.post("/agent/v1/claim", async (req): Promise<ClaimResponse> => {
+  app.post("/agent/v1/claim", async (req): Promise<ClaimResponse & { kind: "script" } | ActivityClaim> => {
     const job = await jobOf(req);
     const body = ClaimRequestSchema.parse(req.body);
     const run = await getRunInternal(pool, job.run_id);
     if (!run) throw jobLost();
     const project = await findProjectById(pool, run.project_id);
     if (!project) throw jobLost();
-    // Secrets are resolved now, for this agent's memory only; the run never stores them.
-    const secrets: Record<string, string> = {};
-    for (const s of await loadSealedSecrets(pool, run.project_id)) {
-      secrets[s.name] = await keyring.open(project.orgId, { org: project.orgId, project: project.projectId, kind: "secret", name: s.name }, s.sealed);
+    const secrets = await resolveSecrets(run.project_id, project.orgId);
+    if (job.kind === "activity") {
+      const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
+      if (!activity) throw jobLost();
+      await markJobRunning(pool, job.id, body.agent_id, leaseMs);
+      await markActivityRunning(pool, activity.id);
+      req.log.info({ runId: run.id, jobId: job.id, activity: activity.name, agentId: body.agent_id }, "activity claimed");
+      return {
+        kind: "activity", job_id: job.id, run_id: run.id, activity_id: activity.id, name: activity.name,
+        project: `${project.org}/${project.project}`, attempt: job.attempt, argv: activity.argv,
+        env: { ...secrets, ...run.env }, masks: Object.values(secrets), lease_ms: leaseMs,
+      };
     }
     const journal = await listJournal(pool, run.id);
     await withTransaction(pool, async (tx) => {
@@ -47,6 +57,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     });
     req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId: body.agent_id, replaying: journal.length }, "job claimed");
     return {
+      kind: "script",
       job_id: job.id,
       run_id: run.id,
       project: `${project.org}/${project.project}`,
@@ -103,6 +114,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
         return "succeeded";
       }
       const error = body.error ?? `the script exited with code ${body.exit_code}`;
+      if (await retryIfAllowed(tx, job.run_id, job.id, error)) return "retrying";
       await completeRun(tx, job.run_id, { status: "failed", error, output: { exit_code: body.exit_code, duration_ms: body.duration_ms } }, publicUrl);
       return "failed";
     });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
 import { FlowError, SCRIPT_WORKFLOW, pickInterpreter } from "@flowsvc/core";
-import { getRunView, insertRunWithJob, listJournal, listRunViews, mintId, withTransaction } from "@flowsvc/store";
+import { getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
@@ -17,6 +17,10 @@ const SubmitSchema = z.object({
   env: z.record(z.string().regex(ENV_NAME, "env names are letters, digits and _, not starting with a digit").max(256), z.string().max(128 * 1024)).default({}),
   idempotency_key: z.string().min(1).max(255).optional(),
   tags: z.array(z.string().min(1).max(128)).max(32).default([]),
+  retry: z
+    .object({ attempts: z.number().int().min(1).max(100), backoff_ms: z.number().int().min(0).max(24 * 3600 * 1000).default(0) })
+    .strict()
+    .optional(),
 }).strict();
 
 const ListQuery = z.object({
@@ -49,6 +53,7 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       trigger: { type: "manual", sender: scope.caller.userName },
       idempotencyKey: body.idempotency_key ?? null,
       createdBy: scope.caller.userId,
+      retry: body.retry ?? null,
     };
     const res = await withTransaction(pool, (tx) => insertRunWithJob(tx, run, mintId("job"), []));
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
@@ -65,7 +70,7 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { id } = RunParams.parse(req.params);
     const run = await getRunView(pool, scope.projectId, id);
     if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`, { hint: "list runs with `flow runs ls`" });
-    return run;
+    return { ...run, activities: await listActivities(pool, id) };
   });
 
   app.get(`${base}/:id/steps`, async (req) => {

@@ -1,0 +1,41 @@
+import { z } from "zod";
+import type { FastifyInstance } from "fastify";
+import { FlowError } from "@flowsvc/core";
+import { createRerun, deliverSignal, getRunView, withTransaction } from "@flowsvc/store";
+import { authorize } from "../auth.js";
+import type { IngestDeps } from "../deps.js";
+
+const SignalParams = z.object({
+  org: z.string(),
+  project: z.string(),
+  id: z.string().min(1).max(64),
+  name: z.string().min(1).max(512).refine((n) => !n.startsWith("event:"), "signal names starting event: are reserved for event waits"),
+});
+const SignalBody = z.object({ payload: z.unknown().optional() }).strict().default({});
+const RerunBody = z.object({ from: z.string().min(1).max(600) }).strict();
+
+/**
+ * User-authenticated routes that act on a running script: signals (member; a job token cannot
+ * call them, so a run cannot clear its own waits) and reruns.
+ */
+export const signalRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+  const { pool } = deps;
+  const base = "/api/v1/orgs/:org/projects/:project/runs/:id";
+
+  app.post(`${base}/signals/:name`, async (req, reply) => {
+    const scope = await authorize(pool, req, "member");
+    const { id, name } = SignalParams.parse(req.params);
+    const { payload } = SignalBody.parse(req.body ?? {});
+    if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+    const res = await withTransaction(pool, (tx) => deliverSignal(tx, id, name, payload ?? null, scope.caller.userName));
+    return reply.status(202).send({ run_id: id, name, delivered: res.delivered });
+  });
+
+  app.post(`${base}/rerun`, async (req, reply) => {
+    const scope = await authorize(pool, req, "member");
+    const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
+    const { from } = RerunBody.parse(req.body);
+    const newId = await withTransaction(pool, (tx) => createRerun(tx, scope.projectId, id, from, scope.caller.userId));
+    return reply.status(201).send(await getRunView(pool, scope.projectId, newId));
+  });
+};

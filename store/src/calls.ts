@@ -1,0 +1,135 @@
+import type { PoolClient } from "pg";
+import { CallArgsSchemas, FlowError, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, type CallRequest, type CallResponse } from "@flowsvc/core";
+import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } from "./activities.js";
+import { getEntryForUpdate, insertEntry, isDue, resolveEntry, type WaitEntry } from "./journal-entries.js";
+import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js";
+import { mintId } from "./mint.js";
+import { insertRunWithJob } from "./runs.js";
+import { evaluateSignalWait } from "./signals.js";
+import { substateOf } from "./wake.js";
+
+interface CallRun {
+  id: string;
+  project_id: string;
+  status: string;
+}
+
+type Kind = keyof typeof CallArgsSchemas;
+
+const parseArgs = <K extends Kind>(kind: K, raw: unknown): ReturnType<(typeof CallArgsSchemas)[K]["parse"]> => {
+  const parsed = CallArgsSchemas[kind].safeParse(raw);
+  if (!parsed.success) throw new FlowError("invalid_argument", `bad ${kind} call: ${describeIssues(parsed.error.issues)}`);
+  return parsed.data as ReturnType<(typeof CallArgsSchemas)[K]["parse"]>;
+};
+
+/** Makes the journal entry of a new call: resolved at once, or pending until something wakes it. */
+const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<WaitEntry> => {
+  const at = { position: req.position, kind: req.kind, name: req.name, ordinal: req.ordinal };
+  switch (req.kind) {
+    case "sleep": {
+      const { duration_ms } = parseArgs("sleep", req.args);
+      return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: duration_ms, args: req.args });
+    }
+    case "wait-signal": {
+      if (req.name.startsWith("event:")) throw new FlowError("invalid_argument", `signal names starting "event:" are reserved for event waits: ${req.name}`);
+      const { timeout_ms } = parseArgs("wait-signal", req.args);
+      return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: timeout_ms, args: req.args });
+    }
+    case "lock":
+      await requestLease(tx, run.project_id, req.name, run.id, req.position);
+      return insertEntry(tx, run.id, at, "pending", null);
+    case "unlock":
+      await releaseLease(tx, run.project_id, req.name, run.id);
+      return insertEntry(tx, run.id, at, "done", {});
+    case "activity":
+    case "activity-submit": {
+      const { argv, requires } = parseArgs(req.kind, req.args);
+      const id = await submitActivity(tx, run.id, req.position, req.name, argv, requires);
+      return req.kind === "activity-submit" ? insertEntry(tx, run.id, at, "done", { activity_id: id }) : insertEntry(tx, run.id, at, "pending", null);
+    }
+    case "activity-collect":
+      if (!(await getActivityByName(tx, run.id, req.name))) {
+        throw new FlowError("not_found", `no activity named "${req.name}" was submitted in this run`, { hint: "submit it first with flow activity-submit" });
+      }
+      return insertEntry(tx, run.id, at, "pending", null);
+    case "activity-wait-all":
+      return insertEntry(tx, run.id, at, "pending", null);
+    case "spawn":
+      return insertEntry(tx, run.id, at, "done", { run_id: await spawnChild(tx, run, parseArgs("spawn", req.args)) });
+    case "step":
+      throw new FlowError("invalid_argument", "steps are recorded with POST /agent/v1/journal");
+    default:
+      throw new FlowError("invalid_argument", `flow ${req.kind} is not available in this version`);
+  }
+};
+
+const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
+  if (a.as === "pipeline") throw new FlowError("invalid_argument", "flow spawn --as pipeline: pipelines are not available in this version");
+  const res = await insertRunWithJob(
+    tx,
+    {
+      id: mintId("run"),
+      projectId: run.project_id,
+      workflow: SCRIPT_WORKFLOW,
+      source: a.source,
+      filename: a.filename,
+      interpreter: pickInterpreter(a.filename),
+      env: {},
+      tags: a.tags,
+      trigger: { type: "spawn", parent: run.id },
+      idempotencyKey: null,
+      createdBy: null,
+      parentRunId: run.id,
+    },
+    mintId("job"),
+    [],
+  );
+  return res.id;
+};
+
+/** Re-checks a pending entry: it may be resolvable now (a queued signal, a free lease, a finished child). */
+const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boolean): Promise<WaitEntry> => {
+  switch (e.kind) {
+    case "sleep":
+      // A sleep always parks on its first call, even for 0s: it frees the slot and the run replays.
+      return !fresh && isDue(e) ? resolveEntry(tx, run.id, e.position, {}) : e;
+    case "wait-signal":
+      return evaluateSignalWait(tx, run.id, e, isDue(e));
+    case "lock": {
+      await grantNext(tx, run.project_id, e.name, run.id);
+      const granted = await leaseGranted(tx, run.id, e.position);
+      return granted ? resolveEntry(tx, run.id, e.position, { granted_at: granted }) : e;
+    }
+    case "activity":
+    case "activity-collect":
+      return evaluateCollect(tx, run.id, e);
+    case "activity-wait-all":
+      return evaluateWaitAll(tx, run.id, e);
+    default:
+      return e;
+  }
+};
+
+/**
+ * One durable call of a script at its position (docs/internals.md, POST /agent/v1/call). Calls
+ * are identified by position: a repeat answers the entry's current state, so a retried request
+ * (lost answer, server restart, replay of a still-pending wait) is idempotent.
+ */
+export const performCall = async (tx: PoolClient, runId: string, req: CallRequest): Promise<CallResponse> => {
+  const { rows } = await tx.query<CallRun>(`select id, project_id, status from runs where id = $1 for update`, [runId]);
+  const run = rows[0];
+  if (!run) throw new FlowError("not_found", `run ${runId} not found`);
+  let entry = await getEntryForUpdate(tx, runId, req.position);
+  const fresh = !entry;
+  if (entry && (entry.kind !== req.kind || entry.name !== req.name || entry.ordinal !== req.ordinal)) {
+    throw new FlowError(
+      "determinism",
+      `determinism error at call #${req.position}: the journal recorded ${entry.kind} "${entry.name}"#${entry.ordinal} but the script called ${req.kind} "${req.name}"#${req.ordinal}`,
+    );
+  }
+  entry ??= await create(tx, run, req);
+  if (entry.status === "pending") entry = await evaluate(tx, run, entry, fresh);
+  const view = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal, status: entry.status, result: entry.result };
+  if (entry.status === "done") return { status: "done", entry: view };
+  return { status: "pending", entry: view, substate: substateOf(entry), deadline: entry.deadline?.toISOString() ?? null };
+};

@@ -1,0 +1,72 @@
+import type { PoolClient } from "pg";
+import { resolveEntry } from "./journal-entries.js";
+import { wakeRun } from "./wake.js";
+
+/**
+ * Project-scoped leases, granted FIFO. A lease request is a row; the oldest open request of a
+ * group is granted when no request of the group holds the lease. A run that already holds a
+ * group's lease is granted again at once (re-entrant), rather than waiting for itself.
+ */
+/**
+ * Requests and grants of one group are serialised with a transaction-scoped advisory lock: two
+ * requests in flight cannot see each other's uncommitted rows, and both would be granted.
+ */
+const lockGroup = async (tx: PoolClient, projectId: string, grp: string): Promise<void> => {
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended($1, 7))`, [`${projectId}\u001f${grp}`]);
+};
+
+export const requestLease = async (tx: PoolClient, projectId: string, grp: string, runId: string, position: number): Promise<void> => {
+  await lockGroup(tx, projectId, grp);
+  const held = await tx.query(
+    `select 1 from lock_leases where project_id = $1 and grp = $2 and run_id = $3 and granted_at is not null and released_at is null`,
+    [projectId, grp, runId],
+  );
+  await tx.query(
+    `insert into lock_leases (project_id, grp, run_id, position, granted_at) values ($1, $2, $3, $4, case when $5 then now() end)
+     on conflict (run_id, position) do nothing`,
+    [projectId, grp, runId, position, (held.rowCount ?? 0) > 0],
+  );
+};
+
+export const leaseGranted = async (tx: PoolClient, runId: string, position: number): Promise<string | undefined> => {
+  const { rows } = await tx.query<{ granted_at: Date | null }>(`select granted_at from lock_leases where run_id = $1 and position = $2`, [runId, position]);
+  return rows[0]?.granted_at?.toISOString();
+};
+
+/**
+ * Grants the group's lease to the oldest waiting request if nobody holds it, resolving that
+ * run's lock call and waking it (unless it is `self`, whose caller answers it directly).
+ */
+export const grantNext = async (tx: PoolClient, projectId: string, grp: string, self?: string): Promise<void> => {
+  await lockGroup(tx, projectId, grp);
+  const { rows } = await tx.query<{ id: string; run_id: string; position: number; granted_at: Date | null }>(
+    `select id, run_id, position, granted_at from lock_leases where project_id = $1 and grp = $2 and released_at is null order by id for update`,
+    [projectId, grp],
+  );
+  if (rows.length === 0 || rows.some((r) => r.granted_at !== null)) return;
+  const next = rows[0]!;
+  const { rows: granted } = await tx.query<{ granted_at: Date }>(`update lock_leases set granted_at = now() where id = $1 returning granted_at`, [next.id]);
+  if (next.run_id === self) return;
+  await resolveEntry(tx, next.run_id, next.position, { granted_at: granted[0]!.granted_at.toISOString() });
+  await wakeRun(tx, next.run_id);
+};
+
+/** Bracketed lock: releases this run's newest held lease of the group and grants the next. */
+export const releaseLease = async (tx: PoolClient, projectId: string, grp: string, runId: string): Promise<void> => {
+  await tx.query(
+    `update lock_leases set released_at = now()
+      where id = (select id from lock_leases where run_id = $1 and grp = $2 and granted_at is not null and released_at is null order by id desc limit 1)`,
+    [runId, grp],
+  );
+  await grantNext(tx, projectId, grp);
+};
+
+/** A terminal run (or a retried attempt) lets go of everything it held or waited for. */
+export const releaseRunLeases = async (tx: PoolClient, runId: string): Promise<void> => {
+  const { rows } = await tx.query<{ project_id: string; grp: string }>(
+    `update lock_leases set released_at = now() where run_id = $1 and released_at is null returning project_id, grp`,
+    [runId],
+  );
+  const groups = new Map(rows.map((r) => [`${r.project_id}\u001f${r.grp}`, r]));
+  for (const g of groups.values()) await grantNext(tx, g.project_id, g.grp);
+};

@@ -1,0 +1,57 @@
+import type { PoolClient } from "pg";
+import { FlowError } from "@flowsvc/core";
+import { mintId } from "./mint.js";
+import { getRunInternal, insertRunWithJob } from "./runs.js";
+
+/** `<name>` or `<name>#<n>` (zero-based ordinal of the step of that name). */
+export const parseSite = (site: string): { name: string; ordinal: number } => {
+  const m = /^(.+?)(?:#(\d+))?$/.exec(site);
+  if (!m || !m[1]) throw new FlowError("invalid_argument", `--from takes a step name or name#<n>, not "${site}"`);
+  return { name: m[1], ordinal: m[2] === undefined ? 0 : Number(m[2]) };
+};
+
+/**
+ * `flow rerun <run> --from <site>`: a fresh run of the same recorded source, env and tags that
+ * keeps the recorded calls before the site's position and runs the script from line one. When the
+ * kept prefix no longer reproduces, the replay fails with the determinism error.
+ */
+export const createRerun = async (tx: PoolClient, projectId: string, runId: string, site: string, createdBy: string): Promise<string> => {
+  const source = await getRunInternal(tx, runId);
+  if (!source || source.project_id !== projectId) throw new FlowError("not_found", `run ${runId} not found`);
+  const { name, ordinal } = parseSite(site);
+  const { rows } = await tx.query<{ position: number }>(
+    `select position from journal where run_id = $1 and kind = 'step' and name = $2 and ordinal = $3`,
+    [runId, name, ordinal],
+  );
+  const at = rows[0]?.position;
+  if (at === undefined) {
+    throw new FlowError("not_found", `run ${runId} has no recorded step ${name}#${ordinal}`, { hint: `list its steps with \`flow steps ${runId}\`` });
+  }
+  const pending = await tx.query(`select 1 from journal where run_id = $1 and position < $2 and status <> 'done'`, [runId, at]);
+  if ((pending.rowCount ?? 0) > 0) throw new FlowError("conflict", `run ${runId} has calls before ${name}#${ordinal} that never completed; rerun from an earlier step`);
+  const created = await insertRunWithJob(
+    tx,
+    {
+      id: mintId("run"),
+      projectId,
+      workflow: source.workflow,
+      source: source.source,
+      filename: source.filename,
+      interpreter: source.interpreter,
+      env: source.env,
+      tags: source.tags,
+      trigger: { type: "manual" },
+      idempotencyKey: null,
+      createdBy,
+      rerunOf: runId,
+    },
+    mintId("job"),
+    [],
+  );
+  await tx.query(
+    `insert into journal (run_id, position, kind, name, ordinal, status, result, created_at, resolved_at, deadline, args)
+     select $1, position, kind, name, ordinal, status, result, created_at, resolved_at, deadline, args from journal where run_id = $2 and position < $3`,
+    [created.id, runId, at],
+  );
+  return created.id;
+};

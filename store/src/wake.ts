@@ -1,0 +1,104 @@
+import type { PoolClient } from "pg";
+import { mintId } from "./mint.js";
+
+/**
+ * Waking and parking runs. Every path that resolves a wait (timer, signal, lease grant, child
+ * completion) calls `wakeRun` inside its transaction; `suspendJob` is the agent's side. Both lock
+ * the run row first, so a wait that resolves while the agent is still winding down is never lost:
+ * the flag `wake_requested` turns the coming suspend into a requeue.
+ */
+export const wakeRun = async (tx: PoolClient, runId: string): Promise<"queued" | "flagged" | "none"> => {
+  const { rows } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [runId]);
+  const status = rows[0]?.status;
+  if (status === "parked") {
+    await tx.query(`insert into jobs (id, run_id, status, kind) values ($1, $2, 'queued', 'run')`, [mintId("job"), runId]);
+    await tx.query(`update runs set status = 'queued', wake_requested = false where id = $1`, [runId]);
+    await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [runId]);
+    return "queued";
+  }
+  if (status === "running") {
+    await tx.query(`update runs set wake_requested = true where id = $1`, [runId]);
+    return "flagged";
+  }
+  return "none";
+};
+
+interface PendingRow {
+  kind: string;
+  name: string;
+  deadline: Date | null;
+}
+
+/** The substate `flow status` shows for a parked wait (spec: signal name, awaiting_lease, the timer). */
+export const substateOf = (e: { kind: string; name: string }): { name: string; kind: string } => {
+  switch (e.kind) {
+    case "sleep":
+      return { name: "timer", kind: "sleep" };
+    case "lock":
+      return { name: "awaiting_lease", kind: "lock" };
+    case "activity-wait-all":
+      return { name: "activities", kind: e.kind };
+    default:
+      return { name: e.name, kind: e.kind };
+  }
+};
+
+/**
+ * The agent of `jobId` ended its script because a call is waiting: park the run until a wait
+ * resolves, or requeue it at once when one already resolved while the job was winding down.
+ */
+export const suspendJob = async (tx: PoolClient, jobId: string, runId: string): Promise<"parked" | "requeued"> => {
+  const { rows: runRows } = await tx.query<{ wake_requested: boolean; status: string }>(
+    `select wake_requested, status from runs where id = $1 for update`,
+    [runId],
+  );
+  await tx.query(`update jobs set status = 'suspended', token_digest = null, lease_expires_at = null, updated_at = now() where id = $1`, [jobId]);
+  const run = runRows[0];
+  if (!run || ["succeeded", "failed", "cancelled"].includes(run.status)) return "parked";
+  // A wait already due (a zero-length sleep, a bounded wait past its deadline) resolves now
+  // instead of at the timer loop's next tick.
+  const { rowCount: due } = await tx.query(
+    `update journal set status = 'done', resolved_at = now(),
+            result = case when kind = 'sleep' then '{}'::jsonb else '{"timed_out": true}'::jsonb end
+      where run_id = $1 and status = 'pending' and deadline <= now()`,
+    [runId],
+  );
+  const { rows: pending } = await tx.query<PendingRow>(
+    `select kind, name, deadline from journal where run_id = $1 and status = 'pending' order by position desc`,
+    [runId],
+  );
+  if (run.wake_requested || (due ?? 0) > 0 || pending.length === 0) {
+    await tx.query(`insert into jobs (id, run_id, status, kind) values ($1, $2, 'queued', 'run')`, [mintId("job"), runId]);
+    await tx.query(`update runs set status = 'queued', wake_requested = false where id = $1`, [runId]);
+    await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [runId]);
+    return "requeued";
+  }
+  const deadlines = pending.map((p) => p.deadline).filter((d): d is Date => d !== null);
+  const deadline = deadlines.length ? new Date(Math.min(...deadlines.map((d) => d.getTime()))) : null;
+  await tx.query(`update runs set status = 'parked', substate = $2, deadline = $3 where id = $1`, [runId, substateOf(pending[0]!), deadline]);
+  await tx.query(`select pg_notify('flowsvc_runs', $1)`, [runId]);
+  return "parked";
+};
+
+/** Pending waits whose deadline passed: (run, position) pairs for the timer loop. */
+export const dueWaits = async (tx: PoolClient | import("pg").Pool, limit = 500): Promise<Array<{ run_id: string; position: number }>> => {
+  const { rows } = await tx.query<{ run_id: string; position: number }>(
+    `select run_id, position from journal where status = 'pending' and deadline <= now() order by deadline limit $1`,
+    [limit],
+  );
+  return rows;
+};
+
+/** Resolves one due wait: a sleep wakes with `{}`, a bounded wait times out with `{timed_out: true}`. */
+export const resolveDueWait = async (tx: PoolClient, runId: string, position: number): Promise<boolean> => {
+  await tx.query(`select 1 from runs where id = $1 for update`, [runId]);
+  const { rowCount } = await tx.query(
+    `update journal set status = 'done', resolved_at = now(),
+            result = case when kind = 'sleep' then '{}'::jsonb else '{"timed_out": true}'::jsonb end
+      where run_id = $1 and position = $2 and status = 'pending' and deadline <= now()`,
+    [runId, position],
+  );
+  if ((rowCount ?? 0) === 0) return false;
+  await wakeRun(tx, runId);
+  return true;
+};
