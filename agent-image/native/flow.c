@@ -93,6 +93,14 @@ typedef struct {
 static int cmd_step(int argc, char **argv);
 static int cmd_output(int argc, char **argv);
 static int cmd_annotate(int argc, char **argv);
+static int cmd_sleep(int argc, char **argv);
+static int cmd_wait_signal(int argc, char **argv);
+static int cmd_lock(int argc, char **argv);
+static int cmd_activity(int argc, char **argv);
+static int cmd_activity_collect(int argc, char **argv);
+static int cmd_activity_wait_all(int argc, char **argv);
+static int cmd_spawn(int argc, char **argv);
+static int cmd_state(int argc, char **argv);
 
 static const command COMMANDS[] = {
   {"step", "flow step <name> [--label <text>] -- <cmd...>",
@@ -104,6 +112,33 @@ static const command COMMANDS[] = {
   {"annotate", "flow annotate <markdown|->",
    "Attaches a markdown note to the run; - reads it from stdin.",
    "flow annotate \"Deployed **1.4.2** to staging\"", cmd_annotate},
+  {"sleep", "flow sleep <duration>",
+   "Parks the run for <duration> (5s, 1m, 2h, 30d) and frees the agent; the script replays from the top on wake.",
+   "flow sleep 10m", cmd_sleep},
+  {"wait-signal", "flow wait-signal <name> [--timeout <duration>]",
+   "Waits for the next signal <name> and prints its payload JSON; a --timeout that elapses exits 124.",
+   "flow wait-signal approve --timeout 2h", cmd_wait_signal},
+  {"lock", "flow lock <group> [-- <cmd...>]",
+   "Takes the project-wide lease <group>: bare, held until the run ends; with a command, released when it ends.",
+   "flow lock deploy-prod -- ./deploy.sh", cmd_lock},
+  {"activity", "flow activity <name> [--requires <capability>]... -- <cmd...>",
+   "Runs <cmd> on an agent with those capabilities, prints its stdout and exits with its code.",
+   "flow activity render --requires gpu -- ./render.sh scene.blend", cmd_activity},
+  {"activity-submit", "flow activity-submit <name> [--requires <capability>]... -- <cmd...>",
+   "Starts <cmd> on an agent with those capabilities and returns; flow activity-collect <name> waits for it.",
+   "flow activity-submit shard-1 -- ./process.sh 1", cmd_activity},
+  {"activity-collect", "flow activity-collect <name>",
+   "Waits for a submitted activity, prints its stdout and exits with its code.",
+   "flow activity-collect shard-1", cmd_activity_collect},
+  {"activity-wait-all", "flow activity-wait-all",
+   "Waits for this script's uncollected activities and prints how many failed; exits 0.",
+   "failed=$(flow activity-wait-all)", cmd_activity_wait_all},
+  {"spawn", "flow spawn <file|-> [--as pipeline|script] [--tag <tag>]...",
+   "Submits <file> (- reads stdin) as an independent run and prints its id.",
+   "child=$(flow spawn nightly.sh --tag nightly)", cmd_spawn},
+  {"state", "flow state get <key> | set <key> <value|-> | delete <key> | list [--entity <name>]",
+   "Reads and writes state, run-private or project-wide with --entity; set takes JSON or a bare string, - reads stdin.",
+   "flow state set version 1.4.2 --entity prod", cmd_state},
 };
 
 /* Commands that only make sense inside a script (IN_SCRIPT_COMMANDS in the Node client). */
@@ -128,6 +163,65 @@ static int usage_error(const command *c, const char *what, const char *arg) {
   say(2, "error: flow ", c->name, ": ", what, arg ? arg : "", NULL);
   say(2, "usage: ", c->usage, NULL);
   return 2;
+}
+
+/* An option of a command: --<name> <value> or --<name>=<value>. A single one keeps the last
+ * value given; a repeatable one (list set) keeps every value in order (room for argc). */
+typedef struct {
+  const char *name;
+  const char **value;
+  const char **list;
+  int *count;
+} option;
+
+/* Parses a command's words (argv[0] is its name), the same way for every command and client:
+ * the options in opts (ended by a NULL name), up to max_pos positionals, and when cmd is given
+ * the words after `--` (*cmd stays NULL without one); without cmd, `--` ends the options.
+ * Returns 0, or 2 after printing a usage error. */
+static int parse_args(const command *self, int argc, char **argv, const option *opts, const char **pos,
+                      int max_pos, int *npos, char ***cmd) {
+  int only_pos = 0;
+  *npos = 0;
+  if (cmd) *cmd = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    if (!only_pos && !strcmp(a, "--")) {
+      if (!cmd) {
+        only_pos = 1;
+        continue;
+      }
+      *cmd = argv + i + 1;
+      return 0;
+    }
+    if (only_pos || a[0] != '-' || !a[1]) {
+      if (*npos >= max_pos)
+        return usage_error(self, cmd ? "unexpected argument (put the command after --): " : "unexpected argument ", a);
+      pos[(*npos)++] = a;
+      continue;
+    }
+    const option *o = opts;
+    for (; o->name; o++) {
+      size_t n = strlen(o->name);
+      if (a[1] != '-' || strncmp(a + 2, o->name, n)) continue;
+      if (a[2 + n] == '=') v = a + 3 + n;
+      else if (a[2 + n]) continue;
+      else if (i + 1 < argc) v = argv[++i];
+      else {
+        char stack[128];
+        buf what;
+        buf_init(&what, stack, sizeof stack);
+        buf_puts(&what, "--");
+        buf_puts(&what, o->name);
+        buf_put(&what, " needs a value", 15);
+        return usage_error(self, what.p, NULL);
+      }
+      break;
+    }
+    if (!o->name) return usage_error(self, "unknown option ", a);
+    if (o->list) o->list[(*o->count)++] = v;
+    else *o->value = v;
+  }
+  return 0;
 }
 
 static int wants_help(int argc, char **argv) {
@@ -393,16 +487,36 @@ static int apply_response(const response *r, int default_exit) {
   return r->has_exit ? (int)(r->exit & 255) : default_exit;
 }
 
-/* One request, the generic answer: output set, annotate, and later the simple ops. */
-static int simple_call(const char *cmd, buf *req) {
+/* One request on a fresh connection, the generic answer: output set, annotate, sleep, ... */
+static int simple_call(const char *cmd, buf *req, int min_protocol) {
   char stack[4096];
   conn c;
   response r;
   const char *sock = agent_socket(cmd);
   if (!sock) return 1;
   if (agent_connect(&c, sock, stack, sizeof stack)) return 1;
-  int rc = agent_call(&c, req, 1, &r);
+  int rc = agent_call(&c, req, min_protocol, &r);
   return rc ? rc : apply_response(&r, 0);
+}
+
+/* ,"key":"value" */
+static void put_str_field(buf *b, const char *key, const char *value) {
+  buf_puts(b, ",\"");
+  buf_puts(b, key);
+  buf_puts(b, "\":");
+  buf_put_json_cstr(b, value);
+}
+
+/* ,"key":["a","b"] */
+static void put_list_field(buf *b, const char *key, const char *const *items, int n) {
+  buf_puts(b, ",\"");
+  buf_puts(b, key);
+  buf_puts(b, "\":[");
+  for (int i = 0; i < n; i++) {
+    if (i) buf_put(b, ",", 1);
+    buf_put_json_cstr(b, items[i]);
+  }
+  buf_put(b, "]", 1);
 }
 
 /* ---- flow step --------------------------------------------------------------------------- */
@@ -461,6 +575,59 @@ static int run_body(char **cmd, char *idem_kv, buf *kept, unsigned long long *to
   return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
 }
 
+/* A step on an open connection: `step` (request id), and for a new step the body and then
+ * `step.complete` (id + 1). *ended is set once the step has a result (a replayed record, or a
+ * command that ran and whose step.complete was answered), *next_id to the next free id.
+ * Returns the exit status. */
+static int run_step(conn *c, int id, const char *name, const char *label, char **cmd, int *ended, int *next_id) {
+  char req_stack[1024];
+  response r;
+  buf req;
+  *ended = 0;
+  *next_id = id + 1;
+  buf_init(&req, req_stack, sizeof req_stack);
+  req_begin(&req, id, "step");
+  put_str_field(&req, "name", name);
+  if (label) put_str_field(&req, "label", label);
+  int rc = agent_call(c, &req, 1, &r);
+  if (rc) return rc;
+  *ended = r.ok && r.replay;
+  if (!r.ok || r.replay) return apply_response(&r, 0);
+  if (!r.has_position) return malformed("position");
+  if (!r.has_idem) return malformed("idempotency_key");
+  apply_output(&r);
+
+  /* The answer lives in c->in, which the next read reuses: keep what step.complete needs. */
+  buf done, kv;
+  char kv_stack[256];
+  buf_init(&done, NULL, 0);
+  buf_init(&kv, kv_stack, sizeof kv_stack);
+  buf_puts(&kv, "FLOW_IDEMPOTENCY_KEY=");
+  buf_put(&kv, r.idem.s, r.idem.n);
+  buf_put(&kv, "", 1);
+  req.len = 0;
+  req_begin(&req, id + 1, "step.complete");
+  buf_puts(&req, ",\"position\":");
+  if (r.position_is_string) buf_put_json(&req, r.position.s, r.position.n);
+  else buf_put(&req, r.position.s, r.position.n);
+
+  unsigned long long total = 0;
+  int code = run_body(cmd, kv.p, &done, &total);
+  buf_puts(&req, ",\"stdout_b64\":\"");
+  buf_put_b64(&req, (const unsigned char *)done.p, done.len);
+  buf_puts(&req, "\",\"exit\":");
+  buf_put_int(&req, code);
+  if (total > STEP_OUTPUT_LIMIT) {
+    buf_puts(&req, ",\"overflow_bytes\":");
+    buf_put_u64(&req, total);
+  }
+  *next_id = id + 2;
+  rc = agent_call(c, &req, 1, &r);
+  if (rc) return rc;
+  *ended = 1;
+  return apply_response(&r, code);
+}
+
 static int cmd_step(int argc, char **argv) {
   const command *self = find_command("step");
   const char *name = NULL, *label = NULL;
@@ -483,52 +650,11 @@ static int cmd_step(int argc, char **argv) {
   if (!*cmd) return usage_error(self, "missing command after --", NULL);
 
   const char *sock = agent_socket("step");
-  char in_stack[65536], req_stack[1024];
+  char in_stack[65536];
   conn c;
-  response r;
-  buf req;
+  int ended, next_id;
   if (!sock || agent_connect(&c, sock, in_stack, sizeof in_stack)) return 1;
-  buf_init(&req, req_stack, sizeof req_stack);
-  req_begin(&req, 1, "step");
-  buf_puts(&req, ",\"name\":");
-  buf_put_json_cstr(&req, name);
-  if (label) {
-    buf_puts(&req, ",\"label\":");
-    buf_put_json_cstr(&req, label);
-  }
-  int rc = agent_call(&c, &req, 1, &r);
-  if (rc) return rc;
-  if (!r.ok || r.replay) return apply_response(&r, 0);
-  if (!r.has_position) return malformed("position");
-  if (!r.has_idem) return malformed("idempotency_key");
-  apply_output(&r);
-
-  /* The answer lives in c.in, which the next read reuses: keep what step.complete needs. */
-  buf done, kv;
-  char kv_stack[256];
-  buf_init(&done, NULL, 0);
-  buf_init(&kv, kv_stack, sizeof kv_stack);
-  buf_puts(&kv, "FLOW_IDEMPOTENCY_KEY=");
-  buf_put(&kv, r.idem.s, r.idem.n);
-  buf_put(&kv, "", 1);
-  req.len = 0;
-  req_begin(&req, 2, "step.complete");
-  buf_puts(&req, ",\"position\":");
-  if (r.position_is_string) buf_put_json(&req, r.position.s, r.position.n);
-  else buf_put(&req, r.position.s, r.position.n);
-
-  unsigned long long total = 0;
-  int code = run_body(cmd, kv.p, &done, &total);
-  buf_puts(&req, ",\"stdout_b64\":\"");
-  buf_put_b64(&req, (const unsigned char *)done.p, done.len);
-  buf_puts(&req, "\",\"exit\":");
-  buf_put_int(&req, code);
-  if (total > STEP_OUTPUT_LIMIT) {
-    buf_puts(&req, ",\"overflow_bytes\":");
-    buf_put_u64(&req, total);
-  }
-  rc = agent_call(&c, &req, 1, &r);
-  return rc ? rc : apply_response(&r, code);
+  return run_step(&c, 1, name, label, cmd, &ended, &next_id);
 }
 
 /* ---- flow output set, flow annotate -------------------------------------------------------- */
@@ -566,22 +692,25 @@ static int cmd_output(int argc, char **argv) {
     buf_put_json_cstr(&req, v);
   }
   buf_puts(&req, "}");
-  return simple_call("output", &req);
+  return simple_call("output", &req, 1);
 }
 
-static int read_stdin(buf *b) {
+/* Reads fd to its end into b; what names it in the error ("stdin", a path). */
+static int read_all(int fd, buf *b, const char *what) {
   for (;;) {
     buf_reserve(b, 65536);
-    ssize_t r = read(0, b->p + b->len, b->cap - b->len);
+    ssize_t r = read(fd, b->p + b->len, b->cap - b->len);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
-      say(2, "error: cannot read stdin: ", strerror(errno), NULL);
+      say(2, "error: cannot read ", what, ": ", strerror(errno), NULL);
       return 1;
     }
     if (r == 0) return 0;
     b->len += (size_t)r;
   }
 }
+
+static int read_stdin(buf *b) { return read_all(0, b, "stdin"); }
 
 static int cmd_annotate(int argc, char **argv) {
   const command *self = find_command("annotate");
@@ -598,7 +727,220 @@ static int cmd_annotate(int argc, char **argv) {
   req_begin(&req, 1, "annotate");
   buf_puts(&req, ",\"markdown\":");
   buf_put_json(&req, md.p ? md.p : "", md.len);
-  return simple_call("annotate", &req);
+  return simple_call("annotate", &req, 1);
+}
+
+/* ---- flow sleep, flow wait-signal: calls that may park --------------------------------------
+ * A call whose wait is not resolved gets no answer: the agent ends the script's process group.
+ * So the read has no timeout, and a client killed while it waits prints nothing. */
+
+static const option NO_OPTIONS[] = {{NULL, NULL, NULL, NULL}};
+
+static int cmd_sleep(int argc, char **argv) {
+  const command *self = find_command("sleep");
+  const char *pos[1] = {NULL};
+  int npos;
+  if (parse_args(self, argc, argv, NO_OPTIONS, pos, 1, &npos, NULL)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing duration", NULL);
+  char stack[1024];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, "sleep");
+  put_str_field(&req, "duration", pos[0]);
+  return simple_call(self->name, &req, 1);
+}
+
+static int cmd_wait_signal(int argc, char **argv) {
+  const command *self = find_command("wait-signal");
+  const char *pos[1] = {NULL}, *timeout = NULL;
+  const option opts[] = {{"timeout", &timeout, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+  int npos;
+  if (parse_args(self, argc, argv, opts, pos, 1, &npos, NULL)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing signal name", NULL);
+  if (!strncmp(pos[0], "event:", 6))
+    return usage_error(self, "names starting with \"event:\" are reserved for event waits (flow wait-event): ", pos[0]);
+  if (timeout && !*timeout) return usage_error(self, "--timeout needs a value", NULL);
+  char stack[1024];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, "wait-signal");
+  put_str_field(&req, "name", pos[0]);
+  if (timeout) put_str_field(&req, "timeout", timeout);
+  /* A bounded wait needs protocol v2: agent_call asks with a hello first, check_protocol refuses. */
+  return simple_call(self->name, &req, timeout ? 2 : 1);
+}
+
+/* ---- flow lock ------------------------------------------------------------------------------- */
+
+/* Bare: one `lock` call. Bracketed: `lock`, a step named lock:<group> that runs the command, and
+ * `unlock` once that step has a result (on replay too: all three return their records). Exits
+ * with the command's code (docs/internals.md, "Bracketed lock"). */
+static int cmd_lock(int argc, char **argv) {
+  const command *self = find_command("lock");
+  const char *pos[1] = {NULL};
+  char **cmd;
+  int npos;
+  if (parse_args(self, argc, argv, NO_OPTIONS, pos, 1, &npos, &cmd)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing lock group", NULL);
+  if (cmd && !*cmd) return usage_error(self, "missing command after --", NULL);
+
+  const char *sock = agent_socket(self->name);
+  char in_stack[65536], req_stack[1024], name_stack[256];
+  conn c;
+  response r;
+  buf req, name;
+  if (!sock || agent_connect(&c, sock, in_stack, sizeof in_stack)) return 1;
+  buf_init(&req, req_stack, sizeof req_stack);
+  req_begin(&req, 1, "lock");
+  put_str_field(&req, "group", pos[0]);
+  int rc = agent_call(&c, &req, 1, &r);
+  if (rc) return rc;
+  int code = apply_response(&r, 0);
+  if (!cmd || !r.ok || code) return code;
+
+  int ended, next_id;
+  buf_init(&name, name_stack, sizeof name_stack);
+  buf_puts(&name, "lock:");
+  buf_puts(&name, pos[0]);
+  buf_put(&name, "", 1);
+  code = run_step(&c, 2, name.p, NULL, cmd, &ended, &next_id);
+  if (!ended) return code;
+  req.len = 0;
+  req_begin(&req, next_id, "unlock");
+  put_str_field(&req, "group", pos[0]);
+  if ((rc = agent_call(&c, &req, 1, &r))) return rc;
+  int released = apply_response(&r, code);
+  return r.ok && released == 0 ? code : released; /* the command's code, unless the release failed */
+}
+
+/* ---- flow activity, activity-submit, activity-collect, activity-wait-all ---------------------- */
+
+/* activity and activity-submit take the same words; the op is the command's name. */
+static int cmd_activity(int argc, char **argv) {
+  const command *self = find_command(argv[0]);
+  const char *pos[1] = {NULL};
+  const char **requires = malloc((size_t)argc * sizeof *requires);
+  char **cmd;
+  int nreq = 0, npos, ncmd = 0;
+  if (!requires) die_oom();
+  const option opts[] = {{"requires", NULL, requires, &nreq}, {NULL, NULL, NULL, NULL}};
+  if (parse_args(self, argc, argv, opts, pos, 1, &npos, &cmd)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing activity name", NULL);
+  if (!cmd) return usage_error(self, "missing -- before the command", NULL);
+  if (!*cmd) return usage_error(self, "missing command after --", NULL);
+  while (cmd[ncmd]) ncmd++;
+  char stack[4096];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, self->name);
+  put_str_field(&req, "name", pos[0]);
+  put_list_field(&req, "argv", (const char *const *)cmd, ncmd);
+  put_list_field(&req, "requires", requires, nreq);
+  return simple_call(self->name, &req, 1);
+}
+
+static int cmd_activity_collect(int argc, char **argv) {
+  const command *self = find_command("activity-collect");
+  const char *pos[1] = {NULL};
+  int npos;
+  if (parse_args(self, argc, argv, NO_OPTIONS, pos, 1, &npos, NULL)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing activity name", NULL);
+  char stack[1024];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, self->name);
+  put_str_field(&req, "name", pos[0]);
+  return simple_call(self->name, &req, 1);
+}
+
+static int cmd_activity_wait_all(int argc, char **argv) {
+  const command *self = find_command("activity-wait-all");
+  int npos;
+  if (parse_args(self, argc, argv, NO_OPTIONS, NULL, 0, &npos, NULL)) return 2;
+  char stack[128];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, self->name);
+  return simple_call(self->name, &req, 1);
+}
+
+/* ---- flow spawn ---------------------------------------------------------------------------------- */
+
+static int cmd_spawn(int argc, char **argv) {
+  const command *self = find_command("spawn");
+  const char *pos[1] = {NULL}, *as = NULL;
+  const char **tags = malloc((size_t)argc * sizeof *tags);
+  int ntags = 0, npos;
+  if (!tags) die_oom();
+  const option opts[] = {{"as", &as, NULL, NULL}, {"tag", NULL, tags, &ntags}, {NULL, NULL, NULL, NULL}};
+  if (parse_args(self, argc, argv, opts, pos, 1, &npos, NULL)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing file (a path, or - for stdin)", NULL);
+  if (as && strcmp(as, "pipeline") && strcmp(as, "script")) return usage_error(self, "--as takes pipeline or script, got ", as);
+  if (!agent_socket(self->name)) return 1; /* before stdin is consumed */
+
+  const char *file = pos[0], *slash = strrchr(file, '/');
+  int from_stdin = !strcmp(file, "-");
+  buf source, req;
+  buf_init(&source, NULL, 0);
+  if (from_stdin) {
+    if (read_stdin(&source)) return 1;
+  } else {
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      say(2, "error: cannot read ", file, ": ", strerror(errno), NULL);
+      return 1;
+    }
+    int failed = read_all(fd, &source, file);
+    close(fd);
+    if (failed) return 1;
+  }
+  buf_init(&req, NULL, 0);
+  req_begin(&req, 1, self->name);
+  buf_puts(&req, ",\"source_b64\":\"");
+  buf_put_b64(&req, (const unsigned char *)source.p, source.len);
+  buf_puts(&req, "\"");
+  put_str_field(&req, "filename", from_stdin ? "stdin.sh" : slash ? slash + 1 : file);
+  put_str_field(&req, "as", as ? as : "script");
+  put_list_field(&req, "tags", tags, ntags);
+  return simple_call(self->name, &req, 1);
+}
+
+/* ---- flow state ---------------------------------------------------------------------------------- */
+
+static int cmd_state(int argc, char **argv) {
+  const command *self = find_command("state");
+  const char **pos = malloc((size_t)argc * sizeof *pos), *entity = NULL;
+  int npos, want;
+  if (!pos) die_oom();
+  const option opts[] = {{"entity", &entity, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+  if (parse_args(self, argc, argv, opts, pos, argc, &npos, NULL)) return 2;
+  if (npos < 1) return usage_error(self, "missing action (get, set, delete or list)", NULL);
+  const char *action = pos[0];
+  if (!strcmp(action, "list")) want = 1;
+  else if (!strcmp(action, "get") || !strcmp(action, "delete")) want = 2;
+  else if (!strcmp(action, "set")) want = 3;
+  else return usage_error(self, "unknown action ", action);
+  if (want > 1 && (npos < 2 || !*pos[1])) return usage_error(self, "missing key", NULL);
+  if (want > 2 && npos < 3) return usage_error(self, "missing value (or - for stdin)", NULL);
+  if (npos > want) return usage_error(self, "unexpected argument ", pos[want]);
+  if (!agent_socket(self->name)) return 1; /* before stdin is consumed */
+
+  buf value, req;
+  buf_init(&value, NULL, 0);
+  if (want > 2 && !strcmp(pos[2], "-")) {
+    if (read_stdin(&value)) return 1;
+    if (value.len && value.p[value.len - 1] == '\n') value.len--; /* one trailing newline */
+  } else if (want > 2) buf_puts(&value, pos[2]);
+  buf_init(&req, NULL, 0);
+  req_begin(&req, 1, self->name);
+  put_str_field(&req, "action", action);
+  if (want > 1) put_str_field(&req, "key", pos[1]);
+  if (entity) put_str_field(&req, "entity", entity);
+  if (want > 2) {
+    buf_puts(&req, ",\"value\":");
+    buf_put_json(&req, value.p ? value.p : "", value.len);
+  }
+  return simple_call(self->name, &req, 1);
 }
 
 /* ---- everything else: the user CLI ----------------------------------------------------------- */

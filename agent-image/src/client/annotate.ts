@@ -1,16 +1,7 @@
 /** `flow annotate <markdown|->`: attaches a markdown note to the run (no durable boundary). */
-import { readFileSync } from "node:fs";
 import { agentSocket, simpleCall, usageError } from "./command-kit.js";
 import type { InScriptCommand } from "./command-kit.js";
-import { ClientError, errnoText } from "./io.js";
-
-const readStdin = (): string => {
-  try {
-    return readFileSync(0).toString("utf8");
-  } catch (err) {
-    throw new ClientError([`error: cannot read stdin: ${errnoText(err)}`]);
-  }
-};
+import { readStdin } from "./io.js";
 
 export const annotateCommand: InScriptCommand = {
   name: "annotate",
@@ -22,7 +13,7 @@ export const annotateCommand: InScriptCommand = {
     if (markdown === undefined) throw usageError(this, "missing markdown");
     if (args.length > 1) throw usageError(this, "takes one argument (quote the markdown, or pass - to read stdin)");
     agentSocket(env, this.name); // before stdin is consumed
-    const text = markdown === "-" ? readStdin() : markdown;
+    const text = markdown === "-" ? readStdin().toString("utf8") : markdown;
     return simpleCall(env, this.name, { id: 1, op: "annotate", markdown: text });
   },
 };

@@ -1,6 +1,7 @@
 /**
  * `flow output set`, `flow annotate`, usage and protocol errors, and the hand-off of other
- * commands to the user CLI, on both in-script clients. `flow step`: client.test.ts.
+ * commands to the user CLI, on both in-script clients. `flow step`: client.test.ts; sleep,
+ * wait-signal, lock: client-waits.test.ts; activity*, spawn, state: client-fanout.test.ts.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -65,8 +66,11 @@ forBoth("FLOW_AGENT_SOCKET unset or empty: the call says where flow works and ex
 });
 
 forBoth("an in-script command this client does not speak yet says so", async (client, peer) => {
-  const r = await runClient(client, peer, ["wait-signal", "go"]);
-  assert.deepEqual([r.code, r.stderr], [1, "error: flow wait-signal is not supported by this version of the in-script client\n"]);
+  for (const name of ["wait-event", "call"]) {
+    const r = await runClient(client, peer, [name, "x"]);
+    assert.deepEqual([r.code, r.stderr], [1, `error: flow ${name} is not supported by this version of the in-script client\n`]);
+  }
+  assert.equal(peer.lines.length, 0);
 });
 
 forBoth("usage errors exit 2 with the usage line; --help prints it with an example", async (client, peer) => {
@@ -179,7 +183,7 @@ void test("a call that needs protocol v2 is refused at the call site by an older
   peer.answer = (req) => (req.op === "hello" ? { v: 1, ok: true, protocol: 1 } : undefined);
   const connection = await AgentConnection.open(peer.path);
   try {
-    await assert.rejects(connection.call({ id: 1, op: "wait-signal", name: "go", timeout_ms: 1000 }, 2), (err: unknown) => {
+    await assert.rejects(connection.call({ id: 1, op: "wait-signal", name: "go", timeout: "1s" }, 2), (err: unknown) => {
       assert.ok(err instanceof ClientError);
       assert.deepEqual(err.lines, ["error: the agent speaks socket protocol v1; this call needs v2", "upgrade the flowsvc agent, or drop --timeout"]);
       return true;

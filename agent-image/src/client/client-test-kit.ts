@@ -4,6 +4,7 @@
  * put the same requests on the wire.
  */
 import { spawn } from "node:child_process";
+import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -35,6 +36,8 @@ export const scratchPath = (name: string): string => join(scratch, `${peers++}-$
 
 export interface Ran {
   code: number | null;
+  /** The signal that ended the process, if one did. */
+  signal: NodeJS.Signals | null;
   stdout: Buffer;
   stderr: string;
 }
@@ -60,23 +63,46 @@ export const scriptEnv = (peer: ProtocolPeer): Record<string, string> => ({
   KEEP_ME: "kept",
 });
 
-export const run = (file: string, args: readonly string[], opts: RunOptions = {}): Promise<Ran> =>
-  new Promise((resolve, reject) => {
-    const env = { PATH, ...opts.env, ...opts.extraEnv };
-    const child = spawn(file, args, { env, cwd: opts.cwd, stdio: ["pipe", "pipe", "pipe"] });
+export interface Started {
+  child: ChildProcessWithoutNullStreams;
+  done: Promise<Ran>;
+}
+
+/** Starts a process; `done` settles when it has ended and its output is closed. */
+export const start = (file: string, args: readonly string[], opts: RunOptions = {}): Started => {
+  const env = { PATH, ...opts.env, ...opts.extraEnv };
+  const child = spawn(file, args, { env, cwd: opts.cwd, stdio: ["pipe", "pipe", "pipe"] });
+  const done = new Promise<Ran>((resolve, reject) => {
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on("data", (d: Buffer) => out.push(d));
     child.stderr.on("data", (d: Buffer) => err.push(d));
     child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString("utf8") }));
+    child.on("close", (code, signal) => resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString("utf8") }));
     child.stdin.on("error", () => undefined);
     child.stdin.end(opts.stdin ?? "");
   });
+  return { child, done };
+};
+
+export const run = (file: string, args: readonly string[], opts: RunOptions = {}): Promise<Ran> => start(file, args, opts).done;
 
 /** Runs the client inside a script's environment. */
 export const runClient = (client: Client, peer: ProtocolPeer, args: readonly string[], opts: RunOptions = {}): Promise<Ran> =>
   run(client.bin, args, { ...opts, env: opts.env ?? scriptEnv(peer) });
+
+/** Starts the client inside a script's environment without waiting for it. */
+export const startClient = (client: Client, peer: ProtocolPeer, args: readonly string[], opts: RunOptions = {}): Started =>
+  start(client.bin, args, { ...opts, env: opts.env ?? scriptEnv(peer) });
+
+/** Resolves once check() holds; fails after ms. */
+export const until = async (check: () => boolean, what: string, ms = 5000): Promise<void> => {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+};
 
 /** Runs a sh script with $CLIENT set to the client binary, in a script's environment. */
 export const runShell = (client: Client, peer: ProtocolPeer, script: string, extraEnv: Record<string, string> = {}): Promise<Ran> =>

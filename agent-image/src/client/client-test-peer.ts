@@ -3,7 +3,9 @@
  * protocol v2 on a Unix socket the way docs/internals.md documents the agent: one JSON line in,
  * one JSON line out, many connections at once; `step` answers a recorded step as a replay and a
  * new one with a position and an idempotency key; `step.complete` records and answers once the
- * record is "committed". A test may replace the answer to any request with `answer`.
+ * record is "committed". The durable calls answer as a resolved call would (a wait with nothing
+ * queued and no timeout parks: no answer, like the agent). A test may replace the answer to any
+ * request with `answer`.
  */
 import { createServer } from "node:net";
 import type { Server, Socket } from "node:net";
@@ -12,6 +14,11 @@ export type PeerRequest = Record<string, unknown>;
 
 /** An answer object (sent with `v: 2` unless it sets v), raw text, or no answer at all. */
 export type PeerAnswer = Record<string, unknown> | { raw: string } | "close" | "hang";
+
+export interface ChildResult {
+  stdout: Buffer;
+  exit: number;
+}
 
 export interface StepRecord {
   stdout: Buffer;
@@ -29,6 +36,15 @@ export class ProtocolPeer {
   readonly recorded = new Map<string, StepRecord>();
   readonly outputs = new Map<string, string>();
   readonly annotations: string[] = [];
+  /** Queued payloads (JSON text) per signal name; a wait takes the first. */
+  readonly signals = new Map<string, string[]>();
+  /** What an activity child prints and exits with, by activity name (default: nothing, 0). */
+  readonly children = new Map<string, ChildResult>();
+  /** Submitted and not yet collected. */
+  readonly submitted = new Set<string>();
+  /** Run state by `<entity>/<key>` (entity "" for the run's own). */
+  readonly state = new Map<string, string>();
+  spawned = 0;
   /** The inode the peer calls its capture pipe. */
   captureIno = 0;
   /** Overrides the documented answer; return undefined to keep it. */
@@ -99,8 +115,68 @@ export class ProtocolPeer {
       case "annotate":
         this.annotations.push(String(request.markdown));
         return { ok: true };
+      case "sleep":
+      case "lock":
+      case "unlock":
+        return { ok: true };
+      case "wait-signal":
+        return this.waitSignal(String(request.name), request.timeout);
+      default:
+        return this.fanOut(request);
+    }
+  }
+
+  private waitSignal(name: string, timeout: unknown): PeerAnswer {
+    const payload = this.signals.get(name)?.shift();
+    if (payload !== undefined) return { ok: true, stdout_b64: Buffer.from(`${payload}\n`).toString("base64") };
+    if (timeout === undefined) return "hang"; // parked: the agent would end the process group
+    return { ok: true, exit: 124, stderr: `flow wait-signal: timed out after ${JSON.stringify(timeout)} waiting for ${name}\n` };
+  }
+
+  private child(name: string): PeerAnswer {
+    const result = this.children.get(name) ?? { stdout: Buffer.alloc(0), exit: 0 };
+    return { ok: true, stdout_b64: result.stdout.toString("base64"), exit: result.exit };
+  }
+
+  private fanOut(request: PeerRequest): PeerAnswer {
+    const name = String(request.name);
+    switch (request.op) {
+      case "activity":
+        return this.child(name);
+      case "activity-submit":
+        this.submitted.add(name);
+        return { ok: true };
+      case "activity-collect":
+        this.submitted.delete(name);
+        return this.child(name);
+      case "activity-wait-all": {
+        const failed = [...this.submitted].filter((n) => (this.children.get(n)?.exit ?? 0) !== 0).length;
+        return { ok: true, stdout_b64: Buffer.from(`${failed}\n`).toString("base64") };
+      }
+      case "spawn":
+        return { ok: true, stdout_b64: Buffer.from(`run-child-${++this.spawned}\n`).toString("base64") };
+      case "state":
+        return this.stateOp(request);
       default:
         return { ok: false, error: { code: "invalid_argument", message: `unknown op ${String(request.op)}` }, exit: 2 };
+    }
+  }
+
+  private stateOp(request: PeerRequest): PeerAnswer {
+    const prefix = `${typeof request.entity === "string" ? request.entity : ""}/`;
+    const key = `${prefix}${String(request.key)}`;
+    const out = (text: string): PeerAnswer => ({ ok: true, stdout_b64: Buffer.from(text).toString("base64") });
+    switch (request.action) {
+      case "get":
+        return out(this.state.has(key) ? `${this.state.get(key)}\n` : "");
+      case "set":
+        this.state.set(key, String(request.value));
+        return { ok: true };
+      case "delete":
+        this.state.delete(key);
+        return { ok: true };
+      default:
+        return out([...this.state].filter(([k]) => k.startsWith(prefix)).map(([k, v]) => `${k.slice(prefix.length)}\t${v}\n`).join(""));
     }
   }
 

@@ -42,11 +42,14 @@ export const agentSocket = (env: ClientEnv, commandName: string): string => {
   ]);
 };
 
-/** One request on a fresh connection, answered generically: output set, annotate, ... */
-export const simpleCall = async (env: ClientEnv, commandName: string, request: AgentRequest): Promise<number> => {
+/**
+ * One request on a fresh connection, answered generically: output set, annotate, sleep, ...
+ * minProtocol > 1 asks the agent's version first and refuses an older agent (a bounded wait).
+ */
+export const simpleCall = async (env: ClientEnv, commandName: string, request: AgentRequest, minProtocol = 1): Promise<number> => {
   const connection = await AgentConnection.open(agentSocket(env, commandName));
   try {
-    return applyResponse(await connection.call(request), 0);
+    return applyResponse(await connection.call(request, minProtocol), 0);
   } finally {
     connection.close();
   }

@@ -1,7 +1,7 @@
 /**
- * The in-script commands and the dispatch table. A later command (sleep, wait-signal, lock,
- * activity*, spawn, state, call, ...) is one module exporting an InScriptCommand and one entry
- * in COMMANDS here, and one entry in COMMANDS of agent-image/native/flow.c.
+ * The in-script commands and the dispatch table. A later command (wait-event, call, ...) is one
+ * module exporting an InScriptCommand and one entry in COMMANDS here, and one entry in COMMANDS
+ * of agent-image/native/flow.c.
  *
  * Entries load their module on demand: every ES module costs ~1 ms of start-up here, and a
  * script pays start-up on every call of every replay.
@@ -33,6 +33,15 @@ export const COMMANDS: Readonly<Partial<Record<InScriptCommandName, () => Promis
   step: async () => (await import("./step.js")).stepCommand,
   output: async () => (await import("./output.js")).outputCommand,
   annotate: async () => (await import("./annotate.js")).annotateCommand,
+  sleep: async () => (await import("./sleep.js")).sleepCommand,
+  "wait-signal": async () => (await import("./wait-signal.js")).waitSignalCommand,
+  lock: async () => (await import("./lock.js")).lockCommand,
+  activity: async () => (await import("./activity.js")).activityCommand,
+  "activity-submit": async () => (await import("./activity.js")).activitySubmitCommand,
+  "activity-collect": async () => (await import("./activity.js")).activityCollectCommand,
+  "activity-wait-all": async () => (await import("./activity.js")).activityWaitAllCommand,
+  spawn: async () => (await import("./spawn.js")).spawnCommand,
+  state: async () => (await import("./state.js")).stateCommand,
 };
 
 export const isInScriptCommand = (name: string | undefined): name is InScriptCommandName =>

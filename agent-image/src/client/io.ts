@@ -3,7 +3,7 @@
  * process.stdout: that getter would turn a shared pipe non-blocking for every process on it,
  * and a synchronous write gives the step body's output natural backpressure.
  */
-import { writeSync } from "node:fs";
+import { readFileSync, writeSync } from "node:fs";
 
 /** An error of the client itself: the lines to print on stderr and the exit status. */
 export class ClientError extends Error {
@@ -66,4 +66,22 @@ export const writeAll = (fd: number, data: Uint8Array): boolean => {
 /** Writes each text as a line on fd. */
 export const say = (fd: number, ...lines: readonly string[]): void => {
   writeAll(fd, Buffer.from(lines.map((l) => `${l}\n`).join(""), "utf8"));
+};
+
+/** All of stdin (fd 0), as the native client's read_stdin reads it. */
+export const readStdin = (): Buffer => {
+  try {
+    return readFileSync(0);
+  } catch (err) {
+    throw new ClientError([`error: cannot read stdin: ${errnoText(err)}`]);
+  }
+};
+
+/** All of a file, as the native client's read_all reads it. */
+export const readInputFile = (path: string): Buffer => {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new ClientError([`error: cannot read ${path}: ${errnoText(err)}`]);
+  }
 };

@@ -8,7 +8,7 @@ import { AgentConnection } from "./connection.js";
 import { applyOutput, applyResponse } from "./response.js";
 import { ClientError } from "./io.js";
 
-interface StepArgs {
+export interface StepArgs {
   name: string;
   label: string | undefined;
   cmd: readonly string[];
@@ -36,9 +36,22 @@ const parseStepArgs = (command: InScriptCommand, args: readonly string[]): StepA
   return { name, label, cmd };
 };
 
-const runStep = async (connection: AgentConnection, step: StepArgs, env: ClientEnv): Promise<number> => {
-  const answer = await connection.call({ id: 1, op: "step", name: step.name, label: step.label });
-  if (!answer.ok || answer.replay) return applyResponse(answer, 0);
+export interface StepOutcome {
+  /** The exit status. */
+  code: number;
+  /** The step has a result: a replayed record, or a command that ran and whose record was answered. */
+  ended: boolean;
+  /** The next free request id on the connection. */
+  nextId: number;
+}
+
+/**
+ * A step on an open connection (run_step in flow.c): `step` with request id `id`, and for a new
+ * step the command and then `step.complete` with id + 1.
+ */
+export const runStep = async (connection: AgentConnection, step: StepArgs, env: ClientEnv, id = 1): Promise<StepOutcome> => {
+  const answer = await connection.call({ id, op: "step", name: step.name, label: step.label });
+  if (!answer.ok || answer.replay) return { code: applyResponse(answer, 0), ended: answer.ok, nextId: id + 1 };
   const { position, idempotencyKey } = answer;
   if (position === undefined) throw new ClientError(["error: malformed response from the agent: position"]);
   if (idempotencyKey === undefined) throw new ClientError(["error: malformed response from the agent: idempotency_key"]);
@@ -47,14 +60,14 @@ const runStep = async (connection: AgentConnection, step: StepArgs, env: ClientE
   const { runStepBody, STEP_OUTPUT_LIMIT } = await import("./step-body.js");
   const body = await runStepBody(step.cmd, env, idempotencyKey);
   const done = await connection.call({
-    id: 2,
+    id: id + 1,
     op: "step.complete",
     position,
     stdout_b64: body.kept.toString("base64"),
     exit: body.exit,
     overflow_bytes: body.total > STEP_OUTPUT_LIMIT ? body.total : undefined,
   });
-  return applyResponse(done, body.exit);
+  return { code: applyResponse(done, body.exit), ended: true, nextId: id + 2 };
 };
 
 export const stepCommand: InScriptCommand = {
@@ -66,7 +79,7 @@ export const stepCommand: InScriptCommand = {
     const step = parseStepArgs(this, args);
     const connection = await AgentConnection.open(agentSocket(env, this.name));
     try {
-      return await runStep(connection, step, env);
+      return (await runStep(connection, step, env)).code;
     } finally {
       connection.close();
     }
