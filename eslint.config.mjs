@@ -27,6 +27,8 @@ export default tseslint.config(
     },
   },
   { files: ["**/config.ts", "**/*.test.ts", "test/**", "bench/**"], rules: { "no-restricted-properties": "off" } },
+  // The SDK is a one-file library inside user scripts, not a deployable: it reads the live environment.
+  { files: ["agent-image/src/sdk/**"], rules: { "no-restricted-properties": "off" } },
   { files: ["cli/src/**/print*.ts", "cli/src/bin/**", "bench/**", "test/src/tools/**"], rules: { "no-console": "off" } },
   { files: ["core/src/**"], ignores: ["core/src/**/*.test.ts"], rules: restrict([...nodeIo, "pg", "fastify", "@kubernetes/*", "undici", "pino", "@flowsvc/*"], "core is pure: no I/O, no other workspace.") },
   { files: ["store/src/**"], rules: restrict(["@flowsvc/controller", "@flowsvc/ingest", "@flowsvc/cli", "@flowsvc/agent", "fastify"], "store depends on core only.") },
