@@ -1,16 +1,22 @@
 /**
  * The agent's only way to the control plane: the agent API over HTTP (docs/internals.md, "Agent
- * API"), bearer the job token. Answers are validated with core's schemas. Network errors, 5xx and
- * 429 are retried with backoff (forever for the durable calls); 401 and 409 `job_lost` mean the
- * lease is gone: `onJobLost` fires once and the call fails with FlowError("job_lost").
+ * API"), bearer the job token; the AgentBackend main.ts builds. Answers are validated with core's
+ * schemas. Network errors, 5xx and 429 are retried with backoff (forever for the durable calls);
+ * 401 and 409 `job_lost` mean the lease is gone: `onJobLost` fires once, every retry loop and
+ * request in flight ends, and each call fails with FlowError("job_lost"). `close()` does the same
+ * for a job the agent is done with (or must stop at once).
  */
 import { Agent, request } from "undici";
 import type { Dispatcher } from "undici";
 import { z } from "zod";
 import {
-  ClaimResponseSchema, FlowError, JournalEntrySchema, describeIssues, errorFromBody,
+  AnyClaimSchema, CallResponseSchema, FlowError, JournalEntrySchema, StateResponseSchema, SuspendResponseSchema,
+  describeIssues, errorFromBody,
 } from "@flowsvc/core";
-import type { ClaimRequest, ClaimResponse, FinishRequest, JournalEntry, LogChunk, RecordRequest } from "@flowsvc/core";
+import type {
+  CallRequest, CallResponse, ClaimRequest, FinishRequest, JournalEntry, LogChunk, RecordRequest, StateRequest,
+} from "@flowsvc/core";
+import type { ActivityFinish, AgentBackend, AnyClaim, StateAnswer } from "./backend.js";
 import type { Logger } from "./logger.js";
 import { withRetry } from "./retry.js";
 
@@ -46,19 +52,25 @@ const AnySchema = z.unknown();
 
 type Retry = "never" | "forever" | { readonly giveUpAfterMs: number };
 
-export class AgentApiClient {
+export class AgentApiClient implements AgentBackend {
   readonly #options: AgentApiClientOptions;
   readonly #dispatcher: Dispatcher;
+  /** Aborted on a lost lease or close(); with options.signal, ends every retry loop and request. */
+  readonly #abort = new AbortController();
+  readonly #signal: AbortSignal;
   #lost = false;
+  #closed: Promise<void> | undefined;
 
   constructor(options: AgentApiClientOptions) {
     this.#options = options;
+    this.#signal = options.signal ? AbortSignal.any([options.signal, this.#abort.signal]) : this.#abort.signal;
     const timeout = options.requestTimeoutMs ?? 30_000;
     this.#dispatcher = new Agent({ keepAliveTimeout: 4_000, connect: { timeout: 10_000 }, headersTimeout: timeout, bodyTimeout: timeout });
   }
 
-  claim(body: ClaimRequest): Promise<ClaimResponse> {
-    return this.#post("claim", body, ClaimResponseSchema, { giveUpAfterMs: this.#options.claimRetryMs ?? 60_000 });
+  /** The job (a script or an activity child); `kind` defaults to "script" for older servers. */
+  claim(body: ClaimRequest): Promise<AnyClaim> {
+    return this.#post("claim", body, AnyClaimSchema, { giveUpAfterMs: this.#options.claimRetryMs ?? 60_000 });
   }
 
   /** One attempt; the heartbeat loop decides what a failure means. Answers the new lease. */
@@ -69,6 +81,26 @@ export class AgentApiClient {
   /** Records a durable call; retried until the server confirms it. Answers the stored entry. */
   async record(body: RecordRequest): Promise<JournalEntry> {
     return (await this.#post("journal", body, RecordResponseSchema, "forever")).entry;
+  }
+
+  /** A durable call that may park the run; retried until the server answers it (idempotent by position). */
+  call(body: CallRequest): Promise<CallResponse> {
+    return this.#post("call", body, CallResponseSchema, "forever");
+  }
+
+  /** Parks (or requeues) the run after a `pending` call; the job ends with it. */
+  async suspend(): Promise<"parked" | "requeued"> {
+    return (await this.#post("suspend", {}, SuspendResponseSchema, "forever")).status;
+  }
+
+  /** `flow state`: not durable, but retried like the rest (the script waits for its answer). */
+  async state(body: StateRequest): Promise<StateAnswer> {
+    const answer = await this.#post("state", body, StateResponseSchema, "forever");
+    return {
+      ...(answer.value !== undefined ? { value: answer.value } : {}),
+      ...(answer.found !== undefined ? { found: answer.found } : {}),
+      ...(answer.items !== undefined ? { items: answer.items.map((i) => ({ key: i.key, value: i.value })) } : {}),
+    };
   }
 
   async log(chunks: readonly LogChunk[]): Promise<void> {
@@ -83,8 +115,18 @@ export class AgentApiClient {
     return (await this.#post("finish", body, FinishResponseSchema, "forever")).status;
   }
 
-  async close(): Promise<void> {
-    await this.#dispatcher.destroy();
+  /** An activity child's end (POST /agent/v1/finish-activity): its exit code and stdout. */
+  async finishActivity(body: ActivityFinish): Promise<string | undefined> {
+    return (await this.#post("finish-activity", body, FinishResponseSchema, "forever")).status;
+  }
+
+  /** Ends every call in flight (they fail with the abort's reason) and the connection pool. Idempotent. */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      if (!this.#abort.signal.aborted) this.#abort.abort(new FlowError("unavailable", "the agent API client is closed"));
+      await this.#dispatcher.destroy();
+    })();
+    return this.#closed;
   }
 
   async #post<S extends z.ZodType>(route: string, body: unknown, schema: S, retry: Retry): Promise<z.infer<S>> {
@@ -92,7 +134,7 @@ export class AgentApiClient {
     if (retry === "never") return attempt();
     return withRetry(attempt, {
       isRetryable: isTransient,
-      signal: this.#options.signal,
+      signal: this.#signal,
       giveUpAfterMs: retry === "forever" ? undefined : retry.giveUpAfterMs,
       minDelayMs: this.#options.minDelayMs,
       maxDelayMs: this.#options.maxDelayMs,
@@ -110,10 +152,10 @@ export class AgentApiClient {
         dispatcher: this.#dispatcher,
         headers: { authorization: `Bearer ${this.#options.token}`, "content-type": "application/json" },
         body: JSON.stringify(body),
-        ...(this.#options.signal ? { signal: this.#options.signal } : {}),
+        signal: this.#signal,
       });
     } catch (err) {
-      if (this.#options.signal?.aborted) throw err;
+      if (this.#signal.aborted) throw this.#signal.reason;
       throw new TransientApiError(`cannot reach the server for ${route}: ${(err as Error).message}`, undefined, { cause: err });
     }
     const text = await res.body.text().catch((err: unknown) => {
@@ -138,6 +180,7 @@ export class AgentApiClient {
       const lost = new FlowError("job_lost", `the job's lease is gone (HTTP ${status} on ${route}): ${err.message}`, { cause: err });
       if (!this.#lost) {
         this.#lost = true;
+        this.#abort.abort(lost);
         this.#options.onJobLost?.(lost);
       }
       return lost;

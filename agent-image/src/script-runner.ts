@@ -1,7 +1,8 @@
 /**
- * Starts the script in a process group of its own (`detached`), so the agent can end it and every
- * process it started with one signal to the group. stdin is ignored, stdout is the capture pipe,
- * stderr a pipe of its own.
+ * Starts the script (or an activity's command) in a process group of its own (`detached`), so the
+ * agent can end it and every process it started with one signal to the group. stdin is ignored,
+ * stdout is the capture pipe (or, without one, a pipe the caller reads), stderr a pipe of its own.
+ * The command is looked up as execvp does, on the PATH of `env`.
  */
 import { spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
@@ -19,6 +20,8 @@ export interface ScriptExit {
 export interface RunningScript {
   /** Also the process group id. */
   readonly pid: number | undefined;
+  /** Set only when no `stdoutFd` was given. */
+  readonly stdout: Readable | undefined;
   readonly stderr: Readable;
   readonly exited: Promise<ScriptExit>;
   /** Sends `signal` to the whole group (0 only probes); false when no process of it is left. */
@@ -32,8 +35,8 @@ export interface StartScriptOptions {
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
-  /** The capture pipe's write end: the script's fd 1. */
-  readonly stdoutFd: number;
+  /** The capture pipe's write end: the script's fd 1. Unset: stdout is a pipe (RunningScript.stdout). */
+  readonly stdoutFd?: number;
 }
 
 export const exitStatusFromSignal = (signal: NodeJS.Signals): number => 128 + (osConstants.signals[signal] ?? 0);
@@ -44,7 +47,7 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
     cwd: options.cwd,
     env: options.env,
     detached: true,
-    stdio: ["ignore", options.stdoutFd, "pipe"],
+    stdio: ["ignore", options.stdoutFd ?? "pipe", "pipe"],
   });
   const pid = child.pid;
 
@@ -78,5 +81,5 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
     signalGroup("SIGKILL");
   };
 
-  return { pid, stderr: child.stderr!, exited, signalGroup, terminate };
+  return { pid, stdout: child.stdout ?? undefined, stderr: child.stderr!, exited, signalGroup, terminate };
 };

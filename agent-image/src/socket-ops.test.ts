@@ -1,54 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { createConnection } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { FlowError, JournalEntry } from "@flowsvc/core";
-import { JournalCursor, idempotencyKeyFor } from "./journal-cursor.js";
-import { silentLogger } from "./logger.js";
-import { createOpHandler } from "./socket-ops.js";
-import { startSocketServer } from "./socket-server.js";
+import type { JournalEntry } from "@flowsvc/core";
+import { agentSocket } from "./agent-test-kit.js";
+import { idempotencyKeyFor } from "./journal-cursor.js";
 
 const done = (position: number, name: string, ordinal: number, stdout: string, exit = 0): JournalEntry => ({
   position, kind: "step", name, ordinal, status: "done", result: { stdout_b64: Buffer.from(stdout).toString("base64"), exit },
 });
-
-/** The agent's socket with a journal and no server: any call that would reach the server fails the test. */
-const agentSocket = async (journal: JournalEntry[]) => {
-  const dir = await mkdtemp(join(tmpdir(), "fa-sock-"));
-  const events: string[] = [];
-  let failure: FlowError | undefined;
-  const noServer = () => Promise.reject(new Error("this test has no server: the call should not have reached it"));
-  const handler = createOpHandler({
-    agentId: "agt-test", runId: "run-test", captureIno: 4242, cursor: new JournalCursor(journal),
-    api: { record: noServer, annotate: noServer }, outputs: new Map(), logger: silentLogger,
-    failure: () => failure,
-    onDeterminism: (err) => {
-      failure = err;
-      events.push(`failed: ${err.message}`);
-    },
-  });
-  const server = await startSocketServer(join(dir, "agent.sock"), handler, silentLogger);
-  /** Sends requests on one connection and reads one answer line per request. */
-  const call = (...requests: object[]): Promise<Record<string, unknown>[]> =>
-    new Promise((resolve, reject) => {
-      const socket = createConnection(server.path);
-      let text = "";
-      socket.setEncoding("utf8").on("data", (d: string) => {
-        text += d;
-        const lines = text.split("\n").filter(Boolean);
-        if (lines.length === requests.length) {
-          socket.end();
-          events.push(`answered ${lines.length}`);
-          resolve(lines.map((l) => JSON.parse(l) as Record<string, unknown>));
-        }
-      });
-      socket.on("error", reject);
-      socket.write(requests.map((r) => `${JSON.stringify(r)}\n`).join(""));
-    });
-  return { call, events, close: async () => { await server.close(); await rm(dir, { recursive: true, force: true }); } };
-};
 
 void test("hello answers the agent id, protocol 2 and the capture pipe's inode", async () => {
   const a = await agentSocket([]);

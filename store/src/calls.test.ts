@@ -4,7 +4,6 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import type pg from "pg";
 import type { CallRequest } from "@flowsvc/core";
 import { createTestDatabase, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
@@ -150,7 +149,7 @@ void test("collect parks until the child ends, then answers its stdout and exit 
   const { runId, jobId } = await newRun();
   const sub = await call(runId, { position: 0, kind: "activity-submit", name: "t", args: { argv: ["echo", "hi"], requires: ["polyglot"] } });
   const actId = (sub.entry.result as { activity_id: string }).activity_id;
-  const jobs = await (db.pool as pg.Pool).query<{ capabilities: string[] }>(`select capabilities from jobs where activity_id = $1`, [actId]);
+  const jobs = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where activity_id = $1`, [actId]);
   assert.deepEqual(jobs.rows[0]!.capabilities, ["polyglot"]);
   assert.equal((await call(runId, { position: 1, kind: "activity-collect", name: "t" })).status, "pending");
   await withTransaction(db.pool, (tx) => suspendJob(tx, jobId, runId));

@@ -1,4 +1,4 @@
-import type { PoolClient } from "pg";
+import type { Pool, PoolClient } from "pg";
 import { mintId } from "./mint.js";
 
 /**
@@ -81,7 +81,7 @@ export const suspendJob = async (tx: PoolClient, jobId: string, runId: string): 
 };
 
 /** Pending waits whose deadline passed: (run, position) pairs for the timer loop. */
-export const dueWaits = async (tx: PoolClient | import("pg").Pool, limit = 500): Promise<Array<{ run_id: string; position: number }>> => {
+export const dueWaits = async (tx: PoolClient | Pool, limit = 500): Promise<Array<{ run_id: string; position: number }>> => {
   const { rows } = await tx.query<{ run_id: string; position: number }>(
     `select run_id, position from journal where status = 'pending' and deadline <= now() order by deadline limit $1`,
     [limit],

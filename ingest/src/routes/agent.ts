@@ -6,7 +6,7 @@ import {
 import {
   appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById, getRunInternal,
   getActivity, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
-  withTransaction, type LeasedJob,
+  withTransaction,
 } from "@flowsvc/store";
 import { bearerOf } from "../auth.js";
 import { jobLost, jobOfRequest } from "../job-auth.js";
@@ -105,6 +105,9 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
 
   app.post("/agent/v1/finish", async (req) => {
     const job = await jobOf(req);
+    if (job.kind !== "run") {
+      throw new FlowError("invalid_argument", "an activity job ends with POST /agent/v1/finish-activity, not /agent/v1/finish");
+    }
     const body = FinishRequestSchema.parse(req.body);
     const status = await withTransaction(pool, async (tx) => {
       await completeJob(tx, job.id, "done");
