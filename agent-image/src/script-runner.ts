@@ -5,6 +5,7 @@
  * The command is looked up as execvp does, on the PATH of `env`.
  */
 import { spawn } from "node:child_process";
+import { groupHasLiveMember } from "./process-group.js";
 import { constants as osConstants } from "node:os";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -72,11 +73,11 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
   };
 
   const terminate = async (graceMs: number): Promise<void> => {
-    if (!signalGroup("SIGTERM")) return;
+    if (pid === undefined || !signalGroup("SIGTERM")) return;
     const deadline = Date.now() + graceMs;
     while (Date.now() < deadline) {
-      await sleep(Math.min(50, Math.max(1, deadline - Date.now())));
-      if (!signalGroup(0)) return;
+      await sleep(Math.min(10, Math.max(1, deadline - Date.now())));
+      if (!groupHasLiveMember(pid)) return;
     }
     signalGroup("SIGKILL");
   };
