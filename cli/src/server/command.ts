@@ -10,7 +10,7 @@ export const serverCommand = (): Command =>
     .description("run flowsvc on this machine: embedded Postgres, the API, the controller and local agents")
     .option("--host <host>", "address to listen on", undefined)
     .option("--port <port>", "port to listen on (default 8080)")
-    .option("--data-dir <dir>", "where Postgres data, the master key and agent scratch live (default ~/.local/share/flowsvc)")
+    .option("--data-dir <dir>", "where Postgres data, the master key and agent scratch live (default ~/.local/share/flowsvc; as root /var/lib/flowsvc)")
     .option("--agents <n>", "most agent processes at once (default 4)")
     .option("--agent-pool <caps:n>", "also run up to n agents that advertise these capabilities, e.g. polyglot:2 (repeatable)", (v: string, all: string[] = []) => [...all, v])
     .option("--lease-ms <ms>", "agent heartbeat lease (default 15000)")

@@ -42,8 +42,12 @@ export interface ServerFlags {
   logLevel?: string;
 }
 
+/**
+ * ~/.local/share/flowsvc for a normal user. As root, /var/lib/flowsvc: Postgres then runs as an
+ * unprivileged user that must be able to reach its data, and root's home (mode 700) keeps it out.
+ */
 const defaultDataDir = (env: NodeJS.ProcessEnv): string =>
-  join(env["XDG_DATA_HOME"] || join(env["HOME"] || homedir(), ".local", "share"), "flowsvc");
+  process.getuid?.() === 0 ? "/var/lib/flowsvc" : join(env["XDG_DATA_HOME"] || join(env["HOME"] || homedir(), ".local", "share"), "flowsvc");
 
 export const defaultCliConfigPath = (env: NodeJS.ProcessEnv): string =>
   env["FLOWSVC_CONFIG"] || join(env["XDG_CONFIG_HOME"] || join(env["HOME"] || homedir(), ".config"), "flowsvc", "config.json");
