@@ -101,6 +101,8 @@ static int cmd_activity_collect(int argc, char **argv);
 static int cmd_activity_wait_all(int argc, char **argv);
 static int cmd_spawn(int argc, char **argv);
 static int cmd_state(int argc, char **argv);
+static int cmd_emit(int argc, char **argv);
+static int cmd_wait_event(int argc, char **argv);
 
 static const command COMMANDS[] = {
   {"step", "flow step <name> [--label <text>] -- <cmd...>",
@@ -139,13 +141,23 @@ static const command COMMANDS[] = {
   {"state", "flow state get <key> | set <key> <value|-> | delete <key> | list [--entity <name>]",
    "Reads and writes state, run-private or project-wide with --entity; set takes JSON or a bare string, - reads stdin.",
    "flow state set version 1.4.2 --entity prod", cmd_state},
+  {"emit", "flow emit <type> [--key <subject>] [--payload <json>]",
+   "Publishes an event on the project's bus and prints its id; a replay prints the same id.",
+   "flow emit deploy.done --key acme/web --payload '{\"version\":\"1.4.2\"}'", cmd_emit},
+  {"wait-event", "flow wait-event <type> [--timeout <duration>]",
+   "Waits for the next event <type> after the wait began and prints its envelope JSON; a --timeout that elapses exits 124.",
+   "flow wait-event deploy.done --timeout 1h", cmd_wait_event},
 };
 
-/* Commands that only make sense inside a script (IN_SCRIPT_COMMANDS in the Node client). */
+/* Commands taken inside a script (IN_SCRIPT_COMMANDS in the Node client). */
 static const char *const IN_SCRIPT[] = {
   "step", "sleep", "wait-signal", "wait-event", "lock", "activity", "activity-submit",
-  "activity-collect", "activity-wait-all", "spawn", "state", "call", "output", "annotate", NULL,
+  "activity-collect", "activity-wait-all", "spawn", "state", "call", "output", "annotate", "emit", NULL,
 };
+
+/* In-script commands that outside a script are the user CLI's (SHARED_COMMANDS in the Node
+ * client): `flow emit` over HTTP. */
+static const char *const SHARED[] = {"emit", NULL};
 
 static const command *find_command(const char *name) {
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
@@ -153,10 +165,22 @@ static const command *find_command(const char *name) {
   return NULL;
 }
 
-static int is_in_script(const char *name) {
-  for (const char *const *n = IN_SCRIPT; *n; n++)
+static int listed(const char *const *list, const char *name) {
+  for (const char *const *n = list; *n; n++)
     if (!strcmp(*n, name)) return 1;
   return 0;
+}
+
+/* Inside a script: FLOW_AGENT_SOCKET, or FLOW_IDEMPOTENCY_KEY in a step body, where a shared
+ * command must fail with `FLOW_AGENT_SOCKET is not set` rather than reach the user API. */
+static int inside_script(void) {
+  const char *s = getenv("FLOW_AGENT_SOCKET"), *k = getenv("FLOW_IDEMPOTENCY_KEY");
+  return (s && *s) || (k && *k);
+}
+
+/* Whether this client runs the command rather than the user CLI (runsInScript in the Node one). */
+static int runs_in_script(const char *name) {
+  return listed(IN_SCRIPT, name) && (!listed(SHARED, name) || inside_script());
 }
 
 static int usage_error(const command *c, const char *what, const char *arg) {
@@ -943,6 +967,65 @@ static int cmd_state(int argc, char **argv) {
   return simple_call(self->name, &req, 1);
 }
 
+/* ---- flow emit, flow wait-event: the event bus -------------------------------------------------- */
+
+/* 1-64 of [A-Za-z0-9._-] (core's EVENT_TYPE_PATTERN). */
+static int is_event_type(const char *t) {
+  size_t n = strlen(t);
+  if (n < 1 || n > 64) return 0;
+  for (const char *p = t; *p; p++) {
+    char c = *p;
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) return 0;
+  }
+  return 1;
+}
+
+static const char BAD_TYPE[] = "an event type is 1-64 characters from [A-Za-z0-9._-], got ";
+
+/* Checkpointed by position on the agent's side: a replay prints the same id. --payload must be
+ * JSON (default null: the agent's, when it is left out); it travels as JSON, compacted. */
+static int cmd_emit(int argc, char **argv) {
+  const command *self = find_command("emit");
+  const char *pos[1] = {NULL}, *key = NULL, *payload = NULL;
+  const option opts[] = {{"key", &key, NULL, NULL}, {"payload", &payload, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+  int npos;
+  if (parse_args(self, argc, argv, opts, pos, 1, &npos, NULL)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing event type", NULL);
+  if (!is_event_type(pos[0])) return usage_error(self, BAD_TYPE, pos[0]);
+  if (key && !*key) return usage_error(self, "--key needs a value", NULL);
+  char stack[4096];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, "emit");
+  put_str_field(&req, "type", pos[0]);
+  if (key) put_str_field(&req, "key", key);
+  if (payload) {
+    buf_puts(&req, ",\"payload\":");
+    if (buf_put_json_compact(&req, payload, strlen(payload)))
+      return usage_error(self, "--payload is not valid JSON (a string needs its quotes: --payload '\"text\"')", NULL);
+  }
+  return simple_call(self->name, &req, 1);
+}
+
+static int cmd_wait_event(int argc, char **argv) {
+  const command *self = find_command("wait-event");
+  const char *pos[1] = {NULL}, *timeout = NULL;
+  const option opts[] = {{"timeout", &timeout, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+  int npos;
+  if (parse_args(self, argc, argv, opts, pos, 1, &npos, NULL)) return 2;
+  if (!pos[0] || !*pos[0]) return usage_error(self, "missing event type", NULL);
+  if (!is_event_type(pos[0])) return usage_error(self, BAD_TYPE, pos[0]);
+  if (timeout && !*timeout) return usage_error(self, "--timeout needs a value", NULL);
+  char stack[1024];
+  buf req;
+  buf_init(&req, stack, sizeof stack);
+  req_begin(&req, 1, "wait-event");
+  put_str_field(&req, "type", pos[0]);
+  if (timeout) put_str_field(&req, "timeout", timeout);
+  /* A bounded wait needs protocol v2: agent_call asks with a hello first, check_protocol refuses. */
+  return simple_call(self->name, &req, timeout ? 2 : 1);
+}
+
 /* ---- everything else: the user CLI ----------------------------------------------------------- */
 
 static int run_user_cli(int argc, char **argv) {
@@ -963,8 +1046,8 @@ static int run_user_cli(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   const char *name = argc > 1 ? argv[1] : "";
+  if (!runs_in_script(name)) return run_user_cli(argc, argv);
   const command *c = find_command(name);
-  if (!c && !is_in_script(name)) return run_user_cli(argc, argv);
   signal(SIGPIPE, SIG_IGN); /* a closed stdout or agent is an error to report, not a death */
   if (c && wants_help(argc - 1, argv + 1)) {
     say(1, "usage: ", c->usage, "\n", c->summary, "\nexample: ", c->example, NULL);

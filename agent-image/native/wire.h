@@ -10,6 +10,8 @@
  * - JSON in: a reader for exactly one flat response object. Strings are decoded in place
  *   (escapes, \uXXXX, surrogate pairs; a lone surrogate becomes U+FFFD, as Node prints it),
  *   numbers are kept as their source text, anything else is validated and skipped.
+ * - JSON text passed through (`flow emit --payload`): validated as JSON.parse would and copied
+ *   without the whitespace between tokens.
  */
 #ifndef FLOW_WIRE_H
 #define FLOW_WIRE_H
@@ -402,6 +404,109 @@ static int jnum_u64(const jstr *n, unsigned long long *out) {
   if (errno || *end) return 0;
   *out = v;
   return 1;
+}
+
+/* ---- JSON text in, compact out ------------------------------------------------------- */
+
+/* JSON text s[0..n) as one value (RFC 8259, any value at the top, as JSON.parse takes it) is
+ * appended to b without the whitespace between its tokens; the tokens are copied as written (a
+ * number keeps its digits, a string its escapes), except that invalid UTF-8 in a string becomes
+ * U+FFFD as in buf_put_json. Returns 0, or -1 when the text is not valid JSON (b is then partly
+ * written). Iterative: any nesting depth. */
+static int buf_put_json_compact(buf *b, const char *str, size_t n) {
+  enum { VALUE, VALUE_OR_CLOSE, KEY, KEY_OR_CLOSE, AFTER };
+  const unsigned char *s = (const unsigned char *)str;
+  char open_stack[256];
+  buf open; /* the closing bracket of every container still open */
+  size_t i = 0;
+  int state = VALUE, fine = -1;
+  buf_init(&open, open_stack, sizeof open_stack);
+  for (;;) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    if (state == AFTER) {
+      if (!open.len) {
+        if (i == n) fine = 0;
+        break;
+      }
+      char close = open.p[open.len - 1];
+      if (i < n && s[i] == ',') state = close == '}' ? KEY : VALUE;
+      else if (i < n && (char)s[i] == close) open.len--;
+      else break;
+      buf_put(b, s + i++, 1);
+      continue;
+    }
+    if (i == n) break;
+    if ((state == VALUE_OR_CLOSE || state == KEY_OR_CLOSE) && (char)s[i] == open.p[open.len - 1]) {
+      open.len--;
+      buf_put(b, s + i++, 1);
+      state = AFTER;
+      continue;
+    }
+    if (state == KEY || state == KEY_OR_CLOSE) {
+      if (s[i] != '"') break;
+    } else if (s[i] == '{' || s[i] == '[') {
+      buf_put(&open, s[i] == '{' ? "}" : "]", 1);
+      state = s[i] == '{' ? KEY_OR_CLOSE : VALUE_OR_CLOSE;
+      buf_put(b, s + i++, 1);
+      continue;
+    }
+    if (s[i] == '"') {
+      buf_put(b, s + i++, 1);
+      for (;;) {
+        if (i == n || s[i] < 0x20) goto done;
+        if (s[i] == '"') break;
+        if (s[i] == '\\') {
+          unsigned cp;
+          if (i + 1 == n) goto done;
+          if (s[i + 1] == 'u') {
+            if (n - i < 6 || !hex4((const char *)s + i + 2, &cp)) goto done;
+            buf_put(b, s + i, 6);
+            i += 6;
+          } else if (strchr("\"\\/bfnrt", s[i + 1]) && s[i + 1]) {
+            buf_put(b, s + i, 2);
+            i += 2;
+          } else goto done;
+          continue;
+        }
+        int k = utf8_seq(s + i, n - i);
+        if (k > 0) buf_put(b, s + i, (size_t)k);
+        else buf_put(b, "\xEF\xBF\xBD", 3);
+        i += (size_t)(k > 0 ? k : -k);
+      }
+      buf_put(b, s + i++, 1);
+      if (state == KEY || state == KEY_OR_CLOSE) {
+        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+        if (i == n || s[i] != ':') break;
+        buf_put(b, s + i++, 1);
+        state = VALUE;
+      } else state = AFTER;
+      continue;
+    }
+    size_t start = i;
+    if (n - i >= 4 && !memcmp(s + i, "true", 4)) i += 4;
+    else if (n - i >= 5 && !memcmp(s + i, "false", 5)) i += 5;
+    else if (n - i >= 4 && !memcmp(s + i, "null", 4)) i += 4;
+    else {
+      if (s[i] == '-') i++;
+      if (i == n || s[i] < '0' || s[i] > '9') break;
+      if (s[i] == '0') i++;
+      else while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+      if (i < n && s[i] == '.') {
+        if (++i == n || s[i] < '0' || s[i] > '9') break;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+      }
+      if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
+        if (i == n || s[i] < '0' || s[i] > '9') break;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+      }
+    }
+    buf_put(b, s + start, i - start);
+    state = AFTER;
+  }
+done:
+  if (open.heap) free(open.p);
+  return fine;
 }
 
 #endif

@@ -66,6 +66,21 @@ void test("a call answered done returns to the script, which runs on and finishe
   assert.deepEqual(methods(backend), ["claim", "call", "finish", "close"]);
 });
 
+void test("FLOW_INPUT_FILE holds the claim's input (a handler run's envelope) when it has one, the trigger's envelope otherwise", async () => {
+  const input = { type: "deploy.done", event: "evt-1", key: "acme/web", payload: { v: 2 } };
+  for (const [fields, expected] of [
+    [{ input, trigger: { type: "deploy.done", event: "evt-1" } }, input],
+    [{ trigger: { type: "spawn", parent: "run-p" } }, { type: "spawn", event: null, payload: null, parent: "run-p" }],
+  ] as const) {
+    const backend = fakeBackend({
+      claim: () => Promise.resolve(scriptClaim({ source: 'cat "$FLOW_INPUT_FILE"\n', ...fields })),
+      finish: () => Promise.resolve("succeeded"),
+    });
+    assert.equal((await runJob(backend, options())).type, "finished");
+    assert.deepEqual(JSON.parse(logText(backend, "stdout")), expected);
+  }
+});
+
 void test("the script can run in place: a given file, in a given working directory", async () => {
   const cwd = await mkdtemp(join(dir, "cwd-"));
   const scriptPath = join(cwd, "in-place.sh");

@@ -1,6 +1,7 @@
 /**
  * The job's scratch directory (mode 0700, under FLOW_AGENT_WORKDIR): the run's recorded source,
- * `input.json` (the trigger envelope, for FLOW_INPUT_FILE), the agent socket and the capture pipe.
+ * `input.json` (for FLOW_INPUT_FILE: the claim's event envelope, else the trigger's), the agent
+ * socket and the capture pipe.
  * It is the script's working directory and is removed when the job ends.
  */
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -20,6 +21,8 @@ export interface ScratchContent {
   readonly filename: string;
   readonly source: string;
   readonly trigger: Readonly<Record<string, unknown>>;
+  /** The whole event envelope of a handler run (the claim's `input`); the trigger's otherwise. */
+  readonly input?: unknown;
 }
 
 /** A Unix socket path must fit in sun_path (108 bytes with the NUL on Linux); keep a margin. */
@@ -52,7 +55,8 @@ export const prepareScratchDir = async (workdir: string, content: ScratchContent
     const scriptPath = join(dir, scriptFileName(content.filename));
     await writeFile(scriptPath, content.source, { mode: 0o700 });
     const inputPath = join(dir, "input.json");
-    await writeFile(inputPath, JSON.stringify(inputEnvelope(content.trigger)), { mode: 0o600 });
+    const input = content.input ?? inputEnvelope(content.trigger);
+    await writeFile(inputPath, JSON.stringify(input), { mode: 0o600 });
     let socketPath = join(dir, "agent.sock");
     if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
       const short = await mkdtemp(join(tmpdir(), "fa-"));

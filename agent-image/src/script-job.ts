@@ -84,7 +84,8 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
   const heartbeat = startHeartbeat(() => backend.heartbeat(), claim.lease_ms, logger);
 
   const drainOutput = async (): Promise<void> => {
-    await Promise.race([pumps, sleep(t.drainMs)]);
+    // An unref'd timer: once the pumps end, nothing keeps the process (or `flow run`) alive.
+    await Promise.race([pumps, sleep(t.drainMs, undefined, { ref: false })]);
     pipe.reader.destroy();
     script.stderr.destroy();
     await pumps;

@@ -1,7 +1,7 @@
 /**
  * The ops of socket protocol v2 (docs/internals.md, "In-script socket protocol"), dispatched to
- * their groups: steps (step-ops), waits (wait-ops), fan-out (activity-ops), spawn, state, and
- * the small ones here (`hello`, `output.set`, `annotate`).
+ * their groups: steps (step-ops), waits (wait-ops), the event bus (event-ops), fan-out
+ * (activity-ops), spawn, state, and the small ones here (`hello`, `output.set`, `annotate`).
  *
  * Durable calls take positions from the JournalCursor; a recorded call is answered from the
  * journal, a new one goes to the backend before it is answered. A determinism error is answered to
@@ -11,6 +11,7 @@
 import { z } from "zod";
 import { FlowError, SOCKET_PROTOCOL_VERSION } from "@flowsvc/core";
 import { activityCollectOp, activityOp, activityWaitAllOp } from "./activity-ops.js";
+import { emitOp, waitEventOp } from "./event-ops.js";
 import type { OpContext, PendingCall } from "./op-kit.js";
 import { fail, ok, parseRequest } from "./op-kit.js";
 import type { HandlerResult, SocketHandler } from "./socket-server.js";
@@ -63,6 +64,8 @@ export const createOpHandler = (context: OpContext): SocketHandler => {
     },
     "sleep": (raw) => sleepOp(ctx, raw),
     "wait-signal": (raw) => waitSignalOp(ctx, raw),
+    "wait-event": (raw) => waitEventOp(ctx, raw),
+    "emit": (raw) => emitOp(ctx, raw),
     "lock": (raw) => lockOp(ctx, "lock", raw),
     "unlock": (raw) => lockOp(ctx, "unlock", raw),
     "activity": (raw) => activityOp(ctx, "activity", raw),

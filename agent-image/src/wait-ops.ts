@@ -25,7 +25,7 @@ const AnyResult = z.unknown();
 const WaitSignalResult = z.object({ payload: z.unknown().optional(), timed_out: z.boolean().optional() });
 
 /** Runs `run`; a usage error it throws before any call is made (parseDuration's, ...) is answered with exit 2. */
-const usage = (run: () => HandlerResult | Promise<HandlerResult>): Promise<HandlerResult> => {
+export const usage = (run: () => HandlerResult | Promise<HandlerResult>): Promise<HandlerResult> => {
   try {
     return Promise.resolve(run());
   } catch (err) {

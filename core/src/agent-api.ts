@@ -43,6 +43,8 @@ export const ClaimResponseSchema = z.object({
   journal: z.array(JournalEntrySchema),
   lease_ms: z.number().int().positive(),
   trigger: z.record(z.string(), z.unknown()),
+  /** The envelope of the event that started a handler run: FLOW_INPUT_FILE holds it, whole. */
+  input: z.unknown().optional(),
 });
 export type ClaimResponse = z.infer<typeof ClaimResponseSchema>;
 
@@ -96,6 +98,11 @@ export const CallArgsSchemas = {
   "activity-submit": z.object({ argv: z.array(z.string()).min(1).max(4096), requires: z.array(z.string().min(1).max(64)).max(16).default([]) }),
   "activity-collect": z.object({}),
   "activity-wait-all": z.object({}),
+  emit: z.object({
+    type: z.string().min(1).max(64),
+    key: z.string().min(1).max(512).nullable().optional(),
+    payload: z.unknown().optional(),
+  }),
   spawn: z.object({
     source: z.string().max(1024 * 1024),
     filename: z.string().min(1).max(255),

@@ -10,8 +10,9 @@ import { FlowError } from "./errors.js";
  * 1. before parsing: the source is at most CEL_SOURCE_LIMIT characters and nests brackets at most
  *    CEL_DEPTH_LIMIT deep (cel-js's own `maxDepth` stays on as a backstop; it also counts `a.b.c`);
  * 2. after parsing, before the expression is accepted: every `matches()` has a string literal
- *    pattern that passes `matchesInputLimit` (see cel-regex rules below), and the type check passes;
- * 3. at evaluation: each `matches()` refuses a subject longer than its pattern's input limit.
+ *    pattern that passes `inspectMatchesPattern` (rules below), and the type check passes;
+ * 3. at evaluation: `matches()` refuses a subject longer than its pattern's input limit, and the
+ *    calls of one evaluation share a work budget.
  *
  * cel-js semantics kept on purpose: reading an absent field is an error (`has()` guards it, but
  * `has(a.b.c)` still needs `a.b`); JSON numbers are doubles, so `event.count == 3` holds while
@@ -23,7 +24,10 @@ export const CEL_DEPTH_LIMIT = 32;
 export const MATCHES_PATTERN_LIMIT = 512;
 /** The longest string any `matches()` reads; a pattern's own limit may be lower. */
 export const MATCHES_INPUT_LIMIT = 65_536;
-/** Worst-case backtracking steps allowed per `matches()` call (about 0.1 s of V8 time). */
+/**
+ * Worst-case backtracking steps the `matches()` calls of one evaluation may take together; measured
+ * on Node 20 the worst patterns at their input limits take 0.1-0.25 s.
+ */
 export const MATCHES_STEP_BUDGET = 100_000_000;
 /** A pattern whose input limit would fall below this is refused as too ambiguous to be useful. */
 const MATCHES_MIN_INPUT = 64;
@@ -67,30 +71,27 @@ const invalid = (source: string, message: string, offset?: number): FlowError =>
     details: offset === undefined ? undefined : { offset },
   });
 
-/** The deepest bracket nesting outside string literals and `//` comments, and where it is first exceeded. */
-const scanDepth = (source: string): { depth: number; over?: number } => {
+/** The index of the last character of the string literal opening at `i` (CEL: '', "", triple, raw r""). */
+const endOfString = (source: string, i: number): number => {
+  const c = source[i]!;
+  const quote = source.startsWith(c.repeat(3), i) ? c.repeat(3) : c;
+  const raw = /[rR]/.test(source[i - 1] ?? "");
+  let j = i + quote.length;
+  for (; j < source.length && !source.startsWith(quote, j); j++) if (!raw && source[j] === "\\") j++;
+  return j + quote.length - 1;
+};
+
+/** Where bracket nesting (outside string literals and `//` comments) first goes past the limit. */
+const overDepthAt = (source: string): number | undefined => {
   let depth = 0;
-  let max = 0;
-  let over: number | undefined;
   for (let i = 0; i < source.length; i++) {
     const c = source[i]!;
-    if (c === "/" && source[i + 1] === "/") {
-      while (i < source.length && source[i] !== "\n") i++;
-    } else if (c === '"' || c === "'") {
-      const quote = source.startsWith(c.repeat(3), i) ? c.repeat(3) : c;
-      const raw = /[rR]/.test(source[i - 1] ?? "");
-      for (i += quote.length; i < source.length && !source.startsWith(quote, i); i++) {
-        if (!raw && source[i] === "\\") i++;
-      }
-      i += quote.length - 1;
-    } else if (c === "(" || c === "[" || c === "{") {
-      max = Math.max(max, ++depth);
-      if (depth > CEL_DEPTH_LIMIT && over === undefined) over = i;
-    } else if (c === ")" || c === "]" || c === "}") {
-      depth = Math.max(0, depth - 1);
-    }
+    if (c === "/" && source[i + 1] === "/") i = source.indexOf("\n", i) === -1 ? source.length : source.indexOf("\n", i);
+    else if (c === '"' || c === "'") i = endOfString(source, i);
+    else if ("([{".includes(c) && ++depth > CEL_DEPTH_LIMIT) return i;
+    else if (")]}".includes(c)) depth = Math.max(0, depth - 1);
   }
-  return { depth: max, over };
+  return undefined;
 };
 
 type AnyNode = ASTNode & { handle?: unknown };
@@ -104,48 +105,69 @@ const findMatches = (node: unknown, found: MatchesCall[] = []): MatchesCall[] =>
   }
   if (!node || typeof node !== "object" || !("op" in node)) return found;
   const n = node as AnyNode;
-  if (n.op === "rcall" && n.args[0] === "matches") found.push({ node: n, pattern: n.args[2][0] as AnyNode | undefined });
-  if (n.op === "call" && n.args[0] === "matches") found.push({ node: n, pattern: n.args[1][1] as AnyNode | undefined });
+  if (n.op === "rcall" && n.args[0] === "matches") found.push({ node: n, pattern: n.args[2][0] });
+  if (n.op === "call" && n.args[0] === "matches") found.push({ node: n, pattern: n.args[1][1] });
   if (n.op !== "value" && n.op !== "id") findMatches(n.args, found);
   return found;
 };
 
-const guardMatches = (source: string, call: MatchesCall): number => {
+const guardMatches = (source: string, call: MatchesCall): MatchesCost => {
   const { pattern } = call;
   if (pattern?.op !== "value" || typeof pattern.args !== "string") {
     throw invalid(source, "matches() needs a string literal pattern, not a variable or an expression,", pattern?.start ?? call.node.start);
   }
   try {
-    return matchesInputLimit(pattern.args);
+    return inspectMatchesPattern(pattern.args);
   } catch (error) {
     throw invalid(source, (error as Error).message, pattern.start);
   }
 };
 
 /**
- * Wraps the call's evaluation so a subject over `limit` characters is an evaluation error. cel-js
- * offers no hook for this (its built-in `matches` cannot be overridden), so this relies on the
- * checked AST node's `handle` (cel-js 8.0.0, pinned exactly); a compile fails closed if it moved.
+ * Meters the call: a subject over the pattern's input limit, or calls whose summed worst case
+ * (choices x length^exponent) goes over MATCHES_STEP_BUDGET in one evaluation (a comprehension
+ * can call matches() once per list element), is an evaluation error. cel-js offers no hook for
+ * this (its built-in `matches` cannot be overridden), so this wraps the checked AST node's
+ * `handle` (cel-js 8.0.0, pinned exactly); a compile fails closed if that internal moved.
  */
-const capMatchesInput = (node: AnyNode, limit: number): void => {
+const meterMatches = (source: string, node: AnyNode, cost: MatchesCost, meter: { spent: number }): void => {
   const original = node.handle;
   if (typeof original !== "function") {
     throw new FlowError("internal", "cannot guard matches(): the pinned cel-js internals changed; see core/src/cel.ts");
   }
+  const where = celPosition(source, node.start);
   // Both forms get the subject first: [receiver, pattern] or [subject, pattern].
   node.handle = (args: unknown[], ...rest: unknown[]): unknown => {
     const subject = args[0];
-    if (typeof subject === "string" && subject.length > limit) {
-      throw new Error(`matches() reads at most ${limit} characters with this pattern; the string has ${subject.length} (use contains(), startsWith() or a narrower field)`);
+    if (typeof subject === "string") {
+      if (subject.length > cost.inputLimit) {
+        throw new Error(`matches() reads at most ${cost.inputLimit} characters with this pattern; the string has ${subject.length} (use contains(), startsWith() or a narrower field) at ${where}`);
+      }
+      meter.spent += cost.choices * subject.length ** cost.exponent;
+      if (meter.spent > MATCHES_STEP_BUDGET) {
+        throw new Error(`matches() calls in one evaluation went over their work budget (about ${MATCHES_STEP_BUDGET} regex steps); narrow the data they read at ${where}`);
+      }
     }
     return (original as (...a: unknown[]) => unknown)(args, ...rest);
   };
 };
 
+const offsetOf = (error: unknown): number | undefined => {
+  const start = (error as { range?: { start?: unknown } } | undefined)?.range?.start;
+  return typeof start === "number" ? start : undefined;
+};
+
+/** cel-js's one-line message (`summary`, without its source excerpt) and where. */
 const errorText = (source: string, error: unknown): string => {
-  const e = error as { summary?: unknown; message?: unknown; range?: { start?: unknown } };
+  const e = error as { summary?: unknown; message?: unknown };
   const text = typeof e.summary === "string" ? e.summary : typeof e.message === "string" ? e.message : String(error);
-  return typeof e.range?.start === "number" ? `${text} at ${celPosition(source, e.range.start)}` : text;
+  const offset = offsetOf(error);
+  return offset === undefined ? text : `${text} at ${celPosition(source, offset)}`;
+};
+
+const compileError = (source: string, error: unknown): FlowError => {
+  const offset = offsetOf(error);
+  return new FlowError("invalid_argument", errorText(source, error), { cause: error, details: offset === undefined ? undefined : { offset } });
 };
 
 /** Compiles (parses, guards and type-checks) a CEL expression; throws FlowError invalid_argument. */
@@ -154,7 +176,7 @@ export const compileCel = (source: string, opts: CompileCelOptions = {}): Compil
   if (source.length > CEL_SOURCE_LIMIT) {
     throw invalid(source, `CEL expression is ${source.length} characters; the limit is ${CEL_SOURCE_LIMIT}`);
   }
-  const { over } = scanDepth(source);
+  const over = overDepthAt(source);
   if (over !== undefined) throw invalid(source, `CEL expression nests brackets deeper than ${CEL_DEPTH_LIMIT} levels`, over);
 
   const env = environmentFor(opts.variables ?? ["event"]);
@@ -162,16 +184,18 @@ export const compileCel = (source: string, opts: CompileCelOptions = {}): Compil
   try {
     parsed = env.parse(source);
   } catch (error) {
-    throw new FlowError("invalid_argument", errorText(source, error), { cause: error });
+    throw compileError(source, error);
   }
-  const limits = findMatches(parsed.ast).map((call) => [call, guardMatches(source, call)] as const);
+  const costs = findMatches(parsed.ast).map((call) => [call, guardMatches(source, call)] as const);
   const checked = parsed.check();
-  if (!checked.valid) throw new FlowError("invalid_argument", errorText(source, checked.error), { cause: checked.error });
-  for (const [call, limit] of limits) capMatchesInput(call.node, limit);
+  if (!checked.valid) throw compileError(source, checked.error);
+  const meter = { spent: 0 };
+  for (const [call, cost] of costs) meterMatches(source, call.node, cost, meter);
 
   return {
     source,
     evaluate(vars) {
+      meter.spent = 0;
       try {
         const value: unknown = parsed(vars);
         if (value instanceof Promise) return { ok: false, error: "expression evaluated asynchronously" };
@@ -240,6 +264,26 @@ const quantify = (p: string, at: { i: number }, atom: Shape, group: boolean): Sh
   return { ...atom, repeats, choices, quantified: true };
 };
 
+/** Reads one atom at `at.i` (a group, a class, an escape or a character); refuses what RE2 lacks. */
+const parseAtom = (p: string, at: { i: number }): Shape => {
+  const c = p[at.i]!;
+  if (c === "(") {
+    if (/^\(\?<?[=!]/.test(p.slice(at.i, at.i + 4))) throw new Error("lookahead and lookbehind are not RE2-safe");
+    at.i += /^\((?:\?:|\?<[A-Za-z_$][\w$]*>)?/.exec(p.slice(at.i))![0].length;
+    const inner = parseRegex(p, at);
+    at.i++; // the closing parenthesis: new RegExp() already proved it is there
+    return { ...inner, branches: 1 };
+  }
+  if (c === "[") {
+    for (at.i++; at.i < p.length && p[at.i] !== "]"; at.i++) if (p[at.i] === "\\") at.i++;
+  } else if (c === "\\") {
+    if (/[1-9]/.test(p[at.i + 1] ?? "") || p.startsWith("\\k<", at.i)) throw new Error("backreferences are not RE2-safe");
+    at.i++;
+  }
+  at.i++;
+  return plain();
+};
+
 const parseRegex = (p: string, at: { i: number }): Shape => {
   const branches: Shape[] = [];
   let seq = plain();
@@ -251,21 +295,7 @@ const parseRegex = (p: string, at: { i: number }): Shape => {
       at.i++;
       continue;
     }
-    let atom = plain();
-    if (c === "(") {
-      if (/^\(\?<?[=!]/.test(p.slice(at.i, at.i + 4))) throw new Error("lookahead and lookbehind are not RE2-safe");
-      at.i += /^\((?:\?:|\?<[A-Za-z_$][\w$]*>)?/.exec(p.slice(at.i))![0].length;
-      atom = { ...parseRegex(p, at), branches: 1 };
-      at.i++; // the closing parenthesis: new RegExp() already proved it is there
-    } else if (c === "[") {
-      for (at.i++; at.i < p.length && p[at.i] !== "]"; at.i++) if (p[at.i] === "\\") at.i++;
-      at.i++;
-    } else if (c === "\\") {
-      if (/[1-9]/.test(p[at.i + 1] ?? "") || p.startsWith("\\k<", at.i)) throw new Error("backreferences are not RE2-safe");
-      at.i += 2;
-    } else {
-      at.i++;
-    }
+    let atom = parseAtom(p, at);
     atom = quantify(p, at, atom, c === "(");
     seq = {
       repeats: seq.repeats + atom.repeats,
@@ -286,11 +316,16 @@ const parseRegex = (p: string, at: { i: number }): Shape => {
   };
 };
 
-/**
- * Checks a `matches()` pattern (rules above) and returns the longest subject it may read; throws
- * an Error whose message says what is wrong with the pattern.
- */
-export const matchesInputLimit = (pattern: string): number => {
+/** A checked pattern's worst case: about `choices x length^exponent` backtracking steps. */
+export interface MatchesCost {
+  exponent: number;
+  choices: number;
+  /** The longest subject this pattern may read. */
+  inputLimit: number;
+}
+
+/** Checks a `matches()` pattern (rules above); throws an Error that says what is wrong with it. */
+export const inspectMatchesPattern = (pattern: string): MatchesCost => {
   const quoted = JSON.stringify(pattern.length > 60 ? `${pattern.slice(0, 60)}...` : pattern);
   if (pattern.length > MATCHES_PATTERN_LIMIT) {
     throw new Error(`matches() pattern is ${pattern.length} characters; the limit is ${MATCHES_PATTERN_LIMIT}`);
@@ -309,8 +344,11 @@ export const matchesInputLimit = (pattern: string): number => {
   const anchored = pattern.startsWith("^") && shape.branches === 1;
   const exponent = shape.repeats + (anchored ? 0 : 1);
   const limit = exponent === 0 ? MATCHES_INPUT_LIMIT : Math.floor((MATCHES_STEP_BUDGET / shape.choices) ** (1 / exponent));
-  if (shape.choices > MATCHES_CHOICE_LIMIT || limit < MATCHES_MIN_INPUT) {
-    throw new Error(`matches() pattern ${quoted} is refused: it has ${shape.repeats} repeats and ${shape.choices} alternatives, too many to run safely on event data (anchor it with ^ or split it)`);
+  if (shape.choices > MATCHES_CHOICE_LIMIT) {
+    throw new Error(`matches() pattern ${quoted} is refused: its ?, {n,m} and | parts make ${shape.choices} ways to try; the limit is ${MATCHES_CHOICE_LIMIT}`);
   }
-  return Math.min(limit, MATCHES_INPUT_LIMIT);
+  if (limit < MATCHES_MIN_INPUT) {
+    throw new Error(`matches() pattern ${quoted} is refused: with ${shape.repeats} unbounded repeats it could read only ${limit} characters safely (anchor it with ^, or use fewer repeats)`);
+  }
+  return { exponent, choices: shape.choices, inputLimit: Math.min(limit, MATCHES_INPUT_LIMIT) };
 };

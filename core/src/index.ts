@@ -8,3 +8,8 @@ export * from "./mask.js";
 export * from "./seal.js";
 export * from "./duration.js";
 export * from "./interpreter.js";
+export * from "./cel.js";
+export * from "./events.js";
+export * from "./envelope.js";
+export * from "./hmac.js";
+export * from "./github.js";

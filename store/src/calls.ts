@@ -1,11 +1,12 @@
 import type { PoolClient } from "pg";
-import { CallArgsSchemas, FlowError, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, type CallRequest, type CallResponse } from "@flowsvc/core";
+import { CallArgsSchemas, FlowError, assertEmittable, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, type CallRequest, type CallResponse } from "@flowsvc/core";
 import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } from "./activities.js";
 import { getEntryForUpdate, insertEntry, isDue, resolveEntry, type WaitEntry } from "./journal-entries.js";
 import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js";
 import { mintId } from "./mint.js";
 import { insertRunWithJob } from "./runs.js";
 import { evaluateSignalWait } from "./signals.js";
+import { emitEvent } from "./emit.js";
 import { substateOf } from "./wake.js";
 
 interface CallRun {
@@ -34,6 +35,18 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
       if (req.name.startsWith("event:")) throw new FlowError("invalid_argument", `signal names starting "event:" are reserved for event waits: ${req.name}`);
       const { timeout_ms } = parseArgs("wait-signal", req.args);
       return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: timeout_ms, args: req.args });
+    }
+    case "wait-event": {
+      const { timeout_ms } = parseArgs("wait-event", req.args);
+      // A waiter that starts after an event fired waits for the next one: remember where the bus was.
+      const { rows } = await tx.query<{ seq: string }>(`select coalesce(max(seq), 0) as seq from events`);
+      return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: timeout_ms, args: { ...req.args, after_seq: rows[0]!.seq } });
+    }
+    case "emit": {
+      const a = parseArgs("emit", req.args);
+      assertEmittable(a.type);
+      const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: true });
+      return insertEntry(tx, run.id, at, "done", { event_id: res.eventId });
     }
     case "lock":
       await requestLease(tx, run.project_id, req.name, run.id, req.position);
@@ -84,6 +97,7 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
     mintId("job"),
     [],
   );
+  await emitEvent(tx, { projectId: run.project_id, type: "spawn", key: null, payload: { run_id: res.id, parent: run.id }, sourceRunId: run.id, trusted: true, platform: true });
   return res.id;
 };
 
@@ -95,6 +109,8 @@ const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boole
       return !fresh && isDue(e) ? resolveEntry(tx, run.id, e.position, {}) : e;
     case "wait-signal":
       return evaluateSignalWait(tx, run.id, e, isDue(e));
+    case "wait-event":
+      return isDue(e) ? resolveEntry(tx, run.id, e.position, { timed_out: true }) : e;
     case "lock": {
       await grantNext(tx, run.project_id, e.name, run.id);
       const granted = await leaseGranted(tx, run.id, e.position);

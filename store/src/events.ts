@@ -20,15 +20,27 @@ export interface NewEvent {
   payload: unknown;
   sourceRunId: string | null;
   generation: number;
+  fields?: Record<string, unknown> | undefined;
+  hookName?: string | undefined;
+  deliveryId?: string | undefined;
+  trusted?: boolean | undefined;
 }
 
-/** Append-only: one row per emit. Deliveries to handlers and waiters join this transaction later. */
+/**
+ * Append-only: one row per emit, and its NOTIFY, in ONE round trip (hook ingest pays for every
+ * statement). Deliveries to handlers and waiters join the caller's transaction.
+ */
 export const appendEvent = async (db: Db, e: NewEvent): Promise<void> => {
   await db.query(
-    `insert into events (id, project_id, type, key, payload, source_run_id, generation) values ($1, $2, $3, $4, $5, $6, $7)`,
-    [e.id, e.projectId, e.type, e.key, JSON.stringify(e.payload ?? null), e.sourceRunId, e.generation],
+    `with ins as (
+       insert into events (id, project_id, type, key, payload, source_run_id, generation, fields, hook_name, delivery_id, trusted)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) returning project_id)
+     select pg_notify('flowsvc_events', project_id) from ins`,
+    [
+      e.id, e.projectId, e.type, e.key, JSON.stringify(e.payload ?? null), e.sourceRunId, e.generation,
+      e.fields ? JSON.stringify(e.fields) : null, e.hookName ?? null, e.deliveryId ?? null, e.trusted ?? true,
+    ],
   );
-  await db.query(`select pg_notify('flowsvc_events', $1)`, [e.projectId]);
 };
 
 interface EventRaw extends Omit<EventRecord, "created_at"> { created_at: Date }
@@ -54,4 +66,16 @@ export const getEvent = async (db: Db, projectId: string, id: string): Promise<E
   );
   const r = rows[0];
   return r ? { ...r, created_at: r.created_at.toISOString() } : undefined;
+};
+
+/** What buildEnvelope needs of a recorded event (the payload whole, whatever its size). */
+export const getEventForEnvelope = async (
+  db: Db,
+  id: string,
+): Promise<{ id: string; type: string; key: string | null; payload: unknown; fields: Record<string, unknown> | null } | undefined> => {
+  const { rows } = await db.query<{ id: string; type: string; key: string | null; payload: unknown; fields: Record<string, unknown> | null }>(
+    `select id, type, key, payload, fields from events where id = $1`,
+    [id],
+  );
+  return rows[0];
 };

@@ -1,6 +1,6 @@
 import type { PoolClient } from "pg";
 import { lifecyclePayload, type LifecycleType } from "@flowsvc/core";
-import { appendEvent } from "./events.js";
+import { emitEvent } from "./emit.js";
 import { mintId } from "./mint.js";
 import { findProjectById } from "./tenancy.js";
 import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
@@ -21,8 +21,9 @@ const emitLifecycle = async (
   if (!run) return;
   const project = await findProjectById(db, run.project_id);
   const payload = lifecyclePayload({ ...run, org: project?.org ?? "", project: project?.project ?? "" }, extra, publicUrl);
+  // Lifecycle events carry the finishing run's subject, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
-  await appendEvent(db, { id: mintId("evt"), projectId: run.project_id, type, key, payload, sourceRunId: run.id, generation: 0 });
+  await emitEvent(db, { projectId: run.project_id, type, key, payload, sourceRunId: run.id, trusted: true, platform: true });
 };
 
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */

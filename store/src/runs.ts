@@ -128,11 +128,15 @@ export interface RunInternal {
   trigger: Record<string, unknown>;
   output: Record<string, unknown> | null;
   error: string | null;
+  /** The event that started a handler run, and whether that event may see secrets. */
+  event_id: string | null;
+  handler_name: string | null;
+  trusted: boolean;
 }
 
 export const getRunInternal = async (db: Db, runId: string, forUpdate = false): Promise<RunInternal | undefined> => {
   const { rows } = await db.query<RunInternal>(
-    `select id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, output, error
+    `select id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, output, error, event_id, handler_name, trusted
        from runs where id = $1 ${forUpdate ? "for update" : ""}`,
     [runId],
   );

@@ -26,11 +26,12 @@ export const wakeRun = async (tx: PoolClient, runId: string): Promise<"queued" |
 interface PendingRow {
   kind: string;
   name: string;
+  position: number;
   deadline: Date | null;
 }
 
 /** The substate `flow status` shows for a parked wait (spec: signal name, awaiting_lease, the timer). */
-export const substateOf = (e: { kind: string; name: string }): { name: string; kind: string } => {
+export const substateOf = (e: { kind: string; name: string; position: number }): { name: string; kind: string } => {
   switch (e.kind) {
     case "sleep":
       return { name: "timer", kind: "sleep" };
@@ -38,6 +39,8 @@ export const substateOf = (e: { kind: string; name: string }): { name: string; k
       return { name: "awaiting_lease", kind: "lock" };
     case "activity-wait-all":
       return { name: "activities", kind: e.kind };
+    case "wait-event":
+      return { name: `event:${e.name}#${e.position}`, kind: e.kind };
     default:
       return { name: e.name, kind: e.kind };
   }
@@ -64,7 +67,7 @@ export const suspendJob = async (tx: PoolClient, jobId: string, runId: string): 
     [runId],
   );
   const { rows: pending } = await tx.query<PendingRow>(
-    `select kind, name, deadline from journal where run_id = $1 and status = 'pending' order by position desc`,
+    `select kind, name, position, deadline from journal where run_id = $1 and status = 'pending' order by position desc`,
     [runId],
   );
   if (run.wake_requested || (due ?? 0) > 0 || pending.length === 0) {

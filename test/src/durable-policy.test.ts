@@ -117,3 +117,31 @@ void test("an activity that requires a capability runs on the agent pool that ad
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /ran-in \S+\/agents\/agt-/);
 });
+
+void test("cancel stops a parked run and a running one; run.cancelled carries the reason and a cancelled run takes no signals", async () => {
+  const parkedFile = await script("parked.sh", "flow wait-signal never\n");
+  const parked = (await server.cli(["submit", parkedFile])).stdout.trim();
+  for (let i = 0; i < 100 && (await status(parked)).status !== "parked"; i++) await new Promise((r) => setTimeout(r, 100));
+  const c = await server.cli(["cancel", parked, "--reason", "superseded"]);
+  assert.equal(c.code, 0, c.stderr);
+  assert.match(c.stdout, /cancelled/);
+  assert.equal((await status(parked)).status, "cancelled");
+  const sig = await server.cli(["signal", parked, "never"]);
+  assert.equal(sig.code, 1);
+  assert.match(sig.stderr, /has cancelled; it takes no more signals/);
+
+  const marker = join(dir, "still-running");
+  const runningFile = await script("running.sh", `flow step long -- sh -c 'sleep 30; touch ${marker}'\n`);
+  const running = (await server.cli(["submit", runningFile])).stdout.trim();
+  for (let i = 0; i < 100 && (await status(running)).status !== "running"; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal((await server.cli(["cancel", running])).code, 0);
+  const again = await server.cli(["cancel", running]);
+  assert.equal(again.code, 1);
+  assert.match(again.stderr, /has already cancelled/);
+  const events = JSON.parse((await server.cli(["events", "ls", "--type", "run.cancelled", "-o", "json"])).stdout) as Array<{ payload: { run_id: string; reason: string } }>;
+  assert.equal(events.find((e) => e.payload.run_id === parked)?.payload.reason, "superseded");
+  assert.match(events.find((e) => e.payload.run_id === running)?.payload.reason ?? "", /cancelled by admin/);
+  // The agent learns at its next heartbeat (lease/3) and ends the script's process group.
+  await new Promise((r) => setTimeout(r, 6000));
+  assert.equal(await readFile(marker).then(() => true, () => false), false, "the cancelled script was ended before its step finished");
+});

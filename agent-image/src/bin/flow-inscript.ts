@@ -4,12 +4,12 @@
  * It starts lean: the client needs only node:net, node:child_process and node:fs; the user CLI
  * is imported only for commands that are not in-script.
  */
-import { isInScriptCommand } from "../client/commands.js";
+import { runsInScript } from "../client/commands.js";
 import { readClientConfig } from "../client/config.js";
 import { runInScriptCommand } from "../client/run.js";
 
 const { argv, env } = readClientConfig();
-const code = isInScriptCommand(argv[0])
+const code = runsInScript(argv[0], env)
   ? await runInScriptCommand(argv, env)
   : await (await import("../client/user-cli.js")).runUserCli();
 if (code !== undefined) process.exit(code);

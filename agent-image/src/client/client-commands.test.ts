@@ -13,7 +13,7 @@ import type { Client } from "./client-test-kit.js";
 import { ProtocolPeer } from "./client-test-peer.js";
 import { AgentConnection } from "./connection.js";
 import { ClientError } from "./io.js";
-import { IN_SCRIPT_COMMANDS, runInScriptCommand } from "./index.js";
+import { IN_SCRIPT_COMMANDS, SHARED_COMMANDS, runInScriptCommand, runsInScript } from "./index.js";
 
 const NOT_SET = (cmd: string): string =>
   `error: FLOW_AGENT_SOCKET is not set\nflow ${cmd} works only inside a script run by flowsvc (flow submit / flow run)\n`;
@@ -66,7 +66,7 @@ forBoth("FLOW_AGENT_SOCKET unset or empty: the call says where flow works and ex
 });
 
 forBoth("an in-script command this client does not speak yet says so", async (client, peer) => {
-  for (const name of ["wait-event", "call"]) {
+  for (const name of ["call"]) {
     const r = await runClient(client, peer, [name, "x"]);
     assert.deepEqual([r.code, r.stderr], [1, `error: flow ${name} is not supported by this version of the in-script client\n`]);
   }
@@ -151,10 +151,28 @@ const userCliTree = (withCli: boolean): { node: Client; native?: Client; cli: st
 void test("commands that are not in-script go to the user CLI with their arguments", async () => {
   const { node, native, cli } = userCliTree(true);
   for (const client of native ? [native, node] : [node]) {
-    for (const args of [["submit", "f.sh", "--follow"], ["emit", "deploy.done", "--payload", "{}"], []]) {
+    for (const args of [["submit", "f.sh", "--follow"], ["events", "ls"], []]) {
       const r = await run(client.bin, args, { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
       assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [9, `${JSON.stringify([cli, ...args])}\n`, ""], `${client.name} ${args.join(" ")}`);
     }
+  }
+});
+
+void test("emit is the user CLI's outside a script, and the in-script client's inside one and in a step body", async () => {
+  const { node, native, cli } = userCliTree(true);
+  const args = ["emit", "deploy.done", "--payload", "{}"];
+  for (const client of native ? [native, node] : [node]) {
+    const outside: Array<Record<string, string>> = [{}, { FLOW_AGENT_SOCKET: "", FLOW_IDEMPOTENCY_KEY: "" }];
+    for (const env of outside) {
+      const r = await run(client.bin, args, { env });
+      assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [9, `${JSON.stringify([cli, ...args])}\n`, ""], `${client.name} ${JSON.stringify(env)}`);
+    }
+    const inScript = await run(client.bin, args, { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
+    assert.deepEqual([inScript.code, inScript.stderr], [1, "error: cannot connect to the agent at /nowhere: No such file or directory\n"], client.name);
+    const stepBody = await run(client.bin, args, { env: { FLOW_IDEMPOTENCY_KEY: "k" } });
+    assert.deepEqual([stepBody.code, stepBody.stdout.toString(), stepBody.stderr], [1, "", NOT_SET("emit")], client.name);
+    const help = await run(client.bin, ["emit", "--help"], { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
+    assert.match(help.stdout.toString(), /^usage: flow emit <type> \[--key <subject>\] \[--payload <json>\]\n/, client.name);
   }
 });
 
@@ -166,11 +184,17 @@ void test("a missing user CLI is reported with what to do", async () => {
   }
 });
 
-void test("IN_SCRIPT_COMMANDS lists the in-script-only commands", () => {
+void test("IN_SCRIPT_COMMANDS lists the in-script commands; of them only emit is a user command too", () => {
   assert.deepEqual([...IN_SCRIPT_COMMANDS].sort(), [
-    "activity", "activity-collect", "activity-submit", "activity-wait-all", "annotate", "call", "lock", "output", "sleep",
+    "activity", "activity-collect", "activity-submit", "activity-wait-all", "annotate", "call", "emit", "lock", "output", "sleep",
     "spawn", "state", "step", "wait-event", "wait-signal",
   ]);
+  assert.deepEqual(SHARED_COMMANDS, ["emit"]);
+  assert.equal(runsInScript("emit", {}), false);
+  assert.equal(runsInScript("emit", { FLOW_AGENT_SOCKET: "/s" }), true);
+  assert.equal(runsInScript("emit", { FLOW_IDEMPOTENCY_KEY: "k" }), true);
+  assert.equal(runsInScript("wait-event", {}), true);
+  assert.equal(runsInScript("submit", { FLOW_AGENT_SOCKET: "/s" }), false);
 });
 
 void test("runInScriptCommand returns the exit status instead of exiting", async () => {

@@ -44,6 +44,10 @@ export class ProtocolPeer {
   readonly submitted = new Set<string>();
   /** Run state by `<entity>/<key>` (entity "" for the run's own). */
   readonly state = new Map<string, string>();
+  /** What `emit` published, in order; the nth gets the id `evt-peer-<n>`. */
+  readonly emitted: PeerRequest[] = [];
+  /** Envelopes per event type for `wait-event`; a wait takes the first. */
+  readonly events = new Map<string, object[]>();
   spawned = 0;
   /** The inode the peer calls its capture pipe. */
   captureIno = 0;
@@ -121,6 +125,13 @@ export class ProtocolPeer {
         return { ok: true };
       case "wait-signal":
         return this.waitSignal(String(request.name), request.timeout);
+      case "emit": {
+        this.emitted.push(request);
+        const id = `evt-peer-${this.emitted.length}`;
+        return { ok: true, stdout_b64: Buffer.from(`${id}\n`).toString("base64"), event_id: id };
+      }
+      case "wait-event":
+        return this.waitEvent(String(request.type), request.timeout);
       default:
         return this.fanOut(request);
     }
@@ -131,6 +142,13 @@ export class ProtocolPeer {
     if (payload !== undefined) return { ok: true, stdout_b64: Buffer.from(`${payload}\n`).toString("base64") };
     if (timeout === undefined) return "hang"; // parked: the agent would end the process group
     return { ok: true, exit: 124, stderr: `flow wait-signal: timed out after ${JSON.stringify(timeout)} waiting for ${name}\n` };
+  }
+
+  private waitEvent(type: string, timeout: unknown): PeerAnswer {
+    const envelope = this.events.get(type)?.shift();
+    if (envelope !== undefined) return { ok: true, stdout_b64: Buffer.from(`${JSON.stringify(envelope)}\n`).toString("base64") };
+    if (timeout === undefined) return "hang";
+    return { ok: true, exit: 124, stderr: `flow: wait-event ${type} timed out\n` };
   }
 
   private child(name: string): PeerAnswer {

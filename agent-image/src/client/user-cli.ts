@@ -1,7 +1,7 @@
 /**
- * Hands a command that is not in-script (submit, follow, secret, emit, ...) to the user CLI,
- * as the native client does by exec'ing `node cli/dist/bin/flow.js`. Loaded in this process:
- * a second Node start-up would cost another ~100 ms.
+ * Hands a command that is not in-script (submit, follow, secret, emit outside a script, ...) to
+ * the user CLI, as the native client does by exec'ing `node cli/dist/bin/flow.js`. Loaded in this
+ * process: a second Node start-up would cost another ~100 ms.
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";

@@ -1,5 +1,6 @@
-/** `flow events ls|show`: the project's event bus, newest first, and one full event. */
-import { Command } from "commander";
+/** `flow events ls|show|catalog`: the project's event bus, newest first, one full event, and the types it knows. */
+import { Command, InvalidArgumentError } from "commander";
+import { parseDuration } from "@flowsvc/core";
 import { formatAge, formatDetails, formatDocument, formatJsonCell, formatTable, formatTime } from "../print-format.js";
 import type { Column } from "../print-format.js";
 import { withQuery } from "../http.js";
@@ -33,17 +34,44 @@ export const formatEventDetails = (event: EventRecord & Record<string, unknown>,
   ]);
 };
 
+/** `--since 30m` or `--since 2025-01-31T12:00:00Z`: checked here, resolved by the server (it sends the times). */
+export const parseSinceFlag = (text: string): string => {
+  if (/^\d{4}-\d{2}-\d{2}/.test(text)) {
+    if (Number.isNaN(Date.parse(text))) throw new InvalidArgumentError(`"${text}" is not a valid ISO 8601 time.`);
+    return text;
+  }
+  try {
+    parseDuration(text);
+  } catch {
+    throw new InvalidArgumentError("expected a duration back from now (30m, 2h, 7d) or an ISO 8601 time (2025-01-31T12:00:00Z).");
+  }
+  return text;
+};
+
+interface ListOptions {
+  type?: string;
+  key?: string;
+  since?: string;
+  limit?: number;
+  output?: string;
+}
+
 const listEventsCommand = (deps: CommandDeps): Command =>
   new Command("ls")
     .alias("list")
     .description("list recent events, newest first")
     .option("--type <type>", "only events of this type")
-    .option("--limit <n>", "at most this many events", parsePositiveInt)
+    .option("--key <subject>", "only events with this subject (key)")
+    .option("--since <duration|time>", "only events recorded since then: a duration back from now (30m, 2h) or an ISO 8601 time", parseSinceFlag)
+    .option("--limit <n>", "at most this many events (default 50)", parsePositiveInt)
     .addOption(outputOption())
-    .addHelpText("after", examples("flow events ls", "flow events ls --type deploy.finished --limit 5 -o json"))
-    .action(async (opts: { type?: string; limit?: number; output?: string }, cmd: Command) => {
+    .addHelpText(
+      "after",
+      examples("flow events ls", "flow events ls --type deploy.finished --limit 5 -o json", "flow events ls --key acme/web --since 2h"),
+    )
+    .action(async (opts: ListOptions, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
-        const path = withQuery(scopedPath(ctx, "events"), { type: opts.type, limit: opts.limit });
+        const path = withQuery(scopedPath(ctx, "events"), { type: opts.type, key: opts.key, since: opts.since, limit: opts.limit });
         const events = listFrom<EventRecord>(await ctx.api.call("GET", path), ["events"]);
         const format = formatOf(opts);
         if (format !== "table") ctx.io.out(formatDocument(events, format));
@@ -66,9 +94,65 @@ const showEventCommand = (deps: CommandDeps): Command =>
       });
     });
 
+interface CatalogEntry {
+  type: string;
+  description?: string;
+  graph?: string;
+  event_id?: string;
+  key?: string | null;
+  last_seen_at?: string;
+  sample_payload?: unknown;
+  payload_bytes?: number;
+  sample_omitted?: boolean;
+}
+
+interface Catalog {
+  platform: CatalogEntry[];
+  declared: CatalogEntry[];
+  seen: CatalogEntry[];
+  seen_truncated?: boolean;
+}
+
+/** Three sections for people: platform types, types graphs declare, types seen with a sample payload. */
+export const formatCatalog = (catalog: Catalog, now: Date): string => {
+  const platform = formatTable([{ header: "PLATFORM TYPE", value: (e: CatalogEntry) => e.type }, { header: "DESCRIPTION", value: (e) => e.description ?? "" }], catalog.platform);
+  const declared = catalog.declared.length === 0
+    ? "DECLARED BY GRAPHS\n(none: graphs arrive in a later version)\n"
+    : formatTable([{ header: "DECLARED TYPE", value: (e: CatalogEntry) => e.type }, { header: "GRAPH", value: (e) => e.graph ?? "-" }], catalog.declared);
+  const sample = (e: CatalogEntry): string =>
+    e.sample_omitted ? `(${e.payload_bytes ?? "?"} bytes: flow events show ${e.event_id ?? ""})` : formatJsonCell(e.sample_payload);
+  const seen = catalog.seen.length === 0
+    ? "SEEN ON THE BUS\n(none yet)\n"
+    : formatTable(
+        [
+          { header: "SEEN TYPE", value: (e: CatalogEntry) => e.type },
+          { header: "LAST", value: (e) => formatAge(e.last_seen_at, now) },
+          { header: "KEY", value: (e) => e.key ?? "-" },
+          { header: "SAMPLE PAYLOAD", value: sample },
+        ],
+        catalog.seen,
+      );
+  const more = catalog.seen_truncated ? "(more types were seen than the catalog lists)\n" : "";
+  return `${platform}\n${declared}\n${seen}${more}`;
+};
+
+const catalogCommand = (deps: CommandDeps): Command =>
+  new Command("catalog")
+    .description("list the event types this project knows: platform types, types graphs declare, and types seen on the bus with a sample payload")
+    .addOption(outputOption())
+    .addHelpText("after", examples("flow events catalog", "flow events catalog -o json | jq '.seen[] | {type, sample_payload}'"))
+    .action(async (opts: { output?: string }, cmd: Command) => {
+      await withApi(deps, cmd, async (ctx) => {
+        const catalog = await ctx.api.call<Catalog>("GET", scopedPath(ctx, "events", "catalog"));
+        const format = formatOf(opts);
+        ctx.io.out(format === "table" ? formatCatalog(catalog, ctx.now) : formatDocument(catalog, format));
+      });
+    });
+
 export const eventsCommand = (deps: CommandDeps): Command =>
   new Command("events")
     .description("inspect the project's event bus")
     .addCommand(listEventsCommand(deps))
     .addCommand(showEventCommand(deps))
-    .addHelpText("after", examples("flow events ls --type push", "flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x"));
+    .addCommand(catalogCommand(deps))
+    .addHelpText("after", examples("flow events ls --type deploy.requested", "flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow events catalog"));

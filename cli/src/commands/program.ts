@@ -8,11 +8,14 @@ import { FlowError } from "@flowsvc/core";
 import { printError } from "../print-error.js";
 import type { CliDeps, CommandDeps } from "./context.js";
 import { emitCommand } from "./emit.js";
+import { eventHookCommand } from "./event-hook.js";
 import { eventsCommand } from "./events.js";
 import { followCommand } from "./follow.js";
+import { handlerCommand } from "./handler.js";
 import { loginCommand } from "./login.js";
 import { examples, parseProjectFlag, parseUrlFlag } from "./options.js";
 import { needsServerCommand } from "./route.js";
+import { cancelCommand } from "./cancel.js";
 import { rerunCommand } from "./rerun.js";
 import { runCommand } from "./run.js";
 import { runsCommand } from "./runs.js";
@@ -59,7 +62,7 @@ export const buildProgram = (deps: CommandDeps, server?: Command): Command => {
     .option("--token <token>", "API token (env FLOWSVC_TOKEN, else the saved config)")
     .option("--project <org/project>", "the project to act on (env FLOWSVC_PROJECT, else the saved config, else default/default)", parseProjectFlag)
     .addHelpText("after", examples("flow server", "run=$(flow submit build.sh) && flow follow \"$run\"", "flow runs ls --status failed -o json"));
-  for (const make of [submitCommand, followCommand, runsCommand, statusCommand, stepsCommand, signalCommand, rerunCommand, secretCommand, eventsCommand, emitCommand, loginCommand]) {
+  for (const make of [submitCommand, followCommand, runsCommand, statusCommand, stepsCommand, signalCommand, rerunCommand, cancelCommand, secretCommand, eventsCommand, emitCommand, eventHookCommand, handlerCommand, loginCommand]) {
     program.addCommand(make(deps));
   }
   program.addCommand(runCommand(deps));

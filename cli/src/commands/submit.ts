@@ -2,7 +2,6 @@
  * `flow submit <file>`: a new run from a script. Prints only the run id on stdout, so
  * `run=$(flow submit f.sh)` works; with --follow the log goes to stdout and the id to stderr.
  */
-import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { Command, Option } from "commander";
 import { FlowError } from "@flowsvc/core";
@@ -11,6 +10,7 @@ import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";
 import { followRun } from "./follow.js";
 import { collectEnv, collectList, examples, parseRetryFlag, splitInterpreter } from "./options.js";
+import { readSource } from "../read-source.js";
 
 interface SubmitOptions {
   as: string;
@@ -22,14 +22,6 @@ interface SubmitOptions {
   retry?: { attempts: number; backoff_ms: number };
 }
 
-const readSource = async (file: string): Promise<string> => {
-  try {
-    return await readFile(file, "utf8");
-  } catch (err) {
-    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
-    throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { hint: "give the path of the script to run", cause: err });
-  }
-};
 
 /** The submit body of docs/internals.md: `{kind, source, filename, interpreter?, env, idempotency_key?, tags}`. */
 export const submitBody = (file: string, source: string, opts: Omit<SubmitOptions, "as" | "follow">): Record<string, unknown> => ({

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
-import { access, readFile } from "node:fs/promises";
+import { access } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { constants as osConstants } from "node:os";
@@ -24,6 +24,7 @@ import { createLocalRunDir, localRunDir, removeLocalRunDir } from "./local-run-d
 import type { LocalRunDir } from "./local-run-dir.js";
 import { terminalDiagnostics } from "./print-local.js";
 import type { LocalTerminal } from "./print-local.js";
+import { readSource } from "../read-source.js";
 
 export interface LocalRunOptions {
   readonly file: string;
@@ -49,14 +50,6 @@ const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
  */
 const LOCAL_TIMINGS = { drainMs: 250 };
 
-const readSource = async (file: string): Promise<string> => {
-  try {
-    return await readFile(file, "utf8");
-  } catch (err) {
-    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
-    throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { hint: "give the path of the script to run", cause: err });
-  }
-};
 
 /** The in-script `flow` client the agent puts first on PATH (built by scripts/build-native.mjs). */
 const inScriptClientDir = async (): Promise<string> => {

@@ -25,7 +25,14 @@ export const agentCallRoutes = (app: FastifyInstance, deps: IngestDeps): void =>
   app.post("/agent/v1/call", { bodyLimit: AGENT_BODY_LIMIT }, async (req): Promise<CallResponse> => {
     const job = await scriptJob(req);
     const call = CallRequestSchema.parse(req.body);
-    return withTransaction(pool, (tx) => performCall(tx, job.run_id, call));
+    try {
+      return await withTransaction(pool, (tx) => performCall(tx, job.run_id, call));
+    } catch (err) {
+      // Over HTTP a bus limit is a 429 to retry later; an agent retries 429s forever, so for the
+      // script it is a final answer: its `flow emit` fails with the message.
+      if (err instanceof FlowError && err.code === "limit_exceeded") throw new FlowError("emit_refused", err.message, { hint: err.hint, cause: err });
+      throw err;
+    }
   });
 
   app.post("/agent/v1/suspend", async (req) => {

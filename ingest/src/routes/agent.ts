@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
-  AnnotateRequestSchema, ClaimRequestSchema, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
+  AnnotateRequestSchema, ClaimRequestSchema, buildEnvelope, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
   type ActivityClaim, type ClaimResponse,
 } from "@flowsvc/core";
 import {
   appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById, getRunInternal,
-  getActivity, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
+  getActivity, getEventForEnvelope, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
   withTransaction,
 } from "@flowsvc/store";
 import { bearerOf } from "../auth.js";
@@ -30,6 +30,12 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     return secrets;
   };
 
+  /** A handler run reads the whole envelope of its event from FLOW_INPUT_FILE. */
+  const envelopeOf = async (eventId: string | null): Promise<{ input?: unknown }> => {
+    const e = eventId ? await getEventForEnvelope(pool, eventId) : undefined;
+    return e ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) } : {};
+  };
+
   app.post("/agent/v1/claim", async (req): Promise<ClaimResponse & { kind: "script" } | ActivityClaim> => {
     const job = await jobOf(req);
     const body = ClaimRequestSchema.parse(req.body);
@@ -37,7 +43,8 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     if (!run) throw jobLost();
     const project = await findProjectById(pool, run.project_id);
     if (!project) throw jobLost();
-    const secrets = await resolveSecrets(run.project_id, project.orgId);
+    // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
+    const secrets = run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {};
     if (job.kind === "activity") {
       const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
       if (!activity) throw jobLost();
@@ -70,6 +77,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       journal,
       lease_ms: leaseMs,
       trigger: run.trigger,
+      ...(await envelopeOf(run.event_id)),
     };
   });
 

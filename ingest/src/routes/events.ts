@@ -1,13 +1,35 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
-import { FlowError } from "@flowsvc/core";
-import { getEvent, listEvents } from "@flowsvc/store";
+import { FlowError, PLATFORM_EVENT_TYPES, parseDuration } from "@flowsvc/core";
+import { getEvent, listEvents, listSeenEventTypes } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+
+/** The catalog lists at most this many seen types, each with its latest payload up to this size. */
+export const CATALOG_TYPE_LIMIT = 500;
+export const CATALOG_SAMPLE_BYTES = 64 * 1024;
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/** `since`: a duration back from now (`1h`, `30m`) or an ISO 8601 time; answered as a time. */
+export const parseSince = (text: string, now: Date): Date => {
+  if (ISO_TIME.test(text.trim())) {
+    const ms = Date.parse(text.trim());
+    if (!Number.isNaN(ms)) return new Date(ms);
+  } else {
+    try {
+      return new Date(now.getTime() - parseDuration(text));
+    } catch {
+      // reported below, with both accepted forms
+    }
+  }
+  throw new FlowError("invalid_argument", `since: ${JSON.stringify(text)} is neither a duration (30m, 2h, 7d) nor an ISO 8601 time (2025-01-31T12:00:00Z)`);
+};
 
 const ListQuery = z.object({
   type: z.string().max(64).optional(),
   key: z.string().max(512).optional(),
+  since: z.string().max(64).optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 
@@ -17,7 +39,25 @@ export const eventRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
 
   app.get(base, async (req) => {
     const scope = await authorize(pool, req, "viewer");
-    return listEvents(pool, scope.projectId, ListQuery.parse(req.query));
+    const { since, ...filter } = ListQuery.parse(req.query);
+    const events = await listEvents(pool, scope.projectId, filter);
+    if (since === undefined) return events;
+    // Newest first, so the events since a time are a prefix of this list: filtering it is exact.
+    const from = parseSince(since, new Date()).getTime();
+    return events.filter((e) => Date.parse(e.created_at) >= from);
+  });
+
+  // Static segments win over `:id` in Fastify's router, so this is never read as an event id.
+  app.get(`${base}/catalog`, async (req) => {
+    const scope = await authorize(pool, req, "viewer");
+    const seen = await listSeenEventTypes(pool, scope.projectId, { limit: CATALOG_TYPE_LIMIT, sampleBytes: CATALOG_SAMPLE_BYTES });
+    return {
+      platform: Object.entries(PLATFORM_EVENT_TYPES).map(([type, description]) => ({ type, description })),
+      // Graphs arrive in a later version; the section is here so clients need not change then.
+      declared: [] as Array<{ type: string; graph: string }>,
+      seen,
+      seen_truncated: seen.length >= CATALOG_TYPE_LIMIT,
+    };
   });
 
   app.get(`${base}/:id`, async (req) => {

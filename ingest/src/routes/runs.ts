@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
 import { FlowError, SCRIPT_WORKFLOW, pickInterpreter } from "@flowsvc/core";
-import { getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, withTransaction } from "@flowsvc/store";
+import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
@@ -55,7 +55,12 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       createdBy: scope.caller.userId,
       retry: body.retry ?? null,
     };
-    const res = await withTransaction(pool, (tx) => insertRunWithJob(tx, run, mintId("job"), []));
+    const res = await withTransaction(pool, async (tx) => {
+      const r = await insertRunWithJob(tx, run, mintId("job"), []);
+      // Every trigger is recorded on the bus: a submit is a `manual` event.
+      if (!r.duplicate) await emitEvent(tx, { projectId: scope.projectId, type: "manual", key: null, payload: { run_id: r.id, sender: scope.caller.userName }, sourceRunId: null, trusted: true, platform: true });
+      return r;
+    });
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
     return reply.status(201).send(await getRunView(pool, scope.projectId, res.id));
   });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
 import { FlowError } from "@flowsvc/core";
-import { createRerun, deliverSignal, getRunView, withTransaction } from "@flowsvc/store";
+import { cancelRun, createRerun, deliverSignal, getRunView, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 
@@ -29,6 +29,15 @@ export const signalRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
     const res = await withTransaction(pool, (tx) => deliverSignal(tx, id, name, payload ?? null, scope.caller.userName));
     return reply.status(202).send({ run_id: id, name, delivered: res.delivered });
+  });
+
+  app.post(`${base}/cancel`, async (req) => {
+    const scope = await authorize(pool, req, "member");
+    const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
+    const { reason } = z.object({ reason: z.string().max(4000).optional() }).strict().default({}).parse(req.body ?? {});
+    if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+    await withTransaction(pool, (tx) => cancelRun(tx, id, reason ?? `cancelled by ${scope.caller.userName}`, deps.publicUrl));
+    return getRunView(pool, scope.projectId, id);
   });
 
   app.post(`${base}/rerun`, async (req, reply) => {

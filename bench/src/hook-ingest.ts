@@ -1,0 +1,116 @@
+/**
+ * Hook ingest throughput: deliveries accepted per second (each 202 sent only after its event
+ * committed, fsync on) at 1 and at 32 concurrent senders, beside a plain single-row INSERT loop
+ * (autocommit, one client) against the same Postgres in the same run. Targets: 1 sender at least
+ * 0.8x the insert loop, 32 senders at least 3x (deliveries are committed in groups).
+ *
+ * The server is `flow server` on its embedded, durable Postgres (as `npm start` runs it); the
+ * insert loop connects to that same Postgres with the password and port from the data dir. The
+ * loop writes to an ordinary (logged) table: a TEMP table skips the WAL flush at commit, so it
+ * would compare a non-durable insert with a durable delivery (its rate is printed for reference).
+ *
+ * Usage: node bench/dist/hook-ingest.js [deliveries per scenario and round, default 2000]
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import pg from "pg";
+import { Pool } from "undici";
+import type { TestServer } from "@flowsvc/test/support/server";
+import { median, startBenchServer } from "./support.js";
+
+const COUNT = Number(process.argv[2] ?? 2000);
+const BODY = JSON.stringify({ ref: "refs/heads/main", sha: "8f3c2a1b9d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a", repo: "acme/web", n: 1 });
+
+const databaseUrl = async (server: TestServer): Promise<string> => {
+  const port = /embedded Postgres on 127\.0\.0\.1:(\d+)/.exec(server.output())?.[1];
+  if (!port) throw new Error(`the server banner names no embedded Postgres port:\n${server.output()}`);
+  const password = (await readFile(join(server.dataDir, "pg-password"), "utf8")).trim();
+  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/flowsvc`;
+};
+
+/** Rows per second of `insert into <table> values (...)`, one at a time, autocommit. */
+const insertLoop = async (client: pg.Client, table: string, count: number): Promise<number> => {
+  const started = performance.now();
+  for (let i = 0; i < count; i++) await client.query(`insert into ${table} (payload) values ($1)`, [BODY]);
+  return count / ((performance.now() - started) / 1000);
+};
+
+/** Accepted deliveries per second with `senders` concurrent senders sharing `count` deliveries. */
+const ingest = async (server: TestServer, path: string, secret: string, senders: number, count: number, expect = 202): Promise<number> => {
+  const http = new Pool(server.url, { connections: senders, pipelining: 1 });
+  let next = 0;
+  let refused = 0;
+  const sender = async (): Promise<void> => {
+    while (next < count) {
+      next++;
+      const res = await http.request({ path, method: "POST", headers: { "x-flow-hook-secret": secret, "content-type": "application/json" }, body: BODY });
+      await res.body.dump();
+      if (res.statusCode !== expect) refused++;
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: senders }, sender));
+  const rate = count / ((performance.now() - started) / 1000);
+  await http.close();
+  if (refused > 0) throw new Error(`${refused} of ${count} deliveries were not accepted`);
+  return rate;
+};
+
+const setHook = async (server: TestServer): Promise<{ path: string; secret: string }> => {
+  const res = await fetch(`${server.url}/api/v1/orgs/default/projects/default/event-hooks/bench`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ event_type: "bench.delivery" }),
+  });
+  const hook = (await res.json()) as { ingest_url: string; secret: string };
+  if (res.status !== 201) throw new Error(`event-hook set: HTTP ${res.status} ${JSON.stringify(hook)}`);
+  return { path: new URL(hook.ingest_url).pathname, secret: hook.secret };
+};
+
+const ROUNDS = 3;
+
+const main = async (): Promise<void> => {
+  const server = await startBenchServer();
+  const client = new pg.Client(await databaseUrl(server));
+  try {
+    await client.connect();
+    await client.query("create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())");
+    await client.query("create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())");
+    const { path, secret } = await setHook(server);
+    await ingest(server, path, secret, 8, 400); // warm-up: JIT, pool connections, plans
+    await insertLoop(client, "bench_plain_insert", 400);
+
+    // Rounds interleave the scenarios, so load from other processes on the host hits all of them alike.
+    const plain: number[] = [];
+    const one: number[] = [];
+    const many: number[] = [];
+    const floor1: number[] = [];
+    const floor32: number[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      plain.push(await insertLoop(client, "bench_plain_insert", COUNT));
+      one.push(await ingest(server, path, secret, 1, COUNT));
+      many.push(await ingest(server, path, secret, 32, COUNT));
+      floor1.push(await ingest(server, "/bench-unrouted", "", 1, COUNT, 404));
+      floor32.push(await ingest(server, "/bench-unrouted", "", 32, COUNT, 404));
+    }
+    const temp = await insertLoop(client, "bench_temp_insert", COUNT);
+    const { rows } = await client.query<{ n: number }>(`select count(*)::int as n from events where type = 'bench.delivery'`);
+
+    const base = median(plain);
+    const f = (rate: number): string => `${Math.round(rate).toString().padStart(6)} /s`;
+    const all = (xs: number[]): string => xs.map((x) => Math.round(x)).join(", ");
+    console.log(`hook ingest: ${COUNT} deliveries per scenario, ${ROUNDS} interleaved rounds, medians; durable commit (fsync on), loopback`);
+    console.log(`  plain INSERT loop (1 client, autocommit)  ${f(base)}   rounds: ${all(plain)}`);
+    console.log(`  hook ingest,  1 sender                    ${f(median(one))}   ${(median(one) / base).toFixed(2)}x (target >= 0.8x)   rounds: ${all(one)}`);
+    console.log(`  hook ingest, 32 senders                   ${f(median(many))}   ${(median(many) / base).toFixed(2)}x (target >= 3x)   rounds: ${all(many)}`);
+    console.log("  context, not targets:");
+    console.log(`    HTTP floor, same server, POST to an unrouted path (404, no database work): ${f(median(floor1))} at 1 sender, ${f(median(floor32))} at 32`);
+    console.log(`    TEMP table INSERT loop (no WAL flush at commit): ${f(temp)}`);
+    console.log(`  bus rows of type bench.delivery: ${rows[0]!.n} (warm-up 400 + ${2 * ROUNDS * COUNT} measured, every one acknowledged)`);
+  } finally {
+    await client.end().catch(() => undefined);
+    await server.stop();
+  }
+};
+
+await main();

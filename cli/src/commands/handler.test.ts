@@ -1,0 +1,57 @@
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { InvalidArgumentError } from "commander";
+import { FlowError } from "@flowsvc/core";
+import { HANDLER_TEMPLATES, collectPatterns, refuseLaterReactions } from "./handler.js";
+
+void test("--on takes comma-separated patterns, repeatable, without duplicates", () => {
+  assert.deepEqual(collectPatterns("deploy.*, run.failed", undefined), ["deploy.*", "run.failed"]);
+  assert.deepEqual(collectPatterns("*,deploy.*", ["deploy.*"]), ["deploy.*", "*"]);
+});
+
+void test("a malformed --on pattern is a usage error that says what is wrong", () => {
+  assert.throws(() => collectPatterns("a,,b", undefined), (e: unknown) => e instanceof InvalidArgumentError && /empty pattern/.test(e.message));
+  assert.throws(() => collectPatterns("has space", undefined), (e: unknown) => e instanceof InvalidArgumentError && /prefix wildcard/.test(e.message));
+  assert.throws(() => collectPatterns("run.**", undefined), InvalidArgumentError);
+});
+
+void test("--as yaml, --graph and --node are refused: they arrive with pipelines and graphs", () => {
+  for (const opts of [{ as: "yaml" }, { graph: "g" }, { node: "http", config: "{}" }, { config: "{}" }]) {
+    assert.throws(
+      () => refuseLaterReactions(opts),
+      (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && /arrive with pipelines and graphs in a later version/.test(e.message),
+      JSON.stringify(opts),
+    );
+  }
+  refuseLaterReactions({ as: "script" });
+  refuseLaterReactions({});
+});
+
+const bashAvailable = spawnSync("bash", ["--version"]).status === 0;
+
+void test("every starter script is valid bash", { skip: !bashAvailable && "no bash" }, () => {
+  for (const [name, t] of Object.entries(HANDLER_TEMPLATES)) {
+    const r = spawnSync("bash", ["-n"], { input: t.script });
+    assert.equal(r.status, 0, `${name}: ${r.stderr.toString()}`);
+  }
+});
+
+void test("the router dispatches on CI_TRIGGER_EVENT and reads payload strings without jq or python3", { skip: !bashAvailable && "no bash" }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "flowsvc-router-"));
+  try {
+    const script = join(dir, "router.sh");
+    const input = join(dir, "input.json");
+    writeFileSync(script, HANDLER_TEMPLATES.router.script);
+    writeFileSync(input, JSON.stringify({ type: "release.published", event: "evt-1", payload: { tag: "v1.2.3", note: "a \"quoted\" word" } }));
+    const run = (event: string): string =>
+      execFileSync("bash", ["-eu", script], { env: { PATH: "/usr/bin:/bin", FLOW_INPUT_FILE: input, CI_TRIGGER_EVENT: event, CI_TRIGGER_EVENT_ID: "evt-1" } }).toString();
+    assert.equal(run("release.published"), "release v1.2.3 published\n");
+    assert.match(run("something.else"), /no route for something\.else \(evt-1\)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,273 @@
+/**
+ * `flow handler set|ls|show|rm|init`: the project's handlers, scripts that run once per matching
+ * event (spec "Handler"). This version has script reactions only; `--as yaml`, `--graph` and
+ * `--node` are refused until pipelines and graphs arrive.
+ */
+import { readFile } from "node:fs/promises";
+import { basename, extname } from "node:path";
+import { Command, InvalidArgumentError } from "commander";
+import { FlowError, parsePatterns } from "@flowsvc/core";
+import { formatAge, formatDetails, formatDocument, formatTable, formatTime } from "../print-format.js";
+import type { Column } from "../print-format.js";
+import { listFrom } from "./api-types.js";
+import { scopedPath, withApi } from "./context.js";
+import type { CommandDeps } from "./context.js";
+import { collectEnv, collectList, examples, formatOf, outputOption } from "./options.js";
+
+export interface HandlerView {
+  name: string;
+  on: string[];
+  when: string | null;
+  reaction: { kind: string; filename: string; size: number; source?: string };
+  tags: string[];
+  credentials: Record<string, string>;
+  created_at: string;
+  updated_at: string;
+}
+
+interface SetOptions {
+  on?: string[];
+  when?: string;
+  tag?: string[];
+  credential?: Record<string, string>;
+  as?: string;
+  graph?: string;
+  node?: string;
+  config?: string;
+  output?: string;
+}
+
+/** Repeatable `--on a,b.*`: every pattern checked here, so a typo is a usage error naming --on. */
+export const collectPatterns = (text: string, previous: string[] | undefined): string[] => {
+  try {
+    return [...new Set([...(previous ?? []), ...parsePatterns(text)])];
+  } catch (err) {
+    throw new InvalidArgumentError(err instanceof Error ? err.message.replace(/^on: /, "") : String(err));
+  }
+};
+
+const LATER = "arrive with pipelines and graphs in a later version; this version runs script handlers";
+const SCRIPT_FORM = "flow handler set <name> <file> --on <patterns>";
+
+/** The reactions this version cannot store, refused before anything is read or sent. */
+export const refuseLaterReactions = (opts: SetOptions): void => {
+  const refuse = (what: string): never => {
+    throw new FlowError("invalid_argument", `${what} ${LATER}`, { hint: `register a script instead: ${SCRIPT_FORM}` });
+  };
+  if (opts.as !== undefined && opts.as !== "script") refuse(`--as ${opts.as}: ${opts.as === "yaml" || opts.as === "pipeline" ? "yaml pipeline reactions" : "reactions other than scripts"}`);
+  if (opts.graph !== undefined) refuse(`--graph ${opts.graph}: stored graph reactions`);
+  if (opts.node !== undefined || opts.config !== undefined) refuse(`--node${opts.node === undefined ? "" : ` ${opts.node}`}: single node reactions (--node --config)`);
+};
+
+const readScript = async (file: string): Promise<string> => {
+  try {
+    return await readFile(file, "utf8");
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
+    throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { hint: "give the path of the handler's script", cause: err });
+  }
+};
+
+/** True when the file looks like something other than a shell script: it will still run under bash -eu. */
+const looksNotBash = (file: string, source: string): boolean => {
+  const ext = extname(file);
+  const shebang = /^#!(.*)/.exec(source)?.[1] ?? "";
+  return (ext !== "" && ext !== ".sh" && ext !== ".bash") || (shebang !== "" && !/\b(ba)?sh\b/.test(shebang));
+};
+
+const setCommand = (deps: CommandDeps): Command =>
+  new Command("set")
+    .description("create or replace a handler: a script that runs under bash -eu, once per matching event, in a run of its own (member)")
+    .argument("<name>", "the handler's name: 1-64 of A-Z a-z 0-9 . _ -")
+    .argument("[file]", "the script; it always runs under `bash -eu`, whatever its extension or shebang")
+    .option("--on <patterns>", "event types to react to, comma-separated (repeatable): exact, prefix.* or *", collectPatterns)
+    .option("--when <cel>", "a CEL predicate over `event` (type, key, payload, ...); compiled now; guard optional fields with has()")
+    .option("--tag <tag>", "tag every run the handler starts (repeatable)", collectList)
+    .option("--credential <ENV=name>", "put a credential in the run's environment as ENV (repeatable); such handlers do not serve untrusted events", collectEnv)
+    .option("--as <kind>", "what the file is: script (yaml pipelines arrive later)")
+    .option("--graph <graph>", "a stored graph as the reaction (arrives later)")
+    .option("--node <kind>", "a single node as the reaction (arrives later)")
+    .option("--config <json>", "the node's config, with --node (arrives later)")
+    .addOption(outputOption())
+    .addHelpText(
+      "after",
+      examples(
+        "flow handler init > router.sh && flow handler set router router.sh --on 'deploy.*,release.published'",
+        "flow handler set big-orders orders.sh --on order.created --when 'has(event.payload.total) && event.payload.total > 1000'",
+        "flow handler set on-failure notify.sh --on run.failed --tag alerts --credential SLACK_TOKEN=slack",
+      ),
+    )
+    .action(async (name: string, file: string | undefined, opts: SetOptions, cmd: Command) => {
+      refuseLaterReactions(opts);
+      if (file === undefined) throw new FlowError("invalid_argument", "give the handler's script file", { hint: `${SCRIPT_FORM}; see \`flow handler set --help\`` });
+      if (!opts.on?.length) throw new FlowError("invalid_argument", "--on is required: the event types this handler reacts to", { hint: "e.g. --on deploy.requested or --on 'deploy.*,run.failed'" });
+      const source = await readScript(file);
+      const body = {
+        on: opts.on,
+        ...(opts.when === undefined ? {} : { when: opts.when }),
+        reaction: { kind: "script", source, filename: basename(file) },
+        tags: opts.tag ?? [],
+        credentials: opts.credential ?? {},
+      };
+      await withApi(deps, cmd, async (ctx) => {
+        const h = await ctx.api.call<HandlerView>("PUT", scopedPath(ctx, "handlers", name), body);
+        const format = formatOf(opts);
+        if (format !== "table") ctx.io.out(formatDocument(h, format));
+        else ctx.io.note(`handler ${h.name} ${h.created_at === h.updated_at ? "created" : "replaced"}: on ${h.on.join(",")}${h.when ? ` when ${h.when}` : ""}`);
+        if (looksNotBash(file, source)) ctx.io.note(`note: ${basename(file)} will run under \`bash -eu\`, whatever its extension or shebang`);
+      });
+    });
+
+const HANDLER_COLUMNS = (now: Date): Array<Column<HandlerView>> => [
+  { header: "NAME", value: (h) => h.name },
+  { header: "ON", value: (h) => h.on.join(",") },
+  { header: "WHEN", value: (h) => h.when ?? "-" },
+  { header: "SCRIPT", value: (h) => h.reaction.filename },
+  { header: "TAGS", value: (h) => (h.tags.length ? h.tags.join(",") : "-") },
+  { header: "UPDATED", value: (h) => formatAge(h.updated_at, now) },
+];
+
+const listCommand = (deps: CommandDeps): Command =>
+  new Command("ls")
+    .alias("list")
+    .description("list the project's handlers (viewer)")
+    .addOption(outputOption())
+    .addHelpText("after", examples("flow handler ls", "flow handler ls -o json | jq -r '.[].name'"))
+    .action(async (opts: { output?: string }, cmd: Command) => {
+      await withApi(deps, cmd, async (ctx) => {
+        const handlers = listFrom<HandlerView>(await ctx.api.call("GET", scopedPath(ctx, "handlers")), ["handlers"]);
+        const format = formatOf(opts);
+        if (format !== "table") ctx.io.out(formatDocument(handlers, format));
+        else if (handlers.length === 0) ctx.io.note("no handlers");
+        else ctx.io.out(formatTable(HANDLER_COLUMNS(ctx.now), handlers));
+      });
+    });
+
+/** One handler for people: its fields, then the script. */
+export const formatHandlerDetails = (h: HandlerView, now: Date): string => {
+  const credentials = Object.entries(h.credentials).map(([env, cred]) => `${env}=${cred}`);
+  return formatDetails([
+    ["name", h.name],
+    ["on", h.on.join(",")],
+    ["when", h.when ?? "-"],
+    ["script", `${h.reaction.filename} (${h.reaction.size} bytes, runs under bash -eu)`],
+    ["tags", h.tags.length ? h.tags.join(",") : "-"],
+    ["credentials", credentials.length ? credentials.join(" ") : "-"],
+    ["created", formatTime(h.created_at, now)],
+    ["updated", formatTime(h.updated_at, now)],
+  ]) + (h.reaction.source === undefined ? "" : `\n${h.reaction.source}`);
+};
+
+const showCommand = (deps: CommandDeps): Command =>
+  new Command("show")
+    .description("show one handler, its script included (viewer)")
+    .argument("<name>", "the handler's name")
+    .addOption(outputOption())
+    .addHelpText("after", examples("flow handler show router", "flow handler show router -o json | jq -r .reaction.source > router.sh"))
+    .action(async (name: string, opts: { output?: string }, cmd: Command) => {
+      await withApi(deps, cmd, async (ctx) => {
+        const h = await ctx.api.call<HandlerView>("GET", scopedPath(ctx, "handlers", name));
+        const format = formatOf(opts);
+        ctx.io.out(format === "table" ? formatHandlerDetails(h, ctx.now) : formatDocument(h, format));
+      });
+    });
+
+const rmCommand = (deps: CommandDeps): Command =>
+  new Command("rm")
+    .description("remove a handler; runs it already started go on (member)")
+    .argument("<name>", "the handler's name")
+    .addHelpText("after", examples("flow handler rm router"))
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      await withApi(deps, cmd, async (ctx) => {
+        await ctx.api.call("DELETE", scopedPath(ctx, "handlers", name));
+        ctx.io.note(`handler ${name} removed`);
+      });
+    });
+
+const initCommand = (deps: CommandDeps): Command =>
+  new Command("init")
+    .description(`print a starter handler script to stdout: ${Object.entries(HANDLER_TEMPLATES).map(([k, t]) => `${k} (${t.summary})`).join("; ")}`)
+    .argument("[template]", `which one: ${Object.keys(HANDLER_TEMPLATES).join(", ")}`, "router")
+    .addHelpText("after", examples("flow handler init > router.sh", "flow handler init on-failure > on-failure.sh"))
+    .action((template: string) => {
+      const t = (HANDLER_TEMPLATES as Record<string, { script: string } | undefined>)[template];
+      if (!t) throw new FlowError("invalid_argument", `no starter script named ${template}`, { hint: `choose one of: ${Object.keys(HANDLER_TEMPLATES).join(", ")}` });
+      deps.io.out(t.script);
+    });
+
+/**
+ * Starter scripts for `flow handler init`. Plain shell on purpose: a handler's agent is only known
+ * to have bash (no jq, no python3). The e2e test registers the router and runs it.
+ */
+export const HANDLER_TEMPLATES = {
+  router: { summary: "one script for several event types, dispatching on $CI_TRIGGER_EVENT", script: `#!/usr/bin/env bash
+# A router handler: one script serves several event types and dispatches on the type.
+#
+# Register it (a handler always runs under \`bash -eu\`, whatever its extension or shebang):
+#   flow handler init router > router.sh
+#   flow handler set router router.sh --on 'deploy.*,release.published'
+#
+# What each run gets (one run per matching event, each with its own run id):
+#   $FLOW_INPUT_FILE      the whole envelope as JSON: {"type", "event", "key"?, "payload", ...}
+#   $CI_TRIGGER_EVENT     the event type         $CI_TRIGGER_EVENT_ID   its bus id (evt-...)
+#   $CI_TRIGGER_REPO, _REF, _SHA, _SENDER ...   forge events only: read them as \${CI_TRIGGER_REPO:-}
+# There is no checkout: the working directory is a scratch directory of this run.
+# \`flow step\`, \`flow emit\`, \`flow sleep\` ... work as in any script (an emit from here chains one
+# generation deeper; chains stop at 5).
+
+# json_str FIELD: the first \`"FIELD": "text"\` in the envelope, with plain shell tools (no jq, no
+# python3). Good for simple flat strings (no escaped quotes); for nested data use jq or python3.
+json_str() {
+  grep -o '"'"$1"'"[[:space:]]*:[[:space:]]*"[^"\\]*"' "$FLOW_INPUT_FILE" | head -n 1 | sed -e 's/^.*:[[:space:]]*"//' -e 's/"$//'
+}
+
+on_deploy_requested() {
+  local target
+  target=$(json_str environment)
+  echo "deploy of \${CI_TRIGGER_REPO:-this project} to \${target:-staging} requested by event $CI_TRIGGER_EVENT_ID"
+  # A step runs once, even when the run is replayed after a sleep or a crash:
+  flow step deploy -- echo "deploying to \${target:-staging} (put the real command here)"
+}
+
+on_release_published() {
+  echo "release $(json_str tag) published"
+}
+
+case "$CI_TRIGGER_EVENT" in
+  deploy.requested) on_deploy_requested ;;
+  release.published) on_release_published ;;
+  *) echo "router: no route for $CI_TRIGGER_EVENT ($CI_TRIGGER_EVENT_ID); ignoring it" ;;
+esac
+` },
+  "on-failure": { summary: "reacts to run.failed and raises an alert event", script: `#!/usr/bin/env bash
+# Reacts to failed runs of this project: reads the failure from the envelope and raises an alert
+# event that other handlers (a chat notifier, a pager) can take.
+#
+# Register it:
+#   flow handler init on-failure > on-failure.sh
+#   flow handler set on-failure on-failure.sh --on run.failed --when '!("flaky-ok" in event.payload.tags)'
+#
+# A handler run's own run.failed is recorded but never delivered again, so this cannot loop.
+# The payload of run.failed carries run_id, status, workflow, tags, trigger and error (its last
+# 4000 characters); \`cat "$FLOW_INPUT_FILE"\` shows the whole envelope.
+
+# json_str FIELD: the first \`"FIELD": "text"\` in the envelope (flat strings only; see above).
+json_str() {
+  grep -o '"'"$1"'"[[:space:]]*:[[:space:]]*"[^"\\]*"' "$FLOW_INPUT_FILE" | head -n 1 | sed -e 's/^.*:[[:space:]]*"//' -e 's/"$//'
+}
+
+failed_run=$(json_str run_id)
+echo "run \${failed_run:-?} failed (event $CI_TRIGGER_EVENT_ID)"
+# Run ids are plain [a-z0-9-], so this JSON needs no escaping. The emit is checkpointed: a replay
+# of this run resolves to the same alert event.
+flow emit alert.run_failed --key "\${failed_run:-unknown}" --payload "{\\"run\\":\\"\${failed_run:-unknown}\\"}"
+` },
+} as const;
+
+export const handlerCommand = (deps: CommandDeps): Command => {
+  const handler = new Command("handler")
+    .description("manage the project's handlers: scripts that run once per matching event")
+    .addHelpText("after", examples("flow handler init > router.sh", "flow handler set router router.sh --on 'deploy.*'", "flow handler ls"));
+  for (const sub of [setCommand, listCommand, showCommand, rmCommand, initCommand]) handler.addCommand(sub(deps));
+  return handler;
+};

@@ -1,0 +1,12 @@
+import { readFile } from "node:fs/promises";
+import { FlowError } from "@flowsvc/core";
+
+/** A script's text, or a usage-level error that says which file could not be read and why. */
+export const readSource = async (file: string): Promise<string> => {
+  try {
+    return await readFile(file, "utf8");
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
+    throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { hint: "give the path of the script to run", cause: err });
+  }
+};

@@ -1,0 +1,40 @@
+import { z } from "zod";
+import type { FastifyInstance } from "fastify";
+import { EMIT_BODY_LIMIT, assertEmittable } from "@flowsvc/core";
+import { emitEvent, withTransaction } from "@flowsvc/store";
+import { authorize } from "../auth.js";
+import type { IngestDeps } from "../deps.js";
+
+/** A subject is a short label such as a repository (`acme/web`); the spec does not cap it, this does. */
+export const EVENT_KEY_LIMIT = 512;
+
+const EmitBody = z
+  .object({
+    type: z.string({ error: "type is required: the event type, e.g. deploy.requested" }),
+    key: z.string().min(1, "key is empty; leave it out for a broadcast event").max(EVENT_KEY_LIMIT, `key is at most ${EVENT_KEY_LIMIT} characters`).optional(),
+    payload: z.unknown().optional(),
+  })
+  .strict();
+
+/**
+ * `POST {scoped}/events` (member): a user emit. The event row and every delivery it causes commit
+ * in one transaction before the 201; a refused emit (a reserved or malformed type, a handler chain
+ * too deep, too many handler runs in flight) records nothing.
+ */
+export const emitRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+  const { pool } = deps;
+
+  // Fastify compares the body with bodyLimit byte for byte: exactly 2 MiB is taken, one more is a 413.
+  app.post("/api/v1/orgs/:org/projects/:project/events", { bodyLimit: EMIT_BODY_LIMIT }, async (req, reply) => {
+    const scope = await authorize(pool, req, "member");
+    const body = EmitBody.parse(req.body);
+    const type = assertEmittable(body.type);
+    const result = await withTransaction(pool, (tx) =>
+      emitEvent(tx, { projectId: scope.projectId, type, key: body.key ?? null, payload: body.payload ?? null, sourceRunId: null, trusted: true }),
+    );
+    for (const d of result.declined) {
+      req.log.info({ eventId: result.eventId, type, handler: d.handler, err: d.error }, "handler declined the event: its `when` could not be evaluated");
+    }
+    return reply.status(201).send({ id: result.eventId, type, handler_runs: result.handlerRuns });
+  });
+};

@@ -1,0 +1,114 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { PoolClient } from "pg";
+import { GroupCommitter, eachItem } from "./group-commit.js";
+import { createTestDatabase, type TestDatabase } from "./testing.js";
+
+const scratch = async (t: { after(fn: () => Promise<void>): void }): Promise<TestDatabase> => {
+  const db = await createTestDatabase();
+  t.after(() => db.drop());
+  await db.pool.query("create table gc (id int primary key, note text)");
+  return db;
+};
+
+const insert = async (tx: PoolClient, id: number): Promise<number> => {
+  await tx.query("insert into gc (id) values ($1)", [id]);
+  return id;
+};
+
+const ids = async (db: TestDatabase): Promise<number[]> =>
+  (await db.pool.query<{ id: number }>("select id from gc order by id")).rows.map((r) => r.id);
+
+test("concurrent items share transactions, and each resolves only once its row is committed", async (t) => {
+  const db = await scratch(t);
+  const gc = new GroupCommitter(db.pool, eachItem(insert), { maxInFlight: 1, maxBatch: 64 });
+  const seenCommitted: boolean[] = [];
+  await Promise.all(
+    Array.from({ length: 20 }, (_, i) =>
+      gc.submit(i).then(async (id) => {
+        // Another connection sees the row the moment the promise resolves: it was committed first.
+        const { rows } = await db.pool.query("select 1 from gc where id = $1", [id]);
+        seenCommitted.push(rows.length === 1);
+      }),
+    ),
+  );
+  assert.deepEqual(await ids(db), Array.from({ length: 20 }, (_, i) => i));
+  assert.ok(seenCommitted.every(Boolean));
+  // The first item starts a batch alone (no added latency); the other 19 wait for it and go together.
+  assert.equal(gc.stats.batches, 2);
+  assert.equal(gc.stats.items, 20);
+});
+
+test("one sender at a time gets a batch of its own at once, without waiting for company", async (t) => {
+  const db = await scratch(t);
+  const gc = new GroupCommitter(db.pool, eachItem(insert));
+  const started = performance.now();
+  for (let i = 0; i < 5; i++) await gc.submit(i);
+  assert.equal(gc.stats.batches, 5);
+  assert.ok(performance.now() - started < 5_000);
+  assert.deepEqual(await ids(db), [0, 1, 2, 3, 4]);
+});
+
+test("a failing item neither loses nor wrongly acknowledges the others in its batch", async (t) => {
+  const db = await scratch(t);
+  await db.pool.query("insert into gc (id) values (7)");
+  const gc = new GroupCommitter(db.pool, eachItem(insert), { maxInFlight: 1 });
+  // The first batch holds item 100 alone; 0..9 queue behind it and share one transaction, which the
+  // duplicate 7 aborts: each is then retried alone.
+  const outcomes = await Promise.allSettled([100, ...Array.from({ length: 10 }, (_, i) => i)].map((id) => gc.submit(id)));
+  const rejected = outcomes.flatMap((o, i) => (o.status === "rejected" ? [{ i, err: o.reason as { code?: string } }] : []));
+  assert.equal(rejected.length, 1);
+  assert.equal(rejected[0]!.i, 8); // item 7
+  assert.equal(rejected[0]!.err.code, "23505");
+  assert.deepEqual(await ids(db), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100]);
+  assert.equal(gc.stats.splitBatches, 1);
+});
+
+test("an item's error in a batch of one is its own answer, and nothing of it is written", async (t) => {
+  const db = await scratch(t);
+  const gc = new GroupCommitter(
+    db.pool,
+    eachItem(async (tx: PoolClient, id: number) => {
+      await insert(tx, id);
+      if (id === 3) throw new Error("refused after writing");
+      return id;
+    }),
+  );
+  await assert.rejects(gc.submit(3), /refused after writing/);
+  assert.equal(await gc.submit(4), 4);
+  assert.deepEqual(await ids(db), [4]);
+});
+
+test("with a linger, items arriving within it share one batch; close flushes what is queued", async (t) => {
+  const db = await scratch(t);
+  const gc = new GroupCommitter(db.pool, eachItem(insert), { lingerMs: 50 });
+  const first = Promise.all([gc.submit(1), gc.submit(2), gc.submit(3)]);
+  assert.deepEqual(await first, [1, 2, 3]);
+  assert.equal(gc.stats.batches, 1);
+  const late = gc.submit(4);
+  await gc.close();
+  assert.equal(await late, 4);
+  await assert.rejects(gc.submit(5), /closed/);
+  assert.deepEqual(await ids(db), [1, 2, 3, 4]);
+});
+
+test("a batch applier gets the whole batch in one call (one multi-row statement), and items alone after a failure", async (t) => {
+  const db = await scratch(t);
+  const calls: number[][] = [];
+  const gc = new GroupCommitter(
+    db.pool,
+    async (tx: PoolClient, items: readonly number[]) => {
+      calls.push([...items]);
+      await tx.query("insert into gc (id) select unnest($1::int[])", [items]);
+      return items.map((i) => i * 10);
+    },
+    { maxInFlight: 1 },
+  );
+  assert.deepEqual(await Promise.all([1, 2, 3, 4].map((i) => gc.submit(i))), [10, 20, 30, 40]);
+  assert.deepEqual(calls, [[1], [2, 3, 4]]);
+  calls.length = 0;
+  const outcomes = await Promise.allSettled([5, 6, 2, 7].map((i) => gc.submit(i)));
+  assert.deepEqual(outcomes.map((o) => o.status), ["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+  assert.deepEqual(calls, [[5], [6, 2, 7], [6], [2], [7]]);
+  assert.deepEqual(await ids(db), [1, 2, 3, 4, 5, 6, 7]);
+});

@@ -1,0 +1,138 @@
+// Group commit: many concurrent writes share one transaction, so they share one WAL flush.
+//
+// Each submitted item is applied inside a batch transaction (by `applyBatch(tx, items)`, or item by
+// item with `eachItem(apply)`), and its promise
+// settles only after that transaction committed (or definitely failed). Batching is "natural": an
+// item that arrives while fewer than `maxInFlight` batches are committing starts a batch at once
+// (one sender pays no added latency); items that arrive while every slot is busy queue up and go
+// together in the next batch, up to `maxBatch`. `lingerMs` (default 0) can hold an idle batch back
+// to gather company: at one sender that is pure added latency, and under load batches form on
+// their own while a commit is in flight, so it stays off. Two batches in flight let one commit
+// (its WAL flush) while the next one runs its statements.
+//
+// A batch whose transaction fails (one item's error aborts the whole transaction) is retried item
+// by item, each in a transaction of its own, so one bad item neither loses nor wrongly acknowledges
+// the others: each settles with its own outcome. The retries run one after another inside the
+// batch's slot, so a failure storm never takes more than `maxInFlight` connections.
+import type { Pool, PoolClient } from "pg";
+import { withTransaction } from "./pool.js";
+
+export interface GroupCommitOptions {
+  /** Most items in one transaction. Default 64. */
+  maxBatch?: number;
+  /** Batch transactions committing at once. Default 2. */
+  maxInFlight?: number;
+  /** How long an idle committer waits for more items before it starts a batch. Default 0. */
+  lingerMs?: number;
+}
+
+interface Pending<I, O> {
+  item: I;
+  resolve(value: O): void;
+  reject(err: unknown): void;
+}
+
+export interface GroupCommitStats {
+  batches: number;
+  items: number;
+  /** Batches whose transaction failed and whose items were retried alone. */
+  splitBatches: number;
+}
+
+/** Applies a whole batch in the caller's transaction; answers one result per item, in order. */
+export type ApplyBatch<I, O> = (tx: PoolClient, items: readonly I[]) => Promise<O[]>;
+
+/** A batch applier that applies each item in turn with `apply` (the simple case). */
+export const eachItem =
+  <I, O>(apply: (tx: PoolClient, item: I) => Promise<O>): ApplyBatch<I, O> =>
+  async (tx, items) => {
+    const out: O[] = [];
+    for (const item of items) out.push(await apply(tx, item));
+    return out;
+  };
+
+export class GroupCommitter<I, O> {
+  readonly #pool: Pool;
+  readonly #apply: ApplyBatch<I, O>;
+  readonly #maxBatch: number;
+  readonly #maxInFlight: number;
+  readonly #lingerMs: number;
+  #queue: Array<Pending<I, O>> = [];
+  #inFlight = 0;
+  #linger: NodeJS.Timeout | undefined;
+  #closed = false;
+  #drained: Array<() => void> = [];
+  readonly stats: GroupCommitStats = { batches: 0, items: 0, splitBatches: 0 };
+
+  constructor(pool: Pool, apply: ApplyBatch<I, O>, opts: GroupCommitOptions = {}) {
+    this.#pool = pool;
+    this.#apply = apply;
+    this.#maxBatch = Math.max(1, opts.maxBatch ?? 64);
+    this.#maxInFlight = Math.max(1, opts.maxInFlight ?? 2);
+    this.#lingerMs = Math.max(0, opts.lingerMs ?? 0);
+  }
+
+  /** Applies `item` in the next batch; resolves with its result once that batch committed. */
+  submit(item: I): Promise<O> {
+    if (this.#closed) return Promise.reject(new Error("group commit: closed"));
+    return new Promise<O>((resolve, reject) => {
+      this.#queue.push({ item, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  /** Refuses new items and resolves once every queued and committing batch has settled. */
+  close(): Promise<void> {
+    this.#closed = true;
+    if (this.#linger) {
+      clearTimeout(this.#linger);
+      this.#linger = undefined;
+      this.#pump(true);
+    }
+    if (this.#queue.length === 0 && this.#inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#drained.push(resolve));
+  }
+
+  #pump(lingered = false): void {
+    while (this.#queue.length > 0 && this.#inFlight < this.#maxInFlight) {
+      if (!lingered && this.#lingerMs > 0 && !this.#closed && this.#queue.length < this.#maxBatch) {
+        this.#linger ??= setTimeout(() => {
+          this.#linger = undefined;
+          this.#pump(true);
+        }, this.#lingerMs);
+        return;
+      }
+      const batch = this.#queue.splice(0, this.#maxBatch);
+      this.#inFlight++;
+      void this.#commit(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+        if (this.#queue.length === 0 && this.#inFlight === 0) for (const done of this.#drained.splice(0)) done();
+      });
+    }
+  }
+
+  async #commit(batch: Array<Pending<I, O>>): Promise<void> {
+    this.stats.batches++;
+    this.stats.items += batch.length;
+    let results: O[];
+    try {
+      results = await withTransaction(this.#pool, (tx) => this.#apply(tx, batch.map((p) => p.item)));
+    } catch (err) {
+      if (batch.length === 1) {
+        batch[0]!.reject(err);
+        return;
+      }
+      this.stats.splitBatches++;
+      for (const p of batch) {
+        try {
+          p.resolve((await withTransaction(this.#pool, (tx) => this.#apply(tx, [p.item])))[0]!);
+        } catch (itemErr) {
+          p.reject(itemErr);
+        }
+      }
+      return;
+    }
+    batch.forEach((p, i) => p.resolve(results[i]!));
+  }
+}
