@@ -15,11 +15,12 @@ export interface BenchRun {
   error: string | null;
 }
 
-export const startBenchServer = (agents = 4): Promise<TestServer> => startTestServer({ embedded: true, agents, leaseMs: 15_000 });
+export const startBenchServer = (agents = 4, env: Record<string, string> = {}): Promise<TestServer> =>
+  startTestServer({ embedded: true, agents, leaseMs: 15_000, env });
 
 const scoped = "/api/v1/orgs/default/projects/default";
 
-export const api = async <T>(server: TestServer, method: "GET" | "POST", path: string, body?: unknown): Promise<T> => {
+export const api = async <T>(server: TestServer, method: "GET" | "POST" | "PUT", path: string, body?: unknown): Promise<T> => {
   const res = await request(`${server.url}${scoped}${path}`, {
     method,
     headers: { authorization: `Bearer ${server.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
