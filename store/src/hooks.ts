@@ -54,16 +54,8 @@ export interface HookRecord {
   rotated_at: string | null;
 }
 
-interface HookRaw {
-  name: string;
-  mode: HookMode;
-  event_type: string | null;
-  manifest: string | null;
-  hmac_header: string | null;
-  hmac_prefix: string | null;
-  created_at: Date;
-  rotated_at: Date | null;
-}
+/** The row as pg returns it: the same fields, with timestamps as Dates. */
+type HookRaw = Omit<HookRecord, "created_at" | "rotated_at"> & { created_at: Date; rotated_at: Date | null };
 
 const COLUMNS = `name, mode, event_type, manifest, hmac_header, hmac_prefix, created_at, rotated_at`;
 
