@@ -92,27 +92,25 @@ export class Dispatcher {
 
   /** Hands ready jobs whose needs this pool meets to its free slots, until one side runs out. */
   async #fill(launcher: Launcher): Promise<void> {
-    {
-      for (;;) {
-        const free = launcher.free();
-        if (free <= 0 || this.#stopped) return;
-        const tokens = new Map<string, string>();
-        const claimed = await withTransaction(this.#o.pool, (tx) =>
-          claimReadyJobs(tx, free, this.#o.leaseMs, launcher.capabilities, () => {
-            const t = mintToken("job");
-            tokens.set(t.digest.toString("hex"), t.token);
-            return t.digest;
-          }),
-        );
-        if (claimed.length === 0) return;
-        for (const job of claimed) {
-          if (job.attempt > this.#o.maxAttempts) {
-            await this.#giveUp(job, job.attempt - 1);
-            continue;
-          }
-          const token = tokens.get(job.digest.toString("hex"))!;
-          launcher.launch({ jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities });
+    for (;;) {
+      const free = launcher.free();
+      if (free <= 0 || this.#stopped) return;
+      const tokens = new Map<string, string>();
+      const claimed = await withTransaction(this.#o.pool, (tx) =>
+        claimReadyJobs(tx, free, this.#o.leaseMs, launcher.capabilities, () => {
+          const t = mintToken("job");
+          tokens.set(t.digest.toString("hex"), t.token);
+          return t.digest;
+        }),
+      );
+      if (claimed.length === 0) return;
+      for (const job of claimed) {
+        if (job.attempt > this.#o.maxAttempts) {
+          await this.#giveUp(job, job.attempt - 1);
+          continue;
         }
+        const token = tokens.get(job.digest.toString("hex"))!;
+        launcher.launch({ jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities });
       }
     }
   }

@@ -6,6 +6,7 @@ import { withTransaction } from "./pool.js";
 import { emitEvent, handlerRunId, type EmitInput } from "./emit.js";
 import { performCall } from "./calls.js";
 import { completeRun } from "./run-lifecycle.js";
+import { suspendJob, wakeRun } from "./wake.js";
 import { mintId } from "./mint.js";
 
 let db: TestDatabase;
@@ -129,4 +130,18 @@ void test("wait-event takes the next event of its type after it began, not an ea
   const [workerRun] = (await emit({ projectId: p, type: "job" })).handlerRuns;
   await withTransaction(db.pool, (tx) => completeRun(tx, workerRun!, { status: "succeeded", output: {} }, undefined));
   assert.deepEqual((await runsOf(p)).map((r) => r.handler_name), ["worker"], "the worker's run.succeeded did not start on-runs");
+});
+
+void test("a handler run that parks and wakes gets its next job with the polyglot capability it needs", async () => {
+  const p = await newProject();
+  await addHandler(p, "sleeper", ["nap"]);
+  const [runId] = (await emit({ projectId: p, type: "nap" })).handlerRuns;
+  const { rows } = await db.pool.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId]);
+  await db.pool.query(`update jobs set status = 'running' where run_id = $1`, [runId]);
+  await db.pool.query(`update runs set status = 'running' where id = $1`, [runId]);
+  await withTransaction(db.pool, (tx) => performCall(tx, runId!, { position: 0, kind: "sleep", name: "", ordinal: 0, args: { duration_ms: 60_000 } }));
+  assert.equal(await withTransaction(db.pool, (tx) => suspendJob(tx, rows[0]!.id, runId!)), "parked");
+  assert.equal(await withTransaction(db.pool, (tx) => wakeRun(tx, runId!)), "queued");
+  const next = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where run_id = $1 and status = 'queued'`, [runId]);
+  assert.deepEqual(next.rows.map((j) => j.capabilities), [["polyglot"]]);
 });

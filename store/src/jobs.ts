@@ -120,8 +120,3 @@ export const graceLeasesAfterRestart = async (db: Db, leaseMs: number): Promise<
   );
   return rowCount ?? 0;
 };
-
-export const countJobsByStatus = async (db: Db): Promise<Record<string, number>> => {
-  const { rows } = await db.query<{ status: string; n: string }>(`select status, count(*) as n from jobs group by status`);
-  return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
-};

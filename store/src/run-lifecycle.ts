@@ -1,12 +1,12 @@
 import type { PoolClient } from "pg";
 import { lifecyclePayload, type LifecycleType } from "@flowsvc/core";
 import { emitEvent } from "./emit.js";
-import { mintId } from "./mint.js";
 import { findProjectById } from "./tenancy.js";
 import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
 import { releaseRunLeases } from "./locks.js";
 import { uncollectedActivities } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
+import { queueRunJob } from "./wake.js";
 import { appendLogs } from "./logs.js";
 
 /** Appends a `run.*` event for a run in the same transaction as the state change it reports. */
@@ -70,15 +70,9 @@ export const retryIfAllowed = async (db: PoolClient, runId: string, jobId: strin
   await releaseRunLeases(db, runId);
   await db.query(`delete from jobs where run_id = $1 and kind = 'activity' and status = 'queued'`, [runId]);
   await db.query(`delete from activities where run_id = $1`, [runId]);
-  await db.query(`update runs set attempt = attempt + 1, status = 'queued', error = $2, substate = null, deadline = null, wake_requested = false where id = $1`, [
-    runId, error,
-  ]);
-  await db.query(
-    `insert into jobs (id, run_id, status, kind, not_before) values ($1, $2, 'queued', 'run', now() + ($3::int * interval '1 millisecond'))`,
-    [mintId("job"), runId, r.retry.backoff_ms],
-  );
+  await db.query(`update runs set attempt = attempt + 1, error = $2, substate = null, deadline = null where id = $1`, [runId, error]);
+  await queueRunJob(db, runId, r.retry.backoff_ms);
   const note = `flowsvc: attempt ${r.attempt} of ${r.retry.attempts} failed (${error}); attempt ${r.attempt + 1} starts in ${r.retry.backoff_ms} ms\n`;
   await appendLogs(db, runId, jobId, [{ stream: "system", data: note }]);
-  await db.query(`select pg_notify('flowsvc_jobs', $1)`, [runId]);
   return true;
 };

@@ -7,13 +7,28 @@ import { mintId } from "./mint.js";
  * the run row first, so a wait that resolves while the agent is still winding down is never lost:
  * the flag `wake_requested` turns the coming suspend into a requeue.
  */
+/**
+ * The one way a run gets its next job (wake, requeue at suspend, policy retry): a queued job that
+ * needs the capabilities the run's first job needed (a handler run keeps needing `polyglot`), and
+ * the run back in `queued`. The caller holds the run row's lock.
+ */
+export const queueRunJob = async (tx: PoolClient, runId: string, delayMs = 0): Promise<void> => {
+  await tx.query(
+    `insert into jobs (id, run_id, status, kind, capabilities, not_before)
+     select $1, $2, 'queued', 'run',
+            coalesce((select capabilities from jobs where run_id = $2 and kind = 'run' order by created_at limit 1), '{}'),
+            now() + ($3::int * interval '1 millisecond')`,
+    [mintId("job"), runId, delayMs],
+  );
+  await tx.query(`update runs set status = 'queued', wake_requested = false where id = $1`, [runId]);
+  await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [runId]);
+};
+
 export const wakeRun = async (tx: PoolClient, runId: string): Promise<"queued" | "flagged" | "none"> => {
   const { rows } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [runId]);
   const status = rows[0]?.status;
   if (status === "parked") {
-    await tx.query(`insert into jobs (id, run_id, status, kind) values ($1, $2, 'queued', 'run')`, [mintId("job"), runId]);
-    await tx.query(`update runs set status = 'queued', wake_requested = false where id = $1`, [runId]);
-    await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [runId]);
+    await queueRunJob(tx, runId);
     return "queued";
   }
   if (status === "running") {
@@ -71,9 +86,7 @@ export const suspendJob = async (tx: PoolClient, jobId: string, runId: string): 
     [runId],
   );
   if (run.wake_requested || (due ?? 0) > 0 || pending.length === 0) {
-    await tx.query(`insert into jobs (id, run_id, status, kind) values ($1, $2, 'queued', 'run')`, [mintId("job"), runId]);
-    await tx.query(`update runs set status = 'queued', wake_requested = false where id = $1`, [runId]);
-    await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [runId]);
+    await queueRunJob(tx, runId);
     return "requeued";
   }
   const deadlines = pending.map((p) => p.deadline).filter((d): d is Date => d !== null);

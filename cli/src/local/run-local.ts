@@ -45,8 +45,8 @@ const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 /**
  * After the script exits its group is ended at once, so its output is at EOF within milliseconds;
- * the wait for stragglers (a process that left the group) is short here, and the agent's drain
- * timer, which keeps the process alive for its full length, costs a local run 250 ms, not 1 s.
+ * at a terminal, a process that left the group and still holds the output is waited for 250 ms,
+ * not the agent's 1 s.
  */
 const LOCAL_TIMINGS = { drainMs: 250 };
 
