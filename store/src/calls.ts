@@ -6,7 +6,7 @@ import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js"
 import { mintId } from "./mint.js";
 import { insertRunWithJob } from "./runs.js";
 import { evaluateSignalWait } from "./signals.js";
-import { emitEvent } from "./emit.js";
+import { emitEvent, lockEventTypeForWait } from "./emit.js";
 import { substateOf } from "./wake.js";
 
 interface CallRun {
@@ -38,7 +38,9 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
     }
     case "wait-event": {
       const { timeout_ms } = parseArgs("wait-event", req.args);
-      // A waiter that starts after an event fired waits for the next one: remember where the bus was.
+      // A waiter that starts after an event fired waits for the next one: remember where the bus
+      // was, once no emit of the type is still between its sequence number and its commit.
+      await lockEventTypeForWait(tx, run.project_id, req.name);
       const { rows } = await tx.query<{ seq: string }>(`select coalesce(max(seq), 0) as seq from events`);
       return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: timeout_ms, args: { ...req.args, after_seq: rows[0]!.seq } });
     }

@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createTestDatabase, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
-import { emitEvent, handlerRunId, type EmitInput } from "./emit.js";
+import { StaleHookError, emitEvent, emitEvents, handlerRunId, type EmitInput } from "./emit.js";
 import { performCall } from "./calls.js";
 import { completeRun } from "./run-lifecycle.js";
 import { suspendJob, wakeRun } from "./wake.js";
@@ -144,4 +144,98 @@ void test("a handler run that parks and wakes gets its next job with the polyglo
   assert.equal(await withTransaction(db.pool, (tx) => wakeRun(tx, runId!)), "queued");
   const next = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where run_id = $1 and status = 'queued'`, [runId]);
   assert.deepEqual(next.rows.map((j) => j.capabilities), [["polyglot"]]);
+});
+
+const base = { key: null, payload: null, sourceRunId: null, trusted: true } as const;
+
+void test("a batch records each event once: a redelivery in the same batch or an earlier one answers the first delivery's event", async () => {
+  const p = await newProject();
+  const q = await newProject();
+  await addHandler(p, "gh", ["gh.push"]);
+  const earlier = await emit({ projectId: p, type: "gh.push", hookName: "gh", deliveryId: "d-0" });
+  const results = await withTransaction(db.pool, (tx) =>
+    emitEvents(tx, [
+      { ...base, projectId: p, type: "gh.push", hookName: "gh", deliveryId: "d-1", payload: { n: 1 } },
+      { ...base, projectId: q, type: "other", payload: { n: 2 } },
+      { ...base, projectId: p, type: "gh.push", hookName: "gh", deliveryId: "d-1", payload: { n: 3 } },
+      { ...base, projectId: p, type: "gh.push", hookName: "gh", deliveryId: "d-0" },
+    ]),
+  );
+  assert.deepEqual(results.map((r) => r.duplicate), [false, false, true, true]);
+  assert.equal(results[2]!.eventId, results[0]!.eventId);
+  assert.equal(results[3]!.eventId, earlier.eventId);
+  assert.equal(results[0]!.handlerRuns.length, 1);
+  assert.deepEqual(results[2]!.handlerRuns, [], "a redelivery starts nothing");
+  const rows = (await db.pool.query<{ id: string; payload: unknown }>(`select id, payload from events where project_id = $1 order by seq`, [p])).rows;
+  assert.deepEqual(rows.map((r) => r.payload), [null, { n: 1 }], "one row per delivery; the first delivery's payload stands");
+  assert.equal((await runsOf(p)).length, 2);
+});
+
+void test("an event is recorded only against the hook it was verified with: a changed, removed or re-created hook is stale", async () => {
+  const p = await newProject();
+  const setHook = async (): Promise<string> =>
+    (await db.pool.query<{ rev: string }>(
+      `insert into event_hooks (project_id, name, mode, event_type, secret_digest) values ($1, 'h', 'token', 'h.e', '\\x00') returning rev`,
+      [p],
+    )).rows[0]!.rev;
+  const deliver = (hookRev: string) => emit({ projectId: p, type: "h.e", hookName: "h", hookRev });
+  const rev = await setHook();
+  await deliver(rev);
+  const rotated = (await db.pool.query<{ rev: string }>(`update event_hooks set secret_digest = '\\x01' where project_id = $1 returning rev`, [p])).rows[0]!.rev;
+  assert.notEqual(rotated, rev);
+  await assert.rejects(deliver(rev), (err: unknown) => err instanceof StaleHookError && err.hookName === "h");
+  await deliver(rotated);
+  await db.pool.query(`delete from event_hooks where project_id = $1`, [p]);
+  await assert.rejects(deliver(rotated), StaleHookError);
+  const again = await setHook();
+  assert.notEqual(again, rotated, "a hook removed and set again does not take its old rev back");
+  await assert.rejects(deliver(rotated), StaleHookError);
+  const { rows } = await db.pool.query<{ n: number }>(`select count(*)::int as n from events where project_id = $1`, [p]);
+  assert.equal(rows[0]!.n, 2, "nothing was recorded for the stale deliveries");
+});
+
+void test("handlers set, changed or removed between emits are seen by the next emit", async () => {
+  const p = await newProject();
+  assert.deepEqual((await emit({ projectId: p, type: "x" })).handlerRuns, []);
+  await addHandler(p, "h", ["x"]);
+  assert.equal((await emit({ projectId: p, type: "x" })).handlerRuns.length, 1);
+  await db.pool.query(`update handlers set patterns = '{y}' where project_id = $1`, [p]);
+  assert.deepEqual((await emit({ projectId: p, type: "x" })).handlerRuns, []);
+  assert.equal((await emit({ projectId: p, type: "y" })).handlerRuns.length, 1);
+  await db.pool.query(`delete from handlers where project_id = $1`, [p]);
+  assert.deepEqual((await emit({ projectId: p, type: "y" })).handlerRuns, []);
+});
+
+void test("a waiter that begins while an emit of its type is uncommitted waits for that commit, and then counts the event as before it", async () => {
+  const p = await newProject();
+  const runId = mintId("run");
+  await db.pool.query(
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}')`,
+    [runId, p],
+  );
+  const emitter = await db.pool.connect();
+  try {
+    await emitter.query("begin");
+    const [inFlight] = await emitEvents(emitter, [{ ...base, projectId: p, type: "ready", payload: "in flight" }]);
+    let waited = false;
+    const wait = withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} })).then((r) => {
+      waited = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(waited, false, "the waiter does not note the bus position while an emit of its type is between its sequence number and its commit");
+    await emitter.query("commit");
+    assert.equal((await wait).status, "pending");
+    const { rows } = await db.pool.query<{ after_seq: string; seq: string }>(
+      `select j.args->>'after_seq' as after_seq, (select seq from events where id = $2)::text as seq from journal j where j.run_id = $1`,
+      [runId, inFlight!.eventId],
+    );
+    assert.ok(BigInt(rows[0]!.after_seq) >= BigInt(rows[0]!.seq), "the committed event is before the wait");
+  } finally {
+    emitter.release();
+  }
+  const next = await emit({ projectId: p, type: "ready", payload: "next" });
+  const done = await withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }));
+  assert.equal(done.status, "done");
+  assert.equal((done.entry.result as { envelope: { event: string } }).envelope.event, next.eventId);
 });

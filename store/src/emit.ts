@@ -4,7 +4,6 @@ import {
   CHAIN_DEPTH_LIMIT, FlowError, HANDLER_RUNS_IN_FLIGHT_LIMIT, SCRIPT_WORKFLOW, buildEnvelope, celEventVars, compileCel, derivedId,
   evaluatePredicate, matchesAny, type CompiledCel, type Envelope,
 } from "@flowsvc/core";
-import { appendEvent } from "./events.js";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
 import { wakeRun } from "./wake.js";
@@ -21,6 +20,11 @@ export interface EmitInput {
   /** False for a fork's pull request or an outsider's comment: its runs get no secrets or credentials. */
   trusted: boolean;
   hookName?: string;
+  /**
+   * The rev of the hook the delivery was verified against (IngestHook.rev): the event is recorded
+   * only if the hook is still that one, else emitEvents throws StaleHookError.
+   */
+  hookRev?: string;
   /** A forge delivery id: a redelivery answers the first event, and nothing is delivered twice. */
   deliveryId?: string;
   /**
@@ -51,6 +55,17 @@ interface HandlerRow {
   credentials: Record<string, string>;
 }
 
+/**
+ * The hook a delivery was verified against was changed (secret rotated, key replaced, removed)
+ * before the event was recorded: nothing was recorded; verify it again against the hook as it is.
+ */
+export class StaleHookError extends Error {
+  constructor(readonly hookName: string) {
+    super(`event hook ${hookName} changed while a delivery to it was being recorded`);
+    this.name = "StaleHookError";
+  }
+}
+
 /** Compiled `when` predicates, by source text: compiling is the expensive part of evaluation. */
 const compiled = new Map<string, CompiledCel>();
 const compileCached = (source: string): CompiledCel => {
@@ -63,110 +78,281 @@ const compileCached = (source: string): CompiledCel => {
   return c;
 };
 
+/**
+ * A project's handlers as of a revision (projects.handlers_rev, moved on by a trigger on every
+ * write to handlers): an emit reads them again only when the revision it sees has moved.
+ */
+const handlerCache = new Map<string, { rev: string; handlers: HandlerRow[] }>();
+const handlersAt = async (tx: PoolClient, projectId: string, rev: string): Promise<HandlerRow[]> => {
+  const hit = handlerCache.get(projectId);
+  if (hit?.rev === rev) return hit.handlers;
+  const { rows } = await tx.query<HandlerRow & { rev: string }>(
+    `select h.name, h.patterns, h.when_cel, h.reaction, h.tags, h.credentials, p.handlers_rev as rev
+       from projects p left join handlers h on h.project_id = p.id where p.id = $1 order by h.name`,
+    [projectId],
+  );
+  const handlers = rows.filter((r) => r.name !== null);
+  // Cached under the revision read with the rows, which may be newer than the one asked for.
+  if (handlerCache.size > 10_000) handlerCache.clear();
+  if (rows[0]) handlerCache.set(projectId, { rev: rows[0].rev, handlers });
+  return handlers;
+};
+
 /** A handler run's id derives from (event id, handler name): a replayed emit resolves to the same run. */
 export const handlerRunId = (eventId: string, handler: string): string =>
   derivedId("run", createHash("sha256").update(`${eventId}\u0000${handler}`).digest());
 
 /**
- * The generation of an emit: that of the handler run it comes from, 0 for any other. The handler
- * runs it starts are one deeper, so an outside event starts generation 1, and an emit from a
- * generation-5 run would start a sixth: refused.
+ * The lock that orders emits of a type against `flow wait-event` on it. An emit holds it shared
+ * from before its event gets a sequence number until commit; a waiter takes it exclusively
+ * before it notes where the bus is. So every emit either committed before the waiter looked (the
+ * waiter starts after it) or sees the waiter's pending entry and delivers to it: none slips
+ * between the two, however the transactions interleave.
  */
-const generationOf = async (tx: PoolClient, sourceRunId: string | null): Promise<number> => {
-  if (!sourceRunId) return 0;
-  const { rows } = await tx.query<{ generation: number; handler_name: string | null }>(`select generation, handler_name from runs where id = $1`, [sourceRunId]);
-  const r = rows[0];
-  return r?.handler_name ? r.generation : 0;
+const busLockKey = (projectId: string, type: string): string => `bus\u001f${projectId}\u001f${type}`;
+
+/** `flow wait-event`: called in the waiter's transaction before it reads the bus position. */
+export const lockEventTypeForWait = async (tx: PoolClient, projectId: string, type: string): Promise<void> => {
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended($1, 17))`, [busLockKey(projectId, type)]);
 };
+
+interface Recorded {
+  id: string;
+  /** Null when nothing was inserted: a redelivery. */
+  seq: string | null;
+  hook_ok: boolean;
+  from_handler: boolean;
+  generation: number;
+  has_waiters: boolean;
+  handlers_rev: string;
+}
 
 /**
  * One emit: the event row and every delivery it causes, in the caller's transaction, so a crash
  * before commit loses nothing that was acknowledged and delivers nothing that was not recorded.
- * Every matching handler gets a run; every parked `flow wait-event` of the type gets the envelope.
  */
-export const emitEvent = async (tx: PoolClient, input: EmitInput): Promise<EmitResult> => {
-  if (input.deliveryId && input.hookName) {
-    const { rows } = await tx.query<{ id: string }>(`select id from events where project_id = $1 and hook_name = $2 and delivery_id = $3`, [
-      input.projectId, input.hookName, input.deliveryId,
-    ]);
-    if (rows[0]) return { eventId: rows[0].id, duplicate: true, handlerRuns: [], declined: [], dropped: [] };
-  }
-  const generation = input.platform ? 0 : await generationOf(tx, input.sourceRunId);
-  if (generation >= CHAIN_DEPTH_LIMIT) {
-    throw new FlowError("limit_exceeded", `this emit would start generation ${generation + 1} of a handler chain; chains stop at ${CHAIN_DEPTH_LIMIT} generations, and nothing was recorded or delivered`);
-  }
-  const eventId = mintId("evt");
-  await appendEvent(tx, {
-    id: eventId, projectId: input.projectId, type: input.type, key: input.key, payload: input.payload, sourceRunId: input.sourceRunId, generation,
-    fields: input.fields, hookName: input.hookName, deliveryId: input.deliveryId, trusted: input.trusted,
-  });
-  const envelope = buildEnvelope({ id: eventId, type: input.type, key: input.key, payload: input.payload, ...(input.fields ? { fields: input.fields } : {}) });
-  if (input.platform && (await isHandlerRun(tx, input.sourceRunId))) return { eventId, duplicate: false, handlerRuns: [], declined: [], dropped: [] };
-  const { runs, declined, dropped } = await startHandlerRuns(tx, input, eventId, generation, envelope);
-  await deliverToWaiters(tx, input, eventId, envelope);
-  return { eventId, duplicate: false, handlerRuns: runs, declined, dropped };
-};
+export const emitEvent = async (tx: PoolClient, input: EmitInput): Promise<EmitResult> => (await emitEvents(tx, [input]))[0]!;
 
-const isHandlerRun = async (tx: PoolClient, runId: string | null): Promise<boolean> => {
-  if (!runId) return false;
-  const { rows } = await tx.query<{ handler_name: string | null }>(`select handler_name from runs where id = $1`, [runId]);
-  return Boolean(rows[0]?.handler_name);
-};
-
-const startHandlerRuns = async (
-  tx: PoolClient,
-  input: EmitInput,
-  eventId: string,
-  generation: number,
-  envelope: Envelope,
-): Promise<{ runs: string[]; declined: EmitResult["declined"]; dropped: string[] }> => {
-  const { rows: handlers } = await tx.query<HandlerRow>(
-    `select name, patterns, when_cel, reaction, tags, credentials from handlers where project_id = $1 order by name`,
-    [input.projectId],
+/**
+ * A batch of emits in the caller's transaction (hook ingest commits deliveries in groups), one
+ * result per input, in order. Every matching handler gets a run; every parked `flow wait-event`
+ * of the type gets the envelope. The common case (no waiter, handlers unchanged) costs two
+ * statements however many events the batch holds. One input over a limit throws for the batch:
+ * GroupCommitter then retries the inputs one by one, so only that one fails.
+ */
+export const emitEvents = async (tx: PoolClient, inputs: readonly EmitInput[]): Promise<EmitResult[]> => {
+  if (inputs.length === 0) return [];
+  const ids = inputs.map(() => mintId("evt"));
+  await tx.query(
+    `select pg_advisory_xact_lock_shared(hashtextextended(k, 17)) from (select distinct k from unnest($1::text[]) k order by k) s`,
+    [inputs.map((i) => busLockKey(i.projectId, i.type))],
   );
-  const declined: EmitResult["declined"] = [];
+  const recorded = await recordEvents(tx, inputs, ids);
+  const results: EmitResult[] = [];
+  const deliveries: Delivery[] = [];
+  const firstOfDelivery = new Map<string, string>();
+  const duplicates: number[] = [];
+  for (const [i, input] of inputs.entries()) {
+    const r = recorded[i]!;
+    if (r.seq === null) {
+      duplicates.push(i);
+      results.push({ eventId: "", duplicate: true, handlerRuns: [], declined: [], dropped: [] });
+      continue;
+    }
+    if (input.deliveryId !== undefined) firstOfDelivery.set(deliveryKey(input), r.id);
+    const generation = input.platform ? 0 : r.generation;
+    if (generation >= CHAIN_DEPTH_LIMIT) {
+      throw new FlowError("limit_exceeded", `this emit would start generation ${generation + 1} of a handler chain; chains stop at ${CHAIN_DEPTH_LIMIT} generations, and nothing was recorded or delivered`);
+    }
+    results.push({ eventId: r.id, duplicate: false, handlerRuns: [], declined: [], dropped: [] });
+    // A handler run's own platform events are recorded, never delivered: a handler on run.* cannot feed itself.
+    if (input.platform && r.from_handler) continue;
+    const envelope = buildEnvelope({ id: r.id, type: input.type, key: input.key, payload: input.payload, ...(input.fields ? { fields: input.fields } : {}) });
+    deliveries.push({ index: i, input, eventId: r.id, generation, envelope, hasWaiters: r.has_waiters, rev: r.handlers_rev });
+  }
+  if (duplicates.length > 0) await answerDuplicates(tx, inputs, duplicates, results, firstOfDelivery);
+  await startHandlerRuns(tx, deliveries, results);
+  for (const d of deliveries) if (d.hasWaiters) await deliverToWaiters(tx, d.input, d.eventId, d.envelope);
+  return results;
+};
+
+const deliveryKey = (i: EmitInput): string => `${i.projectId}\u001f${i.hookName ?? ""}\u001f${i.deliveryId ?? ""}`;
+
+/**
+ * Inserts every event in one statement. A forge redelivery (same hook and delivery id) inserts
+ * nothing and comes back with a null seq. Each row also brings what delivery needs: the
+ * generation of the run that emitted it, whether waiters of its type are parked, and the
+ * project's handler revision.
+ */
+const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: readonly string[]): Promise<Recorded[]> => {
+  const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
+  const { rows } = await tx.query<Recorded>(
+    `with input as (
+       select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::bool[], $12::uuid[])
+         with ordinality as t(id, project_id, type, key, payload, source_run_id, fields, hook_name, delivery_id, trusted, platform, hook_rev, ord)
+     ),
+     current as (
+       select i.id, i.hook_rev is null or exists (
+                select 1 from event_hooks h where h.project_id = i.project_id and h.name = i.hook_name and h.rev = i.hook_rev) as hook_ok
+         from input i
+     ),
+     src as (
+       select i.id, coalesce(r.handler_name is not null, false) as from_handler,
+              case when r.handler_name is not null then r.generation else 0 end as generation
+         from input i left join runs r on r.id = i.source_run_id
+     ),
+     ins as (
+       insert into events (id, project_id, type, key, payload, source_run_id, generation, fields, hook_name, delivery_id, trusted)
+       select i.id, i.project_id, i.type, i.key, i.payload::jsonb, i.source_run_id,
+              case when i.platform then 0 else s.generation end, i.fields::jsonb, i.hook_name, i.delivery_id, i.trusted
+         from input i join src s on s.id = i.id join current c on c.id = i.id where c.hook_ok order by i.ord
+       on conflict (project_id, hook_name, delivery_id) where delivery_id is not null do nothing
+       returning id, seq
+     )
+     select i.id, ins.seq, c.hook_ok, s.from_handler, s.generation, p.handlers_rev,
+            exists (select 1 from journal j join runs r on r.id = j.run_id
+                     where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending' and r.project_id = i.project_id) as has_waiters
+       from input i join src s on s.id = i.id join current c on c.id = i.id join projects p on p.id = i.project_id
+            left join ins on ins.id = i.id
+      order by i.ord`,
+    [
+      ids, col((i) => i.projectId), col((i) => i.type), col((i) => i.key), col((i) => JSON.stringify(i.payload ?? null)),
+      col((i) => i.sourceRunId), col((i) => (i.fields ? JSON.stringify(i.fields) : null)), col((i) => i.hookName ?? null),
+      col((i) => i.deliveryId ?? null), col((i) => i.trusted), col((i) => i.platform === true),
+      col((i) => i.hookRev ?? null),
+    ],
+  );
+  if (rows.length !== inputs.length) throw new FlowError("not_found", "an event was emitted into a project that does not exist");
+  const stale = rows.findIndex((r) => !r.hook_ok);
+  if (stale >= 0) throw new StaleHookError(inputs[stale]!.hookName ?? "");
+  return rows;
+};
+
+/** A redelivery answers the event of the first delivery, recorded earlier or earlier in this batch. */
+const answerDuplicates = async (
+  tx: PoolClient,
+  inputs: readonly EmitInput[],
+  duplicates: readonly number[],
+  results: EmitResult[],
+  inBatch: ReadonlyMap<string, string>,
+): Promise<void> => {
+  const missing = duplicates.filter((i) => !inBatch.has(deliveryKey(inputs[i]!)));
+  const found = new Map<string, string>();
+  if (missing.length > 0) {
+    const { rows } = await tx.query<{ id: string; project_id: string; hook_name: string; delivery_id: string }>(
+      `select e.id, e.project_id, e.hook_name, e.delivery_id from events e
+         join unnest($1::text[], $2::text[], $3::text[]) as d(project_id, hook_name, delivery_id)
+           on e.project_id = d.project_id and e.hook_name = d.hook_name and e.delivery_id = d.delivery_id
+        where e.delivery_id is not null`,
+      [missing.map((i) => inputs[i]!.projectId), missing.map((i) => inputs[i]!.hookName ?? null), missing.map((i) => inputs[i]!.deliveryId ?? null)],
+    );
+    for (const r of rows) found.set(`${r.project_id}\u001f${r.hook_name}\u001f${r.delivery_id}`, r.id);
+  }
+  for (const i of duplicates) {
+    const key = deliveryKey(inputs[i]!);
+    const id = inBatch.get(key) ?? found.get(key);
+    if (id === undefined) throw new FlowError("internal", `delivery ${inputs[i]!.deliveryId} conflicted with an event that cannot be found`);
+    results[i] = { eventId: id, duplicate: true, handlerRuns: [], declined: [], dropped: [] };
+  }
+};
+
+interface Delivery {
+  /** Where its input (and result) is in the batch. */
+  index: number;
+  input: EmitInput;
+  eventId: string;
+  generation: number;
+  envelope: Envelope;
+  hasWaiters: boolean;
+  rev: string;
+}
+
+/** The handlers an event goes to: pattern, trust, then `when` (an evaluation error declines, reported). */
+const chooseHandlers = (handlers: readonly HandlerRow[], d: Delivery, declined: EmitResult["declined"]): HandlerRow[] => {
   const chosen: HandlerRow[] = [];
   for (const h of handlers) {
-    if (!matchesAny(h.patterns, input.type)) continue;
+    if (!matchesAny(h.patterns, d.input.type)) continue;
     // Handlers registered with --credential do not serve untrusted deliveries.
-    if (!input.trusted && Object.keys(h.credentials).length > 0) continue;
+    if (!d.input.trusted && Object.keys(h.credentials).length > 0) continue;
     if (h.when_cel) {
-      const r = evaluatePredicate(compileCached(h.when_cel), celEventVars(envelope));
+      const r = evaluatePredicate(compileCached(h.when_cel), celEventVars(d.envelope));
       if (r.error) declined.push({ handler: h.name, error: r.error });
       if (!r.matched) continue;
     }
     chosen.push(h);
   }
-  if (chosen.length === 0) return { runs: [], declined, dropped: [] };
-  // Count-then-insert must not interleave across concurrent emits of the project, or together
-  // they pass the limit: serialise them (only emits that start handler runs pay for it).
-  await tx.query(`select pg_advisory_xact_lock(hashtextextended($1, 16))`, [`handlers-in-flight\u001f${input.projectId}`]);
-  const { rows } = await tx.query<{ n: string }>(
-    `select count(*) as n from runs where project_id = $1 and handler_name is not null and status in ('queued', 'running', 'parked')`,
-    [input.projectId],
+  return chosen;
+};
+
+/**
+ * Starts a run per (event, matching handler), all in one statement, within the project's limit on
+ * handler runs in flight: over it, an outside emit fails (nothing recorded) and a platform event
+ * is recorded with its handler runs dropped.
+ */
+const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[], results: EmitResult[]): Promise<void> => {
+  const planned: Array<{ d: Delivery; handlers: HandlerRow[]; result: EmitResult }> = [];
+  for (const d of deliveries) {
+    const handlers = await handlersAt(tx, d.input.projectId, d.rev);
+    if (handlers.length === 0) continue;
+    const result = results[d.index]!;
+    const chosen = chooseHandlers(handlers, d, result.declined);
+    if (chosen.length > 0) planned.push({ d, handlers: chosen, result });
+  }
+  if (planned.length === 0) return;
+  // Count-then-insert must not interleave across concurrent emits of a project, or together they
+  // pass the limit: serialise them per project (only emits that start handler runs pay for it).
+  const projects = [...new Set(planned.map((p) => p.d.input.projectId))].sort();
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16)) from (select unnest($1::text[]) as p order by 1) o`, [projects]);
+  // A statement of its own after the locks: its snapshot sees every emit that held them before.
+  const { rows: counts } = await tx.query<{ project_id: string; n: number }>(
+    `select p as project_id, (select count(*)::int from runs r
+                               where r.project_id = p and r.handler_name is not null and r.status in ('queued', 'running', 'parked')) as n
+       from unnest($1::text[]) p`,
+    [projects],
   );
-  const inFlight = Number(rows[0]!.n);
-  if (inFlight + chosen.length > HANDLER_RUNS_IN_FLIGHT_LIMIT) {
-    if (input.platform) return { runs: [], declined, dropped: chosen.map((h) => h.name) };
-    throw new FlowError("limit_exceeded", `${inFlight} handler runs are in flight in this project (at most ${HANDLER_RUNS_IN_FLIGHT_LIMIT}); the event was not recorded or delivered`, {
-      hint: "retry when the backlog drains (flow runs ls --status running)",
-    });
+  const inFlight = new Map(counts.map((c) => [c.project_id, c.n]));
+  const runs: Array<{ id: string; d: Delivery; h: HandlerRow }> = [];
+  for (const { d, handlers, result } of planned) {
+    const n = inFlight.get(d.input.projectId)!;
+    if (n + handlers.length > HANDLER_RUNS_IN_FLIGHT_LIMIT) {
+      if (d.input.platform) {
+        result.dropped = handlers.map((h) => h.name);
+        continue;
+      }
+      throw new FlowError("limit_exceeded", `${n} handler runs are in flight in this project (at most ${HANDLER_RUNS_IN_FLIGHT_LIMIT}); the event was not recorded or delivered`, {
+        hint: "retry when the backlog drains (flow runs ls --status running)",
+      });
+    }
+    inFlight.set(d.input.projectId, n + handlers.length);
+    for (const h of handlers) runs.push({ id: handlerRunId(d.eventId, h.name), d, h });
   }
-  const trigger = { type: input.type, event: eventId, ...(input.key ? { key: input.key } : {}), ...(input.fields ?? {}) };
-  const runs: string[] = [];
-  for (const h of chosen) {
-    const id = handlerRunId(eventId, h.name);
-    const { rowCount } = await tx.query(
-      `insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, handler_name, event_id, generation, trusted)
-       values ($1, $2, $3, 'queued', $4, $5, '{bash,-eu}', '{}', $6, $7, $8, $9, $10, $11) on conflict (id) do nothing`,
-      [id, input.projectId, SCRIPT_WORKFLOW, h.reaction.source, h.reaction.filename, h.tags, JSON.stringify(trigger), h.name, eventId, generation + 1, input.trusted],
-    );
-    if ((rowCount ?? 0) === 0) continue;
-    await tx.query(`insert into jobs (id, run_id, status, kind, capabilities) values ($1, $2, 'queued', 'run', '{polyglot}')`, [mintId("job"), id]);
-    runs.push(id);
-  }
-  if (runs.length > 0) await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [eventId]);
-  return { runs, declined, dropped: [] };
+  if (runs.length === 0) return;
+  const col = <T>(f: (r: (typeof runs)[number]) => T): T[] => runs.map(f);
+  const trigger = (d: Delivery): string =>
+    JSON.stringify({ type: d.input.type, event: d.eventId, ...(d.input.key ? { key: d.input.key } : {}), ...(d.input.fields ?? {}) });
+  const { rows: started } = await tx.query<{ id: string }>(
+    `with r as (
+       insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, handler_name, event_id, generation, trusted)
+       select id, project_id, $1, 'queued', source, filename, '{bash,-eu}', '{}', array(select jsonb_array_elements_text(tags::jsonb)), trigger::jsonb,
+              handler_name, event_id, generation, trusted
+         from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[], $11::bool[], $12::text[])
+           as t(id, project_id, source, filename, tags, trigger, handler_name, event_id, generation, trusted, job_id)
+       on conflict (id) do nothing
+       returning id
+     ),
+     j as (
+       insert into jobs (id, run_id, status, kind, capabilities)
+       select t.job_id, r.id, 'queued', 'run', '{polyglot}' from r join unnest($2::text[], $12::text[]) as t(run_id, job_id) on t.run_id = r.id
+     )
+     select r.id, pg_notify('flowsvc_jobs', '') from r`,
+    [
+      SCRIPT_WORKFLOW, col((r) => r.id), col((r) => r.d.input.projectId), col((r) => r.h.reaction.source), col((r) => r.h.reaction.filename),
+      col((r) => JSON.stringify(r.h.tags)), col((r) => trigger(r.d)), col((r) => r.h.name), col((r) => r.d.eventId), col((r) => r.d.generation + 1),
+      col((r) => r.d.input.trusted), col(() => mintId("job")),
+    ],
+  );
+  const startedIds = new Set(started.map((r) => r.id));
+  for (const r of runs) if (startedIds.has(r.id)) results[r.d.index]!.handlerRuns.push(r.id);
 };
 
 /**

@@ -12,37 +12,6 @@ export interface EventRecord {
   created_at: string;
 }
 
-export interface NewEvent {
-  id: string;
-  projectId: string;
-  type: string;
-  key: string | null;
-  payload: unknown;
-  sourceRunId: string | null;
-  generation: number;
-  fields?: Record<string, unknown> | undefined;
-  hookName?: string | undefined;
-  deliveryId?: string | undefined;
-  trusted?: boolean | undefined;
-}
-
-/**
- * Append-only: one row per emit, and its NOTIFY, in ONE round trip (hook ingest pays for every
- * statement). Deliveries to handlers and waiters join the caller's transaction.
- */
-export const appendEvent = async (db: Db, e: NewEvent): Promise<void> => {
-  await db.query(
-    `with ins as (
-       insert into events (id, project_id, type, key, payload, source_run_id, generation, fields, hook_name, delivery_id, trusted)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) returning project_id)
-     select pg_notify('flowsvc_events', project_id) from ins`,
-    [
-      e.id, e.projectId, e.type, e.key, JSON.stringify(e.payload ?? null), e.sourceRunId, e.generation,
-      e.fields ? JSON.stringify(e.fields) : null, e.hookName ?? null, e.deliveryId ?? null, e.trusted ?? true,
-    ],
-  );
-};
-
 interface EventRaw extends Omit<EventRecord, "created_at"> { created_at: Date }
 
 export const listEvents = async (

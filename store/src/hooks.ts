@@ -135,15 +135,17 @@ export interface IngestHook {
   keySealed: Buffer | null;
   hmacHeader: string | null;
   hmacPrefix: string | null;
+  /** Changes with every write to the hook: an event is recorded only against the current one (emitEvents). */
+  rev: string;
 }
 
 /** The hook behind `/api/v1/hooks/{org}/{project}/{name}`, in one query. */
 export const findIngestHook = async (db: Db, org: string, project: string, name: string): Promise<IngestHook | undefined> => {
   const { rows } = await db.query<{
     org_id: string; project_id: string; mode: HookMode; event_type: string | null; manifest: string | null;
-    secret_digest: Buffer; key_sealed: Buffer | null; hmac_header: string | null; hmac_prefix: string | null;
+    secret_digest: Buffer; key_sealed: Buffer | null; hmac_header: string | null; hmac_prefix: string | null; rev: string;
   }>(
-    `select o.id as org_id, p.id as project_id, h.mode, h.event_type, h.manifest, h.secret_digest, h.key_sealed, h.hmac_header, h.hmac_prefix
+    `select o.id as org_id, p.id as project_id, h.mode, h.event_type, h.manifest, h.secret_digest, h.key_sealed, h.hmac_header, h.hmac_prefix, h.rev
        from event_hooks h join projects p on p.id = h.project_id join orgs o on o.id = p.org_id
       where o.name = $1 and p.name = $2 and h.name = $3`,
     [org, project, name],
@@ -152,6 +154,6 @@ export const findIngestHook = async (db: Db, org: string, project: string, name:
   if (!r) return undefined;
   return {
     orgId: r.org_id, projectId: r.project_id, name, mode: r.mode, eventType: r.event_type, manifest: r.manifest,
-    secretDigest: r.secret_digest, keySealed: r.key_sealed, hmacHeader: r.hmac_header, hmacPrefix: r.hmac_prefix,
+    secretDigest: r.secret_digest, keySealed: r.key_sealed, hmacHeader: r.hmac_header, hmacPrefix: r.hmac_prefix, rev: r.rev,
   };
 };

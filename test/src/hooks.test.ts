@@ -340,3 +340,22 @@ void test("no management answer and no line of server.log carries a hook secret 
   assert.ok(!log.includes("fhs_query_value_never_logged"));
   for (const s of handedOut) assert.ok(!log.includes(s), `server.log carries ${s.slice(0, 6)}...`);
 });
+
+void test("a hook changed by another replica: a delivery verified against this replica's stale copy is not recorded, and is verified again", async () => {
+  const hook = await setHook(["replica", "--event-type", "replica.ping"]);
+  const path = new URL(hook.ingest_url).pathname;
+  const send = (secret: string) => http(path, { headers: { "x-flow-hook-secret": secret, "content-type": "application/json" }, body: "{}" });
+  assert.equal((await send(hook.secret!)).status, 202, "the first delivery caches the hook in this replica");
+  // Another replica rotates the secret: it writes Postgres, not this replica's memory.
+  const fresh = mintToken("flw");
+  const project = await findProject(db, "default", "default");
+  await db.query(`update event_hooks set secret_digest = $3 where project_id = $1 and name = $2`, [project!.projectId, "replica", fresh.digest]);
+  const before = (await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = 'replica'`)).rows[0]!.n;
+  const stale = await send(hook.secret!);
+  assert.equal(stale.status, 401, stale.text);
+  assert.match(stale.text, /X-Flow-Hook-Secret/);
+  const now = await send(fresh.token);
+  assert.equal(now.status, 202, now.text);
+  const after = (await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = 'replica'`)).rows[0]!.n;
+  assert.equal(after, before + 1, "only the delivery with the current secret was recorded");
+});

@@ -18,10 +18,11 @@ import {
   shapeGithubDelivery, verifyGithubSignature, verifyManualHmac,
 } from "@flowsvc/core";
 import {
-  GroupCommitter, HOOK_MANIFESTS, deleteHook, eachItem, emitEvent, findIngestHook, getHook, hookSealName, hookSecretMatches, listHooks,
+  GroupCommitter, HOOK_MANIFESTS, StaleHookError, deleteHook, emitEvents, getHook, hookSealName, hookSecretMatches, listHooks,
   mintHookSecret, rotateHookSecret, upsertHook, type EmitInput, type EmitResult, type HookConfig, type HookRecord, type IngestHook,
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
+import { HookCache } from "../hook-cache.js";
 import type { IngestDeps } from "../deps.js";
 
 /** A hook's name routes its events (`<hook>.<forge event>`), so it must be a valid, non-platform type prefix. */
@@ -118,6 +119,7 @@ const header = (req: FastifyRequest, name: string): string | undefined => {
 
 export const hookRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   const { pool, keyring } = deps;
+  const hooks = new HookCache(pool);
   const base = "/api/v1/orgs/:org/projects/:project/event-hooks";
   const ingestUrl = (req: FastifyRequest, org: string, project: string, name: string): string =>
     `${deps.publicUrl?.replace(/\/+$/, "") ?? `${req.protocol}://${req.host}`}/api/v1/hooks/${[org, project, name].map(encodeURIComponent).join("/")}`;
@@ -151,6 +153,7 @@ export const hookRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const keySealed = key === null ? null : await keyring.seal(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "credential", name: hookSealName(name) }, key);
     const minted = mintHookSecret();
     const { hook, created } = await upsertHook(pool, scope.projectId, name, { ...cfg, keySealed }, minted.digest);
+    hooks.forget(scope.org, scope.project, name);
     req.log.info({ hook: name, mode: hook.mode, created, caller: scope.caller.userName }, created ? "event hook created" : "event hook replaced");
     return reply.status(created ? 201 : 200).send({ ...describe(req, scope, hook), ...(created ? { secret: minted.secret } : { secret_kept: true }) });
   });
@@ -160,6 +163,7 @@ export const hookRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { name } = NameParams.parse(req.params);
     const minted = mintHookSecret();
     const hook = await rotateHookSecret(pool, scope.projectId, name, minted.digest);
+    hooks.forget(scope.org, scope.project, name);
     if (!hook) throw notFound(scope, name);
     req.log.info({ hook: name, caller: scope.caller.userName }, "event hook secret rotated");
     return { ...describe(req, scope, hook), secret: minted.secret };
@@ -168,12 +172,14 @@ export const hookRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   app.delete(`${base}/:name`, async (req, reply) => {
     const scope = await authorize(pool, req, "admin");
     const { name } = NameParams.parse(req.params);
-    if (!(await deleteHook(pool, scope.projectId, name))) throw notFound(scope, name);
+    const deleted = await deleteHook(pool, scope.projectId, name);
+    hooks.forget(scope.org, scope.project, name);
+    if (!deleted) throw notFound(scope, name);
     req.log.info({ hook: name, caller: scope.caller.userName }, "event hook removed");
     return reply.status(204).send();
   });
 
-  ingestRoutes(app, deps);
+  ingestRoutes(app, deps, hooks);
 };
 
 /**
@@ -181,28 +187,16 @@ export const hookRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
  * delivery's signature is the credential. The raw bytes are kept for signatures whatever the
  * content type. The 202 is sent only after the event's transaction committed (group commit).
  */
-const ingestRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache): void => {
   const { pool, keyring } = deps;
-  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, eachItem(emitEvent));
+  // A redelivery racing its first delivery in another batch waits on the unique index and then
+  // answers the first one's event (emitEvents), so no retry is needed here.
+  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitEvents);
   app.addHook("onClose", () => committer.close());
 
   const refused = (req: FastifyRequest, hook: string, reason: string, message: string, hint?: string): FlowError => {
     req.log.info({ hook, url: redactSecretQuery(req.url), reason }, "hook delivery refused");
     return new FlowError("unauthenticated", message, hint ? { hint } : {});
-  };
-
-  /**
-   * Two first deliveries of one id racing in different transactions: the later one's insert waits
-   * on the unique index and fails once the other commits. Again, it finds that event and answers it.
-   */
-  const emitOnce = async (input: EmitInput): Promise<EmitResult> => {
-    try {
-      return await committer.submit(input);
-    } catch (err) {
-      const e = err as { code?: string; constraint?: string };
-      if (input.deliveryId === undefined || e.code !== "23505" || e.constraint !== "events_delivery") throw err;
-      return committer.submit(input);
-    }
   };
 
   const openKey = (hook: IngestHook): Promise<string> =>
@@ -233,7 +227,7 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     if (secret !== undefined && !hookSecretMatches(secret, hook.secretDigest)) {
       throw refused(req, hook.name, "wrong secret", `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`, "a rotated secret stops working at once: use the latest one");
     }
-    const common = { projectId: hook.projectId, sourceRunId: null, hookName: hook.name };
+    const common = { projectId: hook.projectId, sourceRunId: null, hookName: hook.name, hookRev: hook.rev };
     if (hook.mode === "manifest") {
       const { body, ...shaped } = await githubEmit(req, hook, raw);
       return { ...common, ...shaped, payload: { body, query: queryObject(query) } };
@@ -252,14 +246,25 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, done) => done(null, body));
     scope.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT }, async (req, reply) => {
       const { org, project, name } = req.params as { org: string; project: string; name: string };
-      const hook = await findIngestHook(pool, org, project, name);
-      if (!hook) throw new FlowError("not_found", `no event hook ${name} in ${org}/${project}`, { hint: "the ingest URL is printed by `flow event-hook set` and `flow event-hook show`" });
       const qs = req.url.indexOf("?");
       const query = new URLSearchParams(qs < 0 ? "" : req.url.slice(qs + 1));
       const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-      const input = await toEmit(req, hook, raw, query);
-      if (JSON.stringify(input.payload).includes("\\u0000")) throw new FlowError("invalid_argument", "the delivery contains NUL characters, which the event bus cannot store");
-      const result = await emitOnce(input);
+      // Verified against the cached hook; if that copy turns out stale at commit, once more against the current one.
+      const deliver = async (again: boolean): Promise<{ input: EmitInput; result: EmitResult }> => {
+        const hook = await hooks.get(org, project, name);
+        if (!hook) throw new FlowError("not_found", `no event hook ${name} in ${org}/${project}`, { hint: "the ingest URL is printed by `flow event-hook set` and `flow event-hook show`" });
+        const input = await toEmit(req, hook, raw, query);
+        if (JSON.stringify(input.payload).includes("\\u0000")) throw new FlowError("invalid_argument", "the delivery contains NUL characters, which the event bus cannot store");
+        try {
+          return { input, result: await committer.submit(input) };
+        } catch (err) {
+          if (!(err instanceof StaleHookError)) throw err;
+          hooks.forget(org, project, name);
+          if (again) throw new FlowError("unavailable", `event hook ${name} is being changed; the delivery was not recorded`, { hint: "send it again" });
+          return deliver(true);
+        }
+      };
+      const { input, result } = await deliver(false);
       for (const d of result.declined) req.log.info({ eventId: result.eventId, type: input.type, handler: d.handler, err: d.error }, "handler declined the event: its `when` could not be evaluated");
       req.log.debug({ hook: name, eventId: result.eventId, type: input.type, duplicate: result.duplicate }, "hook delivery accepted");
       return reply.status(202).send({ event_id: result.eventId, event_type: input.type });
