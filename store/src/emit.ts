@@ -109,11 +109,12 @@ export const handlerRunId = (eventId: string, handler: string): string =>
  * waiter starts after it) or sees the waiter's pending entry and delivers to it: none slips
  * between the two, however the transactions interleave.
  */
-const busLockKey = (projectId: string, type: string): string => `bus\u001f${projectId}\u001f${type}`;
+const busLockKey = (projectId: string, type: string): string =>
+  createHash("sha256").update(`bus\u001f${projectId}\u001f${type}`).digest().readBigInt64BE().toString();
 
 /** `flow wait-event`: called in the waiter's transaction before it reads the bus position. */
 export const lockEventTypeForWait = async (tx: PoolClient, projectId: string, type: string): Promise<void> => {
-  await tx.query(`select pg_advisory_xact_lock(hashtextextended($1, 17))`, [busLockKey(projectId, type)]);
+  await tx.query({ name: "flowsvc-bus-lock-wait", text: `select pg_advisory_xact_lock($1::bigint)`, values: [busLockKey(projectId, type)] });
 };
 
 interface Recorded {
@@ -143,10 +144,11 @@ export const emitEvent = async (tx: PoolClient, input: EmitInput): Promise<EmitR
 export const emitEvents = async (tx: PoolClient, inputs: readonly EmitInput[]): Promise<EmitResult[]> => {
   if (inputs.length === 0) return [];
   const ids = inputs.map(() => mintId("evt"));
-  await tx.query(
-    `select pg_advisory_xact_lock_shared(hashtextextended(k, 17)) from (select distinct k from unnest($1::text[]) k order by k) s`,
-    [inputs.map((i) => busLockKey(i.projectId, i.type))],
-  );
+  await tx.query({
+    name: "flowsvc-bus-lock-emit",
+    text: `select pg_advisory_xact_lock_shared(k) from unnest($1::bigint[]) k`,
+    values: [[...new Set(inputs.map((i) => busLockKey(i.projectId, i.type)))].sort()],
+  });
   const recorded = await recordEvents(tx, inputs, ids);
   const results: EmitResult[] = [];
   const deliveries: Delivery[] = [];
@@ -186,8 +188,10 @@ const deliveryKey = (i: EmitInput): string => `${i.projectId}\u001f${i.hookName 
  */
 const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: readonly string[]): Promise<Recorded[]> => {
   const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
-  const { rows } = await tx.query<Recorded>(
-    `with input as (
+  const { rows } = await tx.query<Recorded>({
+    // Prepared once per connection: planning this statement costs more than running it.
+    name: "flowsvc-emit-record",
+    text: `with input as (
        select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::bool[], $12::uuid[])
          with ordinality as t(id, project_id, type, key, payload, source_run_id, fields, hook_name, delivery_id, trusted, platform, hook_rev, ord)
      ),
@@ -215,13 +219,13 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
        from input i join src s on s.id = i.id join current c on c.id = i.id join projects p on p.id = i.project_id
             left join ins on ins.id = i.id
       order by i.ord`,
-    [
+    values: [
       ids, col((i) => i.projectId), col((i) => i.type), col((i) => i.key), col((i) => JSON.stringify(i.payload ?? null)),
       col((i) => i.sourceRunId), col((i) => (i.fields ? JSON.stringify(i.fields) : null)), col((i) => i.hookName ?? null),
       col((i) => i.deliveryId ?? null), col((i) => i.trusted), col((i) => i.platform === true),
       col((i) => i.hookRev ?? null),
     ],
-  );
+  });
   if (rows.length !== inputs.length) throw new FlowError("not_found", "an event was emitted into a project that does not exist");
   const stale = rows.findIndex((r) => !r.hook_ok);
   if (stale >= 0) throw new StaleHookError(inputs[stale]!.hookName ?? "");
