@@ -122,6 +122,9 @@ export const runActivityJob = async (scope: JobScope, claim: ActivityClaim): Pro
     heartbeat.stop();
     options.stop.removeEventListener("abort", scope.cut);
     child.signalGroup("SIGKILL");
+    // Stop reading pipes a process that left the group may hold (a worker agent outlives the job).
+    child.stdout?.destroy();
+    child.stderr.destroy();
     if (options.pgidFile !== undefined) await rm(options.pgidFile, { force: true });
   }
 };

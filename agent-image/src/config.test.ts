@@ -5,9 +5,23 @@ import { parseAgentConfig } from "./config.js";
 
 const good = { FLOW_SERVER_URL: "http://127.0.0.1:8080/", FLOW_JOB_TOKEN: "tok", FLOW_AGENT_ID: "agt-1", PATH: "/usr/bin" };
 
+/** The `problems` of the FlowError("config") that parsing `env` throws. */
+const problemsOf = (env: Record<string, string | undefined>): string[] => {
+  try {
+    parseAgentConfig(env);
+  } catch (err) {
+    assert.ok(err instanceof FlowError);
+    assert.equal(err.code, "config");
+    return err.details?.["problems"] as string[];
+  }
+  assert.fail("the environment parsed");
+};
+
 void test("a launcher's environment parses, with capabilities split on commas", () => {
   const c = parseAgentConfig({ ...good, FLOW_AGENT_CAPABILITIES: "polyglot, gpu,,", FLOW_AGENT_WORKDIR: "/w", FLOW_CLIENT_DIR: "/c" });
+  assert.ok(c.mode === "job");
   assert.equal(c.serverUrl, "http://127.0.0.1:8080");
+  assert.equal(c.jobToken, "tok");
   assert.deepEqual(c.capabilities, ["polyglot", "gpu"]);
   assert.equal(c.workdir, "/w");
   assert.equal(c.clientDir, "/c");
@@ -15,16 +29,33 @@ void test("a launcher's environment parses, with capabilities split on commas", 
 });
 
 void test("a bad environment names every problem", () => {
-  assert.throws(
-    () => parseAgentConfig({ FLOW_SERVER_URL: "not a url", FLOW_AGENT_WORKDIR: "relative" }),
-    (err: unknown) => {
-      assert.ok(err instanceof FlowError);
-      assert.equal(err.code, "config");
-      const problems = err.details?.["problems"] as string[];
-      for (const name of ["FLOW_SERVER_URL", "FLOW_JOB_TOKEN", "FLOW_AGENT_ID", "FLOW_AGENT_WORKDIR"]) {
-        assert.ok(problems.some((p) => p.startsWith(`${name}:`)), `${name} in ${problems.join("; ")}`);
-      }
-      return true;
-    },
-  );
+  const problems = problemsOf({ FLOW_SERVER_URL: "not a url", FLOW_AGENT_WORKDIR: "relative" });
+  for (const name of ["FLOW_SERVER_URL", "FLOW_JOB_TOKEN", "FLOW_AGENT_ID", "FLOW_AGENT_WORKDIR"]) {
+    assert.ok(problems.some((p) => p.startsWith(`${name}:`)), `${name} in ${problems.join("; ")}`);
+  }
+});
+
+void test("the one-job mode (the default, and FLOW_AGENT_MODE=job) needs FLOW_JOB_TOKEN and says worker mode is the exception", () => {
+  for (const mode of [undefined, "job"]) {
+    const problems = problemsOf({ FLOW_SERVER_URL: "http://127.0.0.1:8080", FLOW_AGENT_ID: "agt-1", FLOW_AGENT_MODE: mode });
+    assert.equal(problems.length, 1, problems.join("; "));
+    assert.match(problems[0]!, /^FLOW_JOB_TOKEN: is required .*FLOW_AGENT_MODE=worker/);
+  }
+});
+
+void test("worker mode parses without a token or agent id; those come with each job", () => {
+  const c = parseAgentConfig({ FLOW_SERVER_URL: "http://127.0.0.1:8080", FLOW_AGENT_MODE: "worker", FLOW_AGENT_CAPABILITIES: "polyglot", PATH: "/usr/bin" });
+  assert.equal(c.mode, "worker");
+  assert.equal(c.serverUrl, "http://127.0.0.1:8080");
+  assert.deepEqual(c.capabilities, ["polyglot"]);
+  assert.equal(c.agentEnv["PATH"], "/usr/bin");
+  assert.ok(!("jobToken" in c));
+});
+
+void test("worker mode refuses a token in its environment, and an unknown mode is named with the two that exist", () => {
+  assert.deepEqual(problemsOf({ FLOW_SERVER_URL: "http://127.0.0.1:8080", FLOW_AGENT_MODE: "worker", FLOW_JOB_TOKEN: "tok" }), [
+    "FLOW_JOB_TOKEN: must not be set with FLOW_AGENT_MODE=worker (each job brings its own token)",
+  ]);
+  const problems = problemsOf({ ...good, FLOW_AGENT_MODE: "pool" });
+  assert.deepEqual(problems, ['FLOW_AGENT_MODE: must be "job" (the default) or "worker"']);
 });

@@ -129,6 +129,10 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
     heartbeat.stop();
     options.stop.removeEventListener("abort", scope.cut);
     script.signalGroup("SIGKILL");
+    // A process that left the group may still hold the pipes: stop reading them, or a worker agent
+    // (one process, many jobs) would keep their descriptors and pumps past the job.
+    pipe.reader.destroy();
+    script.stderr.destroy();
     await server.close();
     if (options.pgidFile !== undefined) await rm(options.pgidFile, { force: true });
   }

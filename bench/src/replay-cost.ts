@@ -1,8 +1,9 @@
 /**
  * Replay cost: a script with 50 steps and 10 zero-length sleeps (5 steps, then a sleep, ten
- * times). Each sleep frees the agent slot; a fresh agent replays the script from the top. Prints
- * the total wall time, the same script without the sleeps, and the cost per replayed call:
- * (with sleeps - without) / replayed calls, which includes the 10 agent restarts.
+ * times). Each sleep frees the agent slot; the next pass replays the script from the top on a
+ * local agent process that is already running (agents are reused, controller/src/local-launcher.ts).
+ * Prints the total wall time, the same script without the sleeps, and the cost per replayed call:
+ * (with sleeps - without) / replayed calls, which includes the 10 suspends, wake-ups and dispatches.
  */
 import { fmt, startBenchServer, submitScript, waitForRun, wallMs } from "./support.js";
 
@@ -24,8 +25,8 @@ const main = async (): Promise<void> => {
     console.log(`  total wall time               ${fmt(wallMs(sleepy))}`);
     console.log(`  same 50 steps, no sleeps      ${fmt(wallMs(plain))}`);
     console.log(`  replayed calls                ${REPLAYED}`);
-    console.log(`  per replayed call             ${fmt(perCall)} (includes 10 suspends and agent starts)`);
-    console.log(`  per pass (suspend + wake + agent start + replay)  ${fmt((wallMs(sleepy) - wallMs(plain)) / 10)}`);
+    console.log(`  per replayed call             ${fmt(perCall)} (includes 10 suspends, wake-ups and dispatches)`);
+    console.log(`  per pass (suspend + wake + dispatch to a running agent + replay)  ${fmt((wallMs(sleepy) - wallMs(plain)) / 10)}`);
   } finally {
     await server.stop();
   }

@@ -1,7 +1,8 @@
 /**
  * The Launcher port (shared/ARCHITECTURE.md): how a dispatched job gets an agent. Adapters: local
- * processes (this package), Kubernetes Pods (later). A launcher never sees run data: it starts an
- * agent with the control plane's URL and the job's token, and the agent claims the rest over HTTP.
+ * processes (this package; reused across jobs), Kubernetes Pods (later; one per job). A launcher
+ * never sees run data: it hands an agent the control plane's URL and the job's token, and the agent
+ * claims the rest over HTTP.
  */
 export interface LaunchRequest {
   jobId: string;
@@ -12,7 +13,7 @@ export interface LaunchRequest {
 }
 
 export interface Launcher {
-  /** How many more agents it can start now. */
+  /** How many more jobs it can take now. */
   free(): number;
   /** Capabilities its agents advertise; a job is dispatched only when it needs a subset. */
   readonly capabilities: readonly string[];
@@ -22,7 +23,10 @@ export interface Launcher {
 }
 
 export interface LauncherEvents {
-  /** The agent of this dispatch ended; the controller requeues the job if it was not finished. */
+  /**
+   * The agent of this dispatch ended without reporting its job done (its process exited); the
+   * controller requeues the job at once if it was not finished.
+   */
   agentExited(req: LaunchRequest, code: number | null, signal: string | null): void;
   /** A slot came free. */
   slotFreed(): void;

@@ -1,63 +1,159 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { newId } from "@flowsvc/core";
 import type { LaunchRequest, Launcher, LauncherEvents } from "./launcher.js";
 
 export interface LocalLauncherOptions {
-  /** Most agents at once (`flow server --agents N`). */
+  /** Most jobs at once, and most agent processes kept (`flow server --agents N`). */
   agents: number;
   capabilities: readonly string[];
   /** The agent entry point (agent-image/dist/main.js) and the in-script client directory. */
   agentMain: string;
   clientDir: string;
-  /** Where each agent gets its working directory. */
+  /** Each job gets its working directory here. */
   workRoot: string;
   serverUrl: string;
-  /** The environment agents start with; service variables (FLOWSVC_*) are removed. */
+  /** The environment agents start with; service variables (FLOWSVC_*, FLOW_*) are removed. */
   baseEnv: Record<string, string | undefined>;
   log: (obj: Record<string, unknown>, msg: string) => void;
   events: LauncherEvents;
+  /** Jobs one agent process runs before it is replaced (default 200). */
+  maxJobsPerAgent?: number;
+  /** How long an idle agent stays when another one is idle too (default 60 s). */
+  idleMs?: number;
 }
 
+const DEFAULT_MAX_JOBS = 200;
+const DEFAULT_IDLE_MS = 60_000;
+/** SIGTERM to SIGKILL for an agent (above the agent's own grace for its script, 3 s). */
+const KILL_GRACE_MS = 5_000;
+
+/** One dispatch: the job, the agent id it runs under (FLOW_AGENT_ID) and its working directory. */
+interface Assignment {
+  readonly req: LaunchRequest;
+  readonly agentId: string;
+  readonly workdir: string;
+}
+
+interface AgentProcess {
+  readonly child: ChildProcess;
+  readonly started: number;
+  job: Assignment | undefined;
+  /** Jobs given to it so far. */
+  jobs: number;
+  /** Told to exit: takes no more jobs. */
+  retiring: boolean;
+  idleSince: number;
+  idleTimer: NodeJS.Timeout | undefined;
+  exited: boolean;
+}
+
+type AgentMessage = { type: "ready" } | { type: "done"; jobId: string; outcome: string };
+
+/** The agent's side of the IPC protocol (agent-image/src/worker.ts); anything else is a bug. */
+const parseAgentMessage = (m: unknown): AgentMessage | undefined => {
+  if (typeof m !== "object" || m === null) return undefined;
+  const r = m as Record<string, unknown>;
+  if (r["type"] === "ready") return { type: "ready" };
+  if (r["type"] === "done" && typeof r["jobId"] === "string" && typeof r["outcome"] === "string") {
+    return { type: "done", jobId: r["jobId"], outcome: r["outcome"] };
+  }
+  return undefined;
+};
+
 /**
- * One agent process per job, at most `agents` at once. The agent is its own process group leader's
- * parent: it runs the script in a group of its own and writes that group's id to `script.pgid` in
- * its working directory, so when an agent dies the launcher can end its orphaned script too.
+ * Local agents: reusable agent processes in worker mode (FLOW_AGENT_MODE=worker,
+ * agent-image/src/worker.ts), at most `agents` jobs at once. A job goes to an idle agent over IPC
+ * (`{type: "job", jobId, runId, attempt, token, agentId, workdir}`), or to a new one when none is
+ * idle; the agent answers `{type: "done"}` and takes the next. Starting Node and the agent costs
+ * about 450 ms on a small machine, which used to be paid by every job and every replay pass.
+ *
+ * - Each dispatch gets its own agent id (`agt-...`, FLOW_AGENT_ID, the claim's agent_id) and its
+ *   own working directory `<workRoot>/<agentId>` (0700), removed after the job.
+ * - One agent per pool is started with the launcher; when a job takes the last idle agent and
+ *   the pool has room, another is started so the next job finds one ready.
+ * - An agent is replaced after `maxJobsPerAgent` jobs; an idle one exits after `idleMs` when
+ *   another agent of the pool is idle too, so a quiet laptop keeps one Node process per pool.
+ * - An agent runs the script in a process group of its own and writes the group's id to
+ *   `script.pgid` in the job's working directory: when an agent dies mid-job, the launcher ends
+ *   the orphaned script and reports `agentExited` (the job is requeued at once).
+ * Scripts run as the server's user either way; reuse does not weaken local isolation (README).
  */
 export class LocalLauncher implements Launcher {
   readonly capabilities: readonly string[];
   readonly #opts: LocalLauncherOptions;
-  readonly #running = new Map<string, { child: ChildProcess; req: LaunchRequest; workdir: string }>();
+  readonly #maxJobs: number;
+  readonly #idleMs: number;
+  readonly #pool = new Set<AgentProcess>();
   #stopping = false;
 
+  /** Starts the pool's first agent at once, so the first job does not wait for Node to start. */
   constructor(opts: LocalLauncherOptions) {
     this.#opts = opts;
     this.capabilities = opts.capabilities;
+    this.#maxJobs = opts.maxJobsPerAgent ?? DEFAULT_MAX_JOBS;
+    this.#idleMs = opts.idleMs ?? DEFAULT_IDLE_MS;
+    if (opts.agents > 0) this.#spawn();
   }
 
   free(): number {
-    return this.#stopping ? 0 : Math.max(0, this.#opts.agents - this.#running.size);
+    if (this.#stopping) return 0;
+    let busy = 0;
+    for (const a of this.#pool) if (a.job) busy++;
+    return Math.max(0, this.#opts.agents - busy);
   }
 
   launch(req: LaunchRequest): void {
     const agentId = newId("agt", Date.now(), randomBytes(10));
     const workdir = join(this.#opts.workRoot, agentId);
     mkdirSync(workdir, { recursive: true, mode: 0o700 });
+    const agent = this.#idleAgent() ?? this.#spawn();
+    this.#assign(agent, { req, agentId, workdir });
+    if (!this.#idleAgent() && this.#pool.size < this.#opts.agents) this.#spawn();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    await Promise.all([...this.#pool].map((a) => this.#terminate(a)));
+  }
+
+  /** The idle agent that finished last (the others age out). */
+  #idleAgent(): AgentProcess | undefined {
+    let best: AgentProcess | undefined;
+    for (const a of this.#pool) if (!a.job && !a.retiring && !a.exited && (!best || a.idleSince > best.idleSince)) best = a;
+    return best;
+  }
+
+  #spawn(): AgentProcess {
+    mkdirSync(this.#opts.workRoot, { recursive: true, mode: 0o700 });
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(this.#opts.baseEnv)) if (v !== undefined && !k.startsWith("FLOWSVC_") && !k.startsWith("FLOW_")) env[k] = v;
     Object.assign(env, {
+      FLOW_AGENT_MODE: "worker",
       FLOW_SERVER_URL: this.#opts.serverUrl,
-      FLOW_JOB_TOKEN: req.token,
-      FLOW_AGENT_ID: agentId,
       FLOW_AGENT_CAPABILITIES: this.#opts.capabilities.join(","),
-      FLOW_AGENT_WORKDIR: workdir,
       FLOW_CLIENT_DIR: this.#opts.clientDir,
     });
-    const child = spawn(process.execPath, [this.#opts.agentMain], { env, stdio: ["ignore", "ignore", "pipe"], cwd: workdir });
-    this.#running.set(agentId, { child, req, workdir });
-    this.#opts.log({ agentId, jobId: req.jobId, runId: req.runId, attempt: req.attempt, pid: child.pid }, "agent started");
+    const child = spawn(process.execPath, [this.#opts.agentMain], { env, stdio: ["ignore", "ignore", "pipe", "ipc"], cwd: this.#opts.workRoot });
+    const agent: AgentProcess = { child, started: Date.now(), job: undefined, jobs: 0, retiring: false, idleSince: Date.now(), idleTimer: undefined, exited: false };
+    this.#pool.add(agent);
+    this.#opts.log({ pid: child.pid, capabilities: this.#opts.capabilities }, "agent started");
+    this.#forwardStderr(agent);
+    child.on("message", (m: unknown) => this.#onMessage(agent, m));
+    child.on("error", (err) => {
+      this.#opts.log({ pid: child.pid, err }, "agent process error");
+      if (child.pid === undefined) this.#onExit(agent, null, null); // it never started: no exit follows
+    });
+    child.on("exit", (code, signal) => this.#onExit(agent, code, signal));
+    this.#armIdle(agent);
+    return agent;
+  }
+
+  #forwardStderr(agent: AgentProcess): void {
+    const { child } = agent;
     child.stderr?.setEncoding("utf8");
     let buf = "";
     child.stderr?.on("data", (d: string) => {
@@ -66,18 +162,95 @@ export class LocalLauncher implements Launcher {
       while ((i = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, i);
         buf = buf.slice(i + 1);
-        if (line.trim()) this.#opts.log({ agentId, agent: line.slice(0, 4000) }, "agent says");
+        if (line.trim()) this.#opts.log({ pid: child.pid, agentId: agent.job?.agentId, agent: line.slice(0, 4000) }, "agent says");
       }
     });
-    child.on("error", (err) => this.#opts.log({ agentId, err }, "agent could not start"));
-    child.on("exit", (code, signal) => {
-      this.#running.delete(agentId);
-      this.#reapScript(workdir);
-      rmSync(workdir, { recursive: true, force: true });
-      this.#opts.log({ agentId, jobId: req.jobId, code, signal }, "agent exited");
-      this.#opts.events.agentExited(req, code, signal);
-      this.#opts.events.slotFreed();
+  }
+
+  #assign(agent: AgentProcess, job: Assignment): void {
+    clearTimeout(agent.idleTimer);
+    agent.job = job;
+    agent.jobs += 1;
+    const { req, agentId, workdir } = job;
+    this.#opts.log({ agentId, jobId: req.jobId, runId: req.runId, attempt: req.attempt, pid: agent.child.pid, jobs: agent.jobs }, "job assigned");
+    // Before the agent listens, Node queues the message; if the agent died meanwhile, its exit requeues the job.
+    agent.child.send({ type: "job", jobId: req.jobId, runId: req.runId, attempt: req.attempt, token: req.token, agentId, workdir }, (err) => {
+      if (err) this.#opts.log({ agentId, jobId: req.jobId, pid: agent.child.pid, err }, "could not give the job to the agent");
     });
+  }
+
+  #onMessage(agent: AgentProcess, raw: unknown): void {
+    const m = parseAgentMessage(raw);
+    if (m?.type === "ready") {
+      this.#opts.log({ pid: agent.child.pid, startMs: Date.now() - agent.started }, "agent ready");
+      return;
+    }
+    const job = agent.job;
+    if (!m || !job || m.jobId !== job.req.jobId) {
+      this.#opts.log({ pid: agent.child.pid, agentId: job?.agentId }, "unexpected message from an agent; killing it");
+      agent.child.kill("SIGKILL"); // its exit requeues the job it held
+      return;
+    }
+    // The job finished, parked, was lost or never claimed: each leaves nothing to requeue (the
+    // `stopped` ending sends no `done`; the agent exits and the exit requeues).
+    agent.job = undefined;
+    this.#opts.log({ agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid: agent.child.pid, outcome: m.outcome }, "job done");
+    this.#removeWorkdir(job.workdir);
+    if (agent.jobs >= this.#maxJobs) void this.#terminate(agent, "it ran its share of jobs");
+    else {
+      agent.idleSince = Date.now();
+      this.#armIdle(agent);
+    }
+    this.#opts.events.slotFreed();
+  }
+
+  #onExit(agent: AgentProcess, code: number | null, signal: string | null): void {
+    if (agent.exited) return;
+    agent.exited = true;
+    this.#pool.delete(agent);
+    clearTimeout(agent.idleTimer);
+    const job = agent.job;
+    agent.job = undefined;
+    const { pid } = agent.child;
+    if (!job) {
+      this.#opts.log({ pid, code, signal, jobs: agent.jobs }, "agent exited");
+      return;
+    }
+    this.#reapScript(job.workdir);
+    this.#removeWorkdir(job.workdir);
+    this.#opts.log({ agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid, code, signal, jobs: agent.jobs }, "agent exited");
+    this.#opts.events.agentExited(job.req, code, signal);
+    this.#opts.events.slotFreed();
+  }
+
+  /** An idle agent leaves after idleMs if another idle one stays. */
+  #armIdle(agent: AgentProcess): void {
+    clearTimeout(agent.idleTimer);
+    agent.idleTimer = setTimeout(() => {
+      agent.idleTimer = undefined;
+      if (agent.job || agent.retiring || this.#stopping) return;
+      const others = [...this.#pool].some((a) => a !== agent && !a.job && !a.retiring && !a.exited);
+      if (others) void this.#terminate(agent, "idle");
+    }, this.#idleMs);
+    agent.idleTimer.unref();
+  }
+
+  /** SIGTERM (the agent ends its job's script and exits), SIGKILL after the grace; resolves on exit. */
+  #terminate(agent: AgentProcess, reason?: string): Promise<void> {
+    agent.retiring = true;
+    clearTimeout(agent.idleTimer);
+    if (reason) this.#opts.log({ pid: agent.child.pid, jobs: agent.jobs, reason }, "agent retiring");
+    const { child } = agent;
+    return new Promise<void>((resolve) => {
+      if (agent.exited || child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once("exit", () => resolve());
+      child.kill("SIGTERM");
+      setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS).unref();
+    });
+  }
+
+  #removeWorkdir(workdir: string): void {
+    rm(workdir, { recursive: true, force: true }).catch((err: unknown) => this.#opts.log({ workdir, err }, "could not remove a job's working directory"));
   }
 
   /** Ends the process group of a script whose agent died (nothing happens when it already ended). */
@@ -94,19 +267,5 @@ export class LocalLauncher implements Launcher {
     } catch {
       // already gone
     }
-  }
-
-  async stop(): Promise<void> {
-    this.#stopping = true;
-    const exits = [...this.#running.values()].map(
-      ({ child }) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          child.once("exit", () => resolve());
-          child.kill("SIGTERM");
-          setTimeout(() => child.kill("SIGKILL"), 5000).unref();
-        }),
-    );
-    await Promise.all(exits);
   }
 }

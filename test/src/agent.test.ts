@@ -202,9 +202,11 @@ echo "$$" >> ${dir}/lost-ends
   } finally {
     process.kill(agentPid, "SIGCONT");
   }
-  // Thawed, its next call is refused (409 job_lost): it ends its script and exits without finishing.
+  // Thawed, its next call is refused (409 job_lost): it ends its script and its job without finishing
+  // (a local agent process then waits for its next job: agent-reuse.test.ts).
   await waitFor("the first agent to end its script", () => Promise.resolve(!alive(scriptPid)));
-  await waitFor("the first agent to exit", () => Promise.resolve(!alive(agentPid)));
+  await waitFor("the first agent to end its job as lost", async () =>
+    (await readFile(join(server.dataDir, "server.log"), "utf8")).split("\n").some((l) => l.includes('"msg":"job done"') && l.includes(`"pid":${agentPid},`) && l.includes('"outcome":"lost"')));
   await writeFile(join(dir, "lost-go"), "");
   let status = "";
   await waitFor("the run to end", async () => {

@@ -1,0 +1,161 @@
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, readdir, realpath, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import type { LogChunk } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core";
+import { fakeBackend, scriptClaim, type FakeBackend } from "./agent-test-kit.js";
+import type { AnyClaim } from "./backend.js";
+import type { WorkerAgentConfig } from "./config.js";
+import { silentLogger } from "./logger.js";
+import { startWorker, type AgentWorker, type WorkerJob, type WorkerReply } from "./worker.js";
+
+let dir: string;
+before(async () => {
+  dir = await realpath(await mkdtemp(join(tmpdir(), "fa-worker-")));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const config: WorkerAgentConfig = {
+  mode: "worker", serverUrl: "http://127.0.0.1:9", capabilities: [], clientDir: undefined,
+  agentEnv: { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: "/nonexistent" },
+};
+
+/** The launcher's end of the channel: what the worker sent, and ways to talk to it. */
+const launcherEnd = () => {
+  const sent: WorkerReply[] = [];
+  let deliver: (m: unknown) => void = () => undefined;
+  let disconnect: () => void = () => undefined;
+  let wake: () => void = () => undefined;
+  return {
+    sent,
+    channel: {
+      send: (m: WorkerReply) => {
+        sent.push(m);
+        wake();
+      },
+      onMessage: (l: (m: unknown) => void) => (deliver = l),
+      onDisconnect: (l: () => void) => (disconnect = l),
+    },
+    deliver: (m: unknown) => deliver(m),
+    disconnect: () => disconnect(),
+    /** Resolves once the worker sent `n` messages in all. */
+    until: async (n: number): Promise<void> => {
+      while (sent.length < n) await new Promise<void>((r) => (wake = r));
+    },
+  };
+};
+
+const job = (n: number): WorkerJob => ({
+  type: "job", jobId: `job-${n}`, runId: `run-${n}`, attempt: 1, token: `tok-${n}`, agentId: `agt-${n}`, workdir: join(dir, `agt-${n}`),
+});
+
+/** A worker whose jobs claim `claims[token]` from a fake backend of their own. */
+const worker = (claims: Record<string, AnyClaim | Error>) => {
+  const end = launcherEnd();
+  const backends: Array<[string, FakeBackend]> = [];
+  const w: AgentWorker = startWorker({
+    config, channel: end.channel, logger: silentLogger, agentPid: 4242,
+    timings: { killGraceMs: 300, drainMs: 200, logIntervalMs: 10, maskIdleMs: 10 },
+    backendFor: (j) => {
+      const claim = claims[j.token]!;
+      const b = fakeBackend({
+        claim: () => (claim instanceof Error ? Promise.reject(claim) : Promise.resolve(claim)),
+        finish: () => Promise.resolve("succeeded"),
+      });
+      backends.push([j.token, b]);
+      return b;
+    },
+  });
+  return { w, end, backends };
+};
+
+const stdoutOf = (b: FakeBackend): string =>
+  b.calls.filter(([m]) => m === "log").flatMap(([, c]) => c as LogChunk[]).filter((c) => c.stream === "stdout").map((c) => c.data).join("");
+
+const listeners = (): Record<string, number> => Object.fromEntries(process.eventNames().map((e) => [String(e), process.listenerCount(e)]));
+
+void test("a worker runs jobs one after another, each with its own token, agent id, env and masks, and answers done for each", async () => {
+  const source = 'echo "id=$FLOW_AGENT_ID pid=$FLOW_AGENT_PID secret=${SECRET:-unset}"; echo "literal s3cr3t-one"\n';
+  const { w, end, backends } = worker({
+    "tok-1": scriptClaim({ job_id: "job-1", source, env: { SECRET: "s3cr3t-one" }, masks: ["s3cr3t-one"] }),
+    "tok-2": scriptClaim({ job_id: "job-2", source }),
+  });
+  await end.until(1);
+  const before = listeners();
+  end.deliver(job(1));
+  await end.until(2);
+  end.deliver(job(2));
+  await end.until(3);
+  assert.deepEqual(end.sent, [{ type: "ready" }, { type: "done", jobId: "job-1", outcome: "finished" }, { type: "done", jobId: "job-2", outcome: "finished" }]);
+  assert.deepEqual(backends.map(([t]) => t), ["tok-1", "tok-2"]);
+  const [[, one], [, two]] = backends as [[string, FakeBackend], [string, FakeBackend]];
+  assert.equal(stdoutOf(one), "id=agt-1 pid=4242 secret=***\nliteral ***\n");
+  assert.equal(stdoutOf(two), "id=agt-2 pid=4242 secret=unset\nliteral s3cr3t-one\n", "job 2 has neither job 1's env nor its masks");
+  assert.deepEqual(one.calls[0], ["claim", { agent_id: "agt-1", capabilities: [] }]);
+  assert.deepEqual(two.calls[0], ["claim", { agent_id: "agt-2", capabilities: [] }]);
+  assert.deepEqual(listeners(), before, "no listener on process was left behind");
+  assert.deepEqual(await readdir(job(1).workdir), [], "the job's scratch directory and script.pgid are gone");
+  w.stop("test");
+  assert.equal(await w.exited, 0);
+});
+
+void test("a stop while a job runs ends its script by the stop path, sends no done and exits 0", async () => {
+  const { w, end, backends } = worker({ "tok-1": scriptClaim({ source: "echo started; sleep 30\n" }) });
+  end.deliver(job(1));
+  const b = await (async () => {
+    for (;;) {
+      const found = backends[0]?.[1];
+      if (found && stdoutOf(found).includes("started")) return found;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  const t = Date.now();
+  w.stop("SIGTERM");
+  assert.equal(await w.exited, 0);
+  assert.ok(Date.now() - t < 5_000);
+  assert.deepEqual(end.sent, [{ type: "ready" }]);
+  assert.ok(!b.calls.some(([m]) => m === "finish"), "a stopped job is not finished");
+});
+
+void test("when the launcher goes away (the server died) the running job runs to its end, then the worker exits 0", async () => {
+  const { w, end, backends } = worker({ "tok-1": scriptClaim({ source: "sleep 0.5; echo finished\n" }) });
+  end.deliver(job(1));
+  await new Promise((r) => setTimeout(r, 200));
+  end.disconnect();
+  end.deliver(job(2)); // never taken: nobody would hear its done
+  assert.equal(await w.exited, 0);
+  assert.deepEqual(end.sent, [{ type: "ready" }]);
+  assert.deepEqual(backends.map(([t]) => t), ["tok-1"]);
+  const [[, b]] = backends as [[string, FakeBackend]];
+  assert.equal(stdoutOf(b), "finished\n");
+  assert.ok(b.calls.some(([m]) => m === "finish"), "the job was finished, not stopped");
+});
+
+void test("a message that does not parse is logged and the worker exits 2 without running anything", async () => {
+  for (const bad of [{ type: "job", jobId: "job-1" }, { type: "hello" }, "job", { ...job(1), workdir: "relative" }]) {
+    const { w, end, backends } = worker({});
+    end.deliver(bad);
+    assert.equal(await w.exited, 2);
+    assert.equal(backends.length, 0);
+  }
+});
+
+void test("a second job while one runs is a launcher bug: the running job is stopped and the worker exits 2", async () => {
+  const { w, end, backends } = worker({ "tok-1": scriptClaim({ source: "sleep 30\n" }), "tok-2": scriptClaim({}) });
+  end.deliver(job(1));
+  end.deliver(job(2));
+  assert.equal(await w.exited, 2);
+  assert.deepEqual(backends.map(([t]) => t), ["tok-1"]);
+  assert.deepEqual(end.sent, [{ type: "ready" }]);
+});
+
+void test("an agent failure (runJob rejects) exits 1 with no done, so the launcher requeues and starts a fresh agent", async () => {
+  const { w, end } = worker({ "tok-1": new FlowError("internal", "the server's answer to claim is malformed") });
+  end.deliver(job(1));
+  assert.equal(await w.exited, 1);
+  assert.deepEqual(end.sent, [{ type: "ready" }]);
+});
