@@ -106,6 +106,11 @@ const main = async (): Promise<void> => {
     console.log("  context, not targets:");
     console.log(`    HTTP floor, same server, POST to an unrouted path (404, no database work): ${f(median(floor1))} at 1 sender, ${f(median(floor32))} at 32`);
     console.log(`    TEMP table INSERT loop (no WAL flush at commit): ${f(temp)}`);
+    // One sender waits for each 202, so a delivery costs at least an HTTP round trip plus one
+    // durable commit: the best 1 sender can do on this host, however little the route does.
+    const bound1 = 1 / (1 / median(floor1) + 1 / base);
+    console.log(`    1-sender ceiling, one HTTP round trip then one commit per delivery: ${f(bound1)}   ${(bound1 / base).toFixed(2)}x`);
+    console.log(`    32-sender ceiling, the HTTP floor alone: ${f(median(floor32))}   ${(median(floor32) / base).toFixed(2)}x`);
     console.log(`  bus rows of type bench.delivery: ${rows[0]!.n} (warm-up 400 + ${2 * ROUNDS * COUNT} measured, every one acknowledged)`);
   } finally {
     await client.end().catch(() => undefined);

@@ -112,6 +112,19 @@ export const handlerRunId = (eventId: string, handler: string): string =>
 const busLockKey = (projectId: string, type: string): string =>
   createHash("sha256").update(`bus\u001f${projectId}\u001f${type}`).digest().readBigInt64BE().toString();
 
+/** The emit side of the bus locks, as SQL without parameters (the keys are numbers made here). */
+const busLocksSql = (inputs: readonly EmitInput[]): string =>
+  `select ${[...new Set(inputs.map((i) => busLockKey(i.projectId, i.type)))].map((k) => `pg_advisory_xact_lock_shared(${k})`).join(", ")}`;
+
+/**
+ * emitEvents for GroupCommitter, with the bus locks taken in BEGIN's round trip:
+ * `new GroupCommitter(pool, emitBatch.apply, { begin: emitBatch.begin })`.
+ */
+export const emitBatch = {
+  begin: busLocksSql,
+  apply: (tx: PoolClient, inputs: readonly EmitInput[]): Promise<EmitResult[]> => emitEvents(tx, inputs, { busLocked: true }),
+};
+
 /** `flow wait-event`: called in the waiter's transaction before it reads the bus position. */
 export const lockEventTypeForWait = async (tx: PoolClient, projectId: string, type: string): Promise<void> => {
   await tx.query({ name: "flowsvc-bus-lock-wait", text: `select pg_advisory_xact_lock($1::bigint)`, values: [busLockKey(projectId, type)] });
@@ -141,14 +154,10 @@ export const emitEvent = async (tx: PoolClient, input: EmitInput): Promise<EmitR
  * statements however many events the batch holds. One input over a limit throws for the batch:
  * GroupCommitter then retries the inputs one by one, so only that one fails.
  */
-export const emitEvents = async (tx: PoolClient, inputs: readonly EmitInput[]): Promise<EmitResult[]> => {
+export const emitEvents = async (tx: PoolClient, inputs: readonly EmitInput[], opts: { busLocked?: boolean } = {}): Promise<EmitResult[]> => {
   if (inputs.length === 0) return [];
   const ids = inputs.map(() => mintId("evt"));
-  await tx.query({
-    name: "flowsvc-bus-lock-emit",
-    text: `select pg_advisory_xact_lock_shared(k) from unnest($1::bigint[]) k`,
-    values: [[...new Set(inputs.map((i) => busLockKey(i.projectId, i.type)))].sort()],
-  });
+  if (!opts.busLocked) await tx.query(busLocksSql(inputs));
   const recorded = await recordEvents(tx, inputs, ids);
   const results: EmitResult[] = [];
   const deliveries: Delivery[] = [];

@@ -112,3 +112,25 @@ test("a batch applier gets the whole batch in one call (one multi-row statement)
   assert.deepEqual(calls, [[5], [6, 2, 7], [6], [2], [7]]);
   assert.deepEqual(await ids(db), [1, 2, 3, 4, 5, 6, 7]);
 });
+
+test("`begin` runs inside each batch's transaction, also when a failed batch is retried item by item", async (t) => {
+  const db = await scratch(t);
+  await db.pool.query("insert into gc (id) values (3)");
+  const begins: number[][] = [];
+  const seen = async (tx: PoolClient, id: number): Promise<string> => {
+    await tx.query("insert into gc (id) values ($1)", [id]);
+    return (await tx.query<{ v: string }>("select current_setting('flowsvc.batch', true) as v")).rows[0]!.v;
+  };
+  const gc = new GroupCommitter(db.pool, eachItem(seen), {
+    maxInFlight: 1,
+    begin: (items) => {
+      begins.push([...items]);
+      return `select set_config('flowsvc.batch', '${items.join("-")}', true)`;
+    },
+  });
+  const outcomes = await Promise.allSettled([0, 1, 2, 3, 4].map((id) => gc.submit(id)));
+  assert.deepEqual(outcomes.map((o) => (o.status === "fulfilled" ? o.value : "rejected")), ["0", "1", "2", "rejected", "4"]);
+  assert.deepEqual(begins, [[0], [1, 2, 3, 4], [1], [2], [3], [4]]);
+  const { rows } = await db.pool.query<{ v: string | null }>("select current_setting('flowsvc.batch', true) as v");
+  assert.ok(!rows[0]!.v, "set_config(..., true) is local to the transaction it ran in");
+});

@@ -17,13 +17,15 @@
 import type { Pool, PoolClient } from "pg";
 import { withTransaction } from "./pool.js";
 
-export interface GroupCommitOptions {
+export interface GroupCommitOptions<I = unknown> {
   /** Most items in one transaction. Default 64. */
   maxBatch?: number;
   /** Batch transactions committing at once. Default 2. */
   maxInFlight?: number;
   /** How long an idle committer waits for more items before it starts a batch. Default 0. */
   lingerMs?: number;
+  /** SQL for BEGIN's round trip of each batch's transaction (withTransaction's `begin`). */
+  begin?: (items: readonly I[]) => string;
 }
 
 interface Pending<I, O> {
@@ -57,6 +59,7 @@ export class GroupCommitter<I, O> {
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
   readonly #lingerMs: number;
+  readonly #begin: ((items: readonly I[]) => string) | undefined;
   #queue: Array<Pending<I, O>> = [];
   #inFlight = 0;
   #linger: NodeJS.Timeout | undefined;
@@ -64,12 +67,13 @@ export class GroupCommitter<I, O> {
   #drained: Array<() => void> = [];
   readonly stats: GroupCommitStats = { batches: 0, items: 0, splitBatches: 0 };
 
-  constructor(pool: Pool, apply: ApplyBatch<I, O>, opts: GroupCommitOptions = {}) {
+  constructor(pool: Pool, apply: ApplyBatch<I, O>, opts: GroupCommitOptions<I> = {}) {
     this.#pool = pool;
     this.#apply = apply;
     this.#maxBatch = Math.max(1, opts.maxBatch ?? 64);
     this.#maxInFlight = Math.max(1, opts.maxInFlight ?? 2);
     this.#lingerMs = Math.max(0, opts.lingerMs ?? 0);
+    this.#begin = opts.begin;
   }
 
   /** Applies `item` in the next batch; resolves with its result once that batch committed. */
@@ -117,7 +121,8 @@ export class GroupCommitter<I, O> {
     this.stats.items += batch.length;
     let results: O[];
     try {
-      results = await withTransaction(this.#pool, (tx) => this.#apply(tx, batch.map((p) => p.item)));
+      const items = batch.map((p) => p.item);
+      results = await withTransaction(this.#pool, (tx) => this.#apply(tx, items), { begin: this.#begin?.(items) });
     } catch (err) {
       if (batch.length === 1) {
         batch[0]!.reject(err);
@@ -126,7 +131,7 @@ export class GroupCommitter<I, O> {
       this.stats.splitBatches++;
       for (const p of batch) {
         try {
-          p.resolve((await withTransaction(this.#pool, (tx) => this.#apply(tx, [p.item])))[0]!);
+          p.resolve((await withTransaction(this.#pool, (tx) => this.#apply(tx, [p.item]), { begin: this.#begin?.([p.item]) }))[0]!);
         } catch (itemErr) {
           p.reject(itemErr);
         }

@@ -18,7 +18,7 @@ import {
   shapeGithubDelivery, verifyGithubSignature, verifyManualHmac,
 } from "@flowsvc/core";
 import {
-  GroupCommitter, HOOK_MANIFESTS, StaleHookError, deleteHook, emitEvents, getHook, hookSealName, hookSecretMatches, listHooks,
+  GroupCommitter, HOOK_MANIFESTS, StaleHookError, deleteHook, emitBatch, getHook, hookSealName, hookSecretMatches, listHooks,
   mintHookSecret, rotateHookSecret, upsertHook, type EmitInput, type EmitResult, type HookConfig, type HookRecord, type IngestHook,
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -191,7 +191,7 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
   const { pool, keyring } = deps;
   // A redelivery racing its first delivery in another batch waits on the unique index and then
   // answers the first one's event (emitEvents), so no retry is needed here.
-  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitEvents);
+  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitBatch.apply, { begin: emitBatch.begin });
   app.addHook("onClose", () => committer.close());
 
   const refused = (req: FastifyRequest, hook: string, reason: string, message: string, hint?: string): FlowError => {
