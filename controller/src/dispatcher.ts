@@ -1,7 +1,7 @@
 import type { Pool } from "pg";
 import {
-  claimReadyJobs, completeJob, completeRun, finishActivity, graceLeasesAfterRestart, mintToken, requeueExpiredJobs, requeueJobAttempt,
-  withTransaction, type Listener,
+  claimReadyJobs, completeJob, completeRun, finishActivity, graceLeasesAfterRestart, mintToken, readyJobCapabilities, requeueExpiredJobs,
+  requeueJobAttempt, withTransaction, type Listener,
 } from "@flowsvc/store";
 import type { LaunchRequest, Launcher } from "./launcher.js";
 
@@ -15,9 +15,13 @@ export interface DispatcherOptions {
   maxAttempts: number;
   publicUrl: string | undefined;
   log: (obj: Record<string, unknown>, msg: string) => void;
+  /** Problems an operator must act on (default: log). */
+  warn?: (obj: Record<string, unknown>, msg: string) => void;
 }
 
 const POLL_MS = 1000;
+/** How often ready jobs are checked for capabilities no agent pool of this server advertises. */
+const UNSERVED_CHECK_MS = 10_000;
 
 /**
  * Moves ready jobs to agents: claims them with SKIP LOCKED as slots come free, and puts jobs whose
@@ -28,6 +32,9 @@ export class Dispatcher {
   readonly #o: DispatcherOptions;
   #timer: NodeJS.Timeout | undefined;
   #reaper: NodeJS.Timeout | undefined;
+  #unservedCheck: NodeJS.Timeout | undefined;
+  /** Capability sets already warned about: once each, not every ten seconds. */
+  readonly #warnedUnserved = new Set<string>();
   #off: Array<() => void> = [];
   readonly #pending = new Set<Promise<void>>();
   #busy = false;
@@ -45,6 +52,7 @@ export class Dispatcher {
     this.#off.push(this.#o.listener.onReconnect(() => this.nudge()));
     this.#timer = setInterval(() => this.nudge(), POLL_MS);
     this.#reaper = setInterval(() => void this.#reap(), Math.max(250, Math.floor(this.#o.leaseMs / 4)));
+    this.#unservedCheck = setInterval(() => void this.#warnUnserved(), UNSERVED_CHECK_MS);
     this.nudge();
   }
 
@@ -126,6 +134,27 @@ export class Dispatcher {
     this.#o.log({ jobId: job.id, runId: job.run_id, attempts }, "gave up on a job whose agents kept dying");
   }
 
+  /**
+   * A job that needs capabilities no pool advertises waits for ever, and silently unless told:
+   * say which, and how to start agents that have them.
+   */
+  async #warnUnserved(): Promise<void> {
+    try {
+      for (const needs of await readyJobCapabilities(this.#o.pool)) {
+        const key = [...needs].sort().join(",");
+        if (this.#warnedUnserved.has(key)) continue;
+        if (this.#o.launchers.some((l) => needs.every((c) => l.capabilities.includes(c)))) continue;
+        this.#warnedUnserved.add(key);
+        (this.#o.warn ?? this.#o.log)(
+          { needs, pools: this.#o.launchers.map((l) => l.capabilities) },
+          `jobs wait for an agent with capabilities ${key}, which no agent pool of this server advertises; start one with --agent-pool ${key}:<n>`,
+        );
+      }
+    } catch (err) {
+      this.#o.log({ err }, "checking for jobs no agent pool can serve failed");
+    }
+  }
+
   async #reap(): Promise<void> {
     try {
       const runs = await requeueExpiredJobs(this.#o.pool);
@@ -139,6 +168,7 @@ export class Dispatcher {
     this.#stopped = true;
     if (this.#timer) clearInterval(this.#timer);
     if (this.#reaper) clearInterval(this.#reaper);
+    if (this.#unservedCheck) clearInterval(this.#unservedCheck);
     this.#off.forEach((off) => off());
   }
 }

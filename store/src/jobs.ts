@@ -17,6 +17,14 @@ export interface ClaimedJob {
  * attempt counter is bumped so every token of an earlier dispatch is dead. Run it in a transaction:
  * the row locks of the SELECT must hold until the UPDATE.
  */
+/** The distinct capability sets that ready jobs wait for (the dispatcher warns about those no pool serves). */
+export const readyJobCapabilities = async (db: Db): Promise<string[][]> => {
+  const { rows } = await db.query<{ capabilities: string[] }>(
+    `select distinct capabilities from jobs where status = 'queued' and not_before <= now() and capabilities <> '{}'`,
+  );
+  return rows.map((r) => r.capabilities);
+};
+
 export const claimReadyJobs = async (
   db: Db,
   limit: number,

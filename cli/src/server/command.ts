@@ -11,7 +11,7 @@ export const serverCommand = (): Command =>
     .option("--host <host>", "address to listen on", undefined)
     .option("--port <port>", "port to listen on (default 8080)")
     .option("--data-dir <dir>", "where Postgres data, the master key and agent scratch live (default ~/.local/share/flowsvc; as root /var/lib/flowsvc)")
-    .option("--agents <n>", "most agent processes at once (default 4)")
+    .option("--agents <n>", "most jobs at once on the default local agents, which advertise polyglot (default 4)")
     .option("--agent-pool <caps:n>", "also run up to n agents that advertise these capabilities, e.g. polyglot:2 (repeatable)", (v: string, all: string[] = []) => [...all, v])
     .option("--lease-ms <ms>", "agent heartbeat lease (default 15000)")
     .option("--log-level <level>", "server.log level (default info)")

@@ -19,6 +19,8 @@ export interface RunningServer {
   stopNow(): void;
 }
 
+const LOCAL_AGENT_CAPABILITY = "polyglot";
+
 const agentPaths = (): { agentMain: string; clientDir: string } => {
   const agentIndex = fileURLToPath(import.meta.resolve("@flowsvc/agent"));
   const agentRoot = dirname(dirname(agentIndex));
@@ -89,7 +91,9 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
 
     // The launcher reports agent exits to the dispatcher, which needs the launcher: tie the knot.
     const events = { dispatcher: undefined as Dispatcher | undefined };
-    const pools = [{ capabilities: [] as string[], count: config.agents }, ...config.agentPools];
+    // The default agents run scripts with this machine's runtimes, which is what `polyglot` means
+    // (script handlers need it): a fresh `npm start` runs handlers without further flags.
+    const pools = [{ capabilities: [LOCAL_AGENT_CAPABILITY], count: config.agents }, ...config.agentPools];
     const launchers = pools.map(
       (p) =>
         new LocalLauncher({
@@ -103,7 +107,9 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           events: { agentExited: (req) => events.dispatcher?.agentExited(req), slotFreed: () => events.dispatcher?.nudge() },
         }),
     );
-    const d = new Dispatcher({ pool, listener, launchers, leaseMs: config.leaseMs, maxAttempts: 5, publicUrl: config.publicUrl, log });
+    const d = new Dispatcher({
+      pool, listener, launchers, leaseMs: config.leaseMs, maxAttempts: 5, publicUrl: config.publicUrl, log, warn: (obj, msg) => logger.warn(obj, msg),
+    });
     events.dispatcher = d;
     const timers = new TimerLoop(pool, log);
     cleanups.push(async () => {
