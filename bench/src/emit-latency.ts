@@ -44,7 +44,7 @@ const measure = async (server: TestServer, events: number, inFlight: number): Pr
 };
 
 const main = async (): Promise<void> => {
-  const server = await startBenchServer(2, { FLOWSVC_AGENT_POOLS: `polyglot:${IN_FLIGHT}` });
+  const server = await startBenchServer(IN_FLIGHT); // the default local agents advertise polyglot
   try {
     await api(server, "PUT", "/handlers/bench", { on: ["bench.tick"], reaction: { kind: "script", source: "true\n", filename: "h.sh" } });
     await measure(server, 2 * IN_FLIGHT, IN_FLIGHT); // warm-up: every agent of the pool started, plans cached
