@@ -15,7 +15,7 @@ export const serverCommand = (): Command =>
     .option("--agent-pool <caps:n>", "also run up to n agents that advertise these capabilities, e.g. polyglot:2 (repeatable)", (v: string, all: string[] = []) => [...all, v])
     .option("--lease-ms <ms>", "agent heartbeat lease (default 15000)")
     .option("--log-level <level>", "server.log level (default info)")
-    .addHelpText("after", "\nExamples:\n  flow server\n  flow server --port 9090 --data-dir ./.flowsvc --agents 8\n  flow server --agent-pool polyglot:2 --agent-pool gpu,polyglot:1\n  FLOWSVC_DATABASE_URL=postgres://... FLOWSVC_MASTER_KEY=... flow server")
+    .addHelpText("after", "\nExamples:\n  flow server\n  flow server --port 9090 --data-dir ./.flowsvc --agents 8\n  flow server --agent-pool gpu:1 --agent-pool gpu,arm64:2\n  FLOWSVC_DATABASE_URL=postgres://... FLOWSVC_MASTER_KEY=... flow server")
     .action(async (flags: ServerFlags) => {
       let stopping = false;
       try {
