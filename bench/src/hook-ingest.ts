@@ -11,7 +11,9 @@
  *
  * Usage: node bench/dist/hook-ingest.js [deliveries per scenario and round, default 2000]
  */
+import { readFileSync, readdirSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { Pool } from "undici";
@@ -28,11 +30,66 @@ const databaseUrl = async (server: TestServer): Promise<string> => {
   return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/flowsvc`;
 };
 
+type Cpu = { server: number; postgres: number; senders: number };
+
+/**
+ * CPU seconds so far of the server, its Postgres and this process (the senders), from /proc
+ * (Linux; undefined elsewhere). Exited processes drop out, so take it around a steady scenario.
+ */
+const cpuNow = (): Cpu | undefined => {
+  const out: Cpu = { server: 0, postgres: 0, senders: 0 };
+  let names: string[];
+  try {
+    names = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
+  } catch {
+    return undefined;
+  }
+  for (const pid of names) {
+    let cmd: string;
+    let stat: string;
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      continue; // gone meanwhile
+    }
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const seconds = (Number(f[11]) + Number(f[12])) / 100; // utime + stime, in clock ticks
+    if (Number(pid) === process.pid) out.senders += seconds;
+    else if (cmd.includes("postgres")) out.postgres += seconds;
+    else if (cmd.includes("flow.js\u0000server")) out.server += seconds;
+  }
+  return out;
+};
+
+/** Microseconds of CPU per delivery between two readings. */
+const cpuPer = (a: Cpu | undefined, b: Cpu | undefined, count: number): Cpu | undefined =>
+  a && b ? { server: ((b.server - a.server) * 1e6) / count, postgres: ((b.postgres - a.postgres) * 1e6) / count, senders: ((b.senders - a.senders) * 1e6) / count } : undefined;
+
 /** Rows per second of `insert into <table> values (...)`, one at a time, autocommit. */
 const insertLoop = async (client: pg.Client, table: string, count: number): Promise<number> => {
   const started = performance.now();
   for (let i = 0; i < count; i++) await client.query(`insert into ${table} (payload) values ($1)`, [BODY]);
   return count / ((performance.now() - started) / 1000);
+};
+
+/**
+ * Postgres CPU per event row at its cheapest: 16-row INSERTs (one commit each) into a copy of
+ * `events` with its indexes, nothing else. No ingest can make Postgres spend less per delivery.
+ */
+const bareRowCpu = async (client: pg.Client, rows: number): Promise<number | undefined> => {
+  await client.query("create table bench_events (like events including all)");
+  const batch = 16;
+  const payload = JSON.stringify({ body: JSON.parse(BODY) as unknown, query: {} });
+  let n = 0;
+  const insert = () =>
+    client.query("insert into bench_events (id, project_id, type, payload) select * from unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])", [
+      Array.from({ length: batch }, () => `evt-bench-${n++}`), Array(batch).fill("prj"), Array(batch).fill("bench.delivery"), Array(batch).fill(payload),
+    ]);
+  for (let i = 0; i < 20; i++) await insert();
+  const c0 = cpuNow();
+  for (let i = 0; i < rows / batch; i++) await insert();
+  return cpuPer(c0, cpuNow(), rows)?.postgres;
 };
 
 /** Accepted deliveries per second with `senders` concurrent senders sharing `count` deliveries. */
@@ -86,14 +143,21 @@ const main = async (): Promise<void> => {
     const many: number[] = [];
     const floor1: number[] = [];
     const floor32: number[] = [];
+    let manyCpu: Cpu | undefined;
+    let floorCpu: Cpu | undefined;
     for (let r = 0; r < ROUNDS; r++) {
       plain.push(await insertLoop(client, "bench_plain_insert", COUNT));
       one.push(await ingest(server, path, secret, 1, COUNT));
+      const c0 = cpuNow();
       many.push(await ingest(server, path, secret, 32, COUNT));
+      manyCpu = cpuPer(c0, cpuNow(), COUNT);
       floor1.push(await ingest(server, "/bench-unrouted", "", 1, COUNT, 404));
+      const f0 = cpuNow();
       floor32.push(await ingest(server, "/bench-unrouted", "", 32, COUNT, 404));
+      floorCpu = cpuPer(f0, cpuNow(), COUNT);
     }
     const temp = await insertLoop(client, "bench_temp_insert", COUNT);
+    const bareRow = await bareRowCpu(client, 4 * COUNT);
     const { rows } = await client.query<{ n: number }>(`select count(*)::int as n from events where type = 'bench.delivery'`);
 
     const base = median(plain);
@@ -111,6 +175,18 @@ const main = async (): Promise<void> => {
     const bound1 = 1 / (1 / median(floor1) + 1 / base);
     console.log(`    1-sender ceiling, one HTTP round trip then one commit per delivery: ${f(bound1)}   ${(bound1 / base).toFixed(2)}x`);
     console.log(`    32-sender ceiling, the HTTP floor alone: ${f(median(floor32))}   ${(median(floor32) / base).toFixed(2)}x`);
+    if (manyCpu && floorCpu) {
+      const us = (c: Cpu): string => `${Math.round(c.server)} / ${Math.round(c.postgres)} / ${Math.round(c.senders)} us`;
+      // Client, server and Postgres share this machine's cores: what their CPU per delivery allows.
+      const cores = availableParallelism();
+      const cap = (c: Cpu): number => (cores * 1e6) / (c.server + c.postgres + c.senders);
+      console.log(`    CPU per delivery at 32 senders (server / Postgres / senders), last round: ${us(manyCpu)}; the HTTP floor: ${us(floorCpu)}`);
+      console.log(`    on ${cores} cores that CPU allows at most ${f(cap(manyCpu))} (${(cap(manyCpu) / base).toFixed(2)}x); the floor's alone ${f(cap(floorCpu))} (${(cap(floorCpu) / base).toFixed(2)}x)`);
+      if (bareRow !== undefined) {
+        const best = cap({ ...floorCpu, postgres: floorCpu.postgres + bareRow });
+        console.log(`    Postgres CPU per row of a bare 16-row INSERT into a copy of events: ${Math.round(bareRow)} us; with the floor, the best any ingest could do here: ${f(best)} (${(best / base).toFixed(2)}x)`);
+      }
+    }
     console.log(`  bus rows of type bench.delivery: ${rows[0]!.n} (warm-up 400 + ${2 * ROUNDS * COUNT} measured, every one acknowledged)`);
   } finally {
     await client.end().catch(() => undefined);
