@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { handlerRunId } from "@flowsvc/store";
 import { startTestServer, type TestServer } from "./support/server.js";
+import { waitFor } from "./support/wait.js";
 
 let server: TestServer;
 let dir: string;
@@ -30,15 +31,6 @@ const runStatus = async (id: string): Promise<string> => {
   return ((await res.json()) as { status: string }).status;
 };
 
-const waitFor = async <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> => {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
 
 void test("a server started without --agent-pool runs a script handler: its default agents advertise polyglot", async () => {
   const handler = join(dir, "h.sh");
@@ -48,10 +40,8 @@ void test("a server started without --agent-pool runs a script handler: its defa
   const emit = await server.cli(["emit", "pools.ping"]);
   assert.equal(emit.code, 0, emit.stderr);
   const runId = handlerRunId(emit.stdout.trim(), "h");
-  const status = await waitFor("the handler run to end", async () => {
-    const s = await runStatus(runId);
-    return ["succeeded", "failed"].includes(s) ? s : undefined;
-  });
+  let status = "";
+  await waitFor("the handler run to end", async () => ["succeeded", "failed"].includes((status = await runStatus(runId))));
   assert.equal(status, "succeeded");
 });
 
@@ -61,8 +51,9 @@ void test("a job that needs a capability no agent pool advertises makes the serv
   const r = await server.cli(["submit", file]);
   assert.equal(r.code, 0, r.stderr);
   const runId = r.stdout.trim();
-  const line = await waitFor("the warning", () => Promise.resolve(server.output().split("\n").find((l) => l.includes("capabilities gpu"))), 30_000);
-  assert.match(line, /no agent pool of this server advertises; start one with --agent-pool gpu:<n>/);
+  const warning = (): string | undefined => server.output().split("\n").find((l) => l.includes("capabilities gpu"));
+  await waitFor("the warning", () => warning() !== undefined);
+  assert.match(warning()!, /no agent pool of this server advertises; start one with --agent-pool gpu:<n>/);
   assert.equal(await runStatus(runId), "parked", "the run waits for its activity, which waits for an agent");
   assert.equal((await server.cli(["cancel", runId])).code, 0);
 });

@@ -9,6 +9,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
+import { waitFor } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
 
 let server: TestServer;
@@ -126,13 +127,6 @@ flow step big -- sh -c 'yes | head -c 2100000' > /dev/null
   ]);
 });
 
-const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
 
 const exists = (path: string) => () => readFile(path).then(() => true, () => false);
 

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { derivedId } from "@flowsvc/core";
 import { startTestServer } from "./support/server.js";
+import { waitFor } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
 
 let server: TestServer;
@@ -70,13 +71,6 @@ const emit = async (type: string, ...args: string[]): Promise<string> => {
 
 const status = (run: string): Promise<RunView> => json<RunView>(["status", run]);
 
-const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
 
 /** The run is parked on an event wait: `flow status` shows substate `event:...` (spec, Script semantics 5). */
 const parkedOnEvent = (run: string) => async (): Promise<boolean> => {

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { derivedId } from "@flowsvc/core";
 import { startTestServer } from "./support/server.js";
+import { waitFor as waitUntil } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
 
 let server: TestServer;
@@ -79,13 +80,7 @@ const runOf = async (id: string): Promise<RunView | undefined> => {
   return r.status === 404 ? undefined : (r.body as unknown as RunView);
 };
 
-const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
+const waitFor = (what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> => waitUntil(what, check, timeoutMs);
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const finished = async (id: string): Promise<RunView> => {
