@@ -24,6 +24,16 @@ const newProject = async (): Promise<string> => {
   return projectId;
 };
 
+/** A script run that is running, to make durable calls from (a waiter). */
+const newRunningScript = async (projectId: string): Promise<string> => {
+  const runId = mintId("run");
+  await db.pool.query(
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}')`,
+    [runId, projectId],
+  );
+  return runId;
+};
+
 const addHandler = (projectId: string, name: string, on: string[], when: string | null = null, credentials: Record<string, string> = {}) =>
   db.pool.query(`insert into handlers (project_id, name, patterns, when_cel, reaction, credentials) values ($1, $2, $3, $4, $5, $6)`, [
     projectId, name, on, when, JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }), JSON.stringify(credentials),
@@ -108,11 +118,7 @@ void test("a forge redelivery answers the same event and delivers nothing twice;
 
 void test("wait-event takes the next event of its type after it began, not an earlier one; a handler run's own lifecycle events are not delivered", async () => {
   const p = await newProject();
-  const runId = mintId("run");
-  await db.pool.query(
-    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}')`,
-    [runId, p],
-  );
+  const runId = await newRunningScript(p);
   await emit({ projectId: p, type: "ready", payload: "early" });
   const wait = await withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }));
   assert.equal(wait.status, "pending");
@@ -208,11 +214,7 @@ void test("handlers set, changed or removed between emits are seen by the next e
 
 void test("a waiter that begins while an emit of its type is uncommitted waits for that commit, and then counts the event as before it", async () => {
   const p = await newProject();
-  const runId = mintId("run");
-  await db.pool.query(
-    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}')`,
-    [runId, p],
-  );
+  const runId = await newRunningScript(p);
   const emitter = await db.pool.connect();
   try {
     await emitter.query("begin");
