@@ -15,9 +15,6 @@ export function createPool(url: string, opts: PoolOptions = {}): pg.Pool {
     connectionString: url,
     max: opts.max ?? 10,
     application_name: opts.applicationName ?? "flowsvc",
-    // Only the hot statements are prepared by name (emit.ts). Planned for their parameters each
-    // time, the batch insert spends twice as long planning as running; its generic plan is as good.
-    options: "-c plan_cache_mode=force_generic_plan",
     allowExitOnIdle: opts.allowExitOnIdle ?? false,
   });
   // An idle client's connection dying emits 'error' on the pool; unhandled, it would crash the
