@@ -3,6 +3,7 @@
  * on stdout, what people read on stderr. Commands get one passed down (tests build their own).
  */
 import type { Readable, Writable } from "node:stream";
+import { formatDocument, formatTable, type Column, type OutputFormat } from "./print-format.js";
 
 export interface Stdio {
   /** Writes bytes or text to stdout as they are; resolves once the stream can take more. */
@@ -40,3 +41,10 @@ export const streamStdio = (stdin: () => Readable & { isTTY?: boolean }, stdout:
 });
 
 export const processStdio = (): Stdio => streamStdio(() => process.stdin, process.stdout, process.stderr);
+
+/** What a list command prints: the rows as a document (json, yaml), else a table, or `empty` to stderr when there are none. */
+export const printList = <T>(io: Stdio, format: OutputFormat, rows: readonly T[], columns: ReadonlyArray<Column<T>>, empty: string): void => {
+  if (format !== "table") io.out(formatDocument(rows, format));
+  else if (rows.length === 0) io.note(empty);
+  else io.out(formatTable(columns, rows));
+};

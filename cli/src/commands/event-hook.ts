@@ -5,7 +5,8 @@
  */
 import { Command } from "commander";
 import { FlowError } from "@flowsvc/core";
-import { formatAge, formatDetails, formatDocument, formatTable, formatTime } from "../print-format.js";
+import { formatAge, formatDetails, formatDocument, formatTime } from "../print-format.js";
+import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import type { Stdio } from "../print.js";
 import { listFrom } from "./api-types.js";
@@ -130,10 +131,7 @@ const listCommand = (deps: CommandDeps): Command =>
     .action(async (opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const hooks = listFrom<HookView>(await ctx.api.call("GET", scopedPath(ctx, "event-hooks")), ["hooks"]);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(hooks, format));
-        else if (hooks.length === 0) ctx.io.note("no event hooks");
-        else ctx.io.out(formatTable(HOOK_COLUMNS(ctx.now), hooks));
+        printList(ctx.io, formatOf(opts), hooks, HOOK_COLUMNS(ctx.now), "no event hooks");
       });
     });
 

@@ -2,6 +2,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { parseDuration } from "@flowsvc/core";
 import { formatAge, formatDetails, formatDocument, formatJsonCell, formatTable, formatTime } from "../print-format.js";
+import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { withQuery } from "../http.js";
 import { listFrom } from "./api-types.js";
@@ -73,10 +74,7 @@ const listEventsCommand = (deps: CommandDeps): Command =>
       await withApi(deps, cmd, async (ctx) => {
         const path = withQuery(scopedPath(ctx, "events"), { type: opts.type, key: opts.key, since: opts.since, limit: opts.limit });
         const events = listFrom<EventRecord>(await ctx.api.call("GET", path), ["events"]);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(events, format));
-        else if (events.length === 0) ctx.io.note("no events");
-        else ctx.io.out(formatTable(eventColumns(ctx.now), events));
+        printList(ctx.io, formatOf(opts), events, eventColumns(ctx.now), "no events");
       });
     });
 

@@ -7,7 +7,8 @@ import { readFile } from "node:fs/promises";
 import { basename, extname } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { FlowError, parsePatterns } from "@flowsvc/core";
-import { formatAge, formatDetails, formatDocument, formatTable, formatTime } from "../print-format.js";
+import { formatAge, formatDetails, formatDocument, formatTime } from "../print-format.js";
+import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";
@@ -136,10 +137,7 @@ const listCommand = (deps: CommandDeps): Command =>
     .action(async (opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const handlers = listFrom<HandlerView>(await ctx.api.call("GET", scopedPath(ctx, "handlers")), ["handlers"]);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(handlers, format));
-        else if (handlers.length === 0) ctx.io.note("no handlers");
-        else ctx.io.out(formatTable(HANDLER_COLUMNS(ctx.now), handlers));
+        printList(ctx.io, formatOf(opts), handlers, HANDLER_COLUMNS(ctx.now), "no handlers");
       });
     });
 

@@ -1,6 +1,7 @@
 /** `flow runs ls`: the project's recent runs, newest first. */
 import { Command } from "commander";
-import { formatAge, formatDocument, formatElapsed, formatTable } from "../print-format.js";
+import { formatAge, formatElapsed } from "../print-format.js";
+import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { withQuery } from "../http.js";
 import { listFrom } from "./api-types.js";
@@ -39,10 +40,7 @@ const listRunsCommand = (deps: CommandDeps): Command =>
       await withApi(deps, cmd, async (ctx) => {
         const path = withQuery(scopedPath(ctx, "runs"), { status: opts.status, tag: opts.tag, limit: opts.limit });
         const runs = listFrom<RunRecord>(await ctx.api.call("GET", path), ["runs"]);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(runs, format));
-        else if (runs.length === 0) ctx.io.note("no runs");
-        else ctx.io.out(formatTable(runColumns(ctx.now), runs));
+        printList(ctx.io, formatOf(opts), runs, runColumns(ctx.now), "no runs");
       });
     });
 

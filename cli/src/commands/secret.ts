@@ -3,7 +3,8 @@
  * value: `set` confirms the name, `list` and `get` show names and set times only.
  */
 import { Command } from "commander";
-import { formatAge, formatDocument, formatTable, formatTime } from "../print-format.js";
+import { formatAge, formatDocument, formatTime } from "../print-format.js";
+import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import type { Stdio } from "../print.js";
 import { listFrom } from "./api-types.js";
@@ -49,10 +50,7 @@ const listCommand = (deps: CommandDeps): Command =>
     .action(async (opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const secrets = listFrom<SecretInfo>(await ctx.api.call("GET", scopedPath(ctx, "secrets")), ["secrets"]);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(secrets, format));
-        else if (secrets.length === 0) ctx.io.note("no secrets");
-        else ctx.io.out(formatTable(SECRET_COLUMNS(ctx.now), secrets));
+        printList(ctx.io, formatOf(opts), secrets, SECRET_COLUMNS(ctx.now), "no secrets");
       });
     });
 

@@ -1,6 +1,6 @@
 /** `flow steps <run>`: the run's journal, one line per durable call. */
 import { Command } from "commander";
-import { formatDocument, formatTable } from "../print-format.js";
+import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
 import type { StepRecord } from "./api-types.js";
@@ -40,9 +40,6 @@ export const stepsCommand = (deps: CommandDeps): Command =>
     .action(async (id: string, opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const steps = listFrom<StepRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), ["steps", "journal", "entries"]);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(steps, format));
-        else if (steps.length === 0) ctx.io.note(`no recorded steps in ${id}`);
-        else ctx.io.out(formatTable(STEP_COLUMNS, steps));
+        printList(ctx.io, formatOf(opts), steps, STEP_COLUMNS, `no recorded steps in ${id}`);
       });
     });
