@@ -12,7 +12,7 @@
  * Endings (JobOutcome):
  * - `finished`: the script (or command) exited; finish landed;
  * - `suspended`: a durable call came back `pending`; the script was ended, its log shipped and the
- *   job suspended (no finish; a fresh agent replays the run when the wait resolves);
+ *   job suspended (no finish; the run's next job replays it when the wait resolves);
  * - `lost`: a call answered `job_lost`; the script was ended, nothing more is sent;
  * - `stopped`: `options.stop` was aborted; the script was ended, finish was NOT sent (the lease
  *   expires and the job is dispatched again, to replay);

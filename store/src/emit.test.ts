@@ -1,6 +1,7 @@
 /** emitEvent on a real Postgres: the event row and every delivery it causes, in one transaction. */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { FlowError } from "@flowsvc/core";
 import { createTestDatabase, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { StaleHookError, emitEvent, emitEvents, handlerRunId, type EmitInput } from "./emit.js";
@@ -240,4 +241,16 @@ void test("a waiter that begins while an emit of its type is uncommitted waits f
   const done = await withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }));
   assert.equal(done.status, "done");
   assert.equal((done.entry.result as { envelope: { event: string } }).envelope.event, next.eventId);
+});
+
+void test("an event with a NUL character is refused with a clear error, whoever emits it, and nothing is recorded", async () => {
+  const p = await newProject();
+  await assert.rejects(emit({ projectId: p, type: "nul", payload: { text: "a\u0000b" } }), (err: unknown) => {
+    assert.ok(err instanceof FlowError && err.code === "invalid_argument", String(err));
+    assert.match(err.message, /NUL characters \(\\u0000\), which the event bus cannot store; nothing was recorded/);
+    return true;
+  });
+  await assert.rejects(emit({ projectId: p, type: "nul", fields: { ref: "x\u0000" } }), /NUL characters/);
+  const { rows } = await db.pool.query<{ n: number }>(`select count(*)::int as n from events where project_id = $1`, [p]);
+  assert.equal(rows[0]!.n, 0);
 });

@@ -204,6 +204,12 @@ const deliveryKey = (i: EmitInput): string => `${i.projectId}\u001f${i.hookName 
  */
 const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: readonly string[]): Promise<Recorded[]> => {
   const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
+  const payloads = col((i) => JSON.stringify(i.payload ?? null));
+  const fields = col((i) => (i.fields ? JSON.stringify(i.fields) : null));
+  // Postgres's jsonb cannot hold U+0000: say so, for every way onto the bus, instead of failing in the insert.
+  if ([...payloads, ...fields].some((j) => j?.includes("\\u0000"))) {
+    throw new FlowError("invalid_argument", "the event contains NUL characters (\\u0000), which the event bus cannot store; nothing was recorded");
+  }
   const { rows } = await tx.query<Recorded>({
     // Prepared once per connection, run with its generic plan (busLocksSql).
     name: "flowsvc-emit-record",
@@ -236,8 +242,8 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
             left join ins on ins.id = i.id
       order by i.ord`,
     values: [
-      ids, col((i) => i.projectId), col((i) => i.type), col((i) => i.key), col((i) => JSON.stringify(i.payload ?? null)),
-      col((i) => i.sourceRunId), col((i) => (i.fields ? JSON.stringify(i.fields) : null)), col((i) => i.hookName ?? null),
+      ids, col((i) => i.projectId), col((i) => i.type), col((i) => i.key), payloads,
+      col((i) => i.sourceRunId), fields, col((i) => i.hookName ?? null),
       col((i) => i.deliveryId ?? null), col((i) => i.trusted), col((i) => i.platform === true),
       col((i) => i.hookRev ?? null),
     ],

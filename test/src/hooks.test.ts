@@ -359,3 +359,13 @@ void test("a hook changed by another replica: a delivery verified against this r
   const after = (await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = 'replica'`)).rows[0]!.n;
   assert.equal(after, before + 1, "only the delivery with the current secret was recorded");
 });
+
+void test("a delivery with a NUL character is refused with 400 and a clear message, and nothing is recorded", async () => {
+  const hook = await setHook(["nul", "--event-type", "nul.ping"]);
+  const path = new URL(hook.ingest_url).pathname;
+  const r = await http(path, { headers: { "x-flow-hook-secret": hook.secret!, "content-type": "application/json" }, body: '{"text":"a\\u0000b"}' });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.text, /NUL characters/);
+  const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = 'nul'`);
+  assert.equal(rows[0]!.n, 0);
+});

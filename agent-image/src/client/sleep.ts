@@ -1,5 +1,5 @@
 /**
- * `flow sleep <duration>`: parks the run; the agent frees its slot and a fresh agent replays the
+ * `flow sleep <duration>`: parks the run; the agent frees its slot and the run's next job replays the
  * script on wake. A parked call gets no answer (the agent ends the script's process group), so
  * the client waits without a timeout and prints nothing when it is killed.
  */
