@@ -21,9 +21,8 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
-import { isAbsolute, join } from "node:path";
-import { z } from "zod";
-import { FlowError, describeIssues } from "@flowsvc/core";
+import { join } from "node:path";
+import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
 import type { WorkerAgentConfig } from "./config.js";
@@ -32,21 +31,7 @@ import type { JobOutcome, JobTimings } from "./job-kit.js";
 import type { Logger } from "./logger.js";
 import { runJob } from "./run-job.js";
 
-export const WorkerJobSchema = z.object({
-  type: z.literal("job"),
-  jobId: z.string().min(1).max(64),
-  runId: z.string().min(1).max(64),
-  attempt: z.number().int().positive(),
-  token: z.string().min(1),
-  agentId: z.string().min(1).max(64),
-  workdir: z.string().min(1).refine(isAbsolute, "must be an absolute path"),
-});
-
-export type WorkerJob = z.infer<typeof WorkerJobSchema>;
-
-export type WorkerReply =
-  | { readonly type: "ready" }
-  | { readonly type: "done"; readonly jobId: string; readonly outcome: JobOutcome["type"] };
+export type { WorkerJob, WorkerReply } from "@flowsvc/core";
 
 /** The IPC channel to the launcher (main.ts wraps `process.send` and `process.on("message")`). */
 export interface WorkerChannel {

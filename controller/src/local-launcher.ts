@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { newId } from "@flowsvc/core";
+import { WorkerReplySchema, newId, type WorkerJob } from "@flowsvc/core";
 import type { LaunchRequest, Launcher, LauncherEvents } from "./launcher.js";
 
 export interface LocalLauncherOptions {
@@ -50,19 +50,6 @@ interface AgentProcess {
   idleTimer: NodeJS.Timeout | undefined;
   exited: boolean;
 }
-
-type AgentMessage = { type: "ready" } | { type: "done"; jobId: string; outcome: string };
-
-/** The agent's side of the IPC protocol (agent-image/src/worker.ts); anything else is a bug. */
-const parseAgentMessage = (m: unknown): AgentMessage | undefined => {
-  if (typeof m !== "object" || m === null) return undefined;
-  const r = m as Record<string, unknown>;
-  if (r["type"] === "ready") return { type: "ready" };
-  if (r["type"] === "done" && typeof r["jobId"] === "string" && typeof r["outcome"] === "string") {
-    return { type: "done", jobId: r["jobId"], outcome: r["outcome"] };
-  }
-  return undefined;
-};
 
 /**
  * Local agents: reusable agent processes in worker mode (FLOW_AGENT_MODE=worker,
@@ -174,13 +161,15 @@ export class LocalLauncher implements Launcher {
     const { req, agentId, workdir } = job;
     this.#opts.log({ agentId, jobId: req.jobId, runId: req.runId, attempt: req.attempt, pid: agent.child.pid, jobs: agent.jobs }, "job assigned");
     // Before the agent listens, Node queues the message; if the agent died meanwhile, its exit requeues the job.
-    agent.child.send({ type: "job", jobId: req.jobId, runId: req.runId, attempt: req.attempt, token: req.token, agentId, workdir }, (err) => {
+    const message: WorkerJob = { type: "job", jobId: req.jobId, runId: req.runId, attempt: req.attempt, token: req.token, agentId, workdir };
+    agent.child.send(message, (err) => {
       if (err) this.#opts.log({ agentId, jobId: req.jobId, pid: agent.child.pid, err }, "could not give the job to the agent");
     });
   }
 
   #onMessage(agent: AgentProcess, raw: unknown): void {
-    const m = parseAgentMessage(raw);
+    const parsed = WorkerReplySchema.safeParse(raw);
+    const m = parsed.success ? parsed.data : undefined;
     if (m?.type === "ready") {
       this.#opts.log({ pid: agent.child.pid, startMs: Date.now() - agent.started }, "agent ready");
       return;

@@ -172,3 +172,27 @@ export const ActivityFinishRequestSchema = z.object({
   error: z.string().max(64 * 1024).optional(),
   duration_ms: z.number().int().nonnegative(),
 });
+
+/**
+ * The local launcher and a worker-mode agent talk over Node's IPC channel (docs/internals.md,
+ * "Local agents"): a job goes to an idle worker, which answers `ready` once and `done` per job.
+ * Both sides parse what they receive with these.
+ */
+export const WorkerJobSchema = z.object({
+  type: z.literal("job"),
+  jobId: z.string().min(1).max(64),
+  runId: z.string().min(1).max(64),
+  attempt: z.number().int().positive(),
+  token: z.string().min(1),
+  agentId: z.string().min(1).max(64),
+  workdir: z.string().min(1).startsWith("/", "must be an absolute path"),
+});
+export type WorkerJob = z.infer<typeof WorkerJobSchema>;
+
+export const JOB_OUTCOMES = ["finished", "suspended", "lost", "stopped", "not_claimed"] as const;
+
+export const WorkerReplySchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("ready") }),
+  z.object({ type: z.literal("done"), jobId: z.string(), outcome: z.enum(JOB_OUTCOMES) }),
+]);
+export type WorkerReply = z.infer<typeof WorkerReplySchema>;
