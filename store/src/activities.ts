@@ -18,6 +18,9 @@ export interface ActivityRow {
   collected: boolean;
 }
 
+/** ActivityRow's columns, named: a prepared `select *` fails once a migration adds a column. */
+const COLUMNS = "id, run_id, name, position, argv, requires, status, exit_code, stdout_b64, error, collected";
+
 const TERMINAL = ["succeeded", "failed"];
 
 /** A fan-out child: an activity row and its own job, dispatched to an agent with `requires`. */
@@ -46,12 +49,12 @@ export const submitActivity = async (
 };
 
 export const getActivityByName = async (tx: PoolClient, runId: string, name: string): Promise<ActivityRow | undefined> => {
-  const { rows } = await tx.query<ActivityRow>(`select * from activities where run_id = $1 and name = $2 for update`, [runId, name]);
+  const { rows } = await tx.query<ActivityRow>(`select ${COLUMNS} from activities where run_id = $1 and name = $2 for update`, [runId, name]);
   return rows[0];
 };
 
 export const getActivity = async (db: Pool | PoolClient, id: string): Promise<ActivityRow | undefined> => {
-  const { rows } = await db.query<ActivityRow>(`select * from activities where id = $1`, [id]);
+  const { rows } = await db.query<ActivityRow>(`select ${COLUMNS} from activities where id = $1`, [id]);
   return rows[0];
 };
 
