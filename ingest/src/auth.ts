@@ -1,7 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { ROLE_RANK, digestToken, findCallerByTokenDigest, findProject, roleOf, type Caller, type ProjectRef, type Role } from "@flowsvc/store";
+import { ROLE_RANK, digestToken, findCallerByTokenDigest, findCallerInProject, type Caller, type ProjectRef, type Role } from "@flowsvc/store";
 
 const LOGIN_HINT = "log in with `flow login --url <server url> --token <token>` or set FLOWSVC_TOKEN (the token `flow server` printed at its first start)";
 
@@ -12,11 +12,17 @@ export const bearerOf = (req: FastifyRequest): string | undefined => {
   return m?.[1];
 };
 
-export const authenticateUser = async (pool: Pool, req: FastifyRequest): Promise<Caller> => {
+const presentedToken = (req: FastifyRequest): string => {
   const token = bearerOf(req);
   if (!token) throw new FlowError("unauthenticated", "no API token was sent (Authorization: Bearer <token>)", { hint: LOGIN_HINT });
-  const caller = await findCallerByTokenDigest(pool, digestToken(token));
-  if (!caller) throw new FlowError("unauthenticated", "the API token is not valid for this server", { hint: LOGIN_HINT });
+  return token;
+};
+
+const invalidToken = (): FlowError => new FlowError("unauthenticated", "the API token is not valid for this server", { hint: LOGIN_HINT });
+
+export const authenticateUser = async (pool: Pool, req: FastifyRequest): Promise<Caller> => {
+  const caller = await findCallerByTokenDigest(pool, digestToken(presentedToken(req)));
+  if (!caller) throw invalidToken();
   return caller;
 };
 
@@ -30,10 +36,11 @@ export interface Scope extends ProjectRef {
  * A project the caller is not a member of is reported as not found, so names do not leak.
  */
 export const authorize = async (pool: Pool, req: FastifyRequest, need: Role): Promise<Scope> => {
-  const caller = await authenticateUser(pool, req);
+  const token = presentedToken(req);
   const { org, project } = req.params as { org: string; project: string };
-  const ref = await findProject(pool, org, project);
-  const role = ref ? await roleOf(pool, caller.userId, ref.projectId) : undefined;
+  // One round trip for the token, the project and the role: every API call pays for it.
+  const { caller, project: ref, role } = await findCallerInProject(pool, digestToken(token), org, project);
+  if (!caller) throw invalidToken();
   if (!ref || !role) throw new FlowError("not_found", `project ${org}/${project} not found`, { hint: "check --project (org/project) or FLOWSVC_PROJECT" });
   if (ROLE_RANK[role] < ROLE_RANK[need]) {
     throw new FlowError("forbidden", `this needs the ${need} role on ${org}/${project}; ${caller.userName} is ${role}`, { hint: "ask a project admin for the role" });

@@ -50,9 +50,38 @@ export const findCallerByTokenDigest = async (db: Db, digest: Buffer): Promise<C
   return r ? { userId: r.user_id, userName: r.name } : undefined;
 };
 
-export const roleOf = async (db: Db, userId: string, projectId: string): Promise<Role | undefined> => {
-  const { rows } = await db.query<{ role: Role }>(`select role from memberships where user_id = $1 and project_id = $2`, [userId, projectId]);
-  return rows[0]?.role;
+/**
+ * An API call's authentication and scope in one round trip: the caller behind a token digest
+ * (touching last_used_at at most once a minute), the project named (org, project), and the
+ * caller's role on it. `caller` is undefined for an unknown token; `project` for a project that
+ * does not exist; `role` when the caller is not a member.
+ */
+export const findCallerInProject = async (
+  db: Db,
+  digest: Buffer,
+  org: string,
+  project: string,
+): Promise<{ caller?: Caller; project?: ProjectRef; role?: Role }> => {
+  const { rows } = await db.query<{ user_id: string; name: string; org_id: string | null; project_id: string | null; role: Role | null }>(
+    `with t as (
+       update api_tokens set last_used_at = now()
+        where digest = $1 and (last_used_at is null or last_used_at < now() - interval '1 minute')
+       returning user_id)
+     select u.id as user_id, u.name, p.org_id, p.project_id, m.role
+       from api_tokens k join users u on u.id = k.user_id
+       left join (select o.id as org_id, p.id as project_id from projects p join orgs o on o.id = p.org_id
+                   where o.name = $2 and p.name = $3) p on true
+       left join memberships m on m.user_id = u.id and m.project_id = p.project_id
+      where k.digest = $1`,
+    [digest, org, project],
+  );
+  const r = rows[0];
+  if (!r) return {};
+  return {
+    caller: { userId: r.user_id, userName: r.name },
+    ...(r.org_id && r.project_id ? { project: { orgId: r.org_id, projectId: r.project_id, org, project } } : {}),
+    ...(r.role ? { role: r.role } : {}),
+  };
 };
 
 export const listMemberships = async (db: Db, userId: string): Promise<Array<{ org: string; project: string; role: Role }>> => {

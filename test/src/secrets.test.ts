@@ -138,6 +138,16 @@ void test("roles: a viewer lists secrets but cannot set or submit, a member subm
   const cliViewer = await server.cli(["secret", "set", "X", "v"], { env: { FLOWSVC_TOKEN: tokens.viewer } });
   assert.equal(cliViewer.code, 1);
   assert.match(cliViewer.stderr, /^error: .*admin role/m);
+  // The token, the project and the role are one lookup: each failure still says which it was.
+  const forged = await api(`${scoped}/secrets`, "flw_not-a-token-of-this-server");
+  assert.equal(forged.status, 401);
+  assert.match(forged.text, /the API token is not valid for this server/);
+  const none = await request(`${server.url}${scoped}/secrets`);
+  assert.equal(none.statusCode, 401);
+  assert.match(await none.body.text(), /no API token was sent/);
+  const elsewhere = await api("/api/v1/orgs/default/projects/no-such-project/secrets", tokens.member);
+  assert.equal(elsewhere.status, 404);
+  assert.match(elsewhere.text, /project default\/no-such-project not found/);
 });
 
 void test("bad secret input is refused with the reason and nothing is written", async () => {
