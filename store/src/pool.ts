@@ -31,12 +31,13 @@ const statementName = (text: string): string => {
  * holds are bounded. Text without values (BEGIN, DDL, lock keys built here) stays unprepared.
  */
 class PreparingClient extends pg.Client {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg.Client#query's many overloads, passed through
-  override query(config: any, values?: any, callback?: any): any {
-    if (typeof config === "string" && Array.isArray(values) && values.length > 0) {
-      return super.query({ name: statementName(config), text: config, values }, callback);
-    }
-    return super.query(config, values, callback);
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg.Client#query's overloads, passed through as they are
+  override query(...args: unknown[]): any {
+    const [config, values, callback] = args;
+    const call = typeof config === "string" && Array.isArray(values) && values.length > 0
+      ? [{ name: statementName(config), text: config, values }, callback]
+      : args;
+    return (super.query as (...a: unknown[]) => unknown).apply(this, call);
   }
 }
 
