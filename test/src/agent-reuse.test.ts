@@ -151,6 +151,31 @@ echo "end"
   assert.equal(Number(fields(after.r.stdout, "after")[0]?.["pid"]), passes[1], "the new agent serves the next run");
 });
 
+void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs; an idle extra one exits after FLOWSVC_AGENT_IDLE_MS and the last one stays", async () => {
+  const own = await startTestServer({ agents: 2, env: { FLOWSVC_AGENT_MAX_JOBS: "2", FLOWSVC_AGENT_IDLE_MS: "300" } });
+  try {
+    const pids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { r } = await submit(`share-${i}.sh`, 'echo "share pid=$FLOW_AGENT_PID"\n', [], own);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      pids.push(fields(r.stdout, "share")[0]?.["pid"] ?? "");
+    }
+    for (const pid of new Set(pids)) assert.ok(pids.filter((p) => p === pid).length <= 2, `no agent ran more than 2 jobs: ${pids.join(" ")}`);
+    const reasons = (): string[] => serverLog("agent retiring", own).map((l) => String(l["reason"]));
+    assert.ok(reasons().includes("it ran its share of jobs"), reasons().join(", "));
+    const live = (): number[] => serverLog("agent started", own).map((l) => Number(l["pid"])).filter(alive);
+    await waitFor("the idle extra agents to exit", () => live().length === 1, 10_000);
+    assert.ok(reasons().includes("idle"), reasons().join(", "));
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(live().length, 1, "the last idle agent stays, so the next job does not wait for Node to start");
+    const next = await submit("share-next.sh", 'echo "share pid=$FLOW_AGENT_PID"\n', [], own);
+    assert.equal(next.r.code, 0, next.r.stdout + next.r.stderr);
+    assert.equal(Number(fields(next.r.stdout, "share")[0]?.["pid"]), live()[0], "the agent that stayed took the next job");
+  } finally {
+    await own.stop();
+  }
+});
+
 void test("a killed server's idle agents exit at once and a busy one after its job; a clean stop ends the agents before it returns", async () => {
   const own = await startTestServer({ agents: 2 });
   try {

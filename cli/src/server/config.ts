@@ -24,6 +24,8 @@ const ServerConfigSchema = z.object({
     )
     .default([]),
   leaseMs: z.coerce.number().int().min(500).max(600_000).default(15_000),
+  agentMaxJobs: z.coerce.number({ error: "FLOWSVC_AGENT_MAX_JOBS must be a whole number from 1 to 1000000" }).int().min(1).max(1_000_000).default(200),
+  agentIdleMs: z.coerce.number({ error: "FLOWSVC_AGENT_IDLE_MS must be a whole number of milliseconds from 100 to 86400000" }).int().min(100).max(86_400_000).default(60_000),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
   databaseUrl: z.string().url({ error: "FLOWSVC_DATABASE_URL must be a postgres:// URL" }).optional(),
   masterKey: z.string().optional(),
@@ -60,6 +62,8 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
     agents: flags.agents ?? env["FLOWSVC_AGENTS"],
     agentPools: flags.agentPool ?? (env["FLOWSVC_AGENT_POOLS"] ? env["FLOWSVC_AGENT_POOLS"].split(/\s+/).filter(Boolean) : undefined),
     leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
+    agentMaxJobs: env["FLOWSVC_AGENT_MAX_JOBS"] || undefined,
+    agentIdleMs: env["FLOWSVC_AGENT_IDLE_MS"] || undefined,
     logLevel: flags.logLevel ?? env["FLOWSVC_LOG_LEVEL"],
     databaseUrl: env["FLOWSVC_DATABASE_URL"] || undefined,
     masterKey: env["FLOWSVC_MASTER_KEY"] || undefined,

@@ -103,6 +103,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           workRoot: join(config.dataDir, "agents"),
           serverUrl: url,
           baseEnv: config.agentEnv,
+          maxJobsPerAgent: config.agentMaxJobs,
+          idleMs: config.agentIdleMs,
           log,
           events: { agentExited: (req) => events.dispatcher?.agentExited(req), slotFreed: () => events.dispatcher?.nudge() },
         }),
