@@ -59,3 +59,9 @@ void test("worker mode refuses a token in its environment, and an unknown mode i
   const problems = problemsOf({ ...good, FLOW_AGENT_MODE: "pool" });
   assert.deepEqual(problems, ['FLOW_AGENT_MODE: must be "job" (the default) or "worker"']);
 });
+
+void test("FLOW_AGENT_LOG_LEVEL sets the least level of the agent's lines (info by default); another value is named", () => {
+  assert.equal(parseAgentConfig(good).logLevel, "info");
+  assert.equal(parseAgentConfig({ ...good, FLOW_AGENT_LOG_LEVEL: "warn" }).logLevel, "warn");
+  assert.deepEqual(problemsOf({ ...good, FLOW_AGENT_LOG_LEVEL: "verbose" }), ['FLOW_AGENT_LOG_LEVEL: must be "debug", "info", "warn" or "error"']);
+});

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { FlowError, describeIssues } from "@flowsvc/core";
+import type { LogLevel } from "./logger.js";
 
 const required = (message = "is required") => z.string({ error: message }).min(1, message);
 const absoluteDir = z.string().min(1).refine(isAbsolute, "must be an absolute path");
@@ -20,6 +21,7 @@ const CommonEnv = {
   FLOW_SERVER_URL: z.url({ protocol: /^https?$/, error: (iss) => (iss.input === undefined ? "is required" : "must be an http(s) URL") }),
   FLOW_AGENT_CAPABILITIES: z.string().optional(),
   FLOW_CLIENT_DIR: absoluteDir.optional(),
+  FLOW_AGENT_LOG_LEVEL: z.enum(["debug", "info", "warn", "error"], { error: 'must be "debug", "info", "warn" or "error"' }).optional(),
 };
 
 const JobEnvSchema = z.object({
@@ -45,6 +47,8 @@ interface CommonConfig {
   readonly clientDir: string | undefined;
   /** The agent's own environment: the script gets only its passthrough part (core/script-env). */
   readonly agentEnv: Readonly<Record<string, string | undefined>>;
+  /** The least level of the agent's stderr lines (FLOW_AGENT_LOG_LEVEL, default info). */
+  readonly logLevel: LogLevel;
 }
 
 export interface JobAgentConfig extends CommonConfig {
@@ -78,6 +82,7 @@ export const parseAgentConfig = (env: Readonly<Record<string, string | undefined
     capabilities: (e.FLOW_AGENT_CAPABILITIES ?? "").split(",").map((c) => c.trim()).filter((c) => c !== ""),
     clientDir: e.FLOW_CLIENT_DIR,
     agentEnv: { ...env },
+    logLevel: e.FLOW_AGENT_LOG_LEVEL ?? "info",
   };
   if (e.FLOW_AGENT_MODE === "worker") return { ...common, mode: "worker" };
   return { ...common, mode: "job", jobToken: e.FLOW_JOB_TOKEN, agentId: e.FLOW_AGENT_ID, workdir: e.FLOW_AGENT_WORKDIR ?? tmpdir() };

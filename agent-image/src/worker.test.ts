@@ -21,7 +21,7 @@ after(async () => {
 
 const config: WorkerAgentConfig = {
   mode: "worker", serverUrl: "http://127.0.0.1:9", capabilities: [], clientDir: undefined,
-  agentEnv: { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: "/nonexistent" },
+  agentEnv: { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: "/nonexistent" }, logLevel: "info",
 };
 
 /** The launcher's end of the channel: what the worker sent, and ways to talk to it. */

@@ -24,6 +24,11 @@ export interface LocalLauncherOptions {
   maxJobsPerAgent?: number;
   /** How long an idle agent stays when another one is idle too (default 60 s). */
   idleMs?: number;
+  /**
+   * The least level of the agents' own lines, which are forwarded into the server's log (default
+   * warn: their info lines repeat what the server logs of each job: assigned, claimed, finished).
+   */
+  agentLogLevel?: "debug" | "info" | "warn" | "error";
 }
 
 const DEFAULT_MAX_JOBS = 200;
@@ -123,6 +128,7 @@ export class LocalLauncher implements Launcher {
       FLOW_SERVER_URL: this.#opts.serverUrl,
       FLOW_AGENT_CAPABILITIES: this.#opts.capabilities.join(","),
       FLOW_CLIENT_DIR: this.#opts.clientDir,
+      FLOW_AGENT_LOG_LEVEL: this.#opts.agentLogLevel ?? "warn",
     });
     const child = spawn(process.execPath, [this.#opts.agentMain], { env, stdio: ["ignore", "ignore", "pipe", "ipc"], cwd: this.#opts.workRoot });
     const agent: AgentProcess = { child, started: Date.now(), job: undefined, jobs: 0, retiring: false, idleSince: Date.now(), idleTimer: undefined, exited: false };

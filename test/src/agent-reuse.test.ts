@@ -72,6 +72,9 @@ void test("successive runs are served by one agent process, each under its own a
   assert.equal(serverLog("agent started").length, started, "no agent process was started for these runs");
   const assigned = serverLog("job assigned").slice(-4);
   assert.deepEqual(assigned.map((l) => String(l["pid"])), seen.map((s) => s["pid"]));
+  // At the default log level the agents' own info lines, which repeat the server's, stay out of its log.
+  const forwarded = serverLog("agent says").map((l) => String(l["agent"]));
+  assert.deepEqual(forwarded.filter((l) => l.includes('"level":"info"')), [], forwarded.join("\n"));
 });
 
 void test("a run sees only its own secrets, masks and --env: none of them survive into the next run on the same agent", async () => {
@@ -152,7 +155,7 @@ echo "end"
 });
 
 void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs; an idle extra one exits after FLOWSVC_AGENT_IDLE_MS and the last one stays", async () => {
-  const own = await startTestServer({ agents: 2, env: { FLOWSVC_AGENT_MAX_JOBS: "2", FLOWSVC_AGENT_IDLE_MS: "300" } });
+  const own = await startTestServer({ agents: 2, env: { FLOWSVC_AGENT_MAX_JOBS: "2", FLOWSVC_AGENT_IDLE_MS: "300", FLOWSVC_LOG_LEVEL: "debug" } });
   try {
     const pids: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -167,10 +170,13 @@ void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs; an idle extra
     await waitFor("the idle extra agents to exit", () => live().length === 1, 10_000);
     assert.ok(reasons().includes("idle"), reasons().join(", "));
     await new Promise((r) => setTimeout(r, 1000));
-    assert.equal(live().length, 1, "the last idle agent stays, so the next job does not wait for Node to start");
+    const stayed = live();
+    assert.equal(stayed.length, 1, "the last idle agent stays, so the next job does not wait for Node to start");
     const next = await submit("share-next.sh", 'echo "share pid=$FLOW_AGENT_PID"\n', [], own);
     assert.equal(next.r.code, 0, next.r.stdout + next.r.stderr);
-    assert.equal(Number(fields(next.r.stdout, "share")[0]?.["pid"]), live()[0], "the agent that stayed took the next job");
+    assert.equal(Number(fields(next.r.stdout, "share")[0]?.["pid"]), stayed[0], "the agent that stayed took the next job");
+    // At debug the agents' own lines join the server's log: each script's pid, say.
+    assert.ok(serverLog("agent says", own).some((l) => String(l["agent"]).includes('"msg":"script started"')), "the agents' info lines at --log-level debug");
   } finally {
     await own.stop();
   }

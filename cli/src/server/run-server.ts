@@ -105,6 +105,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           baseEnv: config.agentEnv,
           maxJobsPerAgent: config.agentMaxJobs,
           idleMs: config.agentIdleMs,
+          // At debug the agents' own lines (each script's pid, say) join the server's.
+          agentLogLevel: config.logLevel === "debug" || config.logLevel === "trace" ? "info" : "warn",
           log,
           events: { agentExited: (req) => events.dispatcher?.agentExited(req), slotFreed: () => events.dispatcher?.nudge() },
         }),
