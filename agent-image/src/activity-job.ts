@@ -87,8 +87,10 @@ const finishActivityJob = async (scope: JobScope, claim: ActivityClaim, run: Run
 
 export const runActivityJob = async (scope: JobScope, claim: ActivityClaim): Promise<JobOutcome> => {
   const { options, logger, backend, timings: t, lost } = scope;
+  // The job's working directory (its pgid file goes there), which the local launcher does not make.
+  await mkdir(options.workdir, { recursive: true, mode: 0o700 });
   const cwd = options.cwd ?? options.workdir;
-  await mkdir(cwd, { recursive: true, mode: 0o700 });
+  if (cwd !== options.workdir) await mkdir(cwd, { recursive: true, mode: 0o700 });
   const run = startActivity(scope, claim, cwd);
   const { child } = run;
   const heartbeat = startHeartbeat(() => backend.heartbeat(), claim.lease_ms, logger);

@@ -100,8 +100,9 @@ export class LocalLauncher implements Launcher {
 
   launch(req: LaunchRequest): void {
     const agentId = newId("agt", Date.now(), randomBytes(10));
+    // The agent makes it (0700) when it prepares the job's scratch directory: a synchronous mkdir
+    // here held up the server's event loop on every dispatch.
     const workdir = join(this.#opts.workRoot, agentId);
-    mkdirSync(workdir, { recursive: true, mode: 0o700 });
     const agent = this.#idleAgent() ?? this.#spawn();
     this.#assign(agent, { req, agentId, workdir });
     if (!this.#idleAgent() && this.#pool.size < this.#opts.agents) this.#spawn();
