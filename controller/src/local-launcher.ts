@@ -65,8 +65,9 @@ interface AgentProcess {
  *
  * - Each dispatch gets its own agent id (`agt-...`, FLOW_AGENT_ID, the claim's agent_id) and its
  *   own working directory `<workRoot>/<agentId>` (0700), removed after the job.
- * - One agent per pool is started with the launcher; when a job takes the last idle agent and
- *   the pool has room, another is started so the next job finds one ready.
+ * - One agent per pool is started with the launcher; when a job takes the last idle agent, or
+ *   the last idle one retires, and the pool has room, another is started so the next job finds
+ *   one ready.
  * - An agent is replaced after `maxJobsPerAgent` jobs; an idle one exits after `idleMs` when
  *   another agent of the pool is idle too, so a quiet laptop keeps one Node process per pool.
  * - An agent runs the script in a process group of its own and writes the group's id to
@@ -105,7 +106,15 @@ export class LocalLauncher implements Launcher {
     const workdir = join(this.#opts.workRoot, agentId);
     const agent = this.#idleAgent() ?? this.#spawn();
     this.#assign(agent, { req, agentId, workdir });
-    if (!this.#idleAgent() && this.#pool.size < this.#opts.agents) this.#spawn();
+    this.#keepOneReady();
+  }
+
+  /** Starts an agent when none is idle and the pool has room, so the next job finds one ready. */
+  #keepOneReady(): void {
+    if (this.#stopping || this.#idleAgent()) return;
+    let staying = 0;
+    for (const a of this.#pool) if (!a.retiring && !a.exited) staying++;
+    if (staying < this.#opts.agents) this.#spawn();
   }
 
   async stop(): Promise<void> {
@@ -192,8 +201,10 @@ export class LocalLauncher implements Launcher {
     agent.job = undefined;
     this.#opts.log({ agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid: agent.child.pid, outcome: m.outcome }, "job done");
     this.#removeWorkdir(job.workdir);
-    if (agent.jobs >= this.#maxJobs) void this.#terminate(agent, "it ran its share of jobs");
-    else {
+    if (agent.jobs >= this.#maxJobs) {
+      void this.#terminate(agent, "it ran its share of jobs");
+      this.#keepOneReady(); // its replacement starts now, not when the next job finds none idle
+    } else {
       agent.idleSince = Date.now();
       this.#armIdle(agent);
     }
