@@ -65,11 +65,11 @@ interface AgentProcess {
  *
  * - Each dispatch gets its own agent id (`agt-...`, FLOW_AGENT_ID, the claim's agent_id) and its
  *   own working directory `<workRoot>/<agentId>` (0700), removed after the job.
- * - One agent per pool is started with the launcher; when a job takes the last idle agent, or
- *   the last idle one retires, and the pool has room, another is started so the next job finds
- *   one ready.
- * - An agent is replaced after `maxJobsPerAgent` jobs; an idle one exits after `idleMs` when
- *   another agent of the pool is idle too, so a quiet laptop keeps one Node process per pool.
+ * - One agent per pool is started with the launcher; when a job takes the last idle agent and the
+ *   pool has room, another is started so the next job finds one ready.
+ * - An agent is replaced (at once, by a fresh one) after `maxJobsPerAgent` jobs; an idle one exits
+ *   after `idleMs` when another agent of the pool is idle too, so a quiet laptop keeps one Node
+ *   process per pool.
  * - An agent runs the script in a process group of its own and writes the group's id to
  *   `script.pgid` in the job's working directory: when an agent dies mid-job, the launcher ends
  *   the orphaned script and reports `agentExited` (the job is requeued at once).
@@ -106,12 +106,12 @@ export class LocalLauncher implements Launcher {
     const workdir = join(this.#opts.workRoot, agentId);
     const agent = this.#idleAgent() ?? this.#spawn();
     this.#assign(agent, { req, agentId, workdir });
-    this.#keepOneReady();
+    if (!this.#idleAgent()) this.#spawnIfRoom();
   }
 
-  /** Starts an agent when none is idle and the pool has room, so the next job finds one ready. */
-  #keepOneReady(): void {
-    if (this.#stopping || this.#idleAgent()) return;
+  /** Starts an agent if the pool (not counting agents on their way out) has room for it. */
+  #spawnIfRoom(): void {
+    if (this.#stopping) return;
     let staying = 0;
     for (const a of this.#pool) if (!a.retiring && !a.exited) staying++;
     if (staying < this.#opts.agents) this.#spawn();
@@ -203,7 +203,9 @@ export class LocalLauncher implements Launcher {
     this.#removeWorkdir(job.workdir);
     if (agent.jobs >= this.#maxJobs) {
       void this.#terminate(agent, "it ran its share of jobs");
-      this.#keepOneReady(); // its replacement starts now, not when the next job finds none idle
+      // Replaced now, one for one: retiring recycles a process and leaves the pool its size (only
+      // idleness shrinks it), so a burst does not find fewer agents ready than before.
+      this.#spawnIfRoom();
     } else {
       agent.idleSince = Date.now();
       this.#armIdle(agent);

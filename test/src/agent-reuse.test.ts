@@ -166,6 +166,16 @@ void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs; an idle extra
     for (const pid of new Set(pids)) assert.ok(pids.filter((p) => p === pid).length <= 2, `no agent ran more than 2 jobs: ${pids.join(" ")}`);
     const reasons = (): string[] => serverLog("agent retiring", own).map((l) => String(l["reason"]));
     assert.ok(reasons().includes("it ran its share of jobs"), reasons().join(", "));
+    // A retired agent is replaced at once, before the next job arrives: retiring leaves the pool its size.
+    const order = readFileSync(join(own.dataDir, "server.log"), "utf8").split("\n").filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l["msg"] === "job assigned" || l["msg"] === "agent started" || (l["msg"] === "agent retiring" && l["reason"] === "it ran its share of jobs"))
+      .map((l) => (l["msg"] === "agent retiring" ? "retired" : l["msg"] === "agent started" ? "started" : "assigned"));
+    for (const [i, what] of order.entries()) {
+      if (what !== "retired") continue;
+      const upTo = order.indexOf("assigned", i);
+      if (upTo > 0) assert.ok(order.slice(i, upTo).includes("started"), `a replacement started before the next job: ${order.join(" ")}`);
+    }
     const live = (): number[] => serverLog("agent started", own).map((l) => Number(l["pid"])).filter(alive);
     await waitFor("the idle extra agents to exit", () => live().length === 1, 10_000);
     assert.ok(reasons().includes("idle"), reasons().join(", "));
