@@ -51,6 +51,8 @@ interface AgentProcess {
   jobs: number;
   /** Told to exit: takes no more jobs. */
   retiring: boolean;
+  /** It said `ready`: started and listening for jobs. */
+  ready: boolean;
   idleSince: number;
   idleTimer: NodeJS.Timeout | undefined;
   exited: boolean;
@@ -122,10 +124,16 @@ export class LocalLauncher implements Launcher {
     await Promise.all([...this.#pool].map((a) => this.#terminate(a)));
   }
 
-  /** The idle agent that finished last (the others age out). */
+  /**
+   * The idle agent that finished last (the others age out), preferring one that said it is ready:
+   * one still starting makes the job wait for Node.
+   */
   #idleAgent(): AgentProcess | undefined {
     let best: AgentProcess | undefined;
-    for (const a of this.#pool) if (!a.job && !a.retiring && !a.exited && (!best || a.idleSince > best.idleSince)) best = a;
+    for (const a of this.#pool) {
+      if (a.job || a.retiring || a.exited) continue;
+      if (!best || (a.ready && !best.ready) || (a.ready === best.ready && a.idleSince > best.idleSince)) best = a;
+    }
     return best;
   }
 
@@ -141,7 +149,7 @@ export class LocalLauncher implements Launcher {
       FLOW_AGENT_LOG_LEVEL: this.#opts.agentLogLevel ?? "warn",
     });
     const child = spawn(process.execPath, [this.#opts.agentMain], { env, stdio: ["ignore", "ignore", "pipe", "ipc"], cwd: this.#opts.workRoot });
-    const agent: AgentProcess = { child, started: Date.now(), job: undefined, jobs: 0, retiring: false, idleSince: Date.now(), idleTimer: undefined, exited: false };
+    const agent: AgentProcess = { child, started: Date.now(), job: undefined, jobs: 0, retiring: false, ready: false, idleSince: Date.now(), idleTimer: undefined, exited: false };
     this.#pool.add(agent);
     this.#opts.log({ pid: child.pid, capabilities: this.#opts.capabilities }, "agent started");
     this.#forwardStderr(agent);
@@ -187,6 +195,7 @@ export class LocalLauncher implements Launcher {
     const parsed = WorkerReplySchema.safeParse(raw);
     const m = parsed.success ? parsed.data : undefined;
     if (m?.type === "ready") {
+      agent.ready = true;
       this.#opts.log({ pid: agent.child.pid, startMs: Date.now() - agent.started }, "agent ready");
       return;
     }
