@@ -104,13 +104,11 @@ export class Dispatcher {
       const free = launcher.free();
       if (free <= 0 || this.#stopped) return;
       const tokens = new Map<string, string>();
-      const claimed = await withTransaction(this.#o.pool, (tx) =>
-        claimReadyJobs(tx, free, this.#o.leaseMs, launcher.capabilities, () => {
-          const t = mintToken("job");
-          tokens.set(t.digest.toString("hex"), t.token);
-          return t.digest;
-        }),
-      );
+      const claimed = await claimReadyJobs(this.#o.pool, free, this.#o.leaseMs, launcher.capabilities, () => {
+        const t = mintToken("job");
+        tokens.set(t.digest.toString("hex"), t.token);
+        return t.digest;
+      });
       if (claimed.length === 0) return;
       for (const job of claimed) {
         if (job.attempt > this.#o.maxAttempts) {

@@ -25,6 +25,11 @@ export const readyJobCapabilities = async (db: Db): Promise<string[][]> => {
   return rows.map((r) => r.capabilities);
 };
 
+/**
+ * Claims up to `limit` ready jobs whose capabilities `capabilities` covers, oldest first, each
+ * with a fresh token digest: one statement, so it needs no transaction (`db` may be the pool),
+ * and jobs locked by a concurrent claim are skipped, not waited for.
+ */
 export const claimReadyJobs = async (
   db: Db,
   limit: number,
@@ -33,23 +38,23 @@ export const claimReadyJobs = async (
   mintDigest: () => Buffer,
 ): Promise<Array<ClaimedJob & { digest: Buffer }>> => {
   if (limit <= 0) return [];
-  const { rows } = await db.query<{ id: string }>(
-    `select id from jobs where status = 'queued' and not_before <= now() and capabilities <@ $2::text[]
-      order by not_before, created_at limit $1 for update skip locked`,
-    [limit, capabilities],
+  // One digest per job that may be claimed; those not used are never stored.
+  const digests = Array.from({ length: limit }, () => mintDigest());
+  const { rows } = await db.query<ClaimedJob & { digest: Buffer }>(
+    `with ready as (
+       select id, row_number() over (order by not_before, created_at) as n
+         from (select id, not_before, created_at from jobs
+                where status = 'queued' and not_before <= now() and capabilities <@ $2::text[]
+                order by not_before, created_at limit $1 for update skip locked) r
+     )
+     update jobs j set status = 'dispatched', attempt = j.attempt + 1, token_digest = d.digest,
+            lease_expires_at = now() + ($4::int * interval '1 millisecond'), updated_at = now()
+       from ready join unnest($3::bytea[]) with ordinality as d(digest, n) on d.n = ready.n
+      where j.id = ready.id
+      returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id, j.token_digest as digest`,
+    [limit, capabilities, digests, leaseMs],
   );
-  if (rows.length === 0) return [];
-  const ids = rows.map((r) => r.id);
-  const digests = ids.map(() => mintDigest());
-  const updated = await db.query<ClaimedJob>(
-    `update jobs j set status = 'dispatched', attempt = j.attempt + 1, token_digest = d.digest,
-            lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
-       from unnest($1::text[], $2::bytea[]) as d(id, digest)
-      where j.id = d.id
-      returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id`,
-    [ids, digests, leaseMs],
-  );
-  return updated.rows.map((r) => ({ ...r, digest: digests[ids.indexOf(r.id)]! }));
+  return rows;
 };
 
 export interface LeasedJob {
