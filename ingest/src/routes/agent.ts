@@ -6,7 +6,7 @@ import {
 import {
   appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById, getRunInternal,
   getActivity, getEventForEnvelope, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
-  withTransaction,
+  withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
 import { bearerOf } from "../auth.js";
 import { jobLost, jobOfRequest } from "../job-auth.js";
@@ -36,33 +36,32 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     return e ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) } : {};
   };
 
-  app.post("/agent/v1/claim", async (req): Promise<ClaimResponse & { kind: "script" } | ActivityClaim> => {
-    const job = await jobOf(req);
-    const body = ClaimRequestSchema.parse(req.body);
-    const run = await getRunInternal(pool, job.run_id);
-    if (!run) throw jobLost();
-    const project = await findProjectById(pool, run.project_id);
-    if (!project) throw jobLost();
-    // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-    const secrets = run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {};
-    if (job.kind === "activity") {
-      const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
-      if (!activity) throw jobLost();
-      await markJobRunning(pool, job.id, body.agent_id, leaseMs);
-      await markActivityRunning(pool, activity.id);
-      req.log.info({ runId: run.id, jobId: job.id, activity: activity.name, agentId: body.agent_id }, "activity claimed");
-      return {
-        kind: "activity", job_id: job.id, run_id: run.id, activity_id: activity.id, name: activity.name,
-        project: `${project.org}/${project.project}`, attempt: job.attempt, argv: activity.argv,
-        env: { ...secrets, ...run.env }, masks: Object.values(secrets), lease_ms: leaseMs,
-      };
-    }
-    const journal = await listJournal(pool, run.id);
-    await withTransaction(pool, async (tx) => {
-      await markJobRunning(tx, job.id, body.agent_id, leaseMs);
-      await startRunIfNeeded(tx, run.id, publicUrl);
-    });
-    req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId: body.agent_id, replaying: journal.length }, "job claimed");
+  /**
+   * A script job's claim: the run starts (and its job runs under this agent) while the run's
+   * project, secrets, journal and trigger envelope are read, each on its own connection.
+   */
+  const claimScript = async (
+    req: FastifyRequest,
+    job: LeasedJob,
+    agentId: string,
+    run: RunInternal,
+  ): Promise<ClaimResponse & { kind: "script" }> => {
+    const scope = async () => {
+      const project = await findProjectById(pool, run.project_id);
+      if (!project) throw jobLost();
+      // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
+      return { project, secrets: run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {} };
+    };
+    const [{ project, secrets }, journal, envelope] = await Promise.all([
+      scope(),
+      listJournal(pool, run.id),
+      envelopeOf(run.event_id),
+      withTransaction(pool, async (tx) => {
+        await markJobRunning(tx, job.id, agentId, leaseMs);
+        await startRunIfNeeded(tx, run.id, publicUrl);
+      }),
+    ]);
+    req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId, replaying: journal.length }, "job claimed");
     return {
       kind: "script",
       job_id: job.id,
@@ -77,7 +76,29 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       journal,
       lease_ms: leaseMs,
       trigger: run.trigger,
-      ...(await envelopeOf(run.event_id)),
+      ...envelope,
+    };
+  };
+
+  app.post("/agent/v1/claim", async (req): Promise<ClaimResponse & { kind: "script" } | ActivityClaim> => {
+    const job = await jobOf(req);
+    const body = ClaimRequestSchema.parse(req.body);
+    const run = await getRunInternal(pool, job.run_id);
+    if (!run) throw jobLost();
+    if (job.kind === "run") return claimScript(req, job, body.agent_id, run);
+    const project = await findProjectById(pool, run.project_id);
+    if (!project) throw jobLost();
+    // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
+    const secrets = run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {};
+    const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
+    if (!activity) throw jobLost();
+    await markJobRunning(pool, job.id, body.agent_id, leaseMs);
+    await markActivityRunning(pool, activity.id);
+    req.log.info({ runId: run.id, jobId: job.id, activity: activity.name, agentId: body.agent_id }, "activity claimed");
+    return {
+      kind: "activity", job_id: job.id, run_id: run.id, activity_id: activity.id, name: activity.name,
+      project: `${project.org}/${project.project}`, attempt: job.attempt, argv: activity.argv,
+      env: { ...secrets, ...run.env }, masks: Object.values(secrets), lease_ms: leaseMs,
     };
   });
 
