@@ -1,0 +1,45 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { FlowError } from "@flowsvc/core";
+import { loadServerConfig } from "./config.js";
+
+const home = { HOME: "/home/someone" };
+
+/** The message of the FlowError("config") that loading throws. */
+const problem = (flags: Parameters<typeof loadServerConfig>[0], env: Record<string, string>): string => {
+  try {
+    loadServerConfig(flags, { ...home, ...env });
+  } catch (err) {
+    assert.ok(err instanceof FlowError, String(err));
+    assert.equal(err.code, "config");
+    return err.message;
+  }
+  assert.fail("the configuration loaded");
+};
+
+void test("defaults, then the environment, then flags", () => {
+  const d = loadServerConfig({}, home);
+  assert.deepEqual([d.port, d.agents, d.leaseMs, d.agentMaxJobs, d.agentIdleMs, d.logLevel], [8080, 4, 15_000, 200, 60_000, "info"]);
+  const e = loadServerConfig({}, { ...home, FLOWSVC_PORT: "9000", FLOWSVC_AGENTS: "2", FLOWSVC_AGENT_MAX_JOBS: "50", FLOWSVC_AGENT_IDLE_MS: "1500" });
+  assert.deepEqual([e.port, e.agents, e.agentMaxJobs, e.agentIdleMs], [9000, 2, 50, 1500]);
+  const f = loadServerConfig({ port: "9100", agents: "3" }, { ...home, FLOWSVC_PORT: "9000", FLOWSVC_AGENTS: "2" });
+  assert.deepEqual([f.port, f.agents], [9100, 3]);
+  const pools = loadServerConfig({ agentPool: ["gpu,polyglot:2"] }, home).agentPools;
+  assert.deepEqual(pools, [{ capabilities: ["gpu", "polyglot"], count: 2 }]);
+});
+
+void test("every bad value is reported at once, each under its name", () => {
+  const message = problem({ port: "70000", agentPool: ["gpu"] }, { FLOWSVC_AGENT_MAX_JOBS: "0", FLOWSVC_AGENT_IDLE_MS: "fast" });
+  assert.match(message, /^invalid server configuration:/);
+  assert.match(message, /port: /);
+  assert.match(message, /an agent pool is <capability>\[,<capability>\.\.\.\]:<count>, e\.g\. polyglot:2/);
+  assert.match(message, /FLOWSVC_AGENT_MAX_JOBS must be a whole number from 1 to 1000000/);
+  assert.match(message, /FLOWSVC_AGENT_IDLE_MS must be a whole number of milliseconds from 100 to 86400000/);
+  assert.match(problem({}, { FLOWSVC_AGENT_IDLE_MS: "99" }), /FLOWSVC_AGENT_IDLE_MS must be/);
+  assert.match(problem({}, { FLOWSVC_AGENT_MAX_JOBS: "2.5" }), /FLOWSVC_AGENT_MAX_JOBS must be/);
+});
+
+void test("an external database without its master key is refused with how to make one", () => {
+  const message = problem({}, { FLOWSVC_DATABASE_URL: "postgres://u:p@db.example:5432/flowsvc" });
+  assert.match(message, /FLOWSVC_DATABASE_URL is set but FLOWSVC_MASTER_KEY is not/);
+});
