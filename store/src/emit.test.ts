@@ -105,6 +105,17 @@ void test("over 16 handler runs in flight the emit fails and records nothing; a 
   assert.deepEqual(platform.dropped, ["watcher"]);
 });
 
+void test("concurrent emits never pass the in-flight limit together: of 12 at once with 10 in flight, exactly 6 start a run", async () => {
+  const p = await newProject();
+  await addHandler(p, "slow", ["work"]);
+  for (let i = 0; i < 10; i++) await emit({ projectId: p, type: "work" });
+  const outcomes = await Promise.allSettled(Array.from({ length: 12 }, () => emit({ projectId: p, type: "work" })));
+  const refused = outcomes.filter((o) => o.status === "rejected");
+  assert.equal(refused.length, 6, outcomes.map((o) => o.status).join(" "));
+  for (const o of refused) assert.match(String((o as PromiseRejectedResult).reason), /handler runs are in flight in this project \(at most 16\)/);
+  assert.equal((await runsOf(p)).length, 16);
+});
+
 void test("a forge redelivery answers the same event and delivers nothing twice; untrusted events skip handlers with credentials", async () => {
   const p = await newProject();
   await addHandler(p, "plain", ["gh.push"]);

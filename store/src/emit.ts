@@ -329,40 +329,28 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
   // pass the limit: serialise them per project (only emits that start handler runs pay for it).
   const projects = [...new Set(planned.map((p) => p.d.input.projectId))].sort();
   await tx.query(`select pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16)) from (select unnest($1::text[]) as p order by 1) o`, [projects]);
-  // A statement of its own after the locks: its snapshot sees every emit that held them before.
-  const { rows: counts } = await tx.query<{ project_id: string; n: number }>(
-    `select p as project_id, (select count(*)::int from runs r
-                               where r.project_id = p and r.handler_name is not null and r.status in ('queued', 'running', 'parked')) as n
-       from unnest($1::text[]) p`,
-    [projects],
-  );
-  const inFlight = new Map(counts.map((c) => [c.project_id, c.n]));
-  const runs: Array<{ id: string; d: Delivery; h: HandlerRow }> = [];
-  for (const { d, handlers, result } of planned) {
-    const n = inFlight.get(d.input.projectId)!;
-    if (n + handlers.length > HANDLER_RUNS_IN_FLIGHT_LIMIT) {
-      if (d.input.platform) {
-        result.dropped = handlers.map((h) => h.name);
-        continue;
-      }
-      throw new FlowError("limit_exceeded", `${n} handler runs are in flight in this project (at most ${HANDLER_RUNS_IN_FLIGHT_LIMIT}); the event was not recorded or delivered`, {
-        hint: "retry when the backlog drains (flow runs ls --status running)",
-      });
-    }
-    inFlight.set(d.input.projectId, n + handlers.length);
-    for (const h of handlers) runs.push({ id: handlerRunId(d.eventId, h.name), d, h });
-  }
-  if (runs.length === 0) return;
+  const runs = planned.flatMap(({ d, handlers }) => handlers.map((h) => ({ id: handlerRunId(d.eventId, h.name), d, h })));
+  const wanted = new Map<string, number>();
+  for (const r of runs) wanted.set(r.d.input.projectId, (wanted.get(r.d.input.projectId) ?? 0) + 1);
   const col = <T>(f: (r: (typeof runs)[number]) => T): T[] => runs.map(f);
   const trigger = (d: Delivery): string =>
     JSON.stringify({ type: d.input.type, event: d.eventId, ...(d.input.key ? { key: d.input.key } : {}), ...(d.input.fields ?? {}) });
-  const { rows: started } = await tx.query<{ id: string }>(
-    `with r as (
+  // A statement of its own after the locks, so its snapshot sees every emit that held them before:
+  // it counts each project's handler runs in flight and starts this batch's only where they fit.
+  const { rows } = await tx.query<{ kind: "run" | "count"; id: string; n: number }>(
+    `with counts as (
+       select w.project_id, w.wanted,
+              (select count(*)::int from runs r
+                where r.project_id = w.project_id and r.handler_name is not null and r.status in ('queued', 'running', 'parked')) as n
+         from unnest($13::text[], $14::int[]) as w(project_id, wanted)
+     ),
+     r as (
        insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, handler_name, event_id, generation, trusted)
        select id, project_id, $1, 'queued', source, filename, '{bash,-eu}', '{}', array(select jsonb_array_elements_text(tags::jsonb)), trigger::jsonb,
               handler_name, event_id, generation, trusted
          from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[], $11::bool[], $12::text[])
            as t(id, project_id, source, filename, tags, trigger, handler_name, event_id, generation, trusted, job_id)
+        where t.project_id in (select c.project_id from counts c where c.n + c.wanted <= $15)
        on conflict (id) do nothing
        returning id
      ),
@@ -370,14 +358,30 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
        insert into jobs (id, run_id, status, kind, capabilities)
        select t.job_id, r.id, 'queued', 'run', '{polyglot}' from r join unnest($2::text[], $12::text[]) as t(run_id, job_id) on t.run_id = r.id
      )
-     select r.id, pg_notify('flowsvc_jobs', '') from r`,
+     select 'run' as kind, r.id, 0 as n from r cross join lateral (select pg_notify('flowsvc_jobs', '')) wake
+     union all
+     select 'count', c.project_id, c.n from counts c`,
     [
       SCRIPT_WORKFLOW, col((r) => r.id), col((r) => r.d.input.projectId), col((r) => r.h.reaction.source), col((r) => r.h.reaction.filename),
       col((r) => JSON.stringify(r.h.tags)), col((r) => trigger(r.d)), col((r) => r.h.name), col((r) => r.d.eventId), col((r) => r.d.generation + 1),
       col((r) => r.d.input.trusted), col(() => mintId("job")),
+      [...wanted.keys()], [...wanted.values()], HANDLER_RUNS_IN_FLIGHT_LIMIT,
     ],
   );
-  const startedIds = new Set(started.map((r) => r.id));
+  const inFlight = new Map(rows.filter((r) => r.kind === "count").map((r) => [r.id, r.n]));
+  for (const { d, handlers, result } of planned) {
+    const n = inFlight.get(d.input.projectId)!;
+    if (n + wanted.get(d.input.projectId)! <= HANDLER_RUNS_IN_FLIGHT_LIMIT) continue;
+    // Over the limit: nothing of this project was started.
+    if (d.input.platform) {
+      result.dropped = handlers.map((h) => h.name);
+      continue;
+    }
+    throw new FlowError("limit_exceeded", `${n} handler runs are in flight in this project (at most ${HANDLER_RUNS_IN_FLIGHT_LIMIT}); the event was not recorded or delivered`, {
+      hint: "retry when the backlog drains (flow runs ls --status running)",
+    });
+  }
+  const startedIds = new Set(rows.filter((r) => r.kind === "run").map((r) => r.id));
   for (const r of runs) if (startedIds.has(r.id)) results[r.d.index]!.handlerRuns.push(r.id);
 };
 
