@@ -176,9 +176,11 @@ void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs; an idle extra
       const upTo = order.indexOf("assigned", i);
       if (upTo > 0) assert.ok(order.slice(i, upTo).includes("started"), `a replacement started before the next job: ${order.join(" ")}`);
     }
+    // Two runs at once keep two agents busy; once both are idle, one of them leaves.
+    const pair = await Promise.all(["pair-1.sh", "pair-2.sh"].map((name) => submit(name, 'echo "share pid=$FLOW_AGENT_PID"\n', [], own)));
+    for (const { r } of pair) assert.equal(r.code, 0, r.stdout + r.stderr);
     const live = (): number[] => serverLog("agent started", own).map((l) => Number(l["pid"])).filter(alive);
-    await waitFor("the idle extra agents to exit", () => live().length === 1, 10_000);
-    assert.ok(reasons().includes("idle"), reasons().join(", "));
+    await waitFor("an idle extra agent to exit", () => live().length === 1 && reasons().includes("idle"), 10_000);
     await new Promise((r) => setTimeout(r, 1000));
     const stayed = live();
     assert.equal(stayed.length, 1, "the last idle agent stays, so the next job does not wait for Node to start");
