@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import type { RunInternal } from "./runs.js";
 
 type Db = Pool | PoolClient;
 
@@ -73,6 +74,25 @@ export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJob | un
     [digest],
   );
   return rows[0];
+};
+
+/**
+ * A claim's two lookups in one round trip: the job behind a live token (as jobByToken) and its
+ * run (as getRunInternal; undefined if the run is gone).
+ */
+export const jobAndRunByToken = async (db: Db, digest: Buffer): Promise<{ job: LeasedJob; run: RunInternal | undefined } | undefined> => {
+  const { rows } = await db.query<LeasedJob & { run: RunInternal | null }>(
+    `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
+            (select to_jsonb(x) from (select r.id, r.project_id, r.workflow, r.status, r.source, r.filename, r.interpreter, r.env, r.tags,
+                                             r.trigger, r.output, r.error, r.event_id, r.handler_name, r.trusted) x) as run
+       from jobs j left join runs r on r.id = j.run_id
+      where j.token_digest = $1 and j.status in ('dispatched', 'running')`,
+    [digest],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const { run, ...job } = row;
+  return { job, run: run?.id ? run : undefined };
 };
 
 export const markJobRunning = async (db: Db, jobId: string, agentId: string, leaseMs: number): Promise<void> => {

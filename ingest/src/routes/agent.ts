@@ -4,12 +4,12 @@ import {
   type ActivityClaim, type ClaimResponse,
 } from "@flowsvc/core";
 import {
-  appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById, getRunInternal,
+  appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById,
   getActivity, getEventForEnvelope, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
   withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
 import { bearerOf } from "../auth.js";
-import { jobLost, jobOfRequest } from "../job-auth.js";
+import { jobAndRunOfRequest, jobLost, jobOfRequest } from "../job-auth.js";
 import type { IngestDeps } from "../deps.js";
 
 const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
@@ -81,10 +81,8 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   };
 
   app.post("/agent/v1/claim", async (req): Promise<ClaimResponse & { kind: "script" } | ActivityClaim> => {
-    const job = await jobOf(req);
+    const { job, run } = await jobAndRunOfRequest(pool, req);
     const body = ClaimRequestSchema.parse(req.body);
-    const run = await getRunInternal(pool, job.run_id);
-    if (!run) throw jobLost();
     if (job.kind === "run") return claimScript(req, job, body.agent_id, run);
     const project = await findProjectById(pool, run.project_id);
     if (!project) throw jobLost();
