@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import type { RunInternal } from "./runs.js";
+import { RUN_INTERNAL_COLUMNS, type RunInternal } from "./runs.js";
 
 type Db = Pool | PoolClient;
 
@@ -83,8 +83,7 @@ export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJob | un
 export const jobAndRunByToken = async (db: Db, digest: Buffer): Promise<{ job: LeasedJob; run: RunInternal | undefined } | undefined> => {
   const { rows } = await db.query<LeasedJob & { run: RunInternal | null }>(
     `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
-            (select to_jsonb(x) from (select r.id, r.project_id, r.workflow, r.status, r.source, r.filename, r.interpreter, r.env, r.tags,
-                                             r.trigger, r.output, r.error, r.event_id, r.handler_name, r.trusted) x) as run
+            (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run
        from jobs j left join runs r on r.id = j.run_id
       where j.token_digest = $1 and j.status in ('dispatched', 'running')`,
     [digest],

@@ -134,9 +134,15 @@ export interface RunInternal {
   trusted: boolean;
 }
 
+/** RunInternal's columns, for every query that reads one (getRunInternal, jobAndRunByToken). */
+export const RUN_INTERNAL_COLUMNS = [
+  "id", "project_id", "workflow", "status", "source", "filename", "interpreter", "env", "tags", "trigger", "output", "error", "event_id",
+  "handler_name", "trusted",
+] as const satisfies ReadonlyArray<keyof RunInternal>;
+
 export const getRunInternal = async (db: Db, runId: string, forUpdate = false): Promise<RunInternal | undefined> => {
   const { rows } = await db.query<RunInternal>(
-    `select id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, output, error, event_id, handler_name, trusted
+    `select ${RUN_INTERNAL_COLUMNS.join(", ")}
        from runs where id = $1 ${forUpdate ? "for update" : ""}`,
     [runId],
   );
