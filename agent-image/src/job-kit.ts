@@ -3,8 +3,10 @@
  * caller gave runJob, the outcome types, timings, and the job's scope (the backend watched for a
  * lost lease, the signals that end it).
  */
+import { join } from "node:path";
 import { FlowError } from "@flowsvc/core";
 import type { AgentBackend } from "./backend.js";
+import type { AgentConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 
 export type JobOutcome =
@@ -57,6 +59,34 @@ export interface JobOptions {
   readonly pgidFile?: string;
   readonly timings?: Partial<JobTimings>;
 }
+
+/**
+ * JobOptions for a job of an agent process, one-job or worker: the agent's configuration, the
+ * job's id and working directory, and the pgid file there that the launcher reads to end the
+ * script's group should the agent die without doing it.
+ */
+export const agentJobOptions = (
+  config: Pick<AgentConfig, "capabilities" | "clientDir" | "agentEnv">,
+  job: { readonly agentId: string; readonly workdir: string },
+  agent: { readonly logger: Logger; readonly stop: AbortSignal; readonly agentPid: number; readonly timings?: Partial<JobTimings> },
+): JobOptions => ({
+  agentId: job.agentId,
+  capabilities: config.capabilities,
+  workdir: job.workdir,
+  clientDir: config.clientDir,
+  agentEnv: config.agentEnv,
+  logger: agent.logger,
+  stop: agent.stop,
+  agentPid: agent.agentPid,
+  pgidFile: join(job.workdir, "script.pgid"),
+  ...(agent.timings ? { timings: agent.timings } : {}),
+});
+
+/** The fields of a job's last log line. */
+export const outcomeFields = (outcome: JobOutcome): Record<string, unknown> => ({
+  outcome: outcome.type,
+  ...(outcome.type === "finished" ? { exitCode: outcome.exitCode } : {}),
+});
 
 export interface Deferred<T> {
   readonly promise: Promise<T>;

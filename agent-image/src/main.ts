@@ -10,11 +10,11 @@
  * Worker mode (FLOW_AGENT_MODE=worker; the local launcher only): no job in the environment; jobs
  * come one at a time over the IPC channel (worker.ts, which also lists its exit statuses).
  */
-import { join } from "node:path";
 import { FlowError } from "@flowsvc/core";
 import { AgentApiClient } from "./agent-api-client.js";
 import { loadAgentConfig } from "./config.js";
 import type { JobAgentConfig, WorkerAgentConfig } from "./config.js";
+import { agentJobOptions, outcomeFields } from "./job-kit.js";
 import { createLogger } from "./logger.js";
 import type { Logger } from "./logger.js";
 import { runJob } from "./run-job.js";
@@ -33,20 +33,9 @@ const runOneJob = (config: JobAgentConfig, logger: Logger): void => {
     });
   }
   const backend = new AgentApiClient({ serverUrl: config.serverUrl, token: config.jobToken, logger });
-  runJob(backend, {
-    agentId: config.agentId,
-    capabilities: config.capabilities,
-    workdir: config.workdir,
-    clientDir: config.clientDir,
-    agentEnv: config.agentEnv,
-    logger,
-    stop: stop.signal,
-    agentPid: process.pid,
-    // The launcher reads this to end the script's group should the agent die without doing it.
-    pgidFile: join(config.workdir, "script.pgid"),
-  }).then(
+  runJob(backend, agentJobOptions(config, config, { logger, stop: stop.signal, agentPid: process.pid })).then(
     (outcome) => {
-      logger.info({ outcome: outcome.type, ...(outcome.type === "finished" ? { exitCode: outcome.exitCode } : {}) }, "agent done");
+      logger.info(outcomeFields(outcome), "agent done");
       process.exit(0);
     },
     (err: unknown) => {

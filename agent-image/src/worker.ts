@@ -21,12 +21,11 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
-import { join } from "node:path";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
 import type { WorkerAgentConfig } from "./config.js";
-import { deferred } from "./job-kit.js";
+import { agentJobOptions, deferred, outcomeFields } from "./job-kit.js";
 import type { JobOutcome, JobTimings } from "./job-kit.js";
 import type { Logger } from "./logger.js";
 import { runJob } from "./run-job.js";
@@ -93,25 +92,13 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
     let outcome: JobOutcome;
     try {
       const backend = options.backendFor?.(job, log) ?? new AgentApiClient({ serverUrl: config.serverUrl, token: job.token, logger: log });
-      outcome = await runJob(backend, {
-        agentId: job.agentId,
-        capabilities: config.capabilities,
-        workdir: job.workdir,
-        clientDir: config.clientDir,
-        agentEnv: config.agentEnv,
-        logger: log,
-        stop: stop.signal,
-        agentPid: options.agentPid,
-        // The launcher reads this to end the script's group should the worker die without doing it.
-        pgidFile: join(job.workdir, "script.pgid"),
-        ...(options.timings ? { timings: options.timings } : {}),
-      });
+      outcome = await runJob(backend, agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, ...(options.timings ? { timings: options.timings } : {}) }));
     } catch (err) {
       log.error({ err }, "agent failed");
       exit.resolve(WORKER_EXIT.agentFailure);
       return;
     }
-    log.info({ outcome: outcome.type, ...(outcome.type === "finished" ? { exitCode: outcome.exitCode } : {}) }, "job done");
+    log.info(outcomeFields(outcome), "job done");
     current = undefined;
     if (ending !== undefined) exit.resolve(ending);
     else channel.send({ type: "done", jobId: job.jobId, outcome: outcome.type });
