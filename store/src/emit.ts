@@ -134,7 +134,7 @@ export const emitBatch = {
 
 /** `flow wait-event`: called in the waiter's transaction before it reads the bus position. */
 export const lockEventTypeForWait = async (tx: PoolClient, projectId: string, type: string): Promise<void> => {
-  await tx.query({ name: "flowsvc-bus-lock-wait", text: `select pg_advisory_xact_lock($1::bigint)`, values: [busLockKey(projectId, type)] });
+  await tx.query(`select pg_advisory_xact_lock($1::bigint)`, [busLockKey(projectId, type)]);
 };
 
 interface Recorded {
@@ -210,10 +210,9 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
   if ([...payloads, ...fields].some((j) => j?.includes("\\u0000"))) {
     throw new FlowError("invalid_argument", "the event contains NUL characters (\\u0000), which the event bus cannot store; nothing was recorded");
   }
-  const { rows } = await tx.query<Recorded>({
-    // Prepared once per connection, run with its generic plan (busLocksSql).
-    name: "flowsvc-emit-record",
-    text: `with input as (
+  // Run with its generic plan (busLocksSql), prepared once per connection like every statement (pool.ts).
+  const { rows } = await tx.query<Recorded>(
+    `with input as (
        select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::bool[], $12::uuid[])
          with ordinality as t(id, project_id, type, key, payload, source_run_id, fields, hook_name, delivery_id, trusted, platform, hook_rev, ord)
      ),
@@ -241,13 +240,13 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
        from input i join src s on s.id = i.id join current c on c.id = i.id join projects p on p.id = i.project_id
             left join ins on ins.id = i.id
       order by i.ord`,
-    values: [
+    [
       ids, col((i) => i.projectId), col((i) => i.type), col((i) => i.key), payloads,
       col((i) => i.sourceRunId), fields, col((i) => i.hookName ?? null),
       col((i) => i.deliveryId ?? null), col((i) => i.trusted), col((i) => i.platform === true),
       col((i) => i.hookRev ?? null),
     ],
-  });
+  );
   if (rows.length !== inputs.length) throw new FlowError("not_found", "an event was emitted into a project that does not exist");
   const stale = rows.findIndex((r) => !r.hook_ok);
   if (stale >= 0) throw new StaleHookError(inputs[stale]!.hookName ?? "");

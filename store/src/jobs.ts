@@ -76,18 +76,17 @@ export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJob | un
   return rows[0];
 };
 
+const JOB_AND_RUN_BY_TOKEN = `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
+       (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run
+  from jobs j left join runs r on r.id = j.run_id
+ where j.token_digest = $1 and j.status in ('dispatched', 'running')`;
+
 /**
  * A claim's two lookups in one round trip: the job behind a live token (as jobByToken) and its
  * run (as getRunInternal; undefined if the run is gone).
  */
 export const jobAndRunByToken = async (db: Db, digest: Buffer): Promise<{ job: LeasedJob; run: RunInternal | undefined } | undefined> => {
-  const { rows } = await db.query<LeasedJob & { run: RunInternal | null }>(
-    `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
-            (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run
-       from jobs j left join runs r on r.id = j.run_id
-      where j.token_digest = $1 and j.status in ('dispatched', 'running')`,
-    [digest],
-  );
+  const { rows } = await db.query<LeasedJob & { run: RunInternal | null }>(JOB_AND_RUN_BY_TOKEN, [digest]);
   const row = rows[0];
   if (!row) return undefined;
   const { run, ...job } = row;

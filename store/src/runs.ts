@@ -139,11 +139,11 @@ export const RUN_INTERNAL_COLUMNS = [
   "id", "project_id", "workflow", "status", "source", "filename", "interpreter", "env", "tags", "trigger", "output", "error", "event_id",
   "handler_name", "trusted",
 ] as const satisfies ReadonlyArray<keyof RunInternal>;
+const RUN_INTERNAL_SELECT = RUN_INTERNAL_COLUMNS.join(", ");
 
 export const getRunInternal = async (db: Db, runId: string, forUpdate = false): Promise<RunInternal | undefined> => {
   const { rows } = await db.query<RunInternal>(
-    `select ${RUN_INTERNAL_COLUMNS.join(", ")}
-       from runs where id = $1 ${forUpdate ? "for update" : ""}`,
+    `select ${RUN_INTERNAL_SELECT} from runs where id = $1 ${forUpdate ? "for update" : ""}`,
     [runId],
   );
   return rows[0];
