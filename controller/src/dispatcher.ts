@@ -118,6 +118,9 @@ export class Dispatcher {
         const token = tokens.get(job.digest.toString("hex"))!;
         launcher.launch({ jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities });
       }
+      // Fewer ready than free slots: none is left (one queued meanwhile nudges another pass), so no
+      // empty claim, and no tokens minted for it.
+      if (claimed.length < free) return;
     }
   }
 
