@@ -154,8 +154,10 @@ echo "end"
   assert.equal(Number(fields(after.r.stdout, "after")[0]?.["pid"]), passes[1], "the new agent serves the next run");
 });
 
-void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs; an idle extra one exits after FLOWSVC_AGENT_IDLE_MS and the last one stays", async () => {
-  const own = await startTestServer({ agents: 2, env: { FLOWSVC_AGENT_MAX_JOBS: "2", FLOWSVC_AGENT_IDLE_MS: "300", FLOWSVC_LOG_LEVEL: "debug" } });
+void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs, by a fresh one started before the next job", async () => {
+  // The idle timeout is far beyond the test, so no agent leaves for idleness between two submits
+  // on a slow machine (each agent would then run one job and never reach its share).
+  const own = await startTestServer({ agents: 2, env: { FLOWSVC_AGENT_MAX_JOBS: "2", FLOWSVC_AGENT_IDLE_MS: "600000" } });
   try {
     const pids: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -176,6 +178,16 @@ void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs; an idle extra
       const upTo = order.indexOf("assigned", i);
       if (upTo > 0) assert.ok(order.slice(i, upTo).includes("started"), `a replacement started before the next job: ${order.join(" ")}`);
     }
+    assert.ok(!reasons().includes("idle"), `no agent left for idleness: ${reasons().join(", ")}`);
+  } finally {
+    await own.stop();
+  }
+});
+
+void test("an idle extra agent exits after FLOWSVC_AGENT_IDLE_MS and the last one stays to take the next job", async () => {
+  const own = await startTestServer({ agents: 2, env: { FLOWSVC_AGENT_IDLE_MS: "300", FLOWSVC_LOG_LEVEL: "debug" } });
+  try {
+    const reasons = (): string[] => serverLog("agent retiring", own).map((l) => String(l["reason"]));
     // Two runs at once keep two agents busy; once both are idle, one of them leaves.
     const pair = await Promise.all(["pair-1.sh", "pair-2.sh"].map((name) => submit(name, 'echo "share pid=$FLOW_AGENT_PID"\n', [], own)));
     for (const { r } of pair) assert.equal(r.code, 0, r.stdout + r.stderr);
