@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
-import { waitFor } from "./support/wait.js";
+import { alive, waitFor } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
 
 let server: TestServer;
@@ -46,16 +46,6 @@ const serverLog = (msg: string, on: TestServer = server): Array<Record<string, u
   readFileSync(join(on.dataDir, "server.log"), "utf8").split("\n").filter(Boolean)
     .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["msg"] === msg);
 
-/** Live (not zombie) per /proc: an orphan whose parent died may linger as a zombie until init reaps it. */
-const alive = (pid: number): boolean => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-    const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
-    return state !== "Z" && state !== "X";
-  } catch {
-    return false;
-  }
-};
 
 
 void test("successive runs are served by one agent process, each under its own agent id, and each succeeds", async () => {

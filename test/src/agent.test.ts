@@ -9,7 +9,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
-import { waitFor } from "./support/wait.js";
+import { alive, waitFor } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
 
 let server: TestServer;
@@ -180,14 +180,6 @@ echo "$$" >> ${dir}/lost-ends
   const passes = async () => (await readFile(join(dir, "lost-passes"), "utf8").catch(() => "")).split("\n").filter(Boolean).map((l) => l.split(" ").map(Number));
   await waitFor("the first pass", async () => (await passes()).length === 1);
   const [scriptPid = 0, agentPid = 0] = (await passes())[0]!;
-  const alive = (pid: number): boolean => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   // A frozen agent stops renewing its lease: the job is dispatched again while its script still runs.
   process.kill(agentPid, "SIGSTOP");
   try {

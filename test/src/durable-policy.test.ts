@@ -10,6 +10,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "./support/server.js";
+import { alive, waitFor } from "./support/wait.js";
 
 let server: TestServer;
 let dir: string;
@@ -131,9 +132,11 @@ void test("cancel stops a parked run and a running one; run.cancelled carries th
   assert.match(sig.stderr, /has cancelled; it takes no more signals/);
 
   const marker = join(dir, "still-running");
-  const runningFile = await script("running.sh", `flow step long -- sh -c 'sleep 30; touch ${marker}'\n`);
+  const stepPid = join(dir, "step-pid");
+  const runningFile = await script("running.sh", `flow step long -- sh -c 'echo $$ > ${stepPid}; sleep 30; touch ${marker}'\n`);
   const running = (await server.cli(["submit", runningFile])).stdout.trim();
-  for (let i = 0; i < 100 && (await status(running)).status !== "running"; i++) await new Promise((r) => setTimeout(r, 100));
+  await waitFor("the step's process to start", () => readFile(stepPid, "utf8").then((t) => t.trim() !== "", () => false));
+  const pid = Number((await readFile(stepPid, "utf8")).trim());
   assert.equal((await server.cli(["cancel", running])).code, 0);
   const again = await server.cli(["cancel", running]);
   assert.equal(again.code, 1);
@@ -141,7 +144,8 @@ void test("cancel stops a parked run and a running one; run.cancelled carries th
   const events = JSON.parse((await server.cli(["events", "ls", "--type", "run.cancelled", "-o", "json"])).stdout) as Array<{ payload: { run_id: string; reason: string } }>;
   assert.equal(events.find((e) => e.payload.run_id === parked)?.payload.reason, "superseded");
   assert.match(events.find((e) => e.payload.run_id === running)?.payload.reason ?? "", /cancelled by admin/);
-  // The agent learns at its next heartbeat (lease/3) and ends the script's process group.
-  await new Promise((r) => setTimeout(r, 6000));
+  // The agent learns at its next heartbeat (lease/3) and ends the script's process group, long
+  // before the step's 30 s sleep would have finished.
+  await waitFor("the cancelled step's process to end", () => !alive(pid), 20_000);
   assert.equal(await readFile(marker).then(() => true, () => false), false, "the cancelled script was ended before its step finished");
 });

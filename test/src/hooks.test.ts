@@ -15,6 +15,7 @@ import { request } from "undici";
 import { createUserWithToken, findProject, mintId, mintToken } from "@flowsvc/store";
 import { TestForge } from "./forge/forge.js";
 import { startTestServer, type TestServer } from "./support/server.js";
+import { waitFor } from "./support/wait.js";
 
 const API_TOKEN = "hook-test-S3cret-value-0815";
 const scoped = "/api/v1/orgs/default/projects/default";
@@ -333,9 +334,9 @@ void test("no management answer and no line of server.log carries a hook secret 
   for (const text of texts) for (const s of handedOut) assert.ok(!text.includes(s), `a management answer carries ${s.slice(0, 6)}...`);
   const refused = await http("/api/v1/hooks/default/default/deploys?secret=fhs_query_value_never_logged", { body: "{}" });
   assert.equal(refused.status, 401);
-  await new Promise((r) => setTimeout(r, 300)); // the log is written asynchronously
-  const log = await readFile(join(server.dataDir, "server.log"), "utf8");
-  assert.match(log, /hook delivery refused/);
+  const readLog = () => readFile(join(server.dataDir, "server.log"), "utf8");
+  await waitFor("the refusal in server.log (written asynchronously)", async () => /hook delivery refused/.test(await readLog()), 10_000);
+  const log = await readLog();
   assert.match(log, /secret=\[redacted\]/);
   assert.ok(!log.includes("fhs_query_value_never_logged"));
   for (const s of handedOut) assert.ok(!log.includes(s), `server.log carries ${s.slice(0, 6)}...`);
