@@ -46,8 +46,6 @@ const serverLog = (msg: string, on: TestServer = server): Array<Record<string, u
   readFileSync(join(on.dataDir, "server.log"), "utf8").split("\n").filter(Boolean)
     .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["msg"] === msg);
 
-
-
 void test("successive runs are served by one agent process, each under its own agent id, and each succeeds", async () => {
   const started = serverLog("agent started").length;
   const seen: Array<Record<string, string>> = [];
