@@ -68,7 +68,7 @@ export interface JobOptions {
 export const agentJobOptions = (
   config: Pick<AgentConfig, "capabilities" | "clientDir" | "agentEnv">,
   job: { readonly agentId: string; readonly workdir: string },
-  agent: { readonly logger: Logger; readonly stop: AbortSignal; readonly agentPid: number; readonly timings?: Partial<JobTimings> },
+  agent: { readonly logger: Logger; readonly stop: AbortSignal; readonly agentPid: number; readonly timings?: Partial<JobTimings> | undefined },
 ): JobOptions => ({
   agentId: job.agentId,
   capabilities: config.capabilities,

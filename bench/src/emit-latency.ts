@@ -20,7 +20,7 @@ interface EmitAnswer {
 }
 
 /**
- * Waits for the run to end the way `flow logs --follow` does: its log stream ends when the run
+ * Waits for the run to end the way `flow follow` does: its log stream ends when the run
  * does (woken by the server's NOTIFY). Polling the run every few ms instead would load the 2
  * cores this measures with several API calls per handler run.
  */

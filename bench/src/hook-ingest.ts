@@ -33,6 +33,21 @@ const databaseUrl = async (server: TestServer): Promise<string> => {
 type Cpu = { server: number; postgres: number; senders: number };
 
 /**
+ * CPU seconds so far of one process (utime + stime) and of its reaped children (cutime + cstime),
+ * from /proc (Linux; undefined elsewhere or once the process is gone).
+ */
+const processCpu = (pid: number): { own: number; children: number } | undefined => {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields from the state on; times in clock ticks
+  return { own: (Number(f[11]) + Number(f[12])) / 100, children: (Number(f[13]) + Number(f[14])) / 100 };
+};
+
+/**
  * CPU seconds so far of the server, its Postgres and this process (the senders), from /proc
  * (Linux; undefined elsewhere). Exited processes drop out, so take it around a steady scenario.
  */
@@ -46,20 +61,18 @@ const cpuNow = (): Cpu | undefined => {
   }
   for (const pid of names) {
     let cmd: string;
-    let stat: string;
     try {
       cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     } catch {
       continue; // gone meanwhile
     }
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const seconds = (Number(f[11]) + Number(f[12])) / 100; // utime + stime, in clock ticks
-    if (Number(pid) === process.pid) out.senders += seconds;
-    // Plus cutime + cstime: the postmaster's reaped children (backends, autovacuum workers), so
-    // one that exits between two readings does not take its CPU with it.
-    else if (cmd.includes("postgres")) out.postgres += seconds + (Number(f[13]) + Number(f[14])) / 100;
-    else if (cmd.includes("flow.js\u0000server")) out.server += seconds;
+    const cpu = processCpu(Number(pid));
+    if (!cpu) continue;
+    if (Number(pid) === process.pid) out.senders += cpu.own;
+    // Plus its reaped children's: the postmaster's backends and autovacuum workers, so one that
+    // exits between two readings does not take its CPU with it.
+    else if (cmd.includes("postgres")) out.postgres += cpu.own + cpu.children;
+    else if (cmd.includes("flow.js\u0000server")) out.server += cpu.own;
   }
   return out;
 };
@@ -73,17 +86,6 @@ const insertLoop = async (client: pg.Client, table: string, count: number): Prom
   const started = performance.now();
   for (let i = 0; i < count; i++) await client.query(`insert into ${table} (payload) values ($1)`, [BODY]);
   return count / ((performance.now() - started) / 1000);
-};
-
-/** CPU seconds so far of one Postgres backend (Linux; undefined elsewhere). */
-const backendCpu = (pid: number): number | undefined => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return undefined;
-  }
 };
 
 /**
@@ -102,9 +104,9 @@ const bareRowCpu = async (client: pg.Client, rows: number): Promise<number | und
     ]);
   for (let i = 0; i < 20; i++) await insert();
   const backend = (await client.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
-  const c0 = backendCpu(backend);
+  const c0 = processCpu(backend)?.own;
   for (let i = 0; i < rows / batch; i++) await insert();
-  const c1 = backendCpu(backend);
+  const c1 = processCpu(backend)?.own;
   return c0 === undefined || c1 === undefined ? undefined : ((c1 - c0) * 1e6) / rows;
 };
 

@@ -36,16 +36,26 @@ export const findProjectById = async (db: Db, projectId: string): Promise<Projec
   return r ? { orgId: r.org_id, projectId, org: r.org, project: r.project } : undefined;
 };
 
-/** The caller behind a token digest; touches last_used_at at most once a minute. */
-export const findCallerByTokenDigest = async (db: Db, digest: Buffer): Promise<Caller | undefined> => {
-  const { rows } = await db.query<{ user_id: string; name: string }>(
-    `with t as (
+/** Touches the token's last_used_at ($1, its digest) at most once a minute: the head of a caller lookup. */
+const TOUCH_TOKEN = `with t as (
        update api_tokens set last_used_at = now()
         where digest = $1 and (last_used_at is null or last_used_at < now() - interval '1 minute')
-       returning user_id)
-     select u.id as user_id, u.name from api_tokens k join users u on u.id = k.user_id where k.digest = $1`,
-    [digest],
-  );
+       returning user_id)`;
+
+const CALLER_BY_TOKEN = `${TOUCH_TOKEN}
+     select u.id as user_id, u.name from api_tokens k join users u on u.id = k.user_id where k.digest = $1`;
+
+const CALLER_IN_PROJECT = `${TOUCH_TOKEN}
+     select u.id as user_id, u.name, p.org_id, p.project_id, m.role
+       from api_tokens k join users u on u.id = k.user_id
+       left join (select o.id as org_id, p.id as project_id from projects p join orgs o on o.id = p.org_id
+                   where o.name = $2 and p.name = $3) p on true
+       left join memberships m on m.user_id = u.id and m.project_id = p.project_id
+      where k.digest = $1`;
+
+/** The caller behind a token digest; touches last_used_at at most once a minute. */
+export const findCallerByTokenDigest = async (db: Db, digest: Buffer): Promise<Caller | undefined> => {
+  const { rows } = await db.query<{ user_id: string; name: string }>(CALLER_BY_TOKEN, [digest]);
   const r = rows[0];
   return r ? { userId: r.user_id, userName: r.name } : undefined;
 };
@@ -63,16 +73,7 @@ export const findCallerInProject = async (
   project: string,
 ): Promise<{ caller?: Caller; project?: ProjectRef; role?: Role }> => {
   const { rows } = await db.query<{ user_id: string; name: string; org_id: string | null; project_id: string | null; role: Role | null }>(
-    `with t as (
-       update api_tokens set last_used_at = now()
-        where digest = $1 and (last_used_at is null or last_used_at < now() - interval '1 minute')
-       returning user_id)
-     select u.id as user_id, u.name, p.org_id, p.project_id, m.role
-       from api_tokens k join users u on u.id = k.user_id
-       left join (select o.id as org_id, p.id as project_id from projects p join orgs o on o.id = p.org_id
-                   where o.name = $2 and p.name = $3) p on true
-       left join memberships m on m.user_id = u.id and m.project_id = p.project_id
-      where k.digest = $1`,
+    CALLER_IN_PROJECT,
     [digest, org, project],
   );
   const r = rows[0];

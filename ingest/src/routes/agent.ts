@@ -36,6 +36,14 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     return e ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) } : {};
   };
 
+  /** The run's project and the secrets its job gets. */
+  const scopeOf = async (run: RunInternal) => {
+    const project = await findProjectById(pool, run.project_id);
+    if (!project) throw jobLost();
+    // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
+    return { project, secrets: run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {} };
+  };
+
   /**
    * A script job's claim: the run starts (and its job runs under this agent) while the run's
    * project, secrets, journal and trigger envelope are read, each on its own connection.
@@ -46,14 +54,8 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     agentId: string,
     run: RunInternal,
   ): Promise<ClaimResponse & { kind: "script" }> => {
-    const scope = async () => {
-      const project = await findProjectById(pool, run.project_id);
-      if (!project) throw jobLost();
-      // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-      return { project, secrets: run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {} };
-    };
     const [{ project, secrets }, journal, envelope] = await Promise.all([
-      scope(),
+      scopeOf(run),
       listJournal(pool, run.id),
       envelopeOf(run.event_id),
       withTransaction(pool, async (tx) => {
@@ -84,10 +86,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { job, run } = await jobAndRunOfRequest(pool, req);
     const body = ClaimRequestSchema.parse(req.body);
     if (job.kind === "run") return claimScript(req, job, body.agent_id, run);
-    const project = await findProjectById(pool, run.project_id);
-    if (!project) throw jobLost();
-    // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-    const secrets = run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {};
+    const { project, secrets } = await scopeOf(run);
     const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
     if (!activity) throw jobLost();
     await markJobRunning(pool, job.id, body.agent_id, leaseMs);
