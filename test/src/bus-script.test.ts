@@ -135,11 +135,13 @@ void test("a wait-event that times out exits 124 and stays timed out: a later ev
   const run = await start("wait-timeout.sh", `
 if e=$(flow wait-event never.happens --timeout 1s); then echo "branch=event $e"; else echo "branch=timeout code=$?"; fi
 touch ${dir}/wt-branched
-flow sleep 2s
+flow wait-signal go
 echo end
 `);
   await waitFor("the wait to time out", exists(join(dir, "wt-branched")));
+  // The late event is emitted while the run still waits for "go": the run cannot end first on a slow host.
   await emit("never.happens");
+  ok(await server.cli(["signal", run, "go"]));
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.equal(r.stdout.split("branch=timeout code=124\n").length - 1, 2, `both passes took the timeout branch:\n${r.stdout}`);

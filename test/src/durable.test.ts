@@ -111,15 +111,18 @@ void test("a wait that timed out exits 124, and a signal that arrives later does
   const run = await start("timeout.sh", `
 if v=$(flow wait-signal approve --timeout 1s); then echo "branch=approved v=$v"; else echo "branch=timeout code=$?"; fi
 touch ${dir}/to-branched
-flow sleep 2s
+flow wait-signal go
 echo "end"
 `);
   await waitFor("the wait to time out", exists(join(dir, "to-branched")));
+  // The late signal is sent while the run still waits for "go": the run cannot end first on a slow host.
   const s = await server.cli(["signal", run, "approve", "--payload", "true"]);
   assert.equal(s.code, 0, s.stderr);
+  const go = await server.cli(["signal", run, "go"]);
+  assert.equal(go.code, 0, go.stderr);
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  assert.equal(count(r.stdout, "branch=timeout code=124\n"), 2, "the pass after the timeout and the pass after the sleep both take the timeout branch");
+  assert.equal(count(r.stdout, "branch=timeout code=124\n"), 2, "the pass after the timeout and the pass after the second wait both take the timeout branch");
   assert.ok(!r.stdout.includes("branch=approved"), r.stdout);
   assert.match(r.stdout + r.stderr, /wait-signal approve timed out/);
 });
