@@ -1,5 +1,7 @@
 import type { PoolClient } from "pg";
-import { CallArgsSchemas, FlowError, assertEmittable, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, type CallRequest, type CallResponse } from "@flowsvc/core";
+import {
+  CallArgsSchemas, FlowError, assertEmittable, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, trustOf, type CallRequest, type CallResponse,
+} from "@flowsvc/core";
 import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } from "./activities.js";
 import { getEntryForUpdate, insertEntry, isDue, resolveEntry, type WaitEntry } from "./journal-entries.js";
 import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js";
@@ -13,6 +15,8 @@ interface CallRun {
   id: string;
   project_id: string;
   status: string;
+  /** What the run causes (its emits, its spawned children) is as trusted as it is. */
+  trusted: boolean;
 }
 
 type Kind = keyof typeof CallArgsSchemas;
@@ -47,7 +51,7 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
     case "emit": {
       const a = parseArgs("emit", req.args);
       assertEmittable(a.type);
-      const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: true });
+      const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: trustOf({ by: "run", run }) });
       return insertEntry(tx, run.id, at, "done", { event_id: res.eventId });
     }
     case "lock":
@@ -80,6 +84,7 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
 
 const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
   if (a.as === "pipeline") throw new FlowError("invalid_argument", "flow spawn --as pipeline: pipelines are not available in this version");
+  const trusted = trustOf({ by: "run", run });
   const res = await insertRunWithJob(
     tx,
     {
@@ -95,11 +100,12 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
       idempotencyKey: null,
       createdBy: null,
       parentRunId: run.id,
+      trusted,
     },
     mintId("job"),
     [],
   );
-  await emitEvent(tx, { projectId: run.project_id, type: "spawn", key: null, payload: { run_id: res.id, parent: run.id }, sourceRunId: run.id, trusted: true, platform: true });
+  await emitEvent(tx, { projectId: run.project_id, type: "spawn", key: null, payload: { run_id: res.id, parent: run.id }, sourceRunId: run.id, trusted, platform: true });
   return res.id;
 };
 
@@ -134,7 +140,7 @@ const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boole
  * (lost answer, server restart, replay of a still-pending wait) is idempotent.
  */
 export const performCall = async (tx: PoolClient, runId: string, req: CallRequest): Promise<CallResponse> => {
-  const { rows } = await tx.query<CallRun>(`select id, project_id, status from runs where id = $1 for update`, [runId]);
+  const { rows } = await tx.query<CallRun>(`select id, project_id, status, trusted from runs where id = $1 for update`, [runId]);
   const run = rows[0];
   if (!run) throw new FlowError("not_found", `run ${runId} not found`);
   let entry = await getEntryForUpdate(tx, runId, req.position);
