@@ -135,6 +135,23 @@ const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boole
 };
 
 /**
+ * A pass claimed while the run was trusted holds the secrets in its script's environment. When an
+ * untrusted event resolved a wait of that pass (and took the run's trust), a re-asked call (a lost
+ * answer, a server restart) must not hand the event to it: the call answers pending, the agent
+ * suspends, and the next pass, claimed without secrets, replays the recorded envelope.
+ */
+const heldFromEarlierPass = async (tx: PoolClient, run: CallRun, e: WaitEntry): Promise<boolean> => {
+  if (run.trusted || e.kind !== "wait-event" || e.status !== "done") return false;
+  // A job that replays a resolved wait is queued in the transaction that resolved it (same now()).
+  const { rowCount } = await tx.query(
+    `select 1 from journal j join jobs b on b.run_id = j.run_id
+      where j.run_id = $1 and j.position = $2 and b.kind = 'run' and b.status in ('dispatched', 'running') and b.created_at < j.resolved_at`,
+    [run.id, e.position],
+  );
+  return (rowCount ?? 0) > 0;
+};
+
+/**
  * One durable call of a script at its position (docs/internals.md, POST /agent/v1/call). Calls
  * are identified by position: a repeat answers the entry's current state, so a retried request
  * (lost answer, server restart, replay of a still-pending wait) is idempotent.
@@ -153,7 +170,8 @@ export const performCall = async (tx: PoolClient, runId: string, req: CallReques
   }
   entry ??= await create(tx, run, req);
   if (entry.status === "pending") entry = await evaluate(tx, run, entry, fresh);
-  const view = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal, status: entry.status, result: entry.result };
-  if (entry.status === "done") return { status: "done", entry: view };
-  return { status: "pending", entry: view, substate: substateOf(entry), deadline: entry.deadline?.toISOString() ?? null };
+  const at = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal };
+  const held = await heldFromEarlierPass(tx, run, entry);
+  if (entry.status === "done" && !held) return { status: "done", entry: { ...at, status: "done", result: entry.result } };
+  return { status: "pending", entry: { ...at, status: "pending", result: null }, substate: substateOf(entry), deadline: held ? null : (entry.deadline?.toISOString() ?? null) };
 };

@@ -152,6 +152,28 @@ void test("a trusted run whose flow wait-event receives an untrusted event is un
   assert.equal(await runTrust(receivesTrusted), true, "a waiter the untrusted event did not reach is unchanged");
 });
 
+void test("a pass claimed while trusted never gets the untrusted event that took its trust, even asking again after a lost answer", async () => {
+  const p = await newProject();
+  const { runId, jobId } = await newRun(p, true);
+  const waitCall = { position: 0, kind: "wait-event", name: "pr.opened" } as const;
+  assert.equal((await call(runId, waitCall)).status, "pending");
+  // The agent never heard that answer (the server died after its commit), so the pass is still running.
+  const { runId: untrustedRun } = await newRun(p, false);
+  await call(untrustedRun, { position: 0, kind: "emit", args: { type: "pr.opened", payload: { marker: "from-the-fork" } } });
+  assert.equal(await runTrust(runId), false);
+
+  const retried = await call(runId, waitCall);
+  assert.equal(retried.status, "pending", "the pass holding the secrets is told to park");
+  assert.equal(JSON.stringify(retried).includes("from-the-fork"), false, JSON.stringify(retried));
+  assert.equal(await withTransaction(db.pool, (tx) => suspendJob(tx, jobId, runId)), "requeued");
+
+  // The next pass is claimed untrusted (no secrets) and gets the envelope.
+  await db.pool.query(`update jobs set status = 'running' where run_id = $1 and status = 'queued'`, [runId]);
+  const replay = await call(runId, waitCall);
+  assert.equal(replay.status, "done");
+  assert.deepEqual((replay.entry.result as { envelope: { payload: unknown } }).envelope.payload, { marker: "from-the-fork" });
+});
+
 void test("a run or event insert that leaves out trusted is refused by Postgres: the column has no default", async () => {
   const p = await newProject();
   const defaults = await db.pool.query<{ table_name: string; column_default: string | null; is_nullable: string }>(
