@@ -47,9 +47,9 @@ const newRun = async (projectId: string, trusted: boolean): Promise<{ runId: str
   return { runId, jobId };
 };
 
-const addHandler = (projectId: string, name: string, on: string[]) =>
-  db.pool.query(`insert into handlers (project_id, name, patterns, reaction) values ($1, $2, $3, $4)`, [
-    projectId, name, on, JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }),
+const addHandler = (projectId: string, name: string, on: string[], credentials: Record<string, string> = {}) =>
+  db.pool.query(`insert into handlers (project_id, name, patterns, reaction, credentials) values ($1, $2, $3, $4, $5)`, [
+    projectId, name, on, JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }), JSON.stringify(credentials),
   ]);
 
 const call = (runId: string, req: Partial<CallRequest> & Pick<CallRequest, "position" | "kind">) =>
@@ -99,11 +99,13 @@ for (const trusted of [false, true]) {
   void test(`${a} ${what} run's flow emit records ${a} ${what} event, and the handler runs it starts are ${what}`, async () => {
     const p = await newProject();
     await addHandler(p, "on-deploy", ["deploy.*"]);
+    // A handler with a credential serves only trusted events: an untrusted run cannot reach it by emitting.
+    await addHandler(p, "deployer", ["deploy.*"], { DEPLOY_TOKEN: "deploy-cred" });
     const { runId } = await newRun(p, trusted);
     const r = await call(runId, { position: 0, kind: "emit", args: { type: "deploy.requested", payload: { sha: "abc" } } });
     assert.equal(r.status, "done");
     assert.equal(await eventTrust((r.entry.result as { event_id: string }).event_id), trusted);
-    assert.deepEqual(await handlerRuns(p), [["on-deploy", trusted]]);
+    assert.deepEqual(await handlerRuns(p), trusted ? [["deployer", true], ["on-deploy", true]] : [["on-deploy", false]]);
   });
 
   void test(`${a} ${what} run's run.* events are ${what}, and so are the handler runs they feed`, async () => {
