@@ -9,7 +9,7 @@ import { mintId } from "./mint.js";
 import { insertRunWithJob } from "./runs.js";
 import { evaluateSignalWait } from "./signals.js";
 import { emitEvent, lockEventTypeForWait } from "./emit.js";
-import { substateOf } from "./wake.js";
+import { substateOf, wakeRun } from "./wake.js";
 
 interface CallRun {
   id: string;
@@ -172,6 +172,8 @@ export const performCall = async (tx: PoolClient, runId: string, req: CallReques
   if (entry.status === "pending") entry = await evaluate(tx, run, entry, fresh);
   const at = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal };
   const held = await heldFromEarlierPass(tx, run, entry);
+  // Held: the suspend that follows must requeue the run, not park it on a wait that is already done.
+  if (held) await wakeRun(tx, run.id);
   if (entry.status === "done" && !held) return { status: "done", entry: { ...at, status: "done", result: entry.result } };
   return { status: "pending", entry: { ...at, status: "pending", result: null }, substate: substateOf(entry), deadline: held ? null : (entry.deadline?.toISOString() ?? null) };
 };
