@@ -13,3 +13,4 @@ export * from "./events.js";
 export * from "./envelope.js";
 export * from "./hmac.js";
 export * from "./github.js";
+export * from "./trust.js";

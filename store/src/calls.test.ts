@@ -31,7 +31,7 @@ const newRun = async (): Promise<{ runId: string; jobId: string }> => {
   const runId = mintId("run");
   const jobId = mintId("job");
   await db.pool.query(
-    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}')`,
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger, trusted) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}', true)`,
     [runId, projectId],
   );
   await db.pool.query(`insert into jobs (id, run_id, status) values ($1, $2, 'running')`, [jobId, runId]);

@@ -1,5 +1,7 @@
 import type { PoolClient } from "pg";
-import { CallArgsSchemas, FlowError, assertEmittable, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, type CallRequest, type CallResponse } from "@flowsvc/core";
+import {
+  CallArgsSchemas, FlowError, assertEmittable, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, trustOf, type CallRequest, type CallResponse,
+} from "@flowsvc/core";
 import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } from "./activities.js";
 import { getEntryForUpdate, insertEntry, isDue, resolveEntry, type WaitEntry } from "./journal-entries.js";
 import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js";
@@ -7,12 +9,14 @@ import { mintId } from "./mint.js";
 import { insertRunWithJob } from "./runs.js";
 import { evaluateSignalWait } from "./signals.js";
 import { emitEvent, lockEventTypeForWait } from "./emit.js";
-import { substateOf } from "./wake.js";
+import { substateOf, wakeRun } from "./wake.js";
 
 interface CallRun {
   id: string;
   project_id: string;
   status: string;
+  /** What the run causes (its emits, its spawned children) is as trusted as it is. */
+  trusted: boolean;
 }
 
 type Kind = keyof typeof CallArgsSchemas;
@@ -47,7 +51,7 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
     case "emit": {
       const a = parseArgs("emit", req.args);
       assertEmittable(a.type);
-      const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: true });
+      const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: trustOf({ by: "run", run }) });
       return insertEntry(tx, run.id, at, "done", { event_id: res.eventId });
     }
     case "lock":
@@ -80,6 +84,7 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
 
 const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
   if (a.as === "pipeline") throw new FlowError("invalid_argument", "flow spawn --as pipeline: pipelines are not available in this version");
+  const trusted = trustOf({ by: "run", run });
   const res = await insertRunWithJob(
     tx,
     {
@@ -95,11 +100,12 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
       idempotencyKey: null,
       createdBy: null,
       parentRunId: run.id,
+      trusted,
     },
     mintId("job"),
     [],
   );
-  await emitEvent(tx, { projectId: run.project_id, type: "spawn", key: null, payload: { run_id: res.id, parent: run.id }, sourceRunId: run.id, trusted: true, platform: true });
+  await emitEvent(tx, { projectId: run.project_id, type: "spawn", key: null, payload: { run_id: res.id, parent: run.id }, sourceRunId: run.id, trusted, platform: true });
   return res.id;
 };
 
@@ -129,12 +135,29 @@ const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boole
 };
 
 /**
+ * A pass claimed while the run was trusted holds the secrets in its script's environment. When an
+ * untrusted event resolved a wait of that pass (and took the run's trust), a re-asked call (a lost
+ * answer, a server restart) must not hand the event to it: the call answers pending, the agent
+ * suspends, and the next pass, claimed without secrets, replays the recorded envelope.
+ */
+const heldFromEarlierPass = async (tx: PoolClient, run: CallRun, e: WaitEntry): Promise<boolean> => {
+  if (run.trusted || e.kind !== "wait-event" || e.status !== "done") return false;
+  // A job that replays a resolved wait is queued in the transaction that resolved it (same now()).
+  const { rowCount } = await tx.query(
+    `select 1 from journal j join jobs b on b.run_id = j.run_id
+      where j.run_id = $1 and j.position = $2 and b.kind = 'run' and b.status in ('dispatched', 'running') and b.created_at < j.resolved_at`,
+    [run.id, e.position],
+  );
+  return (rowCount ?? 0) > 0;
+};
+
+/**
  * One durable call of a script at its position (docs/internals.md, POST /agent/v1/call). Calls
  * are identified by position: a repeat answers the entry's current state, so a retried request
  * (lost answer, server restart, replay of a still-pending wait) is idempotent.
  */
 export const performCall = async (tx: PoolClient, runId: string, req: CallRequest): Promise<CallResponse> => {
-  const { rows } = await tx.query<CallRun>(`select id, project_id, status from runs where id = $1 for update`, [runId]);
+  const { rows } = await tx.query<CallRun>(`select id, project_id, status, trusted from runs where id = $1 for update`, [runId]);
   const run = rows[0];
   if (!run) throw new FlowError("not_found", `run ${runId} not found`);
   let entry = await getEntryForUpdate(tx, runId, req.position);
@@ -147,7 +170,10 @@ export const performCall = async (tx: PoolClient, runId: string, req: CallReques
   }
   entry ??= await create(tx, run, req);
   if (entry.status === "pending") entry = await evaluate(tx, run, entry, fresh);
-  const view = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal, status: entry.status, result: entry.result };
-  if (entry.status === "done") return { status: "done", entry: view };
-  return { status: "pending", entry: view, substate: substateOf(entry), deadline: entry.deadline?.toISOString() ?? null };
+  const at = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal };
+  const held = await heldFromEarlierPass(tx, run, entry);
+  // Held: the suspend that follows must requeue the run, not park it on a wait that is already done.
+  if (held) await wakeRun(tx, run.id);
+  if (entry.status === "done" && !held) return { status: "done", entry: { ...at, status: "done", result: entry.result } };
+  return { status: "pending", entry: { ...at, status: "pending", result: null }, substate: substateOf(entry), deadline: held ? null : (entry.deadline?.toISOString() ?? null) };
 };

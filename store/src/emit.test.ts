@@ -29,7 +29,7 @@ const newProject = async (): Promise<string> => {
 const newRunningScript = async (projectId: string): Promise<string> => {
   const runId = mintId("run");
   await db.pool.query(
-    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}')`,
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger, trusted) values ($1, $2, 'flowsvc/script/v1', 'running', '', 's.sh', '{bash}', '{}', true)`,
     [runId, projectId],
   );
   return runId;

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { PoolClient } from "pg";
 import {
   CHAIN_DEPTH_LIMIT, FlowError, HANDLER_RUNS_IN_FLIGHT_LIMIT, SCRIPT_WORKFLOW, buildEnvelope, celEventVars, compileCel, derivedId,
-  evaluatePredicate, matchesAny, type CompiledCel, type Envelope,
+  evaluatePredicate, matchesAny, trustAfterReceiving, trustOf, type CompiledCel, type Envelope,
 } from "@flowsvc/core";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
@@ -17,7 +17,11 @@ export interface EmitInput {
   fields?: Record<string, unknown>;
   /** The run that emitted it, if any: a custom emit from a handler run chains one generation deeper. */
   sourceRunId: string | null;
-  /** False for a fork's pull request or an outsider's comment: its runs get no secrets or credentials. */
+  /**
+   * `trustOf` (core/src/trust.ts) of what caused it: false for a fork's pull request, an outsider's
+   * comment, and whatever an untrusted run emits. Its handler runs, and the runs that wait for it,
+   * get no secrets or credentials.
+   */
   trusted: boolean;
   hookName?: string;
   /**
@@ -363,7 +367,7 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
     [
       SCRIPT_WORKFLOW, col((r) => r.id), col((r) => r.d.input.projectId), col((r) => r.h.reaction.source), col((r) => r.h.reaction.filename),
       col((r) => JSON.stringify(r.h.tags)), col((r) => trigger(r.d)), col((r) => r.h.name), col((r) => r.d.eventId), col((r) => r.d.generation + 1),
-      col((r) => r.d.input.trusted), col(() => mintId("job")),
+      col((r) => trustOf({ by: "event", event: r.d.input })), col(() => mintId("job")),
       [...wanted.keys()], [...wanted.values()], HANDLER_RUNS_IN_FLIGHT_LIMIT,
     ],
   );
@@ -386,7 +390,8 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
 
 /**
  * `flow wait-event <type>`: every parked waiter of the type that began before this event gets the
- * envelope. A keyed event reaches a run only when the run has no subject or the same one.
+ * envelope. A keyed event reaches a run only when the run has no subject or the same one. An
+ * untrusted event makes each run it reaches untrusted, in the transaction that resolves the wait.
  */
 const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: string, envelope: Envelope): Promise<void> => {
   const { rows } = await tx.query<{ run_id: string; position: number }>(
@@ -399,7 +404,9 @@ const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: strin
   );
   const woken = new Set<string>();
   for (const w of rows) {
-    await tx.query(`select 1 from runs where id = $1 for update`, [w.run_id]);
+    const { rows: run } = await tx.query<{ trusted: boolean }>(`select trusted from runs where id = $1 for update`, [w.run_id]);
+    // A run that takes in an untrusted event is untrusted from then on: its later passes get no secrets.
+    if (run[0]?.trusted && !trustAfterReceiving(run[0], input)) await tx.query(`update runs set trusted = false where id = $1`, [w.run_id]);
     await resolveEntry(tx, w.run_id, w.position, { envelope });
     woken.add(w.run_id);
   }

@@ -1,5 +1,5 @@
 import type { PoolClient } from "pg";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, trustOf } from "@flowsvc/core";
 import { mintId } from "./mint.js";
 import { getRunInternal, insertRunWithJob } from "./runs.js";
 
@@ -13,7 +13,8 @@ export const parseSite = (site: string): { name: string; ordinal: number } => {
 /**
  * `flow rerun <run> --from <site>`: a fresh run of the same recorded source, env and tags that
  * keeps the recorded calls before the site's position and runs the script from line one. When the
- * kept prefix no longer reproduces, the replay fails with the determinism error.
+ * kept prefix no longer reproduces, the replay fails with the determinism error. A rerun of an
+ * untrusted run is untrusted.
  */
 export const createRerun = async (tx: PoolClient, projectId: string, runId: string, site: string, createdBy: string): Promise<string> => {
   const source = await getRunInternal(tx, runId);
@@ -44,6 +45,8 @@ export const createRerun = async (tx: PoolClient, projectId: string, runId: stri
       idempotencyKey: null,
       createdBy,
       rerunOf: runId,
+      // It replays the source run's script and recorded results: as trusted as that run, even at a person's request.
+      trusted: trustOf({ by: "run", run: source }),
     },
     mintId("job"),
     [],

@@ -1,5 +1,5 @@
 import type { PoolClient } from "pg";
-import { lifecyclePayload, type LifecycleType } from "@flowsvc/core";
+import { lifecyclePayload, trustOf, type LifecycleType } from "@flowsvc/core";
 import { emitEvent } from "./emit.js";
 import { findProjectById } from "./tenancy.js";
 import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
@@ -21,9 +21,9 @@ const emitLifecycle = async (
   if (!run) return;
   const project = await findProjectById(db, run.project_id);
   const payload = lifecyclePayload({ ...run, org: project?.org ?? "", project: project?.project ?? "" }, extra, publicUrl);
-  // Lifecycle events carry the finishing run's subject, and are delivered like any event.
+  // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
-  await emitEvent(db, { projectId: run.project_id, type, key, payload, sourceRunId: run.id, trusted: true, platform: true });
+  await emitEvent(db, { projectId: run.project_id, type, key, payload, sourceRunId: run.id, trusted: trustOf({ by: "run", run }), platform: true });
 };
 
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */

@@ -44,6 +44,8 @@ export interface NewRun {
   parentRunId?: string | null;
   retry?: { attempts: number; backoff_ms: number } | null;
   rerunOf?: string | null;
+  /** Whether the run may see secrets: `trustOf` (core/src/trust.ts) of what started it. No default. */
+  trusted: boolean;
 }
 
 const VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
@@ -78,12 +80,12 @@ export const insertRunWithJob = async (
 ): Promise<{ id: string; duplicate: boolean }> => {
   const { rows } = await db.query<{ id: string }>(
     `insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, idempotency_key, created_by,
-                       parent_run_id, retry, rerun_of)
-     values ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                       parent_run_id, retry, rerun_of, trusted)
+     values ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
      on conflict (project_id, idempotency_key) do nothing returning id`,
     [
       run.id, run.projectId, run.workflow, run.source, run.filename, run.interpreter, run.env, run.tags, run.trigger, run.idempotencyKey,
-      run.createdBy, run.parentRunId ?? null, run.retry ?? null, run.rerunOf ?? null,
+      run.createdBy, run.parentRunId ?? null, run.retry ?? null, run.rerunOf ?? null, run.trusted,
     ],
   );
   if (rows.length === 0) {

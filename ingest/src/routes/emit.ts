@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
-import { EMIT_BODY_LIMIT, assertEmittable } from "@flowsvc/core";
+import { EMIT_BODY_LIMIT, assertEmittable, trustOf } from "@flowsvc/core";
 import { emitEvent, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
@@ -30,7 +30,7 @@ export const emitRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const body = EmitBody.parse(req.body);
     const type = assertEmittable(body.type);
     const result = await withTransaction(pool, (tx) =>
-      emitEvent(tx, { projectId: scope.projectId, type, key: body.key ?? null, payload: body.payload ?? null, sourceRunId: null, trusted: true }),
+      emitEvent(tx, { projectId: scope.projectId, type, key: body.key ?? null, payload: body.payload ?? null, sourceRunId: null, trusted: trustOf({ by: "person" }) }),
     );
     for (const d of result.declined) {
       req.log.info({ eventId: result.eventId, type, handler: d.handler, err: d.error }, "handler declined the event: its `when` could not be evaluated");

@@ -15,7 +15,7 @@ import { z } from "zod";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
   EMIT_BODY_LIMIT, FlowError, GITHUB_DELIVERY_HEADER, GITHUB_EVENT_HEADER, GITHUB_SIGNATURE_HEADER, assertEmittable, isReservedType,
-  shapeGithubDelivery, verifyGithubSignature, verifyManualHmac,
+  shapeGithubDelivery, trustOf, verifyGithubSignature, verifyManualHmac,
 } from "@flowsvc/core";
 import {
   GroupCommitter, HOOK_MANIFESTS, StaleHookError, deleteHook, emitBatch, getHook, hookSealName, hookSecretMatches, listHooks,
@@ -214,7 +214,7 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
     if (deliveryId === undefined || deliveryId.length > 128) throw new FlowError("invalid_argument", "the X-GitHub-Delivery header is missing or too long: it identifies the delivery, and a redelivery repeats it");
     const shaped = shapeGithubDelivery(hook.name, header(req, GITHUB_EVENT_HEADER) ?? "", githubBody(req, raw));
     if (!shaped.trusted) req.log.info({ hook: hook.name, type: shaped.type, reason: shaped.untrustedReason }, "untrusted delivery: its runs get no secrets or credentials");
-    return { type: shaped.type, key: shaped.key ?? null, body: shaped.payload, fields: { ...shaped.fields }, trusted: shaped.trusted, deliveryId };
+    return { type: shaped.type, key: shaped.key ?? null, body: shaped.payload, fields: { ...shaped.fields }, trusted: trustOf({ by: "delivery", trusted: shaped.trusted }), deliveryId };
   };
 
   /**
@@ -237,7 +237,7 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
       const ok = await verifyManualHmac({ headerValue: req.headers[hook.hmacHeader!], prefix: hook.hmacPrefix ?? "", key: await openKey(hook), rawBody: raw });
       if (!ok) throw refused(req, hook.name, "bad signature", `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`, `sign the raw body with HMAC-SHA256 and send ${hook.hmacHeader}: ${hook.hmacPrefix ?? ""}<hex>`);
     }
-    return { ...common, type: hook.eventType!, key: null, payload: { body: bodyValue(raw), query: queryObject(query) }, trusted: true };
+    return { ...common, type: hook.eventType!, key: null, payload: { body: bodyValue(raw), query: queryObject(query) }, trusted: trustOf({ by: "delivery", trusted: true }) };
   };
 
   void app.register((scope, _opts, done) => {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
-import { FlowError, SCRIPT_WORKFLOW, pickInterpreter } from "@flowsvc/core";
+import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf } from "@flowsvc/core";
 import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
@@ -54,11 +54,13 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       idempotencyKey: body.idempotency_key ?? null,
       createdBy: scope.caller.userId,
       retry: body.retry ?? null,
+      // A person's submit: the one way work becomes trusted again (core/src/trust.ts).
+      trusted: trustOf({ by: "person" }),
     };
     const res = await withTransaction(pool, async (tx) => {
       const r = await insertRunWithJob(tx, run, mintId("job"), []);
       // Every trigger is recorded on the bus: a submit is a `manual` event.
-      if (!r.duplicate) await emitEvent(tx, { projectId: scope.projectId, type: "manual", key: null, payload: { run_id: r.id, sender: scope.caller.userName }, sourceRunId: null, trusted: true, platform: true });
+      if (!r.duplicate) await emitEvent(tx, { projectId: scope.projectId, type: "manual", key: null, payload: { run_id: r.id, sender: scope.caller.userName }, sourceRunId: null, trusted: run.trusted, platform: true });
       return r;
     });
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
