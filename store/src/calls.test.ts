@@ -90,8 +90,13 @@ void test("a timed-out wait is pinned: a later signal stays queued for the next 
   const { runId, jobId } = await newRun();
   assert.equal((await call(runId, { position: 0, kind: "wait-signal", name: "late", args: { timeout_ms: 50 } })).status, "pending");
   await withTransaction(db.pool, (tx) => suspendJob(tx, jobId, runId));
-  await new Promise((r) => setTimeout(r, 80));
-  for (const w of await dueWaits(db.pool)) await withTransaction(db.pool, (tx) => resolveDueWait(tx, w.run_id, w.position));
+  // Wait until Postgres itself finds the wait due (a condition, not a fixed sleep), then let the timer resolve it.
+  let due: Array<{ run_id: string; position: number }> = [];
+  for (const until = Date.now() + 10_000; due.length === 0 && Date.now() < until; await new Promise((r) => setTimeout(r, 10))) {
+    due = (await dueWaits(db.pool)).filter((w) => w.run_id === runId);
+  }
+  assert.equal(due.length, 1, "the 50 ms wait became due within 10 s");
+  for (const w of due) await withTransaction(db.pool, (tx) => resolveDueWait(tx, w.run_id, w.position));
   assert.equal((await runRow(runId)).status, "queued");
   await signal(runId, "late", "too late");
   const again = await call(runId, { position: 0, kind: "wait-signal", name: "late", args: { timeout_ms: 50 } });
