@@ -12,8 +12,8 @@
  */
 import { FlowError } from "./errors.js";
 
-/** Longest name, in characters (all ASCII). */
-export const SECRET_NAME_MAX = 256;
+/** Longest name, in characters (all ASCII): what a path segment of the API carries (Fastify's maxParamLength). */
+export const SECRET_NAME_MAX = 100;
 /** Largest value, in UTF-8 bytes: well under Linux's 128 KiB cap on one environment string. */
 export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
 
@@ -109,7 +109,7 @@ export const secretValueProblem = (value: string): string | undefined => {
   if (value === "") return "the value is empty";
   if (value.includes("\u0000")) return "the value holds a NUL byte (\\0), and a process environment cannot hold one: no job could start with it";
   if (LONE_SURROGATE.test(value)) {
-    return "the value is not valid Unicode text: it holds a lone surrogate (\\ud800-\\udfff without its pair), which a process would receive as U+FFFD, so the job would see another value and the log could not mask it";
+    return "the value is not valid Unicode text: it holds a lone surrogate (\\ud800-\\udfff without its pair), which UTF-8 cannot encode: it would be stored and injected as U+FFFD, another value than the one set";
   }
   // A UTF-16 unit is at most 3 UTF-8 bytes: only a long value needs encoding to be measured.
   const bytes = value.length * 3 > SECRET_VALUE_MAX_BYTES ? utf8Length(value) : value.length;
