@@ -7,7 +7,7 @@ import { FlowError } from "@flowsvc/core";
 import type { ActivityClaim, LogChunk } from "@flowsvc/core";
 import { doneCall, fakeBackend, pendingCall, scriptClaim } from "./agent-test-kit.js";
 import type { AgentBackend } from "./backend.js";
-import { silentLogger } from "./logger.js";
+import { createLogger, silentLogger } from "./logger.js";
 import { runJob } from "./run-job.js";
 import type { JobOptions } from "./run-job.js";
 
@@ -150,4 +150,22 @@ void test("an activity whose lease is lost is ended and not finished", async () 
   });
   assert.deepEqual(outcome, { type: "lost" });
   assert.ok(!methods(backend).includes("finishActivity"));
+});
+
+void test("a variable with a NUL byte fails the job as a start error naming the variable; no log, line or finish carries the value", async () => {
+  const env = { DEPLOY_KEY: "hunter2\u0000qz7tail" };
+  const lines: string[] = [];
+  const logger = createLogger((line) => lines.push(line), {}, "debug");
+  const script = fakeBackend({ claim: () => Promise.resolve(scriptClaim({ source: "echo ran\n", env, masks: [] })), finish: () => Promise.resolve("failed") });
+  assert.deepEqual(await runJob(script, options({ logger })), { type: "finished", exitCode: 127, status: "failed" });
+  const finish = script.calls.find(([m]) => m === "finish")?.[1] as { exit_code: number; error?: string };
+  assert.equal(finish.exit_code, 127);
+  assert.match(finish.error ?? "", /environment variable "DEPLOY_KEY" holds a NUL byte, which a process environment cannot hold/);
+  assert.match(logText(script, "system"), /^error: cannot start "bash": environment variable "DEPLOY_KEY" holds a NUL byte/);
+  const activity = await runActivity(activityClaim(["sh", "-c", "echo ran"], { env }), {});
+  assert.equal(activity.finish?.exit_code, 127);
+  assert.match(logText(activity.backend, "system"), /error: activity build: cannot start "sh": environment variable "DEPLOY_KEY" holds a NUL byte/);
+  const everything = JSON.stringify([script.calls, activity.backend.calls, lines]);
+  for (const part of ["hunter2", "qz7tail"]) assert.ok(!everything.includes(part), `the value reached a log or a call: ${part}`);
+  assert.ok(lines.length > 0, "the logger saw the job");
 });

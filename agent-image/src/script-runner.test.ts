@@ -94,3 +94,32 @@ void test("a missing interpreter fails the start with 127 and says which", async
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+void test("a variable with a NUL byte ends the start with 127 and a message that names the variable, never its value", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "fa-test-"));
+  try {
+    for (const stdoutFd of [undefined, "pipe"] as const) {
+      const pipe = stdoutFd === "pipe" ? openCapturePipe(join(dir, "out.fifo")) : undefined;
+      const s = startScript({
+        command: "bash", args: ["-c", "echo ran"], cwd: dir, env: { PATH: "/usr/bin:/bin", DEPLOY_KEY: "hunter2\u0000tail" }, stdoutFd: pipe?.writeFd,
+      });
+      pipe?.closeWriteEnd();
+      let out = "";
+      for await (const chunk of s.stdout ?? pipe!.reader) out += String(chunk);
+      for await (const chunk of s.stderr) out += String(chunk);
+      const exit = await s.exited;
+      assert.equal(s.pid, undefined);
+      assert.equal(exit.exitCode, 127);
+      assert.equal(out, "");
+      assert.match(exit.startError ?? "", /^cannot start "bash": environment variable "DEPLOY_KEY" holds a NUL byte, which a process environment cannot hold$/);
+      assert.equal(s.signalGroup(0), false);
+      await s.terminate(10);
+    }
+    const badArg = await startScript({ command: "bash", args: ["-c", "x\u0000hunter2"], cwd: dir, env: {} }).exited;
+    assert.equal(badArg.exitCode, 127);
+    assert.match(badArg.startError ?? "", /an argument or the directory holds a NUL byte/);
+    assert.ok(!badArg.startError?.includes("hunter2"));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -4,10 +4,10 @@
  * stdout is the capture pipe (or, without one, a pipe the caller reads), stderr a pipe of its own.
  * The command is looked up as execvp does, on the PATH of `env`.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { groupHasLiveMember } from "./process-group.js";
 import { constants as osConstants } from "node:os";
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export interface ScriptExit {
@@ -42,14 +42,53 @@ export interface StartScriptOptions {
 
 export const exitStatusFromSignal = (signal: NodeJS.Signals): number => 128 + (osConstants.signals[signal] ?? 0);
 
+/**
+ * Why spawn refused to start `command`, in words that name the variable (or argument) at fault but
+ * never quote it: Node's own message quotes the offending value, and an env value may be a secret
+ * that would then reach the run's log, the agent's log and the server's.
+ */
+export const describeSpawnRefusal = (options: StartScriptOptions, err: unknown): string => {
+  const what = `cannot start ${JSON.stringify(options.command)}`;
+  const badVar = Object.entries(options.env).find(([k, v]) => k.includes("\0") || v.includes("\0"))?.[0];
+  if (badVar !== undefined) {
+    return `${what}: environment variable ${JSON.stringify(badVar.slice(0, 64))} holds a NUL byte, which a process environment cannot hold`;
+  }
+  if ([options.command, ...options.args, options.cwd].some((a) => a.includes("\0"))) return `${what}: the command, an argument or the directory holds a NUL byte`;
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return `${what}: spawn refused it (${typeof code === "string" ? code : "no error code"})`;
+};
+
+const endedStream = (): Readable => {
+  const r = new Readable({ read: () => undefined });
+  r.push(null);
+  return r;
+};
+
+/** The RunningScript of a process that never started: it has exited already, with `startError`. */
+const notStarted = (options: StartScriptOptions, startError: string): RunningScript => ({
+  pid: undefined,
+  stdout: options.stdoutFd === undefined ? endedStream() : undefined,
+  stderr: endedStream(),
+  exited: Promise.resolve({ exitCode: 127, signal: null, startError }),
+  signalGroup: () => false,
+  terminate: () => Promise.resolve(),
+});
+
 export const startScript = (options: StartScriptOptions): RunningScript => {
   const { command, args } = options;
-  const child = spawn(command, args, {
-    cwd: options.cwd,
-    env: options.env,
-    detached: true,
-    stdio: ["ignore", options.stdoutFd ?? "pipe", "pipe"],
-  });
+  let child: ChildProcess;
+  try {
+    child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env,
+      detached: true,
+      stdio: ["ignore", options.stdoutFd ?? "pipe", "pipe"],
+    });
+  } catch (err) {
+    // A refusal before any process exists (a NUL byte in a variable...): the job ends as a failed
+    // start, exit 127 and a message without the value, instead of the agent failing on it.
+    return notStarted(options, describeSpawnRefusal(options, err));
+  }
   const pid = child.pid;
 
   const exited = new Promise<ScriptExit>((resolve) => {

@@ -4,6 +4,7 @@ export * from "./agent-api.js";
 export * from "./lifecycle.js";
 export * from "./journal.js";
 export * from "./script-env.js";
+export * from "./secret-rules.js";
 export * from "./mask.js";
 export * from "./seal.js";
 export * from "./duration.js";

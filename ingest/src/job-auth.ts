@@ -1,7 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { digestToken, jobAndRunByToken, jobByToken, type LeasedJob, type RunInternal } from "@flowsvc/store";
+import { digestToken, jobAndRunByToken, jobByToken, tokenKindOf, type LeasedJob, type RunInternal } from "@flowsvc/store";
 import { bearerOf } from "./auth.js";
 
 export const jobLost = (): FlowError =>
@@ -9,7 +9,7 @@ export const jobLost = (): FlowError =>
 
 /** The job behind an agent request's token: one dispatch of one job, alive while it holds its lease. */
 export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<LeasedJob & { digest: Buffer }> => {
-  const digest = tokenDigestOf(req);
+  const digest = jobTokenDigestOf(req);
   const job = await jobByToken(pool, digest);
   if (!job) throw jobLost();
   return { ...job, digest };
@@ -17,13 +17,23 @@ export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<Lea
 
 /** A claim's job and its run, in one lookup. */
 export const jobAndRunOfRequest = async (pool: Pool, req: FastifyRequest): Promise<{ job: LeasedJob; run: RunInternal }> => {
-  const found = await jobAndRunByToken(pool, tokenDigestOf(req));
+  const found = await jobAndRunByToken(pool, jobTokenDigestOf(req));
   if (!found?.run) throw jobLost();
   return { job: found.job, run: found.run };
 };
 
-const tokenDigestOf = (req: FastifyRequest): Buffer => {
+/**
+ * The digest of the job token an agent request presents. No token, or a token that is not a job
+ * token (a user's API token, say), is 401 `unauthenticated`; a job token whose job is gone or
+ * whose lease was taken over is the caller's 409 `job_lost` (the agent ends the job on either).
+ */
+export const jobTokenDigestOf = (req: FastifyRequest): Buffer => {
   const token = bearerOf(req);
-  if (!token) throw new FlowError("unauthenticated", "the agent API needs the job token (Authorization: Bearer <job token>)");
+  if (!token) throw new FlowError("unauthenticated", "the agent API needs a job token (Authorization: Bearer job_...); none was sent");
+  if (tokenKindOf(token) !== "job") {
+    throw new FlowError("unauthenticated", "the agent API needs a job token (Authorization: Bearer job_...), the one minted for a job's dispatch; this is not one", {
+      hint: "a user's API token works on /api/v1 only; /agent/v1 is for the agent running a job",
+    });
+  }
   return digestToken(token);
 };

@@ -4,7 +4,7 @@ import type { LogChunk } from "@flowsvc/core";
 type Db = Pool | PoolClient;
 
 /** Appends masked output in order, in one statement, and nudges followers of the run. */
-export const appendLogs = async (db: Db, runId: string, jobId: string, chunks: readonly LogChunk[]): Promise<void> => {
+export const appendLogs = async (db: Db, runId: string, jobId: string | null, chunks: readonly LogChunk[]): Promise<void> => {
   if (chunks.length === 0) return;
   await db.query(
     `with ins as (

@@ -4,10 +4,17 @@ import { newId, type IdPrefix } from "@flowsvc/core";
 /** A fresh time-sortable id (core/src/ids.ts) from the clock and the system's randomness. */
 export const mintId = (prefix: IdPrefix): string => newId(prefix, Date.now(), randomBytes(10));
 
+/** The kinds of bearer token: `flw_` a user's API token, `job_` one dispatch of one job (agent API). */
+export type TokenKind = "flw" | "job";
+
 /** A bearer secret and its digest; only the digest is ever stored. */
-export const mintToken = (kind: "flw" | "job"): { token: string; digest: Buffer } => {
+export const mintToken = (kind: TokenKind): { token: string; digest: Buffer } => {
   const token = `${kind}_${randomBytes(32).toString("base64url")}`;
   return { token, digest: digestToken(token) };
 };
 
 export const digestToken = (token: string): Buffer => createHash("sha256").update(token, "utf8").digest();
+
+/** The kind a presented token claims by its prefix (it proves nothing: only its digest's row does). */
+export const tokenKindOf = (token: string): TokenKind | undefined =>
+  token.startsWith("job_") ? "job" : token.startsWith("flw_") ? "flw" : undefined;

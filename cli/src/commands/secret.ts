@@ -3,6 +3,7 @@
  * value: `set` confirms the name, `list` and `get` show names and set times only.
  */
 import { Command } from "commander";
+import { assertSecretName, assertSecretValue } from "@flowsvc/core";
 import { formatAge, formatDocument, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
@@ -29,7 +30,10 @@ const setCommand = (deps: CommandDeps): Command =>
     .argument("<value>", "the value, or - to read it from stdin (keeps it out of shell history)")
     .addHelpText("after", examples("flow secret set API_TOKEN - < token.txt", "printf %s \"$TOKEN\" | flow secret set API_TOKEN -"))
     .action(async (name: string, value: string, _opts: unknown, cmd: Command) => {
+      // The server applies the same rules; checking first says so before stdin is read or a request sent.
+      assertSecretName(name);
       const secret = await readValue(deps.io, value);
+      assertSecretValue(name, secret);
       await withApi(deps, cmd, async (ctx) => {
         await ctx.api.call("PUT", scopedPath(ctx, "secrets", name), { value: secret });
         ctx.io.note(`secret ${name} set`);

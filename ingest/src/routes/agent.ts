@@ -1,15 +1,15 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
   AnnotateRequestSchema, ClaimRequestSchema, buildEnvelope, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
+  secretNameProblem, secretValueProblem,
   type ActivityClaim, type ClaimResponse,
 } from "@flowsvc/core";
 import {
-  appendAnnotation, appendLogs, completeJob, completeRun, digestToken, extendLease, findProjectById,
+  appendAnnotation, appendLogs, completeJob, completeRun, extendLease, findProjectById,
   getActivity, getEventForEnvelope, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
   withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
-import { bearerOf } from "../auth.js";
-import { jobAndRunOfRequest, jobLost, jobOfRequest } from "../job-auth.js";
+import { jobAndRunOfRequest, jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
 import type { IngestDeps } from "../deps.js";
 
 const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
@@ -21,12 +21,31 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
 
   const jobOf = (req: FastifyRequest) => jobOfRequest(pool, req);
 
-  /** Secrets are resolved at claim, for the agent's memory only; the run never stores them. */
-  const resolveSecrets = async (projectId: string, orgId: string): Promise<Record<string, string>> => {
+  /**
+   * Secrets are resolved at claim, for the agent's memory only; the run never stores them. A
+   * secret that breaks core's rules (stored before they existed) or does not open is left out,
+   * and the run's log says which and why, never the value: one bad secret must not fail every
+   * run of its project.
+   */
+  const resolveSecrets = async (projectId: string, orgId: string, runId: string): Promise<Record<string, string>> => {
     const secrets: Record<string, string> = {};
+    const skipped: string[] = [];
     for (const s of await loadSealedSecrets(pool, projectId)) {
-      secrets[s.name] = await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed);
+      let problem = secretNameProblem(s.name);
+      if (problem === undefined) {
+        try {
+          const value = await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed);
+          problem = secretValueProblem(value);
+          if (problem === undefined) secrets[s.name] = value;
+        } catch {
+          problem = "its stored value does not open with this server's keys";
+        }
+      }
+      if (problem === undefined) continue;
+      app.log.warn({ runId, secretName: s.name, problem }, "secret not injected");
+      skipped.push(`flowsvc: secret ${s.name} was not injected: ${problem}; set it again or remove it (flow secret rm ${s.name})\n`);
     }
+    if (skipped.length > 0) await appendLogs(pool, runId, null, skipped.map((data) => ({ stream: "system" as const, data })));
     return secrets;
   };
 
@@ -41,7 +60,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const project = await findProjectById(pool, run.project_id);
     if (!project) throw jobLost();
     // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-    return { project, secrets: run.trusted ? await resolveSecrets(run.project_id, project.orgId) : {} };
+    return { project, secrets: run.trusted ? await resolveSecrets(run.project_id, project.orgId, run.id) : {} };
   };
 
   /**
@@ -100,8 +119,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   });
 
   app.post("/agent/v1/heartbeat", async (req) => {
-    const token = bearerOf(req);
-    if (!token || !(await extendLease(pool, digestToken(token), leaseMs))) throw jobLost();
+    if (!(await extendLease(pool, jobTokenDigestOf(req), leaseMs))) throw jobLost();
     return { lease_ms: leaseMs };
   });
 

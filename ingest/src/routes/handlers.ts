@@ -1,11 +1,10 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
-import { FlowError, compileCel, validatePattern } from "@flowsvc/core";
+import { FlowError, compileCel, secretNameProblem, validatePattern } from "@flowsvc/core";
 import { deleteHandler, getHandler, listHandlers, upsertHandler } from "@flowsvc/store";
 import type { HandlerRecord } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
-import { ENV_NAME } from "./runs.js";
 
 export const HANDLER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** Credential names share a name space with connected accounts; the spec shows no format, this is ours. */
@@ -32,11 +31,9 @@ const SetBody = z
     tags: z.array(z.string().min(1).max(128)).max(32).default([]),
     credentials: z
       .record(
-        z
-          .string()
-          .regex(ENV_NAME, "a credential's variable is letters, digits and _, not starting with a digit")
-          .max(256)
-          .refine((n) => !n.startsWith("FLOW_"), "variables starting with FLOW_ are the service's own"),
+        // The variable a credential is injected as follows the rule of a secret's name (checked after
+        // parsing: zod reports a bad record key only as "Invalid key in record").
+        z.string(),
         z.string().regex(CREDENTIAL_NAME, "a credential name is 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit"),
       )
       .default({}),
@@ -97,6 +94,10 @@ export const handlerRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const scope = await authorize(pool, req, "member");
     const { name } = NameParams.parse(req.params);
     const body = SetBody.parse(req.body);
+    for (const variable of Object.keys(body.credentials)) {
+      const problem = secretNameProblem(variable, "credential variable");
+      if (problem !== undefined) throw new FlowError("invalid_argument", `credentials: ${problem}`, { details: { field: `credentials.${variable}` } });
+    }
     const on = [...new Set(body.on.map((p) => validatePattern(p.trim())))];
     // An empty `when` is refused (compileCel says so), not read as "always": it is likely an unset variable.
     const when = body.when === undefined || body.when === null ? null : compileWhen(body.when);
