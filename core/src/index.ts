@@ -13,3 +13,6 @@ export * from "./events.js";
 export * from "./envelope.js";
 export * from "./hmac.js";
 export * from "./github.js";
+export * from "./json-guard.js";
+export * from "./url-guard.js";
+export * from "./step-site.js";
