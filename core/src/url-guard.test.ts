@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { pathParamProblem, queryProblem, redactSecretQuery } from "./url-guard.js";
 
-test("query strings with NUL, broken percent-encoding or non-UTF-8 bytes are refused, naming the parameter", () => {
+void test("query strings with NUL, broken percent-encoding or non-UTF-8 bytes are refused, naming the parameter", () => {
   assert.match(queryProblem("a=1&tag=x%00y") ?? "", /^query parameter "tag" holds a NUL/);
   assert.match(queryProblem("ta%00g=1") ?? "", /^the name of query parameter "ta%00g" holds a NUL/);
   assert.match(queryProblem("tag=%zz") ?? "", /^query parameter "tag" is not valid percent-encoding/);
@@ -12,13 +12,13 @@ test("query strings with NUL, broken percent-encoding or non-UTF-8 bytes are ref
   assert.equal(queryProblem(""), undefined);
 });
 
-test("decoded path parameters with NUL or a lone surrogate are refused, naming the parameter", () => {
+void test("decoded path parameters with NUL or a lone surrogate are refused, naming the parameter", () => {
   assert.match(pathParamProblem({ org: "default", id: "run-\0" }) ?? "", /^path parameter id holds a NUL/);
   assert.match(pathParamProblem({ name: "\udfff" }) ?? "", /^path parameter name holds a lone/);
   assert.equal(pathParamProblem({ org: "default", id: "run-1" }), undefined);
 });
 
-test("every spelling of the secret parameter is redacted from a logged URL", () => {
+void test("every spelling of the secret parameter is redacted from a logged URL", () => {
   const s = "fhs_S3cretValue";
   for (const q of [
     `secret=${s}`, `SECRET=${s}`, `%73ecret=${s}`, `%53ecret=${s}`, `s%65cret=${s}`, `%2573ecret=${s}`, `%25%37%33ecret=${s}`, `a=1&secret=${s}&b=2`,

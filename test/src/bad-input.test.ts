@@ -160,7 +160,7 @@ const CASES: Case[] = [
 ];
 
 for (const c of CASES) {
-  test(`hostile input is a 400 that names where, and writes nothing: ${c.name}`, async () => {
+  void test(`hostile input is a 400 that names where, and writes nothing: ${c.name}`, async () => {
     const before = await counts();
     const res = await send(c.method, c.path(), c.body?.(), c.headers?.() ?? {}, c.auth ?? true);
     assert.equal(res.status, c.status ?? 400, res.text);
@@ -171,7 +171,7 @@ for (const c of CASES) {
   });
 }
 
-test("a body nested deeper than the limit is refused, one level less is taken", async () => {
+void test("a body nested deeper than the limit is refused, one level less is taken", async () => {
   const deep = (depth: number): string => `{"type":"depth.probe","payload":${deepArray(depth - 1)}}`;
   const over = await send("POST", `${scoped}/events`, deep(JSON_DEPTH_LIMIT + 1));
   assert.equal(over.status, 400, over.text);
@@ -180,7 +180,7 @@ test("a body nested deeper than the limit is refused, one level less is taken", 
   assert.equal(at.status, 201, at.text);
 });
 
-test("an unauthenticated hook delivery with a hostile body still gets its 401 first", async () => {
+void test("an unauthenticated hook delivery with a hostile body still gets its 401 first", async () => {
   const before = await counts();
   const raw = `{"a":"${NUL}"}`;
   const noSecret = await send("POST", hookPath("tok"), raw, {}, false);
@@ -192,7 +192,7 @@ test("an unauthenticated hook delivery with a hostile body still gets its 401 fi
   assert.deepEqual(await counts(), before);
 });
 
-test("the CLI shows the server's 400 for a script file holding a NUL byte", async () => {
+void test("the CLI shows the server's 400 for a script file holding a NUL byte", async () => {
   const file = join(server.dataDir, "nul.sh");
   await writeFile(file, "echo a\0b\n");
   const before = await counts();
@@ -202,7 +202,7 @@ test("the CLI shows the server's 400 for a script file holding a NUL byte", asyn
   assert.deepEqual(await counts(), before);
 });
 
-test("a body over the limit is a 413 that states the size and the limit", async () => {
+void test("a body over the limit is a 413 that states the size and the limit", async () => {
   const big = `{"type":"a.b","payload":"${"a".repeat(3 * 1024 * 1024)}"}`;
   const res = await send("POST", `${scoped}/events`, big);
   assert.equal(res.status, 413, res.text);
@@ -211,7 +211,7 @@ test("a body over the limit is a 413 that states the size and the limit", async 
   assert.equal(res.error?.details?.["limit_bytes"], 2 * 1024 * 1024);
 });
 
-test("an overlong path segment is a 414 in the one error shape", async () => {
+void test("an overlong path segment is a 414 in the one error shape", async () => {
   const res = await send("GET", `${scoped}/runs/${"r".repeat(300)}`);
   assert.equal(res.status, 414, res.text);
   assert.equal(res.error?.code, "uri_too_long");
@@ -229,7 +229,7 @@ const rawRequest = (text: string): Promise<string> =>
     socket.on("close", () => resolve(out));
   });
 
-test("oversized headers and an oversized URL are 431s with a JSON body in the one error shape", async () => {
+void test("oversized headers and an oversized URL are 431s with a JSON body in the one error shape", async () => {
   for (const [what, text] of [
     ["a header", `GET /api/v1/whoami HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`],
     ["the URL", `GET ${scoped}/runs?tag=${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`],
@@ -243,7 +243,7 @@ test("oversized headers and an oversized URL are 431s with a JSON body in the on
   }
 });
 
-test("a hook secret never reaches server.log, however its query parameter is spelled", async () => {
+void test("a hook secret never reaches server.log, however its query parameter is spelled", async () => {
   const logFile = join(server.dataDir, "server.log");
   const refusals = async (): Promise<number> => (await readFile(logFile, "utf8")).split("\n").filter((l) => l.includes("hook delivery refused")).length;
   const wrong = "fhs_wrongWrongWrong0123456789abcdefABCDEF";
