@@ -16,10 +16,10 @@ void test("text with NUL or a lone surrogate cannot be stored; paired surrogates
 
 void test("the first problem is found in document order and named by its JSON path", () => {
   const value = JSON.parse('{"a":[1,{"b":"ok"},{"c":"x\\u0000"}],"d":"\\ud800"}') as unknown;
-  assert.deepEqual(findJsonProblem(value), { path: "body.a[2].c", problem: "holds a NUL character (U+0000), which cannot be stored" });
+  assert.deepEqual(findJsonProblem(value), { path: "body.a[2].c", problem: "holds a NUL character (U+0000), which cannot be stored", kind: "text" });
   assert.deepEqual(findJsonProblem({ "odd key": { "k\ud800": 1 } }, "body.payload")?.path, 'body.payload["odd key"]["k\\ud800"]');
   assert.match(findJsonProblem({ "k\0": 1 })?.problem ?? "", /has a key that holds a NUL/);
-  assert.deepEqual(findJsonProblem("a\0"), { path: "body", problem: "holds a NUL character (U+0000), which cannot be stored" });
+  assert.deepEqual(findJsonProblem("a\0"), { path: "body", problem: "holds a NUL character (U+0000), which cannot be stored", kind: "text" });
   assert.equal(findJsonProblem({ a: [1, true, null, "fine", { b: 2.5 }] }), undefined);
 });
 

@@ -24,14 +24,31 @@ export const textProblem = (s: string): string | undefined => {
 };
 
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-const keyPath = (parent: string, key: string): string => (IDENT.test(key) ? `${parent}.${key}` : `${parent}[${JSON.stringify(key)}]`);
 
 export interface JsonProblem {
-  /** Where, as a JSON path from `root`: `body.payload.a[3].b`. */
+  /** Where, as a JSON path from the root's name: `body.payload.a[3].b`. */
   path: string;
   /** What, as a phrase after the path. */
   problem: string;
+  kind: "text" | "depth";
 }
+
+/** A place in the value: its parent and its own key or index. Paths are spelled only for a problem. */
+interface Place {
+  parent: Place | undefined;
+  seg: string | number;
+}
+
+const spell = (place: Place): string => {
+  const segs: Array<string | number> = [];
+  for (let p: Place | undefined = place; p; p = p.parent) segs.push(p.seg);
+  let out = String(segs.pop());
+  for (let i = segs.length - 1; i >= 0; i--) {
+    const seg = segs[i]!;
+    out += typeof seg === "number" ? `[${seg}]` : IDENT.test(seg) ? `.${seg}` : `[${JSON.stringify(seg)}]`;
+  }
+  return out;
+};
 
 /**
  * The first place in a parsed JSON value that cannot be stored: a string or object key with NUL
@@ -39,26 +56,27 @@ export interface JsonProblem {
  * so a value nested 100,000 deep is measured, not a stack overflow.
  */
 export const findJsonProblem = (value: unknown, root = "body", limit = JSON_DEPTH_LIMIT): JsonProblem | undefined => {
-  const stack: Array<{ v: unknown; path: string; depth: number }> = [{ v: value, path: root, depth: 0 }];
+  const stack: Array<{ v: unknown; at: Place; depth: number }> = [{ v: value, at: { parent: undefined, seg: root }, depth: 0 }];
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    const { v, path, depth } = item;
+    const { v, at, depth } = item;
     if (typeof v === "string") {
       const p = textProblem(v);
-      if (p) return { path, problem: p };
+      if (p) return { path: spell(at), problem: p, kind: "text" };
       continue;
     }
     if (v === null || typeof v !== "object") continue;
-    if (depth + 1 > limit) return { path, problem: `is nested more than ${limit} levels deep` };
-    const entries: Array<[string, unknown]> = Array.isArray(v) ? v.map((x, i) => [`${path}[${i}]`, x]) : [];
-    if (!Array.isArray(v)) {
-      for (const [k, x] of Object.entries(v)) {
-        const p = textProblem(k);
-        if (p) return { path: keyPath(path, k), problem: `has a key that ${p}` };
-        entries.push([keyPath(path, k), x]);
-      }
+    if (depth + 1 > limit) return { path: spell(at), problem: `is nested more than ${limit} levels deep`, kind: "depth" };
+    // Pushed last to first, so problems are found in document order (an object's keys before its values).
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i] as unknown, at: { parent: at, seg: i }, depth: depth + 1 });
+      continue;
     }
-    // Reversed onto the stack, so the first problem in document order is the one reported.
-    for (let i = entries.length - 1; i >= 0; i--) stack.push({ v: entries[i]![1], path: entries[i]![0], depth: depth + 1 });
+    const keys = Object.keys(v);
+    for (const k of keys) {
+      const p = textProblem(k);
+      if (p) return { path: spell({ parent: at, seg: k }), problem: `has a key that ${p}`, kind: "text" };
+    }
+    for (let i = keys.length - 1; i >= 0; i--) stack.push({ v: (v as Record<string, unknown>)[keys[i]!], at: { parent: at, seg: keys[i]! }, depth: depth + 1 });
   }
   return undefined;
 };
@@ -70,7 +88,7 @@ export const assertStorableJson = <T>(value: T, root = "body"): T => {
     // A path 128 levels deep is mostly `[0][0]...`: the message shows its start, the details all of it.
     const where = found.path.length > 100 ? `${found.path.slice(0, 80)}...` : found.path;
     throw new FlowError("invalid_argument", `${where} ${found.problem}; nothing was recorded`, {
-      details: { field: found.path, ...(found.problem.startsWith("is nested") ? { depth_limit: JSON_DEPTH_LIMIT } : {}) },
+      details: { field: found.path, ...(found.kind === "depth" ? { depth_limit: JSON_DEPTH_LIMIT } : {}) },
     });
   }
   return value;
