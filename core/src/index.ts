@@ -15,3 +15,6 @@ export * from "./envelope.js";
 export * from "./hmac.js";
 export * from "./github.js";
 export * from "./trust.js";
+export * from "./json-guard.js";
+export * from "./url-guard.js";
+export * from "./step-site.js";

@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { FlowError, assertStorableJson, pathParamProblem, queryProblem } from "@flowsvc/core";
 import type { IngestDeps } from "./deps.js";
-import { errorHandler, notFoundHandler } from "./errors.js";
+import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
 import { emitRoutes } from "./routes/emit.js";
@@ -12,6 +13,32 @@ import { secretRoutes } from "./routes/secrets.js";
 import { signalRoutes } from "./routes/signals.js";
 import { whoamiRoutes } from "./routes/whoami.js";
 
+/**
+ * Input Postgres cannot store is refused before any route runs: every JSON body is parsed and then
+ * checked (NUL, lone surrogates, nesting; core's findJsonProblem) by the one application/json
+ * parser, and path parameters and the query string by one onRequest hook. Hook ingest keeps raw
+ * bytes and checks its body itself, after the signature.
+ */
+const guardInput = (app: FastifyInstance): void => {
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    void parseJson(req, body as string, (err, value) => {
+      if (err) return done(err, undefined);
+      try {
+        done(null, assertStorableJson(value));
+      } catch (e) {
+        done(e as Error, undefined);
+      }
+    });
+  });
+  app.addHook("onRequest", (req, _reply, done) => {
+    const qs = req.url.indexOf("?");
+    const problem = pathParamProblem((req.params ?? {}) as Record<string, unknown>) ?? (qs < 0 ? undefined : queryProblem(req.url.slice(qs + 1)));
+    done(problem ? new FlowError("invalid_argument", problem) : undefined);
+  });
+};
+
 /** The HTTP surface: the user API (/api/v1), the agent API (/agent/v1) and health. */
 export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyInstance => {
   const app = Fastify({
@@ -21,9 +48,14 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     logController: new LogController({ disableRequestLogging: true }),
     // A shutdown must not wait for `flow follow` streams of runs that are still going.
     forceCloseConnections: true,
+    // The router's and Node's own refusals (bad percent-encoding, an overlong segment, oversized
+    // headers) answer in the same error shape as every other error.
+    frameworkErrors: (err, req, reply) => errorHandler(err, req, reply),
+    clientErrorHandler,
   });
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
+  guardInput(app);
   whoamiRoutes(app, deps);
   runRoutes(app, deps);
   secretRoutes(app, deps);

@@ -1,14 +1,7 @@
 import type { PoolClient } from "pg";
-import { FlowError, trustOf } from "@flowsvc/core";
+import { FlowError, parseSite, trustOf } from "@flowsvc/core";
 import { mintId } from "./mint.js";
 import { getRunInternal, insertRunWithJob } from "./runs.js";
-
-/** `<name>` or `<name>#<n>` (zero-based ordinal of the step of that name). */
-export const parseSite = (site: string): { name: string; ordinal: number } => {
-  const m = /^(.+?)(?:#(\d+))?$/.exec(site);
-  if (!m || !m[1]) throw new FlowError("invalid_argument", `--from takes a step name or name#<n>, not "${site}"`);
-  return { name: m[1], ordinal: m[2] === undefined ? 0 : Number(m[2]) };
-};
 
 /**
  * `flow rerun <run> --from <site>`: a fresh run of the same recorded source, env and tags that

@@ -366,7 +366,7 @@ void test("a delivery with a NUL character is refused with 400 and a clear messa
   const path = new URL(hook.ingest_url).pathname;
   const r = await http(path, { headers: { "x-flow-hook-secret": hook.secret!, "content-type": "application/json" }, body: '{"text":"a\\u0000b"}' });
   assert.equal(r.status, 400, r.text);
-  assert.match(r.text, /NUL characters/);
+  assert.match(r.text, /body\.text holds a NUL character/);
   const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = 'nul'`);
   assert.equal(rows[0]!.n, 0);
 });

@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, redactSecretQuery } from "@flowsvc/core";
 import { Keyring, createPool, migrate, startEmbeddedPostgres, startListener, stopPostgresSync, type EmbeddedPostgres } from "@flowsvc/store";
 import { Dispatcher, LocalLauncher, TimerLoop } from "@flowsvc/controller";
 import { buildApp } from "@flowsvc/ingest";
@@ -21,6 +21,8 @@ export interface RunningServer {
 
 const LOCAL_AGENT_CAPABILITY = "polyglot";
 
+const redactUrl = (url: unknown): unknown => (typeof url === "string" ? redactSecretQuery(url) : url);
+
 const agentPaths = (): { agentMain: string; clientDir: string } => {
   const agentIndex = fileURLToPath(import.meta.resolve("@flowsvc/agent"));
   const agentRoot = dirname(dirname(agentIndex));
@@ -35,7 +37,11 @@ const agentPaths = (): { agentMain: string; clientDir: string } => {
 export const runServer = async (config: ServerConfig): Promise<RunningServer> => {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const logger = pino(
-    { level: config.logLevel, redact: ["req.headers.authorization", "headers.authorization", "*.token", "*.secret", "*.value"] },
+    {
+      level: config.logLevel, redact: ["req.headers.authorization", "headers.authorization", "*.token", "*.secret", "*.value"],
+      // A hook's `?secret=` (however percent-encoded) never reaches the log with a URL.
+      serializers: { url: redactUrl, req: (req: { method?: string; url?: unknown }) => ({ method: req.method, url: redactUrl(req.url) }) },
+    },
     pino.multistream([
       { level: config.logLevel, stream: pino.destination({ dest: join(config.dataDir, "server.log"), mkdir: true, sync: false }) },
       { level: "warn", stream: process.stderr },

@@ -14,8 +14,8 @@
 import { z } from "zod";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
-  EMIT_BODY_LIMIT, FlowError, GITHUB_DELIVERY_HEADER, GITHUB_EVENT_HEADER, GITHUB_SIGNATURE_HEADER, assertEmittable, isReservedType,
-  shapeGithubDelivery, trustOf, verifyGithubSignature, verifyManualHmac,
+  EMIT_BODY_LIMIT, FlowError, GITHUB_DELIVERY_HEADER, GITHUB_EVENT_HEADER, GITHUB_SIGNATURE_HEADER, assertEmittable, assertStorableJson, isReservedType,
+  redactSecretQuery, shapeGithubDelivery, trustOf, verifyGithubSignature, verifyManualHmac,
 } from "@flowsvc/core";
 import {
   GroupCommitter, HOOK_MANIFESTS, StaleHookError, deleteHook, emitBatch, getHook, hookSealName, hookSecretMatches, listHooks,
@@ -79,9 +79,6 @@ const presentedSecret = (req: FastifyRequest, query: URLSearchParams): string | 
   const h = req.headers[HOOK_SECRET_HEADER];
   return (typeof h === "string" ? h : undefined) ?? query.get("secret") ?? undefined;
 };
-
-/** The request URL with any `secret` query value replaced: the only form of it a log line may carry. */
-export const redactSecretQuery = (url: string): string => url.replace(/([?&]secret=)[^&#]*/gi, "$1[redacted]");
 
 /** Query values as strings (the first of a repeated name), without the secret. */
 const queryObject = (query: URLSearchParams): Record<string, string> => {
@@ -212,7 +209,8 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
     }
     const deliveryId = header(req, GITHUB_DELIVERY_HEADER);
     if (deliveryId === undefined || deliveryId.length > 128) throw new FlowError("invalid_argument", "the X-GitHub-Delivery header is missing or too long: it identifies the delivery, and a redelivery repeats it");
-    const shaped = shapeGithubDelivery(hook.name, header(req, GITHUB_EVENT_HEADER) ?? "", githubBody(req, raw));
+    // Checked only now, after the signature: an unsigned sender learns nothing about its body.
+    const shaped = shapeGithubDelivery(hook.name, header(req, GITHUB_EVENT_HEADER) ?? "", assertStorableJson(githubBody(req, raw)));
     if (!shaped.trusted) req.log.info({ hook: hook.name, type: shaped.type, reason: shaped.untrustedReason }, "untrusted delivery: its runs get no secrets or credentials");
     return { type: shaped.type, key: shaped.key ?? null, body: shaped.payload, fields: { ...shaped.fields }, trusted: trustOf({ by: "delivery", trusted: shaped.trusted }), deliveryId };
   };
@@ -237,7 +235,8 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
       const ok = await verifyManualHmac({ headerValue: req.headers[hook.hmacHeader!], prefix: hook.hmacPrefix ?? "", key: await openKey(hook), rawBody: raw });
       if (!ok) throw refused(req, hook.name, "bad signature", `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`, `sign the raw body with HMAC-SHA256 and send ${hook.hmacHeader}: ${hook.hmacPrefix ?? ""}<hex>`);
     }
-    return { ...common, type: hook.eventType!, key: null, payload: { body: bodyValue(raw), query: queryObject(query) }, trusted: trustOf({ by: "delivery", trusted: true }) };
+    // Checked only now, after the secret or signature: an unauthenticated sender gets its 401 first.
+    return { ...common, type: hook.eventType!, key: null, payload: { body: assertStorableJson(bodyValue(raw)), query: queryObject(query) }, trusted: trustOf({ by: "delivery", trusted: true }) };
   };
 
   void app.register((scope, _opts, done) => {
