@@ -5,6 +5,8 @@ export * from "./lifecycle.js";
 export * from "./journal.js";
 export * from "./script-env.js";
 export * from "./mask.js";
+export * from "./mask-value.js";
+export * from "./sealed-journal.js";
 export * from "./seal.js";
 export * from "./duration.js";
 export * from "./interpreter.js";

@@ -1,10 +1,11 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
 import { FlowError, SCRIPT_WORKFLOW, pickInterpreter } from "@flowsvc/core";
-import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, withTransaction } from "@flowsvc/store";
+import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
+import { maskRunView, runMaskersOf } from "../run-masker.js";
 
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SOURCE_LIMIT = 1024 * 1024;
@@ -34,7 +35,8 @@ const LogQuery = z.object({ follow: z.enum(["0", "1", "true", "false"]).default(
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
 
 export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
-  const { pool } = deps;
+  const { pool, keyring } = deps;
+  const maskers = runMaskersOf(deps);
   const base = "/api/v1/orgs/:org/projects/:project/runs";
 
   app.post(base, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
@@ -62,12 +64,15 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       return r;
     });
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
-    return reply.status(201).send(await getRunView(pool, scope.projectId, res.id));
+    const { masker } = await maskers.forProject(scope.projectId);
+    const view = await getRunView(pool, scope.projectId, res.id);
+    return reply.status(201).send(view && maskRunView(masker, view));
   });
 
   app.get(base, async (req) => {
     const scope = await authorize(pool, req, "viewer");
-    return listRunViews(pool, scope.projectId, ListQuery.parse(req.query));
+    const { masker } = await maskers.forProject(scope.projectId);
+    return (await listRunViews(pool, scope.projectId, ListQuery.parse(req.query))).map((r) => maskRunView(masker, r));
   });
 
   app.get(`${base}/:id`, async (req) => {
@@ -75,14 +80,18 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { id } = RunParams.parse(req.params);
     const run = await getRunView(pool, scope.projectId, id);
     if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`, { hint: "list runs with `flow runs ls`" });
-    return { ...run, activities: await listActivities(pool, id) };
+    const { masker } = await maskers.forProject(scope.projectId);
+    return { ...maskRunView(masker, run), activities: await listActivities(pool, id) };
   });
 
   app.get(`${base}/:id/steps`, async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { id } = RunParams.parse(req.params);
     if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-    return (await listJournal(pool, id)).map(describeEntry);
+    // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
+    const project = await maskers.forProject(scope.projectId);
+    const journal = await openJournal(pool, keyring, project, id, await listJournal(pool, id));
+    return journal.map((e) => project.masker.json(describeEntry(e)));
   });
 
   app.get(`${base}/:id/log`, async (req, reply) => {
