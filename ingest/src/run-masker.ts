@@ -87,8 +87,8 @@ export const maskRunView = <R extends Pick<RunView, "output" | "error" | "annota
         ...run,
         output: masker.json(run.output) as R["output"],
         error: run.error === null ? null : masker.text(run.error),
-        annotations: masker.json(run.annotations) as R["annotations"],
-        trigger: masker.json(run.trigger) as R["trigger"],
+        annotations: run.annotations.map((a) => ({ ...a, markdown: masker.text(a.markdown) })),
+        trigger: Object.fromEntries(Object.entries(run.trigger).map(([k, v]) => [k, typeof v === "string" ? masker.text(v) : masker.json(v)])),
       }
     : run;
 

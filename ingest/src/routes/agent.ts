@@ -119,8 +119,8 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     if (out.type === "mismatch") {
       throw new FlowError("determinism", `position ${entry.position} already holds ${out.entry.kind} "${out.entry.name}"#${out.entry.ordinal}, not ${entry.kind} "${entry.name}"#${entry.ordinal}`);
     }
-    const result = await openJournalResult(keyring, scope, await runLineage(pool, job.run_id), out.entry);
-    return { entry: { ...out.entry, result } };
+    if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };
+    return { entry: { ...out.entry, result: await openJournalResult(keyring, scope, await runLineage(pool, job.run_id), out.entry) } };
   });
 
   app.post("/agent/v1/log", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
-import { FlowError, SCRIPT_WORKFLOW, pickInterpreter } from "@flowsvc/core";
+import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, type ValueMasker } from "@flowsvc/core";
 import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
@@ -91,7 +91,7 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
     const journal = await openJournal(pool, keyring, project, id, await listJournal(pool, id));
-    return journal.map((e) => project.masker.json(describeEntry(e)));
+    return journal.map((e) => describeEntry(e, project.masker));
   });
 
   app.get(`${base}/:id/log`, async (req, reply) => {
@@ -104,17 +104,20 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   });
 };
 
-/** A journal entry as `flow steps` shows it: the step's stdout size and exit code, not its bytes. */
-const describeEntry = (e: { position: number; kind: string; name: string; ordinal: number; status: string; result: unknown }) => {
+/**
+ * A journal entry as `flow steps` shows it: the step's stdout size and exit code, not its bytes;
+ * its name and error text masked with the project's current secrets.
+ */
+const describeEntry = (e: { position: number; kind: string; name: string; ordinal: number; status: string; result: unknown }, masker: ValueMasker) => {
   const r = (e.result ?? {}) as { stdout_b64?: string; exit?: number; error?: string };
   return {
     position: e.position,
     kind: e.kind,
-    name: e.name,
+    name: masker.text(e.name),
     ordinal: e.ordinal,
     status: e.status,
     exit_code: typeof r.exit === "number" ? r.exit : null,
     output_bytes: typeof r.stdout_b64 === "string" ? Buffer.from(r.stdout_b64, "base64").length : null,
-    ...(r.error ? { error: r.error } : {}),
+    ...(r.error ? { error: masker.text(r.error) } : {}),
   };
 };
