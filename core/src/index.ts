@@ -6,6 +6,8 @@ export * from "./journal.js";
 export * from "./script-env.js";
 export * from "./secret-rules.js";
 export * from "./mask.js";
+export * from "./mask-value.js";
+export * from "./sealed-journal.js";
 export * from "./seal.js";
 export * from "./duration.js";
 export * from "./interpreter.js";

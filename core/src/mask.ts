@@ -212,3 +212,6 @@ export const createMasker = (values: readonly string[]): Masker => {
     },
   };
 };
+
+/** The strings a masker hides for these values (the registration rules above), for one-shot masking. */
+export { patternStrings as maskPatterns };

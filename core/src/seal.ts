@@ -17,7 +17,7 @@ import { FlowError } from "./errors.js";
 type CryptoKey = webcrypto.CryptoKey;
 
 export const SEAL_FORMAT_VERSION = 1;
-export const SEAL_KINDS = ["secret", "credential", "account"] as const;
+export const SEAL_KINDS = ["secret", "credential", "account", "journal"] as const;
 
 export interface SealContext {
   org: string;

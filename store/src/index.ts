@@ -4,6 +4,7 @@ export * from "./secrets.js";
 export * from "./runs.js";
 export * from "./jobs.js";
 export * from "./journal.js";
+export * from "./sealed-journal.js";
 export * from "./logs.js";
 export * from "./events.js";
 export * from "./listener.js";

@@ -45,3 +45,33 @@ export const loadSealedSecrets = async (db: Db, projectId: string): Promise<Arra
   const { rows } = await db.query<{ name: string; sealed: Buffer }>(`select name, sealed from secrets where project_id = $1 order by name`, [projectId]);
   return rows;
 };
+
+/**
+ * Where a run's secrets live, and a stamp of them: (name, set_at) of every secret of its project,
+ * digested. Setting, replacing or deleting a secret changes the stamp, so a cache of the opened
+ * values (ingest/src/run-masker.ts) knows it is stale without opening anything.
+ */
+export const runSecretScope = async (db: Db, runId: string): Promise<{ projectId: string; orgId: string; stamp: string } | undefined> => {
+  const { rows } = await db.query<{ project_id: string; org_id: string; stamp: string }>(
+    `select r.project_id, p.org_id,
+            (select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')
+               from secrets s where s.project_id = r.project_id) as stamp
+       from runs r join projects p on p.id = r.project_id where r.id = $1`,
+    [runId],
+  );
+  const r = rows[0];
+  return r ? { projectId: r.project_id, orgId: r.org_id, stamp: r.stamp } : undefined;
+};
+
+/** The stamp of a project's secrets (see runSecretScope) and its org. */
+export const projectSecretScope = async (db: Db, projectId: string): Promise<{ projectId: string; orgId: string; stamp: string } | undefined> => {
+  const { rows } = await db.query<{ org_id: string; stamp: string }>(
+    `select p.org_id,
+            (select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')
+               from secrets s where s.project_id = p.id) as stamp
+       from projects p where p.id = $1`,
+    [projectId],
+  );
+  const r = rows[0];
+  return r ? { projectId, orgId: r.org_id, stamp: r.stamp } : undefined;
+};

@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { ActivityFinishRequestSchema, CallRequestSchema, FlowError, StateRequestSchema, type CallResponse } from "@flowsvc/core";
+import { ActivityFinishRequestSchema, CallRequestSchema, FlowError, StateRequestSchema, type CallRequest, type CallResponse } from "@flowsvc/core";
 import {
-  completeJob, deleteState, finishActivity, getRunInternal, getState, listState, performCall, setState, stateScope, suspendJob,
-  withTransaction,
+  completeJob, deleteState, finishActivity, getRunInternal, getState, listState, openJournal, performCall, sealActivityOutput, sealedIn, setState,
+  stateScope, suspendJob, withTransaction,
 } from "@flowsvc/store";
 import type { IngestDeps } from "../deps.js";
 import { jobLost, jobOfRequest } from "../job-auth.js";
+import { runMaskersOf, type RunMaskers } from "../run-masker.js";
 
 const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -15,7 +16,16 @@ const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
  * activity child and wakes its parent.
  */
 export const agentCallRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
-  const { pool } = deps;
+  const { pool, keyring } = deps;
+  const maskers = runMaskersOf(deps);
+
+  /** The answer as the script sees it: an activity's stdout, sealed at rest, opened. */
+  const opened = async (runId: string, res: CallResponse): Promise<CallResponse> => {
+    if (!sealedIn(res.entry.result)) return res;
+    const [entry] = await openJournal(pool, keyring, await maskers.forRun(runId), runId, [res.entry]);
+    return { ...res, entry: entry! };
+  };
+
   const scriptJob = async (req: FastifyRequest) => {
     const job = await jobOfRequest(pool, req);
     if (job.kind !== "run") throw new FlowError("invalid_argument", "an activity job cannot make durable calls");
@@ -24,9 +34,9 @@ export const agentCallRoutes = (app: FastifyInstance, deps: IngestDeps): void =>
 
   app.post("/agent/v1/call", { bodyLimit: AGENT_BODY_LIMIT }, async (req): Promise<CallResponse> => {
     const job = await scriptJob(req);
-    const call = CallRequestSchema.parse(req.body);
+    const call = await maskEmit(maskers, job.run_id, CallRequestSchema.parse(req.body));
     try {
-      return await withTransaction(pool, (tx) => performCall(tx, job.run_id, call));
+      return await opened(job.run_id, await withTransaction(pool, (tx) => performCall(tx, job.run_id, call)));
     } catch (err) {
       // Over HTTP a bus limit is a 429 to retry later; an agent retries 429s forever, so for the
       // script it is a final answer: its `flow emit` fails with the message.
@@ -67,11 +77,38 @@ export const agentCallRoutes = (app: FastifyInstance, deps: IngestDeps): void =>
     if (job.kind !== "activity" || !job.activity_id) throw new FlowError("invalid_argument", "this job is not an activity");
     const body = ActivityFinishRequestSchema.parse(req.body);
     const activityId = job.activity_id;
+    // The child's stdout replays as recorded, so it is sealed, not masked; its error text is masked.
+    const scope = await maskers.forRun(job.run_id);
+    const outcome = {
+      exit_code: body.exit_code,
+      stdout_b64: await sealActivityOutput(keyring, scope, activityId, body.stdout_b64),
+      ...(body.error === undefined ? {} : { error: scope.masker.text(body.error) }),
+    };
     await withTransaction(pool, async (tx) => {
       await completeJob(tx, job.id, "done");
-      await finishActivity(tx, activityId, body);
+      await finishActivity(tx, activityId, outcome);
     });
     req.log.info({ runId: job.run_id, jobId: job.id, activityId, exitCode: body.exit_code }, "activity finished");
     return { status: body.exit_code === 0 ? "succeeded" : "failed" };
   });
+};
+
+/**
+ * An in-script emit's payload and key are masked with the run's masker before the event is
+ * stored: the bus, `flow events ls`, the handler runs it feeds and their envelopes never see the
+ * value. Replays send the same call; the entry recorded at the first one answers them.
+ */
+const maskEmit = async (maskers: RunMaskers, runId: string, call: CallRequest): Promise<CallRequest> => {
+  if (call.kind !== "emit") return call;
+  const { masker } = await maskers.forRun(runId);
+  if (!masker.active) return call;
+  const args = call.args;
+  return {
+    ...call,
+    args: {
+      ...args,
+      ...("payload" in args ? { payload: masker.json(args["payload"]) } : {}),
+      ...(typeof args["key"] === "string" ? { key: masker.text(args["key"]) } : {}),
+    },
+  };
 };

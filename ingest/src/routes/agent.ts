@@ -6,11 +6,12 @@ import {
 } from "@flowsvc/core";
 import {
   appendAnnotation, appendLogs, completeJob, completeRun, extendLease, findProjectById,
-  getActivity, getEventForEnvelope, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, recordJournal, retryIfAllowed, startRunIfNeeded,
-  withTransaction, type LeasedJob, type RunInternal,
+  getActivity, getEventForEnvelope, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, openJournal, openJournalResult, recordJournal,
+  retryIfAllowed, runLineage, sealStepResult, startRunIfNeeded, withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
 import { jobAndRunOfRequest, jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
 import type { IngestDeps } from "../deps.js";
+import { runMaskersOf } from "../run-masker.js";
 
 const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -20,6 +21,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
 
   const jobOf = (req: FastifyRequest) => jobOfRequest(pool, req);
+  const maskers = runMaskersOf(deps);
 
   /**
    * Secrets are resolved at claim, for the agent's memory only; the run never stores them. A
@@ -73,7 +75,7 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     agentId: string,
     run: RunInternal,
   ): Promise<ClaimResponse & { kind: "script" }> => {
-    const [{ project, secrets }, journal, envelope] = await Promise.all([
+    const [{ project, secrets }, sealedJournal, envelope] = await Promise.all([
       scopeOf(run),
       listJournal(pool, run.id),
       envelopeOf(run.event_id),
@@ -82,6 +84,8 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
         await startRunIfNeeded(tx, run.id, publicUrl);
       }),
     ]);
+    // Step and activity output is sealed at rest; the agent replays it as recorded.
+    const journal = await openJournal(pool, keyring, project, run.id, sealedJournal);
     req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId, replaying: journal.length }, "job claimed");
     return {
       kind: "script",
@@ -126,11 +130,15 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   app.post("/agent/v1/journal", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
     const job = await jobOf(req);
     const entry = RecordRequestSchema.parse(req.body);
-    const out = await recordJournal(pool, job.run_id, entry);
+    // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
+    const scope = await maskers.forRun(job.run_id);
+    const sealed = entry.kind === "step" ? { ...entry, result: await sealStepResult(keyring, scope, job.run_id, entry.position, entry.result) } : entry;
+    const out = await recordJournal(pool, job.run_id, sealed);
     if (out.type === "mismatch") {
       throw new FlowError("determinism", `position ${entry.position} already holds ${out.entry.kind} "${out.entry.name}"#${out.entry.ordinal}, not ${entry.kind} "${entry.name}"#${entry.ordinal}`);
     }
-    return { entry: out.entry };
+    if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };
+    return { entry: { ...out.entry, result: await openJournalResult(keyring, scope, await runLineage(pool, job.run_id), out.entry) } };
   });
 
   app.post("/agent/v1/log", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
@@ -143,7 +151,8 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   app.post("/agent/v1/annotate", async (req) => {
     const job = await jobOf(req);
     const { markdown } = AnnotateRequestSchema.parse(req.body);
-    await appendAnnotation(pool, job.run_id, markdown);
+    const { masker } = await maskers.forRun(job.run_id);
+    await appendAnnotation(pool, job.run_id, masker.text(markdown));
     return {};
   });
 
@@ -153,14 +162,18 @@ export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       throw new FlowError("invalid_argument", "an activity job ends with POST /agent/v1/finish-activity, not /agent/v1/finish");
     }
     const body = FinishRequestSchema.parse(req.body);
+    // Outputs and the error text are masked before they are stored, so the run.* events built from
+    // them are too.
+    const { masker } = await maskers.forRun(job.run_id);
+    const outputs = masker.json(body.outputs) as Record<string, string>;
     const status = await withTransaction(pool, async (tx) => {
       await completeJob(tx, job.id, "done");
       if (body.exit_code === 0) {
-        const output = { ...body.outputs, exit_code: 0, duration_ms: body.duration_ms };
+        const output = { ...outputs, exit_code: 0, duration_ms: body.duration_ms };
         await completeRun(tx, job.run_id, { status: "succeeded", output }, publicUrl);
         return "succeeded";
       }
-      const error = body.error ?? `the script exited with code ${body.exit_code}`;
+      const error = masker.text(body.error ?? `the script exited with code ${body.exit_code}`);
       if (await retryIfAllowed(tx, job.run_id, job.id, error)) return "retrying";
       await completeRun(tx, job.run_id, { status: "failed", error, output: { exit_code: body.exit_code, duration_ms: body.duration_ms } }, publicUrl);
       return "failed";

@@ -4,6 +4,7 @@ import { FlowError, PLATFORM_EVENT_TYPES, parseDuration } from "@flowsvc/core";
 import { getEvent, listEvents, listSeenEventTypes } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { maskEventRecord, runMaskersOf } from "../run-masker.js";
 
 /** The catalog lists at most this many seen types, each with its latest payload up to this size. */
 export const CATALOG_TYPE_LIMIT = 500;
@@ -35,12 +36,14 @@ const ListQuery = z.object({
 
 export const eventRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   const { pool } = deps;
+  const maskers = runMaskersOf(deps);
   const base = "/api/v1/orgs/:org/projects/:project/events";
 
   app.get(base, async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { since, ...filter } = ListQuery.parse(req.query);
-    const events = await listEvents(pool, scope.projectId, filter);
+    const { masker } = await maskers.forProject(scope.projectId);
+    const events = (await listEvents(pool, scope.projectId, filter)).map((e) => maskEventRecord(masker, e));
     if (since === undefined) return events;
     // Newest first, so the events since a time are a prefix of this list: filtering it is exact.
     const from = parseSince(since, new Date()).getTime();
@@ -50,7 +53,9 @@ export const eventRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   // Static segments win over `:id` in Fastify's router, so this is never read as an event id.
   app.get(`${base}/catalog`, async (req) => {
     const scope = await authorize(pool, req, "viewer");
-    const seen = await listSeenEventTypes(pool, scope.projectId, { limit: CATALOG_TYPE_LIMIT, sampleBytes: CATALOG_SAMPLE_BYTES });
+    const { masker } = await maskers.forProject(scope.projectId);
+    const seen = (await listSeenEventTypes(pool, scope.projectId, { limit: CATALOG_TYPE_LIMIT, sampleBytes: CATALOG_SAMPLE_BYTES }))
+      .map((t) => ({ ...maskEventRecord(masker, t), sample_payload: masker.json(t.sample_payload) }));
     return {
       platform: Object.entries(PLATFORM_EVENT_TYPES).map(([type, description]) => ({ type, description })),
       // Graphs arrive in a later version; the section is here so clients need not change then.
@@ -65,6 +70,6 @@ export const eventRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { id } = req.params as { id: string };
     const e = await getEvent(pool, scope.projectId, id);
     if (!e) throw new FlowError("not_found", `event ${id} not found in ${scope.org}/${scope.project}`);
-    return e;
+    return maskEventRecord((await maskers.forProject(scope.projectId)).masker, e);
   });
 };

@@ -1,10 +1,11 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
-import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf } from "@flowsvc/core";
-import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, withTransaction } from "@flowsvc/store";
+import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type ValueMasker } from "@flowsvc/core";
+import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
+import { maskRunView, runMaskersOf } from "../run-masker.js";
 
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SOURCE_LIMIT = 1024 * 1024;
@@ -34,7 +35,8 @@ const LogQuery = z.object({ follow: z.enum(["0", "1", "true", "false"]).default(
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
 
 export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
-  const { pool } = deps;
+  const { pool, keyring } = deps;
+  const maskers = runMaskersOf(deps);
   const base = "/api/v1/orgs/:org/projects/:project/runs";
 
   app.post(base, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
@@ -64,12 +66,15 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
       return r;
     });
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
-    return reply.status(201).send(await getRunView(pool, scope.projectId, res.id));
+    const { masker } = await maskers.forProject(scope.projectId);
+    const view = await getRunView(pool, scope.projectId, res.id);
+    return reply.status(201).send(view && maskRunView(masker, view));
   });
 
   app.get(base, async (req) => {
     const scope = await authorize(pool, req, "viewer");
-    return listRunViews(pool, scope.projectId, ListQuery.parse(req.query));
+    const { masker } = await maskers.forProject(scope.projectId);
+    return (await listRunViews(pool, scope.projectId, ListQuery.parse(req.query))).map((r) => maskRunView(masker, r));
   });
 
   app.get(`${base}/:id`, async (req) => {
@@ -77,14 +82,18 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { id } = RunParams.parse(req.params);
     const run = await getRunView(pool, scope.projectId, id);
     if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`, { hint: "list runs with `flow runs ls`" });
-    return { ...run, activities: await listActivities(pool, id) };
+    const { masker } = await maskers.forProject(scope.projectId);
+    return { ...maskRunView(masker, run), activities: await listActivities(pool, id) };
   });
 
   app.get(`${base}/:id/steps`, async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { id } = RunParams.parse(req.params);
     if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-    return (await listJournal(pool, id)).map(describeEntry);
+    // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
+    const project = await maskers.forProject(scope.projectId);
+    const journal = await openJournal(pool, keyring, project, id, await listJournal(pool, id));
+    return journal.map((e) => describeEntry(e, project.masker));
   });
 
   app.get(`${base}/:id/log`, async (req, reply) => {
@@ -97,17 +106,20 @@ export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   });
 };
 
-/** A journal entry as `flow steps` shows it: the step's stdout size and exit code, not its bytes. */
-const describeEntry = (e: { position: number; kind: string; name: string; ordinal: number; status: string; result: unknown }) => {
+/**
+ * A journal entry as `flow steps` shows it: the step's stdout size and exit code, not its bytes;
+ * its name and error text masked with the project's current secrets.
+ */
+const describeEntry = (e: { position: number; kind: string; name: string; ordinal: number; status: string; result: unknown }, masker: ValueMasker) => {
   const r = (e.result ?? {}) as { stdout_b64?: string; exit?: number; error?: string };
   return {
     position: e.position,
     kind: e.kind,
-    name: e.name,
+    name: masker.text(e.name),
     ordinal: e.ordinal,
     status: e.status,
     exit_code: typeof r.exit === "number" ? r.exit : null,
     output_bytes: typeof r.stdout_b64 === "string" ? Buffer.from(r.stdout_b64, "base64").length : null,
-    ...(r.error ? { error: r.error } : {}),
+    ...(r.error ? { error: masker.text(r.error) } : {}),
   };
 };

@@ -4,6 +4,7 @@ import { FlowError } from "@flowsvc/core";
 import { cancelRun, createRerun, deliverSignal, getRunView, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { maskRunView, runMaskersOf } from "../run-masker.js";
 
 const SignalParams = z.object({
   org: z.string(),
@@ -20,6 +21,12 @@ const RerunBody = z.object({ from: z.string().min(1).max(600) }).strict();
  */
 export const signalRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   const { pool } = deps;
+  const maskers = runMaskersOf(deps);
+  /** A run as answered: masked with the project's current secrets. */
+  const shown = async (projectId: string, id: string) => {
+    const [view, { masker }] = await Promise.all([getRunView(pool, projectId, id), maskers.forProject(projectId)]);
+    return view && maskRunView(masker, view);
+  };
   const base = "/api/v1/orgs/:org/projects/:project/runs/:id";
 
   app.post(`${base}/signals/:name`, async (req, reply) => {
@@ -37,7 +44,7 @@ export const signalRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { reason } = z.object({ reason: z.string().max(4000).optional() }).strict().default({}).parse(req.body ?? {});
     if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
     await withTransaction(pool, (tx) => cancelRun(tx, id, reason ?? `cancelled by ${scope.caller.userName}`, deps.publicUrl));
-    return getRunView(pool, scope.projectId, id);
+    return shown(scope.projectId, id);
   });
 
   app.post(`${base}/rerun`, async (req, reply) => {
@@ -45,6 +52,6 @@ export const signalRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
     const { from } = RerunBody.parse(req.body);
     const newId = await withTransaction(pool, (tx) => createRerun(tx, scope.projectId, id, from, scope.caller.userId));
-    return reply.status(201).send(await getRunView(pool, scope.projectId, newId));
+    return reply.status(201).send(await shown(scope.projectId, newId));
   });
 };

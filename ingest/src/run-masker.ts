@@ -1,0 +1,100 @@
+import type { Pool } from "pg";
+import { createValueMasker, FlowError, type ValueMasker } from "@flowsvc/core";
+import { loadSealedSecrets, projectSecretScope, runSecretScope, type Keyring, type RunView } from "@flowsvc/store";
+
+/** A project's secrets as a one-shot masker, with the scope that seals and opens its journal. */
+export interface RunMaskScope {
+  projectId: string;
+  orgId: string;
+  masker: ValueMasker;
+}
+
+export interface RunMaskers {
+  /** The masker of a run's project: every secret value of the project, trusted run or not. */
+  forRun(runId: string): Promise<RunMaskScope>;
+  forProject(projectId: string): Promise<RunMaskScope>;
+}
+
+/**
+ * What a run hands the server (outputs, annotations, emitted payloads, the error text) is masked
+ * with every secret of its project before it is stored, and what the API shows is masked again
+ * with the current ones (SECURITY.md "Secrets and masking"). An untrusted run was given no
+ * secrets and cannot know them, but masking its values too costs one look-up.
+ *
+ * The opened values are cached per process and project. Each use reads a stamp of the project's
+ * secrets (a digest of every (name, set_at), one indexed query, nothing opened) and reopens them
+ * only when it changed: a secret set or deleted through any replica is masked from the next call
+ * on, with no TTL to wait out and no decryption on the hot path (each in-script emit).
+ */
+export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
+  const cache = new Map<string, { stamp: string; masker: Promise<ValueMasker> }>();
+
+  const open = async (projectId: string, orgId: string): Promise<ValueMasker> => {
+    const values: string[] = [];
+    for (const s of await loadSealedSecrets(pool, projectId)) {
+      // A value that does not open was never injected (the claim leaves it out and says so in the
+      // run's log), so no run can have written it: skip it rather than fail every finish and emit.
+      const value = await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed).catch(() => undefined);
+      if (value !== undefined) values.push(value);
+    }
+    return createValueMasker(values);
+  };
+
+  const maskerOf = (scope: { projectId: string; orgId: string; stamp: string }): Promise<ValueMasker> => {
+    const hit = cache.get(scope.projectId);
+    if (hit?.stamp === scope.stamp) return hit.masker;
+    const masker = open(scope.projectId, scope.orgId);
+    masker.catch(() => cache.delete(scope.projectId));
+    cache.set(scope.projectId, { stamp: scope.stamp, masker });
+    return masker;
+  };
+
+  const withMasker = async (scope: { projectId: string; orgId: string; stamp: string }): Promise<RunMaskScope> => ({
+    projectId: scope.projectId, orgId: scope.orgId, masker: await maskerOf(scope),
+  });
+
+  return {
+    async forRun(runId) {
+      const scope = await runSecretScope(pool, runId);
+      if (!scope) throw new FlowError("not_found", `run ${runId} not found`);
+      return withMasker(scope);
+    },
+    async forProject(projectId) {
+      const scope = await projectSecretScope(pool, projectId);
+      if (!scope) throw new FlowError("not_found", `project ${projectId} not found`);
+      return withMasker(scope);
+    },
+  };
+};
+
+const perPool = new WeakMap<Pool, RunMaskers>();
+
+/** The process's run maskers for this pool: one cache shared by every route. */
+export const runMaskersOf = (deps: { pool: Pool; keyring: Keyring }): RunMaskers => {
+  let maskers = perPool.get(deps.pool);
+  if (!maskers) {
+    maskers = createRunMaskers(deps.pool, deps.keyring);
+    perPool.set(deps.pool, maskers);
+  }
+  return maskers;
+};
+
+/**
+ * A run as the API shows it, masked with the project's current secrets: what the run wrote
+ * (output, error, annotations) and what started it (trigger). Values stored before masking, or
+ * before a secret was set, never come back in clear.
+ */
+export const maskRunView = <R extends Pick<RunView, "output" | "error" | "annotations" | "trigger">>(masker: ValueMasker, run: R): R =>
+  masker.active
+    ? {
+        ...run,
+        output: masker.json(run.output) as R["output"],
+        error: run.error === null ? null : masker.text(run.error),
+        annotations: run.annotations.map((a) => ({ ...a, markdown: masker.text(a.markdown) })),
+        trigger: Object.fromEntries(Object.entries(run.trigger).map(([k, v]) => [k, typeof v === "string" ? masker.text(v) : masker.json(v)])),
+      }
+    : run;
+
+/** An event as the API shows it: payload and key masked with the project's current secrets. */
+export const maskEventRecord = <E extends { key: string | null; payload?: unknown }>(masker: ValueMasker, e: E): E =>
+  masker.active ? { ...e, key: e.key === null ? null : masker.text(e.key), ...("payload" in e ? { payload: masker.json(e.payload) } : {}) } : e;

@@ -1,0 +1,85 @@
+import type { Pool, PoolClient } from "pg";
+import {
+  FlowError, formatSealedJournalValue, parseSealedJournalValue, stepOfSealName, stepSealName, type JournalEntry,
+} from "@flowsvc/core";
+import type { Keyring } from "./keyring.js";
+
+type Db = Pool | PoolClient;
+
+/** The project a run's sealed journal values belong to (the seal's AAD binds org and project). */
+export interface JournalSealScope {
+  orgId: string;
+  projectId: string;
+}
+
+const sealAs = async (keyring: Keyring, scope: JournalSealScope, name: string, plaintext: string): Promise<string> => {
+  const blob = await keyring.seal(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "journal", name }, plaintext);
+  return formatSealedJournalValue({ name, base64: Buffer.from(blob).toString("base64") });
+};
+
+const openAs = async (keyring: Keyring, scope: JournalSealScope, name: string, base64: string): Promise<string> =>
+  keyring.open(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "journal", name }, Buffer.from(base64, "base64"));
+
+/** A step's result as stored: sealed, bound to its run and position (core/src/sealed-journal.ts). */
+export const sealStepResult = async (keyring: Keyring, scope: JournalSealScope, runId: string, position: number, result: unknown): Promise<string> =>
+  sealAs(keyring, scope, stepSealName(runId, position), JSON.stringify(result ?? null));
+
+/** An activity's stdout (base64) as stored: sealed, bound to the activity. */
+export const sealActivityOutput = async (keyring: Keyring, scope: JournalSealScope, activityId: string, stdoutB64: string): Promise<string> =>
+  sealAs(keyring, scope, activityId, stdoutB64);
+
+/** The run and the runs it was rerun from, newest first: a rerun keeps its source's sealed steps. */
+export const runLineage = async (db: Db, runId: string): Promise<Set<string>> => {
+  const { rows } = await db.query<{ id: string }>(
+    `with recursive lineage(id, rerun_of, depth) as (
+       select id, rerun_of, 0 from runs where id = $1
+       union all
+       select r.id, r.rerun_of, l.depth + 1 from runs r join lineage l on r.id = l.rerun_of where l.depth < 1000
+     ) select id from lineage`,
+    [runId],
+  );
+  return new Set(rows.map((r) => r.id));
+};
+
+/**
+ * A journal result as the script recorded it. A sealed step result opens only at its own position
+ * and in its run or a run rerun from it; a sealed activity stdout opens by its activity. Plain
+ * values (written before sealing, or results that are never sealed) come back as they are.
+ */
+export const openJournalResult = async (
+  keyring: Keyring,
+  scope: JournalSealScope,
+  lineage: ReadonlySet<string>,
+  entry: Pick<JournalEntry, "position" | "result">,
+): Promise<unknown> => {
+  const whole = parseSealedJournalValue(entry.result);
+  if (whole) {
+    const step = stepOfSealName(whole.name);
+    if (!step || step.position !== entry.position || !lineage.has(step.runId)) {
+      throw new FlowError("internal", `the sealed result at call #${entry.position} was sealed for ${whole.name}, not for this run and position`);
+    }
+    return JSON.parse(await openAs(keyring, scope, whole.name, whole.base64)) as unknown;
+  }
+  const r = entry.result;
+  if (r === null || typeof r !== "object" || Array.isArray(r)) return r;
+  const stdout = parseSealedJournalValue((r as { stdout_b64?: unknown }).stdout_b64);
+  return stdout ? { ...r, stdout_b64: await openAs(keyring, scope, stdout.name, stdout.base64) } : r;
+};
+
+/** Every entry of a journal with its result opened (see openJournalResult). */
+export const openJournal = async <E extends JournalEntry>(
+  db: Db,
+  keyring: Keyring,
+  scope: JournalSealScope,
+  runId: string,
+  entries: readonly E[],
+): Promise<E[]> => {
+  if (!entries.some((e) => sealedIn(e.result))) return [...entries];
+  const lineage = await runLineage(db, runId);
+  return Promise.all(entries.map(async (e) => ({ ...e, result: await openJournalResult(keyring, scope, lineage, e) })));
+};
+
+/** True when a result holds a sealed value (the whole of it, or an activity's stdout). */
+export const sealedIn = (result: unknown): boolean =>
+  parseSealedJournalValue(result) !== undefined ||
+  (result !== null && typeof result === "object" && parseSealedJournalValue((result as { stdout_b64?: unknown }).stdout_b64) !== undefined);
