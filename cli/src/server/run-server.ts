@@ -1,4 +1,4 @@
-import { mkdir } from "node:fs/promises";
+import { chmod, mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
@@ -9,6 +9,7 @@ import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
 import type { ServerConfig } from "./config.js";
+import { prepareLocalAgents } from "./local-agents.js";
 import { printBanner } from "./print-banner.js";
 
 export interface RunningServer {
@@ -21,10 +22,10 @@ export interface RunningServer {
 
 const LOCAL_AGENT_CAPABILITY = "polyglot";
 
-const agentPaths = (): { agentMain: string; clientDir: string } => {
+const agentPaths = (): { agentMain: string; agentIndex: string; clientDir: string } => {
   const agentIndex = fileURLToPath(import.meta.resolve("@flowsvc/agent"));
   const agentRoot = dirname(dirname(agentIndex));
-  return { agentMain: join(agentRoot, "dist", "main.js"), clientDir: join(agentRoot, "bin") };
+  return { agentMain: join(agentRoot, "dist", "main.js"), agentIndex, clientDir: join(agentRoot, "bin") };
 };
 
 /**
@@ -34,10 +35,12 @@ const agentPaths = (): { agentMain: string; clientDir: string } => {
  */
 export const runServer = async (config: ServerConfig): Promise<RunningServer> => {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const logPath = join(config.dataDir, "server.log");
+  await chmod(logPath, 0o600).catch(() => undefined); // made 0644 by servers before 0600 was asked for
   const logger = pino(
     { level: config.logLevel, redact: ["req.headers.authorization", "headers.authorization", "*.token", "*.secret", "*.value"] },
     pino.multistream([
-      { level: config.logLevel, stream: pino.destination({ dest: join(config.dataDir, "server.log"), mkdir: true, sync: false }) },
+      { level: config.logLevel, stream: pino.destination({ dest: logPath, mkdir: true, sync: false, mode: 0o600 }) },
       { level: "warn", stream: process.stderr },
     ]),
   );
@@ -56,6 +59,13 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
   };
 
   try {
+    // First: a bad agent user or an unreadable checkout stops the start before anything runs, and
+    // the working directories a killed server left are gone before its successor's agents start.
+    const { agentIndex, ...paths } = agentPaths();
+    const workRoot = join(config.dataDir, "agents");
+    const agentSetup = await prepareLocalAgents({ dataDir: config.dataDir, workRoot, userName: config.agentUser, agentIndex, ...paths, baseEnv: config.agentEnv });
+    if (agentSetup.staleRemoved.length) logger.info({ removed: agentSetup.staleRemoved.length }, "removed the working directories of a previous server's agents");
+
     let databaseUrl = config.databaseUrl;
     let embedded: EmbeddedPostgres | undefined;
     if (!databaseUrl) {
@@ -97,12 +107,13 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     const launchers = pools.map(
       (p) =>
         new LocalLauncher({
-          ...agentPaths(),
+          ...paths,
           agents: p.count,
           capabilities: p.capabilities,
-          workRoot: join(config.dataDir, "agents"),
+          workRoot,
+          runAs: agentSetup.runAs,
           serverUrl: url,
-          baseEnv: config.agentEnv,
+          baseEnv: agentSetup.env,
           maxJobsPerAgent: config.agentMaxJobs,
           idleMs: config.agentIdleMs,
           // At debug the agents' own lines (each script's pid, say) join the server's.
@@ -137,7 +148,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       url,
       dataDir: config.dataDir,
       database: embedded ? `embedded Postgres on 127.0.0.1:${embedded.port}` : "external (FLOWSVC_DATABASE_URL)",
-      agents: pools.map((p) => (p.capabilities.length ? `${p.count} (${p.capabilities.join(",")})` : String(p.count))).join(" + "),
+      agents: pools.map((p) => (p.capabilities.length ? `${p.count} (${p.capabilities.join(",")})` : String(p.count))).join(" + ") + (agentSetup.runAs ? ` local, running as ${agentSetup.runAs.name}` : " local"),
       token: boot.token,
       cliConfig,
       masterKeyGenerated: master.generated ? master.path : undefined,
