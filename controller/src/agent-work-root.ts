@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
-import { chmod, chown, lstat, mkdir, readdir, rm } from "node:fs/promises";
+import { chmod, chown, lstat, mkdir, readdir, readlink, realpath, rm } from "node:fs/promises";
 import { join } from "node:path";
 
 /** The unprivileged user local agents run as when the server runs as root. */
@@ -52,21 +52,48 @@ export const killAgentGroup = (pgid: number, user: AgentUser | undefined): void 
 };
 
 /**
- * Makes the agents' work root (0700; owned by the agent user when there is one) and removes the
- * working directories a killed server left behind (its agents die with it: they leave on the IPC
- * channel's disconnect). Call once at start, before any launcher runs; answers what it removed.
- * The work root's parent must be ours (not the agent user's): it is chowned without a walk.
+ * The working directories (names) under `workRoot` a live process works in: its cwd is inside.
+ * An agent whose server died finishes its job before it exits (docs/internals.md), and its script
+ * runs in the job's scratch directory there.
  */
-export const prepareAgentWorkRoot = async (workRoot: string, user: AgentUser | undefined): Promise<string[]> => {
+const workdirsInUse = async (workRoot: string): Promise<Set<string>> => {
+  const root = `${await realpath(workRoot)}/`;
+  const used = new Set<string>();
+  const pids = (await readdir("/proc")).filter((p) => /^\d+$/.test(p));
+  await Promise.all(pids.map(async (pid) => {
+    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => "");
+    if (cwd.startsWith(root)) used.add(cwd.slice(root.length).split("/")[0]!.replace(/ \(deleted\)$/, ""));
+  }));
+  return used;
+};
+
+/** Removes those of `names` (working directories under `workRoot`) no live process works in; answers the rest. */
+export const sweepAgentWorkdirs = async (workRoot: string, names: readonly string[], user: AgentUser | undefined): Promise<string[]> => {
+  if (names.length === 0) return [];
+  const used = await workdirsInUse(workRoot);
+  const free = names.filter((n) => !used.has(n));
+  const entries = await Promise.all(free.map(async (n) => ({ path: join(workRoot, n), st: await lstat(join(workRoot, n)).catch(() => undefined) })));
+  const present = entries.filter((e) => e.st !== undefined);
+  // Left by a server that ran its agents as itself (before it ran them as the agent user): ours to remove.
+  await removeAgentDirs(present.filter((e) => user && e.st!.uid !== user.uid).map((e) => e.path), undefined);
+  await removeAgentDirs(present.filter((e) => !user || e.st!.uid === user.uid).map((e) => e.path), user);
+  return names.filter((n) => used.has(n));
+};
+
+/**
+ * Makes the agents' work root (0700; owned by the agent user when there is one) and removes the
+ * working directories a killed server left behind. Call once at start, before any launcher runs.
+ * Answers what it removed, and what it left because a previous server's agent still works there
+ * (sweep those again with sweepAgentWorkdirs until none is left). The work root's parent must be
+ * ours, not the agent user's: the work root is chowned without a walk.
+ */
+export const prepareAgentWorkRoot = async (workRoot: string, user: AgentUser | undefined): Promise<{ removed: string[]; inUse: string[] }> => {
   await mkdir(workRoot, { recursive: true, mode: 0o700 });
   const st = await lstat(workRoot);
   if (!st.isDirectory()) throw new Error(`the agents' work root ${workRoot} is not a directory`);
   if (user && (st.uid !== user.uid || st.gid !== user.gid)) await chown(workRoot, user.uid, user.gid);
   await chmod(workRoot, 0o700);
-  const stale = (await readdir(workRoot)).filter((name) => name.startsWith(WORKDIR_PREFIX)).map((name) => join(workRoot, name));
-  // Left by a server that ran its agents as itself (before it ran them as the agent user): ours to remove.
-  const ours = user ? await Promise.all(stale.map(async (p) => (await lstat(p)).uid !== user.uid)) : [];
-  await removeAgentDirs(stale.filter((_, i) => ours[i]), undefined);
-  await removeAgentDirs(stale.filter((_, i) => !ours[i]), user);
-  return stale;
+  const stale = (await readdir(workRoot)).filter((name) => name.startsWith(WORKDIR_PREFIX));
+  const inUse = await sweepAgentWorkdirs(workRoot, stale, user);
+  return { removed: stale.filter((n) => !inUse.includes(n)), inUse };
 };

@@ -8,11 +8,11 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
+import { scriptDir } from "./support/script-dir.js";
 
 const asRoot = process.getuid?.() === 0;
 const NOT_ROOT = "the tests do not run as root: the agents run as the server's user, which no test can change (README: What local mode isolates)";
@@ -20,8 +20,7 @@ const NOT_ROOT = "the tests do not run as root: the agents run as the server's u
 let dir: string;
 
 before(async () => {
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-isolation-test-"));
-  await chmod(dir, 0o777); // the scripts (as flowsvc-agent when root) leave markers here
+  dir = await scriptDir("flowsvc-isolation-test-");
 });
 
 after(async () => {
@@ -181,6 +180,7 @@ void test("working directories a server killed with SIGKILL left behind are remo
         // ended with its agent
       }
     }
+    await waitFor("the orphaned scripts to end", () => pgids.every((pgid) => !alive(pgid)));
     assert.ok(left.every((d) => existsSync(join(server.dataDir, "agents", d))), "the kill left the working directories behind");
     await server.restart(); // resolves on the banner: the start is done
     for (const d of left) assert.equal(existsSync(join(server.dataDir, "agents", d)), false, `${d} survived the restart`);
@@ -188,6 +188,28 @@ void test("working directories a server killed with SIGKILL left behind are remo
     const ok = await submit(server, "after.sh", "echo after-restart\n");
     assert.equal(ok.code, 0, ok.out);
     assert.match(ok.out, /after-restart/);
+  } finally {
+    await server.stop();
+  }
+});
+
+void test("a working directory a killed server's agent still works in survives the next start and goes when that agent is done", async () => {
+  const server = await startTestServer({ agents: 1, leaseMs: 3000 });
+  try {
+    const go = join(dir, "go-orphan");
+    const { run } = await submit(server, "orphan.sh", `flow step first -- echo first\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho orphan-done\n`, false);
+    await waitFor("the job's working directory", () => workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))));
+    const [held] = workdirs(server);
+    const agents = childrenOf(server.process.pid!);
+    await server.kill("SIGKILL"); // its agent finishes the job it holds (docs/internals.md)
+    await server.restart();
+    assert.ok(existsSync(join(server.dataDir, "agents", held!)), "the directory the orphaned agent's script runs in was left alone");
+    await writeFile(go, "");
+    await waitFor("the orphaned agent to finish", () => agents.every((pid) => !alive(pid)), 60_000);
+    await waitFor("its working directory to be removed", () => !existsSync(join(server.dataDir, "agents", held!)), 30_000);
+    const follow = await server.cli(["follow", run], { timeoutMs: 60_000 });
+    assert.equal(follow.code, 0, follow.stdout + follow.stderr);
+    assert.match(follow.stdout, /orphan-done/);
   } finally {
     await server.stop();
   }

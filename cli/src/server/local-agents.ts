@@ -11,8 +11,8 @@ export interface LocalAgentsSetup {
   runAs: AgentUser | undefined;
   /** The environment the agents start with. */
   env: Record<string, string | undefined>;
-  /** Working directories of a previous server's agents that were removed (left by a kill -9). */
-  staleRemoved: string[];
+  /** Working directories of a previous server's agents (left by a kill -9): removed, and still in use. */
+  stale: { removed: string[]; inUse: string[] };
 }
 
 export interface LocalAgentsInput {
@@ -42,7 +42,7 @@ const USER_DIR_VARS = ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XD
  */
 export const prepareLocalAgents = async (input: LocalAgentsInput): Promise<LocalAgentsSetup> => {
   if (process.getuid?.() !== 0) {
-    return { runAs: undefined, env: input.baseEnv, staleRemoved: await prepareAgentWorkRoot(input.workRoot, undefined) };
+    return { runAs: undefined, env: input.baseEnv, stale: await prepareAgentWorkRoot(input.workRoot, undefined) };
   }
   const user = agentUser(input.userName);
   await openDataDir(input.dataDir, user);
@@ -53,11 +53,11 @@ export const prepareLocalAgents = async (input: LocalAgentsInput): Promise<Local
   if (!(await lstat(home)).isDirectory()) throw new FlowError("config", `${home} (the local agents' HOME) is not a directory`);
   await chown(home, user.uid, user.gid);
   await chmod(home, 0o700);
-  const staleRemoved = await prepareAgentWorkRoot(input.workRoot, user);
+  const stale = await prepareAgentWorkRoot(input.workRoot, user);
   checkAgentCode(input, user);
   const env: Record<string, string | undefined> = { ...input.baseEnv, HOME: home, USER: user.name, LOGNAME: user.name };
   for (const name of USER_DIR_VARS) delete env[name];
-  return { runAs: user, env, staleRemoved };
+  return { runAs: user, env, stale };
 };
 
 const agentUser = (name: string): AgentUser => {

@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { FlowError } from "@flowsvc/core";
 import { Keyring, createPool, migrate, startEmbeddedPostgres, startListener, stopPostgresSync, type EmbeddedPostgres } from "@flowsvc/store";
-import { Dispatcher, LocalLauncher, TimerLoop } from "@flowsvc/controller";
+import { Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
@@ -26,6 +26,35 @@ const agentPaths = (): { agentMain: string; agentIndex: string; clientDir: strin
   const agentIndex = fileURLToPath(import.meta.resolve("@flowsvc/agent"));
   const agentRoot = dirname(dirname(agentIndex));
   return { agentMain: join(agentRoot, "dist", "main.js"), agentIndex, clientDir: join(agentRoot, "bin") };
+};
+
+/** How often the working directories a previous server's agents still use are looked at again. */
+const STALE_SWEEP_MS = 5_000;
+
+/**
+ * A killed server's agents finish their jobs before they exit; their working directories go when
+ * no process works in them any more. Answers the cleanup that stops the sweeping.
+ */
+const sweepUntilFinished = (workRoot: string, names: string[], user: AgentUser | undefined, log: (obj: Record<string, unknown>, msg: string) => void): (() => Promise<void>) => {
+  let left = names;
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    sweepAgentWorkdirs(workRoot, left, user).then(
+      (rest) => {
+        if (rest.length < left.length) log({ removed: left.filter((n) => !rest.includes(n)) }, "removed the working directories of a previous server's agents");
+        left = rest;
+        if (left.length === 0) clearInterval(timer);
+      },
+      (err: unknown) => log({ err }, "could not remove a previous server's working directories"),
+    ).finally(() => (busy = false));
+  }, STALE_SWEEP_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    return Promise.resolve();
+  };
 };
 
 /**
@@ -64,7 +93,9 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     const { agentIndex, ...paths } = agentPaths();
     const workRoot = join(config.dataDir, "agents");
     const agentSetup = await prepareLocalAgents({ dataDir: config.dataDir, workRoot, userName: config.agentUser, agentIndex, ...paths, baseEnv: config.agentEnv });
-    if (agentSetup.staleRemoved.length) logger.info({ removed: agentSetup.staleRemoved.length }, "removed the working directories of a previous server's agents");
+    const { stale } = agentSetup;
+    if (stale.removed.length || stale.inUse.length) logger.info(stale, "working directories of a previous server's agents: removed, and left while its agents finish");
+    if (stale.inUse.length) cleanups.push(sweepUntilFinished(workRoot, stale.inUse, agentSetup.runAs, log));
 
     let databaseUrl = config.databaseUrl;
     let embedded: EmbeddedPostgres | undefined;
