@@ -84,7 +84,11 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
         logger.error({ err }, "error during shutdown");
       }
     }
-    logger.flush();
+    try {
+      logger.flush();
+    } catch {
+      // the log file is not open yet (a start that failed at once): there is nothing to flush
+    }
   };
 
   try {
