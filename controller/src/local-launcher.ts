@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
-import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { WorkerReplySchema, newId, type WorkerJob } from "@flowsvc/core";
 import type { LaunchRequest, Launcher, LauncherEvents } from "./launcher.js";
+import { killAgentGroup, removeAgentDirs, type AgentUser } from "./agent-work-root.js";
 
 export interface LocalLauncherOptions {
   /** Most jobs at once, and most agent processes kept (`flow server --agents N`). */
@@ -13,8 +13,16 @@ export interface LocalLauncherOptions {
   /** The agent entry point (agent-image/dist/main.js) and the in-script client directory. */
   agentMain: string;
   clientDir: string;
-  /** Each job gets its working directory here. */
+  /**
+   * Each job gets its working directory here; the agent makes it, so the agent user must be able
+   * to write here (prepareAgentWorkRoot, called once before the launchers start, sees to it).
+   */
   workRoot: string;
+  /**
+   * The unprivileged user the agents (and so the scripts) run as; the server must be root. Unset:
+   * they run as the server's user. `baseEnv` should then carry that user's HOME, USER and LOGNAME.
+   */
+  runAs?: AgentUser;
   serverUrl: string;
   /** The environment agents start with; service variables (FLOWSVC_*, FLOW_*) are removed. */
   baseEnv: Record<string, string | undefined>;
@@ -75,7 +83,9 @@ interface AgentProcess {
  * - An agent runs the script in a process group of its own and writes the group's id to
  *   `script.pgid` in the job's working directory: when an agent dies mid-job, the launcher ends
  *   the orphaned script and reports `agentExited` (the job is requeued at once).
- * Scripts run as the server's user either way; reuse does not weaken local isolation (README).
+ * - As root (`runAs`), agents run as an unprivileged user, and what the launcher does inside the
+ *   work root (removing a working directory, ending a script's group) it does as that user too.
+ * Reuse does not weaken local isolation: the agents of one server share one user either way (README).
  */
 export class LocalLauncher implements Launcher {
   readonly capabilities: readonly string[];
@@ -83,6 +93,8 @@ export class LocalLauncher implements Launcher {
   readonly #maxJobs: number;
   readonly #idleMs: number;
   readonly #pool = new Set<AgentProcess>();
+  /** Working directories being removed: stop() waits for them, so a clean stop leaves none. */
+  readonly #removals = new Set<Promise<void>>();
   #stopping = false;
 
   /** Starts the pool's first agent at once, so the first job does not wait for Node to start. */
@@ -122,6 +134,7 @@ export class LocalLauncher implements Launcher {
   async stop(): Promise<void> {
     this.#stopping = true;
     await Promise.all([...this.#pool].map((a) => this.#terminate(a)));
+    await Promise.all(this.#removals);
   }
 
   /**
@@ -148,7 +161,10 @@ export class LocalLauncher implements Launcher {
       FLOW_CLIENT_DIR: this.#opts.clientDir,
       FLOW_AGENT_LOG_LEVEL: this.#opts.agentLogLevel ?? "warn",
     });
-    const child = spawn(process.execPath, [this.#opts.agentMain], { env, stdio: ["ignore", "ignore", "pipe", "ipc"], cwd: this.#opts.workRoot });
+    const user = this.#opts.runAs;
+    const child = spawn(process.execPath, [this.#opts.agentMain], {
+      env, stdio: ["ignore", "ignore", "pipe", "ipc"], cwd: this.#opts.workRoot, ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    });
     const agent: AgentProcess = { child, started: Date.now(), job: undefined, jobs: 0, retiring: false, ready: false, idleSince: Date.now(), idleTimer: undefined, exited: false };
     this.#pool.add(agent);
     this.#opts.log({ pid: child.pid, capabilities: this.#opts.capabilities }, "agent started");
@@ -268,7 +284,10 @@ export class LocalLauncher implements Launcher {
   }
 
   #removeWorkdir(workdir: string): void {
-    rm(workdir, { recursive: true, force: true }).catch((err: unknown) => this.#opts.log({ workdir, err }, "could not remove a job's working directory"));
+    const removal = removeAgentDirs([workdir], this.#opts.runAs)
+      .catch((err: unknown) => this.#opts.log({ workdir, err }, "could not remove a job's working directory"))
+      .finally(() => this.#removals.delete(removal));
+    this.#removals.add(removal);
   }
 
   /** Ends the process group of a script whose agent died (nothing happens when it already ended). */
@@ -280,10 +299,6 @@ export class LocalLauncher implements Launcher {
       return;
     }
     if (!Number.isInteger(pgid) || pgid <= 1) return;
-    try {
-      process.kill(-pgid, "SIGKILL");
-    } catch {
-      // already gone
-    }
+    killAgentGroup(pgid, this.#opts.runAs);
   }
 }

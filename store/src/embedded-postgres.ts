@@ -9,7 +9,8 @@
 //
 // Postgres refuses to run as root. As root we run initdb and postgres as `nobody`: it always exists,
 // needs no change to /etc/passwd, and the cluster stays private (0700) to a user no login or daemon
-// of ours uses. A dedicated system user would be tidier on a shared host, but creating one means
+// of ours uses (local agents run as another one, flowsvc-agent, so a script cannot read pg/; both
+// come from system-user.ts). A dedicated system user would be tidier on a shared host, but creating one means
 // mutating the machine from a library call; as root we are nearly always in a container anyway.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -18,6 +19,7 @@ import { chmod, chown, cp, mkdir, readdir, readFile, readlink, realpath, rename,
 import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import pg from "pg";
+import { blockedDirFor, lookupUser, type SystemUser } from "./system-user.js";
 
 export type EmbeddedPostgres = { url: string; port: number; pid: number; stop(): Promise<void> };
 
@@ -30,7 +32,7 @@ export type EmbeddedPostgresOptions = {
   binDir?: string;
 };
 
-type RunAs = { name: string; uid: number; gid: number };
+type RunAs = SystemUser;
 type Ctx = { dataDir: string; pgDir: string; binDir: string; runAs: RunAs | undefined; log: (msg: string) => void; durable: boolean };
 
 const SUPERUSER = "postgres";
@@ -41,7 +43,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const log = opts.log ?? (() => {});
   const dataDir = resolve(opts.dataDir);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  const runAs = process.getuid?.() === 0 ? lookupUser("nobody") : undefined;
+  const runAs = process.getuid?.() === 0 ? postgresUser() : undefined;
   if (runAs) await makeReachable(dataDir, runAs);
   const shipped = opts.binDir ?? (await bundledBinDir());
   const binDir = runAs ? await readableBinDir(shipped, dataDir, runAs, log) : shipped;
@@ -76,23 +78,21 @@ async function bundledBinDir(): Promise<string> {
   }
 }
 
-function lookupUser(name: string): RunAs {
-  const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.startsWith(`${name}:`));
-  const [, , uid, gid] = line?.split(":") ?? [];
-  if (uid === undefined || gid === undefined) throw new Error(`embedded Postgres: running as root, but there is no user "${name}" to run Postgres as`);
-  return { name, uid: Number(uid), gid: Number(gid) };
+/** Who embedded Postgres runs as when flowsvc runs as root (no one else may share it: it owns pg/). */
+export const EMBEDDED_POSTGRES_USER = "nobody";
+
+function postgresUser(): RunAs {
+  const user = lookupUser(EMBEDDED_POSTGRES_USER);
+  if (!user) throw new Error(`embedded Postgres: running as root, but there is no user "${EMBEDDED_POSTGRES_USER}" to run Postgres as`);
+  return user;
 }
 
 /** The server's user must be able to reach the data dir: open our own dir for search, check the rest. */
 async function makeReachable(dataDir: string, user: RunAs): Promise<void> {
-  for (let dir = dirname(dataDir); ; dir = dirname(dir)) {
-    const st = await stat(dir);
-    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
-    if ((st.mode & bit) === 0) {
-      throw new Error(`embedded Postgres runs as "${user.name}" when flowsvc runs as root, and ${dir} (mode ${(st.mode & 0o777).toString(8)}) ` +
-        `keeps it out of ${dataDir}. Choose a data dir under a path other users can traverse (e.g. /var/lib/flowsvc), or run as a normal user.`);
-    }
-    if (dir === dirname(dir)) break;
+  const dir = blockedDirFor(dirname(dataDir), user);
+  if (dir !== undefined) {
+    throw new Error(`embedded Postgres runs as "${user.name}" when flowsvc runs as root, and ${dir} (mode ${(statSync(dir).mode & 0o777).toString(8)}) ` +
+      `keeps it out of ${dataDir}. Choose a data dir under a path other users can traverse (e.g. /var/lib/flowsvc), or run as a normal user.`);
   }
   const st = await stat(dataDir);
   if ((st.mode & 0o001) === 0) await chmod(dataDir, (st.mode & 0o777) | 0o001);

@@ -12,6 +12,7 @@ export * from "./mint.js";
 export * from "./run-lifecycle.js";
 export * from "./keyring.js";
 export * from "./embedded-postgres.js";
+export * from "./system-user.js";
 export * from "./migrate.js";
 export * from "./pool.js";
 export * from "./testing.js";

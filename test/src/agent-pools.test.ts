@@ -6,19 +6,19 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { handlerRunId } from "@flowsvc/store";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
+import { scriptDir } from "./support/script-dir.js";
 
 let server: TestServer;
 let dir: string;
 
 before(async () => {
   server = await startTestServer({ agents: 2 }); // no --agent-pool: the defaults only
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-pools-test-"));
+  dir = await scriptDir("flowsvc-pools-test-");
 });
 
 after(async () => {

@@ -6,13 +6,13 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
 
 let server: TestServer;
 let dir: string;
@@ -20,7 +20,7 @@ let dir: string;
 before(async () => {
   // One agent: a run can only go to the process that ran the previous one, or to a new process.
   server = await startTestServer({ leaseMs: 2000, agents: 1 });
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-reuse-test-"));
+  dir = await scriptDir("flowsvc-reuse-test-");
 });
 
 after(async () => {

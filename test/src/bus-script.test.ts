@@ -8,13 +8,13 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { derivedId } from "@flowsvc/core";
 import { startTestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
 
 let server: TestServer;
 let dir: string;
@@ -22,7 +22,7 @@ let dir: string;
 before(async () => {
   // Handler runs need the `polyglot` capability (the subject test).
   server = await startTestServer({ leaseMs: 2000, agents: 4, env: { FLOWSVC_AGENT_POOLS: "polyglot:1" } });
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-bus-script-test-"));
+  dir = await scriptDir("flowsvc-bus-script-test-");
 });
 
 after(async () => {

@@ -7,20 +7,20 @@
 import { after, afterEach, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { derivedId } from "@flowsvc/core";
 import { startTestServer } from "./support/server.js";
 import { waitFor as waitUntil } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
 
 let server: TestServer;
 let dir: string;
 
 before(async () => {
   server = await startTestServer({ env: { FLOWSVC_AGENT_POOLS: "polyglot:2" } });
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-bus-test-"));
+  dir = await scriptDir("flowsvc-bus-test-");
 });
 
 /** Every test leaves no handler behind, even when it failed half way. */

@@ -4,18 +4,18 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
 import type { TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
 
 let server: TestServer;
 let dir: string;
 
 before(async () => {
   server = await startTestServer();
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-cli-test-"));
+  dir = await scriptDir("flowsvc-cli-test-");
 });
 
 after(async () => {

@@ -6,18 +6,18 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
+import { scriptDir } from "./support/script-dir.js";
 
 let server: TestServer;
 let dir: string;
 
 before(async () => {
   server = await startTestServer({ agents: 3, env: { FLOWSVC_AGENT_POOLS: "polyglot:1" } });
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-policy-test-"));
+  dir = await scriptDir("flowsvc-policy-test-");
 });
 
 after(async () => {

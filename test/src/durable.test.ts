@@ -5,19 +5,19 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
 
 let server: TestServer;
 let dir: string;
 
 before(async () => {
   server = await startTestServer({ leaseMs: 2000, agents: 6 });
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-durable-test-"));
+  dir = await scriptDir("flowsvc-durable-test-");
 });
 
 after(async () => {

@@ -10,14 +10,14 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import type { Server } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { REPO_ROOT, startTestServer } from "./support/server.js";
 import type { CliResult, TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
 
 const PY_SDK_DIR = join(REPO_ROOT, "agent-image", "sdk", "python");
 const TS_SDK_URL = pathToFileURL(join(REPO_ROOT, "agent-image", "dist", "sdk", "flowsvc.js")).href;
@@ -112,7 +112,7 @@ const one = (values: Map<string, unknown[]>, key: string): unknown => {
 let dir: string;
 
 before(async () => {
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-sdk-test-"));
+  dir = await scriptDir("flowsvc-sdk-test-");
 });
 
 after(async () => {
@@ -594,7 +594,7 @@ void describe("SDKs through the real server and agent", () => {
 
   for (const lang of LANGS) {
     void test(`${lang.name}: step and stepFn run once across a sleep that parks the run and replays the script`, async () => {
-      const d = await mkdtemp(join(dir, `durable-${lang.name}-`));
+      const d = await scriptDir(`durable-${lang.name}-`, dir);
       const { run, r } = await submit(lang, `durable-${lang.name}`, DURABLE[lang.name](d));
       assert.equal(r.code, 0, r.stdout + r.stderr);
       assert.equal(await lines(join(d, "passes")), 2, "the sleep parked the run and the script was replayed once");

@@ -5,13 +5,13 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
 import { request } from "undici";
 import { createUserWithToken, findProject, mintId, mintToken, type Role } from "@flowsvc/store";
 import { startTestServer, type TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
 
 const SECRET = "s3cr3t-Välue-€-4711";
 const MULTILINE = "line-one-alpha\nline-two-beta\nxy";
@@ -21,7 +21,7 @@ let dir: string;
 
 before(async () => {
   server = await startTestServer();
-  dir = await mkdtemp(join(tmpdir(), "flowsvc-secrets-"));
+  dir = await scriptDir("flowsvc-secrets-");
   assert.equal((await server.cli(["secret", "set", "API_TOKEN", SECRET])).code, 0);
   assert.equal((await server.cli(["secret", "set", "CERT", "-"], { input: MULTILINE + "\n" })).code, 0);
 });

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { REPO_ROOT, runFlow, startTestServer, type TestServer } from "./support/server.js";
 import { startDebianPostgres } from "./support/debian-postgres.js";
+import { scriptDir } from "./support/script-dir.js";
 
 /** Processes whose command line names `dir` (a leftover postgres would). */
 const processesUsing = (dir: string): string[] => {
@@ -59,7 +60,7 @@ void test("on the embedded Postgres the first start logs the CLI in, hello.sh su
 void test("after a SIGKILL with runs queued, the next start recovers Postgres and every run completes", async () => {
   const server = await startTestServer({ embedded: true, agents: 1 });
   try {
-    const dir = await mkdtemp(join(tmpdir(), "flowsvc-recover-"));
+    const dir = await scriptDir("flowsvc-recover-");
     const file = join(dir, "slow.sh");
     await writeFile(file, 'flow step wait -- sleep 1\necho "run $FLOW_WORKFLOW_ID done"\n');
     const runs: string[] = [];

@@ -26,6 +26,10 @@ const ServerConfigSchema = z.object({
   leaseMs: z.coerce.number().int().min(500).max(600_000).default(15_000),
   agentMaxJobs: z.coerce.number({ error: "FLOWSVC_AGENT_MAX_JOBS must be a whole number from 1 to 1000000" }).int().min(1).max(1_000_000).default(200),
   agentIdleMs: z.coerce.number({ error: "FLOWSVC_AGENT_IDLE_MS must be a whole number of milliseconds from 100 to 86400000" }).int().min(100).max(86_400_000).default(60_000),
+  agentUser: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "FLOWSVC_AGENT_USER must be a user name (lower-case letters, digits, _ and -, at most 32)")
+    .default("flowsvc-agent"),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
   databaseUrl: z.string().url({ error: "FLOWSVC_DATABASE_URL must be a postgres:// URL" }).optional(),
   masterKey: z.string().optional(),
@@ -64,6 +68,7 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
     leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
     agentMaxJobs: env["FLOWSVC_AGENT_MAX_JOBS"] || undefined,
     agentIdleMs: env["FLOWSVC_AGENT_IDLE_MS"] || undefined,
+    agentUser: env["FLOWSVC_AGENT_USER"] || undefined,
     logLevel: flags.logLevel ?? env["FLOWSVC_LOG_LEVEL"],
     databaseUrl: env["FLOWSVC_DATABASE_URL"] || undefined,
     masterKey: env["FLOWSVC_MASTER_KEY"] || undefined,

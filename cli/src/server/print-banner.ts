@@ -14,7 +14,7 @@ export const printBanner = (b: Banner): void => {
     `flowsvc is running at ${b.url}`,
     `  data dir:  ${b.dataDir}`,
     `  database:  ${b.database}`,
-    `  agents:    ${b.agents} local`,
+    `  agents:    ${b.agents}`,
     `  project:   default/default`,
   ];
   if (b.masterKeyGenerated) {

@@ -1,14 +1,15 @@
-import { mkdir } from "node:fs/promises";
+import { chmod, mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { FlowError, redactSecretQuery } from "@flowsvc/core";
 import { Keyring, createPool, migrate, startEmbeddedPostgres, startListener, stopPostgresSync, type EmbeddedPostgres } from "@flowsvc/store";
-import { Dispatcher, LocalLauncher, TimerLoop } from "@flowsvc/controller";
+import { Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
 import type { ServerConfig } from "./config.js";
+import { prepareLocalAgents } from "./local-agents.js";
 import { printBanner } from "./print-banner.js";
 
 export interface RunningServer {
@@ -23,10 +24,39 @@ const LOCAL_AGENT_CAPABILITY = "polyglot";
 
 const redactUrl = (url: unknown): unknown => (typeof url === "string" ? redactSecretQuery(url) : url);
 
-const agentPaths = (): { agentMain: string; clientDir: string } => {
+const agentPaths = (): { agentMain: string; agentIndex: string; clientDir: string } => {
   const agentIndex = fileURLToPath(import.meta.resolve("@flowsvc/agent"));
   const agentRoot = dirname(dirname(agentIndex));
-  return { agentMain: join(agentRoot, "dist", "main.js"), clientDir: join(agentRoot, "bin") };
+  return { agentMain: join(agentRoot, "dist", "main.js"), agentIndex, clientDir: join(agentRoot, "bin") };
+};
+
+/** How often the working directories a previous server's agents still use are looked at again. */
+const STALE_SWEEP_MS = 5_000;
+
+/**
+ * A killed server's agents finish their jobs before they exit; their working directories go when
+ * no process works in them any more. Answers the cleanup that stops the sweeping.
+ */
+const sweepUntilFinished = (workRoot: string, names: string[], user: AgentUser | undefined, log: (obj: Record<string, unknown>, msg: string) => void): (() => Promise<void>) => {
+  let left = names;
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    sweepAgentWorkdirs(workRoot, left, user).then(
+      (rest) => {
+        if (rest.length < left.length) log({ removed: left.filter((n) => !rest.includes(n)) }, "removed the working directories of a previous server's agents");
+        left = rest;
+        if (left.length === 0) clearInterval(timer);
+      },
+      (err: unknown) => log({ err }, "could not remove a previous server's working directories"),
+    ).finally(() => (busy = false));
+  }, STALE_SWEEP_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    return Promise.resolve();
+  };
 };
 
 /**
@@ -36,6 +66,8 @@ const agentPaths = (): { agentMain: string; clientDir: string } => {
  */
 export const runServer = async (config: ServerConfig): Promise<RunningServer> => {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const logPath = join(config.dataDir, "server.log");
+  await chmod(logPath, 0o600).catch(() => undefined); // made 0644 by servers before 0600 was asked for
   const logger = pino(
     {
       level: config.logLevel, redact: ["req.headers.authorization", "headers.authorization", "*.token", "*.secret", "*.value"],
@@ -43,7 +75,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       serializers: { url: redactUrl, req: (req: { method?: string; url?: unknown }) => ({ method: req.method, url: redactUrl(req.url) }) },
     },
     pino.multistream([
-      { level: config.logLevel, stream: pino.destination({ dest: join(config.dataDir, "server.log"), mkdir: true, sync: false }) },
+      { level: config.logLevel, stream: pino.destination({ dest: logPath, mkdir: true, sync: false, mode: 0o600 }) },
       { level: "warn", stream: process.stderr },
     ]),
   );
@@ -58,10 +90,23 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
         logger.error({ err }, "error during shutdown");
       }
     }
-    logger.flush();
+    try {
+      logger.flush();
+    } catch {
+      // the log file is not open yet (a start that failed at once): there is nothing to flush
+    }
   };
 
   try {
+    // First: a bad agent user or an unreadable checkout stops the start before anything runs, and
+    // the working directories a killed server left are gone before its successor's agents start.
+    const { agentIndex, ...paths } = agentPaths();
+    const workRoot = join(config.dataDir, "agents");
+    const agentSetup = await prepareLocalAgents({ dataDir: config.dataDir, workRoot, userName: config.agentUser, agentIndex, ...paths, baseEnv: config.agentEnv });
+    const { stale } = agentSetup;
+    if (stale.removed.length || stale.inUse.length) logger.info(stale, "working directories of a previous server's agents: removed, and left while its agents finish");
+    if (stale.inUse.length) cleanups.push(sweepUntilFinished(workRoot, stale.inUse, agentSetup.runAs, log));
+
     let databaseUrl = config.databaseUrl;
     let embedded: EmbeddedPostgres | undefined;
     if (!databaseUrl) {
@@ -103,12 +148,13 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     const launchers = pools.map(
       (p) =>
         new LocalLauncher({
-          ...agentPaths(),
+          ...paths,
           agents: p.count,
           capabilities: p.capabilities,
-          workRoot: join(config.dataDir, "agents"),
+          workRoot,
+          runAs: agentSetup.runAs,
           serverUrl: url,
-          baseEnv: config.agentEnv,
+          baseEnv: agentSetup.env,
           maxJobsPerAgent: config.agentMaxJobs,
           idleMs: config.agentIdleMs,
           // At debug the agents' own lines (each script's pid, say) join the server's.
@@ -143,7 +189,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       url,
       dataDir: config.dataDir,
       database: embedded ? `embedded Postgres on 127.0.0.1:${embedded.port}` : "external (FLOWSVC_DATABASE_URL)",
-      agents: pools.map((p) => (p.capabilities.length ? `${p.count} (${p.capabilities.join(",")})` : String(p.count))).join(" + "),
+      agents: pools.map((p) => (p.capabilities.length ? `${p.count} (${p.capabilities.join(",")})` : String(p.count))).join(" + ") + (agentSetup.runAs ? ` local, running as ${agentSetup.runAs.name}` : " local"),
       token: boot.token,
       cliConfig,
       masterKeyGenerated: master.generated ? master.path : undefined,
