@@ -308,16 +308,19 @@ export const createLogMasker = <S extends string>(values: readonly string[], str
     return core;
   };
 
-  const addRun = (runs: LogPiece<S>[], stream: S, bytes: Uint8Array): void => {
+  /** Collects output by stream runs: neighbours of one stream join (copied once, by `joined`). */
+  type Runs = { stream: S; parts: Uint8Array[] }[];
+  const addRun = (runs: Runs, stream: S, bytes: Uint8Array): void => {
     if (bytes.length === 0) return;
     const last = runs.at(-1);
-    if (last?.stream === stream) runs[runs.length - 1] = { stream, bytes: concat([last.bytes, bytes]) };
-    else runs.push({ stream, bytes });
+    if (last?.stream === stream) last.parts.push(bytes);
+    else runs.push({ stream, parts: [bytes] });
   };
+  const joined = (runs: Runs): LogPiece<S>[] => runs.map((r) => ({ stream: r.stream, bytes: concat(r.parts) }));
 
   /** Gives each piece of the merged stage's output the stream its bytes came from. */
   const attribute = (pieces: readonly Piece[]): LogPiece<S>[] => {
-    const runs: LogPiece<S>[] = [];
+    const runs: Runs = [];
     let k = 0;
     for (const piece of pieces) {
       let at = piece.at;
@@ -338,14 +341,13 @@ export const createLogMasker = <S extends string>(values: readonly string[], str
     // Output never goes back: the runs that end before the last piece starts are done with.
     const last = pieces.at(-1);
     if (last !== undefined) origin = origin.filter((r) => r.end > last.at);
-    return runs;
+    return joined(runs);
   };
 
   /** What the merged stage let out, through each stream's own stage. */
-  const throughStreams = (pieces: readonly Piece[]): LogPiece<S>[] => {
-    const out: LogPiece<S>[] = [];
-    for (const run of attribute(pieces)) addRun(out, run.stream, bytesOf(stageOf(run.stream).push(run.bytes)));
-    return out;
+  const throughStreams = (pieces: readonly Piece[], runs: Runs = []): Runs => {
+    for (const run of attribute(pieces)) for (const p of stageOf(run.stream).push(run.bytes)) addRun(runs, run.stream, p.bytes);
+    return runs;
   };
 
   return {
@@ -357,15 +359,15 @@ export const createLogMasker = <S extends string>(values: readonly string[], str
       const last = origin.at(-1);
       if (last?.stream === stream) last.end = taken;
       else origin.push({ end: taken, stream });
-      return throughStreams(merged.push(chunk));
+      return joined(throughStreams(merged.push(chunk)));
     },
     end(stream: S): LogPiece<S>[] {
       // The merged stage may still hold this stream's bytes: another stream may yet complete a
       // value with them. So everything is decided once every stream ended.
       if (!open.delete(stream) || open.size > 0) return [];
-      const out = throughStreams(merged.end());
-      for (const s of streams) addRun(out, s, bytesOf(stageOf(s).end()));
-      return out;
+      const runs = throughStreams(merged.end());
+      for (const s of streams) for (const p of stageOf(s).end()) addRun(runs, s, p.bytes);
+      return joined(runs);
     },
     get pending(): number {
       let n = merged.pending;
