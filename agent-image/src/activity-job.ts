@@ -7,7 +7,7 @@
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { STEP_OUTPUT_LIMIT, createMasker, stepOutputTooLargeMessage } from "@flowsvc/core";
+import { STEP_OUTPUT_LIMIT, stepOutputTooLargeMessage } from "@flowsvc/core";
 import type { ActivityClaim } from "@flowsvc/core";
 import { composeActivityEnv } from "./activity-env.js";
 import type { ActivityFinish } from "./backend.js";
@@ -16,7 +16,7 @@ import { startHeartbeat } from "./heartbeat.js";
 import type { JobOutcome, JobScope } from "./job-kit.js";
 import { isCode, whenAborted } from "./job-kit.js";
 import { LogShipper } from "./log-shipper.js";
-import { pumpOutput } from "./output-pump.js";
+import { createMaskedLog } from "./output-pump.js";
 import type { RunningScript, ScriptExit } from "./script-runner.js";
 import { startScript } from "./script-runner.js";
 
@@ -57,7 +57,7 @@ const startActivity = (scope: JobScope, claim: ActivityClaim, cwd: string): Runn
   const started = Date.now();
   const child = startScript({ command, args, cwd, env });
   const stdout = child.stdout ? collectCapped(child.stdout, STEP_OUTPUT_LIMIT) : undefined;
-  const reading = Promise.all([stdout?.done, pumpOutput(child.stderr, "stderr", createMasker(claim.masks), shipper, t.maskIdleMs).done]);
+  const reading = Promise.all([stdout?.done, createMaskedLog(claim.masks, ["stderr"], shipper).pump(child.stderr, "stderr")]);
   return {
     child, shipper, started,
     drain: async () => {

@@ -1,7 +1,9 @@
 /**
  * One durable call other than `step` (sleep, wait-signal, lock, unlock, activity*, spawn): it takes
  * the next position from the cursor, with the determinism check (core's matchJournal). A call the
- * claim's journal recorded as `done` is answered from the journal, with no server call. A call
+ * claim's journal recorded as `done` is answered from the journal, with no server call; it is a
+ * replay (printed nothing again on the log's pipe) unless it is the call the previous pass parked
+ * on, whose result is new to this pass (JournalCursor.receivedEarlier). A call
  * that is new, or was `pending` in the claim's snapshot, goes to the backend (`/agent/v1/call`,
  * idempotent by position): `done` is answered at once; `pending` gets no answer and suspends the
  * job (OpContext.onSuspend).
@@ -32,7 +34,8 @@ export const runDurableCall = async <S extends z.ZodType>(ctx: OpContext, spec: 
   try {
     call = ctx.cursor.next(spec.kind, spec.name);
     if (call.match.type === "replay") {
-      return spec.answer(readResult(spec.result, spec.kind, call.position, call.match.entry.result), true);
+      const result = readResult(spec.result, spec.kind, call.position, call.match.entry.result);
+      return spec.answer(result, ctx.cursor.receivedEarlier(call.position));
     }
     response = await ctx.backend.call({ position: call.position, kind: spec.kind, name: spec.name, ordinal: call.ordinal, args: spec.args });
     // The server answers what is at the position: a different call there is a determinism error too.

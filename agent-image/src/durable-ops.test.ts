@@ -152,7 +152,8 @@ void test("activity answers the child's stdout and exit code; collect the same; 
 });
 
 void test("activity-wait-all prints the count of failed uncollected children and exits 0, also on replay", async () => {
-  const a = await agentSocket([entry(0, "activity-wait-all", "", 0, { failed: 2 })], answering(() => ({ failed: 0 })));
+  const journal = [entry(0, "activity-wait-all", "", 0, { failed: 2 }), entry(1, "activity-wait-all", "", 1, null, "pending")];
+  const a = await agentSocket(journal, answering(() => ({ failed: 0 })));
   const [replayed, fresh] = await a.call({ v: 2, op: "activity-wait-all" }, { v: 2, op: "activity-wait-all" });
   assert.deepEqual(replayed, { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: b64("2\n"), exit: 0 });
   assert.deepEqual(fresh, { v: 2, ok: true, replay: false, capture_ino: 4242, stdout_b64: b64("0\n"), exit: 0 });
@@ -211,4 +212,45 @@ void test("state set without a value and get without a key are refused", async (
   assert.deepEqual([set?.["ok"], (set?.["error"] as { code: string }).code], [false, "invalid_argument"]);
   assert.deepEqual([get?.["ok"], (get?.["error"] as { code: string }).code], [false, "invalid_argument"]);
   await a.close();
+});
+
+void test("the call the previous pass parked on is new to this pass: printed to the log once; earlier results are replays", async () => {
+  const envelope = { type: "deploy.done", event: "evt-1", payload: { v: 2 } };
+  const child = { stdout_b64: b64("hello\n"), exit: 0 };
+  const cases: { journal: ReturnType<typeof entry>[]; requests: Record<string, unknown>[]; stdout: string[] }[] = [
+    // activity a parked the first pass; the second pass replays it and parks on the event wait.
+    {
+      journal: [entry(0, "activity", "a", 0, child)],
+      requests: [{ op: "activity", name: "a", argv: ["echo", "hello"] }],
+      stdout: ["hello\n"],
+    },
+    {
+      journal: [entry(0, "activity", "a", 0, child), entry(1, "wait-event", "deploy.done", 0, { envelope })],
+      requests: [{ op: "activity", name: "a", argv: ["echo", "hello"] }, { op: "wait-event", type: "deploy.done" }],
+      stdout: ["hello\n", `${JSON.stringify(envelope)}\n`],
+    },
+    {
+      journal: [entry(0, "activity-submit", "b", 0, {}), entry(1, "activity-collect", "b", 0, child)],
+      requests: [{ op: "activity-submit", name: "b", argv: ["echo", "hello"] }, { op: "activity-collect", name: "b" }],
+      stdout: ["", "hello\n"],
+    },
+    {
+      journal: [entry(0, "wait-signal", "go", 0, { payload: { n: 1 } }), entry(1, "sleep", "", 0, {})],
+      requests: [{ op: "wait-signal", name: "go" }, { op: "sleep", duration: "1h" }],
+      stdout: ['{"n":1}\n', ""],
+    },
+  ];
+  for (const { journal, requests, stdout } of cases) {
+    const backend = answering(() => ({}));
+    const a = await agentSocket(journal, backend);
+    const answers = await a.call(...requests.map((r) => ({ v: 2, ...r })));
+    const last = journal.length - 1;
+    answers.forEach((answer, i) => {
+      if (stdout[i] === "") return;
+      assert.equal(answer?.["stdout_b64"], b64(stdout[i] as string));
+      assert.equal(answer?.["replay"], i !== last, `call #${i} of ${JSON.stringify(journal.map((e) => e.kind))}`);
+    });
+    assert.deepEqual(callBodies(backend), [], "every answer came from the journal");
+    await a.close();
+  }
 });

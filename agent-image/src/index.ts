@@ -19,7 +19,7 @@ export { LogShipper } from "./log-shipper.js";
 export type { LogStream } from "./log-shipper.js";
 export { createLogger, silentLogger } from "./logger.js";
 export type { Logger } from "./logger.js";
-export { pumpOutput } from "./output-pump.js";
+export { createMaskedLog } from "./output-pump.js";
 export { prepareScratchDir } from "./scratch-dir.js";
 export type { ScratchDir } from "./scratch-dir.js";
 export { startScript } from "./script-runner.js";

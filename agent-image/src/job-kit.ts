@@ -23,10 +23,9 @@ export interface JobTimings {
   /** How long output may keep draining after the script ended. */
   readonly drainMs: number;
   readonly logIntervalMs: number;
-  readonly maskIdleMs: number;
 }
 
-export const DEFAULT_TIMINGS: JobTimings = { killGraceMs: 3_000, drainMs: 1_000, logIntervalMs: 50, maskIdleMs: 1_000 };
+export const DEFAULT_TIMINGS: JobTimings = { killGraceMs: 3_000, drainMs: 1_000, logIntervalMs: 50 };
 
 /** How to run one job; main.ts fills it from AgentConfig, the local engine (`flow run`) from its own. */
 export interface JobOptions {

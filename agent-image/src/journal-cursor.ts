@@ -4,7 +4,7 @@
  * matched against what the journal recorded there (core's matchJournal: the replay rules).
  */
 import { createHash } from "node:crypto";
-import { indexJournal, matchJournal } from "@flowsvc/core";
+import { indexJournal, matchJournal, parkedPosition } from "@flowsvc/core";
 import type { DurableCall, JournalEntry, JournalMatch } from "@flowsvc/core";
 
 export interface CursorCall extends DurableCall {
@@ -19,10 +19,20 @@ export const idempotencyKeyFor = (runId: string, position: number): string =>
 export class JournalCursor {
   readonly #recorded: ReadonlyMap<number, JournalEntry>;
   readonly #ordinals = new Map<string, number>();
+  readonly #parkedAt: number;
   #position = 0;
 
   constructor(journal: readonly JournalEntry[]) {
     this.#recorded = indexJournal(journal);
+    this.#parkedAt = parkedPosition(journal);
+  }
+
+  /**
+   * Whether an earlier pass received the result recorded at `position`: every one but the call
+   * the previous pass parked on (core's parkedPosition), whose result is new to this pass.
+   */
+  receivedEarlier(position: number): boolean {
+    return position !== this.#parkedAt;
   }
 
   /** Calls made so far on this pass. */

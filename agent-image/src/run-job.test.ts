@@ -27,7 +27,7 @@ const options = (fields: Partial<JobOptions> = {}): JobOptions => ({
   agentId: "agt-test", capabilities: [], workdir: dir, clientDir: undefined,
   agentEnv: { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: dir, FLOW_JOB_TOKEN: "must-not-leak" },
   logger: silentLogger, stop: new AbortController().signal, agentPid: process.pid,
-  timings: { killGraceMs: 500, drainMs: 200, logIntervalMs: 10, maskIdleMs: 10 },
+  timings: { killGraceMs: 500, drainMs: 200, logIntervalMs: 10 },
   ...fields,
 });
 

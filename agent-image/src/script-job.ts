@@ -10,7 +10,7 @@
  */
 import { rm, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { composeScriptEnv, createMasker, prependPath } from "@flowsvc/core";
+import { composeScriptEnv, prependPath } from "@flowsvc/core";
 import type { FlowError } from "@flowsvc/core";
 import type { AnyClaim } from "./backend.js";
 import { openCapturePipe } from "./capture-pipe.js";
@@ -20,7 +20,7 @@ import { deferred, isCode, whenAborted } from "./job-kit.js";
 import { JournalCursor } from "./journal-cursor.js";
 import { LogShipper } from "./log-shipper.js";
 import type { PendingCall } from "./op-kit.js";
-import { pumpOutput } from "./output-pump.js";
+import { createMaskedLog } from "./output-pump.js";
 import type { ScratchDir } from "./scratch-dir.js";
 import { prepareScratchDir } from "./scratch-dir.js";
 import type { RunningScript } from "./script-runner.js";
@@ -77,10 +77,9 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
     env: scriptEnv(scope, claim, scratch), stdoutFd: pipe.writeFd,
   });
   pipe.closeWriteEnd();
-  const pumps = Promise.all([
-    pumpOutput(pipe.reader, "stdout", createMasker(claim.masks), shipper, t.maskIdleMs).done,
-    pumpOutput(script.stderr, "stderr", createMasker(claim.masks), shipper, t.maskIdleMs).done,
-  ]);
+  // stdout and stderr share the run's log, so they are masked as one (core's createLogMasker).
+  const log = createMaskedLog(claim.masks, ["stdout", "stderr"], shipper);
+  const pumps = Promise.all([log.pump(pipe.reader, "stdout"), log.pump(script.stderr, "stderr")]);
   const heartbeat = startHeartbeat(() => backend.heartbeat(), claim.lease_ms, logger);
 
   const drainOutput = async (): Promise<void> => {

@@ -59,7 +59,7 @@ const worker = (claims: Record<string, AnyClaim | Error>) => {
   const backends: Array<[string, FakeBackend]> = [];
   const w: AgentWorker = startWorker({
     config, channel: end.channel, logger: silentLogger, agentPid: 4242,
-    timings: { killGraceMs: 300, drainMs: 200, logIntervalMs: 10, maskIdleMs: 10 },
+    timings: { killGraceMs: 300, drainMs: 200, logIntervalMs: 10 },
     backendFor: (j) => {
       const claim = claims[j.token]!;
       const b = fakeBackend({

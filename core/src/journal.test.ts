@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { JournalEntry } from "./agent-api.js";
 import { FlowError } from "./errors.js";
-import { describeCall, indexJournal, matchJournal, stepOutputTooLargeMessage } from "./journal.js";
+import { describeCall, indexJournal, matchJournal, parkedPosition, stepOutputTooLargeMessage } from "./journal.js";
 
 const entry = (position: number, name: string, ordinal = 0, status: "done" | "pending" = "done"): JournalEntry => ({
   position, kind: "step", name, ordinal, status, result: { stdout_b64: "aGk=", exit: 0 },
@@ -51,4 +51,18 @@ void test("the journal is indexed by position", () => {
 
 void test("the overflow message says how far over the 2 MiB limit the output went", () => {
   assert.equal(stepOutputTooLargeMessage(2 * 1024 * 1024 + 10), "step output is 2097162 bytes, 10 bytes over the 2 MiB limit");
+});
+
+void test("the position the previous pass parked on is the journal's last entry when its kind can park", () => {
+  const e = (position: number, kind: string): JournalEntry => ({ position, kind, name: "", ordinal: 0, status: "done", result: {} });
+  assert.equal(parkedPosition([]), -1);
+  for (const kind of ["activity", "activity-collect", "activity-wait-all", "wait-event", "wait-signal", "sleep", "lock"]) {
+    assert.equal(parkedPosition([e(0, "step"), e(1, kind)]), 1, kind);
+  }
+  // Out of order as the server may send them: the highest position counts.
+  assert.equal(parkedPosition([e(2, "wait-event"), e(0, "step"), e(1, "activity")]), 2);
+  // A pass that ended right after a call that never parks was lost mid-pass: nothing is new.
+  for (const kind of ["step", "emit", "spawn", "unlock", "activity-submit"]) {
+    assert.equal(parkedPosition([e(0, "activity"), e(1, kind)]), -1, kind);
+  }
 });

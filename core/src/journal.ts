@@ -24,6 +24,25 @@ export interface DurableCall {
  */
 export type JournalMatch = { readonly type: "new" } | { readonly type: "replay"; readonly entry: JournalEntry };
 
+/** Kinds the server may park (answer `pending`): their result can arrive while the run waits. */
+const PARKING_KINDS: ReadonlySet<string> = new Set([
+  "sleep", "wait-signal", "wait-event", "lock", "activity", "activity-collect", "activity-wait-all", "call",
+]);
+
+/**
+ * The position the previous pass parked on, or -1: the last entry of a claim's journal when its
+ * kind can park (a pass ends at the call it parks on). Its result arrived while the run was
+ * parked, so the pass that claims it is the first to receive it and writes it to the log; every
+ * other recorded result reached an earlier pass and replays without output (docs/internals.md,
+ * "Replayed output"). A pass that ended without parking (an agent lost mid-pass) is run again as
+ * a whole, its plain output included.
+ */
+export const parkedPosition = (journal: readonly JournalEntry[]): number => {
+  let last: JournalEntry | undefined;
+  for (const entry of journal) if (last === undefined || entry.position > last.position) last = entry;
+  return last !== undefined && PARKING_KINDS.has(last.kind) ? last.position : -1;
+};
+
 /** `step "build"#0`: how a call is named in messages (the same `name#n` form `rerun --from` takes). */
 export const describeCall = (call: DurableCall): string => `${call.kind} ${JSON.stringify(call.name)}#${call.ordinal}`;
 

@@ -165,3 +165,15 @@ forBoth("activity, spawn and state: usage errors exit 2 before connecting; --hel
     assert.match(help.stdout.toString(), /\nexample: .*flow .+\n$/);
   }
 });
+
+forBoth("a result new to this pass (replay false: it arrived while the run was parked) is printed on the capture pipe", async (client, peer) => {
+  const fifo = scratchPath("capture-new");
+  assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
+  peer.captureIno = statSync(fifo).ino;
+  peer.answer = (req) =>
+    req.op === "hello" ? undefined : { ok: true, replay: false, capture_ino: peer.captureIno, stdout_b64: b64(`${String(req.op)}-out\n`) };
+  const log = scratchPath("log-new");
+  const calls = '"$CLIENT" activity a -- echo x; "$CLIENT" activity-collect b; "$CLIENT" wait-event t.x; "$CLIENT" wait-signal go';
+  const r = await runShell(client, peer, `cat "$FIFO" > "$LOG" & { ${calls}; } > "$FIFO"; c=$?; wait; cat "$LOG"; exit $c`, { FIFO: fifo, LOG: log });
+  assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "activity-out\nactivity-collect-out\nwait-event-out\nwait-signal-out\n", ""]);
+});
