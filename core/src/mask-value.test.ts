@@ -9,7 +9,7 @@ const SECRET = "s3cr3t-Välue-€-4711";
 const streamed = (values: readonly string[], text: string): string => {
   const m = createMasker(values);
   const head = m.push(new TextEncoder().encode(text));
-  const tail = m.flush();
+  const tail = m.end();
   return new TextDecoder().decode(Buffer.concat([head, tail]));
 };
 
