@@ -15,11 +15,11 @@
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { chmod, chown, cp, mkdir, readdir, readFile, readlink, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, chown, mkdir, readdir, readFile, readlink, realpath, rename, rm, stat, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import pg from "pg";
-import { blockedDirFor, lookupUser, type SystemUser } from "./system-user.js";
+import { blockedDirFor, copyReadableOnce, lookupUser, type SystemUser } from "./system-user.js";
 
 export type EmbeddedPostgres = { url: string; port: number; pid: number; stop(): Promise<void> };
 
@@ -114,17 +114,7 @@ async function readableBinDir(binDir: string, dataDir: string, user: RunAs, log:
     throw new Error(`embedded Postgres: "${user.name}" cannot run ${join(binDir, "postgres")}; make it readable or run as a normal user`);
   }
   const dest = join(dataDir, "pg-runtime", await treeVersion(tree));
-  if (!existsSync(join(dest, ".complete"))) {
-    log(`embedded Postgres: copying the server binaries to ${dest} so "${user.name}" can run them`);
-    await mkdir(dirname(dest), { recursive: true, mode: 0o755 });
-    await chmod(dirname(dest), 0o755);
-    const tmp = `${dest}.tmp-${randomBytes(4).toString("hex")}`;
-    await cp(tree, tmp, { recursive: true, verbatimSymlinks: true });
-    await openUp(tmp);
-    await writeFile(join(tmp, ".complete"), "");
-    await rm(dest, { recursive: true, force: true });
-    await rename(tmp, dest);
-  }
+  await copyReadableOnce(dest, [{ from: tree, to: "." }], { log: (m) => log(`embedded Postgres: ${m} so "${user.name}" can run them`) });
   const copied = join(dest, "bin");
   if (!runsAs(copied, user)) throw new Error(`embedded Postgres: "${user.name}" cannot run the copied binaries in ${copied}`);
   return copied;
@@ -136,15 +126,6 @@ async function treeVersion(tree: string): Promise<string> {
   if (pkg?.version) return pkg.version;
   const r = spawnSync(join(tree, "bin", "postgres"), ["--version"], { encoding: "utf8" });
   return /\d+(\.\d+)*/.exec(r.stdout ?? "")?.[0] ?? "unknown";
-}
-
-async function openUp(dir: string): Promise<void> {
-  await chmod(dir, 0o755);
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, entry.name);
-    if (entry.isDirectory()) await openUp(p);
-    else if (entry.isFile()) await chmod(p, (await stat(p)).mode & 0o100 ? 0o755 : 0o644);
-  }
 }
 
 async function chownTree(path: string, user: RunAs): Promise<void> {

@@ -2,8 +2,10 @@
 // embedded Postgres runs as `nobody`, local agents as `flowsvc-agent` (created on first need).
 // One place for looking users up, creating one, and checking that a user can reach a path.
 import { spawnSync } from "node:child_process";
-import { readFileSync, statSync } from "node:fs";
-import { dirname } from "node:path";
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { chmod, cp, mkdir, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 
 export type SystemUser = { name: string; uid: number; gid: number };
 
@@ -62,4 +64,46 @@ export const blockedDirFor = (path: string, user: SystemUser): string | undefine
     if ((st.mode & bit) === 0) return dir;
   }
   return undefined;
+};
+
+/** Opens a copied tree for every user: directories 0755, files 0644, or 0755 when executable. */
+const openTree = async (dir: string): Promise<void> => {
+  await chmod(dir, 0o755);
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name);
+    if (entry.isDirectory()) await openTree(p);
+    else if (entry.isFile()) await chmod(p, (await stat(p)).mode & 0o100 ? 0o755 : 0o644);
+  }
+};
+
+/**
+ * When root runs a child as an unprivileged user that cannot read the files it needs (a checkout
+ * or node_modules under a 0700 directory such as /root or a `mktemp -d`), the files are copied into
+ * `dest`, readable by every user: each `from` to `dest/<to>`. `dest` names a version (the caller's
+ * key of what it holds), so the copy is made once: a `.complete` marker says it finished, and a
+ * half-made copy (a crash mid-way) is made again. `fixup` may edit the copy (in its scratch
+ * directory, given as its argument) before it is made complete; `log` hears when a copy is made.
+ */
+export const copyReadableOnce = async (
+  dest: string,
+  entries: ReadonlyArray<{ from: string; to: string; filter?: (source: string) => boolean }>,
+  opts: { log: (msg: string) => void; fixup?: (scratch: string) => Promise<void> },
+): Promise<void> => {
+  if (existsSync(join(dest, ".complete"))) return;
+  opts.log(`copying ${entries.map((e) => e.from).join(", ")} to ${dest}`);
+  await mkdir(dirname(dest), { recursive: true, mode: 0o755 });
+  await chmod(dirname(dest), 0o755);
+  const tmp = `${dest}.tmp-${randomBytes(4).toString("hex")}`;
+  try {
+    for (const e of entries) {
+      await cp(e.from, join(tmp, e.to), { recursive: true, verbatimSymlinks: true, ...(e.filter ? { filter: e.filter } : {}) });
+    }
+    await opts.fixup?.(tmp);
+    await openTree(tmp);
+    await writeFile(join(tmp, ".complete"), "");
+    await rm(dest, { recursive: true, force: true });
+    await rename(tmp, dest);
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
 };

@@ -5,6 +5,7 @@ import { pathToFileURL } from "node:url";
 import { FlowError } from "@flowsvc/core";
 import { EMBEDDED_POSTGRES_USER, blockedDirFor, ensureSystemUser, lookupUser } from "@flowsvc/store";
 import { prepareAgentWorkRoot, type AgentUser } from "@flowsvc/controller";
+import { copyAgentRuntime, type AgentPaths } from "./agent-runtime.js";
 
 export interface LocalAgentsSetup {
   /** The user the agents run as; undefined when the server is not root (they run as the server's user). */
@@ -13,6 +14,8 @@ export interface LocalAgentsSetup {
   env: Record<string, string | undefined>;
   /** Working directories of a previous server's agents (left by a kill -9): removed, and still in use. */
   stale: { removed: string[]; inUse: string[] };
+  /** Where the agents' code is: the checkout, or a copy the agent user can read. */
+  paths: AgentPaths;
 }
 
 export interface LocalAgentsInput {
@@ -20,11 +23,9 @@ export interface LocalAgentsInput {
   workRoot: string;
   /** FLOWSVC_AGENT_USER: who the agents run as when the server is root. */
   userName: string;
-  agentMain: string;
-  /** The agent package's entry (index.js): the probe loads it, and with it every module the agent needs. */
-  agentIndex: string;
-  clientDir: string;
+  paths: AgentPaths;
   baseEnv: Record<string, string | undefined>;
+  log: (msg: string) => void;
 }
 
 /** Variables of the server's user that name its own directories; an agent user has none of these. */
@@ -42,7 +43,7 @@ const USER_DIR_VARS = ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XD
  */
 export const prepareLocalAgents = async (input: LocalAgentsInput): Promise<LocalAgentsSetup> => {
   if (process.getuid?.() !== 0) {
-    return { runAs: undefined, env: input.baseEnv, stale: await prepareAgentWorkRoot(input.workRoot, undefined) };
+    return { runAs: undefined, env: input.baseEnv, stale: await prepareAgentWorkRoot(input.workRoot, undefined), paths: input.paths };
   }
   const user = agentUser(input.userName);
   await openDataDir(input.dataDir, user);
@@ -54,10 +55,10 @@ export const prepareLocalAgents = async (input: LocalAgentsInput): Promise<Local
   await chown(home, user.uid, user.gid);
   await chmod(home, 0o700);
   const stale = await prepareAgentWorkRoot(input.workRoot, user);
-  checkAgentCode(input, user);
+  const paths = await readableAgentCode(input, user);
   const env: Record<string, string | undefined> = { ...input.baseEnv, HOME: home, USER: user.name, LOGNAME: user.name };
   for (const name of USER_DIR_VARS) delete env[name];
-  return { runAs: user, env, stale };
+  return { runAs: user, env, stale, paths };
 };
 
 const agentUser = (name: string): AgentUser => {
@@ -92,22 +93,34 @@ const openDataDir = async (dataDir: string, user: AgentUser): Promise<void> => {
   await chmod(dataDir, 0o701);
 };
 
-/** Node, the agent code and the `flow` client, as the agent user: names what keeps it out, if anything does. */
-const checkAgentCode = (input: LocalAgentsInput, user: AgentUser): void => {
-  for (const [what, path] of [["Node", process.execPath], ["the agent code", input.agentMain], ["the flow client", join(input.clientDir, "flow")]] as const) {
-    const blocked = blockedDirFor(dirname(path), user);
-    if (blocked !== undefined) {
-      throw new FlowError("config", `local agents run as "${user.name}" when flowsvc runs as root, and ${blocked} keeps them out of ${what} (${path})`, {
-        hint: "put flowsvc (and Node) where other users can read them (e.g. /opt/flowsvc), or run as a normal user",
-      });
-    }
-  }
-  const probe = `await import(${JSON.stringify(pathToFileURL(input.agentIndex).href)}); await import("node:fs").then((fs) => fs.accessSync(${JSON.stringify(join(input.clientDir, "flow"))}, fs.constants.X_OK));`;
-  const r = spawnSync(process.execPath, ["--input-type=module", "-e", probe], { uid: user.uid, gid: user.gid, cwd: "/", env: { PATH: input.baseEnv["PATH"] ?? "/usr/bin:/bin" }, encoding: "utf8", timeout: 60_000 });
-  if (r.status !== 0) {
-    const why = r.error?.message ?? (r.stderr.trim().split("\n").find((l) => /Error|EACCES|denied/.test(l)) ?? r.stderr.trim().slice(0, 500));
-    throw new FlowError("config", `local agents run as "${user.name}" when flowsvc runs as root, and that user cannot load the agent (${input.agentMain}): ${why}`, {
-      hint: "make the checkout readable by other users (e.g. put it under /opt), or run as a normal user",
+/**
+ * The agent code and the `flow` client where the agent user can load them: the checkout when it
+ * can, else a readable copy in the data dir (agent-runtime.ts), as embedded Postgres copies its
+ * binaries. Node itself is not copied: the start names the directory that keeps the user out.
+ */
+const readableAgentCode = async (input: LocalAgentsInput, user: AgentUser): Promise<AgentPaths> => {
+  const blockedNode = blockedDirFor(dirname(process.execPath), user);
+  if (blockedNode !== undefined) {
+    throw new FlowError("config", `local agents run as "${user.name}" when flowsvc runs as root, and ${blockedNode} keeps them out of Node (${process.execPath})`, {
+      hint: "install Node where other users can run it (e.g. /usr/local), or run as a normal user",
     });
   }
+  const reachable = [input.paths.agentMain, join(input.paths.clientDir, "flow")].every((p) => blockedDirFor(dirname(p), user) === undefined);
+  if (reachable && loadProblem(input.paths, input.baseEnv, user) === undefined) return input.paths;
+  const copied = await copyAgentRuntime(input.paths, input.dataDir, input.log);
+  const problem = loadProblem(copied, input.baseEnv, user);
+  if (problem !== undefined) {
+    throw new FlowError("config", `local agents run as "${user.name}" when flowsvc runs as root, and that user cannot load the agent's copy (${copied.agentMain}): ${problem}`, {
+      hint: "run as a normal user, or report this as a bug",
+    });
+  }
+  return copied;
+};
+
+/** Loads the agent's modules and checks the client as the agent user: what went wrong, or undefined. */
+const loadProblem = (paths: AgentPaths, baseEnv: Record<string, string | undefined>, user: AgentUser): string | undefined => {
+  const probe = `await import(${JSON.stringify(pathToFileURL(paths.agentIndex).href)}); await import("node:fs").then((fs) => fs.accessSync(${JSON.stringify(join(paths.clientDir, "flow"))}, fs.constants.X_OK));`;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", probe], { uid: user.uid, gid: user.gid, cwd: "/", env: { PATH: baseEnv["PATH"] ?? "/usr/bin:/bin" }, encoding: "utf8", timeout: 60_000 });
+  if (r.status === 0) return undefined;
+  return r.error?.message ?? (r.stderr.trim().split("\n").find((l) => /Error|EACCES|denied/.test(l)) ?? r.stderr.trim().slice(0, 500));
 };

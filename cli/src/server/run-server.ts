@@ -9,6 +9,7 @@ import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
 import type { ServerConfig } from "./config.js";
+import type { AgentPaths } from "./agent-runtime.js";
 import { prepareLocalAgents } from "./local-agents.js";
 import { printBanner } from "./print-banner.js";
 
@@ -24,7 +25,7 @@ const LOCAL_AGENT_CAPABILITY = "polyglot";
 
 const redactUrl = (url: unknown): unknown => (typeof url === "string" ? redactSecretQuery(url) : url);
 
-const agentPaths = (): { agentMain: string; agentIndex: string; clientDir: string } => {
+const agentPaths = (): AgentPaths => {
   const agentIndex = fileURLToPath(import.meta.resolve("@flowsvc/agent"));
   const agentRoot = dirname(dirname(agentIndex));
   return { agentMain: join(agentRoot, "dist", "main.js"), agentIndex, clientDir: join(agentRoot, "bin") };
@@ -100,9 +101,11 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
   try {
     // First: a bad agent user or an unreadable checkout stops the start before anything runs, and
     // the working directories a killed server left are gone before its successor's agents start.
-    const { agentIndex, ...paths } = agentPaths();
     const workRoot = join(config.dataDir, "agents");
-    const agentSetup = await prepareLocalAgents({ dataDir: config.dataDir, workRoot, userName: config.agentUser, agentIndex, ...paths, baseEnv: config.agentEnv });
+    const agentSetup = await prepareLocalAgents({
+      dataDir: config.dataDir, workRoot, userName: config.agentUser, paths: agentPaths(), baseEnv: config.agentEnv, log: (m) => logger.info(m),
+    });
+    const { agentMain, clientDir } = agentSetup.paths;
     const { stale } = agentSetup;
     if (stale.removed.length || stale.inUse.length) logger.info(stale, "working directories of a previous server's agents: removed, and left while its agents finish");
     if (stale.inUse.length) cleanups.push(sweepUntilFinished(workRoot, stale.inUse, agentSetup.runAs, log));
@@ -148,7 +151,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     const launchers = pools.map(
       (p) =>
         new LocalLauncher({
-          ...paths,
+          agentMain,
+          clientDir,
           agents: p.count,
           capabilities: p.capabilities,
           workRoot,
