@@ -5,7 +5,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { CallRequest } from "@flowsvc/core";
-import { createTestDatabase, type TestDatabase } from "./testing.js";
+import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { performCall } from "./calls.js";
 import { deliverSignal } from "./signals.js";
@@ -19,10 +19,7 @@ let projectId: string;
 
 before(async () => {
   db = await createTestDatabase();
-  const org = mintId("org");
-  projectId = mintId("prj");
-  await db.pool.query(`insert into orgs (id, name) values ($1, 'o')`, [org]);
-  await db.pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p')`, [projectId, org]);
+  ({ projectId } = await createTestProject(db.pool));
 });
 after(async () => db?.drop());
 

@@ -2,7 +2,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { FlowError } from "@flowsvc/core";
-import { createTestDatabase, type TestDatabase } from "./testing.js";
+import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { StaleHookError, emitEvent, emitEvents, handlerRunId, type EmitInput } from "./emit.js";
 import { performCall } from "./calls.js";
@@ -17,13 +17,7 @@ before(async () => {
 });
 after(async () => db?.drop());
 
-const newProject = async (): Promise<string> => {
-  const org = mintId("org");
-  const projectId = mintId("prj");
-  await db.pool.query(`insert into orgs (id, name) values ($1, $2)`, [org, org]);
-  await db.pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p')`, [projectId, org]);
-  return projectId;
-};
+const newProject = async (): Promise<string> => (await createTestProject(db.pool)).projectId;
 
 /** A script run that is running, to make durable calls from (a waiter). */
 const newRunningScript = async (projectId: string): Promise<string> => {

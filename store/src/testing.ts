@@ -13,6 +13,7 @@ import pg from "pg";
 import { startEmbeddedPostgres, stopPostgresSync } from "./embedded-postgres.js";
 import { listMigrations, migrate, migrationsDigest } from "./migrate.js";
 import { createPool } from "./pool.js";
+import { mintId } from "./mint.js";
 
 export type TestDatabase = { url: string; pool: pg.Pool; drop(): Promise<void> };
 export type TestCluster = { url: string; pool: pg.Pool };
@@ -132,3 +133,12 @@ function withDatabase(url: string, database: string): string {
   u.pathname = `/${database}`;
   return u.toString();
 }
+
+/** A fresh org with one project `p` in a test database: the project's id (and its org's). */
+export const createTestProject = async (pool: pg.Pool): Promise<{ projectId: string; orgId: string }> => {
+  const orgId = mintId("org");
+  const projectId = mintId("prj");
+  await pool.query(`insert into orgs (id, name) values ($1, $1)`, [orgId]);
+  await pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p')`, [projectId, orgId]);
+  return { projectId, orgId };
+};

@@ -5,7 +5,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { SCRIPT_WORKFLOW, type CallRequest } from "@flowsvc/core";
-import { createTestDatabase, type TestDatabase } from "./testing.js";
+import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { performCall } from "./calls.js";
 import { emitEvent } from "./emit.js";
@@ -26,13 +26,7 @@ before(async () => {
 });
 after(async () => db?.drop());
 
-const newProject = async (): Promise<string> => {
-  const org = mintId("org");
-  const projectId = mintId("prj");
-  await db.pool.query(`insert into orgs (id, name) values ($1, $2)`, [org, org]);
-  await db.pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p')`, [projectId, org]);
-  return projectId;
-};
+const newProject = async (): Promise<string> => (await createTestProject(db.pool)).projectId;
 
 /** A running script run (not a handler run, so its run.* events are delivered), with its running job. */
 const newRun = async (projectId: string, trusted: boolean): Promise<{ runId: string; jobId: string }> => {
