@@ -10,7 +10,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import type { Server } from "node:net";
 import { join } from "node:path";
@@ -19,8 +19,11 @@ import { REPO_ROOT, startTestServer } from "./support/server.js";
 import type { CliResult, TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
 
-const PY_SDK_DIR = join(REPO_ROOT, "agent-image", "sdk", "python");
-const TS_SDK_URL = pathToFileURL(join(REPO_ROOT, "agent-image", "dist", "sdk", "flowsvc.js")).href;
+// The SDKs as a user ships them beside a script: copied (in `before`) to where the scripts' user can
+// read them. As root the local agents run as flowsvc-agent, which may not read the checkout (CI may
+// clone into a 0700 directory). The TypeScript SDK is one self-contained ES module.
+let PY_SDK_DIR: string;
+let TS_SDK_URL: string;
 
 // ---- the two languages -------------------------------------------------------------------------
 //
@@ -113,6 +116,11 @@ let dir: string;
 
 before(async () => {
   dir = await scriptDir("flowsvc-sdk-test-");
+  PY_SDK_DIR = join(dir, "sdk");
+  await mkdir(PY_SDK_DIR);
+  await copyFile(join(REPO_ROOT, "agent-image", "sdk", "python", "flowsvc.py"), join(PY_SDK_DIR, "flowsvc.py"));
+  await copyFile(join(REPO_ROOT, "agent-image", "dist", "sdk", "flowsvc.js"), join(PY_SDK_DIR, "flowsvc.mjs"));
+  TS_SDK_URL = pathToFileURL(join(PY_SDK_DIR, "flowsvc.mjs")).href;
 });
 
 after(async () => {
