@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import type { Keyring, Listener } from "@flowsvc/store";
+import type { RunMaskers } from "./run-masker.js";
 
 /** What the HTTP layer needs from the rest of the service; built once by the server. */
 export interface IngestDeps {
@@ -10,4 +11,10 @@ export interface IngestDeps {
   publicUrl: string | undefined;
   /** How long an agent's job lease lasts without a heartbeat. */
   leaseMs: number;
+}
+
+/** What the routes get: the service's deps and what the app builds once for all of them. */
+export interface RouteDeps extends IngestDeps {
+  /** The projects' maskers, cached per app (run-masker.ts). */
+  maskers: RunMaskers;
 }

@@ -67,18 +67,6 @@ export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
   };
 };
 
-const perPool = new WeakMap<Pool, RunMaskers>();
-
-/** The process's run maskers for this pool: one cache shared by every route. */
-export const runMaskersOf = (deps: { pool: Pool; keyring: Keyring }): RunMaskers => {
-  let maskers = perPool.get(deps.pool);
-  if (!maskers) {
-    maskers = createRunMaskers(deps.pool, deps.keyring);
-    perPool.set(deps.pool, maskers);
-  }
-  return maskers;
-};
-
 /**
  * A run as the API shows it, masked with the project's current secrets: what the run wrote
  * (output, error, annotations) and what started it (trigger). Values stored before masking, or

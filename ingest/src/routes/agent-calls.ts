@@ -4,9 +4,9 @@ import {
   completeJob, deleteState, finishActivity, getRunInternal, getState, listState, openJournal, performCall, sealActivityOutput, sealedIn, setState,
   stateScope, suspendJob, withTransaction,
 } from "@flowsvc/store";
-import type { IngestDeps } from "../deps.js";
+import type { RouteDeps } from "../deps.js";
 import { jobLost, jobOfRequest } from "../job-auth.js";
-import { runMaskersOf, type RunMaskers } from "../run-masker.js";
+import type { RunMaskers } from "../run-masker.js";
 
 const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -15,9 +15,9 @@ const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
  * park the run, /suspend parks it, /state reads and writes `flow state`, /finish-activity ends an
  * activity child and wakes its parent.
  */
-export const agentCallRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const agentCallRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
   const { pool, keyring } = deps;
-  const maskers = runMaskersOf(deps);
+  const { maskers } = deps;
 
   /** The answer as the script sees it: an activity's stdout, sealed at rest, opened. */
   const opened = async (runId: string, res: CallResponse): Promise<CallResponse> => {

@@ -10,18 +10,18 @@ import {
   retryIfAllowed, runLineage, sealStepResult, startRunIfNeeded, withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
 import { jobAndRunOfRequest, jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
-import type { IngestDeps } from "../deps.js";
-import { runMaskersOf } from "../run-masker.js";
+import type { RouteDeps } from "../deps.js";
+
 
 const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
 
 
 /** The agent API: each call carries the token minted for one dispatch of one job. */
-export const agentRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
 
   const jobOf = (req: FastifyRequest) => jobOfRequest(pool, req);
-  const maskers = runMaskersOf(deps);
+  const { maskers } = deps;
 
   /**
    * Secrets are resolved at claim, for the agent's memory only; the run never stores them. A

@@ -3,8 +3,8 @@ import type { FastifyInstance } from "fastify";
 import { FlowError, PLATFORM_EVENT_TYPES, parseDuration } from "@flowsvc/core";
 import { getEvent, listEvents, listSeenEventTypes } from "@flowsvc/store";
 import { authorize } from "../auth.js";
-import type { IngestDeps } from "../deps.js";
-import { maskEventRecord, runMaskersOf } from "../run-masker.js";
+import type { RouteDeps } from "../deps.js";
+import { maskEventRecord } from "../run-masker.js";
 
 /** The catalog lists at most this many seen types, each with its latest payload up to this size. */
 export const CATALOG_TYPE_LIMIT = 500;
@@ -34,9 +34,9 @@ const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 
-export const eventRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const eventRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
   const { pool } = deps;
-  const maskers = runMaskersOf(deps);
+  const { maskers } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/events";
 
   app.get(base, async (req) => {

@@ -3,9 +3,9 @@ import type { FastifyInstance } from "fastify";
 import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type ValueMasker } from "@flowsvc/core";
 import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
-import type { IngestDeps } from "../deps.js";
+import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
-import { maskRunView, runMaskersOf } from "../run-masker.js";
+import { maskRunView } from "../run-masker.js";
 
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SOURCE_LIMIT = 1024 * 1024;
@@ -34,9 +34,9 @@ const LogQuery = z.object({ follow: z.enum(["0", "1", "true", "false"]).default(
 
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
 
-export const runRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const runRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
   const { pool, keyring } = deps;
-  const maskers = runMaskersOf(deps);
+  const { maskers } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/runs";
 
   app.post(base, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {

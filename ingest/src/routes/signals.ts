@@ -3,8 +3,8 @@ import type { FastifyInstance } from "fastify";
 import { FlowError } from "@flowsvc/core";
 import { cancelRun, createRerun, deliverSignal, getRunView, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
-import type { IngestDeps } from "../deps.js";
-import { maskRunView, runMaskersOf } from "../run-masker.js";
+import type { RouteDeps } from "../deps.js";
+import { maskRunView } from "../run-masker.js";
 
 const SignalParams = z.object({
   org: z.string(),
@@ -19,9 +19,9 @@ const RerunBody = z.object({ from: z.string().min(1).max(600) }).strict();
  * User-authenticated routes that act on a running script: signals (member; a job token cannot
  * call them, so a run cannot clear its own waits) and reruns.
  */
-export const signalRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const signalRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
   const { pool } = deps;
-  const maskers = runMaskersOf(deps);
+  const { maskers } = deps;
   /** A run as answered: masked with the project's current secrets. */
   const shown = async (projectId: string, id: string) => {
     const [view, { masker }] = await Promise.all([getRunView(pool, projectId, id), maskers.forProject(projectId)]);
