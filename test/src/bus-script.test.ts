@@ -21,7 +21,9 @@ let dir: string;
 
 before(async () => {
   // Handler runs need the `polyglot` capability (the subject test).
-  server = await startTestServer({ leaseMs: 2000, agents: 4, env: { FLOWSVC_AGENT_POOLS: "polyglot:1" } });
+  // No test here is about lease expiry (a killed agent's job is requeued by the launcher at once):
+  // a lease that a loaded host's pauses cannot lapse, so no pass runs twice by accident.
+  server = await startTestServer({ leaseMs: 5000, agents: 4, env: { FLOWSVC_AGENT_POOLS: "polyglot:1" } });
   dir = await scriptDir("flowsvc-bus-script-test-");
 });
 

@@ -16,7 +16,9 @@ let server: TestServer;
 let dir: string;
 
 before(async () => {
-  server = await startTestServer({ leaseMs: 2000, agents: 6 });
+  // No test here is about lease expiry (a killed agent's job is requeued by the launcher at once):
+  // a lease that a loaded host's pauses cannot lapse, so no pass runs twice by accident.
+  server = await startTestServer({ leaseMs: 5000, agents: 6 });
   dir = await scriptDir("flowsvc-durable-test-");
 });
 

@@ -576,7 +576,9 @@ void describe("SDKs through the real server and agent", () => {
   let server: TestServer;
 
   before(async () => {
-    server = await startTestServer({ leaseMs: 2000 });
+    // No test here is about lease expiry (a killed agent's job is requeued by the launcher at once):
+    // a lease that a loaded host's pauses cannot lapse, so no pass runs twice by accident.
+    server = await startTestServer({ leaseMs: 5000 });
   });
 
   after(async () => {
