@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { createValueMasker, FlowError, type ValueMasker } from "@flowsvc/core";
-import { loadSealedSecrets, projectSecretScope, runSecretScope, type Keyring, type RunView } from "@flowsvc/store";
+import { openProjectSecrets, projectSecretScope, runSecretScope, type Keyring, type RunView } from "@flowsvc/store";
 
 /** A project's secrets as a one-shot masker, with the scope that seals and opens its journal. */
 export interface RunMaskScope {
@@ -29,16 +29,10 @@ export interface RunMaskers {
 export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
   const cache = new Map<string, { stamp: string; masker: Promise<ValueMasker> }>();
 
-  const open = async (projectId: string, orgId: string): Promise<ValueMasker> => {
-    const values: string[] = [];
-    for (const s of await loadSealedSecrets(pool, projectId)) {
-      // A value that does not open was never injected (the claim leaves it out and says so in the
-      // run's log), so no run can have written it: skip it rather than fail every finish and emit.
-      const value = await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed).catch(() => undefined);
-      if (value !== undefined) values.push(value);
-    }
-    return createValueMasker(values);
-  };
+  // A value that does not open was never injected (the claim leaves it out and says so in the
+  // run's log), so no run can have written it: it is left out here too.
+  const open = async (projectId: string, orgId: string): Promise<ValueMasker> =>
+    createValueMasker((await openProjectSecrets(pool, keyring, projectId, orgId)).flatMap((s) => (s.value === undefined ? [] : [s.value])));
 
   const maskerOf = (scope: { projectId: string; orgId: string; stamp: string }): Promise<ValueMasker> => {
     const hit = cache.get(scope.projectId);

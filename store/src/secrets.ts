@@ -1,4 +1,6 @@
 import type { Pool, PoolClient } from "pg";
+import { FlowError } from "@flowsvc/core";
+import type { Keyring } from "./keyring.js";
 
 type Db = Pool | PoolClient;
 
@@ -45,6 +47,29 @@ export const loadSealedSecrets = async (db: Db, projectId: string): Promise<Arra
   const { rows } = await db.query<{ name: string; sealed: Buffer }>(`select name, sealed from secrets where project_id = $1 order by name`, [projectId]);
   return rows;
 };
+
+/** A project secret, opened: its value, or `undefined` when the sealed value does not open with this server's keys. */
+export interface OpenedSecret {
+  name: string;
+  value: string | undefined;
+}
+
+/**
+ * Every secret of a project, opened (the claim injects them, the run masker masks with them). A
+ * value that does not open (a wrong master key, a sealed value moved or altered) comes back
+ * without a value: one bad row must not fail every run of the project, so the caller decides.
+ */
+export const openProjectSecrets = async (db: Db, keyring: Keyring, projectId: string, orgId: string): Promise<OpenedSecret[]> =>
+  Promise.all(
+    (await loadSealedSecrets(db, projectId)).map(async (s) => ({
+      name: s.name,
+      // Only a value that does not open is skipped; a database error fails the caller, not silently its secrets.
+      value: await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed).catch((err: unknown) => {
+        if (err instanceof FlowError) return undefined;
+        throw err;
+      }),
+    })),
+  );
 
 /**
  * Where a run's secrets live, and a stamp of them: (name, set_at) of every secret of its project,

@@ -6,7 +6,7 @@ import {
 } from "@flowsvc/core";
 import {
   appendAnnotation, appendLogs, completeJob, completeRun, extendLease, findProjectById,
-  getActivity, getEventForEnvelope, listJournal, loadSealedSecrets, markActivityRunning, markJobRunning, openJournal, openJournalResult, recordJournal,
+  getActivity, getEventForEnvelope, listJournal, markActivityRunning, openProjectSecrets, markJobRunning, openJournal, openJournalResult, recordJournal,
   retryIfAllowed, runLineage, sealStepResult, startRunIfNeeded, withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
 import { jobAndRunOfRequest, jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
@@ -32,20 +32,14 @@ export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
   const resolveSecrets = async (projectId: string, orgId: string, runId: string): Promise<Record<string, string>> => {
     const secrets: Record<string, string> = {};
     const skipped: string[] = [];
-    for (const s of await loadSealedSecrets(pool, projectId)) {
-      let problem = secretNameProblem(s.name);
-      if (problem === undefined) {
-        try {
-          const value = await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed);
-          problem = secretValueProblem(value);
-          if (problem === undefined) secrets[s.name] = value;
-        } catch {
-          problem = "its stored value does not open with this server's keys";
-        }
+    for (const { name, value } of await openProjectSecrets(pool, keyring, projectId, orgId)) {
+      const problem = secretNameProblem(name) ?? (value === undefined ? "its stored value does not open with this server's keys" : secretValueProblem(value));
+      if (value !== undefined && problem === undefined) {
+        secrets[name] = value;
+        continue;
       }
-      if (problem === undefined) continue;
-      app.log.warn({ runId, secretName: s.name, problem }, "secret not injected");
-      skipped.push(`flowsvc: secret ${s.name} was not injected: ${problem}; set it again or remove it (flow secret rm ${s.name})\n`);
+      app.log.warn({ runId, secretName: name, problem }, "secret not injected");
+      skipped.push(`flowsvc: secret ${name} was not injected: ${problem}; set it again or remove it (flow secret rm ${name})\n`);
     }
     if (skipped.length > 0) await appendLogs(pool, runId, null, skipped.map((data) => ({ stream: "system" as const, data })));
     return secrets;
