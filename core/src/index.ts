@@ -20,3 +20,4 @@ export * from "./trust.js";
 export * from "./json-guard.js";
 export * from "./url-guard.js";
 export * from "./step-site.js";
+export * from "./run-status.js";

@@ -1,6 +1,7 @@
 import { PassThrough } from "node:stream";
 import type { IncomingMessage } from "node:http";
-import { getRunStatus, readLogs, TERMINAL_STATUSES } from "@flowsvc/store";
+import { isTerminalStatus } from "@flowsvc/core";
+import { getRunStatus, readLogs } from "@flowsvc/store";
 import type { IngestDeps } from "./deps.js";
 
 const POLL_MS = 1000;
@@ -36,7 +37,7 @@ export const streamRunLog = (deps: IngestDeps, runId: string, follow: boolean, c
       after = await drain(after);
       while (follow && !closed) {
         const status = await getRunStatus(deps.pool, runId);
-        if (!status || TERMINAL_STATUSES.includes(status)) { await drain(after); break; }
+        if (!status || isTerminalStatus(status)) { await drain(after); break; }
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, POLL_MS);
           wake = () => { clearTimeout(t); resolve(); };

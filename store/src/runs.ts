@@ -2,8 +2,9 @@ import type { Pool, PoolClient } from "pg";
 
 type Db = Pool | PoolClient;
 
-export type RunStatus = "queued" | "running" | "parked" | "succeeded" | "failed" | "cancelled";
-export const TERMINAL_STATUSES: readonly RunStatus[] = ["succeeded", "failed", "cancelled"];
+import type { RunStatus } from "@flowsvc/core";
+
+export { TERMINAL_STATUSES, type RunStatus } from "@flowsvc/core";
 
 /** A run as the API shows it: never the source, never env values (they may be secret-like). */
 export interface RunView {

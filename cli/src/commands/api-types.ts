@@ -24,7 +24,7 @@ export interface RunRecord {
   activities?: Array<{ name: string; status: string; exit_code: number | null }>;
 }
 
-export const TERMINAL_STATUSES: readonly string[] = ["succeeded", "failed", "cancelled"];
+export { TERMINAL_STATUSES, isTerminalStatus } from "@flowsvc/core";
 
 export interface SubmitAnswer {
   id: string;

@@ -4,7 +4,7 @@
  */
 import { Command } from "commander";
 import { FlowError } from "@flowsvc/core";
-import { TERMINAL_STATUSES } from "./api-types.js";
+import { isTerminalStatus } from "./api-types.js";
 import type { RunRecord } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";
 import type { CommandContext, CommandDeps } from "./context.js";
@@ -14,7 +14,7 @@ import { examples } from "./options.js";
 export const followRun = async (ctx: CommandContext, id: string): Promise<number> => {
   await ctx.api.stream(`${scopedPath(ctx, "runs", id, "log")}?follow=1`, (chunk) => ctx.io.write(chunk));
   const run = await ctx.api.call<RunRecord>("GET", scopedPath(ctx, "runs", id));
-  if (!TERMINAL_STATUSES.includes(run.status)) {
+  if (!isTerminalStatus(run.status)) {
     throw new FlowError("unavailable", `the log stream of ${id} ended before the run finished (status ${run.status})`, {
       hint: `run \`flow follow ${id}\` to follow it again, or \`flow status ${id}\``,
     });
