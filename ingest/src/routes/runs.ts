@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyInstance } from "fastify";
 import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type ValueMasker } from "@flowsvc/core";
-import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
+import { createRun, emitEvent, getRunView, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
@@ -60,7 +60,7 @@ export const runRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
       trusted: trustOf({ by: "person" }),
     };
     const res = await withTransaction(pool, async (tx) => {
-      const r = await insertRunWithJob(tx, run, mintId("job"), []);
+      const r = await createRun(tx, run);
       // Every trigger is recorded on the bus: a submit is a `manual` event.
       if (!r.duplicate) await emitEvent(tx, { projectId: scope.projectId, type: "manual", key: null, payload: { run_id: r.id, sender: scope.caller.userName }, sourceRunId: null, trusted: run.trusted, platform: true });
       return r;
