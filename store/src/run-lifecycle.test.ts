@@ -143,6 +143,25 @@ void test("exit 0 succeeds the run with its outputs masked, and run.succeeded ca
   assert.deepEqual((await jobsOf(runId)).map((j) => j.status), ["done"]);
 });
 
+void test("a handler's run finishes like any run: run.succeeded is recorded, and delivered to no handler (it cannot feed itself)", async () => {
+  const p = await newProject();
+  await db.pool.query(`insert into handlers (project_id, name, patterns, reaction) values ($1, 'watcher', '{run.*}', $2)`, [
+    p, JSON.stringify({ kind: "script", source: "true\n", filename: "w.sh" }),
+  ]);
+  const id = mintId("run");
+  await withTransaction(db.pool, (tx) => createRuns(tx, [{ id, projectId: p, source: "true\n", filename: "h.sh", trusted: true, handler: { name: "h", eventId: "evt-x", generation: 1 } }]));
+  const [job] = await jobsOf(id);
+  await db.pool.query(`update jobs set status = 'running' where id = $1`, [job!.id]);
+  await withTransaction(db.pool, (tx) => startRunIfNeeded(tx, id, undefined));
+  assert.equal(await finish({ id: job!.id, run_id: id }, { exitCode: 0 }), "succeeded");
+  assert.deepEqual((await eventsOf(id)).map((e) => e.type), ["run.started", "run.succeeded"]);
+  assert.equal((await db.pool.query(`select 1 from runs where project_id = $1 and handler_name = 'watcher'`, [p])).rowCount, 0);
+  // A script run's run.* events do reach the watcher.
+  const { job: scriptJob } = await runningRun(p);
+  assert.equal(await finish(scriptJob, { exitCode: 0 }), "succeeded");
+  assert.equal((await db.pool.query(`select 1 from runs where project_id = $1 and handler_name = 'watcher'`, [p])).rowCount, 2);
+});
+
 void test("a nonzero exit without a retry policy fails the run; its error is masked, or says the exit code when the agent sent none", async () => {
   const p = await newProject();
   const a = await runningRun(p);
