@@ -3,6 +3,7 @@ export * from "./ids.js";
 export * from "./agent-api.js";
 export * from "./lifecycle.js";
 export * from "./journal.js";
+export * from "./journal-cases.js";
 export * from "./script-env.js";
 export * from "./secret-rules.js";
 export * from "./mask.js";

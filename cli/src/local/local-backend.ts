@@ -2,9 +2,12 @@
  * The local engine behind `flow run`: an AgentBackend (agent-image/src/backend.ts) that lives in
  * the `flow run` process, so the agent's own job runner runs the script in place with no server.
  *
- * - claim answers the file: its source, interpreter, `--env` values, no secrets (no masks) and an
- *   empty journal. A local run never replays: every call is new and is resolved IN PLACE, so
- *   `call` never answers `pending` and `suspend` is never needed.
+ * - claim answers the file: its source, interpreter, `--env` values, no secrets (no masks) and the
+ *   run's recorded journal: empty, unless the run directory was handed one (`journal.json`,
+ *   local-run-dir.ts). A call at a recorded position is checked with core's determinism rule
+ *   (assertSameCall) exactly as the server does, and answers the recorded result; every other
+ *   call is new and is resolved IN PLACE, so `call` never answers `pending` and `suspend` is
+ *   never needed.
  * - sleep waits the duration; wait-signal waits for the run's spool (signal-spool.ts) or its
  *   timeout (`{timed_out: true}`); lock queues on a lock file (lock-queue.ts), held until unlock
  *   or the run's end; activities run as local processes (local-activities.ts); spawn starts
@@ -16,7 +19,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { AgentBackend, AnyClaim, StateAnswer } from "@flowsvc/agent";
 import type { z } from "zod";
-import { CallArgsSchemas, FlowError, describeIssues } from "@flowsvc/core";
+import { CallArgsSchemas, FlowError, assertSameCall, describeIssues } from "@flowsvc/core";
 import type {
   CallRequest, CallResponse, ClaimRequest, FinishRequest, JournalEntry, LogChunk, RecordRequest, StateRequest,
 } from "@flowsvc/core";
@@ -51,6 +54,8 @@ export interface LocalBackendOptions {
   /** The environment a spawned `flow run` starts with. */
   readonly spawnEnv: Readonly<Record<string, string | undefined>>;
   readonly output: LocalOutput;
+  /** What an earlier pass recorded (a resumed run); empty for a new run. */
+  readonly journal?: readonly JournalEntry[];
 }
 
 /** A local run has no lease; the agent's heartbeat still wants a figure (it asks every lease/3). */
@@ -70,6 +75,7 @@ export class LocalBackend implements AgentBackend {
 
   constructor(options: LocalBackendOptions) {
     this.#o = options;
+    for (const entry of options.journal ?? []) this.#journal.set(entry.position, entry);
     this.#activities = new LocalActivities({ cwd: options.cwd, env: options.activityEnv, stderr: (t) => void options.output.stderr(t) });
     this.#state = new LocalState({ stateDir: options.stateDir, runId: options.run.runId, signal: this.#closing.signal });
   }
@@ -100,7 +106,7 @@ export class LocalBackend implements AgentBackend {
       interpreter: [...this.#o.interpreter],
       env: { ...this.#o.env },
       masks: [],
-      journal: [],
+      journal: [...this.#journal.values()],
       lease_ms: LOCAL_LEASE_MS,
       trigger: { type: "manual" },
     });
@@ -110,13 +116,14 @@ export class LocalBackend implements AgentBackend {
     return Promise.resolve(undefined);
   }
 
+  /** As the server's record: the first write at a position stands; a different call there is refused. */
   record(body: RecordRequest): Promise<JournalEntry> {
-    return Promise.resolve(this.#store(body, body.status, body.result));
+    return Promise.resolve().then(() => this.#recorded(body) ?? this.#store(body, body.status, body.result));
   }
 
   async call(body: CallRequest): Promise<CallResponse> {
-    const recorded = this.#journal.get(body.position);
-    if (recorded && recorded.kind === body.kind && recorded.name === body.name) return { status: "done", entry: recorded };
+    const recorded = this.#recorded(body);
+    if (recorded?.status === "done") return { status: "done", entry: recorded };
     const result = await this.#resolve(body);
     return { status: "done", entry: this.#store(body, "done", result) };
   }
@@ -161,6 +168,13 @@ export class LocalBackend implements AgentBackend {
     const locks = [...this.#locks.values()];
     this.#locks.clear();
     await Promise.all(locks.map((l) => l.release()));
+  }
+
+  /** The entry recorded at the call's position, after core's determinism check; undefined when none. */
+  #recorded(call: RecordRequest | CallRequest): JournalEntry | undefined {
+    const recorded = this.#journal.get(call.position);
+    if (recorded) assertSameCall(recorded, call);
+    return recorded;
   }
 
   #store(call: Omit<JournalEntry, "status" | "result">, status: JournalEntry["status"], result: unknown): JournalEntry {
