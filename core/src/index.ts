@@ -22,3 +22,5 @@ export * from "./json-guard.js";
 export * from "./url-guard.js";
 export * from "./step-site.js";
 export * from "./run-status.js";
+export * from "./waits.js";
+export * from "./locks.js";

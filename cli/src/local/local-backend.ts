@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { AgentBackend, AnyClaim, StateAnswer } from "@flowsvc/agent";
 import type { z } from "zod";
-import { CallArgsSchemas, FlowError, assertSameCall, describeIssues } from "@flowsvc/core";
+import { CallArgsSchemas, FlowError, assertSameCall, decideWait, describeIssues, grantsAtOnce, waitDeadline } from "@flowsvc/core";
 import type {
   CallRequest, CallResponse, ClaimRequest, FinishRequest, JournalEntry, LogChunk, RecordRequest, StateRequest,
 } from "@flowsvc/core";
@@ -215,8 +215,8 @@ export class LocalBackend implements AgentBackend {
   }
 
   async #lock(group: string): Promise<unknown> {
-    // A group this run already holds is granted again (a run never waits for itself).
-    if (!this.#locks.has(group)) {
+    // A group this run already holds is granted again (core's grantsAtOnce: a run never waits for itself).
+    if (!grantsAtOnce(this.#locks.has(group))) {
       const held = await acquireLock(join(this.#o.stateDir, "locks"), group, this.runId, this.#closing.signal);
       if (this.#closing.signal.aborted) {
         await held.release(); // granted while the run was ending: close() has already released the others
@@ -243,9 +243,12 @@ export class LocalBackend implements AgentBackend {
 /** Node timers take at most 2^31-1 ms (24.8 days); `flow sleep 30d` waits in pieces. */
 const MAX_TIMER_MS = 2_147_483_647;
 
+/** Sleeps until core's decideWait says the sleep expired. */
 const sleepFor = async (ms: number, signal: AbortSignal): Promise<void> => {
-  const until = Date.now() + ms;
-  for (let left = ms; left > 0; left = until - Date.now()) await sleep(Math.min(left, MAX_TIMER_MS), undefined, { signal });
+  const deadlineMs = waitDeadline(Date.now(), ms);
+  while (decideWait({ kind: "sleep", deadlineMs }, Date.now()).state === "pending") {
+    await sleep(Math.min((deadlineMs ?? 0) - Date.now(), MAX_TIMER_MS), undefined, { signal });
+  }
   signal.throwIfAborted();
 };
 
