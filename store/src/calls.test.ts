@@ -44,7 +44,7 @@ const runRow = async (runId: string) =>
 const queuedJobs = async (runId: string): Promise<number> =>
   Number((await db.pool.query<{ n: string }>(`select count(*) as n from jobs where run_id = $1 and status = 'queued'`, [runId])).rows[0]!.n);
 
-const signal = (runId: string, name: string, payload: unknown) => withTransaction(db.pool, (tx) => deliverSignal(tx, runId, name, payload, "tester"));
+const signal = (runId: string, name: string, payload: unknown) => withTransaction(db.pool, (tx) => deliverSignal(tx, runId, { name, payload, sentBy: "tester" }));
 
 void test("signals sent before the wait queue up and each wait takes the next one in order", async () => {
   const { runId } = await newRun();

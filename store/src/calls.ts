@@ -1,9 +1,9 @@
 import type { PoolClient } from "pg";
 import {
-  CallArgsSchemas, FlowError, assertEmittable, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, trustOf, type CallRequest, type CallResponse,
+  CallArgsSchemas, FlowError, assertEmittable, assertSameCall, waitDurationMs, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, trustOf, type CallRequest, type CallResponse,
 } from "@flowsvc/core";
 import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } from "./activities.js";
-import { getEntryForUpdate, insertEntry, isDue, resolveEntry, type WaitEntry } from "./journal-entries.js";
+import { getEntryForUpdate, insertEntry, resolveEntry, settleWait, type NewEntry, type WaitEntry } from "./journal-entries.js";
 import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js";
 import { mintId } from "./mint.js";
 import { createRun } from "./run-lifecycle.js";
@@ -27,59 +27,75 @@ const parseArgs = <K extends Kind>(kind: K, raw: unknown): ReturnType<(typeof Ca
   return parsed.data as ReturnType<(typeof CallArgsSchemas)[K]["parse"]>;
 };
 
-/** Makes the journal entry of a new call: resolved at once, or pending until something wakes it. */
+interface NewCall {
+  readonly run: CallRun;
+  readonly req: CallRequest;
+  readonly at: { position: number; kind: string; name: string; ordinal: number };
+}
+
+const pending = (deadlineMs?: number, args?: unknown): NewEntry => ({ status: "pending", deadlineMs, args });
+const done = (result: unknown): NewEntry => ({ status: "done", result });
+
+/**
+ * How each kind of new call is recorded: resolved at once, or pending until something wakes it.
+ * A wait's deadline is core's waitDurationMs of its args (a sleep's duration, a wait's timeout).
+ */
+const CREATORS: Partial<Record<CallRequest["kind"], (tx: PoolClient, c: NewCall) => Promise<NewEntry>>> = {
+  sleep: (_tx, { req }) => Promise.resolve(pending(waitDurationMs("sleep", parseArgs("sleep", req.args)), req.args)),
+  "wait-signal": (_tx, { req }) => {
+    if (req.name.startsWith("event:")) throw new FlowError("invalid_argument", `signal names starting "event:" are reserved for event waits: ${req.name}`);
+    return Promise.resolve(pending(waitDurationMs("wait-signal", parseArgs("wait-signal", req.args)), req.args));
+  },
+  "wait-event": async (tx, { run, req }) => {
+    const duration = waitDurationMs("wait-event", parseArgs("wait-event", req.args));
+    // A waiter that starts after an event fired waits for the next one: remember where the bus
+    // was, once no emit of the type is still between its sequence number and its commit.
+    await lockEventTypeForWait(tx, run.project_id, req.name);
+    const { rows } = await tx.query<{ seq: string }>(`select coalesce(max(seq), 0) as seq from events`);
+    return pending(duration, { ...req.args, after_seq: rows[0]!.seq });
+  },
+  emit: async (tx, { run, req }) => {
+    const a = parseArgs("emit", req.args);
+    assertEmittable(a.type);
+    const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: trustOf({ by: "run", run }) });
+    return done({ event_id: res.eventId });
+  },
+  lock: async (tx, { run, req }) => {
+    await requestLease(tx, { projectId: run.project_id, grp: req.name, runId: run.id, position: req.position });
+    return pending();
+  },
+  unlock: async (tx, { run, req }) => {
+    await releaseLease(tx, run.project_id, req.name, run.id);
+    return done({});
+  },
+  activity: (tx, c) => submitActivityCall(tx, c),
+  "activity-submit": (tx, c) => submitActivityCall(tx, c),
+  "activity-collect": async (tx, { run, req }) => {
+    if (!(await getActivityByName(tx, run.id, req.name))) {
+      throw new FlowError("not_found", `no activity named "${req.name}" was submitted in this run`, { hint: "submit it first with flow activity-submit" });
+    }
+    return pending();
+  },
+  "activity-wait-all": () => Promise.resolve(pending()),
+  spawn: async (tx, { run, req }) => done({ run_id: await spawnChild(tx, run, parseArgs("spawn", req.args)) }),
+  step: () => {
+    throw new FlowError("invalid_argument", "steps are recorded with POST /agent/v1/journal");
+  },
+};
+
+const submitActivityCall = async (tx: PoolClient, { run, req }: NewCall): Promise<NewEntry> => {
+  const kind = req.kind === "activity-submit" ? "activity-submit" : "activity";
+  const { argv, requires } = parseArgs(kind, req.args);
+  const id = await submitActivity(tx, { runId: run.id, position: req.position, name: req.name, argv, requires });
+  return kind === "activity-submit" ? done({ activity_id: id }) : pending();
+};
+
+/** Makes the journal entry of a new call. */
 const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<WaitEntry> => {
+  const creator = CREATORS[req.kind];
+  if (!creator) throw new FlowError("invalid_argument", `flow ${req.kind} is not available in this version`);
   const at = { position: req.position, kind: req.kind, name: req.name, ordinal: req.ordinal };
-  switch (req.kind) {
-    case "sleep": {
-      const { duration_ms } = parseArgs("sleep", req.args);
-      return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: duration_ms, args: req.args });
-    }
-    case "wait-signal": {
-      if (req.name.startsWith("event:")) throw new FlowError("invalid_argument", `signal names starting "event:" are reserved for event waits: ${req.name}`);
-      const { timeout_ms } = parseArgs("wait-signal", req.args);
-      return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: timeout_ms, args: req.args });
-    }
-    case "wait-event": {
-      const { timeout_ms } = parseArgs("wait-event", req.args);
-      // A waiter that starts after an event fired waits for the next one: remember where the bus
-      // was, once no emit of the type is still between its sequence number and its commit.
-      await lockEventTypeForWait(tx, run.project_id, req.name);
-      const { rows } = await tx.query<{ seq: string }>(`select coalesce(max(seq), 0) as seq from events`);
-      return insertEntry(tx, run.id, at, "pending", null, { deadlineMs: timeout_ms, args: { ...req.args, after_seq: rows[0]!.seq } });
-    }
-    case "emit": {
-      const a = parseArgs("emit", req.args);
-      assertEmittable(a.type);
-      const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: trustOf({ by: "run", run }) });
-      return insertEntry(tx, run.id, at, "done", { event_id: res.eventId });
-    }
-    case "lock":
-      await requestLease(tx, run.project_id, req.name, run.id, req.position);
-      return insertEntry(tx, run.id, at, "pending", null);
-    case "unlock":
-      await releaseLease(tx, run.project_id, req.name, run.id);
-      return insertEntry(tx, run.id, at, "done", {});
-    case "activity":
-    case "activity-submit": {
-      const { argv, requires } = parseArgs(req.kind, req.args);
-      const id = await submitActivity(tx, { runId: run.id, position: req.position, name: req.name, argv, requires });
-      return req.kind === "activity-submit" ? insertEntry(tx, run.id, at, "done", { activity_id: id }) : insertEntry(tx, run.id, at, "pending", null);
-    }
-    case "activity-collect":
-      if (!(await getActivityByName(tx, run.id, req.name))) {
-        throw new FlowError("not_found", `no activity named "${req.name}" was submitted in this run`, { hint: "submit it first with flow activity-submit" });
-      }
-      return insertEntry(tx, run.id, at, "pending", null);
-    case "activity-wait-all":
-      return insertEntry(tx, run.id, at, "pending", null);
-    case "spawn":
-      return insertEntry(tx, run.id, at, "done", { run_id: await spawnChild(tx, run, parseArgs("spawn", req.args)) });
-    case "step":
-      throw new FlowError("invalid_argument", "steps are recorded with POST /agent/v1/journal");
-    default:
-      throw new FlowError("invalid_argument", `flow ${req.kind} is not available in this version`);
-  }
+  return insertEntry(tx, run.id, at, await creator(tx, { run, req, at }));
 };
 
 const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
@@ -111,12 +127,11 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
 const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boolean): Promise<WaitEntry> => {
   switch (e.kind) {
     case "sleep":
-      // A sleep always parks on its first call, even for 0s: it frees the slot and the run replays.
-      return !fresh && isDue(e) ? resolveEntry(tx, run.id, e.position, {}) : e;
-    case "wait-signal":
-      return evaluateSignalWait(tx, run.id, e, isDue(e));
     case "wait-event":
-      return isDue(e) ? resolveEntry(tx, run.id, e.position, { timed_out: true }) : e;
+      // core's decideWait: a sleep always parks on its first call, even for 0s (it frees the slot).
+      return settleWait(tx, run.id, e, { fresh });
+    case "wait-signal":
+      return evaluateSignalWait(tx, run.id, e, true);
     case "lock": {
       await grantNext(tx, run.project_id, e.name, run.id);
       const granted = await leaseGranted(tx, run.id, e.position);
@@ -160,12 +175,7 @@ export const performCall = async (tx: PoolClient, runId: string, req: CallReques
   if (!run) throw new FlowError("not_found", `run ${runId} not found`);
   let entry = await getEntryForUpdate(tx, runId, req.position);
   const fresh = !entry;
-  if (entry && (entry.kind !== req.kind || entry.name !== req.name || entry.ordinal !== req.ordinal)) {
-    throw new FlowError(
-      "determinism",
-      `determinism error at call #${req.position}: the journal recorded ${entry.kind} "${entry.name}"#${entry.ordinal} but the script called ${req.kind} "${req.name}"#${req.ordinal}`,
-    );
-  }
+  if (entry) assertSameCall(entry, req);
   entry ??= await create(tx, run, req);
   if (entry.status === "pending") entry = await evaluate(tx, run, entry, fresh);
   const at = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal };

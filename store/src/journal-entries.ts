@@ -1,5 +1,5 @@
 import type { PoolClient } from "pg";
-import type { JournalEntry } from "@flowsvc/core";
+import { decideWait, type JournalEntry } from "@flowsvc/core";
 
 /** A journal row as the wait engine needs it (deadline and args included). */
 export interface WaitEntry extends JournalEntry {
@@ -14,20 +14,26 @@ export const getEntryForUpdate = async (tx: PoolClient, runId: string, position:
   return rows[0];
 };
 
+/** A new entry: resolved at once (`done` with its result) or `pending`, with its deadline (ms from now) and args. */
+export interface NewEntry {
+  status: "pending" | "done";
+  result?: unknown;
+  deadlineMs?: number | undefined;
+  args?: unknown;
+}
+
 export const insertEntry = async (
   tx: PoolClient,
   runId: string,
   e: { position: number; kind: string; name: string; ordinal: number },
-  status: "pending" | "done",
-  result: unknown,
-  opts: { deadlineMs?: number | undefined; args?: unknown } = {},
+  entry: NewEntry,
 ): Promise<WaitEntry> => {
   const { rows } = await tx.query<WaitEntry>(
     `insert into journal (run_id, position, kind, name, ordinal, status, result, resolved_at, deadline, args)
      values ($1, $2, $3, $4, $5, $6, $7, case when $6 = 'done' then now() end,
              case when $8::bigint is null then null else now() + ($8::bigint * interval '1 millisecond') end, $9)
      returning ${COLUMNS}`,
-    [runId, e.position, e.kind, e.name, e.ordinal, status, JSON.stringify(result ?? null), opts.deadlineMs ?? null, opts.args === undefined ? null : JSON.stringify(opts.args)],
+    [runId, e.position, e.kind, e.name, e.ordinal, entry.status, JSON.stringify(entry.result ?? null), entry.deadlineMs ?? null, entry.args === undefined ? null : JSON.stringify(entry.args)],
   );
   return rows[0]!;
 };
@@ -50,4 +56,18 @@ export const pendingEntries = async (tx: PoolClient, runId: string, kinds: reado
   return rows;
 };
 
-export const isDue = (e: WaitEntry): boolean => e.deadline !== null && e.deadline.getTime() <= Date.now();
+/**
+ * Applies core's wait rule (decideWait) to a pending entry: resolves it when it is answered (by
+ * `arrived`, a signal the caller took) or expired, else leaves it pending. `expire: false` keeps
+ * it from timing out (a delivery only hands out signals; the timer loop times waits out).
+ */
+export const settleWait = async (
+  tx: PoolClient,
+  runId: string,
+  e: WaitEntry,
+  how: { fresh?: boolean; arrived?: { payload: unknown } | undefined; expire?: boolean } = {},
+): Promise<WaitEntry> => {
+  const deadlineMs = how.expire === false ? null : (e.deadline?.getTime() ?? null);
+  const answer = decideWait({ kind: e.kind, deadlineMs, fresh: how.fresh ?? false, arrived: how.arrived }, Date.now());
+  return answer.state === "pending" ? e : resolveEntry(tx, runId, e.position, answer.result);
+};

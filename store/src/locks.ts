@@ -1,11 +1,14 @@
 import type { PoolClient } from "pg";
+import { decideLease, grantsAtOnce, leaseToRelease } from "@flowsvc/core";
 import { resolveEntry } from "./journal-entries.js";
 import { wakeRun } from "./wake.js";
 
 /**
  * Project-scoped leases, granted FIFO. A lease request is a row; the oldest open request of a
  * group is granted when no request of the group holds the lease. A run that already holds a
- * group's lease is granted again at once (re-entrant), rather than waiting for itself.
+ * group's lease is granted again at once (re-entrant), rather than waiting for itself. Who is
+ * granted and which lease a release lets go are core's locks.ts decisions; the SQL here
+ * serialises the group and writes the rows.
  */
 /**
  * Requests and grants of one group are serialised with a transaction-scoped advisory lock: two
@@ -15,7 +18,15 @@ const lockGroup = async (tx: PoolClient, projectId: string, grp: string): Promis
   await tx.query(`select pg_advisory_xact_lock(hashtextextended($1, 7))`, [`${projectId}\u001f${grp}`]);
 };
 
-export const requestLease = async (tx: PoolClient, projectId: string, grp: string, runId: string, position: number): Promise<void> => {
+/** A run's request for a group's lease, made by its lock call at `position`. */
+export interface LeaseRequestRow {
+  projectId: string;
+  grp: string;
+  runId: string;
+  position: number;
+}
+
+export const requestLease = async (tx: PoolClient, { projectId, grp, runId, position }: LeaseRequestRow): Promise<void> => {
   await lockGroup(tx, projectId, grp);
   const held = await tx.query(
     `select 1 from lock_leases where project_id = $1 and grp = $2 and run_id = $3 and granted_at is not null and released_at is null`,
@@ -24,7 +35,7 @@ export const requestLease = async (tx: PoolClient, projectId: string, grp: strin
   await tx.query(
     `insert into lock_leases (project_id, grp, run_id, position, granted_at) values ($1, $2, $3, $4, case when $5 then now() end)
      on conflict (run_id, position) do nothing`,
-    [projectId, grp, runId, position, (held.rowCount ?? 0) > 0],
+    [projectId, grp, runId, position, grantsAtOnce((held.rowCount ?? 0) > 0)],
   );
 };
 
@@ -43,8 +54,8 @@ export const grantNext = async (tx: PoolClient, projectId: string, grp: string, 
     `select id, run_id, position, granted_at from lock_leases where project_id = $1 and grp = $2 and released_at is null order by id for update`,
     [projectId, grp],
   );
-  if (rows.length === 0 || rows.some((r) => r.granted_at !== null)) return;
-  const next = rows[0]!;
+  const next = decideLease(rows.map((r) => ({ ...r, granted: r.granted_at !== null }))).grant;
+  if (!next) return;
   const { rows: granted } = await tx.query<{ granted_at: Date }>(`update lock_leases set granted_at = now() where id = $1 returning granted_at`, [next.id]);
   if (next.run_id === self) return;
   await resolveEntry(tx, next.run_id, next.position, { granted_at: granted[0]!.granted_at.toISOString() });
@@ -53,11 +64,12 @@ export const grantNext = async (tx: PoolClient, projectId: string, grp: string, 
 
 /** Bracketed lock: releases this run's newest held lease of the group and grants the next. */
 export const releaseLease = async (tx: PoolClient, projectId: string, grp: string, runId: string): Promise<void> => {
-  await tx.query(
-    `update lock_leases set released_at = now()
-      where id = (select id from lock_leases where run_id = $1 and grp = $2 and granted_at is not null and released_at is null order by id desc limit 1)`,
+  const { rows: held } = await tx.query<{ id: string }>(
+    `select id from lock_leases where run_id = $1 and grp = $2 and granted_at is not null and released_at is null order by id for update`,
     [runId, grp],
   );
+  const release = leaseToRelease(held);
+  if (release) await tx.query(`update lock_leases set released_at = now() where id = $1`, [release.id]);
   await grantNext(tx, projectId, grp);
 };
 

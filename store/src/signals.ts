@@ -1,6 +1,6 @@
 import type { PoolClient } from "pg";
-import { FlowError } from "@flowsvc/core";
-import { pendingEntries, resolveEntry, type WaitEntry } from "./journal-entries.js";
+import { FlowError, isTerminalStatus } from "@flowsvc/core";
+import { pendingEntries, settleWait, type WaitEntry } from "./journal-entries.js";
 import { wakeRun } from "./wake.js";
 
 /** Takes the oldest unclaimed signal of (run, name) for the wait at `position`, if one is queued. */
@@ -14,23 +14,31 @@ export const claimSignal = async (tx: PoolClient, runId: string, name: string, p
   return rows[0];
 };
 
-/** A pending wait-signal: takes a queued signal, or times out once its deadline passed. */
-export const evaluateSignalWait = async (tx: PoolClient, runId: string, e: WaitEntry, due: boolean): Promise<WaitEntry> => {
-  const got = await claimSignal(tx, runId, e.name, e.position);
-  if (got) return resolveEntry(tx, runId, e.position, { payload: got.payload });
-  if (due) return resolveEntry(tx, runId, e.position, { timed_out: true });
-  return e;
+/**
+ * A pending wait-signal: takes a queued signal (the claim is SQL's), then core's decideWait says
+ * what it answers: the payload, a timeout once its deadline passed (unless `expire` is false), or
+ * pending.
+ */
+export const evaluateSignalWait = async (tx: PoolClient, runId: string, e: WaitEntry, expire: boolean): Promise<WaitEntry> => {
+  const arrived = await claimSignal(tx, runId, e.name, e.position);
+  return settleWait(tx, runId, e, { arrived, expire });
 };
 
 /**
  * `flow signal`: queues the signal, and hands queued signals to the run's waiting calls in
  * position order (each wait draws one). A signal to a finished run is refused.
  */
-export const deliverSignal = async (tx: PoolClient, runId: string, name: string, payload: unknown, sentBy: string): Promise<{ delivered: boolean }> => {
+export interface SentSignal {
+  name: string;
+  payload: unknown;
+  sentBy: string;
+}
+
+export const deliverSignal = async (tx: PoolClient, runId: string, { name, payload, sentBy }: SentSignal): Promise<{ delivered: boolean }> => {
   const { rows } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [runId]);
   const status = rows[0]?.status;
   if (!status) throw new FlowError("not_found", `run ${runId} not found`);
-  if (["succeeded", "failed", "cancelled"].includes(status)) {
+  if (isTerminalStatus(status)) {
     throw new FlowError("conflict", `run ${runId} has ${status}; it takes no more signals`);
   }
   await tx.query(`insert into signals (run_id, name, payload, sent_by) values ($1, $2, $3, $4)`, [runId, name, JSON.stringify(payload ?? null), sentBy]);

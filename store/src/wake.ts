@@ -1,11 +1,16 @@
 import type { Pool, PoolClient } from "pg";
+import { EXPIRED_RESULTS, decideSuspend, isTerminalStatus, substateOf, wakeAction } from "@flowsvc/core";
 import { mintId } from "./mint.js";
+
+export { substateOf };
 
 /**
  * Waking and parking runs. Every path that resolves a wait (timer, signal, lease grant, child
  * completion) calls `wakeRun` inside its transaction; `suspendJob` is the agent's side. Both lock
  * the run row first, so a wait that resolves while the agent is still winding down is never lost:
- * the flag `wake_requested` turns the coming suspend into a requeue.
+ * the flag `wake_requested` turns the coming suspend into a requeue. What to do (queue, flag,
+ * park, requeue, which result a due wait gets) is decided by core's waits.ts; the SQL here does
+ * the locking and the writes.
  */
 /**
  * The one way a run gets its next job (wake, requeue at suspend, policy retry): a queued job that
@@ -26,12 +31,12 @@ export const queueRunJob = async (tx: PoolClient, runId: string, delayMs = 0): P
 
 export const wakeRun = async (tx: PoolClient, runId: string): Promise<"queued" | "flagged" | "none"> => {
   const { rows } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [runId]);
-  const status = rows[0]?.status;
-  if (status === "parked") {
+  const action = wakeAction(rows[0]?.status);
+  if (action === "queue") {
     await queueRunJob(tx, runId);
     return "queued";
   }
-  if (status === "running") {
+  if (action === "flag") {
     await tx.query(`update runs set wake_requested = true where id = $1`, [runId]);
     return "flagged";
   }
@@ -45,21 +50,8 @@ interface PendingRow {
   deadline: Date | null;
 }
 
-/** The substate `flow status` shows for a parked wait (spec: signal name, awaiting_lease, the timer). */
-export const substateOf = (e: { kind: string; name: string; position: number }): { name: string; kind: string } => {
-  switch (e.kind) {
-    case "sleep":
-      return { name: "timer", kind: "sleep" };
-    case "lock":
-      return { name: "awaiting_lease", kind: "lock" };
-    case "activity-wait-all":
-      return { name: "activities", kind: e.kind };
-    case "wait-event":
-      return { name: `event:${e.name}#${e.position}`, kind: e.kind };
-    default:
-      return { name: e.name, kind: e.kind };
-  }
-};
+/** A due wait's result, by its kind (core's expiredResult): `$n::jsonb -> kind` in the updates below. */
+const EXPIRED_JSON = JSON.stringify(EXPIRED_RESULTS);
 
 /**
  * The agent of `jobId` ended its script because a call is waiting: park the run until a wait
@@ -72,26 +64,29 @@ export const suspendJob = async (tx: PoolClient, jobId: string, runId: string): 
   );
   await tx.query(`update jobs set status = 'suspended', token_digest = null, lease_expires_at = null, updated_at = now() where id = $1`, [jobId]);
   const run = runRows[0];
-  if (!run || ["succeeded", "failed", "cancelled"].includes(run.status)) return "parked";
+  if (!run || isTerminalStatus(run.status)) return "parked";
   // A wait already due (a zero-length sleep, a bounded wait past its deadline) resolves now
   // instead of at the timer loop's next tick.
   const { rowCount: due } = await tx.query(
-    `update journal set status = 'done', resolved_at = now(),
-            result = case when kind = 'sleep' then '{}'::jsonb else '{"timed_out": true}'::jsonb end
+    `update journal set status = 'done', resolved_at = now(), result = $2::jsonb -> kind
       where run_id = $1 and status = 'pending' and deadline <= now()`,
-    [runId],
+    [runId, EXPIRED_JSON],
   );
   const { rows: pending } = await tx.query<PendingRow>(
     `select kind, name, position, deadline from journal where run_id = $1 and status = 'pending' order by position desc`,
     [runId],
   );
-  if (run.wake_requested || (due ?? 0) > 0 || pending.length === 0) {
+  const decision = decideSuspend({
+    wakeRequested: run.wake_requested,
+    resolvedDue: due ?? 0,
+    pending: pending.map((p) => ({ ...p, deadlineMs: p.deadline?.getTime() ?? null })),
+  });
+  if (decision.type === "requeue") {
     await queueRunJob(tx, runId);
     return "requeued";
   }
-  const deadlines = pending.map((p) => p.deadline).filter((d): d is Date => d !== null);
-  const deadline = deadlines.length ? new Date(Math.min(...deadlines.map((d) => d.getTime()))) : null;
-  await tx.query(`update runs set status = 'parked', substate = $2, deadline = $3 where id = $1`, [runId, substateOf(pending[0]!), deadline]);
+  const deadline = decision.deadlineMs === null ? null : new Date(decision.deadlineMs);
+  await tx.query(`update runs set status = 'parked', substate = $2, deadline = $3 where id = $1`, [runId, decision.substate, deadline]);
   await tx.query(`select pg_notify('flowsvc_runs', $1)`, [runId]);
   return "parked";
 };
@@ -109,10 +104,9 @@ export const dueWaits = async (tx: PoolClient | Pool, limit = 500): Promise<Arra
 export const resolveDueWait = async (tx: PoolClient, runId: string, position: number): Promise<boolean> => {
   await tx.query(`select 1 from runs where id = $1 for update`, [runId]);
   const { rowCount } = await tx.query(
-    `update journal set status = 'done', resolved_at = now(),
-            result = case when kind = 'sleep' then '{}'::jsonb else '{"timed_out": true}'::jsonb end
+    `update journal set status = 'done', resolved_at = now(), result = $3::jsonb -> kind
       where run_id = $1 and position = $2 and status = 'pending' and deadline <= now()`,
-    [runId, position],
+    [runId, position, EXPIRED_JSON],
   );
   if ((rowCount ?? 0) === 0) return false;
   await wakeRun(tx, runId);

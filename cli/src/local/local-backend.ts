@@ -2,9 +2,12 @@
  * The local engine behind `flow run`: an AgentBackend (agent-image/src/backend.ts) that lives in
  * the `flow run` process, so the agent's own job runner runs the script in place with no server.
  *
- * - claim answers the file: its source, interpreter, `--env` values, no secrets (no masks) and an
- *   empty journal. A local run never replays: every call is new and is resolved IN PLACE, so
- *   `call` never answers `pending` and `suspend` is never needed.
+ * - claim answers the file: its source, interpreter, `--env` values, no secrets (no masks) and the
+ *   run's recorded journal: empty, unless the run directory was handed one (`journal.json`,
+ *   local-run-dir.ts). A call at a recorded position is checked with core's determinism rule
+ *   (assertSameCall) exactly as the server does, and answers the recorded result; every other
+ *   call is new and is resolved IN PLACE, so `call` never answers `pending` and `suspend` is
+ *   never needed.
  * - sleep waits the duration; wait-signal waits for the run's spool (signal-spool.ts) or its
  *   timeout (`{timed_out: true}`); lock queues on a lock file (lock-queue.ts), held until unlock
  *   or the run's end; activities run as local processes (local-activities.ts); spawn starts
@@ -16,7 +19,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { AgentBackend, AnyClaim, StateAnswer } from "@flowsvc/agent";
 import type { z } from "zod";
-import { CallArgsSchemas, FlowError, describeIssues } from "@flowsvc/core";
+import { CallArgsSchemas, FlowError, assertSameCall, decideWait, describeIssues, grantsAtOnce, waitDeadline } from "@flowsvc/core";
 import type {
   CallRequest, CallResponse, ClaimRequest, FinishRequest, JournalEntry, LogChunk, RecordRequest, StateRequest,
 } from "@flowsvc/core";
@@ -51,6 +54,8 @@ export interface LocalBackendOptions {
   /** The environment a spawned `flow run` starts with. */
   readonly spawnEnv: Readonly<Record<string, string | undefined>>;
   readonly output: LocalOutput;
+  /** What an earlier pass recorded (a resumed run); empty for a new run. */
+  readonly journal?: readonly JournalEntry[];
 }
 
 /** A local run has no lease; the agent's heartbeat still wants a figure (it asks every lease/3). */
@@ -70,6 +75,7 @@ export class LocalBackend implements AgentBackend {
 
   constructor(options: LocalBackendOptions) {
     this.#o = options;
+    for (const entry of options.journal ?? []) this.#journal.set(entry.position, entry);
     this.#activities = new LocalActivities({ cwd: options.cwd, env: options.activityEnv, stderr: (t) => void options.output.stderr(t) });
     this.#state = new LocalState({ stateDir: options.stateDir, runId: options.run.runId, signal: this.#closing.signal });
   }
@@ -100,7 +106,7 @@ export class LocalBackend implements AgentBackend {
       interpreter: [...this.#o.interpreter],
       env: { ...this.#o.env },
       masks: [],
-      journal: [],
+      journal: [...this.#journal.values()],
       lease_ms: LOCAL_LEASE_MS,
       trigger: { type: "manual" },
     });
@@ -110,13 +116,14 @@ export class LocalBackend implements AgentBackend {
     return Promise.resolve(undefined);
   }
 
+  /** As the server's record: the first write at a position stands; a different call there is refused. */
   record(body: RecordRequest): Promise<JournalEntry> {
-    return Promise.resolve(this.#store(body, body.status, body.result));
+    return Promise.resolve().then(() => this.#recorded(body) ?? this.#store(body, body.status, body.result));
   }
 
   async call(body: CallRequest): Promise<CallResponse> {
-    const recorded = this.#journal.get(body.position);
-    if (recorded && recorded.kind === body.kind && recorded.name === body.name) return { status: "done", entry: recorded };
+    const recorded = this.#recorded(body);
+    if (recorded?.status === "done") return { status: "done", entry: recorded };
     const result = await this.#resolve(body);
     return { status: "done", entry: this.#store(body, "done", result) };
   }
@@ -163,6 +170,13 @@ export class LocalBackend implements AgentBackend {
     await Promise.all(locks.map((l) => l.release()));
   }
 
+  /** The entry recorded at the call's position, after core's determinism check; undefined when none. */
+  #recorded(call: RecordRequest | CallRequest): JournalEntry | undefined {
+    const recorded = this.#journal.get(call.position);
+    if (recorded) assertSameCall(recorded, call);
+    return recorded;
+  }
+
   #store(call: Omit<JournalEntry, "status" | "result">, status: JournalEntry["status"], result: unknown): JournalEntry {
     const entry: JournalEntry = { position: call.position, kind: call.kind, name: call.name, ordinal: call.ordinal, status, result: result ?? null };
     this.#journal.set(entry.position, entry);
@@ -201,8 +215,8 @@ export class LocalBackend implements AgentBackend {
   }
 
   async #lock(group: string): Promise<unknown> {
-    // A group this run already holds is granted again (a run never waits for itself).
-    if (!this.#locks.has(group)) {
+    // A group this run already holds is granted again (core's grantsAtOnce: a run never waits for itself).
+    if (!grantsAtOnce(this.#locks.has(group))) {
       const held = await acquireLock(join(this.#o.stateDir, "locks"), group, this.runId, this.#closing.signal);
       if (this.#closing.signal.aborted) {
         await held.release(); // granted while the run was ending: close() has already released the others
@@ -229,9 +243,12 @@ export class LocalBackend implements AgentBackend {
 /** Node timers take at most 2^31-1 ms (24.8 days); `flow sleep 30d` waits in pieces. */
 const MAX_TIMER_MS = 2_147_483_647;
 
+/** Sleeps until core's decideWait says the sleep expired. */
 const sleepFor = async (ms: number, signal: AbortSignal): Promise<void> => {
-  const until = Date.now() + ms;
-  for (let left = ms; left > 0; left = until - Date.now()) await sleep(Math.min(left, MAX_TIMER_MS), undefined, { signal });
+  const deadlineMs = waitDeadline(Date.now(), ms);
+  while (decideWait({ kind: "sleep", deadlineMs }, Date.now()).state === "pending") {
+    await sleep(Math.min((deadlineMs ?? 0) - Date.now(), MAX_TIMER_MS), undefined, { signal });
+  }
   signal.throwIfAborted();
 };
 

@@ -2,11 +2,15 @@
  * The on-disk presence of a local run: `<state>/runs/<run-id>/` with `pid` (the `flow run`
  * process) and `signals/` (the spool `flow signal` writes into). It exists exactly while the run
  * does: made before the script starts, removed when the run ends. A directory whose `pid` names
- * no live process is left over from a killed `flow run` and counts as ended.
+ * no live process is left over from a killed `flow run` and counts as ended. A directory made
+ * beforehand may hold `journal.json` (what earlier passes recorded, JournalEntry[]): the run
+ * replays it under core's rules, as an agent replays the journal a server hands it.
  */
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { FlowError, ID_PATTERN } from "@flowsvc/core";
+import { z } from "zod";
+import { FlowError, ID_PATTERN, JournalEntrySchema, describeIssues } from "@flowsvc/core";
+import type { JournalEntry } from "@flowsvc/core";
 import { isProcessAlive } from "./local-files.js";
 
 export interface LocalRunDir {
@@ -16,6 +20,8 @@ export interface LocalRunDir {
   /** Signals a wait took, kept until the run ends. */
   readonly takenDir: string;
   readonly pidFile: string;
+  /** The recorded journal a resumed run replays (absent for a new run). */
+  readonly journalFile: string;
 }
 
 export type LocalRunPresence = "running" | "ended" | "none";
@@ -24,7 +30,7 @@ export type LocalRunPresence = "running" | "ended" | "none";
 export const localRunDir = (stateDir: string, runId: string): LocalRunDir | undefined => {
   if (!ID_PATTERN.test(runId) || !runId.startsWith("run-")) return undefined;
   const dir = join(stateDir, "runs", runId);
-  return { runId, dir, signalsDir: join(dir, "signals"), takenDir: join(dir, "taken"), pidFile: join(dir, "pid") };
+  return { runId, dir, signalsDir: join(dir, "signals"), takenDir: join(dir, "taken"), pidFile: join(dir, "pid"), journalFile: join(dir, "journal.json") };
 };
 
 /**
@@ -64,4 +70,26 @@ export const localRunPresence = async (run: LocalRunDir): Promise<LocalRunPresen
     throw err;
   }
   return isProcessAlive(Number(pidText.trim())) ? "running" : "ended";
+};
+
+const JournalFileSchema = z.array(JournalEntrySchema);
+
+/** The journal the run directory was handed (`journal.json`), or [] when it has none. */
+export const readLocalJournal = async (run: LocalRunDir): Promise<JournalEntry[]> => {
+  let text: string;
+  try {
+    text = await readFile(run.journalFile, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new FlowError("invalid_argument", `${run.journalFile} is not valid JSON (${(err as Error).message})`, { cause: err });
+  }
+  const parsed = JournalFileSchema.safeParse(raw);
+  if (!parsed.success) throw new FlowError("invalid_argument", `${run.journalFile} is not a journal: ${describeIssues(parsed.error.issues)}`);
+  return parsed.data;
 };

@@ -42,7 +42,8 @@ const sourceName = (filename: string): string => {
 };
 
 /** Starts `flow run <file> --run-id <id>` detached, output to `fd`, and records its pid. */
-const startChild = async (pidFile: string, file: string, runId: string, fd: number, options: LocalSpawnOptions): Promise<void> => {
+const startChild = async (spec: { pidFile: string; file: string; runId: string; fd: number }, options: LocalSpawnOptions): Promise<void> => {
+  const { pidFile, file, runId, fd } = spec;
   const child = spawn(process.execPath, [FLOW_BIN, "run", file, "--run-id", runId], {
     cwd: options.cwd,
     env: { ...options.env },
@@ -73,7 +74,7 @@ export const spawnLocalRun = async (req: SpawnRequest, options: LocalSpawnOption
   const logFile = join(logsDir, `${runId}.log`);
   const fd = openSync(logFile, "a", 0o600);
   try {
-    await startChild(run.pidFile, file, runId, fd, options);
+    await startChild({ pidFile: run.pidFile, file, runId, fd }, options);
   } catch (err) {
     await rm(run.dir, { recursive: true, force: true });
     throw err;

@@ -4,7 +4,8 @@
  * run id and the pid of its `flow run`. Entries sort by arrival; the lease belongs to the oldest
  * entry whose process is alive, so waiters are served first come, first served, across processes.
  * An entry whose process is gone (a `flow run` that was killed) is skipped and removed: a dead
- * process never comes back, so removing its entry is safe from any process.
+ * process never comes back, so removing its entry is safe from any process. Who holds the lease
+ * and which entries are dropped is core's locks.ts decision (holdsLease), as for the server.
  *
  * Limits (documented for users): liveness is by pid, so a killed holder whose pid was reused by an
  * unrelated process blocks the group until that process exits (remove the entry by hand); the
@@ -12,6 +13,7 @@
  */
 import { mkdir, readFile, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { holdsLease } from "@flowsvc/core";
 import { STAMPED_NAME, fileSafeName, isProcessAlive, publishStamped, waitForChange } from "./local-files.js";
 
 const POLL_MS = 250;
@@ -35,16 +37,20 @@ const readEntry = async (path: string): Promise<LockEntry | undefined> => {
   }
 };
 
-/** True when no live entry is ahead of `mine`; removes dead entries ahead of it on the way. */
+/** True when no live entry is ahead of `mine` (core's holdsLease); removes the dead entries ahead on the way. */
 const isFirst = async (dir: string, mine: string): Promise<boolean> => {
-  const ahead = (await readdir(dir)).filter((f) => STAMPED_NAME.test(f) && f < mine).sort();
-  for (const file of ahead) {
+  const files = (await readdir(dir)).filter((f) => STAMPED_NAME.test(f) && f < mine).sort();
+  const ahead: Array<{ file: string; granted: false; live: boolean }> = [];
+  for (const file of files) {
     const entry = await readEntry(join(dir, file));
-    if (entry === undefined) continue;
-    if (isProcessAlive(entry.pid)) return false;
-    await rm(join(dir, file), { force: true });
+    // Entries arrive in order: once one live entry is ahead, the ones behind it do not matter.
+    if (entry !== undefined) ahead.push({ file, granted: false, live: isProcessAlive(entry.pid) });
+    if (ahead.at(-1)?.live === true) break;
   }
-  return true;
+  const me = { file: mine, granted: false as const, live: true };
+  const first = holdsLease(ahead, me);
+  for (const dead of ahead.filter((a) => !a.live)) await rm(join(dir, dead.file), { force: true });
+  return first;
 };
 
 /**

@@ -20,7 +20,7 @@ import { composeActivityEnv, runJob } from "@flowsvc/agent";
 import { localStateDir } from "./config.js";
 import type { LocalEnvironment } from "./config.js";
 import { LocalBackend } from "./local-backend.js";
-import { createLocalRunDir, localRunDir, removeLocalRunDir } from "./local-run-dir.js";
+import { createLocalRunDir, localRunDir, readLocalJournal, removeLocalRunDir } from "./local-run-dir.js";
 import type { LocalRunDir } from "./local-run-dir.js";
 import { terminalDiagnostics } from "./print-local.js";
 import type { LocalTerminal } from "./print-local.js";
@@ -102,7 +102,7 @@ export const runLocal = async (options: LocalRunOptions): Promise<number> => {
   const backend = new LocalBackend({
     run, stateDir, source, filename: basename(scriptPath), interpreter, env, cwd: options.cwd,
     activityEnv: composeActivityEnv({ agentEnv: options.processEnv, claimEnv: env, clientDir }),
-    spawnEnv: options.processEnv,
+    spawnEnv: options.processEnv, journal: await readLocalJournal(run),
     output: { stdout: (t) => terminal.stdout(t), stderr: (t) => terminal.stderr(t) },
   });
   const stop = new AbortController();

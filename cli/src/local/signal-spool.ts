@@ -6,7 +6,7 @@
  */
 import { readFile, readdir, rename } from "node:fs/promises";
 import { join } from "node:path";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, decideWait, waitDeadline } from "@flowsvc/core";
 import { STAMPED_NAME, fileSafeName, publishStamped, waitForChange } from "./local-files.js";
 import type { LocalRunDir } from "./local-run-dir.js";
 
@@ -51,16 +51,16 @@ export const takeSignal = async (run: LocalRunDir, name: string): Promise<{ payl
 
 /**
  * Waits for the next signal named `name`, at most `timeoutMs` when given. Answers the payload, or
- * `{timed_out: true}`; rejects with the abort reason when `signal` aborts (the run is ending).
+ * `{timed_out: true}` (core's decideWait, as on the server); rejects with the abort reason when
+ * `signal` aborts (the run is ending).
  */
 export const waitForSignal = async (run: LocalRunDir, name: string, timeoutMs: number | undefined, signal: AbortSignal): Promise<SignalWaitResult> => {
-  const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+  const deadlineMs = waitDeadline(Date.now(), timeoutMs);
   for (;;) {
     signal.throwIfAborted();
-    const found = await takeSignal(run, name);
-    if (found) return found;
-    const left = deadline - Date.now();
-    if (left <= 0) return { timed_out: true };
-    await waitForChange(run.signalsDir, Math.min(POLL_MS, left), signal);
+    const arrived = await takeSignal(run, name);
+    const answer = decideWait({ kind: "wait-signal", deadlineMs, arrived }, Date.now());
+    if (answer.state !== "pending") return answer.result as SignalWaitResult;
+    await waitForChange(run.signalsDir, Math.min(POLL_MS, (deadlineMs ?? Infinity) - Date.now()), signal);
   }
 };

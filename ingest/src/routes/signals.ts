@@ -34,7 +34,7 @@ export const signalRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     const { id, name } = SignalParams.parse(req.params);
     const { payload } = SignalBody.parse(req.body ?? {});
     if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-    const res = await withTransaction(pool, (tx) => deliverSignal(tx, id, name, payload ?? null, scope.caller.userName));
+    const res = await withTransaction(pool, (tx) => deliverSignal(tx, id, { name, payload: payload ?? null, sentBy: scope.caller.userName }));
     return reply.status(202).send({ run_id: id, name, delivered: res.delivered });
   });
 
