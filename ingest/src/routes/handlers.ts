@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginCallback } from "fastify";
 import { FlowError, compileCel, secretNameProblem, validatePattern } from "@flowsvc/core";
 import { deleteHandler, getHandler, listHandlers, upsertHandler } from "@flowsvc/store";
 import type { HandlerRecord } from "@flowsvc/store";
@@ -73,7 +73,7 @@ const describe = (h: HandlerRecord) => {
  * Handlers are code, like a repository's workflow files: any member may set or remove one (a
  * handler runs with the project's secrets, as any member's submitted script does); viewers list them.
  */
-export const handlerRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const handlerRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   const { pool } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/handlers";
 
@@ -115,4 +115,5 @@ export const handlerRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     req.log.info({ handler: name, caller: scope.caller.userName }, "handler removed");
     return reply.status(204).send();
   });
+  done();
 };

@@ -12,7 +12,7 @@
  * - Query values are strings, the first of a repeated name wins, and `secret` is never kept.
  */
 import { z } from "zod";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   EMIT_BODY_LIMIT, FlowError, GITHUB_DELIVERY_HEADER, GITHUB_EVENT_HEADER, GITHUB_SIGNATURE_HEADER, assertEmittable, assertStorableJson, isReservedType,
   redactSecretQuery, shapeGithubDelivery, trustOf, verifyGithubSignature, verifyManualHmac,
@@ -53,25 +53,31 @@ const refuse = (message: string): never => {
   throw new FlowError("invalid_argument", message, { hint: "see `flow event-hook set --help`" });
 };
 
+type HookSetup = { cfg: Omit<HookConfig, "keySealed">; key: string | null };
+
+const manifestConfig = (name: string, b: SetBody & { manifest: string }, hmac: boolean): HookSetup => {
+  if (hmac) refuse("give either --manifest or --hmac-header/--hmac-key, not both");
+  if (b.event_type !== undefined) refuse(`a manifest hook derives each delivery's type (${name}.<event>); leave out --event-type`);
+  if (!(HOOK_MANIFESTS as readonly string[]).includes(b.manifest)) refuse(`unknown manifest "${b.manifest}"; the built-in manifests are: ${HOOK_MANIFESTS.join(", ")}`);
+  if (b.key === undefined) refuse(`--manifest ${b.manifest} needs --key <signing_key>: the secret the forge signs deliveries with`);
+  return { cfg: { mode: "manifest", eventType: null, manifest: b.manifest as HookConfig["manifest"], hmacHeader: null, hmacPrefix: null }, key: b.key! };
+};
+
+const hmacConfig = (name: string, b: SetBody): HookSetup => {
+  if (b.hmac_header === undefined || b.hmac_key === undefined) refuse("a manual HMAC hook needs both --hmac-header and --hmac-key (--hmac-prefix is optional)");
+  // Without --event-type a manual HMAC hook emits its own name as the type.
+  const eventType = b.event_type === undefined ? name : assertEmittable(b.event_type);
+  return { cfg: { mode: "hmac", eventType, manifest: null, hmacHeader: b.hmac_header!.toLowerCase(), hmacPrefix: b.hmac_prefix ?? "" }, key: b.hmac_key! };
+};
+
 /** The mode the flags ask for, checked for a complete and unambiguous combination. Returns the config without its sealed key. */
-const configOf = (name: string, b: SetBody): { cfg: Omit<HookConfig, "keySealed">; key: string | null } => {
+const configOf = (name: string, b: SetBody): HookSetup => {
   const hmac = b.hmac_header !== undefined || b.hmac_key !== undefined || b.hmac_prefix !== undefined;
-  if (b.manifest !== undefined) {
-    if (hmac) refuse("give either --manifest or --hmac-header/--hmac-key, not both");
-    if (b.event_type !== undefined) refuse(`a manifest hook derives each delivery's type (${name}.<event>); leave out --event-type`);
-    if (!(HOOK_MANIFESTS as readonly string[]).includes(b.manifest)) refuse(`unknown manifest "${b.manifest}"; the built-in manifests are: ${HOOK_MANIFESTS.join(", ")}`);
-    if (b.key === undefined) refuse(`--manifest ${b.manifest} needs --key <signing_key>: the secret the forge signs deliveries with`);
-    return { cfg: { mode: "manifest", eventType: null, manifest: b.manifest as HookConfig["manifest"], hmacHeader: null, hmacPrefix: null }, key: b.key! };
-  }
+  if (b.manifest !== undefined) return manifestConfig(name, { ...b, manifest: b.manifest }, hmac);
   if (b.key !== undefined) refuse("--key goes with --manifest; a manual HMAC hook takes --hmac-key");
-  if (hmac) {
-    if (b.hmac_header === undefined || b.hmac_key === undefined) refuse("a manual HMAC hook needs both --hmac-header and --hmac-key (--hmac-prefix is optional)");
-    // Without --event-type a manual HMAC hook emits its own name as the type.
-    const eventType = b.event_type === undefined ? name : assertEmittable(b.event_type);
-    return { cfg: { mode: "hmac", eventType, manifest: null, hmacHeader: b.hmac_header!.toLowerCase(), hmacPrefix: b.hmac_prefix ?? "" }, key: b.hmac_key! };
-  }
+  if (hmac) return hmacConfig(name, b);
   if (b.event_type === undefined) refuse("give --event-type <type> (shared token), --manifest <m> --key <k>, or --hmac-header <h> --hmac-key <k>");
-  return { cfg: { mode: "token", eventType: assertEmittable(b.event_type), manifest: null, hmacHeader: null, hmacPrefix: null }, key: null };
+  return { cfg: { mode: "token", eventType: assertEmittable(b.event_type!), manifest: null, hmacHeader: null, hmacPrefix: null }, key: null };
 };
 
 /** The sender's secret: the header, else the `secret` query parameter. */
@@ -114,7 +120,7 @@ const header = (req: FastifyRequest, name: string): string | undefined => {
   return typeof v === "string" && v !== "" ? v : undefined;
 };
 
-export const hookRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const hookRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   const { pool, keyring } = deps;
   const hooks = new HookCache(pool);
   const base = "/api/v1/orgs/:org/projects/:project/event-hooks";
@@ -177,6 +183,7 @@ export const hookRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
   });
 
   ingestRoutes(app, deps, hooks);
+  done();
 };
 
 /**
@@ -191,9 +198,10 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
   const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitBatch.apply, { begin: emitBatch.begin });
   app.addHook("onClose", () => committer.close());
 
-  const refused = (req: FastifyRequest, hook: string, reason: string, message: string, hint?: string): FlowError => {
+  /** The 401 a sender gets, logged with why (the URL without its secret). */
+  const refused = (req: FastifyRequest, hook: string, reason: string, answer: { message: string; hint?: string }): FlowError => {
     req.log.info({ hook, url: redactSecretQuery(req.url), reason }, "hook delivery refused");
-    return new FlowError("unauthenticated", message, hint ? { hint } : {});
+    return new FlowError("unauthenticated", answer.message, answer.hint ? { hint: answer.hint } : {});
   };
 
   const openKey = (hook: IngestHook): Promise<string> =>
@@ -204,8 +212,10 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
     const signature = req.headers[GITHUB_SIGNATURE_HEADER];
     if (!(await verifyGithubSignature(await openKey(hook), raw, signature))) {
       const what = signature === undefined ? "the delivery has no X-Hub-Signature-256 header" : "the X-Hub-Signature-256 signature does not match the body";
-      throw refused(req, hook.name, signature === undefined ? "no signature" : "bad signature", `${what}: event hook ${hook.name} takes deliveries signed with its key (sha256=<HMAC-SHA256 of the raw body>)`,
-        "set the webhook's secret on the forge to the --key given to `flow event-hook set`");
+      throw refused(req, hook.name, signature === undefined ? "no signature" : "bad signature", {
+        message: `${what}: event hook ${hook.name} takes deliveries signed with its key (sha256=<HMAC-SHA256 of the raw body>)`,
+        hint: "set the webhook's secret on the forge to the --key given to `flow event-hook set`",
+      });
     }
     const deliveryId = header(req, GITHUB_DELIVERY_HEADER);
     if (deliveryId === undefined || deliveryId.length > 128) throw new FlowError("invalid_argument", "the X-GitHub-Delivery header is missing or too long: it identifies the delivery, and a redelivery repeats it");
@@ -223,17 +233,22 @@ const ingestRoutes = (app: FastifyInstance, deps: IngestDeps, hooks: HookCache):
   const toEmit = async (req: FastifyRequest, hook: IngestHook, raw: Buffer, query: URLSearchParams): Promise<EmitInput> => {
     const secret = presentedSecret(req, query);
     if (secret !== undefined && !hookSecretMatches(secret, hook.secretDigest)) {
-      throw refused(req, hook.name, "wrong secret", `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`, "a rotated secret stops working at once: use the latest one");
+      throw refused(req, hook.name, "wrong secret", {
+        message: `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`, hint: "a rotated secret stops working at once: use the latest one",
+      });
     }
     const common = { projectId: hook.projectId, sourceRunId: null, hookName: hook.name, hookRev: hook.rev };
     if (hook.mode === "manifest") {
       const { body, ...shaped } = await githubEmit(req, hook, raw);
       return { ...common, ...shaped, payload: { body, query: queryObject(query) } };
     }
-    if (hook.mode === "token" && secret === undefined) throw refused(req, hook.name, "no secret", `no secret was sent; ${SECRET_HELP}`);
+    if (hook.mode === "token" && secret === undefined) throw refused(req, hook.name, "no secret", { message: `no secret was sent; ${SECRET_HELP}` });
     if (hook.mode === "hmac") {
       const ok = await verifyManualHmac({ headerValue: req.headers[hook.hmacHeader!], prefix: hook.hmacPrefix ?? "", key: await openKey(hook), rawBody: raw });
-      if (!ok) throw refused(req, hook.name, "bad signature", `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`, `sign the raw body with HMAC-SHA256 and send ${hook.hmacHeader}: ${hook.hmacPrefix ?? ""}<hex>`);
+      if (!ok) throw refused(req, hook.name, "bad signature", {
+        message: `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`,
+        hint: `sign the raw body with HMAC-SHA256 and send ${hook.hmacHeader}: ${hook.hmacPrefix ?? ""}<hex>`,
+      });
     }
     // Checked only now, after the secret or signature: an unauthenticated sender gets its 401 first.
     return { ...common, type: hook.eventType!, key: null, payload: { body: assertStorableJson(bodyValue(raw)), query: queryObject(query) }, trusted: trustOf({ by: "delivery", trusted: true }) };

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginCallback } from "fastify";
 import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type ValueMasker } from "@flowsvc/core";
 import { emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -10,12 +10,24 @@ import { maskRunView } from "../run-masker.js";
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SOURCE_LIMIT = 1024 * 1024;
 
+/**
+ * Checked after parsing, so the message names the variable (`env.1BAD: ...`): zod reports a record
+ * key that fails its own schema only as "Invalid key in record".
+ */
+const checkEnvNames = (env: Record<string, string>, ctx: z.RefinementCtx): void => {
+  for (const name of Object.keys(env)) {
+    if (!ENV_NAME.test(name) || name.length > 256) {
+      ctx.addIssue({ code: "custom", path: [name], message: "env names are 1-256 letters, digits and _, not starting with a digit" });
+    }
+  }
+};
+
 const SubmitSchema = z.object({
   kind: z.literal("script", { error: "only kind \"script\" is available in this version (pipelines and graphs come later)" }),
   source: z.string().max(SOURCE_LIMIT, `source is over ${SOURCE_LIMIT} bytes`),
   filename: z.string().min(1).max(255).regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
   interpreter: z.array(z.string().min(1)).min(1).max(16).optional(),
-  env: z.record(z.string().regex(ENV_NAME, "env names are letters, digits and _, not starting with a digit").max(256), z.string().max(128 * 1024)).default({}),
+  env: z.record(z.string(), z.string().max(128 * 1024)).default({}).superRefine(checkEnvNames),
   idempotency_key: z.string().min(1).max(255).optional(),
   tags: z.array(z.string().min(1).max(128)).max(32).default([]),
   retry: z
@@ -34,7 +46,7 @@ const LogQuery = z.object({ follow: z.enum(["0", "1", "true", "false"]).default(
 
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
 
-export const runRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
+export const runRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
   const { pool, keyring } = deps;
   const { maskers } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/runs";
@@ -104,6 +116,7 @@ export const runRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     reply.header("content-type", "text/plain; charset=utf-8").header("cache-control", "no-store").header("x-content-type-options", "nosniff");
     return reply.send(streamRunLog(deps, id, follow, req.raw));
   });
+  done();
 };
 
 /**

@@ -7,6 +7,7 @@
  * key: `project`, where users of each role have a token, and `other`, where only `outsider` (its
  * admin) does, so a route can be asked for another project's resource.
  */
+import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { pino } from "pino";
@@ -165,3 +166,41 @@ export const startScriptJob = async (t: TestApp, source = "echo hi\n"): Promise<
 
 /** `[[[...]]]` `depth` deep, as JSON text. */
 export const deepJson = (depth: number): string => "[".repeat(depth) + "]".repeat(depth);
+
+const USER_OF: Record<Role, string> = { viewer: "vera", member: "mo", admin: "ada" };
+const BELOW: Record<Role, Role | undefined> = { viewer: undefined, member: "viewer", admin: "member" };
+
+/**
+ * The refusals every `/api/v1` project route makes before it reads its input: no token and a token
+ * the server never minted (401), a role below `need` (403, naming both roles), and a caller who is
+ * no member of the project (404, as if it did not exist).
+ */
+export const assertCallerRefusals = async (
+  t: TestApp,
+  request: { method: InjectOptions["method"]; url: string; body?: unknown },
+  need: Role,
+): Promise<void> => {
+  const { method, url, body } = request;
+  const none = await ask(t, method, url, { as: "none", body });
+  assertError(none, 401, /no API token was sent \(Authorization: Bearer <token>\)/, `${method} ${url} without a token`);
+  const forged = await ask(t, method, url, { as: { token: `flw_${"A".repeat(43)}` }, body });
+  assertError(forged, 401, /the API token is not valid for this server/, `${method} ${url} with a forged token`);
+  const below = BELOW[need];
+  if (below !== undefined) {
+    const low = await ask(t, method, url, { as: below, body });
+    assertError(low, 403, new RegExp(`this needs the ${need} role on ${t.project.org}/p; ${USER_OF[below]} is ${below}`), `${method} ${url} as ${below}`);
+  }
+  const outsider = await ask(t, method, url, { as: "outsider", body });
+  assertError(outsider, 404, new RegExp(`project ${t.project.org}/p not found`), `${method} ${url} as a non-member`);
+};
+
+/** An error answer: its status, its code's family and its message. */
+export const assertError = (res: Answer, status: number, message: RegExp, what = "the request"): void => {
+  if (res.status !== status || !message.test(res.error?.message ?? "")) {
+    assert.fail(`${what}: expected ${status} matching ${message}, got ${res.status}: ${res.text.slice(0, 500)}`);
+  }
+};
+
+/** Rows in `table` (a test asserts a refusal wrote none). */
+export const countRows = async (t: TestApp, table: string): Promise<number> =>
+  Number((await t.db.pool.query<{ n: string }>(`select count(*) as n from ${table}`)).rows[0]!.n);
