@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import {
-  claimReadyJobs, completeJob, completeRun, finishActivity, graceLeasesAfterRestart, mintToken, readyJobCapabilities, requeueExpiredJobs,
+  claimReadyJobs, giveUpJob, graceLeasesAfterRestart, mintToken, readyJobCapabilities, requeueExpiredJobs,
   requeueJobAttempt, withTransaction, type Listener,
 } from "@flowsvc/store";
 import type { LaunchRequest, Launcher } from "./launcher.js";
@@ -104,11 +104,11 @@ export class Dispatcher {
       const free = launcher.free();
       if (free <= 0 || this.#stopped) return;
       const tokens = new Map<string, string>();
-      const claimed = await claimReadyJobs(this.#o.pool, free, this.#o.leaseMs, launcher.capabilities, () => {
+      const claimed = await claimReadyJobs(this.#o.pool, { limit: free, leaseMs: this.#o.leaseMs, capabilities: launcher.capabilities, mintDigest: () => {
         const t = mintToken("job");
         tokens.set(t.digest.toString("hex"), t.token);
         return t.digest;
-      });
+      } });
       if (claimed.length === 0) return;
       for (const job of claimed) {
         if (job.attempt > this.#o.maxAttempts) {
@@ -126,12 +126,7 @@ export class Dispatcher {
 
   /** A job whose agents kept dying: an activity child fails (its parent decides), a script run fails. */
   async #giveUp(job: { id: string; run_id: string; kind: string; activity_id: string | null }, attempts: number): Promise<void> {
-    const error = `the job was dispatched ${attempts} times and no agent finished it`;
-    await withTransaction(this.#o.pool, async (tx) => {
-      await completeJob(tx, job.id, "done");
-      if (job.kind === "activity" && job.activity_id) await finishActivity(tx, job.activity_id, { exit_code: 1, stdout_b64: "", error });
-      else await completeRun(tx, job.run_id, { status: "failed", error }, this.#o.publicUrl);
-    });
+    await withTransaction(this.#o.pool, (tx) => giveUpJob(tx, { job, attempts, publicUrl: this.#o.publicUrl }));
     this.#o.log({ jobId: job.id, runId: job.run_id, attempts }, "gave up on a job whose agents kept dying");
   }
 

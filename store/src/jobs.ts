@@ -33,10 +33,7 @@ export const readyJobCapabilities = async (db: Db): Promise<string[][]> => {
  */
 export const claimReadyJobs = async (
   db: Db,
-  limit: number,
-  leaseMs: number,
-  capabilities: readonly string[],
-  mintDigest: () => Buffer,
+  { limit, leaseMs, capabilities, mintDigest }: { limit: number; leaseMs: number; capabilities: readonly string[]; mintDigest: () => Buffer },
 ): Promise<Array<ClaimedJob & { digest: Buffer }>> => {
   if (limit <= 0) return [];
   // One digest per job that may be claimed; those not used are never stored.
@@ -108,10 +105,6 @@ export const extendLease = async (db: Db, digest: Buffer, leaseMs: number): Prom
     [digest, leaseMs],
   );
   return (rowCount ?? 0) > 0;
-};
-
-export const completeJob = async (db: PoolClient, jobId: string, status: "done" | "suspended"): Promise<void> => {
-  await db.query(`update jobs set status = $2, token_digest = null, lease_expires_at = null, updated_at = now() where id = $1`, [jobId, status]);
 };
 
 /**

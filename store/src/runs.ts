@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from "pg";
 
 type Db = Pool | PoolClient;
 
-import type { RunStatus } from "@flowsvc/core";
+import { TERMINAL_STATUSES_SQL, type RunStatus, type TerminalStatus } from "@flowsvc/core";
 
 export { TERMINAL_STATUSES, type RunStatus } from "@flowsvc/core";
 
@@ -163,17 +163,16 @@ export const markRunRunning = async (db: PoolClient, runId: string): Promise<boo
   return rows[0]?.first ?? false;
 };
 
+/** A live run takes a terminal status (the one write of one): false when it had already ended. */
 export const finishRun = async (
   db: PoolClient,
   runId: string,
-  status: "succeeded" | "failed" | "cancelled",
-  output: Record<string, unknown> | null,
-  error: string | null,
+  end: { status: TerminalStatus; output: Record<string, unknown> | null; error: string | null },
 ): Promise<boolean> => {
   const { rowCount } = await db.query(
     `update runs set status = $2, output = $3, error = $4, finished_at = now(), substate = null, deadline = null
-      where id = $1 and status not in ('succeeded', 'failed', 'cancelled')`,
-    [runId, status, output, error],
+      where id = $1 and status not in (${TERMINAL_STATUSES_SQL})`,
+    [runId, end.status, end.output, end.error],
   );
   if ((rowCount ?? 0) > 0) await db.query(`select pg_notify('flowsvc_runs', $1)`, [runId]);
   return (rowCount ?? 0) > 0;

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ActivityFinishRequestSchema, CallRequestSchema, FlowError, StateRequestSchema, type CallRequest, type CallResponse } from "@flowsvc/core";
 import {
-  completeJob, deleteState, finishActivity, getRunInternal, getState, listState, openJournal, performCall, sealActivityOutput, sealedIn, setState,
+  deleteState, finishActivityJob, getRunInternal, getState, listState, openJournal, performCall, sealActivityOutput, sealedIn, setState,
   stateScope, suspendJob, withTransaction,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
@@ -84,12 +84,9 @@ export const agentCallRoutes = (app: FastifyInstance, deps: RouteDeps): void => 
       stdout_b64: await sealActivityOutput(keyring, scope, activityId, body.stdout_b64),
       ...(body.error === undefined ? {} : { error: scope.masker.text(body.error) }),
     };
-    await withTransaction(pool, async (tx) => {
-      await completeJob(tx, job.id, "done");
-      await finishActivity(tx, activityId, outcome);
-    });
+    const status = await withTransaction(pool, (tx) => finishActivityJob(tx, { job, activityId, outcome }));
     req.log.info({ runId: job.run_id, jobId: job.id, activityId, exitCode: body.exit_code }, "activity finished");
-    return { status: body.exit_code === 0 ? "succeeded" : "failed" };
+    return { status };
   });
 };
 

@@ -5,9 +5,9 @@ import {
   type ActivityClaim, type ClaimResponse,
 } from "@flowsvc/core";
 import {
-  appendAnnotation, appendLogs, completeJob, completeRun, extendLease, findProjectById,
+  appendAnnotation, appendLogs, extendLease, findProjectById, finishScriptJob,
   getActivity, getEventForEnvelope, listJournal, markActivityRunning, openProjectSecrets, markJobRunning, openJournal, openJournalResult, recordJournal,
-  retryIfAllowed, runLineage, sealStepResult, startRunIfNeeded, withTransaction, type LeasedJob, type RunInternal,
+  runLineage, sealStepResult, startRunIfNeeded, withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
 import { jobAndRunOfRequest, jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
 import type { RouteDeps } from "../deps.js";
@@ -156,22 +156,10 @@ export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
       throw new FlowError("invalid_argument", "an activity job ends with POST /agent/v1/finish-activity, not /agent/v1/finish");
     }
     const body = FinishRequestSchema.parse(req.body);
-    // Outputs and the error text are masked before they are stored, so the run.* events built from
-    // them are too.
+    // The run's masker: outputs and the error text are stored masked, so the run.* events are too.
     const { masker } = await maskers.forRun(job.run_id);
-    const outputs = masker.json(body.outputs) as Record<string, string>;
-    const status = await withTransaction(pool, async (tx) => {
-      await completeJob(tx, job.id, "done");
-      if (body.exit_code === 0) {
-        const output = { ...outputs, exit_code: 0, duration_ms: body.duration_ms };
-        await completeRun(tx, job.run_id, { status: "succeeded", output }, publicUrl);
-        return "succeeded";
-      }
-      const error = masker.text(body.error ?? `the script exited with code ${body.exit_code}`);
-      if (await retryIfAllowed(tx, job.run_id, job.id, error)) return "retrying";
-      await completeRun(tx, job.run_id, { status: "failed", error, output: { exit_code: body.exit_code, duration_ms: body.duration_ms } }, publicUrl);
-      return "failed";
-    });
+    const finish = { job, exitCode: body.exit_code, outputs: body.outputs, error: body.error, durationMs: body.duration_ms, masker, publicUrl };
+    const status = await withTransaction(pool, (tx) => finishScriptJob(tx, finish));
     req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
     return { status };
   });
