@@ -46,8 +46,37 @@ export const parkedPosition = (journal: readonly JournalEntry[]): number => {
 /** `step "build"#0`: how a call is named in messages (the same `name#n` form `rerun --from` takes). */
 export const describeCall = (call: DurableCall): string => `${call.kind} ${JSON.stringify(call.name)}#${call.ordinal}`;
 
-const sameCall = (a: DurableCall, b: DurableCall): boolean =>
-  a.kind === b.kind && a.name === b.name && a.ordinal === b.ordinal;
+/** A call as recorded at its position (a journal entry, a record request). */
+export interface PositionedCall extends DurableCall {
+  readonly position: number;
+}
+
+/** The one determinism rule: the call at a position is the recorded one when kind, name and ordinal all match. */
+export const isSameCall = (recorded: DurableCall, call: DurableCall): boolean =>
+  recorded.kind === call.kind && recorded.name === call.name && recorded.ordinal === call.ordinal;
+
+/**
+ * The one determinism refusal, for every layer (the agent's cursor, the server's call and record
+ * paths, the local engine): it names the position and both calls.
+ */
+export const determinismError = (recorded: PositionedCall, call: DurableCall): FlowError =>
+  new FlowError(
+    "determinism",
+    `determinism error at call #${recorded.position}: the journal recorded ${describeCall(recorded)} but the script called ${describeCall(call)}`,
+    {
+      hint: "a script must make its durable calls with the same names in the same order on every pass; start a new run, or `flow rerun --from` a site the new code still reaches",
+      details: {
+        position: recorded.position,
+        recorded: { kind: recorded.kind, name: recorded.name, ordinal: recorded.ordinal },
+        called: { kind: call.kind, name: call.name, ordinal: call.ordinal },
+      },
+    },
+  );
+
+/** Throws the determinism refusal when `call` is not the call recorded at its position. */
+export const assertSameCall = (recorded: PositionedCall, call: DurableCall): void => {
+  if (!isSameCall(recorded, call)) throw determinismError(recorded, call);
+};
 
 /**
  * Decides how the call made at `position` relates to what the journal recorded there.
@@ -55,16 +84,7 @@ const sameCall = (a: DurableCall, b: DurableCall): boolean =>
  */
 export const matchJournal = (recorded: JournalEntry | undefined, call: DurableCall, position: number): JournalMatch => {
   if (recorded === undefined) return { type: "new" };
-  if (!sameCall(recorded, call)) {
-    throw new FlowError(
-      "determinism",
-      `determinism error at call #${position}: the journal recorded ${describeCall(recorded)} but the script called ${describeCall(call)}`,
-      {
-        hint: "a script must make its durable calls with the same names in the same order on every pass; start a new run, or `flow rerun --from` a site the new code still reaches",
-        details: { position, recorded: { kind: recorded.kind, name: recorded.name, ordinal: recorded.ordinal }, called: { ...call } },
-      },
-    );
-  }
+  assertSameCall({ ...recorded, position }, call);
   return recorded.status === "done" ? { type: "replay", entry: recorded } : { type: "new" };
 };
 

@@ -1,6 +1,6 @@
 import type { PoolClient } from "pg";
 import {
-  CallArgsSchemas, FlowError, assertEmittable, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, trustOf, type CallRequest, type CallResponse,
+  CallArgsSchemas, FlowError, assertEmittable, assertSameCall, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, trustOf, type CallRequest, type CallResponse,
 } from "@flowsvc/core";
 import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } from "./activities.js";
 import { getEntryForUpdate, insertEntry, isDue, resolveEntry, type WaitEntry } from "./journal-entries.js";
@@ -162,12 +162,7 @@ export const performCall = async (tx: PoolClient, runId: string, req: CallReques
   if (!run) throw new FlowError("not_found", `run ${runId} not found`);
   let entry = await getEntryForUpdate(tx, runId, req.position);
   const fresh = !entry;
-  if (entry && (entry.kind !== req.kind || entry.name !== req.name || entry.ordinal !== req.ordinal)) {
-    throw new FlowError(
-      "determinism",
-      `determinism error at call #${req.position}: the journal recorded ${entry.kind} "${entry.name}"#${entry.ordinal} but the script called ${req.kind} "${req.name}"#${req.ordinal}`,
-    );
-  }
+  if (entry) assertSameCall(entry, req);
   entry ??= await create(tx, run, req);
   if (entry.status === "pending") entry = await evaluate(tx, run, entry, fresh);
   const at = { position: entry.position, kind: entry.kind, name: entry.name, ordinal: entry.ordinal };

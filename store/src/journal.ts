@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import type { JournalEntry, RecordRequest } from "@flowsvc/core";
+import { isSameCall, type JournalEntry, type RecordRequest } from "@flowsvc/core";
 
 type Db = Pool | PoolClient;
 
@@ -16,7 +16,8 @@ export type RecordOutcome = { type: "recorded" | "existing"; entry: JournalEntry
 /**
  * Records a durable call at its position. Calls are identified by position, so a record retried
  * after a lost answer (server death, network) finds its own row and returns it unchanged: the
- * first write stands. A different call at a taken position is reported, never overwritten.
+ * first write stands. A different call at a taken position is reported, never overwritten (the
+ * caller refuses it with core's determinismError).
  */
 export const recordJournal = async (db: Db, runId: string, entry: RecordRequest): Promise<RecordOutcome> => {
   const inserted = await db.query<JournalEntry>(
@@ -32,6 +33,5 @@ export const recordJournal = async (db: Db, runId: string, entry: RecordRequest)
     [runId, entry.position],
   );
   const existing = rows[0]!;
-  const same = existing.kind === entry.kind && existing.name === entry.name && existing.ordinal === entry.ordinal;
-  return { type: same ? "existing" : "mismatch", entry: existing };
+  return { type: isSameCall(existing, entry) ? "existing" : "mismatch", entry: existing };
 };

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
-  AnnotateRequestSchema, ClaimRequestSchema, buildEnvelope, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
+  AnnotateRequestSchema, ClaimRequestSchema, buildEnvelope, determinismError, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
   secretNameProblem, secretValueProblem,
   type ActivityClaim, type ClaimResponse,
 } from "@flowsvc/core";
@@ -128,9 +128,7 @@ export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     const scope = await maskers.forRun(job.run_id);
     const sealed = entry.kind === "step" ? { ...entry, result: await sealStepResult(keyring, scope, job.run_id, entry.position, entry.result) } : entry;
     const out = await recordJournal(pool, job.run_id, sealed);
-    if (out.type === "mismatch") {
-      throw new FlowError("determinism", `position ${entry.position} already holds ${out.entry.kind} "${out.entry.name}"#${out.entry.ordinal}, not ${entry.kind} "${entry.name}"#${entry.ordinal}`);
-    }
+    if (out.type === "mismatch") throw determinismError(out.entry, entry);
     if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };
     return { entry: { ...out.entry, result: await openJournalResult(keyring, scope, await runLineage(pool, job.run_id), out.entry) } };
   });
