@@ -152,7 +152,7 @@ export const dispatchJob = async (t: TestApp, runId: string, kind: "run" | "acti
   const queued = rows[0];
   if (!queued) throw new Error(`no queued ${kind} job for run ${runId}`);
   const { token, digest } = mintToken("job");
-  const [claimed] = await claimReadyJobs(t.db.pool, 1, TEST_LEASE_MS, queued.capabilities, () => digest);
+  const [claimed] = await claimReadyJobs(t.db.pool, { limit: 1, leaseMs: TEST_LEASE_MS, capabilities: queued.capabilities, mintDigest: () => digest });
   if (claimed?.id !== queued.id) throw new Error(`dispatched job ${claimed?.id ?? "(none)"}, not ${queued.id}: dispatch each job a test queues`);
   return { runId, jobId: queued.id, token };
 };
