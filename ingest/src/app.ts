@@ -60,10 +60,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   const routeDeps: RouteDeps = { ...deps, maskers: createRunMaskers(deps.pool, deps.keyring) };
   // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
   // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).
-  for (const routes of [whoamiRoutes, runRoutes, secretRoutes, signalRoutes, eventRoutes, emitRoutes, handlerRoutes, hookRoutes]) {
-    void app.register(routes, routeDeps);
-  }
-  agentRoutes(app, routeDeps);
-  agentCallRoutes(app, routeDeps);
+  const plugins = [whoamiRoutes, runRoutes, secretRoutes, signalRoutes, eventRoutes, emitRoutes, handlerRoutes, hookRoutes, agentRoutes, agentCallRoutes];
+  for (const routes of plugins) void app.register(routes, routeDeps);
   return app;
 };
