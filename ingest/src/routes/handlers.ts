@@ -19,12 +19,12 @@ const NameParams = z.object({
 
 const SetBody = z
   .object({
-    on: z.array(z.string()).min(1, "on: give at least one type pattern (an exact type, prefix.* or *)").max(64),
+    on: z.array(z.string()).min(1, "give at least one type pattern (an exact type, prefix.* or *)").max(64),
     when: z.string().nullable().optional(),
     reaction: z
       .object({
-        kind: z.literal("script", { error: "reaction.kind: only \"script\" is available in this version (yaml pipelines, graphs and nodes arrive later)" }),
-        source: z.string().max(SOURCE_LIMIT, `reaction.source is over ${SOURCE_LIMIT} bytes`),
+        kind: z.literal("script", { error: "only \"script\" is available in this version (yaml pipelines, graphs and nodes arrive later)" }),
+        source: z.string().max(SOURCE_LIMIT, `the source is over ${SOURCE_LIMIT} bytes`),
         filename: z.string().min(1).max(255).regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
       })
       .strict(),
