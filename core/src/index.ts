@@ -21,3 +21,4 @@ export * from "./json-guard.js";
 export * from "./url-guard.js";
 export * from "./step-site.js";
 export * from "./run-status.js";
+export * from "./run-defaults.js";

@@ -21,16 +21,13 @@ export interface ActivityRow {
 /** ActivityRow's columns, named: a prepared `select *` fails once a migration adds a column. */
 const COLUMNS = "id, run_id, name, position, argv, requires, status, exit_code, stdout_b64, error, collected";
 
-const TERMINAL = ["succeeded", "failed"];
+/** An activity child in one of these has ended (activities are never cancelled on their own). */
+const ACTIVITY_ENDED = ["succeeded", "failed"];
 
 /** A fan-out child: an activity row and its own job, dispatched to an agent with `requires`. */
 export const submitActivity = async (
   tx: PoolClient,
-  runId: string,
-  position: number,
-  name: string,
-  argv: readonly string[],
-  requires: readonly string[],
+  { runId, position, name, argv, requires }: { runId: string; position: number; name: string; argv: readonly string[]; requires: readonly string[] },
 ): Promise<string> => {
   const existing = await tx.query<{ position: number }>(`select position from activities where run_id = $1 and name = $2`, [runId, name]);
   if (existing.rows[0]) {
@@ -61,7 +58,7 @@ export const getActivity = async (db: Pool | PoolClient, id: string): Promise<Ac
 /** activity / activity-collect: done with the child's stdout and exit code once it ended. */
 export const evaluateCollect = async (tx: PoolClient, runId: string, e: WaitEntry): Promise<WaitEntry> => {
   const a = await getActivityByName(tx, runId, e.name);
-  if (!a || !TERMINAL.includes(a.status)) return e;
+  if (!a || !ACTIVITY_ENDED.includes(a.status)) return e;
   await tx.query(`update activities set collected = true where id = $1`, [a.id]);
   return resolveEntry(tx, runId, e.position, { stdout_b64: a.stdout_b64 ?? "", exit: a.exit_code ?? 1 });
 };
@@ -69,7 +66,7 @@ export const evaluateCollect = async (tx: PoolClient, runId: string, e: WaitEntr
 /** activity-wait-all: done when every uncollected child ended; reports (and marks) them. */
 export const evaluateWaitAll = async (tx: PoolClient, runId: string, e: WaitEntry): Promise<WaitEntry> => {
   const { rows } = await tx.query<{ status: string }>(`select status from activities where run_id = $1 and not collected for update`, [runId]);
-  if (rows.some((r) => !TERMINAL.includes(r.status))) return e;
+  if (rows.some((r) => !ACTIVITY_ENDED.includes(r.status))) return e;
   await tx.query(`update activities set collected = true where run_id = $1 and not collected`, [runId]);
   return resolveEntry(tx, runId, e.position, { failed: rows.filter((r) => r.status === "failed").length });
 };

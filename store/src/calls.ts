@@ -6,7 +6,7 @@ import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } f
 import { getEntryForUpdate, insertEntry, isDue, resolveEntry, type WaitEntry } from "./journal-entries.js";
 import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js";
 import { mintId } from "./mint.js";
-import { insertRunWithJob } from "./runs.js";
+import { createRun } from "./run-lifecycle.js";
 import { evaluateSignalWait } from "./signals.js";
 import { emitEvent, lockEventTypeForWait } from "./emit.js";
 import { substateOf, wakeRun } from "./wake.js";
@@ -63,7 +63,7 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
     case "activity":
     case "activity-submit": {
       const { argv, requires } = parseArgs(req.kind, req.args);
-      const id = await submitActivity(tx, run.id, req.position, req.name, argv, requires);
+      const id = await submitActivity(tx, { runId: run.id, position: req.position, name: req.name, argv, requires });
       return req.kind === "activity-submit" ? insertEntry(tx, run.id, at, "done", { activity_id: id }) : insertEntry(tx, run.id, at, "pending", null);
     }
     case "activity-collect":
@@ -85,7 +85,7 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
 const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
   if (a.as === "pipeline") throw new FlowError("invalid_argument", "flow spawn --as pipeline: pipelines are not available in this version");
   const trusted = trustOf({ by: "run", run });
-  const res = await insertRunWithJob(
+  const res = await createRun(
     tx,
     {
       id: mintId("run"),
@@ -102,8 +102,6 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
       parentRunId: run.id,
       trusted,
     },
-    mintId("job"),
-    [],
   );
   await emitEvent(tx, { projectId: run.project_id, type: "spawn", key: null, payload: { run_id: res.id, parent: run.id }, sourceRunId: run.id, trusted, platform: true });
   return res.id;

@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
 import type { PoolClient } from "pg";
 import {
-  CHAIN_DEPTH_LIMIT, FlowError, HANDLER_RUNS_IN_FLIGHT_LIMIT, SCRIPT_WORKFLOW, buildEnvelope, celEventVars, compileCel, derivedId,
-  evaluatePredicate, matchesAny, trustAfterReceiving, trustOf, type CompiledCel, type Envelope,
+  CHAIN_DEPTH_LIMIT, FlowError, HANDLER_RUNS_IN_FLIGHT_LIMIT, buildEnvelope, celEventVars, compileCel, derivedId,
+  evaluatePredicate, matchesAny, trustAfterReceiving, trustOf, type CompiledCel, type Envelope, type RunRequest,
 } from "@flowsvc/core";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
+import { createRuns } from "./run-lifecycle.js";
 import { wakeRun } from "./wake.js";
 
 export interface EmitInput {
@@ -182,20 +183,29 @@ export const emitEvents = async (tx: PoolClient, inputs: readonly EmitInput[], o
       continue;
     }
     if (input.deliveryId !== undefined) firstOfDelivery.set(deliveryKey(input), r.id);
-    const generation = input.platform ? 0 : r.generation;
-    if (generation >= CHAIN_DEPTH_LIMIT) {
-      throw new FlowError("limit_exceeded", `this emit would start generation ${generation + 1} of a handler chain; chains stop at ${CHAIN_DEPTH_LIMIT} generations, and nothing was recorded or delivered`);
-    }
     results.push({ eventId: r.id, duplicate: false, handlerRuns: [], declined: [], dropped: [] });
-    // A handler run's own platform events are recorded, never delivered: a handler on run.* cannot feed itself.
-    if (input.platform && r.from_handler) continue;
-    const envelope = buildEnvelope({ id: r.id, type: input.type, key: input.key, payload: input.payload, ...(input.fields ? { fields: input.fields } : {}) });
-    deliveries.push({ index: i, input, eventId: r.id, generation, envelope, hasWaiters: r.has_waiters, rev: r.handlers_rev });
+    const delivery = deliveryOf(i, input, r);
+    if (delivery) deliveries.push(delivery);
   }
-  if (duplicates.length > 0) await answerDuplicates(tx, inputs, duplicates, results, firstOfDelivery);
+  if (duplicates.length > 0) await answerDuplicates(tx, { inputs, duplicates, results, inBatch: firstOfDelivery });
   await startHandlerRuns(tx, deliveries, results);
   for (const d of deliveries) if (d.hasWaiters) await deliverToWaiters(tx, d.input, d.eventId, d.envelope);
   return results;
+};
+
+/**
+ * What a recorded event delivers: to handlers and waiters, one generation deeper than the run
+ * that emitted it (over the chain limit, the batch fails). Undefined for a handler run's own
+ * platform event: recorded, never delivered, so a handler on run.* cannot feed itself.
+ */
+const deliveryOf = (index: number, input: EmitInput, r: Recorded): Delivery | undefined => {
+  const generation = input.platform ? 0 : r.generation;
+  if (generation >= CHAIN_DEPTH_LIMIT) {
+    throw new FlowError("limit_exceeded", `this emit would start generation ${generation + 1} of a handler chain; chains stop at ${CHAIN_DEPTH_LIMIT} generations, and nothing was recorded or delivered`);
+  }
+  if (input.platform && r.from_handler) return undefined;
+  const envelope = buildEnvelope({ id: r.id, type: input.type, key: input.key, payload: input.payload, ...(input.fields ? { fields: input.fields } : {}) });
+  return { index, input, eventId: r.id, generation, envelope, hasWaiters: r.has_waiters, rev: r.handlers_rev };
 };
 
 const deliveryKey = (i: EmitInput): string => `${i.projectId}\u001f${i.hookName ?? ""}\u001f${i.deliveryId ?? ""}`;
@@ -260,10 +270,7 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
 /** A redelivery answers the event of the first delivery, recorded earlier or earlier in this batch. */
 const answerDuplicates = async (
   tx: PoolClient,
-  inputs: readonly EmitInput[],
-  duplicates: readonly number[],
-  results: EmitResult[],
-  inBatch: ReadonlyMap<string, string>,
+  { inputs, duplicates, results, inBatch }: { inputs: readonly EmitInput[]; duplicates: readonly number[]; results: EmitResult[]; inBatch: ReadonlyMap<string, string> },
 ): Promise<void> => {
   const missing = duplicates.filter((i) => !inBatch.has(deliveryKey(inputs[i]!)));
   const found = new Map<string, string>();
@@ -313,13 +320,15 @@ const chooseHandlers = (handlers: readonly HandlerRow[], d: Delivery, declined: 
   return chosen;
 };
 
-/**
- * Starts a run per (event, matching handler), all in one statement, within the project's limit on
- * handler runs in flight: over it, an outside emit fails (nothing recorded) and a platform event
- * is recorded with its handler runs dropped.
- */
-const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[], results: EmitResult[]): Promise<void> => {
-  const planned: Array<{ d: Delivery; handlers: HandlerRow[]; result: EmitResult }> = [];
+/** The handler runs an emit wants, planned before any is inserted. */
+interface PlannedDelivery {
+  d: Delivery;
+  handlers: HandlerRow[];
+  result: EmitResult;
+}
+
+const planHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[], results: EmitResult[]): Promise<PlannedDelivery[]> => {
+  const planned: PlannedDelivery[] = [];
   for (const d of deliveries) {
     const handlers = await handlersAt(tx, d.input.projectId, d.rev);
     if (handlers.length === 0) continue;
@@ -327,54 +336,34 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
     const chosen = chooseHandlers(handlers, d, result.declined);
     if (chosen.length > 0) planned.push({ d, handlers: chosen, result });
   }
+  return planned;
+};
+
+/** The run a handler starts for a delivery: core's defaults for handler runs, as trusted as the event. */
+const handlerRunRequest = (d: Delivery, h: HandlerRow): RunRequest => ({
+  id: handlerRunId(d.eventId, h.name),
+  projectId: d.input.projectId,
+  source: h.reaction.source,
+  filename: h.reaction.filename,
+  tags: h.tags,
+  trigger: { type: d.input.type, event: d.eventId, ...(d.input.key ? { key: d.input.key } : {}), ...(d.input.fields ?? {}) },
+  trusted: trustOf({ by: "event", event: d.input }),
+  handler: { name: h.name, eventId: d.eventId, generation: d.generation + 1 },
+});
+
+/**
+ * Starts a run per (event, matching handler), all in one statement (createRuns), within the
+ * project's limit on handler runs in flight: over it, an outside emit fails (nothing recorded)
+ * and a platform event is recorded with its handler runs dropped.
+ */
+const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[], results: EmitResult[]): Promise<void> => {
+  const planned = await planHandlerRuns(tx, deliveries, results);
   if (planned.length === 0) return;
-  // Count-then-insert must not interleave across concurrent emits of a project, or together they
-  // pass the limit: serialise them per project (only emits that start handler runs pay for it).
-  const projects = [...new Set(planned.map((p) => p.d.input.projectId))].sort();
-  await tx.query(`select pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16)) from (select unnest($1::text[]) as p order by 1) o`, [projects]);
-  const runs = planned.flatMap(({ d, handlers }) => handlers.map((h) => ({ id: handlerRunId(d.eventId, h.name), d, h })));
-  const wanted = new Map<string, number>();
-  for (const r of runs) wanted.set(r.d.input.projectId, (wanted.get(r.d.input.projectId) ?? 0) + 1);
-  const col = <T>(f: (r: (typeof runs)[number]) => T): T[] => runs.map(f);
-  const trigger = (d: Delivery): string =>
-    JSON.stringify({ type: d.input.type, event: d.eventId, ...(d.input.key ? { key: d.input.key } : {}), ...(d.input.fields ?? {}) });
-  // A statement of its own after the locks, so its snapshot sees every emit that held them before:
-  // it counts each project's handler runs in flight and starts this batch's only where they fit.
-  const { rows } = await tx.query<{ kind: "run" | "count"; id: string; n: number }>(
-    `with counts as (
-       select w.project_id, w.wanted,
-              (select count(*)::int from runs r
-                where r.project_id = w.project_id and r.handler_name is not null and r.status in ('queued', 'running', 'parked')) as n
-         from unnest($13::text[], $14::int[]) as w(project_id, wanted)
-     ),
-     r as (
-       insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, handler_name, event_id, generation, trusted)
-       select id, project_id, $1, 'queued', source, filename, '{bash,-eu}', '{}', array(select jsonb_array_elements_text(tags::jsonb)), trigger::jsonb,
-              handler_name, event_id, generation, trusted
-         from unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[], $11::bool[], $12::text[])
-           as t(id, project_id, source, filename, tags, trigger, handler_name, event_id, generation, trusted, job_id)
-        where t.project_id in (select c.project_id from counts c where c.n + c.wanted <= $15)
-       on conflict (id) do nothing
-       returning id
-     ),
-     j as (
-       insert into jobs (id, run_id, status, kind, capabilities)
-       select t.job_id, r.id, 'queued', 'run', '{polyglot}' from r join unnest($2::text[], $12::text[]) as t(run_id, job_id) on t.run_id = r.id
-     )
-     select 'run' as kind, r.id, 0 as n from r cross join lateral (select pg_notify('flowsvc_jobs', '')) wake
-     union all
-     select 'count', c.project_id, c.n from counts c`,
-    [
-      SCRIPT_WORKFLOW, col((r) => r.id), col((r) => r.d.input.projectId), col((r) => r.h.reaction.source), col((r) => r.h.reaction.filename),
-      col((r) => JSON.stringify(r.h.tags)), col((r) => trigger(r.d)), col((r) => r.h.name), col((r) => r.d.eventId), col((r) => r.d.generation + 1),
-      col((r) => trustOf({ by: "event", event: r.d.input })), col(() => mintId("job")),
-      [...wanted.keys()], [...wanted.values()], HANDLER_RUNS_IN_FLIGHT_LIMIT,
-    ],
-  );
-  const inFlight = new Map(rows.filter((r) => r.kind === "count").map((r) => [r.id, r.n]));
+  const requests = planned.flatMap(({ d, handlers }) => handlers.map((h) => ({ index: d.index, request: handlerRunRequest(d, h) })));
+  const { created, overLimit } = await createRuns(tx, requests.map((r) => r.request));
   for (const { d, handlers, result } of planned) {
-    const n = inFlight.get(d.input.projectId)!;
-    if (n + wanted.get(d.input.projectId)! <= HANDLER_RUNS_IN_FLIGHT_LIMIT) continue;
+    const n = overLimit.get(d.input.projectId);
+    if (n === undefined) continue;
     // Over the limit: nothing of this project was started.
     if (d.input.platform) {
       result.dropped = handlers.map((h) => h.name);
@@ -384,8 +373,7 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
       hint: "retry when the backlog drains (flow runs ls --status running)",
     });
   }
-  const startedIds = new Set(rows.filter((r) => r.kind === "run").map((r) => r.id));
-  for (const r of runs) if (startedIds.has(r.id)) results[r.d.index]!.handlerRuns.push(r.id);
+  for (const r of requests) if (created.has(r.request.id)) results[r.index]!.handlerRuns.push(r.request.id);
 };
 
 /**

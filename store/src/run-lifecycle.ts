@@ -1,12 +1,16 @@
 /**
- * A run's lifecycle, in one place: a job's claim starts the run (`startRunIfNeeded`), a script
+ * A run's lifecycle, in one place: `createRuns` is the one insert of runs (with their first
+ * jobs, defaults from core's `newRunDefaults`), a job's claim starts the run (`startRunIfNeeded`), a script
  * job's finish ends it or retries it (`finishScriptJob`), an activity job's finish wakes its
  * parent (`finishActivityJob`), the dispatcher gives up on a job whose agents kept dying
  * (`giveUpJob`), and `completeRun` is the one way a run reaches a terminal status. Every state
  * change appends its `run.*` event in the caller's transaction.
  */
 import type { PoolClient } from "pg";
-import { FlowError, lifecyclePayload, trustOf, type LifecycleType, type ValueMasker } from "@flowsvc/core";
+import {
+  FlowError, HANDLER_RUNS_IN_FLIGHT_LIMIT, RUN_STATUSES, assertStorableJson, isTerminalStatus, lifecyclePayload, newRunDefaults, trustOf,
+  type LifecycleType, type NewRun, type RunRequest, type ValueMasker,
+} from "@flowsvc/core";
 import { emitEvent } from "./emit.js";
 import { findProjectById } from "./tenancy.js";
 import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
@@ -15,6 +19,112 @@ import { finishActivity, uncollectedActivities } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
 import { queueRunJob } from "./wake.js";
 import { appendLogs } from "./logs.js";
+import { mintId } from "./mint.js";
+
+/** The statuses of a run still in flight, as a SQL list (the partial index runs_handler_in_flight is on these). */
+const LIVE_STATUSES_SQL = RUN_STATUSES.filter((s) => !isTerminalStatus(s))
+  .map((s) => `'${s}'`)
+  .join(", ");
+
+/** The columns of a batch of new runs, one array each, in the order CREATE_RUNS_SQL unnests them. */
+const runColumns = (runs: readonly NewRun[]): unknown[] => {
+  const col = <T>(f: (r: NewRun) => T): T[] => runs.map(f);
+  const json = (f: (r: NewRun) => unknown): string[] => runs.map((r) => JSON.stringify(f(r)));
+  return [
+    col((r) => r.id), col((r) => r.projectId), col((r) => r.workflow), col((r) => r.source), col((r) => r.filename),
+    json((r) => r.interpreter), json((r) => r.env), json((r) => r.tags), json((r) => r.trigger), col((r) => r.idempotencyKey),
+    col((r) => r.createdBy), col((r) => r.parentRunId), col((r) => (r.retry ? JSON.stringify(r.retry) : null)), col((r) => r.rerunOf),
+    col((r) => r.trusted), json((r) => r.capabilities), col((r) => r.handlerName), col((r) => r.eventId), col((r) => r.generation),
+    col(() => mintId("job")),
+  ];
+};
+
+/**
+ * Every run and its first job, in one statement. A handler's run counts against its project's
+ * handler runs in flight: where the batch's would pass HANDLER_RUNS_IN_FLIGHT_LIMIT, none of that
+ * project's handler runs is inserted, and the project comes back with its count (`over`). A run
+ * whose id or idempotency key is taken is not inserted (not returned as `run`).
+ */
+const CREATE_RUNS_SQL = `with input as (
+     select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                          $11::text[], $12::text[], $13::text[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::int[], $20::text[])
+       with ordinality as t(id, project_id, workflow, source, filename, interpreter, env, tags, trigger, idempotency_key,
+                            created_by, parent_run_id, retry, rerun_of, trusted, capabilities, handler_name, event_id, generation, job_id, ord)
+   ),
+   counts as (
+     select w.project_id, w.wanted,
+            (select count(*)::int from runs r
+              where r.project_id = w.project_id and r.handler_name is not null and r.status in (${LIVE_STATUSES_SQL})) as n
+       from (select project_id, count(*)::int as wanted from input where handler_name is not null group by project_id) w
+   ),
+   r as (
+     insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, idempotency_key, created_by,
+                       parent_run_id, retry, rerun_of, trusted, handler_name, event_id, generation)
+     select i.id, i.project_id, i.workflow, 'queued', i.source, i.filename, array(select jsonb_array_elements_text(i.interpreter::jsonb)), i.env::jsonb,
+            array(select jsonb_array_elements_text(i.tags::jsonb)), i.trigger::jsonb, i.idempotency_key, i.created_by,
+            i.parent_run_id, i.retry::jsonb, i.rerun_of, i.trusted, i.handler_name, i.event_id, i.generation
+       from input i
+      where i.handler_name is null or i.project_id in (select c.project_id from counts c where c.n + c.wanted <= $21)
+      order by i.ord
+     on conflict do nothing
+     returning id
+   ),
+   j as (
+     insert into jobs (id, run_id, status, kind, capabilities)
+     select i.job_id, r.id, 'queued', 'run', array(select jsonb_array_elements_text(i.capabilities::jsonb)) from r join input i on i.id = r.id
+   )
+   select 'run' as kind, r.id, 0 as n from r cross join lateral (select pg_notify('flowsvc_jobs', '')) wake
+   union all
+   select 'over', c.project_id, c.n from counts c where c.n + c.wanted > $21`;
+
+export interface CreatedRuns {
+  /** The runs inserted (each with its queued first job). */
+  created: Set<string>;
+  /** Projects whose handler runs were not inserted, being over the limit: their handler runs in flight. */
+  overLimit: Map<string, number>;
+}
+
+/**
+ * The one way runs are created: each request gets core's defaults (`newRunDefaults`), and every
+ * run is inserted with its first job in one statement, however many the batch holds (an emit's
+ * handler fan-out). Handler runs are counted against their project's limit under a per-project
+ * lock, so concurrent emits cannot pass it together.
+ */
+export const createRuns = async (tx: PoolClient, requests: readonly RunRequest[]): Promise<CreatedRuns> => {
+  const runs = requests.map(newRunDefaults);
+  if (runs.length === 0) return { created: new Set(), overLimit: new Map() };
+  // Count-then-insert must not interleave across concurrent emits of a project: serialise them per
+  // project (only batches that start handler runs pay for it). The insert is a statement of its own
+  // after the locks, so its snapshot sees every emit that held them before.
+  const projects = [...new Set(runs.filter((r) => r.handlerName !== null).map((r) => r.projectId))].sort();
+  if (projects.length > 0) {
+    await tx.query(`select pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16)) from (select unnest($1::text[]) as p order by 1) o`, [
+      projects,
+    ]);
+  }
+  const { rows } = await tx.query<{ kind: "run" | "over"; id: string; n: number }>(CREATE_RUNS_SQL, [...runColumns(runs), HANDLER_RUNS_IN_FLIGHT_LIMIT]);
+  return {
+    created: new Set(rows.filter((r) => r.kind === "run").map((r) => r.id)),
+    overLimit: new Map(rows.filter((r) => r.kind === "over").map((r) => [r.id, r.n])),
+  };
+};
+
+/**
+ * One run (`flow submit`, `flow spawn`, `flow rerun`), with a fresh id unless given. Under an
+ * idempotency key already used in the project, nothing is written and the first run's id comes
+ * back with `duplicate: true`.
+ */
+export const createRun = async (tx: PoolClient, request: Omit<RunRequest, "id"> & { id?: string }): Promise<{ id: string; duplicate: boolean }> => {
+  const id = request.id ?? mintId("run");
+  const { created } = await createRuns(tx, [{ ...request, id }]);
+  if (created.has(id)) return { id, duplicate: false };
+  const { rows } = await tx.query<{ id: string }>(`select id from runs where project_id = $1 and idempotency_key = $2`, [
+    request.projectId,
+    request.idempotencyKey ?? null,
+  ]);
+  if (!rows[0]) throw new FlowError("conflict", `run ${id} already exists`);
+  return { id: rows[0].id, duplicate: true };
+};
 
 interface LifecycleEvent {
   runId: string;
@@ -136,9 +246,12 @@ export type ScriptJobStatus = "succeeded" | "retrying" | "failed";
 /**
  * The agent finished a run's script job (POST /agent/v1/finish): exit 0 succeeds the run; a
  * nonzero exit retries it while its retry policy has attempts left, else fails it. A job that is
- * no longer live (a second finish) is refused with `job_lost` and changes nothing.
+ * no longer live (a second finish) is refused with `job_lost`, and outputs or an error Postgres
+ * cannot store with `invalid_argument`; either changes nothing.
  */
 export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promise<ScriptJobStatus> => {
+  // What Postgres cannot store (NUL, a lone surrogate) is refused by name before anything is written.
+  assertStorableJson({ outputs: f.outputs, error: f.error }, "finish");
   if (!(await endLiveJob(tx, f.job.id))) throw jobEnded(f.job.id);
   const runId = f.job.run_id;
   if (f.exitCode === 0) {

@@ -30,25 +30,6 @@ export interface RunView {
   finished_at: string | null;
 }
 
-export interface NewRun {
-  id: string;
-  projectId: string;
-  workflow: string;
-  source: string;
-  filename: string;
-  interpreter: string[];
-  env: Record<string, string>;
-  tags: string[];
-  trigger: Record<string, unknown>;
-  idempotencyKey: string | null;
-  createdBy: string | null;
-  parentRunId?: string | null;
-  retry?: { attempts: number; backoff_ms: number } | null;
-  rerunOf?: string | null;
-  /** Whether the run may see secrets: `trustOf` (core/src/trust.ts) of what started it. No default. */
-  trusted: boolean;
-}
-
 const VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
   attempt, retry, parent_run_id, rerun_of, output, error, annotations, created_at, started_at, finished_at`;
 
@@ -68,35 +49,6 @@ const toView = (r: RunRowRaw): RunView => ({
   started_at: iso(r.started_at),
   finished_at: iso(r.finished_at),
 });
-
-/**
- * Inserts the run and its first job in one statement pair. Under an idempotency key already used
- * in the project, nothing is written and the first run's id comes back with `duplicate: true`.
- */
-export const insertRunWithJob = async (
-  db: PoolClient,
-  run: NewRun,
-  jobId: string,
-  capabilities: string[],
-): Promise<{ id: string; duplicate: boolean }> => {
-  const { rows } = await db.query<{ id: string }>(
-    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, env, tags, trigger, idempotency_key, created_by,
-                       parent_run_id, retry, rerun_of, trusted)
-     values ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-     on conflict (project_id, idempotency_key) do nothing returning id`,
-    [
-      run.id, run.projectId, run.workflow, run.source, run.filename, run.interpreter, run.env, run.tags, run.trigger, run.idempotencyKey,
-      run.createdBy, run.parentRunId ?? null, run.retry ?? null, run.rerunOf ?? null, run.trusted,
-    ],
-  );
-  if (rows.length === 0) {
-    const existing = await db.query<{ id: string }>(`select id from runs where project_id = $1 and idempotency_key = $2`, [run.projectId, run.idempotencyKey]);
-    return { id: existing.rows[0]!.id, duplicate: true };
-  }
-  await db.query(`insert into jobs (id, run_id, status, capabilities) values ($1, $2, 'queued', $3)`, [jobId, run.id, capabilities]);
-  await db.query(`select pg_notify('flowsvc_jobs', $1)`, [run.id]);
-  return { id: run.id, duplicate: false };
-};
 
 export const getRunView = async (db: Db, projectId: string, runId: string): Promise<RunView | undefined> => {
   const { rows } = await db.query<RunRowRaw>(`select ${VIEW_COLUMNS} from runs where project_id = $1 and id = $2`, [projectId, runId]);

@@ -4,15 +4,14 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { SCRIPT_WORKFLOW, type CallRequest } from "@flowsvc/core";
+import { SCRIPT_WORKFLOW, type CallRequest, type RunRequest } from "@flowsvc/core";
 import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { performCall } from "./calls.js";
 import { emitEvent } from "./emit.js";
-import { completeRun } from "./run-lifecycle.js";
+import { completeRun, createRun } from "./run-lifecycle.js";
 import { createRerun } from "./rerun.js";
 import { recordJournal } from "./journal.js";
-import { insertRunWithJob, type NewRun } from "./runs.js";
 import { suspendJob } from "./wake.js";
 import { mintId } from "./mint.js";
 
@@ -117,7 +116,7 @@ for (const trusted of [false, true]) {
     await recordJournal(db.pool, runId, { position: 0, kind: "step", name: "build", ordinal: 0, status: "done", result: { exit: 0, stdout_b64: "" } });
     await recordJournal(db.pool, runId, { position: 1, kind: "step", name: "deploy", ordinal: 0, status: "done", result: { exit: 0, stdout_b64: "" } });
     await db.pool.query(`update runs set status = 'succeeded' where id = $1`, [runId]);
-    const rerun = await withTransaction(db.pool, (tx) => createRerun(tx, p, runId, "deploy", userId));
+    const rerun = await withTransaction(db.pool, (tx) => createRerun(tx, { projectId: p, runId, site: "deploy", createdBy: userId }));
     assert.equal(await runTrust(rerun), trusted);
   });
 }
@@ -192,18 +191,18 @@ void test("a run or event insert that leaves out trusted is refused by Postgres:
   );
 });
 
-void test("insertRunWithJob takes trusted as a required field, and writes what it is given", async () => {
+void test("createRun takes trusted as a required field, and writes what it is given", async () => {
   const p = await newProject();
-  const run = (trusted: boolean): NewRun => ({
+  const run = (trusted: boolean): RunRequest => ({
     id: mintId("run"), projectId: p, workflow: SCRIPT_WORKFLOW, source: "", filename: "s.sh", interpreter: ["bash"], env: {}, tags: [], trigger: {},
     idempotencyKey: null, createdBy: null, trusted,
   });
-  // Compile-time half: a NewRun without trusted does not typecheck (an unused expect-error fails the build).
+  // Compile-time half: a RunRequest without trusted does not typecheck (an unused expect-error fails the build).
   // @ts-expect-error trusted is required
-  const missing: NewRun = { id: "x", projectId: p, workflow: SCRIPT_WORKFLOW, source: "", filename: "s.sh", interpreter: [], env: {}, tags: [], trigger: {}, idempotencyKey: null, createdBy: null };
+  const missing: RunRequest = { id: "x", projectId: p, workflow: SCRIPT_WORKFLOW, source: "", filename: "s.sh", interpreter: [], env: {}, tags: [], trigger: {}, idempotencyKey: null, createdBy: null };
   assert.equal("trusted" in missing, false);
   for (const trusted of [false, true]) {
-    const r = await withTransaction(db.pool, (tx) => insertRunWithJob(tx, run(trusted), mintId("job"), []));
+    const r = await withTransaction(db.pool, (tx) => createRun(tx, run(trusted)));
     assert.equal(await runTrust(r.id), trusted);
   }
 });

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import type { Pool } from "pg";
-import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type ValueMasker } from "@flowsvc/core";
+import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type RunRequest, type ValueMasker } from "@flowsvc/core";
 import {
-  emitEvent, getRunView, insertRunWithJob, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction, type NewRun, type RunView,
+  createRun, emitEvent, getRunView, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction, type RunView,
 } from "@flowsvc/store";
 import { authorize, type Scope } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
@@ -52,7 +52,7 @@ const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string(
 const BASE = "/api/v1/orgs/:org/projects/:project/runs";
 
 /** The run a submit inserts: a person's script, trusted (core/src/trust.ts). */
-const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): NewRun => ({
+const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest => ({
   id: mintId("run"),
   projectId: scope.projectId,
   workflow: SCRIPT_WORKFLOW,
@@ -75,7 +75,7 @@ const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void =
     const scope = await authorize(pool, req, "member");
     const run = newRun(scope, SubmitSchema.parse(req.body));
     const res = await withTransaction(pool, async (tx) => {
-      const r = await insertRunWithJob(tx, run, mintId("job"), []);
+      const r = await createRun(tx, run);
       // Every trigger is recorded on the bus: a submit is a `manual` event.
       if (!r.duplicate) await emitEvent(tx, { projectId: scope.projectId, type: "manual", key: null, payload: { run_id: r.id, sender: scope.caller.userName }, sourceRunId: null, trusted: run.trusted, platform: true });
       return r;

@@ -51,7 +51,7 @@ export const signalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) 
     const scope = await authorize(pool, req, "member");
     const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
     const { from } = RerunBody.parse(req.body);
-    const newId = await withTransaction(pool, (tx) => createRerun(tx, scope.projectId, id, from, scope.caller.userId));
+    const newId = await withTransaction(pool, (tx) => createRerun(tx, { projectId: scope.projectId, runId: id, site: from, createdBy: scope.caller.userId }));
     return reply.status(201).send(await shown(scope.projectId, newId));
   });
   done();
