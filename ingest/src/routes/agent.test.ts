@@ -70,6 +70,23 @@ test("a script job's life: claim (with the project's secrets), heartbeat, journa
   await ask(t, "DELETE", `${t.project.base}/secrets/API_KEY`, { as: "admin" });
 });
 
+test("a handler run's claim carries its event's whole envelope as input", async () => {
+  const set = await ask(t, "PUT", `${t.project.base}/handlers/on-order`, { body: { on: ["order.*"], reaction: { kind: "script", source: "cat \"$FLOW_INPUT_FILE\"\n", filename: "h.sh" } } });
+  assert.equal(set.status, 201, set.text);
+  const emitted = await ask(t, "POST", `${t.project.base}/events`, { body: { type: "order.created", key: "o-1", payload: { n: 5 } } });
+  const { id: eventId, handler_runs: started } = emitted.body as { id: string; handler_runs: Array<{ run_id?: string; id?: string } | string> };
+  assert.equal(started.length, 1, emitted.text);
+  const first = started[0]!;
+  const runId = typeof first === "string" ? first : (first.run_id ?? first.id)!;
+  const job = await dispatchJob(t, runId);
+  const claimed = await claim(job);
+  assert.equal(claimed.status, 200, claimed.text);
+  const input = (claimed.body as { input: { event: string; type: string; key: string; payload: unknown } }).input;
+  assert.deepEqual([input.event, input.type, input.key, input.payload], [eventId, "order.created", "o-1", { n: 5 }]);
+  assert.deepEqual((await agent("finish", job, { exit_code: 0, duration_ms: 1 })).body, { status: "succeeded" });
+  await ask(t, "DELETE", `${t.project.base}/handlers/on-order`);
+});
+
 test("a failing script: the run fails with the error, masked", async () => {
   const job = await startScriptJob(t);
   await claim(job);
