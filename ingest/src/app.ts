@@ -58,15 +58,9 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   app.setNotFoundHandler(notFoundHandler);
   guardInput(app);
   const routeDeps: RouteDeps = { ...deps, maskers: createRunMaskers(deps.pool, deps.keyring) };
-  whoamiRoutes(app, routeDeps);
-  runRoutes(app, routeDeps);
-  secretRoutes(app, routeDeps);
-  signalRoutes(app, routeDeps);
-  eventRoutes(app, routeDeps);
-  emitRoutes(app, routeDeps);
-  handlerRoutes(app, routeDeps);
-  hookRoutes(app, routeDeps);
-  agentRoutes(app, routeDeps);
-  agentCallRoutes(app, routeDeps);
+  // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
+  // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).
+  const plugins = [whoamiRoutes, runRoutes, secretRoutes, signalRoutes, eventRoutes, emitRoutes, handlerRoutes, hookRoutes, agentRoutes, agentCallRoutes];
+  for (const routes of plugins) void app.register(routes, routeDeps);
   return app;
 };

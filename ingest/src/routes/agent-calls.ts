@@ -1,42 +1,38 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
-import { ActivityFinishRequestSchema, CallRequestSchema, FlowError, StateRequestSchema, type CallRequest, type CallResponse } from "@flowsvc/core";
+import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
+import type { Pool } from "pg";
+import {
+  ActivityFinishRequestSchema, CallRequestSchema, FlowError, StateRequestSchema, type CallRequest, type CallResponse, type StateRequest,
+} from "@flowsvc/core";
 import {
   deleteState, finishActivityJob, getRunInternal, getState, listState, openJournal, performCall, sealActivityOutput, sealedIn, setState,
-  stateScope, suspendJob, withTransaction,
+  stateScope, suspendJob, withTransaction, type LeasedJob, type RunInternal,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { jobLost, jobOfRequest } from "../job-auth.js";
 import type { RunMaskers } from "../run-masker.js";
+import { AGENT_BODY_LIMIT } from "./agent.js";
 
-const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
+/** The answer as the script sees it: an activity's stdout, sealed at rest, opened. */
+const opened = async ({ pool, keyring, maskers }: RouteDeps, runId: string, res: CallResponse): Promise<CallResponse> => {
+  if (!sealedIn(res.entry.result)) return res;
+  const [entry] = await openJournal(pool, keyring, await maskers.forRun(runId), runId, [res.entry]);
+  return { ...res, entry: entry! };
+};
 
-/**
- * The agent API's durable calls (docs/internals.md): /call records or re-asks a call that may
- * park the run, /suspend parks it, /state reads and writes `flow state`, /finish-activity ends an
- * activity child and wakes its parent.
- */
-export const agentCallRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
-  const { pool, keyring } = deps;
-  const { maskers } = deps;
+/** The job of a request that only a script job may make. */
+const scriptJob = async (pool: Pool, req: FastifyRequest): Promise<LeasedJob> => {
+  const job = await jobOfRequest(pool, req);
+  if (job.kind !== "run") throw new FlowError("invalid_argument", "an activity job cannot make durable calls");
+  return job;
+};
 
-  /** The answer as the script sees it: an activity's stdout, sealed at rest, opened. */
-  const opened = async (runId: string, res: CallResponse): Promise<CallResponse> => {
-    if (!sealedIn(res.entry.result)) return res;
-    const [entry] = await openJournal(pool, keyring, await maskers.forRun(runId), runId, [res.entry]);
-    return { ...res, entry: entry! };
-  };
-
-  const scriptJob = async (req: FastifyRequest) => {
-    const job = await jobOfRequest(pool, req);
-    if (job.kind !== "run") throw new FlowError("invalid_argument", "an activity job cannot make durable calls");
-    return job;
-  };
-
+/** `POST /agent/v1/call`: records a durable call, or re-asks one that parked the run. */
+const callRoute = (app: FastifyInstance, deps: RouteDeps): void => {
   app.post("/agent/v1/call", { bodyLimit: AGENT_BODY_LIMIT }, async (req): Promise<CallResponse> => {
-    const job = await scriptJob(req);
-    const call = await maskEmit(maskers, job.run_id, CallRequestSchema.parse(req.body));
+    const job = await scriptJob(deps.pool, req);
+    const call = await maskEmit(deps.maskers, job.run_id, CallRequestSchema.parse(req.body));
     try {
-      return await opened(job.run_id, await withTransaction(pool, (tx) => performCall(tx, job.run_id, call)));
+      return await opened(deps, job.run_id, await withTransaction(deps.pool, (tx) => performCall(tx, job.run_id, call)));
     } catch (err) {
       // Over HTTP a bus limit is a 429 to retry later; an agent retries 429s forever, so for the
       // script it is a final answer: its `flow emit` fails with the message.
@@ -44,34 +40,48 @@ export const agentCallRoutes = (app: FastifyInstance, deps: RouteDeps): void => 
       throw err;
     }
   });
+};
 
+/** `POST /agent/v1/suspend`: the script ended on a pending call; the run parks (or its job is queued again). */
+const suspendRoute = (app: FastifyInstance, { pool }: RouteDeps): void => {
   app.post("/agent/v1/suspend", async (req) => {
-    const job = await scriptJob(req);
+    const job = await scriptJob(pool, req);
     const status = await withTransaction(pool, (tx) => suspendJob(tx, job.id, job.run_id));
     req.log.info({ runId: job.run_id, jobId: job.id, status }, "job suspended");
     return { status };
   });
+};
 
+/** One `flow state` operation in the run's scope (or an entity's). */
+const stateOp = async (pool: Pool, run: RunInternal, body: StateRequest) => {
+  const scope = stateScope(run.id, body.entity);
+  switch (body.op) {
+    case "get":
+      return getState(pool, run.project_id, scope, body.key);
+    case "set":
+      await setState(pool, run.project_id, scope, body.key, body.value);
+      return {};
+    case "delete":
+      await deleteState(pool, run.project_id, scope, body.key);
+      return {};
+    case "list":
+      return { items: await listState(pool, run.project_id, scope) };
+  }
+};
+
+/** `POST /agent/v1/state`: reads and writes `flow state`. */
+const stateRoute = (app: FastifyInstance, { pool }: RouteDeps): void => {
   app.post("/agent/v1/state", async (req) => {
-    const job = await scriptJob(req);
+    const job = await scriptJob(pool, req);
     const body = StateRequestSchema.parse(req.body);
     const run = await getRunInternal(pool, job.run_id);
     if (!run) throw jobLost();
-    const scope = stateScope(run.id, body.entity);
-    switch (body.op) {
-      case "get":
-        return getState(pool, run.project_id, scope, body.key);
-      case "set":
-        await setState(pool, run.project_id, scope, body.key, body.value);
-        return {};
-      case "delete":
-        await deleteState(pool, run.project_id, scope, body.key);
-        return {};
-      case "list":
-        return { items: await listState(pool, run.project_id, scope) };
-    }
+    return stateOp(pool, run, body);
   });
+};
 
+/** `POST /agent/v1/finish-activity`: an activity child's end (store's finishActivityJob), which may wake its parent. */
+const finishActivityRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
   app.post("/agent/v1/finish-activity", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
     const job = await jobOfRequest(pool, req);
     if (job.kind !== "activity" || !job.activity_id) throw new FlowError("invalid_argument", "this job is not an activity");
@@ -88,6 +98,16 @@ export const agentCallRoutes = (app: FastifyInstance, deps: RouteDeps): void => 
     req.log.info({ runId: job.run_id, jobId: job.id, activityId, exitCode: body.exit_code }, "activity finished");
     return { status };
   });
+};
+
+/**
+ * The agent API's durable calls (docs/internals.md): /call records or re-asks a call that may
+ * park the run, /suspend parks it, /state reads and writes `flow state`, /finish-activity ends an
+ * activity child and wakes its parent.
+ */
+export const agentCallRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
+  for (const route of [callRoute, suspendRoute, stateRoute, finishActivityRoute]) route(app, deps);
+  done();
 };
 
 /**

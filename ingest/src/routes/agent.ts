@@ -1,128 +1,30 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyPluginCallback } from "fastify";
+import { AnnotateRequestSchema, determinismError, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema } from "@flowsvc/core";
 import {
-  AnnotateRequestSchema, ClaimRequestSchema, buildEnvelope, determinismError, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema,
-  secretNameProblem, secretValueProblem,
-  type ActivityClaim, type ClaimResponse,
-} from "@flowsvc/core";
-import {
-  appendAnnotation, appendLogs, extendLease, findProjectById, finishScriptJob,
-  getActivity, getEventForEnvelope, listJournal, markActivityRunning, openProjectSecrets, markJobRunning, openJournal, openJournalResult, recordJournal,
-  runLineage, sealStepResult, startRunIfNeeded, withTransaction, type LeasedJob, type RunInternal,
+  appendAnnotation, appendLogs, extendLease, finishScriptJob, openJournalResult, recordJournal, runLineage, sealStepResult, withTransaction,
 } from "@flowsvc/store";
-import { jobAndRunOfRequest, jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
+import { jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
 import type { RouteDeps } from "../deps.js";
+import { claimRoute } from "./agent-claim.js";
 
+/** Journal entries, log batches and activity output may be large; the rest of the agent API keeps the default 1 MiB. */
+export const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
 
-const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
-
-
-/** The agent API: each call carries the token minted for one dispatch of one job. */
-export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
-  const { pool, keyring, leaseMs, publicUrl } = deps;
-
-  const jobOf = (req: FastifyRequest) => jobOfRequest(pool, req);
-  const { maskers } = deps;
-
-  /**
-   * Secrets are resolved at claim, for the agent's memory only; the run never stores them. A
-   * secret that breaks core's rules (stored before they existed) or does not open is left out,
-   * and the run's log says which and why, never the value: one bad secret must not fail every
-   * run of its project.
-   */
-  const resolveSecrets = async (projectId: string, orgId: string, runId: string): Promise<Record<string, string>> => {
-    const secrets: Record<string, string> = {};
-    const skipped: string[] = [];
-    for (const { name, value } of await openProjectSecrets(pool, keyring, projectId, orgId)) {
-      const problem = secretNameProblem(name) ?? (value === undefined ? "its stored value does not open with this server's keys" : secretValueProblem(value));
-      if (value !== undefined && problem === undefined) {
-        secrets[name] = value;
-        continue;
-      }
-      app.log.warn({ runId, secretName: name, problem }, "secret not injected");
-      skipped.push(`flowsvc: secret ${name} was not injected: ${problem}; set it again or remove it (flow secret rm ${name})\n`);
-    }
-    if (skipped.length > 0) await appendLogs(pool, runId, null, skipped.map((data) => ({ stream: "system" as const, data })));
-    return secrets;
-  };
-
-  /** A handler run reads the whole envelope of its event from FLOW_INPUT_FILE. */
-  const envelopeOf = async (eventId: string | null): Promise<{ input?: unknown }> => {
-    const e = eventId ? await getEventForEnvelope(pool, eventId) : undefined;
-    return e ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) } : {};
-  };
-
-  /** The run's project and the secrets its job gets. */
-  const scopeOf = async (run: RunInternal) => {
-    const project = await findProjectById(pool, run.project_id);
-    if (!project) throw jobLost();
-    // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-    return { project, secrets: run.trusted ? await resolveSecrets(run.project_id, project.orgId, run.id) : {} };
-  };
-
-  /**
-   * A script job's claim: the run starts (and its job runs under this agent) while the run's
-   * project, secrets, journal and trigger envelope are read, each on its own connection.
-   */
-  const claimScript = async (
-    req: FastifyRequest,
-    job: LeasedJob,
-    agentId: string,
-    run: RunInternal,
-  ): Promise<ClaimResponse & { kind: "script" }> => {
-    const [{ project, secrets }, sealedJournal, envelope] = await Promise.all([
-      scopeOf(run),
-      listJournal(pool, run.id),
-      envelopeOf(run.event_id),
-      withTransaction(pool, async (tx) => {
-        await markJobRunning(tx, job.id, agentId, leaseMs);
-        await startRunIfNeeded(tx, run.id, publicUrl);
-      }),
-    ]);
-    // Step and activity output is sealed at rest; the agent replays it as recorded.
-    const journal = await openJournal(pool, keyring, project, run.id, sealedJournal);
-    req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId, replaying: journal.length }, "job claimed");
-    return {
-      kind: "script",
-      job_id: job.id,
-      run_id: run.id,
-      project: `${project.org}/${project.project}`,
-      attempt: job.attempt,
-      source: run.source,
-      filename: run.filename,
-      interpreter: run.interpreter,
-      env: { ...secrets, ...run.env },
-      masks: Object.values(secrets),
-      journal,
-      lease_ms: leaseMs,
-      trigger: run.trigger,
-      ...envelope,
-    };
-  };
-
-  app.post("/agent/v1/claim", async (req): Promise<ClaimResponse & { kind: "script" } | ActivityClaim> => {
-    const { job, run } = await jobAndRunOfRequest(pool, req);
-    const body = ClaimRequestSchema.parse(req.body);
-    if (job.kind === "run") return claimScript(req, job, body.agent_id, run);
-    const { project, secrets } = await scopeOf(run);
-    const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
-    if (!activity) throw jobLost();
-    await markJobRunning(pool, job.id, body.agent_id, leaseMs);
-    await markActivityRunning(pool, activity.id);
-    req.log.info({ runId: run.id, jobId: job.id, activity: activity.name, agentId: body.agent_id }, "activity claimed");
-    return {
-      kind: "activity", job_id: job.id, run_id: run.id, activity_id: activity.id, name: activity.name,
-      project: `${project.org}/${project.project}`, attempt: job.attempt, argv: activity.argv,
-      env: { ...secrets, ...run.env }, masks: Object.values(secrets), lease_ms: leaseMs,
-    };
-  });
-
+/** `POST /agent/v1/heartbeat`: the job keeps its lease; a lost job is told so (409). */
+const heartbeatRoute = (app: FastifyInstance, { pool, leaseMs }: RouteDeps): void => {
   app.post("/agent/v1/heartbeat", async (req) => {
     if (!(await extendLease(pool, jobTokenDigestOf(req), leaseMs))) throw jobLost();
     return { lease_ms: leaseMs };
   });
+};
 
+/**
+ * `POST /agent/v1/journal`: a step's result is recorded at its position, or, replayed, answered as
+ * recorded; a different call at a recorded position is the determinism refusal.
+ */
+const journalRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
   app.post("/agent/v1/journal", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
-    const job = await jobOf(req);
+    const job = await jobOfRequest(pool, req);
     const entry = RecordRequestSchema.parse(req.body);
     // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
     const scope = await maskers.forRun(job.run_id);
@@ -132,24 +34,33 @@ export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };
     return { entry: { ...out.entry, result: await openJournalResult(keyring, scope, await runLineage(pool, job.run_id), out.entry) } };
   });
+};
 
+/** `POST /agent/v1/log`: a batch of the script's output, masked by the agent, appended to the run's log. */
+const logRoute = (app: FastifyInstance, { pool }: RouteDeps): void => {
   app.post("/agent/v1/log", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
-    const job = await jobOf(req);
+    const job = await jobOfRequest(pool, req);
     const { chunks } = LogRequestSchema.parse(req.body);
     await appendLogs(pool, job.run_id, job.id, chunks);
     return {};
   });
+};
 
+/** `POST /agent/v1/annotate`: markdown shown with the run, masked with the run's secrets. */
+const annotateRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
   app.post("/agent/v1/annotate", async (req) => {
-    const job = await jobOf(req);
+    const job = await jobOfRequest(pool, req);
     const { markdown } = AnnotateRequestSchema.parse(req.body);
     const { masker } = await maskers.forRun(job.run_id);
     await appendAnnotation(pool, job.run_id, masker.text(markdown));
     return {};
   });
+};
 
+/** `POST /agent/v1/finish`: a script job's end; the run succeeds, retries or fails (store's finishScriptJob). */
+const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDeps): void => {
   app.post("/agent/v1/finish", async (req) => {
-    const job = await jobOf(req);
+    const job = await jobOfRequest(pool, req);
     if (job.kind !== "run") {
       throw new FlowError("invalid_argument", "an activity job ends with POST /agent/v1/finish-activity, not /agent/v1/finish");
     }
@@ -161,4 +72,10 @@ export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
     return { status };
   });
+};
+
+/** The agent API's lifecycle of a job: each call carries the token minted for one dispatch of one job. */
+export const agentRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
+  for (const route of [claimRoute, heartbeatRoute, journalRoute, logRoute, annotateRoute, finishRoute]) route(app, deps);
+  done();
 };

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginCallback } from "fastify";
 import { EMIT_BODY_LIMIT, assertEmittable, trustOf } from "@flowsvc/core";
 import { emitEvent, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -21,7 +21,7 @@ const EmitBody = z
  * in one transaction before the 201; a refused emit (a reserved or malformed type, a handler chain
  * too deep, too many handler runs in flight) records nothing.
  */
-export const emitRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   const { pool } = deps;
 
   // Fastify compares the body with bodyLimit byte for byte: exactly 2 MiB is taken, one more is a 413.
@@ -37,4 +37,5 @@ export const emitRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     }
     return reply.status(201).send({ id: result.eventId, type, handler_runs: result.handlerRuns });
   });
+  done();
 };

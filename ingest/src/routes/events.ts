@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginCallback } from "fastify";
 import { FlowError, PLATFORM_EVENT_TYPES, parseDuration } from "@flowsvc/core";
 import { getEvent, listEvents, listSeenEventTypes } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -34,7 +34,7 @@ const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 
-export const eventRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
+export const eventRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
   const { pool } = deps;
   const { maskers } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/events";
@@ -72,4 +72,5 @@ export const eventRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     if (!e) throw new FlowError("not_found", `event ${id} not found in ${scope.org}/${scope.project}`);
     return maskEventRecord((await maskers.forProject(scope.projectId)).masker, e);
   });
+  done();
 };

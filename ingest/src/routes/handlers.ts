@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginCallback } from "fastify";
 import { FlowError, compileCel, secretNameProblem, validatePattern } from "@flowsvc/core";
 import { deleteHandler, getHandler, listHandlers, upsertHandler } from "@flowsvc/store";
 import type { HandlerRecord } from "@flowsvc/store";
@@ -19,12 +19,12 @@ const NameParams = z.object({
 
 const SetBody = z
   .object({
-    on: z.array(z.string()).min(1, "on: give at least one type pattern (an exact type, prefix.* or *)").max(64),
+    on: z.array(z.string()).min(1, "give at least one type pattern (an exact type, prefix.* or *)").max(64),
     when: z.string().nullable().optional(),
     reaction: z
       .object({
-        kind: z.literal("script", { error: "reaction.kind: only \"script\" is available in this version (yaml pipelines, graphs and nodes arrive later)" }),
-        source: z.string().max(SOURCE_LIMIT, `reaction.source is over ${SOURCE_LIMIT} bytes`),
+        kind: z.literal("script", { error: "only \"script\" is available in this version (yaml pipelines, graphs and nodes arrive later)" }),
+        source: z.string().max(SOURCE_LIMIT, `the source is over ${SOURCE_LIMIT} bytes`),
         filename: z.string().min(1).max(255).regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
       })
       .strict(),
@@ -73,7 +73,7 @@ const describe = (h: HandlerRecord) => {
  * Handlers are code, like a repository's workflow files: any member may set or remove one (a
  * handler runs with the project's secrets, as any member's submitted script does); viewers list them.
  */
-export const handlerRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const handlerRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   const { pool } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/handlers";
 
@@ -115,4 +115,5 @@ export const handlerRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     req.log.info({ handler: name, caller: scope.caller.userName }, "handler removed");
     return reply.status(204).send();
   });
+  done();
 };

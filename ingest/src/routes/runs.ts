@@ -1,8 +1,11 @@
 import { z } from "zod";
-import type { FastifyInstance } from "fastify";
-import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type ValueMasker } from "@flowsvc/core";
-import { createRun, emitEvent, getRunView, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction } from "@flowsvc/store";
-import { authorize } from "../auth.js";
+import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
+import type { Pool } from "pg";
+import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type RunRequest, type ValueMasker } from "@flowsvc/core";
+import {
+  createRun, emitEvent, getRunView, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction, type RunView,
+} from "@flowsvc/store";
+import { authorize, type Scope } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
 import { maskRunView } from "../run-masker.js";
@@ -10,12 +13,24 @@ import { maskRunView } from "../run-masker.js";
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SOURCE_LIMIT = 1024 * 1024;
 
+/**
+ * Checked after parsing, so the message names the variable (`env.1BAD: ...`): zod reports a record
+ * key that fails its own schema only as "Invalid key in record".
+ */
+const checkEnvNames = (env: Record<string, string>, ctx: z.RefinementCtx): void => {
+  for (const name of Object.keys(env)) {
+    if (!ENV_NAME.test(name) || name.length > 256) {
+      ctx.addIssue({ code: "custom", path: [name], message: "env names are 1-256 letters, digits and _, not starting with a digit" });
+    }
+  }
+};
+
 const SubmitSchema = z.object({
   kind: z.literal("script", { error: "only kind \"script\" is available in this version (pipelines and graphs come later)" }),
   source: z.string().max(SOURCE_LIMIT, `source is over ${SOURCE_LIMIT} bytes`),
   filename: z.string().min(1).max(255).regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
   interpreter: z.array(z.string().min(1)).min(1).max(16).optional(),
-  env: z.record(z.string().regex(ENV_NAME, "env names are letters, digits and _, not starting with a digit").max(256), z.string().max(128 * 1024)).default({}),
+  env: z.record(z.string(), z.string().max(128 * 1024)).default({}).superRefine(checkEnvNames),
   idempotency_key: z.string().min(1).max(255).optional(),
   tags: z.array(z.string().min(1).max(128)).max(32).default([]),
   retry: z
@@ -34,31 +49,31 @@ const LogQuery = z.object({ follow: z.enum(["0", "1", "true", "false"]).default(
 
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
 
-export const runRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
-  const { pool, keyring } = deps;
-  const { maskers } = deps;
-  const base = "/api/v1/orgs/:org/projects/:project/runs";
+const BASE = "/api/v1/orgs/:org/projects/:project/runs";
 
-  app.post(base, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
+/** The run a submit inserts: a person's script, trusted (core/src/trust.ts). */
+const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest => ({
+  id: mintId("run"),
+  projectId: scope.projectId,
+  workflow: SCRIPT_WORKFLOW,
+  source: body.source,
+  filename: body.filename,
+  interpreter: body.interpreter ?? pickInterpreter(body.filename),
+  env: body.env,
+  tags: body.tags,
+  trigger: { type: "manual", sender: scope.caller.userName },
+  idempotencyKey: body.idempotency_key ?? null,
+  createdBy: scope.caller.userId,
+  retry: body.retry ?? null,
+  // A person's submit: the one way work becomes trusted again (core/src/trust.ts).
+  trusted: trustOf({ by: "person" }),
+});
+
+/** `POST {scoped}/runs` (member): 201 with the new run, or 200 with the run an idempotency key already made. */
+const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
+  app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
-    const body = SubmitSchema.parse(req.body);
-    const interpreter = body.interpreter ?? pickInterpreter(body.filename);
-    const run = {
-      id: mintId("run"),
-      projectId: scope.projectId,
-      workflow: SCRIPT_WORKFLOW,
-      source: body.source,
-      filename: body.filename,
-      interpreter,
-      env: body.env,
-      tags: body.tags,
-      trigger: { type: "manual", sender: scope.caller.userName },
-      idempotencyKey: body.idempotency_key ?? null,
-      createdBy: scope.caller.userId,
-      retry: body.retry ?? null,
-      // A person's submit: the one way work becomes trusted again (core/src/trust.ts).
-      trusted: trustOf({ by: "person" }),
-    };
+    const run = newRun(scope, SubmitSchema.parse(req.body));
     const res = await withTransaction(pool, async (tx) => {
       const r = await createRun(tx, run);
       // Every trigger is recorded on the bus: a submit is a `manual` event.
@@ -70,40 +85,56 @@ export const runRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     const view = await getRunView(pool, scope.projectId, res.id);
     return reply.status(201).send(view && maskRunView(masker, view));
   });
+};
 
-  app.get(base, async (req) => {
+const listRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
+  app.get(BASE, async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { masker } = await maskers.forProject(scope.projectId);
     return (await listRunViews(pool, scope.projectId, ListQuery.parse(req.query))).map((r) => maskRunView(masker, r));
   });
+};
 
-  app.get(`${base}/:id`, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    const { id } = RunParams.parse(req.params);
-    const run = await getRunView(pool, scope.projectId, id);
-    if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`, { hint: "list runs with `flow runs ls`" });
+/** The run a `{scoped}/runs/:id/...` route names, for a viewer; another project's run is not found. */
+const viewedRun = async (pool: Pool, req: FastifyRequest): Promise<{ scope: Scope; id: string; run: RunView }> => {
+  const scope = await authorize(pool, req, "viewer");
+  const { id } = RunParams.parse(req.params);
+  const run = await getRunView(pool, scope.projectId, id);
+  if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`, { hint: "list runs with `flow runs ls`" });
+  return { scope, id, run };
+};
+
+const showRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
+  app.get(`${BASE}/:id`, async (req) => {
+    const { scope, id, run } = await viewedRun(pool, req);
     const { masker } = await maskers.forProject(scope.projectId);
     return { ...maskRunView(masker, run), activities: await listActivities(pool, id) };
   });
+};
 
-  app.get(`${base}/:id/steps`, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    const { id } = RunParams.parse(req.params);
-    if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
+  app.get(`${BASE}/:id/steps`, async (req) => {
+    const { scope, id } = await viewedRun(pool, req);
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
     const journal = await openJournal(pool, keyring, project, id, await listJournal(pool, id));
     return journal.map((e) => describeEntry(e, project.masker));
   });
+};
 
-  app.get(`${base}/:id/log`, async (req, reply) => {
-    const scope = await authorize(pool, req, "viewer");
-    const { id } = RunParams.parse(req.params);
+const logRoute = (app: FastifyInstance, deps: RouteDeps): void => {
+  app.get(`${BASE}/:id/log`, async (req, reply) => {
+    const { id } = await viewedRun(deps.pool, req);
     const { follow } = LogQuery.parse(req.query);
-    if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
     reply.header("content-type", "text/plain; charset=utf-8").header("cache-control", "no-store").header("x-content-type-options", "nosniff");
     return reply.send(streamRunLog(deps, id, follow, req.raw));
   });
+};
+
+/** Runs: submit (member), list, show, steps and log (viewer). */
+export const runRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
+  for (const route of [submitRoute, listRoute, showRoute, stepsRoute, logRoute]) route(app, deps);
+  done();
 };
 
 /**

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import { FlowError, assertSecretName, assertSecretValue, envNameProblem } from "@flowsvc/core";
 import { deleteSecret, getSecretMeta, listSecrets, upsertSecret } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -23,7 +23,7 @@ const lookupName = (req: FastifyRequest): string => {
 const SetBody = z.object({ value: z.string({ error: "the value must be a JSON string" }) }).strict();
 
 /** Secrets are write-only: no route answers with a value, only names and set times. */
-export const secretRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
+export const secretRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   const { pool, keyring } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/secrets";
 
@@ -56,4 +56,5 @@ export const secretRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
     if (!(await deleteSecret(pool, scope.projectId, name))) throw new FlowError("not_found", `secret ${name} is not set in ${scope.org}/${scope.project}`);
     return reply.status(204).send();
   });
+  done();
 };

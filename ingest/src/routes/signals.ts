@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FastifyInstance } from "fastify";
+import type { FastifyPluginCallback } from "fastify";
 import { FlowError } from "@flowsvc/core";
 import { cancelRun, createRerun, deliverSignal, getRunView, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -19,7 +19,7 @@ const RerunBody = z.object({ from: z.string().min(1).max(600) }).strict();
  * User-authenticated routes that act on a running script: signals (member; a job token cannot
  * call them, so a run cannot clear its own waits) and reruns.
  */
-export const signalRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
+export const signalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
   const { pool } = deps;
   const { maskers } = deps;
   /** A run as answered: masked with the project's current secrets. */
@@ -54,4 +54,5 @@ export const signalRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     const newId = await withTransaction(pool, (tx) => createRerun(tx, { projectId: scope.projectId, runId: id, site: from, createdBy: scope.caller.userId }));
     return reply.status(201).send(await shown(scope.projectId, newId));
   });
+  done();
 };

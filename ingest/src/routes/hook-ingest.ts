@@ -1,0 +1,175 @@
+/**
+ * `POST /api/v1/hooks/{org}/{project}/{name}` (spec "Event hook"; SECURITY.md "Event hooks"): no
+ * user authentication; the hook's secret or the delivery's signature is the credential. The raw
+ * bytes are kept for signatures whatever the content type. The 202 is sent only after the event's
+ * transaction committed (group commit).
+ */
+import type { FastifyPluginCallback, FastifyRequest } from "fastify";
+import {
+  EMIT_BODY_LIMIT, FlowError, GITHUB_DELIVERY_HEADER, GITHUB_EVENT_HEADER, GITHUB_SIGNATURE_HEADER, assertStorableJson, redactSecretQuery,
+  shapeGithubDelivery, trustOf, verifyGithubSignature, verifyManualHmac,
+} from "@flowsvc/core";
+import {
+  GroupCommitter, StaleHookError, emitBatch, hookSealName, hookSecretMatches, type EmitInput, type EmitResult, type IngestHook, type Keyring,
+} from "@flowsvc/store";
+import type { HookCache } from "../hook-cache.js";
+import type { IngestDeps } from "../deps.js";
+
+export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
+const SECRET_HELP = "send the hook's secret in the X-Flow-Hook-Secret header (or, when headers cannot be set, in the secret query parameter)";
+
+/** The sender's secret: the header, else the `secret` query parameter. */
+const presentedSecret = (req: FastifyRequest, query: URLSearchParams): string | undefined => {
+  const h = req.headers[HOOK_SECRET_HEADER];
+  return (typeof h === "string" ? h : undefined) ?? query.get("secret") ?? undefined;
+};
+
+/** Query values as strings (the first of a repeated name), without the secret. */
+const queryObject = (query: URLSearchParams): Record<string, string> => {
+  const out: Record<string, string> = {};
+  for (const [k, v] of query) if (k !== "secret" && !(k in out)) out[k] = v;
+  return out;
+};
+
+/** A JSON body keeps its types, an empty body is `{}`, anything else arrives verbatim as a string. */
+const bodyValue = (raw: Buffer): unknown => {
+  if (raw.length === 0) return {};
+  const text = raw.toString("utf8");
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+};
+
+/** GitHub's form content type sends the JSON as the `payload` field. */
+const githubBody = (req: FastifyRequest, raw: Buffer): unknown => {
+  const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  const text = type === "application/x-www-form-urlencoded" ? (new URLSearchParams(raw.toString("utf8")).get("payload") ?? "") : raw.toString("utf8");
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new FlowError("invalid_argument", "the GitHub delivery's body is not JSON");
+  }
+};
+
+const header = (req: FastifyRequest, name: string): string | undefined => {
+  const v = req.headers[name];
+  return typeof v === "string" && v !== "" ? v : undefined;
+};
+
+/** The 401 a sender gets, logged with why (the URL without its secret). */
+const refused = (req: FastifyRequest, hook: string, reason: string, answer: { message: string; hint?: string }): FlowError => {
+  req.log.info({ hook, url: redactSecretQuery(req.url), reason }, "hook delivery refused");
+  return new FlowError("unauthenticated", answer.message, answer.hint ? { hint: answer.hint } : {});
+};
+
+const openKey = (keyring: Keyring, hook: IngestHook): Promise<string> =>
+  keyring.open(hook.orgId, { org: hook.orgId, project: hook.projectId, kind: "credential", name: hookSealName(hook.name) }, hook.keySealed!);
+
+/** One delivery as it arrived: the raw body and the query. */
+interface Delivery {
+  raw: Buffer;
+  query: URLSearchParams;
+}
+
+type GithubEmit = Omit<EmitInput, "projectId" | "sourceRunId" | "hookName" | "payload"> & { body: unknown };
+
+/** A GitHub delivery: signature over the raw bytes, then shaped by the manifest; dedup on its delivery id. */
+const githubEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, raw: Buffer): Promise<GithubEmit> => {
+  const signature = req.headers[GITHUB_SIGNATURE_HEADER];
+  if (!(await verifyGithubSignature(await openKey(keyring, hook), raw, signature))) {
+    const what = signature === undefined ? "the delivery has no X-Hub-Signature-256 header" : "the X-Hub-Signature-256 signature does not match the body";
+    throw refused(req, hook.name, signature === undefined ? "no signature" : "bad signature", {
+      message: `${what}: event hook ${hook.name} takes deliveries signed with its key (sha256=<HMAC-SHA256 of the raw body>)`,
+      hint: "set the webhook's secret on the forge to the --key given to `flow event-hook set`",
+    });
+  }
+  const deliveryId = header(req, GITHUB_DELIVERY_HEADER);
+  if (deliveryId === undefined || deliveryId.length > 128) throw new FlowError("invalid_argument", "the X-GitHub-Delivery header is missing or too long: it identifies the delivery, and a redelivery repeats it");
+  // Checked only now, after the signature: an unsigned sender learns nothing about its body.
+  const shaped = shapeGithubDelivery(hook.name, header(req, GITHUB_EVENT_HEADER) ?? "", assertStorableJson(githubBody(req, raw)));
+  if (!shaped.trusted) req.log.info({ hook: hook.name, type: shaped.type, reason: shaped.untrustedReason }, "untrusted delivery: its runs get no secrets or credentials");
+  return { type: shaped.type, key: shaped.key ?? null, body: shaped.payload, fields: { ...shaped.fields }, trusted: trustOf({ by: "delivery", trusted: shaped.trusted }), deliveryId };
+};
+
+/** A manual HMAC hook's check: its header holds the prefix and the HMAC-SHA256 of the raw body under its key. */
+const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, raw: Buffer): Promise<void> => {
+  const ok = await verifyManualHmac({ headerValue: req.headers[hook.hmacHeader!], prefix: hook.hmacPrefix ?? "", key: await openKey(keyring, hook), rawBody: raw });
+  if (!ok) {
+    throw refused(req, hook.name, "bad signature", {
+      message: `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`,
+      hint: `sign the raw body with HMAC-SHA256 and send ${hook.hmacHeader}: ${hook.hmacPrefix ?? ""}<hex>`,
+    });
+  }
+};
+
+/**
+ * Verifies the delivery and turns it into an emit; throws the 401/400 a sender should see. A
+ * token hook needs its secret; a signed hook needs its signature, and a secret sent along must
+ * be the right one (GitHub cannot add headers, so the secret is optional there).
+ */
+const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, { raw, query }: Delivery): Promise<EmitInput> => {
+  const secret = presentedSecret(req, query);
+  if (secret !== undefined && !hookSecretMatches(secret, hook.secretDigest)) {
+    throw refused(req, hook.name, "wrong secret", {
+      message: `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`, hint: "a rotated secret stops working at once: use the latest one",
+    });
+  }
+  const common = { projectId: hook.projectId, sourceRunId: null, hookName: hook.name, hookRev: hook.rev };
+  if (hook.mode === "manifest") {
+    const { body, ...shaped } = await githubEmit(keyring, req, hook, raw);
+    return { ...common, ...shaped, payload: { body, query: queryObject(query) } };
+  }
+  if (hook.mode === "token" && secret === undefined) throw refused(req, hook.name, "no secret", { message: `no secret was sent; ${SECRET_HELP}` });
+  if (hook.mode === "hmac") await checkManualHmac(keyring, req, hook, raw);
+  // Checked only now, after the secret or signature: an unauthenticated sender gets its 401 first.
+  return { ...common, type: hook.eventType!, key: null, payload: { body: assertStorableJson(bodyValue(raw)), query: queryObject(query) }, trusted: trustOf({ by: "delivery", trusted: true }) };
+};
+
+/** What delivering needs: the keyring, the hook cache and the group committer. */
+interface IngestCtx {
+  keyring: Keyring;
+  hooks: HookCache;
+  committer: GroupCommitter<EmitInput, EmitResult>;
+}
+
+type Target = { org: string; project: string; name: string };
+
+/** Verified against the cached hook; if that copy turns out stale at commit, once more against the current one. */
+const deliver = async (ctx: IngestCtx, req: FastifyRequest, delivery: Delivery & Target, again = false): Promise<{ input: EmitInput; result: EmitResult }> => {
+  const { org, project, name } = delivery;
+  const hook = await ctx.hooks.get(org, project, name);
+  if (!hook) throw new FlowError("not_found", `no event hook ${name} in ${org}/${project}`, { hint: "the ingest URL is printed by `flow event-hook set` and `flow event-hook show`" });
+  const input = await toEmit(ctx.keyring, req, hook, delivery);
+  try {
+    return { input, result: await ctx.committer.submit(input) };
+  } catch (err) {
+    if (!(err instanceof StaleHookError)) throw err;
+    ctx.hooks.forget(org, project, name);
+    if (again) throw new FlowError("unavailable", `event hook ${name} is being changed; the delivery was not recorded`, { hint: "send it again" });
+    return deliver(ctx, req, delivery, true);
+  }
+};
+
+/** The delivery route, in a plugin of its own: every content type arrives as the raw bytes (signatures are over them); 2 MiB, then a 413. */
+export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: HookCache }> = (app, { deps, hooks }, done) => {
+  // A redelivery racing its first delivery in another batch waits on the unique index and then
+  // answers the first one's event (emitEvents), so no retry is needed here.
+  const committer = new GroupCommitter<EmitInput, EmitResult>(deps.pool, emitBatch.apply, { begin: emitBatch.begin });
+  app.addHook("onClose", () => committer.close());
+  const ctx: IngestCtx = { keyring: deps.keyring, hooks, committer };
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, parsed) => parsed(null, body));
+  app.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT }, async (req, reply) => {
+    const target = req.params as Target;
+    const qs = req.url.indexOf("?");
+    const query = new URLSearchParams(qs < 0 ? "" : req.url.slice(qs + 1));
+    const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    const { input, result } = await deliver(ctx, req, { ...target, raw, query });
+    for (const d of result.declined) req.log.info({ eventId: result.eventId, type: input.type, handler: d.handler, err: d.error }, "handler declined the event: its `when` could not be evaluated");
+    req.log.debug({ hook: target.name, eventId: result.eventId, type: input.type, duplicate: result.duplicate }, "hook delivery accepted");
+    return reply.status(202).send({ event_id: result.eventId, event_type: input.type });
+  });
+  done();
+};
