@@ -169,40 +169,25 @@ test("after maxAttempts dispatches the run fails with the dispatch count and a r
     }
   }));
 
-test("a job whose lease expired is requeued by the reaper and launched again", () =>
-  withStore(async (store) => {
-    const pool = new FakeLauncher({ slots: 2 });
-    const { dispatcher, logs } = await startDispatcher(store, [pool], { intervals: { reapMs: 10 } });
-    try {
-      const { runId, jobId } = await submitRun(store);
-      await waitFor("the first launch", () => pool.launches.length === 1);
-      // The agent went silent (no exit seen, no heartbeat): its lease runs out, in the row.
-      await store.db.pool.query(`update jobs set lease_expires_at = now() - interval '1 second' where id = $1`, [jobId]);
-      await waitFor("the relaunch", () => pool.launches.length === 2);
-      assert.deepEqual(pool.launches.map((l) => [l.jobId, l.attempt]), [[jobId, 1], [jobId, 2]]);
-      assert.deepEqual((await jobRow(store, jobId)).token_digest, digestToken(pool.launches[1]!.token));
-      assert.ok(logs.some((l) => l.msg.startsWith("agent leases expired") && (l.obj["runs"] as string[]).includes(runId)));
-    } finally {
-      dispatcher.stop();
-    }
-  }));
-
-test("a lease still running is not reaped", () =>
+test("the reaper requeues a job whose lease expired, which is launched again, and leaves a live lease alone", () =>
   withStore(async (store) => {
     // Three slots: the silent agent of the expired job still holds one, as a real one would.
     const pool = new FakeLauncher({ slots: 3 });
     const { dispatcher, logs } = await startDispatcher(store, [pool], { intervals: { reapMs: 10 } });
     try {
-      const { jobId } = await submitRun(store);
-      await waitFor("the first launch", () => pool.launches.length === 1);
-      // A reaper pass that requeues another job, expired after this one's launch, has seen this one too.
-      const other = await submitRun(store);
-      await waitFor("the second launch", () => pool.launchesOf(other.jobId).length === 1);
-      await store.db.pool.query(`update jobs set lease_expires_at = now() - interval '1 second' where id = $1`, [other.jobId]);
-      await waitFor("the expired one relaunched", () => pool.launchesOf(other.jobId).length === 2);
-      assert.equal(pool.launchesOf(jobId).length, 1);
-      assert.equal((await jobRow(store, jobId)).status, "dispatched");
-      assert.equal(logs.filter((l) => l.msg.startsWith("agent leases expired")).length, 1);
+      const live = await submitRun(store);
+      const silent = await submitRun(store);
+      await waitFor("both launches", () => pool.launches.length === 2);
+      // The agent of one went silent (no exit seen, no heartbeat): its lease runs out, in the row.
+      await store.db.pool.query(`update jobs set lease_expires_at = now() - interval '1 second' where id = $1`, [silent.jobId]);
+      await waitFor("the relaunch", () => pool.launches.length === 3);
+      assert.deepEqual(pool.launchesOf(silent.jobId).map((l) => l.attempt), [1, 2]);
+      assert.deepEqual((await jobRow(store, silent.jobId)).token_digest, digestToken(pool.launchesOf(silent.jobId)[1]!.token));
+      // The pass that requeued it saw the live job too.
+      assert.deepEqual(pool.launchesOf(live.jobId).map((l) => l.attempt), [1]);
+      assert.equal((await jobRow(store, live.jobId)).status, "dispatched");
+      const reaped = logs.filter((l) => l.msg.startsWith("agent leases expired"));
+      assert.deepEqual(reaped.map((l) => l.obj["runs"]), [[silent.runId]]);
     } finally {
       dispatcher.stop();
     }
