@@ -36,22 +36,25 @@ export const openTestStore = async (): Promise<TestStore> => {
   };
 };
 
-/** A script run and its first job, as a submit writes them; `capabilities` are what the job needs. */
+/**
+ * A script run and its first job, as a submit writes them; `capabilities` are what the job needs.
+ * (When the store's createRun replaces insertRunWithJob, only the insert below changes.)
+ */
 export const submitRun = async (store: TestStore, capabilities: string[] = []): Promise<{ runId: string; jobId: string }> => {
   const runId = mintId("run");
-  const jobId = mintId("job");
-  await withTransaction(store.db.pool, (tx) =>
-    insertRunWithJob(
+  return withTransaction(store.db.pool, async (tx) => {
+    await insertRunWithJob(
       tx,
       {
         id: runId, projectId: store.projectId, workflow: SCRIPT_WORKFLOW, source: "true\n", filename: "t.sh", interpreter: ["bash", "-eu"], env: {},
         tags: [], trigger: { type: "manual", sender: "test" }, idempotencyKey: null, createdBy: null, trusted: true,
       },
-      jobId,
+      mintId("job"),
       capabilities,
-    ),
-  );
-  return { runId, jobId };
+    );
+    const { rows } = await tx.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId]);
+    return { runId, jobId: rows[0]!.id };
+  });
 };
 
 export interface LogLine {
