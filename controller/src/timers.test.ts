@@ -34,7 +34,7 @@ const withParkedRun = async (call: Omit<CallRequest, "position" | "ordinal">, fn
     const { runId, jobId } = await submitRun(store);
     await waitFor("the run's launch", () => launcher.launches.length === 1);
     const parked = await withTransaction(store.db.pool, async (tx) => {
-      await markJobRunning(tx, jobId, "agt-test", 60_000);
+      await markJobRunning(tx, jobId, "agt-test", HOUR);
       await startRunIfNeeded(tx, runId, undefined);
       const answer = await performCall(tx, runId, { ...call, position: 0, ordinal: 0 });
       assert.equal(answer.status, "pending");

@@ -70,8 +70,8 @@ export interface TestDispatcher {
 
 /**
  * A started dispatcher over fake launchers, each reporting to it as a real adapter would. The poll
- * is an hour unless given, so NOTIFY and the launchers' nudges are what move it; the lease is a
- * minute, so no lease expires in a test that does not expire it in the row.
+ * is an hour unless given, so NOTIFY and the launchers' nudges are what move it; so is the lease,
+ * so no lease expires in a test that does not expire it in the row, however slow the host.
  */
 export const startDispatcher = async (
   store: TestStore,
@@ -84,7 +84,7 @@ export const startDispatcher = async (
     pool: store.db.pool,
     listener: store.listener,
     launchers,
-    leaseMs: 60_000,
+    leaseMs: 3_600_000,
     maxAttempts: 5,
     publicUrl: undefined,
     log: (obj, msg) => logs.push({ obj, msg }),
