@@ -17,6 +17,8 @@ export interface DispatcherOptions {
   log: (obj: Record<string, unknown>, msg: string) => void;
   /** Problems an operator must act on (default: log). */
   warn?: (obj: Record<string, unknown>, msg: string) => void;
+  /** Test seams, unset in production: the poll (1 s), the lease reaper (a quarter lease, 250 ms at least), the unserved check (10 s). */
+  intervals?: { pollMs?: number; reapMs?: number; unservedCheckMs?: number };
 }
 
 const POLL_MS = 1000;
@@ -50,9 +52,10 @@ export class Dispatcher {
     if (graced > 0) this.#o.log({ jobs: graced }, "jobs still leased from before the restart keep their agents for one more lease");
     this.#off.push(this.#o.listener.on("flowsvc_jobs", () => this.nudge()));
     this.#off.push(this.#o.listener.onReconnect(() => this.nudge()));
-    this.#timer = setInterval(() => this.nudge(), POLL_MS);
-    this.#reaper = setInterval(() => void this.#reap(), Math.max(250, Math.floor(this.#o.leaseMs / 4)));
-    this.#unservedCheck = setInterval(() => void this.#warnUnserved(), UNSERVED_CHECK_MS);
+    const every = this.#o.intervals;
+    this.#timer = setInterval(() => this.nudge(), every?.pollMs ?? POLL_MS);
+    this.#reaper = setInterval(() => void this.#reap(), every?.reapMs ?? Math.max(250, Math.floor(this.#o.leaseMs / 4)));
+    this.#unservedCheck = setInterval(() => void this.#warnUnserved(), every?.unservedCheckMs ?? UNSERVED_CHECK_MS);
     this.nudge();
   }
 
