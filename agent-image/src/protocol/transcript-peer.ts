@@ -8,6 +8,7 @@
 import { createServer } from "node:net";
 import type { Server, Socket } from "node:net";
 import assert from "node:assert/strict";
+import { requestLine } from "./transcript.js";
 import type { Frame } from "./transcript.js";
 
 /**
@@ -99,7 +100,8 @@ export class TranscriptPeer {
   assertReplayed(): void {
     if (this.mismatch !== undefined) assert.fail(this.mismatch);
     if (this.received.length < this.frames.length) {
-      const next = JSON.stringify(this.frames[this.received.length]?.request);
+      const frame = this.frames[this.received.length];
+      const next = frame ? requestLine(frame) : "";
       assert.fail(`the speaker sent ${this.received.length} of the ${this.frames.length} recorded requests; the next one is\n  ${next}`);
     }
   }
@@ -128,7 +130,7 @@ export class TranscriptPeer {
       socket.destroy();
       return;
     }
-    const recorded = JSON.stringify(frame.request);
+    const recorded = requestLine(frame);
     if (withRecordedId(line, recorded, this.ids) !== recorded) {
       this.mismatch = requestDiff(index, line, recorded);
       socket.destroy();

@@ -14,8 +14,11 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 export type JsonObject = { [key: string]: Json };
 
 export interface Frame {
-  /** The request line the speaker must send: JSON.stringify of this object, byte for byte. */
-  readonly request: JsonObject;
+  /**
+   * The request line the speaker must send, byte for byte: JSON.stringify of this object, or this
+   * text where an object cannot say it (a number spelt 2.50, as `flow emit --payload` keeps it).
+   */
+  readonly request: JsonObject | string;
   /** The answer line the agent sends (JSON.stringify + newline); null: no answer, the run parks. */
   readonly answer: JsonObject | null;
 }
@@ -62,5 +65,8 @@ export interface Transcript {
 }
 
 export const loadTranscript = (path = TRANSCRIPT_PATH): Transcript => JSON.parse(readFileSync(path, "utf8")) as Transcript;
+
+/** The exact request line a frame records (without its newline). */
+export const requestLine = (frame: Frame): string => (typeof frame.request === "string" ? frame.request : JSON.stringify(frame.request));
 
 export const isPending = (outcome: object | undefined): outcome is Pending => outcome !== undefined && "pending" in outcome;
