@@ -11,7 +11,7 @@ for (const client of clients) {
     name: `${client.name} client`,
     ids: "exact",
     expected: (c) => (c.cli === undefined ? undefined : c.expect.cli),
-    start: (c, env, cwd) => start(client.bin, c.cli ?? [], { env, cwd }),
+    start: (c, env, cwd) => start(client.bin, c.cli ?? [], { env, cwd, stdin: c.stdin ?? "" }),
     outcome: cliOutcome,
   });
 }

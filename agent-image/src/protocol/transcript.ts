@@ -50,6 +50,8 @@ export interface TranscriptCase {
   readonly name: string;
   /** The `flow` words after the program name, for the native and the Node client. */
   readonly cli?: readonly string[];
+  /** What the CLI call reads on stdin (`-` arguments); empty without it. */
+  readonly stdin?: string;
   /** Files the CLI call reads, created in its working directory (name -> text). */
   readonly files?: Readonly<Record<string, string>>;
   readonly sdk?: SdkCall;
