@@ -28,6 +28,25 @@ export interface StepRecord {
 
 const LIMIT = 2 * 1024 * 1024;
 
+/**
+ * The framing of a test agent: each request line of `socket` (without its newline) goes to
+ * `onLine`, until the socket is destroyed; `open` holds the socket while it is connected.
+ */
+export const serveLines = (socket: Socket, open: Set<Socket>, onLine: (line: string) => void): void => {
+  open.add(socket);
+  socket.on("close", () => open.delete(socket));
+  socket.on("error", () => undefined);
+  let pending = Buffer.alloc(0);
+  socket.on("data", (chunk: Buffer) => {
+    pending = Buffer.concat([pending, chunk]);
+    for (let nl = pending.indexOf(10); nl >= 0 && !socket.destroyed; nl = pending.indexOf(10)) {
+      const line = pending.subarray(0, nl).toString("utf8");
+      pending = pending.subarray(nl + 1);
+      onLine(line);
+    }
+  });
+};
+
 export class ProtocolPeer {
   /** Every request line as received, for comparing what two clients put on the wire. */
   readonly lines: string[] = [];
@@ -77,18 +96,7 @@ export class ProtocolPeer {
   }
 
   private serve(socket: Socket): void {
-    this.sockets.add(socket);
-    socket.on("close", () => this.sockets.delete(socket));
-    socket.on("error", () => undefined);
-    let pending = Buffer.alloc(0);
-    socket.on("data", (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      for (let nl = pending.indexOf(10); nl >= 0; nl = pending.indexOf(10)) {
-        const line = pending.subarray(0, nl).toString("utf8");
-        pending = pending.subarray(nl + 1);
-        this.reply(socket, line);
-      }
-    });
+    serveLines(socket, this.sockets, (line) => this.reply(socket, line));
   }
 
   private reply(socket: Socket, line: string): void {

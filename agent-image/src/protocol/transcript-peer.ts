@@ -10,6 +10,7 @@ import type { Server, Socket } from "node:net";
 import assert from "node:assert/strict";
 import { requestLine } from "./transcript.js";
 import type { Frame } from "./transcript.js";
+import { serveLines } from "../client/client-test-peer.js";
 
 /**
  * How request ids are compared: `exact` as recorded (the CLI clients number a connection's
@@ -107,18 +108,7 @@ export class TranscriptPeer {
   }
 
   private serve(socket: Socket): void {
-    this.sockets.add(socket);
-    socket.on("close", () => this.sockets.delete(socket));
-    socket.on("error", () => undefined);
-    let pending = Buffer.alloc(0);
-    socket.on("data", (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      for (let nl = pending.indexOf(10); nl >= 0 && !socket.destroyed; nl = pending.indexOf(10)) {
-        const line = pending.subarray(0, nl).toString("utf8");
-        pending = pending.subarray(nl + 1);
-        this.reply(socket, line);
-      }
-    });
+    serveLines(socket, this.sockets, (line) => this.reply(socket, line));
   }
 
   private reply(socket: Socket, line: string): void {
