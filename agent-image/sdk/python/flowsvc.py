@@ -33,6 +33,7 @@ import errno
 import itertools
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -410,11 +411,18 @@ def wait_signal(name: str, timeout: Optional[Duration] = None) -> Any:
 # ---- events --------------------------------------------------------------------------------------
 
 
+#: An event type: 1-64 of [A-Za-z0-9._-] (docs/internals.md; the flow clients and the agent check it too).
+_EVENT_TYPE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
 def emit(type: str, payload: Any = None, key: Optional[str] = None) -> str:  # noqa: A002 - the spec's word
     """Emits an event of `type` with a JSON-serialisable `payload` and an optional subject `key`;
-    returns the event id. Checkpointed by position: a replay returns the same id."""
+    returns the event id. Checkpointed by position: a replay returns the same id. A type that is
+    not 1-64 of [A-Za-z0-9._-] is refused before anything is sent (exit 2)."""
     if not isinstance(type, str) or not type:
         raise FlowError("invalid_argument", "emit needs a non-empty event type")
+    if not _EVENT_TYPE.fullmatch(type):
+        raise FlowError("invalid_argument", "an event type is 1-64 characters from [A-Za-z0-9._-], got {}".format(type), 2)
     with _Connection() as conn:
         answer = conn.call("emit", type=type, key=key, payload=payload)
     event_id = answer.get("event_id")

@@ -25,41 +25,55 @@ export interface ParsedArgs {
   readonly cmd: readonly string[] | undefined;
 }
 
+/** What parseArgs collects, with what it needs to check a word. */
+interface Parsing {
+  readonly command: InScriptCommand;
+  readonly spec: ArgSpec;
+  readonly positionals: string[];
+  readonly values: Map<string, string>;
+  readonly lists: Map<string, string[]>;
+}
+
 /** The option at args[i]: its name, its value and the index of the last word it used. */
-const readOption = (command: InScriptCommand, options: readonly string[], args: readonly string[], i: number): [string, string, number] => {
+const readOption = (p: Parsing, args: readonly string[], i: number): [string, string, number] => {
   const a = args[i] as string;
-  for (const o of options) {
+  for (const o of [...(p.spec.single ?? []), ...(p.spec.multi ?? [])]) {
     if (a.startsWith(`--${o}=`)) return [o, a.slice(o.length + 3), i];
     if (a !== `--${o}`) continue;
     if (i + 1 < args.length) return [o, args[i + 1] as string, i + 1];
-    throw usageError(command, `--${o} needs a value`);
+    throw usageError(p.command, `--${o} needs a value`);
   }
-  throw usageError(command, `unknown option ${a}`);
+  throw usageError(p.command, `unknown option ${a}`);
 };
 
+/** Takes the option at args[i]; returns the index of the last word it used. */
+const takeOption = (p: Parsing, args: readonly string[], i: number): number => {
+  const [name, value, last] = readOption(p, args, i);
+  if (p.spec.multi?.includes(name)) p.lists.set(name, [...(p.lists.get(name) ?? []), value]);
+  else p.values.set(name, value);
+  return last;
+};
+
+const takePositional = (p: Parsing, word: string): void => {
+  if (p.positionals.length >= p.spec.maxPositionals) {
+    throw usageError(p.command, `${p.spec.takesCommand ? "unexpected argument (put the command after --): " : "unexpected argument "}${word}`);
+  }
+  p.positionals.push(word);
+};
+
+const isOption = (word: string): boolean => word.startsWith("-") && word.length > 1;
+
 export const parseArgs = (command: InScriptCommand, args: readonly string[], spec: ArgSpec): ParsedArgs => {
-  const positionals: string[] = [];
-  const values = new Map<string, string>();
-  const lists = new Map<string, string[]>();
-  const options = [...(spec.single ?? []), ...(spec.multi ?? [])];
-  const done = (cmd: readonly string[] | undefined): ParsedArgs => ({ positionals, values, lists, cmd });
+  const p: Parsing = { command, spec, positionals: [], values: new Map(), lists: new Map() };
+  const done = (cmd: readonly string[] | undefined): ParsedArgs => ({ positionals: p.positionals, values: p.values, lists: p.lists, cmd });
   let onlyPositionals = false;
   for (let i = 0; i < args.length; i++) {
     const a = args[i] as string;
     if (!onlyPositionals && a === "--") {
       if (spec.takesCommand) return done(args.slice(i + 1));
       onlyPositionals = true;
-    } else if (onlyPositionals || !a.startsWith("-") || a.length === 1) {
-      if (positionals.length >= spec.maxPositionals) {
-        throw usageError(command, `${spec.takesCommand ? "unexpected argument (put the command after --): " : "unexpected argument "}${a}`);
-      }
-      positionals.push(a);
-    } else {
-      const [name, value, last] = readOption(command, options, args, i);
-      i = last;
-      if (spec.multi?.includes(name)) lists.set(name, [...(lists.get(name) ?? []), value]);
-      else values.set(name, value);
-    }
+    } else if (onlyPositionals || !isOption(a)) takePositional(p, a);
+    else i = takeOption(p, args, i);
   }
   return done(undefined);
 };

@@ -28,6 +28,25 @@ export interface StepRecord {
 
 const LIMIT = 2 * 1024 * 1024;
 
+/**
+ * The framing of a test agent: each request line of `socket` (without its newline) goes to
+ * `onLine`, until the socket is destroyed; `open` holds the socket while it is connected.
+ */
+export const serveLines = (socket: Socket, open: Set<Socket>, onLine: (line: string) => void): void => {
+  open.add(socket);
+  socket.on("close", () => open.delete(socket));
+  socket.on("error", () => undefined);
+  let pending = Buffer.alloc(0);
+  socket.on("data", (chunk: Buffer) => {
+    pending = Buffer.concat([pending, chunk]);
+    for (let nl = pending.indexOf(10); nl >= 0 && !socket.destroyed; nl = pending.indexOf(10)) {
+      const line = pending.subarray(0, nl).toString("utf8");
+      pending = pending.subarray(nl + 1);
+      onLine(line);
+    }
+  });
+};
+
 export class ProtocolPeer {
   /** Every request line as received, for comparing what two clients put on the wire. */
   readonly lines: string[] = [];
@@ -77,18 +96,7 @@ export class ProtocolPeer {
   }
 
   private serve(socket: Socket): void {
-    this.sockets.add(socket);
-    socket.on("close", () => this.sockets.delete(socket));
-    socket.on("error", () => undefined);
-    let pending = Buffer.alloc(0);
-    socket.on("data", (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      for (let nl = pending.indexOf(10); nl >= 0; nl = pending.indexOf(10)) {
-        const line = pending.subarray(0, nl).toString("utf8");
-        pending = pending.subarray(nl + 1);
-        this.reply(socket, line);
-      }
-    });
+    serveLines(socket, this.sockets, (line) => this.reply(socket, line));
   }
 
   private reply(socket: Socket, line: string): void {
@@ -104,37 +112,50 @@ export class ProtocolPeer {
     socket.write("raw" in answer && typeof answer.raw === "string" ? answer.raw : `${JSON.stringify({ v: 2, ...answer })}\n`);
   }
 
-  /** What docs/internals.md says the agent answers. */
+  /** What docs/internals.md says the agent answers, per op. */
+  private readonly ops: Readonly<Record<string, (request: PeerRequest) => PeerAnswer>> = {
+    "hello": () => ({ ok: true, agent_id: "agt-peer", protocol: 2, capture_ino: this.captureIno }),
+    "step": (r) => this.step(String(r.name)),
+    "step.complete": (r) => this.stepComplete(r),
+    "output.set": (r) => {
+      for (const [k, v] of Object.entries(r.values as Record<string, string>)) this.outputs.set(k, v);
+      return { ok: true };
+    },
+    "annotate": (r) => {
+      this.annotations.push(String(r.markdown));
+      return { ok: true };
+    },
+    "sleep": () => ({ ok: true }),
+    "lock": () => ({ ok: true }),
+    "unlock": () => ({ ok: true }),
+    "wait-signal": (r) => this.waitSignal(String(r.name), r.timeout),
+    "emit": (r) => {
+      this.emitted.push(r);
+      const id = `evt-peer-${this.emitted.length}`;
+      return { ok: true, stdout_b64: Buffer.from(`${id}\n`).toString("base64"), event_id: id };
+    },
+    "wait-event": (r) => this.waitEvent(String(r.type), r.timeout),
+    "activity": (r) => this.child(String(r.name)),
+    "activity-submit": (r) => {
+      this.submitted.add(String(r.name));
+      return { ok: true };
+    },
+    "activity-collect": (r) => {
+      this.submitted.delete(String(r.name));
+      return this.child(String(r.name));
+    },
+    "activity-wait-all": () => {
+      const failed = [...this.submitted].filter((n) => (this.children.get(n)?.exit ?? 0) !== 0).length;
+      return { ok: true, stdout_b64: Buffer.from(`${failed}\n`).toString("base64") };
+    },
+    "spawn": () => ({ ok: true, stdout_b64: Buffer.from(`run-child-${++this.spawned}\n`).toString("base64") }),
+    "state": (r) => this.stateOp(r),
+  };
+
   private documented(request: PeerRequest): PeerAnswer {
-    switch (request.op) {
-      case "hello":
-        return { ok: true, agent_id: "agt-peer", protocol: 2, capture_ino: this.captureIno };
-      case "step":
-        return this.step(String(request.name));
-      case "step.complete":
-        return this.stepComplete(request);
-      case "output.set":
-        for (const [k, v] of Object.entries(request.values as Record<string, string>)) this.outputs.set(k, v);
-        return { ok: true };
-      case "annotate":
-        this.annotations.push(String(request.markdown));
-        return { ok: true };
-      case "sleep":
-      case "lock":
-      case "unlock":
-        return { ok: true };
-      case "wait-signal":
-        return this.waitSignal(String(request.name), request.timeout);
-      case "emit": {
-        this.emitted.push(request);
-        const id = `evt-peer-${this.emitted.length}`;
-        return { ok: true, stdout_b64: Buffer.from(`${id}\n`).toString("base64"), event_id: id };
-      }
-      case "wait-event":
-        return this.waitEvent(String(request.type), request.timeout);
-      default:
-        return this.fanOut(request);
-    }
+    const op = String(request.op);
+    const handle = Object.hasOwn(this.ops, op) ? this.ops[op] : undefined;
+    return handle ? handle(request) : { ok: false, error: { code: "invalid_argument", message: `unknown op ${op}` }, exit: 2 };
   }
 
   private waitSignal(name: string, timeout: unknown): PeerAnswer {
@@ -154,30 +175,6 @@ export class ProtocolPeer {
   private child(name: string): PeerAnswer {
     const result = this.children.get(name) ?? { stdout: Buffer.alloc(0), exit: 0 };
     return { ok: true, stdout_b64: result.stdout.toString("base64"), exit: result.exit };
-  }
-
-  private fanOut(request: PeerRequest): PeerAnswer {
-    const name = String(request.name);
-    switch (request.op) {
-      case "activity":
-        return this.child(name);
-      case "activity-submit":
-        this.submitted.add(name);
-        return { ok: true };
-      case "activity-collect":
-        this.submitted.delete(name);
-        return this.child(name);
-      case "activity-wait-all": {
-        const failed = [...this.submitted].filter((n) => (this.children.get(n)?.exit ?? 0) !== 0).length;
-        return { ok: true, stdout_b64: Buffer.from(`${failed}\n`).toString("base64") };
-      }
-      case "spawn":
-        return { ok: true, stdout_b64: Buffer.from(`run-child-${++this.spawned}\n`).toString("base64") };
-      case "state":
-        return this.stateOp(request);
-      default:
-        return { ok: false, error: { code: "invalid_argument", message: `unknown op ${String(request.op)}` }, exit: 2 };
-    }
   }
 
   private stateOp(request: PeerRequest): PeerAnswer {

@@ -14,22 +14,29 @@ export interface StepArgs {
   cmd: readonly string[];
 }
 
+/** The option or word at args[i] taken into `into`; returns the index of the last word it used. */
+const takeStepWord = (command: InScriptCommand, args: readonly string[], i: number, into: Partial<StepArgs>): number => {
+  const a = args[i] as string;
+  if (a === "--label") {
+    if (i + 1 >= args.length) throw usageError(command, "--label needs a value");
+    into.label = args[i + 1];
+    return i + 1;
+  }
+  if (a.startsWith("--label=")) into.label = a.slice("--label=".length);
+  else if (a.startsWith("-") && a.length > 1) throw usageError(command, `unknown option ${a}`);
+  else if (into.name === undefined) into.name = a;
+  else throw usageError(command, `unexpected argument (put the command after --): ${a}`);
+  return i;
+};
+
 /** Parses exactly as the native client does (cmd_step in agent-image/native/flow.c). */
 const parseStepArgs = (command: InScriptCommand, args: readonly string[]): StepArgs => {
-  let name: string | undefined;
-  let label: string | undefined;
-  let cmd: readonly string[] | undefined;
-  for (let i = 0; i < args.length && cmd === undefined; i++) {
-    const a = args[i] as string;
-    if (a === "--") cmd = args.slice(i + 1);
-    else if (a === "--label") {
-      if (i + 1 >= args.length) throw usageError(command, "--label needs a value");
-      label = args[++i];
-    } else if (a.startsWith("--label=")) label = a.slice("--label=".length);
-    else if (a.startsWith("-") && a.length > 1) throw usageError(command, `unknown option ${a}`);
-    else if (name === undefined) name = a;
-    else throw usageError(command, `unexpected argument (put the command after --): ${a}`);
+  const into: Partial<StepArgs> = {};
+  for (let i = 0; i < args.length && into.cmd === undefined; i++) {
+    if (args[i] === "--") into.cmd = args.slice(i + 1);
+    else i = takeStepWord(command, args, i, into);
   }
+  const { name, label, cmd } = into;
   if (!name) throw usageError(command, "missing step name");
   if (cmd === undefined) throw usageError(command, "missing -- before the command");
   if (cmd.length === 0) throw usageError(command, "missing command after --");

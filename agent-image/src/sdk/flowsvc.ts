@@ -287,14 +287,14 @@ const begin = async (c: Connection, name: string, label: string | undefined): Pr
   return answer;
 };
 
-/** Records a new step's result; an over-limit output comes back as a recorded failure. */
-const complete = async (c: Connection, position: unknown, exit: number, kept: Buffer, total: number): Promise<void> => {
+/** Records a new step's result (`body`: the exit code, the kept stdout, the whole stdout's size); an over-limit output comes back as a recorded failure. */
+const complete = async (c: Connection, position: unknown, body: BodyResult): Promise<void> => {
   try {
     await c.call("step.complete", {
       position,
-      stdout_b64: kept.toString("base64"),
-      exit,
-      overflow_bytes: total > STEP_OUTPUT_LIMIT ? total : undefined,
+      stdout_b64: body.kept.toString("base64"),
+      exit: body.exit,
+      overflow_bytes: body.total > STEP_OUTPUT_LIMIT ? body.total : undefined,
     });
   } catch (err) {
     if (err instanceof FlowError && err.code === "step_output_too_large") throw new StepFailed(err.exit ?? 1, "", err.message);
@@ -324,7 +324,7 @@ export const step = async (name: string, cmd: readonly string[], options: StepOp
     const answer = await begin(c, name, options.label);
     if (answer["replay"] === true) return replayed(answer);
     const body = await runBody(cmd, answer["idempotency_key"] as string);
-    await complete(c, answer["position"], body.exit, body.kept, body.total);
+    await complete(c, answer["position"], body);
     const stdout = body.kept.toString("utf8");
     if (body.exit !== 0) throw new StepFailed(body.exit, stdout);
     return stdout;
@@ -365,7 +365,7 @@ export const stepFn = async <T>(name: string, fn: () => T | Promise<T>, options:
     if (answer["replay"] === true) return JSON.parse(replayed(answer)) as T;
     const result = await runFn(name, fn);
     const data = Buffer.from(result.text, "utf8");
-    await complete(c, answer["position"], result.exit, data.subarray(0, STEP_OUTPUT_LIMIT), data.length);
+    await complete(c, answer["position"], { exit: result.exit, kept: data.subarray(0, STEP_OUTPUT_LIMIT), total: data.length });
     if (result.exit !== 0) throw new StepFailed(result.exit, result.text, undefined, { cause: result.error });
     return JSON.parse(result.text) as T;
   });
@@ -418,9 +418,16 @@ export interface EmitOptions {
   key?: string;
 }
 
-/** Emits an event with a JSON-serialisable payload; answers the event id (checkpointed by position). */
+/** An event type: 1-64 of [A-Za-z0-9._-] (docs/internals.md; the flow clients and the agent check it too). */
+const EVENT_TYPE = /^[A-Za-z0-9._-]{1,64}$/;
+
+/**
+ * Emits an event with a JSON-serialisable payload; answers the event id (checkpointed by position).
+ * A type that is not 1-64 of [A-Za-z0-9._-] is refused before anything is sent (exit 2).
+ */
 export const emit = async (type: string, payload?: unknown, options: EmitOptions = {}): Promise<string> => {
   if (typeof type !== "string" || !type) throw new FlowError("invalid_argument", "emit needs a non-empty event type");
+  if (!EVENT_TYPE.test(type)) throw new FlowError("invalid_argument", `an event type is 1-64 characters from [A-Za-z0-9._-], got ${type}`, 2);
   const answer = await Connection.with((c) => c.call("emit", { type, key: options.key, payload }));
   const id = answer["event_id"];
   return typeof id === "string" && id ? id : stdoutText(answer).trim();
