@@ -49,7 +49,7 @@ describe("client-node against the fake API server", () => {
   test("a request without the bearer token is refused with 401", async () => {
     const kc = new KubeConfig();
     kc.loadFromFile(api.kubeconfigPath);
-    kc.users[0] = { name: "fake", token: "wrong" } as never;
+    kc.users[0] = { name: "fake", token: "wrong" };
     const { code, status } = await refusal(kc.makeApiClient(CoreV1Api).listNamespace());
     assert.equal(code, 401);
     assert.equal(status.reason ?? "Unauthorized", "Unauthorized");

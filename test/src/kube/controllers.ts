@@ -6,13 +6,12 @@
 import type { KubeObject } from "./api-error.js";
 import { crdTypes, establishedStatus } from "./crd.js";
 import { CRD_CLEANUP_FINALIZER } from "./kinds.js";
-import { metaOf, timestamp, type OwnerReference } from "./object-meta.js";
+import { metaOf, type OwnerReference, rec, str, timestamp } from "./object-meta.js";
 import type { ResourceType, TypeRegistry } from "./resource-types.js";
 import type { Storage, Target } from "./storage.js";
 import type { StoredEvent } from "./watch-hub.js";
 
 type Obj = Record<string, unknown>;
-const rec = (v: unknown): Obj => (v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
 
 export class Controllers {
   private queued = false;
@@ -72,8 +71,8 @@ export class Controllers {
   private observeCrd(ev: StoredEvent): void {
     const crd = ev.obj;
     const spec = rec(crd.spec);
-    const plural = String(rec(spec.names).plural as string);
-    this.registry.removeAll(String(spec.group as string), plural);
+    const plural = str(rec(spec.names).plural);
+    this.registry.removeAll(str(spec.group), plural);
     if (ev.type === "DELETED") return;
     for (const t of crdTypes(crd)) this.registry.add(t);
     const crdType = this.typeOf(ev.resource)!;
@@ -86,7 +85,7 @@ export class Controllers {
 
   private cleanupCrd(crdType: ResourceType, crd: KubeObject): void {
     const spec = rec(crd.spec);
-    const resource = `${String(spec.group as string)}/${String(rec(spec.names).plural as string)}`;
+    const resource = `${str(spec.group)}/${str(rec(spec.names).plural)}`;
     const type = this.typeOf(resource);
     const left = type ? this.storage.list(type) : [];
     for (const obj of left) if (!metaOf(obj).deletionTimestamp) this.storage.delete(this.targetOf(type!, obj));

@@ -1,11 +1,10 @@
 // CustomResourceDefinition (apiextensions.k8s.io/v1): its validation, and the resource types a
 // CRD makes servable (one per served version, with names, categories, printer columns and schema).
 import type { KubeObject } from "./api-error.js";
-import { metaOf } from "./object-meta.js";
+import { metaOf, rec, str } from "./object-meta.js";
 import type { PrinterColumn, ResourceType } from "./resource-types.js";
 
 type Obj = Record<string, unknown>;
-const rec = (v: unknown): Obj => (v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
 
 interface Cause {
@@ -19,10 +18,10 @@ const validateNames = (spec: Obj, name: string): Cause[] => {
   if (!spec.group) causes.push({ field: "spec.group", message: "Required value" });
   if (!names.plural) causes.push({ field: "spec.names.plural", message: "Required value" });
   if (!names.kind) causes.push({ field: "spec.names.kind", message: "Required value" });
-  if (names.plural && spec.group && name !== `${String(names.plural as string)}.${String(spec.group as string)}`) {
+  if (names.plural && spec.group && name !== `${str(names.plural)}.${str(spec.group)}`) {
     causes.push({ field: "metadata.name", message: `Invalid value: "${name}": must be spec.names.plural+"."+spec.group` });
   }
-  if (spec.scope !== "Namespaced" && spec.scope !== "Cluster") causes.push({ field: "spec.scope", message: `Unsupported value: "${String(spec.scope as string)}": supported values: "Cluster", "Namespaced"` });
+  if (spec.scope !== "Namespaced" && spec.scope !== "Cluster") causes.push({ field: "spec.scope", message: `Unsupported value: "${str(spec.scope)}": supported values: "Cluster", "Namespaced"` });
   return causes;
 };
 
@@ -56,19 +55,19 @@ export const crdTypes = (crd: KubeObject): ResourceType[] => {
   const names = rec(spec.names);
   const versions = (Array.isArray(spec.versions) ? (spec.versions as Obj[]) : []).filter((v) => v.served !== false);
   return versions.map((v) => ({
-    group: String(spec.group as string),
-    version: String(v.name as string),
-    kind: String(names.kind as string),
-    listKind: typeof names.listKind === "string" ? names.listKind : `${String(names.kind as string)}List`,
-    plural: String(names.plural as string),
-    singular: typeof names.singular === "string" ? names.singular : String(names.kind as string).toLowerCase(),
+    group: str(spec.group),
+    version: str(v.name),
+    kind: str(names.kind),
+    listKind: typeof names.listKind === "string" ? names.listKind : `${str(names.kind)}List`,
+    plural: str(names.plural),
+    singular: typeof names.singular === "string" ? names.singular : str(names.kind).toLowerCase(),
     namespaced: spec.scope === "Namespaced",
     shortNames: strings(names.shortNames),
     categories: strings(names.categories),
     statusSubresource: rec(v.subresources).status !== undefined,
     builtin: false,
     columns: columnsOf(v),
-    selectableFields: (Array.isArray(v.selectableFields) ? (v.selectableFields as Obj[]) : []).map((f) => String(f.jsonPath as string).replace(/^\./, "")),
+    selectableFields: (Array.isArray(v.selectableFields) ? (v.selectableFields as Obj[]) : []).map((f) => str(f.jsonPath).replace(/^\./, "")),
     schema: rec(rec(v.schema).openAPIV3Schema),
   }));
 };
@@ -77,7 +76,7 @@ export const crdTypes = (crd: KubeObject): ResourceType[] => {
 export const establishedStatus = (crd: KubeObject, now: string): Obj => {
   const spec = rec(crd.spec);
   const names = rec(spec.names);
-  const accepted = { ...names, singular: names.singular ?? String(names.kind as string).toLowerCase(), listKind: names.listKind ?? `${String(names.kind as string)}List` };
+  const accepted = { ...names, singular: names.singular ?? str(names.kind).toLowerCase(), listKind: names.listKind ?? `${str(names.kind)}List` };
   const storage = (Array.isArray(spec.versions) ? (spec.versions as Obj[]) : []).find((v) => v.storage === true);
   const condition = (type: string, reason: string, message: string): Obj => ({ type, status: "True", lastTransitionTime: now, reason, message });
   return {

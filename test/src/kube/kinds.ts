@@ -3,13 +3,12 @@
 // Namespace lifecycle, CustomResourceDefinition validation, custom resources against their schema.
 import { badRequest, invalid, ApiError, type KubeObject } from "./api-error.js";
 import { validateCrd } from "./crd.js";
-import { metaOf } from "./object-meta.js";
+import { metaOf, rec } from "./object-meta.js";
 import { clone } from "./patch.js";
 import type { ResourceType } from "./resource-types.js";
 import { pruneAndValidate } from "./schema.js";
 
 type Obj = Record<string, unknown>;
-const rec = (v: unknown): Obj => (v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
 
 export const CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io";
 
@@ -119,7 +118,7 @@ const prepareBuiltinUpdate = (type: ResourceType, obj: KubeObject, old: KubeObje
 
 /** Finalizers that hold a deletion: metadata.finalizers, and a Namespace's spec.finalizers. */
 export const pendingFinalizers = (type: ResourceType, obj: KubeObject): string[] => {
-  const meta = (metaOf(obj).finalizers ?? []) as string[];
+  const meta = (metaOf(obj).finalizers ?? []);
   const spec = type.builtin && type.kind === "Namespace" ? ((rec(obj.spec).finalizers ?? []) as string[]) : [];
   return [...meta, ...spec];
 };

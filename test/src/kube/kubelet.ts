@@ -43,6 +43,28 @@ const MAX_LOG = 1 << 20;
 
 const condition = (type: string, status: boolean, reason?: string) => ({ type, status: status ? "True" : "False", lastTransitionTime: new Date(), ...(reason ? { reason } : {}) });
 
+/** The Pod status after its container exited: terminal, or Running again when it restarts. */
+const exitStatus = (pod: V1Pod, run: PodRun, exit: { exitCode: number; restart: boolean }): V1PodStatus => {
+  const c = pod.spec!.containers[0]!;
+  const reason = run.evicted ? "Evicted" : exit.exitCode === 0 ? "Completed" : "Error";
+  const terminated = { exitCode: exit.exitCode, reason, startedAt: new Date(run.startedAt ?? now()), finishedAt: new Date() };
+  const phase = exit.restart ? "Running" : exit.exitCode === 0 && !run.evicted ? "Succeeded" : "Failed";
+  return {
+    phase,
+    ...(run.evicted ? { reason: "Evicted", message: "The node was low on resource: memory." } : {}),
+    conditions: [
+      condition("PodReadyToStartContainers", !exit.restart),
+      condition("Initialized", true),
+      condition("Ready", false, phase === "Succeeded" ? "PodCompleted" : "PodFailed"),
+      condition("ContainersReady", false),
+      condition("PodScheduled", true),
+    ],
+    containerStatuses: [
+      { name: c.name, image: c.image ?? "", imageID: "", ready: false, started: false, restartCount: run.restarts, state: { terminated }, ...(exit.restart ? { lastState: { terminated } } : {}) },
+    ],
+  };
+};
+
 export class Kubelet {
   private readonly core: CoreV1Api;
   private readonly informer;
@@ -159,18 +181,9 @@ export class Kubelet {
 
   private async exited(pod: V1Pod, run: PodRun, exitCode: number): Promise<void> {
     run.proc = undefined;
-    const c = pod.spec!.containers[0]!;
     const policy = pod.spec?.restartPolicy ?? "Always";
     const restart = !run.deleting && !run.evicted && !this.stopped && (policy === "Always" || (policy === "OnFailure" && exitCode !== 0));
-    const terminated = { exitCode, reason: run.evicted ? "Evicted" : exitCode === 0 ? "Completed" : "Error", startedAt: new Date(run.startedAt ?? now()), finishedAt: new Date() };
-    const phase = restart ? "Running" : exitCode === 0 && !run.evicted ? "Succeeded" : "Failed";
-    const status: V1PodStatus = {
-      phase,
-      ...(run.evicted ? { reason: "Evicted", message: "The node was low on resource: memory." } : {}),
-      conditions: [condition("PodReadyToStartContainers", !restart), condition("Initialized", true), condition("Ready", false, phase === "Succeeded" ? "PodCompleted" : "PodFailed"), condition("ContainersReady", false), condition("PodScheduled", true)],
-      containerStatuses: [{ name: c.name, image: c.image ?? "", imageID: "", ready: false, started: false, restartCount: run.restarts, state: { terminated }, ...(restart ? { lastState: { terminated } } : {}) }],
-    };
-    if (!run.deleting) await this.patchStatus(pod, status).catch(() => undefined);
+    if (!run.deleting) await this.patchStatus(pod, exitStatus(pod, run, { exitCode, restart })).catch(() => undefined);
     if (restart) {
       run.restarts++;
       await this.run(pod);

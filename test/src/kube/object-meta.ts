@@ -27,9 +27,15 @@ export interface OwnerReference {
   blockOwnerDeletion?: boolean;
 }
 
+/** The value as an object (an empty one if it is not a plain object). */
+export const rec = (v: unknown): Record<string, unknown> => (v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+
+/** A scalar as text ("" for anything else). */
+export const str = (v: unknown): string => (typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : "");
+
 export const metaOf = (obj: KubeObject): Meta => {
   if (!obj.metadata || typeof obj.metadata !== "object") obj.metadata = {};
-  return obj.metadata as Meta;
+  return obj.metadata;
 };
 
 /** RFC 3339 with second precision, as metav1.Time serialises. */

@@ -56,7 +56,7 @@ const readAt = (doc: Json, path: string): Json => {
   if (parts.length === 0) return doc;
   const parent = parentOf(doc, parts, path);
   const key = parts[parts.length - 1]!;
-  const v = Array.isArray(parent) ? parent[indexIn(parent, key, false, path)] : isObj(parent) ? parent[key] : undefined;
+  const v: unknown = Array.isArray(parent) ? (parent as unknown[])[indexIn(parent, key, false, path)] : isObj(parent) ? parent[key] : undefined;
   if (v === undefined) throw new ApiError(422, "Invalid", `the server rejected our request due to an error in our request: missing value at "${path}"`);
   return v;
 };
@@ -146,7 +146,7 @@ const mergeKeyedList = (target: Json[], patch: Json[], key: string): Json[] => {
 };
 
 const mergeList = (field: string, target: Json, patch: Json[]): Json[] => {
-  const base = Array.isArray(target) ? target : [];
+  const base: unknown[] = Array.isArray(target) ? (target as unknown[]) : [];
   if (patch.some((p) => isObj(p) && p.$patch === "replace")) return clone(patch.filter((p) => !(isObj(p) && p.$patch === "replace")));
   const key = MERGE_KEYS[field];
   if (key) return mergeKeyedList(base, patch, key);

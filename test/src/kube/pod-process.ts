@@ -8,9 +8,11 @@
 // FAKE_KUBELET_POD_DIR.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { CoreV1Api, V1Container, V1EnvVar, V1Pod, V1Volume } from "@kubernetes/client-node";
+import type { CoreV1Api, V1Container, V1EnvVar, V1Pod, V1SecretKeySelector, V1Volume } from "@kubernetes/client-node";
 
 export class ContainerConfigError extends Error {}
+
+const none: Record<string, string> = {};
 
 export interface Launch {
   argv: string[];
@@ -51,18 +53,25 @@ const FIELDS: Record<string, (pod: V1Pod) => string | undefined> = {
   "status.hostIP": () => "127.0.0.1",
 };
 
+const secretKeyValue = async (core: CoreV1Api, namespace: string, ref: V1SecretKeySelector): Promise<string | undefined> => {
+  const data = await secretData(core, namespace, ref.name!).catch((err: Error) => (ref.optional ? none : Promise.reject(err)));
+  const v = data[ref.key];
+  if (v === undefined && !ref.optional) throw new ContainerConfigError(`couldn't find key ${ref.key} in Secret ${namespace}/${ref.name}`);
+  return v === undefined ? undefined : Buffer.from(v, "base64").toString("utf8");
+};
+
+const fieldValue = (pod: V1Pod, path: string): string | undefined => {
+  const label = /^metadata\.labels\['(.*)'\]$/.exec(path);
+  return label ? (pod.metadata?.labels ?? {})[label[1]!] : FIELDS[path]?.(pod);
+};
+
 const envValue = async (core: CoreV1Api, pod: V1Pod, e: V1EnvVar): Promise<string | undefined> => {
   if (e.value !== undefined) return e.value;
   const ns = pod.metadata!.namespace!;
   const from = e.valueFrom;
-  if (from?.secretKeyRef) {
-    const data = await secretData(core, ns, from.secretKeyRef.name!).catch((err: Error) => (from.secretKeyRef!.optional ? ({} as Record<string, string>) : Promise.reject(err)));
-    const v = data[from.secretKeyRef.key];
-    if (v === undefined && !from.secretKeyRef.optional) throw new ContainerConfigError(`couldn't find key ${from.secretKeyRef.key} in Secret ${ns}/${from.secretKeyRef.name}`);
-    return v === undefined ? undefined : Buffer.from(v, "base64").toString("utf8");
-  }
+  if (from?.secretKeyRef) return secretKeyValue(core, ns, from.secretKeyRef);
   if (from?.configMapKeyRef) return (await configMapData(core, ns, from.configMapKeyRef.name!))[from.configMapKeyRef.key];
-  if (from?.fieldRef) return FIELDS[from.fieldRef.fieldPath]?.(pod) ?? (pod.metadata?.labels ?? {})[from.fieldRef.fieldPath.replace(/^metadata\.labels\['(.*)'\]$/, "$1")];
+  if (from?.fieldRef) return fieldValue(pod, from.fieldRef.fieldPath);
   return "";
 };
 
@@ -84,7 +93,7 @@ const writeVolume = async (core: CoreV1Api, pod: V1Pod, v: V1Volume, dir: string
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const ns = pod.metadata!.namespace!;
   if (v.secret) {
-    const data = await secretData(core, ns, v.secret.secretName!).catch((err: Error) => (v.secret!.optional ? ({} as Record<string, string>) : Promise.reject(err)));
+    const data = await secretData(core, ns, v.secret.secretName!).catch((err: Error) => (v.secret!.optional ? none : Promise.reject(err)));
     const items = v.secret.items ?? Object.keys(data).map((key) => ({ key, path: key }));
     for (const item of items) if (data[item.key] !== undefined) writeFileSync(join(dir, item.path), Buffer.from(data[item.key]!, "base64"), { mode: 0o400 });
   } else if (v.configMap) {

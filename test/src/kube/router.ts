@@ -28,9 +28,13 @@ const splitPrefix = (parts: string[]): { group: string; version: string; rest: s
   return undefined;
 };
 
+/** `namespaces/<ns>/<plural>...` is a namespaced resource; `namespaces/<name>[/status]` is a Namespace. */
+const isNamespacedPath = (registry: TypeRegistry, gv: { group: string; version: string }, rest: string[]): boolean =>
+  rest[0] === "namespaces" && rest.length >= 3 && registry.get(gv.group, gv.version, rest[2]!)?.namespaced === true;
+
 const resourceRoute = (registry: TypeRegistry, gv: { group: string; version: string }, rest: string[]): Route => {
   const { group, version } = gv;
-  const nsScoped = rest[0] === "namespaces" && rest.length >= 3 && registry.get(group, version, rest[2]!)?.namespaced === true;
+  const nsScoped = isNamespacedPath(registry, gv, rest);
   const namespace = nsScoped ? rest[1]! : "";
   const tail = nsScoped ? rest.slice(2) : rest;
   const type = registry.get(group, version, tail[0]!);

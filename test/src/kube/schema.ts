@@ -2,7 +2,7 @@
 // write: unknown fields are pruned (unless x-kubernetes-preserve-unknown-fields), defaults filled in,
 // then types, required, enum, bounds and patterns validated; any failure is a 422 Invalid.
 import { invalid, type KubeObject } from "./api-error.js";
-import { metaOf } from "./object-meta.js";
+import { metaOf, rec, str } from "./object-meta.js";
 import type { ResourceType } from "./resource-types.js";
 
 type Obj = Record<string, unknown>;
@@ -19,7 +19,6 @@ interface Found {
   pruned: string[];
 }
 
-const rec = (v: unknown): Obj => (v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 const typeOfValue = (v: unknown): string => {
@@ -37,21 +36,34 @@ const typeMatches = (schema: Schema, v: unknown): boolean => {
   return want === actual || (want === "number" && actual === "integer");
 };
 
+const bare = (path: string): string => path.replace(/^\./, "");
+
+const checkString = (schema: Schema, v: string, path: string, found: Found): void => {
+  const shown = JSON.stringify(v);
+  if (typeof schema.maxLength === "number" && v.length > schema.maxLength) found.causes.push({ field: path, message: `Too long: may not be more than ${schema.maxLength} bytes` });
+  if (typeof schema.minLength === "number" && v.length < schema.minLength) found.causes.push({ field: path, message: `Invalid value: ${shown}: ${bare(path)} in body should be at least ${schema.minLength} chars long` });
+  if (typeof schema.pattern === "string" && !new RegExp(schema.pattern, "u").test(v)) found.causes.push({ field: path, message: `Invalid value: ${shown}: ${bare(path)} in body should match '${schema.pattern}'` });
+};
+
+const checkNumber = (schema: Schema, v: number, path: string, found: Found): void => {
+  if (typeof schema.minimum === "number" && v < schema.minimum) found.causes.push({ field: path, message: `Invalid value: ${v}: ${bare(path)} in body should be greater than or equal to ${schema.minimum}` });
+  if (typeof schema.maximum === "number" && v > schema.maximum) found.causes.push({ field: path, message: `Invalid value: ${v}: ${bare(path)} in body should be less than or equal to ${schema.maximum}` });
+};
+
 const checkScalar = (schema: Schema, v: unknown, path: string, found: Found): void => {
   const shown = JSON.stringify(v);
   if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === shown)) {
     found.causes.push({ field: path, message: `Unsupported value: ${shown}: supported values: ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}` });
   }
-  if (typeof v === "string") {
-    if (typeof schema.maxLength === "number" && v.length > schema.maxLength) found.causes.push({ field: path, message: `Too long: may not be more than ${schema.maxLength} bytes` });
-    if (typeof schema.minLength === "number" && v.length < schema.minLength) found.causes.push({ field: path, message: `Invalid value: ${shown}: ${path.replace(/^\./, "")} in body should be at least ${schema.minLength} chars long` });
-    if (typeof schema.pattern === "string" && !new RegExp(schema.pattern, "u").test(v)) found.causes.push({ field: path, message: `Invalid value: ${shown}: ${path.replace(/^\./, "")} in body should match '${schema.pattern}'` });
-  }
-  if (typeof v === "number") {
-    if (typeof schema.minimum === "number" && v < schema.minimum) found.causes.push({ field: path, message: `Invalid value: ${v}: ${path.replace(/^\./, "")} in body should be greater than or equal to ${schema.minimum}` });
-    if (typeof schema.maximum === "number" && v > schema.maximum) found.causes.push({ field: path, message: `Invalid value: ${v}: ${path.replace(/^\./, "")} in body should be less than or equal to ${schema.maximum}` });
-  }
+  if (typeof v === "string") checkString(schema, v, path, found);
+  if (typeof v === "number") checkNumber(schema, v, path, found);
 };
+
+const fillDefaults = (props: Obj, out: Obj): void => {
+  for (const [k, sub] of Object.entries(props)) if (!(k in out) && rec(sub).default !== undefined) out[k] = structuredClone(rec(sub).default);
+};
+
+const keepUnknown = (schema: Schema): boolean => schema["x-kubernetes-preserve-unknown-fields"] === true || schema.additionalProperties === true;
 
 const walkObject = (schema: Schema, value: Obj, path: string, found: Found): Obj => {
   const props = rec(schema.properties);
@@ -60,10 +72,10 @@ const walkObject = (schema: Schema, value: Obj, path: string, found: Found): Obj
   for (const [k, v] of Object.entries(value)) {
     const sub = props[k] ?? (isObj(extra) ? extra : undefined);
     if (sub) out[k] = walk(rec(sub), v, `${path}.${k}`, found);
-    else if (schema["x-kubernetes-preserve-unknown-fields"] === true || extra === true) out[k] = v;
+    else if (keepUnknown(schema)) out[k] = v;
     else found.pruned.push(`${path}.${k}`);
   }
-  for (const [k, sub] of Object.entries(props)) if (!(k in out) && rec(sub).default !== undefined) out[k] = structuredClone(rec(sub).default);
+  fillDefaults(props, out);
   for (const r of Array.isArray(schema.required) ? (schema.required as string[]) : []) if (!(r in out)) found.causes.push({ field: `${path}.${r}`, message: "Required value" });
   return out;
 };
@@ -78,7 +90,7 @@ const walk = (schema: Schema, value: unknown, path: string, found: Found): unkno
   if (value === null && schema.nullable === true) return null;
   if (!typeMatches(schema, value)) {
     const actual = typeOfValue(value);
-    found.causes.push({ field: path, message: `Invalid value: "${actual}": ${path.replace(/^\./, "")} in body must be of type ${String(schema.type as string)}: "${actual}"` });
+    found.causes.push({ field: path, message: `Invalid value: "${actual}": ${path.replace(/^\./, "")} in body must be of type ${str(schema.type)}: "${actual}"` });
     return value;
   }
   if (isObj(value)) return walkObject(schema, value, path, found);

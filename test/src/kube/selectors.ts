@@ -92,7 +92,7 @@ export type FieldGetter = (obj: Record<string, unknown>) => string;
 export const fieldAt = (path: string): FieldGetter => (obj) => {
   let cur: unknown = obj;
   for (const part of path.split(".")) cur = cur && typeof cur === "object" ? (cur as Record<string, unknown>)[part] : undefined;
-  return cur === undefined || cur === null ? "" : String(cur as string);
+  return typeof cur === "string" || typeof cur === "number" || typeof cur === "boolean" ? String(cur) : "";
 };
 
 /** Parses a fieldSelector over the fields a resource supports (always metadata.name and metadata.namespace). */

@@ -97,20 +97,20 @@ const openApiDoc = (ctx: Context, pathname: string): KubeObject | undefined => {
 
 const notFoundPage = (): ApiError => new ApiError(404, "NotFound", "the server could not find the requested resource");
 
+const serveDiscovery = (ctx: Context, http: { req: IncomingMessage; res: ServerResponse; url: URL }, r: Route): number => {
+  const openapi = r.kind === "discovery" && r.doc === "openapi";
+  const doc = http.req.method !== "GET" ? undefined : openapi ? openApiDoc(ctx, http.url.pathname) : discoveryDoc(ctx, r);
+  if (!doc) throw notFoundPage();
+  if (r.kind === "discovery" && r.doc === "healthz") http.res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+  else send(http.res, 200, doc);
+  return 200;
+};
+
 const dispatch = async (ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<number> => {
   if (ctx.token && req.headers.authorization !== `Bearer ${ctx.token}`) throw new ApiError(401, "Unauthorized", "Unauthorized");
   const url = new URL(req.url ?? "/", "http://fake");
   const r = route(ctx.registry, url.pathname);
-  if (r.kind !== "resource") {
-    const doc = req.method !== "GET" ? undefined : r.kind === "discovery" && r.doc === "openapi" ? openApiDoc(ctx, url.pathname) : discoveryDoc(ctx, r);
-    if (!doc) throw notFoundPage();
-    if (r.kind === "discovery" && r.doc === "healthz") {
-      res.writeHead(200, { "content-type": "text/plain" }).end("ok");
-      return 200;
-    }
-    send(res, 200, doc);
-    return 200;
-  }
+  if (r.kind !== "resource") return serveDiscovery(ctx, { req, res, url }, r);
   const rr: ResourceRequest = { req, url, type: r.type, namespace: r.namespace, ...(r.name ? { name: r.name } : {}), ...(r.sub ? { sub: r.sub } : {}) };
   if (req.method === "GET" && !r.name && isWatch(url)) {
     serveWatch(ctx, rr, res);

@@ -47,6 +47,13 @@ const specPart = (type: ResourceType, obj: KubeObject): unknown => {
   return type.statusSubresource ? rest : { ...rest, status };
 };
 
+/** deletionTimestamp is set once (when the grace period ends); a later delete of grace 0 shortens it. */
+const markDeleting = (meta: Meta, grace: number): void => {
+  if (meta.deletionTimestamp && grace !== 0) return;
+  meta.deletionTimestamp = meta.deletionTimestamp ?? timestamp(Date.now() + grace * 1000);
+  meta.deletionGracePeriodSeconds = grace;
+};
+
 export class Storage {
   private rv = 0;
   private readonly objects = new Map<string, KubeObject>();
@@ -123,9 +130,9 @@ export class Storage {
   }
 
   private checkKind(type: ResourceType, obj: KubeObject): void {
-    if (obj.kind !== undefined && obj.kind !== type.kind) throw badRequest(`the kind of the provided object (${String(obj.kind)}) does not match the resource (${type.kind})`);
+    if (obj.kind !== undefined && obj.kind !== type.kind) throw badRequest(`the kind of the provided object (${JSON.stringify(obj.kind)}) does not match the resource (${type.kind})`);
     if (obj.apiVersion !== undefined && obj.apiVersion !== apiVersionOf(type)) {
-      throw badRequest(`the API version in the data (${String(obj.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`);
+      throw badRequest(`the API version in the data (${JSON.stringify(obj.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`);
     }
     obj.kind = type.kind;
     obj.apiVersion = apiVersionOf(type);
@@ -241,12 +248,9 @@ export class Storage {
     const next = clone(old);
     const meta = metaOf(next);
     if (opts.propagationPolicy === "Foreground" && !(meta.finalizers ?? []).includes("foregroundDeletion")) meta.finalizers = [...(meta.finalizers ?? []), "foregroundDeletion"];
-    const grace = deleteGraceSeconds(t.type, next, opts.gracePeriodSeconds);
-    if (pendingFinalizers(t.type, next).length === 0 && !grace) return this.commit(t.type, "DELETED", next, old);
-    if (!meta.deletionTimestamp || grace === 0) {
-      meta.deletionTimestamp = meta.deletionTimestamp ?? timestamp(Date.now() + (grace ?? 0) * 1000);
-      meta.deletionGracePeriodSeconds = grace ?? 0;
-    }
+    const grace = deleteGraceSeconds(t.type, next, opts.gracePeriodSeconds) ?? 0;
+    if (pendingFinalizers(t.type, next).length === 0 && grace === 0) return this.commit(t.type, "DELETED", next, old);
+    markDeleting(meta, grace);
     return this.write(t, next, old);
   }
 }

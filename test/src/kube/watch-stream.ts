@@ -35,10 +35,10 @@ export const serveWatch = (deps: WatchDeps, r: ResourceRequest, res: ServerRespo
     return `${JSON.stringify({ type, object })}\n`;
   };
   const present = (obj: KubeObject): KubeObject => ({ ...obj, apiVersion: apiVersionOf(r.type) });
+  const allowBookmarks = r.url.searchParams.get("allowWatchBookmarks") === "true";
+  const seconds = Number(r.url.searchParams.get("timeoutSeconds") ?? "1800");
   let closed = false;
   let unsubscribe = (): void => {};
-  let bookmarks: NodeJS.Timeout | undefined;
-  let timeout: NodeJS.Timeout | undefined;
   const close = (): void => {
     if (closed) return;
     closed = true;
@@ -48,6 +48,8 @@ export const serveWatch = (deps: WatchDeps, r: ResourceRequest, res: ServerRespo
     res.end();
   };
   const send = (type: EventType | "BOOKMARK", obj: KubeObject): void => void (closed || res.write(encode(type, present(obj))));
+  const bookmark = (extra: Record<string, string> = {}): void =>
+    send("BOOKMARK", { kind: r.type.kind, metadata: { resourceVersion: String(deps.storage.resourceVersion), ...(Object.keys(extra).length ? { annotations: extra } : {}) } });
   // 410 before the response starts, as the apiserver's watch cache answers a too-old version
   const startAt = from ?? deps.storage.resourceVersion;
   deps.hub.checkVersion(startAt);
@@ -55,14 +57,9 @@ export const serveWatch = (deps: WatchDeps, r: ResourceRequest, res: ServerRespo
   res.flushHeaders();
   if (from === undefined) for (const obj of deps.storage.list(r.type, r.namespace).filter(filter)) send("ADDED", obj);
   unsubscribe = deps.hub.subscribe({ resource: `${r.type.group}/${r.type.plural}`, filter, send, close }, startAt);
-  const bookmark = (): void => send("BOOKMARK", { kind: r.type.kind, metadata: { resourceVersion: String(deps.storage.resourceVersion) } });
-  if (r.url.searchParams.get("sendInitialEvents") === "true") {
-    send("BOOKMARK", { kind: r.type.kind, metadata: { resourceVersion: String(deps.storage.resourceVersion), annotations: { "k8s.io/initial-events-end": "true" } } });
-  }
-  const allowBookmarks = r.url.searchParams.get("allowWatchBookmarks") === "true";
-  bookmarks = setInterval(() => allowBookmarks && bookmark(), deps.bookmarkIntervalMs);
-  const seconds = Number(r.url.searchParams.get("timeoutSeconds") ?? "1800");
-  timeout = setTimeout(close, Math.max(1, seconds) * 1000);
+  if (r.url.searchParams.get("sendInitialEvents") === "true") bookmark({ "k8s.io/initial-events-end": "true" });
+  const bookmarks = setInterval(() => allowBookmarks && bookmark(), deps.bookmarkIntervalMs);
+  const timeout = setTimeout(close, Math.max(1, seconds) * 1000);
   r.req.on("close", close);
   res.on("close", close);
 };
