@@ -216,4 +216,31 @@ describe("client-node against the fake API server", () => {
     assert.equal(steal.status.reason, "Conflict");
     assert.equal((await coord.readNamespacedLease({ name: "controller", namespace: "default" })).spec?.holderIdentity, "a");
   });
+
+  test("server-side apply (application/apply-patch+yaml) creates, then updates; it needs a fieldManager", async () => {
+    const apply = setHeaderOptions("Content-Type", "application/apply-patch+yaml");
+    const noManager = await refusal(custom.patchNamespacedCustomObject({ ...cr, name: "ssa", body: widget("ssa") }, apply));
+    assert.equal(noManager.code, 400);
+    const created = (await custom.patchNamespacedCustomObject({ ...cr, name: "ssa", body: widget("ssa"), fieldManager: "test" }, apply)) as Widget;
+    assert.equal(created.spec?.size, 1);
+    const updated = (await custom.patchNamespacedCustomObject({ ...cr, name: "ssa", body: { ...widget("ssa"), spec: { size: 4 } }, fieldManager: "test" }, apply)) as Widget;
+    assert.equal(updated.spec?.size, 4);
+    assert.equal(updated.metadata?.uid, created.metadata?.uid);
+  });
+
+  test("a deleted namespace is Terminating until its objects (and their finalizers) are gone, then goes", async () => {
+    await core.createNamespace({ body: { metadata: { name: "doomed" } } });
+    await custom.createNamespacedCustomObject({ ...cr, namespace: "doomed", body: widget("held", { metadata: { name: "held", finalizers: ["demo.flowsvc.io/hold"] } }) });
+    await core.createNamespacedSecret({ namespace: "doomed", body: { metadata: { name: "plain" } } });
+    await core.deleteNamespace({ name: "doomed" });
+    await waitFor("Terminating, the secret gone", async () => {
+      const ns = await core.readNamespace({ name: "doomed" });
+      const secrets = await core.listNamespacedSecret({ namespace: "doomed" });
+      return ns.status?.phase === "Terminating" && secrets.items.length === 0;
+    }, 10_000);
+    const refused = await refusal(core.createNamespacedSecret({ namespace: "doomed", body: { metadata: { name: "late" } } }));
+    assert.equal(refused.code, 403);
+    await custom.patchNamespacedCustomObject({ ...cr, namespace: "doomed", name: "held", body: { metadata: { finalizers: null } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch));
+    await waitFor("the namespace to go", async () => (await core.listNamespace()).items.every((n) => n.metadata?.name !== "doomed"), 10_000);
+  });
 });
