@@ -1,17 +1,21 @@
 // Request bodies: JSON for most verbs, YAML for server-side apply (application/apply-patch+yaml).
 import type { IncomingMessage } from "node:http";
-import { badRequest, type KubeObject } from "./api-error.js";
+import { badRequest, ApiError, type KubeObject } from "./api-error.js";
 
 const MAX_BODY = 3 * 1024 * 1024;
 
+/**
+ * The body as text. Past 3 MiB (the apiserver's limit) the rest is read and dropped, then 413: a
+ * client still writing would otherwise get EPIPE instead of the answer.
+ */
 export const readBody = async (req: IncomingMessage): Promise<string> => {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY) throw new Error("request entity too large");
-    chunks.push(chunk as Buffer);
+    if (size <= MAX_BODY) chunks.push(chunk as Buffer);
   }
+  if (size > MAX_BODY) throw new ApiError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${MAX_BODY}`);
   return Buffer.concat(chunks).toString("utf8");
 };
 

@@ -97,6 +97,8 @@ describe("client-node against the fake API server", () => {
     const badField = await refusal(core.listNamespacedSecret({ namespace: "default", fieldSelector: "spec.secretThing=1" }));
     assert.equal(badField.code, 400);
     assert.match(badField.status.message ?? "", /field label not supported: spec.secretThing/);
+    const huge = await refusal(core.createNamespacedSecret({ namespace: "default", body: { metadata: { name: "huge" }, stringData: { k: "x".repeat(4 * 1024 * 1024) } } }));
+    assert.equal(huge.code, 413);
     assert.equal(api.storage.resourceVersion, before);
   });
 
