@@ -148,7 +148,8 @@ const mergeKeyedList = (target: Json[], patch: Json[], key: string): Json[] => {
 const mergeList = (field: string, target: Json, patch: Json[]): Json[] => {
   const base: unknown[] = Array.isArray(target) ? (target as unknown[]) : [];
   if (patch.some((p) => isObj(p) && p.$patch === "replace")) return clone(patch.filter((p) => !(isObj(p) && p.$patch === "replace")));
-  const key = MERGE_KEYS[field];
+  // containers' ports merge by containerPort, a Service's by port
+  const key = field === "ports" && !patch.some((p) => isObj(p) && "containerPort" in p) ? "port" : MERGE_KEYS[field];
   if (key) return mergeKeyedList(base, patch, key);
   if (MERGED_PRIMITIVE_LISTS.has(field)) return [...base, ...patch.filter((p) => !base.includes(p))];
   return clone(patch);

@@ -68,6 +68,14 @@ export const builtinTypes = (): ResourceType[] => [
     group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", namespaced: true,
     columns: [{ name: "Holder", type: "string", jsonPath: ".spec.holderIdentity" }, age],
   }),
+  // Stored as they are (no controller behind them), so a rendered chart can be applied whole.
+  builtin({ group: "", version: "v1", kind: "Service", plural: "services", namespaced: true, shortNames: ["svc"], categories: ["all"], statusSubresource: true }),
+  builtin({ group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true, shortNames: ["deploy"], categories: ["all"], statusSubresource: true }),
+  builtin({ group: "policy", version: "v1", kind: "PodDisruptionBudget", plural: "poddisruptionbudgets", namespaced: true, shortNames: ["pdb"], statusSubresource: true }),
+  builtin({ group: "networking.k8s.io", version: "v1", kind: "Ingress", plural: "ingresses", namespaced: true, shortNames: ["ing"], statusSubresource: true }),
+  ...(["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"] as const).map((kind) =>
+    builtin({ group: "rbac.authorization.k8s.io", version: "v1", kind, plural: `${kind.toLowerCase()}s`, namespaced: !kind.startsWith("Cluster") }),
+  ),
   builtin({
     group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", plural: "customresourcedefinitions", namespaced: false,
     shortNames: ["crd", "crds"], categories: ["api-extensions"], statusSubresource: true, columns: [{ name: "Created At", type: "date", jsonPath: ".metadata.creationTimestamp" }],

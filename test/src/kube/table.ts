@@ -17,18 +17,27 @@ export const evalJsonPath = (obj: unknown, path: string): unknown => {
   return cur;
 };
 
-/** `5s`, `3m`, `2h`, `4d`: kubectl's short age (k8s.io/apimachinery/pkg/util/duration.HumanDuration, coarse). */
+/** kubectl's short age: k8s.io/apimachinery/pkg/util/duration.HumanDuration. */
 export const humanAge = (sinceIso: string, now = Date.now()): string => {
-  const s = Math.max(0, Math.floor((now - Date.parse(sinceIso)) / 1000));
+  const ms = Date.parse(sinceIso);
+  if (Number.isNaN(ms)) return "<invalid>";
+  const s = Math.max(0, Math.floor((now - ms) / 1000));
+  const m = Math.floor(s / 60);
+  const h = Math.floor(s / 3600);
+  const d = Math.floor(s / 86400);
+  const pair = (big: number, bigUnit: string, small: number, smallUnit: string): string => (small === 0 ? `${big}${bigUnit}` : `${big}${bigUnit}${small}${smallUnit}`);
   if (s < 120) return `${s}s`;
-  if (s < 3600 * 3) return `${Math.floor(s / 60)}m`;
-  if (s < 86400 * 2) return `${Math.floor(s / 3600)}h`;
-  return `${Math.floor(s / 86400)}d`;
+  if (m < 10) return pair(m, "m", s % 60, "s");
+  if (h < 3) return `${m}m`;
+  if (h < 8) return pair(h, "h", m % 60, "m");
+  if (h < 48) return `${h}h`;
+  if (h < 192) return pair(d, "d", h % 24, "h");
+  return d < 365 * 2 ? `${d}d` : `${Math.floor(d / 365)}y`;
 };
 
 const cellOf = (col: PrinterColumn, obj: KubeObject): unknown => {
   const v = evalJsonPath(obj, col.jsonPath);
-  if (v === undefined || v === null) return col.type === "date" ? "<unknown>" : null;
+  if (v === undefined || v === null) return null;
   if (col.type === "date" && typeof v === "string") return humanAge(v);
   if (typeof v === "object") return JSON.stringify(v);
   return v;
