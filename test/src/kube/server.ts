@@ -1,0 +1,196 @@
+// The fake Kubernetes API server: real HTTPS on 127.0.0.1, started in-process by a test.
+//
+//   const api = await startFakeApiServer();
+//   kubectl --kubeconfig api.kubeconfigPath get pods
+//   api.compact(); api.dropWatches(); await api.close();
+//
+// It serves discovery, the built-in kinds in resource-types.ts, and every CRD applied to it.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { createServer, type Server } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ApiError, type KubeObject } from "./api-error.js";
+import { Controllers } from "./controllers.js";
+import { coreVersions, group, groupList, resourceList, versionInfo } from "./discovery.js";
+import { handleResource, type Deps, type ResourceRequest } from "./handlers.js";
+import { TypeRegistry } from "./resource-types.js";
+import { openApiGroupVersion, openApiRoot } from "./openapi.js";
+import { route, type Route } from "./router.js";
+import { Storage } from "./storage.js";
+import { servingCert } from "./tls.js";
+import { WatchHub } from "./watch-hub.js";
+import { isWatch, serveWatch } from "./watch-stream.js";
+
+export interface FakeApiServerOptions {
+  /** Bearer token every request must carry (default: a fixed test token; "" accepts any request). */
+  token?: string;
+  /** Watch history length, in events: a watch from an older resourceVersion gets 410 Gone. */
+  maxHistory?: number;
+  /** How often a watch that asked for bookmarks gets one. */
+  bookmarkIntervalMs?: number;
+  /** Namespaces created at start (default: default, kube-system). */
+  namespaces?: string[];
+}
+
+export interface RequestRecord {
+  method: string;
+  path: string;
+  contentType?: string;
+  status: number;
+}
+
+export interface FakeApiServer {
+  url: string;
+  /** PEM of the serving certificate (the kubeconfig's certificate-authority-data). */
+  caPem: string;
+  kubeconfigPath: string;
+  token: string;
+  storage: Storage;
+  hub: WatchHub;
+  registry: TypeRegistry;
+  /** Every request served, in order (a test counts writes with it). */
+  requests: RequestRecord[];
+  /** Forgets the watch history up to now: a watch from any older resourceVersion gets 410 Gone. */
+  compact: () => void;
+  /** Ends every open watch connection; returns how many there were. */
+  dropWatches: () => number;
+  close: () => Promise<void>;
+}
+
+const send = (res: ServerResponse, status: number, body: KubeObject): void => {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+};
+
+interface Context extends Deps {
+  hub: WatchHub;
+  registry: TypeRegistry;
+  token: string;
+  bookmarkIntervalMs: number;
+  host: string;
+}
+
+const discoveryDoc = (ctx: Context, r: Route): KubeObject | undefined => {
+  if (r.kind === "group") return group(ctx.registry, r.group);
+  if (r.kind === "resources") return resourceList(ctx.registry, r.group, r.version);
+  if (r.kind !== "discovery") return undefined;
+  switch (r.doc) {
+    case "version":
+      return versionInfo();
+    case "api":
+      return coreVersions(ctx.host);
+    case "apis":
+      return groupList(ctx.registry);
+    case "healthz":
+      return { status: "ok" };
+    case "openapi":
+      return undefined;
+  }
+};
+
+const openApiDoc = (ctx: Context, pathname: string): KubeObject | undefined => {
+  if (pathname === "/openapi/v3" || pathname === "/openapi/v3/") return openApiRoot(ctx.registry, ctx.storage.resourceVersion);
+  return pathname.startsWith("/openapi/v3/") ? openApiGroupVersion(ctx.registry, pathname.slice("/openapi/v3/".length)) : undefined;
+};
+
+const notFoundPage = (): ApiError => new ApiError(404, "NotFound", "the server could not find the requested resource");
+
+const serveDiscovery = (ctx: Context, http: { req: IncomingMessage; res: ServerResponse; url: URL }, r: Route): number => {
+  const openapi = r.kind === "discovery" && r.doc === "openapi";
+  const doc = http.req.method !== "GET" ? undefined : openapi ? openApiDoc(ctx, http.url.pathname) : discoveryDoc(ctx, r);
+  if (!doc) throw notFoundPage();
+  if (r.kind === "discovery" && r.doc === "healthz") http.res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+  else send(http.res, 200, doc);
+  return 200;
+};
+
+const dispatch = async (ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<number> => {
+  if (ctx.token && req.headers.authorization !== `Bearer ${ctx.token}`) throw new ApiError(401, "Unauthorized", "Unauthorized");
+  const url = new URL(req.url ?? "/", "http://fake");
+  const r = route(ctx.registry, url.pathname);
+  if (r.kind !== "resource") return serveDiscovery(ctx, { req, res, url }, r);
+  const rr: ResourceRequest = { req, url, type: r.type, namespace: r.namespace, ...(r.name ? { name: r.name } : {}), ...(r.sub ? { sub: r.sub } : {}) };
+  if (req.method === "GET" && !r.name && isWatch(url)) {
+    serveWatch(ctx, rr, res);
+    return 200;
+  }
+  const reply = await handleResource(ctx, rr);
+  send(res, reply.status, reply.body);
+  return reply.status;
+};
+
+const kubeconfig = (url: string, token: string, ca: string): string =>
+  [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "- name: fake",
+    "  cluster:",
+    `    server: ${url}`,
+    `    certificate-authority-data: ${Buffer.from(ca).toString("base64")}`,
+    "contexts:",
+    "- name: fake",
+    "  context:",
+    "    cluster: fake",
+    "    user: fake",
+    "    namespace: default",
+    "current-context: fake",
+    "users:",
+    "- name: fake",
+    "  user:",
+    `    token: ${token || "any"}`,
+    "",
+  ].join("\n");
+
+export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promise<FakeApiServer> => {
+  const hub = new WatchHub(opts.maxHistory ?? 1000);
+  const storage = new Storage(hub);
+  const registry = new TypeRegistry();
+  const controllers = new Controllers(storage, registry);
+  const nsType = registry.get("", "v1", "namespaces")!;
+  for (const ns of opts.namespaces ?? ["default", "kube-system"]) storage.create({ type: nsType, namespace: "" }, { metadata: { name: ns } });
+  const token = opts.token ?? "fake-token";
+  const requests: RequestRecord[] = [];
+  const ctx: Context = { storage, controllers, hub, registry, token, bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000, host: "" };
+  const tls = servingCert();
+  const server: Server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+    const record: RequestRecord = { method: req.method ?? "", path: req.url ?? "", status: 0, ...(req.headers["content-type"] ? { contentType: req.headers["content-type"] } : {}) };
+    requests.push(record);
+    dispatch(ctx, req, res).then(
+      (status) => void (record.status = status),
+      (err: unknown) => {
+        const e = err instanceof ApiError ? err : new ApiError(500, "InternalError", `Internal error occurred: ${(err as Error).message}`);
+        record.status = e.code;
+        if (res.headersSent) res.end();
+        else send(res, e.code, e.toStatus());
+      },
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  const url = `https://127.0.0.1:${port}`;
+  ctx.host = `127.0.0.1:${port}`;
+  const dir = mkdtempSync(join(tmpdir(), "fake-kube-"));
+  const kubeconfigPath = join(dir, "kubeconfig");
+  writeFileSync(kubeconfigPath, kubeconfig(url, token, tls.cert), { mode: 0o600 });
+  return {
+    url,
+    caPem: tls.cert,
+    kubeconfigPath,
+    token,
+    storage,
+    hub,
+    registry,
+    requests,
+    compact: () => hub.compact(storage.resourceVersion),
+    dropWatches: () => hub.dropAll(),
+    close: async () => {
+      hub.dropAll();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+};
