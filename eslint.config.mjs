@@ -27,6 +27,10 @@ export default tseslint.config(
       "complexity": ["error", 12],
       "max-depth": ["error", 4],
       "max-params": ["error", 4],
+      // A warning, not an error: it points at the next closure that gathers a whole area (the agent routes were
+      // one of 131 lines), while a stateful closure such as the log masker may stay whole when splitting it would
+      // only pass its state around. Blank lines and comments do not count.
+      "max-lines-per-function": ["warn", { max: 80, skipBlankLines: true, skipComments: true }],
     },
   },
   { files: ["**/config.ts", "**/*.test.ts", "test/**", "bench/**"], rules: { "no-restricted-properties": "off" } },

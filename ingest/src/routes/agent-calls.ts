@@ -22,7 +22,7 @@ export const agentCallRoutes = (app: FastifyInstance, deps: RouteDeps): void => 
   /** The answer as the script sees it: an activity's stdout, sealed at rest, opened. */
   const opened = async (runId: string, res: CallResponse): Promise<CallResponse> => {
     if (!sealedIn(res.entry.result)) return res;
-    const [entry] = await openJournal(pool, keyring, await maskers.forRun(runId), runId, [res.entry]);
+    const [entry] = await openJournal(pool, keyring, await maskers.forRun(runId), { runId, entries: [res.entry] });
     return { ...res, entry: entry! };
   };
 

@@ -79,7 +79,7 @@ export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
       }),
     ]);
     // Step and activity output is sealed at rest; the agent replays it as recorded.
-    const journal = await openJournal(pool, keyring, project, run.id, sealedJournal);
+    const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
     req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId, replaying: journal.length }, "job claimed");
     return {
       kind: "script",
@@ -126,7 +126,7 @@ export const agentRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     const entry = RecordRequestSchema.parse(req.body);
     // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
     const scope = await maskers.forRun(job.run_id);
-    const sealed = entry.kind === "step" ? { ...entry, result: await sealStepResult(keyring, scope, job.run_id, entry.position, entry.result) } : entry;
+    const sealed = entry.kind === "step" ? { ...entry, result: await sealStepResult(keyring, scope, { runId: job.run_id, position: entry.position }, entry.result) } : entry;
     const out = await recordJournal(pool, job.run_id, sealed);
     if (out.type === "mismatch") {
       throw new FlowError("determinism", `position ${entry.position} already holds ${out.entry.kind} "${out.entry.name}"#${out.entry.ordinal}, not ${entry.kind} "${entry.name}"#${entry.ordinal}`);

@@ -92,7 +92,7 @@ export const runRoutes = (app: FastifyInstance, deps: RouteDeps): void => {
     if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
-    const journal = await openJournal(pool, keyring, project, id, await listJournal(pool, id));
+    const journal = await openJournal(pool, keyring, project, { runId: id, entries: await listJournal(pool, id) });
     return journal.map((e) => describeEntry(e, project.masker));
   });
 
