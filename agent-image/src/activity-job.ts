@@ -5,7 +5,7 @@
  * and finish with the exit code and stdout (`finishActivity`). A command that cannot start ends
  * with 127 and says why. Lost and stopped end as a script job does: the group is ended, no finish.
  */
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { STEP_OUTPUT_LIMIT, stepOutputTooLargeMessage } from "@flowsvc/core";
 import type { ActivityClaim } from "@flowsvc/core";
@@ -14,7 +14,8 @@ import type { ActivityFinish } from "./backend.js";
 import { collectCapped } from "./capped-output.js";
 import { startHeartbeat } from "./heartbeat.js";
 import type { JobOutcome, JobScope } from "./job-kit.js";
-import { isCode, whenAborted } from "./job-kit.js";
+import { whenAborted } from "./job-kit.js";
+import { endInterruptedJob, outcomeOfFailure, removeGroupFile, writeGroupFile } from "./job-group.js";
 import { LogShipper } from "./log-shipper.js";
 import { createMaskedLog } from "./output-pump.js";
 import type { RunningScript, ScriptExit } from "./script-runner.js";
@@ -85,17 +86,21 @@ const finishActivityJob = async (scope: JobScope, claim: ActivityClaim, run: Run
   return { type: "finished", exitCode: body.exit_code, status };
 };
 
-export const runActivityJob = async (scope: JobScope, claim: ActivityClaim): Promise<JobOutcome> => {
-  const { options, logger, backend, timings: t, lost } = scope;
-  // The job's working directory (its pgid file goes there), which the local launcher does not make.
+/** The job's working directory (its pgid file goes there), which the local launcher does not make, and the command's. */
+const prepareDirectories = async (options: JobScope["options"]): Promise<string> => {
   await mkdir(options.workdir, { recursive: true, mode: 0o700 });
   const cwd = options.cwd ?? options.workdir;
   if (cwd !== options.workdir) await mkdir(cwd, { recursive: true, mode: 0o700 });
-  const run = startActivity(scope, claim, cwd);
+  return cwd;
+};
+
+export const runActivityJob = async (scope: JobScope, claim: ActivityClaim): Promise<JobOutcome> => {
+  const { options, logger, backend, lost } = scope;
+  const run = startActivity(scope, claim, await prepareDirectories(options));
   const { child } = run;
   const heartbeat = startHeartbeat(() => backend.heartbeat(), claim.lease_ms, logger);
   try {
-    if (options.pgidFile !== undefined && child.pid !== undefined) await writeFile(options.pgidFile, `${child.pid}\n`, { mode: 0o600 });
+    await writeGroupFile(options.pgidFile, child.pid);
     logger.info({ pid: child.pid }, "activity started");
     const first = await Promise.race([
       child.exited.then(() => "exit" as const),
@@ -104,22 +109,13 @@ export const runActivityJob = async (scope: JobScope, claim: ActivityClaim): Pro
     ]);
     if (first !== "exit") {
       heartbeat.stop();
-      logger.warn({}, first === "lost" ? "the job's lease is gone; ending the command" : "stopping: ending the command; the job will be dispatched again");
-      await child.terminate(t.killGraceMs);
-      if (first === "stop") {
-        await run.drain();
-        await Promise.race([run.shipper.flush(), sleep(t.drainMs)]);
-      }
-      scope.cut();
-      return { type: first === "lost" ? "lost" : "stopped" };
+      return await endInterruptedJob(scope, { what: "command", child, shipper: run.shipper, drain: () => run.drain() }, first);
     }
     // From here on a stop only cuts short the landing of what is left to send.
     options.stop.addEventListener("abort", scope.cut, { once: true });
     return await finishActivityJob(scope, claim, run);
   } catch (err) {
-    if (lost.settled() || isCode(err, "job_lost")) return { type: "lost" };
-    if (options.stop.aborted) return { type: "stopped" };
-    throw err;
+    return outcomeOfFailure(scope, err);
   } finally {
     heartbeat.stop();
     options.stop.removeEventListener("abort", scope.cut);
@@ -127,6 +123,6 @@ export const runActivityJob = async (scope: JobScope, claim: ActivityClaim): Pro
     // Stop reading pipes a process that left the group may hold (a worker agent outlives the job).
     child.stdout?.destroy();
     child.stderr.destroy();
-    if (options.pgidFile !== undefined) await rm(options.pgidFile, { force: true });
+    await removeGroupFile(options.pgidFile);
   }
 };

@@ -24,18 +24,25 @@ export const backoffDelay = (attempt: number, minMs: number, maxMs: number, rand
   return Math.round(base * (0.8 + 0.4 * random()));
 };
 
+/** The wait before the next attempt after failure number `failures`, or `err` thrown when it is the last. */
+const delayAfter = (err: unknown, failures: number, options: RetryOptions, started: number): number => {
+  const { signal, minDelayMs = 100, maxDelayMs = 5_000, giveUpAfterMs } = options;
+  if (signal?.aborted) throw signal.reason;
+  if (!options.isRetryable(err)) throw err;
+  const delay = backoffDelay(failures, minDelayMs, maxDelayMs);
+  if (giveUpAfterMs !== undefined && Date.now() - started + delay > giveUpAfterMs) throw err;
+  return delay;
+};
+
 export const withRetry = async <T>(attempt: () => Promise<T>, options: RetryOptions): Promise<T> => {
-  const { signal, minDelayMs = 100, maxDelayMs = 5_000 } = options;
+  const { signal } = options;
   const started = Date.now();
   for (let failures = 1; ; failures++) {
     signal?.throwIfAborted();
     try {
       return await attempt();
     } catch (err) {
-      if (signal?.aborted) throw signal.reason;
-      if (!options.isRetryable(err)) throw err;
-      const delay = backoffDelay(failures, minDelayMs, maxDelayMs);
-      if (options.giveUpAfterMs !== undefined && Date.now() - started + delay > options.giveUpAfterMs) throw err;
+      const delay = delayAfter(err, failures, options, started);
       options.onRetry?.(err, failures, delay);
       await sleep(delay, undefined, signal ? { signal } : undefined).catch(() => {
         throw signal?.reason ?? new Error("aborted");

@@ -8,7 +8,6 @@
  * - the lease is lost: the group is ended, nothing more is sent;
  * - the agent is told to stop: the group is ended, output is flushed briefly, no finish.
  */
-import { rm, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { composeScriptEnv, prependPath } from "@flowsvc/core";
 import type { FlowError } from "@flowsvc/core";
@@ -16,14 +15,15 @@ import type { AnyClaim } from "./backend.js";
 import { openCapturePipe } from "./capture-pipe.js";
 import { startHeartbeat } from "./heartbeat.js";
 import type { JobOutcome, JobScope } from "./job-kit.js";
-import { deferred, isCode, whenAborted } from "./job-kit.js";
+import { deferred, whenAborted } from "./job-kit.js";
+import type { JobGroup } from "./job-group.js";
+import { endInterruptedJob, outcomeOfFailure, removeGroupFile, writeGroupFile } from "./job-group.js";
 import { JournalCursor } from "./journal-cursor.js";
 import { LogShipper } from "./log-shipper.js";
 import type { PendingCall } from "./op-kit.js";
 import { createMaskedLog } from "./output-pump.js";
 import type { ScratchDir } from "./scratch-dir.js";
 import { prepareScratchDir } from "./scratch-dir.js";
-import type { RunningScript } from "./script-runner.js";
 import { startScript } from "./script-runner.js";
 import { finishScriptJob } from "./script-finish.js";
 import { createOpHandler } from "./socket-ops.js";
@@ -91,8 +91,7 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
   };
 
   try {
-    // The launcher reads this to end the group should the agent die without doing it.
-    if (options.pgidFile !== undefined && script.pid !== undefined) await writeFile(options.pgidFile, `${script.pid}\n`, { mode: 0o600 });
+    await writeGroupFile(options.pgidFile, script.pid);
     logger.info({ scriptPid: script.pid, interpreter: claim.interpreter }, "script started");
     const first = await Promise.race([
       script.exited.then((exit) => ({ type: "exit" as const, exit })),
@@ -101,22 +100,16 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
       lost.promise.then(() => ({ type: "lost" as const })),
       whenAborted(options.stop).then(() => ({ type: "stop" as const })),
     ]);
+    const group: JobGroup = { what: "script", child: script, shipper, drain: drainOutput };
     if (first.type === "lost" || first.type === "stop") {
       heartbeat.stop();
-      logger.warn({}, first.type === "lost" ? "the job's lease is gone; ending the script" : "stopping: ending the script; the job will be dispatched again");
-      await script.terminate(t.killGraceMs);
-      if (first.type === "stop") {
-        await drainOutput();
-        await Promise.race([shipper.flush(), sleep(t.drainMs)]);
-      }
-      scope.cut();
-      return { type: first.type === "lost" ? "lost" : "stopped" };
+      return await endInterruptedJob(scope, group, first.type);
     }
     // From here on a stop only cuts short the landing of what is left to send.
     options.stop.addEventListener("abort", scope.cut, { once: true });
     if (first.type === "suspend") {
       heartbeat.stop();
-      return await suspendJob(scope, script, drainOutput, shipper, first.call);
+      return await suspendJob(scope, group, first.call);
     }
     // A determinism failure ends the script; a script that exited leaves no process behind.
     await script.terminate(first.type === "failed" ? t.killGraceMs : 0);
@@ -133,29 +126,24 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
     pipe.reader.destroy();
     script.stderr.destroy();
     await server.close();
-    if (options.pgidFile !== undefined) await rm(options.pgidFile, { force: true });
+    await removeGroupFile(options.pgidFile);
   }
 };
 
 /** The run parks on `call`: end the script, ship everything it printed, then suspend the job. */
-const suspendJob = async (
-  scope: JobScope, script: RunningScript, drainOutput: () => Promise<void>, shipper: LogShipper, call: PendingCall,
-): Promise<JobOutcome> => {
+const suspendJob = async (scope: JobScope, group: JobGroup, call: PendingCall): Promise<JobOutcome> => {
   const { logger, backend, timings: t } = scope;
   logger.info({ position: call.position, kind: call.kind, substate: call.substate, deadline: call.deadline }, "the run parks: ending the script");
-  await script.terminate(t.killGraceMs);
-  await drainOutput();
+  await group.child.terminate(t.killGraceMs);
+  await group.drain();
   try {
-    await shipper.flush();
+    await group.shipper.flush();
     const status = await backend.suspend();
     logger.info({ status }, "job suspended");
     return { type: "suspended", status };
   } catch (err) {
-    if (scope.lost.settled() || isCode(err, "job_lost")) {
-      logger.warn({}, "the job's lease is gone; the suspension was not (or was already) recorded");
-      return { type: "lost" };
-    }
-    if (scope.options.stop.aborted) return { type: "stopped" };
-    throw err;
+    const outcome = outcomeOfFailure(scope, err);
+    if (outcome.type === "lost") logger.warn({}, "the job's lease is gone; the suspension was not (or was already) recorded");
+    return outcome;
   }
 };

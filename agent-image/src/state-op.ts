@@ -44,19 +44,30 @@ export const stateOutput = (action: StateRequest["op"], answer: StateAnswer): st
   return "";
 };
 
-export const stateOp = async (ctx: OpContext, raw: unknown): Promise<HandlerResult> => {
-  const req = parseRequest(StateSocketRequest, "state", raw);
+/** The backend's request for a socket request (a `set` value parsed as parseStateValue says). */
+const stateBody = (req: z.infer<typeof StateSocketRequest>): StateRequest => {
   if (req.action === "set" && req.value === undefined) throw new FlowError("invalid_argument", "bad state set request: value is required");
-  const body = parseRequest(StateRequestSchema, `state ${req.action}`, {
+  return parseRequest(StateRequestSchema, `state ${req.action}`, {
     op: req.action,
     ...(req.key !== undefined ? { key: req.key } : {}),
     ...(req.entity !== undefined ? { entity: req.entity } : {}),
     ...(req.action === "set" ? { value: parseStateValue(req.value ?? "") } : {}),
   });
+};
+
+/**
+ * The raw JSON of an answer: the CLI clients print stdout_b64, the SDKs read `value`/`items` and
+ * keep types (a stored string "1.10" stays a string).
+ */
+const stateJson = (op: StateRequest["op"], answer: StateAnswer): Record<string, unknown> => {
+  if (op === "get") return { found: answer.found ?? answer.value !== undefined, value: answer.value ?? null };
+  if (op === "list") return { items: answer.items ?? [] };
+  return {};
+};
+
+export const stateOp = async (ctx: OpContext, raw: unknown): Promise<HandlerResult> => {
+  const body = stateBody(parseRequest(StateSocketRequest, "state", raw));
   const answer = await ctx.backend.state(body);
   const output = stateOutput(body.op, answer);
-  // The raw JSON travels too: the CLI clients print stdout_b64, the SDKs read `value`/`items` and
-  // keep types (a stored string "1.10" stays a string).
-  const rawJson = body.op === "get" ? { found: answer.found ?? answer.value !== undefined, value: answer.value ?? null } : body.op === "list" ? { items: answer.items ?? [] } : {};
-  return ok({ ...(output === "" ? {} : { stdout_b64: b64(output) }), ...rawJson });
+  return ok({ ...(output === "" ? {} : { stdout_b64: b64(output) }), ...stateJson(body.op, answer) });
 };

@@ -110,8 +110,19 @@ const bareRowCpu = async (client: pg.Client, rows: number): Promise<number | und
   return c0 === undefined || c1 === undefined ? undefined : ((c1 - c0) * 1e6) / rows;
 };
 
+/** Where deliveries go, and the status each must be answered with (202 unless said). */
+interface IngestTarget {
+  readonly path: string;
+  readonly secret: string;
+  readonly expect?: number;
+}
+
+/** The HTTP floor: an unrouted path, answered 404 with no database work. */
+const UNROUTED: IngestTarget = { path: "/bench-unrouted", secret: "", expect: 404 };
+
 /** Accepted deliveries per second with `senders` concurrent senders sharing `count` deliveries. */
-const ingest = async (server: TestServer, path: string, secret: string, senders: number, count: number, expect = 202): Promise<number> => {
+const ingest = async (server: TestServer, target: IngestTarget, senders: number, count: number): Promise<number> => {
+  const { path, secret, expect = 202 } = target;
   const http = new Pool(server.url, { connections: senders, pipelining: 1 });
   let next = 0;
   let refused = 0;
@@ -151,8 +162,8 @@ const main = async (): Promise<void> => {
     await client.connect();
     await client.query("create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())");
     await client.query("create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())");
-    const { path, secret } = await setHook(server);
-    await ingest(server, path, secret, 8, 400); // warm-up: JIT, pool connections, plans
+    const hook = await setHook(server);
+    await ingest(server, hook, 8, 400); // warm-up: JIT, pool connections, plans
     await insertLoop(client, "bench_plain_insert", 400);
 
     // Rounds interleave the scenarios, so load from other processes on the host hits all of them alike.
@@ -165,13 +176,13 @@ const main = async (): Promise<void> => {
     let floorCpu: Cpu | undefined;
     for (let r = 0; r < ROUNDS; r++) {
       plain.push(await insertLoop(client, "bench_plain_insert", COUNT));
-      one.push(await ingest(server, path, secret, 1, COUNT));
+      one.push(await ingest(server, hook, 1, COUNT));
       const c0 = cpuNow();
-      many.push(await ingest(server, path, secret, 32, COUNT));
+      many.push(await ingest(server, hook, 32, COUNT));
       manyCpu = cpuPer(c0, cpuNow(), COUNT);
-      floor1.push(await ingest(server, "/bench-unrouted", "", 1, COUNT, 404));
+      floor1.push(await ingest(server, UNROUTED, 1, COUNT));
       const f0 = cpuNow();
-      floor32.push(await ingest(server, "/bench-unrouted", "", 32, COUNT, 404));
+      floor32.push(await ingest(server, UNROUTED, 32, COUNT));
       floorCpu = cpuPer(f0, cpuNow(), COUNT);
     }
     const temp = await insertLoop(client, "bench_temp_insert", COUNT);

@@ -5,18 +5,18 @@ import { answerError, createApiClient, networkError, withQuery } from "./http.js
 const URL_ = "http://127.0.0.1:8080";
 
 void test("a flowsvc error body comes back as its FlowError, hint included", () => {
-  const err = answerError(URL_, "GET", "/x", 409, JSON.stringify({ error: { code: "conflict", message: "busy", hint: "retry" } }));
+  const err = answerError({ url: URL_, method: "GET", path: "/x" }, 409, JSON.stringify({ error: { code: "conflict", message: "busy", hint: "retry" } }));
   assert.deepEqual([err.code, err.message, err.hint], ["conflict", "busy", "retry"]);
 });
 
 void test("a 401 always says how to log in", () => {
-  const err = answerError(URL_, "GET", "/x", 401, "");
+  const err = answerError({ url: URL_, method: "GET", path: "/x" }, 401, "");
   assert.equal(err.code, "unauthenticated");
   assert.match(err.hint ?? "", /^run `flow login --url http:\/\/127\.0\.0\.1:8080 --token <token>` or set FLOWSVC_TOKEN/);
 });
 
 void test("a 404 without a flowsvc body names the missing route", () => {
-  const err = answerError(URL_, "POST", "/api/v1/orgs/a/projects/b/events?x=1", 404, '{"message":"Route not found","statusCode":404}');
+  const err = answerError({ url: URL_, method: "POST", path: "/api/v1/orgs/a/projects/b/events?x=1" }, 404, '{"message":"Route not found","statusCode":404}');
   assert.equal(err.code, "not_found");
   assert.equal(err.message, `flowsvc at ${URL_} has no route POST /api/v1/orgs/a/projects/b/events`);
 });

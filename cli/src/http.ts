@@ -85,19 +85,31 @@ const parseJson = (text: string): unknown => {
   }
 };
 
+/** The request an answer came to: the server's URL, the method and the path (with its query). */
+export interface AnsweredRequest {
+  readonly url: string;
+  readonly method: HttpMethod;
+  readonly path: string;
+}
+
+/** An answer without a flowsvc error body: a 404 is a route this server lacks, anything else says its status. */
+const bareAnswerError = (to: AnsweredRequest, status: number): FlowError => {
+  const { url, method, path } = to;
+  const code = CODE_BY_STATUS[status] ?? "internal";
+  if (status === 404) {
+    const hint = "this server may be older than this CLI: upgrade it, or check --url";
+    return new FlowError(code, `flowsvc at ${url} has no route ${method} ${path.split("?")[0] ?? path}`, { hint });
+  }
+  return new FlowError(code, `flowsvc at ${url} answered HTTP ${status} to ${method} ${path}`, { hint: undefined });
+};
+
 /** The FlowError for a non-2xx answer. */
-export const answerError = (url: string, method: HttpMethod, path: string, status: number, text: string): FlowError => {
+export const answerError = (to: AnsweredRequest, status: number, text: string): FlowError => {
   const body = parseJson(text);
   const code = (body as { error?: { code?: unknown } } | undefined)?.error?.code;
   const known = typeof code === "string" && code in ERROR_CODES;
-  let err = known ? errorFromBody(status, body) : undefined;
-  if (!err) {
-    const fallback = CODE_BY_STATUS[status] ?? "internal";
-    const hint = status === 404 ? "this server may be older than this CLI: upgrade it, or check --url" : undefined;
-    const what = status === 404 ? `flowsvc at ${url} has no route ${method} ${path.split("?")[0] ?? path}` : `flowsvc at ${url} answered HTTP ${status} to ${method} ${path}`;
-    err = new FlowError(fallback, what, { hint });
-  }
-  if (err.code === "unauthenticated") return new FlowError("unauthenticated", err.message, { hint: loginHint(url), details: err.details });
+  const err = (known ? errorFromBody(status, body) : undefined) ?? bareAnswerError(to, status);
+  if (err.code === "unauthenticated") return new FlowError("unauthenticated", err.message, { hint: loginHint(to.url), details: err.details });
   if (!err.hint && FALLBACK_HINTS[err.code]) return new FlowError(err.code, err.message, { hint: FALLBACK_HINTS[err.code], details: err.details });
   return err;
 };
@@ -126,7 +138,7 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
     }
     if (res.statusCode >= 200 && res.statusCode < 300) return res;
     const text = await res.body.text().catch(() => "");
-    throw answerError(url, method, path, res.statusCode, text);
+    throw answerError({ url, method, path }, res.statusCode, text);
   };
 
   return {

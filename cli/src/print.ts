@@ -42,9 +42,15 @@ export const streamStdio = (stdin: () => Readable & { isTTY?: boolean }, stdout:
 
 export const processStdio = (): Stdio => streamStdio(() => process.stdin, process.stdout, process.stderr);
 
+/** How a list shows as a table: its columns, and the note printed to stderr when there are no rows. */
+export interface ListTable<T> {
+  readonly columns: ReadonlyArray<Column<T>>;
+  readonly empty: string;
+}
+
 /** What a list command prints: the rows as a document (json, yaml), else a table, or `empty` to stderr when there are none. */
-export const printList = <T>(io: Stdio, format: OutputFormat, rows: readonly T[], columns: ReadonlyArray<Column<T>>, empty: string): void => {
+export const printList = <T>(io: Stdio, format: OutputFormat, rows: readonly T[], table: ListTable<T>): void => {
   if (format !== "table") io.out(formatDocument(rows, format));
-  else if (rows.length === 0) io.note(empty);
-  else io.out(formatTable(columns, rows));
+  else if (rows.length === 0) io.note(table.empty);
+  else io.out(formatTable(table.columns, rows));
 };

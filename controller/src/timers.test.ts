@@ -93,7 +93,7 @@ test("a wait-signal whose timeout passed resumes with timed_out, and a later sig
     await p.timers.tick();
     assert.deepEqual(await state(p), { run: "queued", entry: "done", result: { timed_out: true }, jobs: 2 });
     // Pinned: the branch already taken stays taken.
-    const late = await withTransaction(p.store.db.pool, (tx) => deliverSignal(tx, p.runId, "go", { late: true }, "test"));
+    const late = await withTransaction(p.store.db.pool, (tx) => deliverSignal(tx, p.runId, { name: "go", payload: { late: true }, sentBy: "test" }));
     assert.deepEqual(late, { delivered: false });
     assert.deepEqual((await state(p)).result, { timed_out: true });
   }));
@@ -113,6 +113,6 @@ test("a wait with no timeout never times out", () =>
     await p.timers.tick();
     assert.deepEqual(await state(p), { run: "parked", entry: "pending", result: null, jobs: 1 });
     // The signal still resumes it.
-    await withTransaction(p.store.db.pool, (tx) => deliverSignal(tx, p.runId, "go", { n: 1 }, "test"));
+    await withTransaction(p.store.db.pool, (tx) => deliverSignal(tx, p.runId, { name: "go", payload: { n: 1 }, sentBy: "test" }));
     assert.deepEqual(await state(p), { run: "queued", entry: "done", result: { payload: { n: 1 } }, jobs: 2 });
   }));

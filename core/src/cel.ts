@@ -97,17 +97,25 @@ const overDepthAt = (source: string): number | undefined => {
 type AnyNode = ASTNode & { handle?: unknown };
 type MatchesCall = { node: AnyNode; pattern: AnyNode | undefined };
 
+const isNode = (node: unknown): node is AnyNode => !!node && typeof node === "object" && "op" in node;
+
+/** `n` as a `matches` call, method (`s.matches(p)`) or global (`matches(s, p)`), if it is one. */
+const asMatchesCall = (n: AnyNode): MatchesCall | undefined => {
+  if (n.op === "rcall" && n.args[0] === "matches") return { node: n, pattern: n.args[2][0] };
+  if (n.op === "call" && n.args[0] === "matches") return { node: n, pattern: n.args[1][1] };
+  return undefined;
+};
+
 /** Every `s.matches(p)` (and global `matches(s, p)`) call in the tree. */
 const findMatches = (node: unknown, found: MatchesCall[] = []): MatchesCall[] => {
   if (Array.isArray(node)) {
     for (const child of node) findMatches(child, found);
     return found;
   }
-  if (!node || typeof node !== "object" || !("op" in node)) return found;
-  const n = node as AnyNode;
-  if (n.op === "rcall" && n.args[0] === "matches") found.push({ node: n, pattern: n.args[2][0] });
-  if (n.op === "call" && n.args[0] === "matches") found.push({ node: n, pattern: n.args[1][1] });
-  if (n.op !== "value" && n.op !== "id") findMatches(n.args, found);
+  if (!isNode(node)) return found;
+  const call = asMatchesCall(node);
+  if (call) found.push(call);
+  if (node.op !== "value" && node.op !== "id") findMatches(node.args, found);
   return found;
 };
 
@@ -249,13 +257,21 @@ interface Shape { repeats: number; choices: number; quantified: boolean; alterna
 const QUANTIFIER = /^(?:([*+?])|\{(\d+)(?:(,)(\d*))?\})\??/;
 const plain = (): Shape => ({ repeats: 0, choices: 1, quantified: false, alternation: false, branches: 1 });
 
+/** How many times a quantifier lets its atom repeat: `*` `+` `?`, `{n}`, `{n,}` or `{n,m}`. */
+const quantifierBounds = (q: RegExpExecArray): { min: number; max: number } => {
+  const [, sign, from, comma, to] = q;
+  if (sign !== undefined) return { min: sign === "+" ? 1 : 0, max: sign === "?" ? 1 : Infinity };
+  const min = Number(from);
+  if (comma === undefined) return { min, max: min };
+  return { min, max: to === "" ? Infinity : Number(to) };
+};
+
 /** Applies the quantifier at `at.i` (if any) to `atom`. */
 const quantify = (p: string, at: { i: number }, atom: Shape, group: boolean): Shape => {
   const q = QUANTIFIER.exec(p.slice(at.i));
   if (!q) return atom;
   at.i += q[0].length;
-  const min = q[1] === "+" ? 1 : q[1] !== undefined ? 0 : Number(q[2]);
-  const max = q[1] === "?" ? 1 : q[1] !== undefined ? Infinity : q[3] === undefined ? min : q[4] === "" ? Infinity : Number(q[4]);
+  const { min, max } = quantifierBounds(q);
   if (max > 1 && group && (atom.quantified || atom.alternation)) {
     throw new Error("a repeated group may not contain a quantifier or an alternation (write a character class, e.g. [ab]+ for (a|b)+)");
   }

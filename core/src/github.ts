@@ -104,6 +104,26 @@ const untrustedReason = (eventName: string, body: Json): string | undefined => {
   return undefined;
 };
 
+/** A delivery's envelope fields: a push's ref, sha and paths, a pull request's, the repository, the sender, the forge. */
+const envelopeFields = (eventName: string, json: Record<string, unknown>): EnvelopeFields => {
+  const repo = text(json, "repository", "full_name");
+  const sender = text(json, "sender", "login");
+  const fields: EnvelopeFields = {};
+  if (eventName === "push") {
+    const ref = text(json, "ref");
+    const sha = text(json, "after");
+    if (ref !== undefined) fields.ref = ref;
+    if (sha !== undefined) fields.sha = sha;
+  }
+  const pr = object(json["pull_request"]);
+  if (pr) Object.assign(fields, pullRequestFields(pr));
+  if (repo !== undefined) fields.repo = repo;
+  if (sender !== undefined) fields.sender = sender;
+  if (eventName === "push") Object.assign(fields, pushPaths(json["commits"]));
+  fields.forge = "github";
+  return fields;
+};
+
 /**
  * Shapes one GitHub delivery (after its signature verified). `eventName` is the `X-GitHub-Event`
  * header; `body` the parsed JSON. Throws FlowError invalid_argument for a delivery that names no
@@ -119,22 +139,7 @@ export const shapeGithubDelivery = (hookName: string, eventName: string, body: u
   const action = text(json, "action");
   const type = validateEventType(eventName === "pull_request" && action ? `${hookName}.pull_request.${action}` : `${hookName}.${eventName}`);
   const repo = text(json, "repository", "full_name");
-  const sender = text(json, "sender", "login");
-
-  const fields: EnvelopeFields = {};
-  if (eventName === "push") {
-    const ref = text(json, "ref");
-    const sha = text(json, "after");
-    if (ref !== undefined) fields.ref = ref;
-    if (sha !== undefined) fields.sha = sha;
-  }
-  const pr = object(json["pull_request"]);
-  if (pr) Object.assign(fields, pullRequestFields(pr));
-  if (repo !== undefined) fields.repo = repo;
-  if (sender !== undefined) fields.sender = sender;
-  if (eventName === "push") Object.assign(fields, pushPaths(json["commits"]));
-  fields.forge = "github";
-
+  const fields = envelopeFields(eventName, json);
   const reason = untrustedReason(eventName, json);
   return {
     type,

@@ -50,13 +50,39 @@ const spell = (place: Place): string => {
   return out;
 };
 
+interface WalkItem {
+  readonly v: unknown;
+  readonly at: Place;
+  readonly depth: number;
+}
+
+/** The first key of an object that cannot be stored, as a problem at that key. */
+const keyProblem = (v: object, at: Place): JsonProblem | undefined => {
+  for (const k of Object.keys(v)) {
+    const p = textProblem(k);
+    if (p) return { path: spell({ parent: at, seg: k }), problem: `has a key that ${p}`, kind: "text" };
+  }
+  return undefined;
+};
+
+/** Pushes the elements or values of `v` (the value of `item`) last to first, so problems are found in document order. */
+const pushChildren = (stack: WalkItem[], v: object, item: WalkItem): void => {
+  const { at, depth } = item;
+  if (Array.isArray(v)) {
+    for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i] as unknown, at: { parent: at, seg: i }, depth: depth + 1 });
+    return;
+  }
+  const keys = Object.keys(v);
+  for (let i = keys.length - 1; i >= 0; i--) stack.push({ v: (v as Record<string, unknown>)[keys[i]!], at: { parent: at, seg: keys[i]! }, depth: depth + 1 });
+};
+
 /**
  * The first place in a parsed JSON value that cannot be stored: a string or object key with NUL
  * or a lone surrogate, or nesting deeper than `limit`. Walks with its own stack, never recursion,
  * so a value nested 100,000 deep is measured, not a stack overflow.
  */
 export const findJsonProblem = (value: unknown, root = "body", limit = JSON_DEPTH_LIMIT): JsonProblem | undefined => {
-  const stack: Array<{ v: unknown; at: Place; depth: number }> = [{ v: value, at: { parent: undefined, seg: root }, depth: 0 }];
+  const stack: WalkItem[] = [{ v: value, at: { parent: undefined, seg: root }, depth: 0 }];
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const { v, at, depth } = item;
     if (typeof v === "string") {
@@ -66,17 +92,9 @@ export const findJsonProblem = (value: unknown, root = "body", limit = JSON_DEPT
     }
     if (v === null || typeof v !== "object") continue;
     if (depth + 1 > limit) return { path: spell(at), problem: `is nested more than ${limit} levels deep`, kind: "depth" };
-    // Pushed last to first, so problems are found in document order (an object's keys before its values).
-    if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i] as unknown, at: { parent: at, seg: i }, depth: depth + 1 });
-      continue;
-    }
-    const keys = Object.keys(v);
-    for (const k of keys) {
-      const p = textProblem(k);
-      if (p) return { path: spell({ parent: at, seg: k }), problem: `has a key that ${p}`, kind: "text" };
-    }
-    for (let i = keys.length - 1; i >= 0; i--) stack.push({ v: (v as Record<string, unknown>)[keys[i]!], at: { parent: at, seg: keys[i]! }, depth: depth + 1 });
+    const badKey = Array.isArray(v) ? undefined : keyProblem(v, at);
+    if (badKey) return badKey;
+    pushChildren(stack, v, item);
   }
   return undefined;
 };

@@ -290,9 +290,8 @@ void test("one log: random interleavings of two streams never spell a value out"
   }
 });
 
-/** The expected output computed on the whole text at once: every occurrence's bytes, merged. */
-const oracleBytes = (values: readonly string[], data: Uint8Array): Uint8Array => {
-  const covered = new Uint8Array(data.length);
+/** The patterns the oracle hides: each value, trimmed, and each of its lines of 4+ characters, trimmed. */
+const oraclePatterns = (values: readonly string[]): Set<string> => {
   const patterns = new Set<string>();
   for (const v of values) {
     if (v === "") continue;
@@ -300,23 +299,36 @@ const oracleBytes = (values: readonly string[], data: Uint8Array): Uint8Array =>
     if (v.trim()) patterns.add(v.trim());
     for (const line of v.split(/\r\n|\n|\r/)) if ([...line.trim()].length >= 4) patterns.add(line.trim());
   }
+  return patterns;
+};
+
+/** Marks in `covered` every byte of every occurrence of a pattern. */
+const coverOccurrences = (patterns: ReadonlySet<string>, data: Uint8Array, covered: Uint8Array): void => {
   for (const p of patterns) {
     const pb = bytes(p);
     for (let i = 0; i + pb.length <= data.length; i++) {
       if (pb.every((b, j) => data[i + j] === b)) covered.fill(1, i, i + pb.length);
     }
   }
-  // The end of the stream: the longest tail that is a proper prefix of a pattern, at 4+ characters.
-  for (let from = 0; from < data.length; from++) {
-    const rest = data.subarray(from);
-    const isPrefix = [...patterns].some((p) => {
+};
+
+/** The end of the stream: marks the longest tail that is a proper prefix of a pattern, at 4+ characters. */
+const coverHeldTail = (patterns: ReadonlySet<string>, data: Uint8Array, covered: Uint8Array): void => {
+  const isPrefix = (rest: Uint8Array): boolean =>
+    [...patterns].some((p) => {
       const pb = bytes(p);
       return pb.length > rest.length && rest.every((b, j) => pb[j] === b);
     });
-    if (!isPrefix) continue;
+  for (let from = 0; from < data.length; from++) {
+    const rest = data.subarray(from);
+    if (!isPrefix(rest)) continue;
     if ([...rest].filter((b) => (b & 0xc0) !== 0x80).length >= 4) covered.fill(1, from);
     break;
   }
+};
+
+/** The data with each run of covered bytes replaced by one mask. */
+const maskCovered = (data: Uint8Array, covered: Uint8Array): Uint8Array => {
   const out: number[] = [];
   let i = 0;
   while (i < data.length) {
@@ -329,6 +341,15 @@ const oracleBytes = (values: readonly string[], data: Uint8Array): Uint8Array =>
     i++;
   }
   return Uint8Array.from(out);
+};
+
+/** The expected output computed on the whole text at once: every occurrence's bytes, merged. */
+const oracleBytes = (values: readonly string[], data: Uint8Array): Uint8Array => {
+  const covered = new Uint8Array(data.length);
+  const patterns = oraclePatterns(values);
+  coverOccurrences(patterns, data, covered);
+  coverHeldTail(patterns, data, covered);
+  return maskCovered(data, covered);
 };
 
 const oracle = (values: readonly string[], text: string): string => dec.decode(oracleBytes(values, bytes(text)));

@@ -195,11 +195,12 @@ const createCore = (values: readonly string[]): MaskCore => {
   };
 
   /**
-   * Records an occurrence at buf[i, i+len): it extends the region of the `***` just emitted when it
+   * Records an occurrence at buf[at.i, at.i+at.len): it extends the region of the `***` just emitted when it
    * overlaps or touches it, else the plain bytes before it go out and a new `***` follows.
    * Returns the new cursor (the first byte that may still go out as itself).
    */
-  const markMatch = (buf: Uint8Array, i: number, len: number, cursor: number, out: Piece[]): number => {
+  const markMatch = (buf: Uint8Array, at: { readonly i: number; readonly len: number }, cursor: number, out: Piece[]): number => {
+    const { i, len } = at;
     const start = base + i;
     if (start <= maskedUntil && lastWasMask) {
       maskedUntil = Math.max(maskedUntil, start + len);
@@ -229,15 +230,15 @@ const createCore = (values: readonly string[]): MaskCore => {
         if (!final) break;
       }
       const len = longestMatchAt(buf, i, candidates);
-      if (len > 0) cursor = markMatch(buf, i, len, cursor, out);
+      if (len > 0) cursor = markMatch(buf, { i, len }, cursor, out);
       i++;
     }
-    const stop = final || holdFrom < 0 ? n : holdFrom;
-    if (stop > cursor) {
-      out.push({ at: base + cursor, bytes: buf.subarray(cursor, stop), masked: false });
+    // Everything before keepFrom goes out (as itself or masked); the rest is held for the next chunk.
+    const keepFrom = final || holdFrom < 0 ? n : holdFrom;
+    if (keepFrom > cursor) {
+      out.push({ at: base + cursor, bytes: buf.subarray(cursor, keepFrom), masked: false });
       lastWasMask = false;
     }
-    const keepFrom = final || holdFrom < 0 ? n : holdFrom;
     held = buf.slice(keepFrom);
     base += keepFrom;
     return out;

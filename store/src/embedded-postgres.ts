@@ -39,7 +39,8 @@ const SUPERUSER = "postgres";
 const DATABASE = "flowsvc";
 const READY_TIMEOUT_MS = 60_000;
 
-export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+/** The data dir made (and reachable by the server's user when root), the binaries found: where and how the server runs. */
+async function prepareContext(opts: EmbeddedPostgresOptions): Promise<Ctx> {
   const log = opts.log ?? (() => {});
   const dataDir = resolve(opts.dataDir);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -47,8 +48,17 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   if (runAs) await makeReachable(dataDir, runAs);
   const shipped = opts.binDir ?? (await bundledBinDir());
   const binDir = runAs ? await readableBinDir(shipped, dataDir, runAs, log) : shipped;
-  const ctx: Ctx = { dataDir, pgDir: join(dataDir, "pg"), binDir, runAs, log, durable: opts.durable ?? true };
+  return { dataDir, pgDir: join(dataDir, "pg"), binDir, runAs, log, durable: opts.durable ?? true };
+}
 
+/** Another process took the port between our probe and the server's bind. */
+function lostThePort(err: unknown): boolean {
+  return err instanceof Error && /could not bind|Address already in use/i.test(err.message);
+}
+
+export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const ctx = await prepareContext(opts);
+  const { dataDir } = ctx;
   const password = await ensureCluster(ctx);
   await stopStalePostmaster(ctx);
   for (let attempt = 1; ; attempt++) {
@@ -62,7 +72,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
       return { url, port, pid, stop };
     } catch (err) {
       // Another process may take the port between our probe and the server's bind: try again.
-      if (attempt < 3 && err instanceof Error && /could not bind|Address already in use/i.test(err.message)) continue;
+      if (attempt < 3 && lostThePort(err)) continue;
       throw err;
     }
   }

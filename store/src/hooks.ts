@@ -77,11 +77,11 @@ const toRecord = (r: HookRaw): HookRecord => ({
  */
 export const upsertHook = async (
   db: Db,
-  projectId: string,
-  name: string,
+  ref: { readonly projectId: string; readonly name: string },
   cfg: HookConfig,
   secretDigest: Uint8Array,
 ): Promise<{ hook: HookRecord; created: boolean }> => {
+  const { projectId, name } = ref;
   const { rows } = await db.query<HookRaw & { created: boolean }>(
     `insert into event_hooks (project_id, name, mode, event_type, manifest, secret_digest, key_sealed, hmac_header, hmac_prefix)
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9)

@@ -46,11 +46,11 @@ void test("a sealed step result holds no plaintext and opens to the recorded val
   const source = await newRun(scope.projectId);
   const rerun = await newRun(scope.projectId, source);
   const rerunOfRerun = await newRun(scope.projectId, rerun);
-  const sealed = await sealStepResult(keyring, scope, source, 3, stepResult);
+  const sealed = await sealStepResult(keyring, scope, { runId: source, position: 3 }, stepResult);
   assert.ok(sealed.startsWith(SEALED_JOURNAL_PREFIX));
   assert.ok(!sealed.includes(SECRET) && !sealed.includes(stepResult.stdout_b64));
   for (const run of [source, rerun, rerunOfRerun]) {
-    const [entry] = await openJournal(db.pool, keyring, scope, run, [{ position: 3, kind: "step", name: "s", ordinal: 0, status: "done" as const, result: sealed }]);
+    const [entry] = await openJournal(db.pool, keyring, scope, { runId: run, entries: [{ position: 3, kind: "step", name: "s", ordinal: 0, status: "done" as const, result: sealed }] });
     assert.deepEqual(entry!.result, stepResult, run);
   }
   assert.deepEqual([...(await runLineage(db.pool, rerunOfRerun))].sort(), [source, rerun, rerunOfRerun].sort());
@@ -59,7 +59,7 @@ void test("a sealed step result holds no plaintext and opens to the recorded val
 void test("a sealed step result copied to another run, another position or another project does not open", async () => {
   const source = await newRun(scope.projectId);
   const stranger = await newRun(scope.projectId);
-  const sealed = await sealStepResult(keyring, scope, source, 0, stepResult);
+  const sealed = await sealStepResult(keyring, scope, { runId: source, position: 0 }, stepResult);
   await assert.rejects(openJournalResult(keyring, scope, await runLineage(db.pool, stranger), { position: 0, result: sealed }), /sealed for run-.*#0, not for this run/);
   await assert.rejects(openJournalResult(keyring, scope, await runLineage(db.pool, source), { position: 1, result: sealed }), /not for this run and position/);
   await assert.rejects(openJournalResult(keyring, other, new Set([source]), { position: 0, result: sealed }), /could not be opened/);
@@ -80,8 +80,8 @@ void test("an activity's sealed stdout opens inside its result; plain results wr
     { position: 2, kind: "wait-signal", name: "go", ordinal: 0, status: "done" as const, result: { payload: "flowsvc-sealed:1:not-base64!" } },
     { position: 3, kind: "sleep", name: "", ordinal: 0, status: "pending" as const, result: null },
   ];
-  const opened = await openJournal(db.pool, keyring, scope, run, entries);
+  const opened = await openJournal(db.pool, keyring, scope, { runId: run, entries });
   assert.deepEqual(opened.map((e) => e.result), [{ stdout_b64: stdout, exit: 4 }, stepResult, { payload: "flowsvc-sealed:1:not-base64!" }, null]);
-  const plain = await openJournal(db.pool, keyring, scope, run, entries.slice(1));
+  const plain = await openJournal(db.pool, keyring, scope, { runId: run, entries: entries.slice(1) });
   assert.deepEqual(plain, entries.slice(1));
 });

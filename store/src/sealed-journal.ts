@@ -20,9 +20,15 @@ const sealAs = async (keyring: Keyring, scope: JournalSealScope, name: string, p
 const openAs = async (keyring: Keyring, scope: JournalSealScope, name: string, base64: string): Promise<string> =>
   keyring.open(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "journal", name }, Buffer.from(base64, "base64"));
 
+/** Where a step's result belongs: its run and its position in the run's journal. */
+export interface StepPlace {
+  readonly runId: string;
+  readonly position: number;
+}
+
 /** A step's result as stored: sealed, bound to its run and position (core/src/sealed-journal.ts). */
-export const sealStepResult = async (keyring: Keyring, scope: JournalSealScope, runId: string, position: number, result: unknown): Promise<string> =>
-  sealAs(keyring, scope, stepSealName(runId, position), JSON.stringify(result ?? null));
+export const sealStepResult = async (keyring: Keyring, scope: JournalSealScope, step: StepPlace, result: unknown): Promise<string> =>
+  sealAs(keyring, scope, stepSealName(step.runId, step.position), JSON.stringify(result ?? null));
 
 /** An activity's stdout (base64) as stored: sealed, bound to the activity. */
 export const sealActivityOutput = async (keyring: Keyring, scope: JournalSealScope, activityId: string, stdoutB64: string): Promise<string> =>
@@ -66,14 +72,14 @@ export const openJournalResult = async (
   return stdout ? { ...r, stdout_b64: await openAs(keyring, scope, stdout.name, stdout.base64) } : r;
 };
 
-/** Every entry of a journal with its result opened (see openJournalResult). */
+/** Every entry of a run's journal with its result opened (see openJournalResult). */
 export const openJournal = async <E extends JournalEntry>(
   db: Db,
   keyring: Keyring,
   scope: JournalSealScope,
-  runId: string,
-  entries: readonly E[],
+  journal: { readonly runId: string; readonly entries: readonly E[] },
 ): Promise<E[]> => {
+  const { runId, entries } = journal;
   if (!entries.some((e) => sealedIn(e.result))) return [...entries];
   const lineage = await runLineage(db, runId);
   return Promise.all(entries.map(async (e) => ({ ...e, result: await openJournalResult(keyring, scope, lineage, e) })));

@@ -131,11 +131,9 @@ export const getWrappedOrgKey = async (db: Db, orgId: string): Promise<Uint8Arra
 export const createUserWithToken = async (
   db: Db,
   ids: { userId: string; tokenId: string },
-  name: string,
-  projectId: string,
-  role: Role,
-  tokenDigest: Buffer,
+  user: { readonly name: string; readonly projectId: string; readonly role: Role; readonly tokenDigest: Buffer },
 ): Promise<void> => {
+  const { name, projectId, role, tokenDigest } = user;
   await db.query(`insert into users (id, name) values ($1, $2)`, [ids.userId, name]);
   await db.query(`insert into memberships (project_id, user_id, role) values ($1, $2, $3)`, [projectId, ids.userId, role]);
   await db.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, $4)`, [ids.tokenId, ids.userId, tokenDigest, name]);

@@ -314,7 +314,7 @@ void test("viewers list and show hooks; only admins set, rotate and remove them"
   const tokens: Record<string, string> = {};
   for (const role of ["viewer", "member"] as const) {
     const t = mintToken("flw");
-    await createUserWithToken(db, { userId: mintId("usr"), tokenId: mintId("tok") }, `hooks-${role}`, project.projectId, role, t.digest);
+    await createUserWithToken(db, { userId: mintId("usr"), tokenId: mintId("tok") }, { name: `hooks-${role}`, projectId: project.projectId, role, tokenDigest: t.digest });
     tokens[role] = t.token;
   }
   assert.equal((await api("/event-hooks", "GET", undefined, tokens["viewer"])).status, 200);

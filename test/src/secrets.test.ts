@@ -115,7 +115,7 @@ void test("roles: a viewer lists secrets but cannot set or submit, a member subm
     const project = (await findProject(pool, "default", "default"))!;
     for (const role of ["viewer", "member"] as const) {
       const t = mintToken("flw");
-      await createUserWithToken(pool, { userId: mintId("usr"), tokenId: mintId("tok") }, `${role}-user`, project.projectId, role, t.digest);
+      await createUserWithToken(pool, { userId: mintId("usr"), tokenId: mintId("tok") }, { name: `${role}-user`, projectId: project.projectId, role, tokenDigest: t.digest });
       tokens[role] = t.token;
     }
     const s = mintToken("flw");

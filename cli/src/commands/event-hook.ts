@@ -131,7 +131,7 @@ const listCommand = (deps: CommandDeps): Command =>
     .action(async (opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const hooks = listFrom<HookView>(await ctx.api.call("GET", scopedPath(ctx, "event-hooks")), ["hooks"]);
-        printList(ctx.io, formatOf(opts), hooks, HOOK_COLUMNS(ctx.now), "no event hooks");
+        printList(ctx.io, formatOf(opts), hooks, { columns: HOOK_COLUMNS(ctx.now), empty: "no event hooks" });
       });
     });
 

@@ -74,7 +74,7 @@ const listEventsCommand = (deps: CommandDeps): Command =>
       await withApi(deps, cmd, async (ctx) => {
         const path = withQuery(scopedPath(ctx, "events"), { type: opts.type, key: opts.key, since: opts.since, limit: opts.limit });
         const events = listFrom<EventRecord>(await ctx.api.call("GET", path), ["events"]);
-        printList(ctx.io, formatOf(opts), events, eventColumns(ctx.now), "no events");
+        printList(ctx.io, formatOf(opts), events, { columns: eventColumns(ctx.now), empty: "no events" });
       });
     });
 

@@ -137,7 +137,7 @@ const listCommand = (deps: CommandDeps): Command =>
     .action(async (opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const handlers = listFrom<HandlerView>(await ctx.api.call("GET", scopedPath(ctx, "handlers")), ["handlers"]);
-        printList(ctx.io, formatOf(opts), handlers, HANDLER_COLUMNS(ctx.now), "no handlers");
+        printList(ctx.io, formatOf(opts), handlers, { columns: HANDLER_COLUMNS(ctx.now), empty: "no handlers" });
       });
     });
 

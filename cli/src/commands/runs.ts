@@ -40,7 +40,7 @@ const listRunsCommand = (deps: CommandDeps): Command =>
       await withApi(deps, cmd, async (ctx) => {
         const path = withQuery(scopedPath(ctx, "runs"), { status: opts.status, tag: opts.tag, limit: opts.limit });
         const runs = listFrom<RunRecord>(await ctx.api.call("GET", path), ["runs"]);
-        printList(ctx.io, formatOf(opts), runs, runColumns(ctx.now), "no runs");
+        printList(ctx.io, formatOf(opts), runs, { columns: runColumns(ctx.now), empty: "no runs" });
       });
     });
 

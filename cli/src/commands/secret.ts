@@ -54,7 +54,7 @@ const listCommand = (deps: CommandDeps): Command =>
     .action(async (opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const secrets = listFrom<SecretInfo>(await ctx.api.call("GET", scopedPath(ctx, "secrets")), ["secrets"]);
-        printList(ctx.io, formatOf(opts), secrets, SECRET_COLUMNS(ctx.now), "no secrets");
+        printList(ctx.io, formatOf(opts), secrets, { columns: SECRET_COLUMNS(ctx.now), empty: "no secrets" });
       });
     });
 

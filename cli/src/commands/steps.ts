@@ -40,6 +40,6 @@ export const stepsCommand = (deps: CommandDeps): Command =>
     .action(async (id: string, opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const steps = listFrom<StepRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), ["steps", "journal", "entries"]);
-        printList(ctx.io, formatOf(opts), steps, STEP_COLUMNS, `no recorded steps in ${id}`);
+        printList(ctx.io, formatOf(opts), steps, { columns: STEP_COLUMNS, empty: `no recorded steps in ${id}` });
       });
     });

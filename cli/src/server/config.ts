@@ -58,23 +58,32 @@ const defaultDataDir = (env: NodeJS.ProcessEnv): string =>
 export const defaultCliConfigPath = (env: NodeJS.ProcessEnv): string =>
   env["FLOWSVC_CONFIG"] || join(env["XDG_CONFIG_HOME"] || join(env["HOME"] || homedir(), ".config"), "flowsvc", "config.json");
 
+/** An environment variable that is set and not empty. */
+const envSetting = (env: NodeJS.ProcessEnv, name: string): string | undefined => env[name] || undefined;
+
+/** FLOWSVC_AGENT_POOLS: pools separated by white space. */
+const envAgentPools = (env: NodeJS.ProcessEnv): string[] | undefined => envSetting(env, "FLOWSVC_AGENT_POOLS")?.split(/\s+/).filter(Boolean);
+
+/** What the schema parses: each flag over its environment variable; the defaults are the schema's. */
+const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<keyof z.input<typeof ServerConfigSchema>, unknown> => ({
+  host: flags.host ?? env["FLOWSVC_HOST"],
+  port: flags.port ?? env["FLOWSVC_PORT"],
+  dataDir: resolve(flags.dataDir ?? env["FLOWSVC_DATA_DIR"] ?? defaultDataDir(env)),
+  agents: flags.agents ?? env["FLOWSVC_AGENTS"],
+  agentPools: flags.agentPool ?? envAgentPools(env),
+  leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
+  agentMaxJobs: envSetting(env, "FLOWSVC_AGENT_MAX_JOBS"),
+  agentIdleMs: envSetting(env, "FLOWSVC_AGENT_IDLE_MS"),
+  agentUser: envSetting(env, "FLOWSVC_AGENT_USER"),
+  logLevel: flags.logLevel ?? env["FLOWSVC_LOG_LEVEL"],
+  databaseUrl: envSetting(env, "FLOWSVC_DATABASE_URL"),
+  masterKey: envSetting(env, "FLOWSVC_MASTER_KEY"),
+  publicUrl: envSetting(env, "FLOWSVC_PUBLIC_URL"),
+  cliConfigPath: defaultCliConfigPath(env),
+});
+
 export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig => {
-  const parsed = ServerConfigSchema.safeParse({
-    host: flags.host ?? env["FLOWSVC_HOST"],
-    port: flags.port ?? env["FLOWSVC_PORT"],
-    dataDir: resolve(flags.dataDir ?? env["FLOWSVC_DATA_DIR"] ?? defaultDataDir(env)),
-    agents: flags.agents ?? env["FLOWSVC_AGENTS"],
-    agentPools: flags.agentPool ?? (env["FLOWSVC_AGENT_POOLS"] ? env["FLOWSVC_AGENT_POOLS"].split(/\s+/).filter(Boolean) : undefined),
-    leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
-    agentMaxJobs: env["FLOWSVC_AGENT_MAX_JOBS"] || undefined,
-    agentIdleMs: env["FLOWSVC_AGENT_IDLE_MS"] || undefined,
-    agentUser: env["FLOWSVC_AGENT_USER"] || undefined,
-    logLevel: flags.logLevel ?? env["FLOWSVC_LOG_LEVEL"],
-    databaseUrl: env["FLOWSVC_DATABASE_URL"] || undefined,
-    masterKey: env["FLOWSVC_MASTER_KEY"] || undefined,
-    publicUrl: env["FLOWSVC_PUBLIC_URL"] || undefined,
-    cliConfigPath: defaultCliConfigPath(env),
-  });
+  const parsed = ServerConfigSchema.safeParse(serverConfigInput(flags, env));
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new FlowError("config", `invalid server configuration:\n${lines.join("\n")}`);

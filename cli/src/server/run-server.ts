@@ -60,6 +60,35 @@ const sweepUntilFinished = (workRoot: string, names: string[], user: AgentUser |
   };
 };
 
+/** Listens on the configured host and port; a port in use is a config error that says so. */
+const listenOn = async (app: { listen(opts: { host: string; port: number }): Promise<string> }, config: ServerConfig): Promise<string> => {
+  try {
+    return await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, { hint: "stop the other process or pass --port <n>" });
+    }
+    throw err;
+  }
+};
+
+/**
+ * The first start's admin token is written to the CLI's config, unless that config already points
+ * at another server. Answers whether it was written.
+ */
+const saveLocalLogin = async (path: string, url: string, token: string | undefined): Promise<boolean> => {
+  if (!token) return false;
+  const current = await readCliConfig(path).catch(() => undefined);
+  if (current && current.url !== url) return false;
+  await writeCliConfig(path, { url, token, project: "default/default" });
+  return true;
+};
+
+/** The banner's agents line: each pool's count and capabilities, and the user they run as. */
+const describeAgents = (pools: ReadonlyArray<{ capabilities: readonly string[]; count: number }>, runAs: AgentUser | undefined): string =>
+  pools.map((p) => (p.capabilities.length ? `${p.count} (${p.capabilities.join(",")})` : String(p.count))).join(" + ") +
+  (runAs ? ` local, running as ${runAs.name}` : " local");
+
 /**
  * The all-in-one local mode: Postgres (embedded unless FLOWSVC_DATABASE_URL), migrations, the
  * HTTP API, the dispatcher and a local launcher of agent processes, in one process.
@@ -131,15 +160,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     cleanups.push(() => listener.close());
 
     const app = buildApp({ pool, keyring, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
-    let address: string;
-    try {
-      address = await app.listen({ host: config.host, port: config.port });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-        throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, { hint: "stop the other process or pass --port <n>" });
-      }
-      throw err;
-    }
+    const address = await listenOn(app, config);
     cleanups.push(() => app.close());
     const url = address.replace("://[::1]", "://localhost");
 
@@ -181,19 +202,12 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     await d.start();
     timers.start();
 
-    const cliConfig = { path: config.cliConfigPath, written: false };
-    if (boot.token) {
-      const current = await readCliConfig(config.cliConfigPath).catch(() => undefined);
-      if (!current || current.url === url) {
-        await writeCliConfig(config.cliConfigPath, { url, token: boot.token, project: "default/default" });
-        cliConfig.written = true;
-      }
-    }
+    const cliConfig = { path: config.cliConfigPath, written: await saveLocalLogin(config.cliConfigPath, url, boot.token) };
     printBanner({
       url,
       dataDir: config.dataDir,
       database: embedded ? `embedded Postgres on 127.0.0.1:${embedded.port}` : "external (FLOWSVC_DATABASE_URL)",
-      agents: pools.map((p) => (p.capabilities.length ? `${p.count} (${p.capabilities.join(",")})` : String(p.count))).join(" + ") + (agentSetup.runAs ? ` local, running as ${agentSetup.runAs.name}` : " local"),
+      agents: describeAgents(pools, agentSetup.runAs),
       token: boot.token,
       cliConfig,
       masterKeyGenerated: master.generated ? master.path : undefined,

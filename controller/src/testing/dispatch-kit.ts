@@ -1,7 +1,6 @@
 import {
-  createTestDatabase, createTestProject, insertRunWithJob, mintId, startListener, withTransaction, type Listener, type TestDatabase,
+  createTestDatabase, createTestProject, createRun, mintId, startListener, withTransaction, type Listener, type TestDatabase,
 } from "@flowsvc/store";
-import { SCRIPT_WORKFLOW } from "@flowsvc/core";
 import { Dispatcher, type DispatcherOptions } from "../dispatcher.js";
 import type { FakeLauncher } from "./fake-launcher.js";
 import { waitFor } from "./wait.js";
@@ -38,20 +37,11 @@ export const openTestStore = async (): Promise<TestStore> => {
 
 /**
  * A script run and its first job, as a submit writes them; `capabilities` are what the job needs.
- * (When the store's createRun replaces insertRunWithJob, only the insert below changes.)
  */
 export const submitRun = async (store: TestStore, capabilities: string[] = []): Promise<{ runId: string; jobId: string }> => {
   const runId = mintId("run");
   return withTransaction(store.db.pool, async (tx) => {
-    await insertRunWithJob(
-      tx,
-      {
-        id: runId, projectId: store.projectId, workflow: SCRIPT_WORKFLOW, source: "true\n", filename: "t.sh", interpreter: ["bash", "-eu"], env: {},
-        tags: [], trigger: { type: "manual", sender: "test" }, idempotencyKey: null, createdBy: null, trusted: true,
-      },
-      mintId("job"),
-      capabilities,
-    );
+    await createRun(tx, { id: runId, projectId: store.projectId, source: "true\n", filename: "t.sh", trusted: true, trigger: { type: "manual", sender: "test" }, capabilities });
     const { rows } = await tx.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId]);
     return { runId, jobId: rows[0]!.id };
   });

@@ -15,7 +15,7 @@ import { AGENT_BODY_LIMIT } from "./agent.js";
 /** The answer as the script sees it: an activity's stdout, sealed at rest, opened. */
 const opened = async ({ pool, keyring, maskers }: RouteDeps, runId: string, res: CallResponse): Promise<CallResponse> => {
   if (!sealedIn(res.entry.result)) return res;
-  const [entry] = await openJournal(pool, keyring, await maskers.forRun(runId), runId, [res.entry]);
+  const [entry] = await openJournal(pool, keyring, await maskers.forRun(runId), { runId, entries: [res.entry] });
   return { ...res, entry: entry! };
 };
 

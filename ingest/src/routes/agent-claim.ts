@@ -73,7 +73,7 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, { job, run, age
     }),
   ]);
   // Step and activity output is sealed at rest; the agent replays it as recorded.
-  const journal = await openJournal(pool, keyring, project, run.id, sealedJournal);
+  const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
   req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId, replaying: journal.length }, "job claimed");
   return {
     kind: "script", job_id: job.id, run_id: run.id, project: `${project.org}/${project.project}`, attempt: job.attempt,

@@ -28,7 +28,7 @@ const journalRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDep
     const entry = RecordRequestSchema.parse(req.body);
     // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
     const scope = await maskers.forRun(job.run_id);
-    const sealed = entry.kind === "step" ? { ...entry, result: await sealStepResult(keyring, scope, job.run_id, entry.position, entry.result) } : entry;
+    const sealed = entry.kind === "step" ? { ...entry, result: await sealStepResult(keyring, scope, { runId: job.run_id, position: entry.position }, entry.result) } : entry;
     const out = await recordJournal(pool, job.run_id, sealed);
     if (out.type === "mismatch") throw determinismError(out.entry, entry);
     if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };

@@ -129,7 +129,7 @@ const setRoute = (app: FastifyInstance, ctx: HookCtx): void => {
     const { cfg, key } = configOf(name, SetBody.parse(req.body ?? {}));
     const keySealed = key === null ? null : await keyring.seal(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "credential", name: hookSealName(name) }, key);
     const minted = mintHookSecret();
-    const { hook, created } = await upsertHook(pool, scope.projectId, name, { ...cfg, keySealed }, minted.digest);
+    const { hook, created } = await upsertHook(pool, { projectId: scope.projectId, name }, { ...cfg, keySealed }, minted.digest);
     ctx.hooks.forget(scope.org, scope.project, name);
     req.log.info({ hook: name, mode: hook.mode, created, caller: scope.caller.userName }, created ? "event hook created" : "event hook replaced");
     return reply.status(created ? 201 : 200).send({ ...describe(ctx, req, scope, hook), ...(created ? { secret: minted.secret } : { secret_kept: true }) });

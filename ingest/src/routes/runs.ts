@@ -117,7 +117,7 @@ const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps)
     const { scope, id } = await viewedRun(pool, req);
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
-    const journal = await openJournal(pool, keyring, project, id, await listJournal(pool, id));
+    const journal = await openJournal(pool, keyring, project, { runId: id, entries: await listJournal(pool, id) });
     return journal.map((e) => describeEntry(e, project.masker));
   });
 };

@@ -51,7 +51,7 @@ const keyedProject = async (db: TestDatabase, keyring: Keyring): Promise<TestPro
 
 const userToken = async (db: TestDatabase, projectId: string, name: string, role: Role): Promise<string> => {
   const t = mintToken("flw");
-  await createUserWithToken(db.pool, { userId: mintId("usr"), tokenId: mintId("tok") }, name, projectId, role, t.digest);
+  await createUserWithToken(db.pool, { userId: mintId("usr"), tokenId: mintId("tok") }, { name, projectId, role, tokenDigest: t.digest });
   return t.token;
 };
 
