@@ -5,12 +5,19 @@ type Db = Pool | PoolClient;
 /** `flow state`: a run-private cell (`run:<id>`) or a project-wide entity's (`entity:<name>`). */
 export const stateScope = (runId: string, entity: string | undefined): string => (entity ? `entity:${entity}` : `run:${runId}`);
 
-export const getState = async (db: Db, projectId: string, scope: string, key: string): Promise<{ found: boolean; value: unknown }> => {
+/** One `flow state` cell: a key in a project's scope. */
+export interface StateCell {
+  projectId: string;
+  scope: string;
+  key: string;
+}
+
+export const getState = async (db: Db, { projectId, scope, key }: StateCell): Promise<{ found: boolean; value: unknown }> => {
   const { rows } = await db.query<{ value: unknown }>(`select value from state_cells where project_id = $1 and scope = $2 and key = $3`, [projectId, scope, key]);
   return rows[0] ? { found: true, value: rows[0].value } : { found: false, value: null };
 };
 
-export const setState = async (db: Db, projectId: string, scope: string, key: string, value: unknown): Promise<void> => {
+export const setState = async (db: Db, { projectId, scope, key }: StateCell, value: unknown): Promise<void> => {
   await db.query(
     `insert into state_cells (project_id, scope, key, value) values ($1, $2, $3, $4)
      on conflict (project_id, scope, key) do update set value = excluded.value, updated_at = now()`,
@@ -18,7 +25,7 @@ export const setState = async (db: Db, projectId: string, scope: string, key: st
   );
 };
 
-export const deleteState = async (db: Db, projectId: string, scope: string, key: string): Promise<void> => {
+export const deleteState = async (db: Db, { projectId, scope, key }: StateCell): Promise<void> => {
   await db.query(`delete from state_cells where project_id = $1 and scope = $2 and key = $3`, [projectId, scope, key]);
 };
 

@@ -55,14 +55,15 @@ const suspendRoute = (app: FastifyInstance, { pool }: RouteDeps): void => {
 /** One `flow state` operation in the run's scope (or an entity's). */
 const stateOp = async (pool: Pool, run: RunInternal, body: StateRequest) => {
   const scope = stateScope(run.id, body.entity);
+  const at = { projectId: run.project_id, scope };
   switch (body.op) {
     case "get":
-      return getState(pool, run.project_id, scope, body.key);
+      return getState(pool, { ...at, key: body.key });
     case "set":
-      await setState(pool, run.project_id, scope, body.key, body.value);
+      await setState(pool, { ...at, key: body.key }, body.value);
       return {};
     case "delete":
-      await deleteState(pool, run.project_id, scope, body.key);
+      await deleteState(pool, { ...at, key: body.key });
       return {};
     case "list":
       return { items: await listState(pool, run.project_id, scope) };
