@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
 import { scriptDir } from "./support/script-dir.js";
+import { RUN_ID, runKit } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -25,8 +26,6 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const RUN_ID = /run-[0-9a-z]{26}/;
-
 interface RunJson {
   id: string;
   status: string;
@@ -37,13 +36,8 @@ interface RunJson {
   activities: Array<{ name: string; status: string; exit_code: number | null }>;
 }
 
-const status = async (run: string): Promise<RunJson> => JSON.parse((await server.cli(["status", run, "-o", "json"])).stdout) as RunJson;
-
-const script = async (name: string, source: string): Promise<string> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  return file;
-};
+const { script, status: statusOf, parked: isParked } = runKit(() => server, () => dir);
+const status = (run: string): Promise<RunJson> => statusOf<RunJson>(run);
 
 const counter = async (name: string): Promise<number> => (await readFile(join(dir, name), "utf8").catch(() => "")).length;
 
@@ -122,7 +116,7 @@ void test("an activity that requires a capability runs on the agent pool that ad
 void test("cancel stops a parked run and a running one; run.cancelled carries the reason and a cancelled run takes no signals", async () => {
   const parkedFile = await script("parked.sh", "flow wait-signal never\n");
   const parked = (await server.cli(["submit", parkedFile])).stdout.trim();
-  for (let i = 0; i < 100 && (await status(parked)).status !== "parked"; i++) await new Promise((r) => setTimeout(r, 100));
+  await waitFor("the run to park on its signal wait", isParked(parked));
   const c = await server.cli(["cancel", parked, "--reason", "superseded"]);
   assert.equal(c.code, 0, c.stderr);
   assert.match(c.stdout, /cancelled/);
