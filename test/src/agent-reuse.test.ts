@@ -20,7 +20,9 @@ let dir: string;
 
 before(async () => {
   // One agent: a run can only go to the process that ran the previous one, or to a new process.
-  server = await startTestServer({ leaseMs: 2000, agents: 1 });
+  // No test here is about lease expiry (a killed agent's job is requeued by the launcher at once):
+  // a lease that a loaded host's pauses cannot lapse, so no pass runs twice by accident.
+  server = await startTestServer({ leaseMs: 5000, agents: 1 });
   dir = await scriptDir("flowsvc-reuse-test-");
 });
 
