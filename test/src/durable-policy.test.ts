@@ -36,16 +36,20 @@ interface RunJson {
   activities: Array<{ name: string; status: string; exit_code: number | null }>;
 }
 
-const { script, status: statusOf, parked: isParked } = runKit(() => server, () => dir);
+const { script, start, follow, status: statusOf, parked: isParked } = runKit(() => server, () => dir);
 const status = (run: string): Promise<RunJson> => statusOf<RunJson>(run);
 
 const counter = async (name: string): Promise<number> => (await readFile(join(dir, name), "utf8").catch(() => "")).length;
 
 void test("a failed activity nobody collected leaves the run succeeded, annotated, and listed in status", async () => {
-  const file = await script("uncollected.sh", "flow activity-submit doomed -- sh -c 'exit 5'\nsleep 3\necho done\n");
-  const r = await server.cli(["submit", file, "--follow"], { timeoutMs: 60_000 });
+  // The script ends once the test has seen the activity fail (a condition, not a sleep).
+  const go = join(dir, "uncollected-go");
+  const id = await start("uncollected.sh", `flow activity-submit doomed -- sh -c 'exit 5'\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho done\n`);
+  await waitFor("the activity to fail", async () => (await status(id)).activities.some((a) => a.status === "failed"), 60_000);
+  await writeFile(go, "");
+  const r = await follow(id);
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  const run = await status(RUN_ID.exec(r.stderr)![0]);
+  const run = await status(id);
   assert.equal(run.status, "succeeded");
   assert.deepEqual(run.activities, [{ name: "doomed", status: "failed", exit_code: 5 }]);
   assert.match(run.annotations.map((a) => a.markdown).join("\n"), /1 activity was never collected: `doomed` \(failed, exit 5\)/);
