@@ -11,7 +11,7 @@ import { startTestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
 import type { TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { count, ended, exists, runKit } from "./support/runs.js";
+import { count, ended, exists, runKit, storedLog } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -26,18 +26,24 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const { submit, json } = runKit(() => server, () => dir);
+const { submit, start, follow, json } = runKit(() => server, () => dir);
 
 void test("after the agent is killed, recorded steps replay: each command runs once and its output is logged once", async () => {
-  const { run, r } = await submit("replay.sh", `
+  const killed = join(dir, "killed");
+  const run = await start("replay.sh", `
 echo "pass"
 v=$(flow step one -- sh -c 'echo ran >> ${dir}/ran-one; echo "one-$$"')
 echo "v=$v"
 flow step shown -- echo shown-once
-if [ ! -e ${dir}/killed ]; then touch ${dir}/killed; sleep 0.5; kill -9 "$FLOW_AGENT_PID"; sleep 60; fi
+if [ ! -e ${killed} ]; then echo "$FLOW_AGENT_PID" > ${killed}; sleep 60; fi
 flow step two -- echo two
 echo "end v=$v"
 `);
+  // The agent is killed once its first pass's output is in the stored log (not after a fixed pause).
+  await waitFor("the first pass to wait", () => readFile(killed, "utf8").then((t) => t.endsWith("\n"), () => false));
+  await waitFor("the first pass's output to be stored", async () => (await storedLog(server, run)).includes("shown-once\n"));
+  process.kill(Number((await readFile(killed, "utf8")).trim()), "SIGKILL");
+  const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.equal(await readFile(join(dir, "ran-one"), "utf8"), "ran\n", "step one's command ran once");
   assert.equal(count(r.stdout, "pass\n"), 2, "plain shell appears once per pass");

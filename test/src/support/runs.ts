@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { isTerminalStatus } from "@flowsvc/core";
+import pg from "pg";
 import type { CliResult, TestServer } from "./server.js";
 import { waitFor } from "./wait.js";
 
@@ -56,6 +57,18 @@ export const ended = async (server: TestServer, run: string, timeoutMs = 60_000)
     return isTerminalStatus(status);
   }, timeoutMs);
   return status;
+};
+
+/** The run's stored log so far (stdout and stderr), read from the server's database. */
+export const storedLog = async (server: TestServer, run: string): Promise<string> => {
+  const client = new pg.Client({ connectionString: server.databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ data: string }>(`select data from run_logs where run_id = $1 and stream <> 'system' order by id`, [run]);
+    return rows.map((r) => r.data).join("");
+  } finally {
+    await client.end();
+  }
 };
 
 export interface RunKit {
