@@ -40,8 +40,8 @@ flow step two -- echo two
 echo "end v=$v"
 `);
   // The agent is killed once its first pass's output is in the stored log (not after a fixed pause).
-  await waitFor("the first pass to wait", () => readFile(killed, "utf8").then((t) => t.endsWith("\n"), () => false));
-  await waitFor("the first pass's output to be stored", async () => (await storedLog(server, run)).includes("shown-once\n"));
+  await waitFor("the first pass to wait", () => readFile(killed, "utf8").then((t) => t.endsWith("\n"), () => false), 60_000);
+  await waitFor("the first pass's output to be stored", async () => (await storedLog(server, run)).includes("shown-once\n"), 60_000);
   process.kill(Number((await readFile(killed, "utf8")).trim()), "SIGKILL");
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);

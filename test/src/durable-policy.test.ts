@@ -120,7 +120,7 @@ void test("an activity that requires a capability runs on the agent pool that ad
 void test("cancel stops a parked run and a running one; run.cancelled carries the reason and a cancelled run takes no signals", async () => {
   const parkedFile = await script("parked.sh", "flow wait-signal never\n");
   const parked = (await server.cli(["submit", parkedFile])).stdout.trim();
-  await waitFor("the run to park on its signal wait", isParked(parked));
+  await waitFor("the run to park on its signal wait", isParked(parked), 60_000);
   const c = await server.cli(["cancel", parked, "--reason", "superseded"]);
   assert.equal(c.code, 0, c.stderr);
   assert.match(c.stdout, /cancelled/);
