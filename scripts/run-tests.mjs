@@ -1,6 +1,12 @@
 #!/usr/bin/env node
-// Runs every compiled test file with node:test. Unit tests sit beside the code
-// (`<workspace>/src/**/*.test.ts` -> `dist/**/*.test.js`); cross-part tests live in test/.
+// Runs every compiled test file with node:test, in two phases:
+//   1. unit: every `*.test.js` under core, store, controller, ingest, agent-image and cli dist.
+//      A unit test sits beside its code (`<workspace>/src/**/*.test.ts`) and starts no `flow server`
+//      process (it may use the test Postgres, a socket, an in-process Fastify app or a child script).
+//   2. cross-part: the end-to-end tests in test/dist (the real `flow server`, CLI and agents).
+// A failure in phase 1 ends the run (exit 1) before phase 2, so a broken rule fails in seconds.
+// Arguments are substrings of the dist paths: `node scripts/run-tests.mjs store/dist/calls test/dist/durable`
+// runs only the matching files (each in its phase); a phase with no match is skipped.
 //
 // One embedded Postgres serves the whole run: it is started here in a temp dir and handed to the
 // test processes as FLOWSVC_TEST_PG_URL (store's createTestDatabase clones a migrated template in
@@ -11,21 +17,23 @@ import { join } from "node:path";
 import { spawn } from "node:child_process";
 import { startEmbeddedPostgres } from "../store/dist/embedded-postgres.js";
 
-const roots = ["core", "store", "controller", "ingest", "agent-image", "cli", "test"].map((w) => join(w, "dist"));
-const files = [];
-const walk = (dir) => {
+const walk = (dir, files = []) => {
   let names;
-  try { names = readdirSync(dir); } catch { return; }
+  try { names = readdirSync(dir); } catch { return files; }
   for (const n of names) {
     const p = join(dir, n);
-    if (statSync(p).isDirectory()) walk(p);
+    if (statSync(p).isDirectory()) walk(p, files);
     else if (n.endsWith(".test.js")) files.push(p);
   }
+  return files;
 };
-roots.forEach(walk);
 const only = process.argv.slice(2);
-const selected = only.length ? files.filter((f) => only.some((o) => f.includes(o))) : files;
-if (selected.length === 0) { console.error("no test files found"); process.exit(1); }
+const pick = (files) => (only.length ? files.filter((f) => only.some((o) => f.includes(o))) : files);
+const phases = [
+  { name: "unit", files: pick(["core", "store", "controller", "ingest", "agent-image", "cli"].flatMap((w) => walk(join(w, "dist")))) },
+  { name: "cross-part", files: pick(walk(join("test", "dist"))) },
+].filter((p) => p.files.length > 0);
+if (phases.length === 0) { console.error("no test files found"); process.exit(1); }
 
 let cluster;
 let dataDir;
@@ -50,21 +58,35 @@ if (!adminUrl) {
   adminUrl = url.toString();
 }
 
-const child = spawn(process.execPath, ["--test", "--test-concurrency=2", ...selected], {
-  stdio: "inherit",
-  env: { ...process.env, FLOWSVC_TEST_PG_URL: adminUrl },
-});
+let child;
 let signalled;
 for (const sig of ["SIGINT", "SIGTERM"]) {
   process.on(sig, () => {
     // A terminal's Ctrl-C already reached the runner (same process group); a kill(1) did not.
     signalled = sig;
-    child.kill(sig);
+    child?.kill(sig);
   });
 }
-const code = await new Promise((resolve) => {
-  child.on("exit", (c) => resolve(c));
+
+/** Runs one phase's files in one `node --test`; answers its exit code. */
+const runPhase = (phase) => new Promise((resolve) => {
+  console.log(`# phase ${phase.name}: ${phase.files.length} test files`);
+  child = spawn(process.execPath, ["--test", "--test-concurrency=2", ...phase.files], {
+    stdio: "inherit",
+    env: { ...process.env, FLOWSVC_TEST_PG_URL: adminUrl },
+  });
+  child.on("exit", (c) => resolve(c ?? 1));
   child.on("error", (err) => { console.error(`error: could not run node --test: ${err.message}`); resolve(1); });
 });
+
+let code = 0;
+for (const [i, phase] of phases.entries()) {
+  const started = Date.now();
+  code = await runPhase(phase);
+  console.log(`# phase ${phase.name}: exit ${code} after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  if (code === 0 && !signalled) continue;
+  if (!signalled && i + 1 < phases.length) console.error(`# phase ${phase.name} failed: phase ${phases[i + 1].name} not run`);
+  break;
+}
 await stopCluster();
-process.exit(signalled ? 128 + (signalled === "SIGINT" ? 2 : 15) : (code ?? 1));
+process.exit(signalled ? 128 + (signalled === "SIGINT" ? 2 : 15) : code);

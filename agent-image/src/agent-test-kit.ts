@@ -12,7 +12,7 @@ import { JournalCursor } from "./journal-cursor.js";
 import { silentLogger } from "./logger.js";
 import type { PendingCall } from "./op-kit.js";
 import { createOpHandler } from "./socket-ops.js";
-import { startSocketServer } from "./socket-server.js";
+import { startSocketServer, type HandlerResult, type SocketHandler } from "./socket-server.js";
 
 export interface FakeBackend extends AgentBackend {
   /** Every call made, in order: `[method, body]`. */
@@ -55,7 +55,8 @@ export const pendingCall = (body: CallRequest, substate: { name: string; kind: s
   deadline: null,
 });
 
-export const entry = (position: number, kind: string, name: string, ordinal: number, result: unknown, status: "done" | "pending" = "done"): JournalEntry =>
+/** A journal entry at `[position, kind, name, ordinal]`. */
+export const entry = ([position, kind, name, ordinal]: [number, string, string, number], result: unknown, status: "done" | "pending" = "done"): JournalEntry =>
   ({ position, kind, name, ordinal, status, result });
 
 export const b64 = (text: string): string => Buffer.from(text).toString("base64");
@@ -65,58 +66,99 @@ export type Answer = Record<string, unknown>;
 export interface AgentSocket {
   /** Sends requests on one connection and reads one answer line per request. */
   call(...requests: object[]): Promise<Answer[]>;
-  /** Sends one request and waits `ms` for an answer; undefined when none came. */
-  callSilent(request: object, ms?: number): Promise<Answer | undefined>;
+  /**
+   * Sends one request; undefined when the agent handled it without an answer (known from the
+   * handler's result, not from a timer), else the answer.
+   */
+  callSilent(request: object): Promise<Answer | undefined>;
+  /** What the agent reported: `failed: <message>` (onDeterminism), `suspended at #<position>`, `answered <n>`. */
   readonly events: string[];
+  /** Resolves once an event starting with `prefix` has been reported. */
+  event(prefix: string): Promise<void>;
   readonly suspended: PendingCall[];
   close(): Promise<void>;
 }
 
+/** An event log that tests can wait on. */
+const eventLog = (): { events: string[]; note: (e: string) => void; event: (prefix: string) => Promise<void> } => {
+  const events: string[] = [];
+  const waiters: Array<{ prefix: string; resolve: () => void }> = [];
+  const note = (e: string): void => {
+    events.push(e);
+    for (const w of waiters.filter((x) => e.startsWith(x.prefix))) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve();
+    }
+  };
+  const event = (prefix: string): Promise<void> =>
+    events.some((e) => e.startsWith(prefix)) ? Promise.resolve() : new Promise((resolve) => waiters.push({ prefix, resolve }));
+  return { events, note, event };
+};
+
+/** Wraps a handler so that each result is also handed to `seen`, after its afterAnswer ran. */
+const observed = (handler: SocketHandler, seen: (r: HandlerResult) => void): SocketHandler => async (request) => {
+  const r = await handler(request);
+  return { ...r, afterAnswer: () => { r.afterAnswer?.(); seen(r); } };
+};
+
+/** Sends requests on one connection; resolves with one answer line per request, or [] once `silent` says none comes. */
+const exchange = (path: string, requests: object[], silent?: Promise<HandlerResult>): Promise<Answer[]> =>
+  new Promise((resolve, reject) => {
+    const socket = createConnection(path);
+    let text = "";
+    void silent?.then((r) => {
+      if (r.response) return;
+      socket.destroy();
+      resolve([]);
+    });
+    socket.setEncoding("utf8").on("data", (d: string) => {
+      text += d;
+      const lines = text.split("\n").filter(Boolean);
+      if (lines.length !== requests.length) return;
+      socket.end();
+      resolve(lines.map((l) => JSON.parse(l) as Answer));
+    });
+    socket.on("error", reject);
+    socket.write(requests.map((r) => `${JSON.stringify(r)}\n`).join(""));
+  });
+
 /** The agent's socket over a journal and a fake backend. */
 export const agentSocket = async (journal: JournalEntry[], backend: AgentBackend = fakeBackend()): Promise<AgentSocket> => {
   const dir = await mkdtemp(join(tmpdir(), "fa-sock-"));
-  const events: string[] = [];
+  const log = eventLog();
   const suspended: PendingCall[] = [];
   let failure: FlowError | undefined;
+  let handled: ((r: HandlerResult) => void) | undefined;
   const handler = createOpHandler({
     agentId: "agt-test", runId: "run-test", captureIno: 4242, cursor: new JournalCursor(journal),
     backend, outputs: new Map(), logger: silentLogger,
     failure: () => failure,
     onDeterminism: (err) => {
       failure = err;
-      events.push(`failed: ${err.message}`);
+      log.note(`failed: ${err.message}`);
     },
     onSuspend: (call) => {
       suspended.push(call);
-      events.push(`suspended at #${call.position}`);
+      log.note(`suspended at #${call.position}`);
     },
   });
-  const server = await startSocketServer(join(dir, "agent.sock"), handler, silentLogger);
-  const exchange = (requests: object[], ms: number | undefined): Promise<Answer[]> =>
-    new Promise((resolve, reject) => {
-      const socket = createConnection(server.path);
-      let text = "";
-      const timer = ms === undefined ? undefined : setTimeout(() => {
-        socket.destroy();
-        resolve([]);
-      }, ms);
-      socket.setEncoding("utf8").on("data", (d: string) => {
-        text += d;
-        const lines = text.split("\n").filter(Boolean);
-        if (lines.length === requests.length) {
-          clearTimeout(timer);
-          socket.end();
-          events.push(`answered ${lines.length}`);
-          resolve(lines.map((l) => JSON.parse(l) as Answer));
-        }
-      });
-      socket.on("error", reject);
-      socket.write(requests.map((r) => `${JSON.stringify(r)}\n`).join(""));
-    });
+  const server = await startSocketServer(join(dir, "agent.sock"), observed(handler, (r) => handled?.(r)), silentLogger);
+  const call = async (...requests: object[]): Promise<Answer[]> => {
+    const answers = await exchange(server.path, requests);
+    log.note(`answered ${answers.length}`);
+    return answers;
+  };
   return {
-    call: (...requests) => exchange(requests, undefined),
-    callSilent: async (request, ms = 200) => (await exchange([request], ms))[0],
-    events,
+    call,
+    callSilent: async (request) => {
+      const result = new Promise<HandlerResult>((resolve) => (handled = resolve));
+      const [answer] = await exchange(server.path, [request], result);
+      handled = undefined;
+      if (answer) log.note("answered 1");
+      return answer;
+    },
+    events: log.events,
+    event: log.event,
     suspended,
     close: async () => {
       await server.close();

@@ -30,7 +30,7 @@ void test("emit is a positional durable call: type, key and payload (null by def
 
 void test("a replayed emit answers the recorded id without the backend, whatever the payload is now", async () => {
   const backend = fakeBackend();
-  const a = await agentSocket([entry(0, "emit", "", 0, { event_id: "evt-first" })], backend);
+  const a = await agentSocket([entry([0, "emit", "", 0], { event_id: "evt-first" })], backend);
   const [r] = await a.call({ v: 2, op: "emit", type: "deploy.done", payload: { attempt: 2 } });
   assert.deepEqual(r, { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: b64("evt-first\n"), event_id: "evt-first" });
   assert.deepEqual(callBodies(backend), []);
@@ -89,7 +89,7 @@ void test("wait-event prints the whole envelope as one line of JSON; a timed-out
   assert.deepEqual(timedOut, { v: 2, ok: true, exit: 124, stderr: "flow: wait-event deploy.done timed out\n" });
   await a.close();
 
-  const replay = await agentSocket([entry(0, "wait-event", "deploy.done", 0, { envelope }), entry(1, "wait-event", "deploy.done", 1, { timed_out: true })]);
+  const replay = await agentSocket([entry([0, "wait-event", "deploy.done", 0], { envelope }), entry([1, "wait-event", "deploy.done", 1], { timed_out: true })]);
   const again = await replay.call({ v: 2, op: "wait-event", type: "deploy.done" }, { v: 2, op: "wait-event", type: "deploy.done", timeout: "1s" });
   assert.deepEqual(again, [
     { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: b64(`${JSON.stringify(envelope)}\n`) },
@@ -100,7 +100,7 @@ void test("wait-event prints the whole envelope as one line of JSON; a timed-out
 
 void test("wait-event refuses a malformed type and a bad timeout with exit 2; a different type at the position is a determinism error", async () => {
   const backend = answering(() => ({ timed_out: true }));
-  const a = await agentSocket([entry(0, "wait-event", "deploy.done", 0, { timed_out: true })], backend);
+  const a = await agentSocket([entry([0, "wait-event", "deploy.done", 0], { timed_out: true })], backend);
   const [badType, badTimeout, other] = await a.call(
     { v: 2, op: "wait-event", type: "event:x" },
     { v: 2, op: "wait-event", type: "x", timeout: "soon" },

@@ -77,12 +77,14 @@ void test("a lost lease stops shipping and tells the job once", async () => {
 void test("push answers false over the high-water mark until the backlog drains", async () => {
   let release: () => void = () => undefined;
   const gate = new Promise<void>((r) => (release = r));
-  const shipper = new LogShipper({ send: () => gate, logger: silentLogger, intervalMs: 1, highWaterChars: 10 });
+  let sends = 0;
+  const shipper = new LogShipper({ send: () => (sends++, gate), logger: silentLogger, intervalMs: 1, highWaterChars: 10 });
   assert.equal(shipper.push("stdout", "12345"), true);
   assert.equal(shipper.push("stdout", "678901"), false);
   let drained = false;
   const waiting = shipper.whenDrained().then(() => (drained = true));
-  await new Promise((r) => setTimeout(r, 10));
+  // The shipper has sent the backlog and waits for the answer: still not drained.
+  while (sends === 0) await new Promise((r) => setTimeout(r, 1));
   assert.equal(drained, false);
   release();
   await waiting;

@@ -98,13 +98,15 @@ void test("a stop while claiming closes the backend and ends the job as stopped"
   const stop = new AbortController();
   let rejectClaim: (err: Error) => void = () => undefined;
   const backend = fakeBackend({
-    claim: () => new Promise((_, reject) => (rejectClaim = reject)),
+    claim: () => {
+      queueMicrotask(() => stop.abort()); // the stop comes while the claim is under way
+      return new Promise((_, reject) => (rejectClaim = reject));
+    },
     close: () => {
       rejectClaim(new FlowError("unavailable", "closed"));
       return Promise.resolve();
     },
   });
-  setTimeout(() => stop.abort(), 20);
   assert.deepEqual(await runJob(backend, options({ stop: stop.signal })), { type: "stopped" });
   assert.ok(methods(backend).includes("close"));
 });

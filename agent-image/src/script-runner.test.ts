@@ -7,7 +7,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { openCapturePipe } from "./capture-pipe.js";
 import { startScript } from "./script-runner.js";
 
-const run = async (script: string, opts: { onStarted?: (s: ReturnType<typeof startScript>) => Promise<void> } = {}) => {
+/** Runs `script`; `onStarted` gets the script and its stdout so far. */
+const run = async (script: string, opts: { onStarted?: (s: ReturnType<typeof startScript>, stdout: () => string) => Promise<void> } = {}) => {
   const dir = await mkdtemp(join(tmpdir(), "fa-test-"));
   try {
     const pipe = openCapturePipe(join(dir, "out.fifo"));
@@ -18,7 +19,7 @@ const run = async (script: string, opts: { onStarted?: (s: ReturnType<typeof sta
     pipe.reader.setEncoding("utf8").on("data", (d: string) => (stdout += d));
     s.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
     const ended = new Promise((r) => pipe.reader.once("close", r));
-    await opts.onStarted?.(s);
+    await opts.onStarted?.(s, () => stdout);
     const exit = await s.exited;
     await ended;
     return { exit, stdout, stderr, ino: pipe.ino, script: s };
@@ -57,8 +58,9 @@ void test("a death by signal is reported as 128 + the signal number", async () =
 void test("terminating the group ends the script's background children too", async () => {
   let child = 0;
   const r = await run("trap '' TERM; sleep 30 & echo $!; wait", {
-    onStarted: async (s) => {
-      await sleep(200);
+    onStarted: async (s, stdout) => {
+      // The child's pid is printed after the trap is set and the child started.
+      while (!stdout().endsWith("\n")) await sleep(10);
       await s.terminate(300);
     },
   });

@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, realpath, rm } from "node:fs/promises";
+import { mkdtemp, readdir, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { LogChunk } from "@flowsvc/core";
@@ -76,6 +76,15 @@ const worker = (claims: Record<string, AnyClaim | Error>) => {
 const stdoutOf = (b: FakeBackend): string =>
   b.calls.filter(([m]) => m === "log").flatMap(([, c]) => c as LogChunk[]).filter((c) => c.stream === "stdout").map((c) => c.data).join("");
 
+/** Resolves with the first job's backend once its script printed "started". */
+const running = async (backends: Array<[string, FakeBackend]>): Promise<FakeBackend> => {
+  for (;;) {
+    const found = backends[0]?.[1];
+    if (found && stdoutOf(found).includes("started")) return found;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
 const listeners = (): Record<string, number> => Object.fromEntries(process.eventNames().map((e) => [String(e), process.listenerCount(e)]));
 
 void test("a worker runs jobs one after another, each with its own token, agent id, env and masks, and answers done for each", async () => {
@@ -106,13 +115,7 @@ void test("a worker runs jobs one after another, each with its own token, agent 
 void test("a stop while a job runs ends its script by the stop path, sends no done and exits 0", async () => {
   const { w, end, backends } = worker({ "tok-1": scriptClaim({ source: "echo started; sleep 30\n" }) });
   end.deliver(job(1));
-  const b = await (async () => {
-    for (;;) {
-      const found = backends[0]?.[1];
-      if (found && stdoutOf(found).includes("started")) return found;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
+  const b = await running(backends);
   const t = Date.now();
   w.stop("SIGTERM");
   assert.equal(await w.exited, 0);
@@ -122,16 +125,19 @@ void test("a stop while a job runs ends its script by the stop path, sends no do
 });
 
 void test("when the launcher goes away (the server died) the running job runs to its end, then the worker exits 0", async () => {
-  const { w, end, backends } = worker({ "tok-1": scriptClaim({ source: "sleep 0.5; echo finished\n" }) });
+  const go = join(dir, "disconnect-go");
+  const source = `echo started; while [ ! -e ${go} ]; do sleep 0.05; done; echo finished\n`;
+  const { w, end, backends } = worker({ "tok-1": scriptClaim({ source }) });
   end.deliver(job(1));
-  await new Promise((r) => setTimeout(r, 200));
+  await running(backends);
   end.disconnect();
   end.deliver(job(2)); // never taken: nobody would hear its done
+  await writeFile(go, "");
   assert.equal(await w.exited, 0);
   assert.deepEqual(end.sent, [{ type: "ready" }]);
   assert.deepEqual(backends.map(([t]) => t), ["tok-1"]);
   const [[, b]] = backends as [[string, FakeBackend]];
-  assert.equal(stdoutOf(b), "finished\n");
+  assert.equal(stdoutOf(b), "started\nfinished\n");
   assert.ok(b.calls.some(([m]) => m === "finish"), "the job was finished, not stopped");
 });
 

@@ -265,6 +265,7 @@ export class LocalLauncher implements Launcher {
       if (agent.job || agent.retiring || this.#stopping) return;
       const others = [...this.#pool].some((a) => a !== agent && !a.job && !a.retiring && !a.exited);
       if (others) void this.#terminate(agent, "idle");
+      else this.#opts.log({ pid: agent.child.pid }, "agent stays"); // the last idle one: tests wait on this line
     }, this.#idleMs);
     agent.idleTimer.unref();
   }

@@ -29,13 +29,23 @@ const newRunningScript = async (projectId: string): Promise<string> => {
   return runId;
 };
 
-const addHandler = (projectId: string, name: string, on: string[], when: string | null = null, credentials: Record<string, string> = {}) =>
+/** A script handler on `on`, with a CEL guard and credentials when given. */
+const addHandler = (projectId: string, name: string, on: string[], { when = null, credentials = {} }: { when?: string | null; credentials?: Record<string, string> } = {}) =>
   db.pool.query(`insert into handlers (project_id, name, patterns, when_cel, reaction, credentials) values ($1, $2, $3, $4, $5, $6)`, [
     projectId, name, on, when, JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }), JSON.stringify(credentials),
   ]);
 
 const emit = (input: Partial<EmitInput> & Pick<EmitInput, "projectId" | "type">) =>
   withTransaction(db.pool, (tx) => emitEvent(tx, { key: null, payload: null, sourceRunId: null, trusted: true, ...input }));
+
+/** Waits until a session of this database waits for a lock (pg_stat_activity), for up to 10 s. */
+const waitForLockWait = async (): Promise<void> => {
+  const count = async () =>
+    (await db.pool.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0]!.n;
+  for (const until = Date.now() + 10_000; (await count()) === 0; await new Promise((r) => setTimeout(r, 10))) {
+    assert.ok(Date.now() < until, "no session waits for a lock");
+  }
+};
 
 const runsOf = async (projectId: string) =>
   (await db.pool.query<{ id: string; handler_name: string; generation: number; trusted: boolean }>(
@@ -60,8 +70,8 @@ void test("every matching handler gets its own run, with an id derived from the 
 
 void test("a when that reads an absent field declines (reported), and a has() guard makes it match only when present", async () => {
   const p = await newProject();
-  await addHandler(p, "absent", ["e"], "event.payload.missing == 1");
-  await addHandler(p, "guarded", ["e"], "has(event.payload.x) && event.payload.x > 1");
+  await addHandler(p, "absent", ["e"], { when: "event.payload.missing == 1" });
+  await addHandler(p, "guarded", ["e"], { when: "has(event.payload.x) && event.payload.x > 1" });
   const first = await emit({ projectId: p, type: "e", payload: { y: 1 } });
   assert.deepEqual(first.handlerRuns, []);
   assert.equal(first.declined.length, 1);
@@ -113,7 +123,7 @@ void test("concurrent emits never pass the in-flight limit together: of 12 at on
 void test("a forge redelivery answers the same event and delivers nothing twice; untrusted events skip handlers with credentials", async () => {
   const p = await newProject();
   await addHandler(p, "plain", ["gh.push"]);
-  await addHandler(p, "deployer", ["gh.push"], null, { TOKEN: "deploy-token" });
+  await addHandler(p, "deployer", ["gh.push"], { credentials: { TOKEN: "deploy-token" } });
   const first = await emit({ projectId: p, type: "gh.push", hookName: "gh", deliveryId: "d-1", trusted: false });
   const again = await emit({ projectId: p, type: "gh.push", hookName: "gh", deliveryId: "d-1", trusted: false });
   assert.equal(again.eventId, first.eventId);
@@ -230,7 +240,8 @@ void test("a waiter that begins while an emit of its type is uncommitted waits f
       waited = true;
       return r;
     });
-    await new Promise((r) => setTimeout(r, 300));
+    // The waiter's backend is blocked on a lock the uncommitted emit holds (a condition, not a sleep).
+    await waitForLockWait();
     assert.equal(waited, false, "the waiter does not note the bus position while an emit of its type is between its sequence number and its commit");
     await emitter.query("commit");
     assert.equal((await wait).status, "pending");

@@ -11,15 +11,18 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
-import type { CliResult, TestServer } from "./support/server.js";
+import type { TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
+import { runKit, type RunKit } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
 
 before(async () => {
   // One agent: a run can only go to the process that ran the previous one, or to a new process.
-  server = await startTestServer({ leaseMs: 2000, agents: 1 });
+  // No test here is about lease expiry (a killed agent's job is requeued by the launcher at once):
+  // a lease that a loaded host's pauses cannot lapse, so no pass runs twice by accident.
+  server = await startTestServer({ leaseMs: 5000, agents: 1 });
   dir = await scriptDir("flowsvc-reuse-test-");
 });
 
@@ -28,14 +31,9 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const submit = async (name: string, source: string, args: string[] = [], on: TestServer = server): Promise<{ run: string; r: CliResult }> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  const r = await on.cli(["submit", file, ...args, "--follow"], { timeoutMs: 90_000 });
-  const run = /run-[0-9a-z]{26}/.exec(r.stderr)?.[0];
-  assert.ok(run, `no run id in: ${r.stderr}`);
-  return { run, r };
-};
+const { submit } = runKit(() => server, () => dir);
+/** The same helpers on a test's own server. */
+const on = (own: TestServer): RunKit => runKit(() => own, () => dir);
 
 /** The `key=value` pairs a script printed on lines starting with `tag`. */
 const fields = (stdout: string, tag: string): Array<Record<string, string>> =>
@@ -149,7 +147,7 @@ void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs, by a fresh on
   try {
     const pids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const { r } = await submit(`share-${i}.sh`, 'echo "share pid=$FLOW_AGENT_PID"\n', [], own);
+      const { r } = await on(own).submit(`share-${i}.sh`, 'echo "share pid=$FLOW_AGENT_PID"\n');
       assert.equal(r.code, 0, r.stdout + r.stderr);
       pids.push(fields(r.stdout, "share")[0]?.["pid"] ?? "");
     }
@@ -177,14 +175,15 @@ void test("an idle extra agent exits after FLOWSVC_AGENT_IDLE_MS and the last on
   try {
     const reasons = (): string[] => serverLog("agent retiring", own).map((l) => String(l["reason"]));
     // Two runs at once keep two agents busy; once both are idle, one of them leaves.
-    const pair = await Promise.all(["pair-1.sh", "pair-2.sh"].map((name) => submit(name, 'echo "share pid=$FLOW_AGENT_PID"\n', [], own)));
+    const pair = await Promise.all(["pair-1.sh", "pair-2.sh"].map((name) => on(own).submit(name, 'echo "share pid=$FLOW_AGENT_PID"\n')));
     for (const { r } of pair) assert.equal(r.code, 0, r.stdout + r.stderr);
     const live = (): number[] => serverLog("agent started", own).map((l) => Number(l["pid"])).filter(alive);
     await waitFor("an idle extra agent to exit", () => live().length === 1 && reasons().includes("idle"), 10_000);
-    await new Promise((r) => setTimeout(r, 1000));
+    // The last one's idle timer has fired too, and it stayed: the launcher logs "agent stays".
     const stayed = live();
-    assert.equal(stayed.length, 1, "the last idle agent stays, so the next job does not wait for Node to start");
-    const next = await submit("share-next.sh", 'echo "share pid=$FLOW_AGENT_PID"\n', [], own);
+    await waitFor("the last idle agent's timer", () => serverLog("agent stays", own).some((l) => Number(l["pid"]) === stayed[0]), 10_000);
+    assert.deepEqual(live(), stayed, "the last idle agent stays, so the next job does not wait for Node to start");
+    const next = await on(own).submit("share-next.sh", 'echo "share pid=$FLOW_AGENT_PID"\n');
     assert.equal(next.r.code, 0, next.r.stdout + next.r.stderr);
     assert.equal(Number(fields(next.r.stdout, "share")[0]?.["pid"]), stayed[0], "the agent that stayed took the next job");
     // At debug the agents' own lines join the server's log: each script's pid, say.
@@ -219,7 +218,7 @@ void test("a killed server's idle agents exit at once and a busy one after its j
     assert.match(followed.stdout, /the script ran on\n/);
     await waitFor("the busy agent to exit after its job", () => !alive(busyPid), 10_000);
 
-    const again = await submit("again.sh", 'echo "again pid=$FLOW_AGENT_PID"\n', [], own);
+    const again = await on(own).submit("again.sh", 'echo "again pid=$FLOW_AGENT_PID"\n');
     assert.equal(again.r.code, 0, again.r.stdout + again.r.stderr);
     const pid = Number(fields(again.r.stdout, "again")[0]?.["pid"]);
     await own.kill("SIGTERM");

@@ -9,8 +9,9 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
-import type { CliResult, TestServer } from "./support/server.js";
+import type { TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
+import { count, ended, exists, runKit, storedLog } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -25,34 +26,24 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** Submits `source` as a bash script, follows it to the end; answers the run id and the CLI result. */
-const submit = async (name: string, source: string): Promise<{ run: string; r: CliResult }> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  const r = await server.cli(["submit", file, "--follow"], { timeoutMs: 90_000 });
-  const run = /run-[0-9a-z]{26}/.exec(r.stderr)?.[0];
-  assert.ok(run, `no run id in: ${r.stderr}`);
-  return { run, r };
-};
-
-const json = async <T>(args: string[]): Promise<T> => {
-  const r = await server.cli([...args, "-o", "json"]);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as T;
-};
-
-const count = (text: string, part: string): number => text.split(part).length - 1;
+const { submit, start, follow, json } = runKit(() => server, () => dir);
 
 void test("after the agent is killed, recorded steps replay: each command runs once and its output is logged once", async () => {
-  const { run, r } = await submit("replay.sh", `
+  const killed = join(dir, "killed");
+  const run = await start("replay.sh", `
 echo "pass"
 v=$(flow step one -- sh -c 'echo ran >> ${dir}/ran-one; echo "one-$$"')
 echo "v=$v"
 flow step shown -- echo shown-once
-if [ ! -e ${dir}/killed ]; then touch ${dir}/killed; sleep 0.5; kill -9 "$FLOW_AGENT_PID"; sleep 60; fi
+if [ ! -e ${killed} ]; then echo "$FLOW_AGENT_PID" > ${killed}; sleep 60; fi
 flow step two -- echo two
 echo "end v=$v"
 `);
+  // The agent is killed once its first pass's output is in the stored log (not after a fixed pause).
+  await waitFor("the first pass to wait", () => readFile(killed, "utf8").then((t) => t.endsWith("\n"), () => false), 60_000);
+  await waitFor("the first pass's output to be stored", async () => (await storedLog(server, run)).includes("shown-once\n"), 60_000);
+  process.kill(Number((await readFile(killed, "utf8")).trim()), "SIGKILL");
+  const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.equal(await readFile(join(dir, "ran-one"), "utf8"), "ran\n", "step one's command ran once");
   assert.equal(count(r.stdout, "pass\n"), 2, "plain shell appears once per pass");
@@ -128,7 +119,6 @@ flow step big -- sh -c 'yes | head -c 2100000' > /dev/null
 });
 
 
-const exists = (path: string) => () => readFile(path).then(() => true, () => false);
 
 void test("after server death the script keeps running; its output and pending calls land when the server is back", async () => {
   const own = await startTestServer({ leaseMs: 60_000 });
@@ -139,6 +129,7 @@ flow step before -- echo before
 touch ${dir}/outage-ready
 while [ ! -e ${dir}/outage-go ]; do sleep 0.1; done
 echo "printed while the server was down"
+touch ${dir}/outage-calling
 flow step during -- echo during
 echo "after"
 `);
@@ -148,15 +139,10 @@ echo "after"
     await waitFor("the script to start", exists(join(dir, "outage-ready")));
     await own.kill("SIGKILL");
     await writeFile(join(dir, "outage-go"), "");
-    await new Promise((r) => setTimeout(r, 1500)); // the step call and the log now retry
+    // The log and then the step call are sent (and retried) while the server is down.
+    await waitFor("the script to reach its step call", exists(join(dir, "outage-calling")));
     await own.restart();
-    let status = "";
-    await waitFor("the run to end", async () => {
-      const r = await own.cli(["status", run, "-o", "json"]);
-      status = r.code === 0 ? (JSON.parse(r.stdout) as { status: string }).status : "";
-      return status === "succeeded" || status === "failed";
-    }, 60_000);
-    assert.equal(status, "succeeded");
+    assert.equal(await ended(own, run), "succeeded");
     const log = await own.cli(["follow", run]);
     assert.match(log.stdout, /before\nprinted while the server was down\nduring\nafter\n/);
     const steps = await own.cli(["steps", run, "-o", "json"]);
@@ -194,13 +180,7 @@ echo "$$" >> ${dir}/lost-ends
   await waitFor("the first agent to end its job as lost", async () =>
     (await readFile(join(server.dataDir, "server.log"), "utf8")).split("\n").some((l) => l.includes('"msg":"job done"') && l.includes(`"pid":${agentPid},`) && l.includes('"outcome":"lost"')));
   await writeFile(join(dir, "lost-go"), "");
-  let status = "";
-  await waitFor("the run to end", async () => {
-    const r = await server.cli(["status", run, "-o", "json"]);
-    status = r.code === 0 ? (JSON.parse(r.stdout) as { status: string }).status : "";
-    return status === "succeeded" || status === "failed";
-  }, 60_000);
-  assert.equal(status, "succeeded");
+  assert.equal(await ended(server, run), "succeeded");
   assert.equal(await readFile(join(dir, "lost-ran"), "utf8"), "ran\n", "the recorded step did not run again");
   const ends = (await readFile(join(dir, "lost-ends"), "utf8")).split("\n").filter(Boolean).map(Number);
   assert.deepEqual(ends, [(await passes())[1]![0]], "only the new attempt's pass reached the end");

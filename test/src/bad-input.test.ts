@@ -32,7 +32,8 @@ interface Answer {
   error: { code?: string; message?: string; details?: Record<string, unknown> } | undefined;
 }
 
-const send = async (method: "GET" | "PUT" | "POST", path: string, body?: string | Buffer, headers: Record<string, string> = {}, auth = true): Promise<Answer> => {
+/** A raw request: the user token unless `auth` is false, JSON content type when there is a body. */
+const send = async (method: "GET" | "PUT" | "POST", path: string, body?: string | Buffer, { headers = {}, auth = true }: { headers?: Record<string, string>; auth?: boolean } = {}): Promise<Answer> => {
   const res = await request(`${server.url}${path}`, {
     method,
     headers: { ...(auth ? { authorization: `Bearer ${server.token}` } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
@@ -159,14 +160,20 @@ const CASES: Case[] = [
   { name: "hook query with %00", method: "POST", path: () => `${hookPath("tok")}?ref=a%00`, body: () => "{}", headers: () => ({ "x-flow-hook-secret": hookSecret }), auth: false, where: 'query parameter "ref"' },
 ];
 
+/** The answer is the case's refusal (400 invalid_argument unless it says otherwise) and names where. */
+const assertRefused = (res: Answer, c: Case): void => {
+  assert.equal(res.status, c.status ?? 400, res.text);
+  assert.equal(res.error?.code, c.code ?? "invalid_argument", res.text);
+  const message = res.error?.message ?? "";
+  if (typeof c.where === "string") assert.ok(message.includes(c.where), `the message names ${c.where}: ${message}`);
+  else assert.match(message, c.where);
+};
+
 for (const c of CASES) {
   void test(`hostile input is a 400 that names where, and writes nothing: ${c.name}`, async () => {
     const before = await counts();
-    const res = await send(c.method, c.path(), c.body?.(), c.headers?.() ?? {}, c.auth ?? true);
-    assert.equal(res.status, c.status ?? 400, res.text);
-    assert.equal(res.error?.code, c.code ?? "invalid_argument", res.text);
-    if (typeof c.where === "string") assert.ok(res.error?.message?.includes(c.where), `the message names ${c.where}: ${res.error?.message}`);
-    else assert.match(res.error?.message ?? "", c.where);
+    const res = await send(c.method, c.path(), c.body?.(), { headers: c.headers?.(), auth: c.auth });
+    assertRefused(res, c);
     assert.deepEqual(await counts(), before, "no row was written");
   });
 }
@@ -183,11 +190,11 @@ void test("a body nested deeper than the limit is refused, one level less is tak
 void test("an unauthenticated hook delivery with a hostile body still gets its 401 first", async () => {
   const before = await counts();
   const raw = `{"a":"${NUL}"}`;
-  const noSecret = await send("POST", hookPath("tok"), raw, {}, false);
+  const noSecret = await send("POST", hookPath("tok"), raw, { auth: false });
   assert.equal(noSecret.status, 401, noSecret.text);
-  const unsigned = await send("POST", hookPath("gh"), raw, { "x-github-event": "issues", "x-github-delivery": "d-unsigned" }, false);
+  const unsigned = await send("POST", hookPath("gh"), raw, { headers: { "x-github-event": "issues", "x-github-delivery": "d-unsigned" }, auth: false });
   assert.equal(unsigned.status, 401, unsigned.text);
-  const badSignature = await send("POST", hookPath("gh"), deepArray(5000), { "x-hub-signature-256": sign("other"), "x-github-event": "issues", "x-github-delivery": "d-bad" }, false);
+  const badSignature = await send("POST", hookPath("gh"), deepArray(5000), { headers: { "x-hub-signature-256": sign("other"), "x-github-event": "issues", "x-github-delivery": "d-bad" }, auth: false });
   assert.equal(badSignature.status, 401, badSignature.text);
   assert.deepEqual(await counts(), before);
 });
@@ -201,7 +208,6 @@ void test("the CLI shows the server's 400 for a script file holding a NUL byte",
   assert.match(res.stderr, /body\.source holds a NUL character/);
   assert.deepEqual(await counts(), before);
 });
-
 
 void test("an overlong path segment is a 414 in the one error shape", async () => {
   const res = await send("GET", `${scoped}/runs/${"r".repeat(300)}`);
@@ -263,7 +269,7 @@ void test("a hook secret never reaches server.log, however its query parameter i
   // The right secret of `tok` is a wrong one for `gh`; `wrong` is wrong for both. Each is refused and logged.
   for (const [hook, s] of [["gh", hookSecret], ["tok", wrong]] as const) {
     for (const q of spellings(s)) {
-      const res = await send("POST", `${hookPath(hook)}?${q}`, "{}", hook === "gh" ? { "x-github-event": "ping", "x-github-delivery": `d-${sent}` } : {}, false);
+      const res = await send("POST", `${hookPath(hook)}?${q}`, "{}", { headers: hook === "gh" ? { "x-github-event": "ping", "x-github-delivery": `d-${sent}` } : {}, auth: false });
       if (res.status !== 401) continue; // a spelling the server does not read as the secret may be refused for another reason
       sent++;
     }
@@ -280,6 +286,6 @@ void test("a hook secret never reaches server.log, however its query parameter i
   assert.ok(!log.includes(wrong), "a wrong secret is not in server.log either");
   assert.match(log, /"url":"[^"]*%73ecret=\[redacted\][^"]*".*"msg":"hook delivery refused"/);
   // The percent-encoded name is still read as the secret: the right one is taken.
-  const ok = await send("POST", `${hookPath("tok")}?%73ecret=${hookSecret}`, "{}", {}, false);
+  const ok = await send("POST", `${hookPath("tok")}?%73ecret=${hookSecret}`, "{}", { auth: false });
   assert.equal(ok.status, 202, ok.text);
 });

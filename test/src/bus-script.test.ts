@@ -13,8 +13,9 @@ import { join } from "node:path";
 import { derivedId } from "@flowsvc/core";
 import { startTestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
-import type { CliResult, TestServer } from "./support/server.js";
+import type { TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
+import { exists, ok, runKit } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -32,37 +33,13 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const RUN_ID = /run-[0-9a-z]{26}/;
 const EVENT_ID = /^evt-[0-9a-z]{26}$/;
 
-interface RunView {
-  status: string;
-  substate?: { name: string; kind?: string } | null;
-  error?: string | null;
-}
 interface EventView { id: string; type: string; key: string | null; payload: unknown; source_run_id?: string | null }
 interface Envelope { type: string; event: string; key?: string; payload: unknown }
 interface StepView { position: number; kind: string; name: string; status: string }
 
-const ok = (r: CliResult): CliResult => {
-  assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r;
-};
-
-const json = async <T>(args: string[]): Promise<T> => JSON.parse(ok(await server.cli([...args, "-o", "json"])).stdout) as T;
-
-/** Submits `source` as a bash script and answers its run id (the script runs on). */
-const start = async (name: string, source: string): Promise<string> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  const r = ok(await server.cli(["submit", file]));
-  const run = RUN_ID.exec(r.stdout)?.[0];
-  assert.ok(run, `no run id in: ${r.stdout}`);
-  return run;
-};
-
-/** Follows a run to its end: its whole log and the exit status `flow follow` maps its outcome to. */
-const follow = (run: string): Promise<CliResult> => server.cli(["follow", run], { timeoutMs: 90_000 });
+const { json, start, follow, status, parked } = runKit(() => server, () => dir);
 
 /** `flow emit` from outside any script (the user CLI, over HTTP); answers the id. */
 const emit = async (type: string, ...args: string[]): Promise<string> => {
@@ -71,16 +48,8 @@ const emit = async (type: string, ...args: string[]): Promise<string> => {
   return id;
 };
 
-const status = (run: string): Promise<RunView> => json<RunView>(["status", run]);
-
-
 /** The run is parked on an event wait: `flow status` shows substate `event:...` (spec, Script semantics 5). */
-const parkedOnEvent = (run: string) => async (): Promise<boolean> => {
-  const s = await status(run);
-  return s.status === "parked" && (s.substate?.name ?? "").startsWith("event:");
-};
-
-const exists = (path: string) => (): Promise<boolean> => readFile(path).then(() => true, () => false);
+const parkedOnEvent = (run: string): (() => Promise<boolean>) => parked(run, (name) => name.startsWith("event:"));
 
 /** The JSON a script printed after `<label>=` on a line of its log. */
 const printed = <T>(log: string, label: string): T[] =>

@@ -9,11 +9,12 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { derivedId } from "@flowsvc/core";
+import { derivedId, isTerminalStatus } from "@flowsvc/core";
 import { startTestServer } from "./support/server.js";
 import { waitFor as waitUntil } from "./support/wait.js";
 import type { CliResult, TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
+import { ok, runKit, type RunView } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -38,7 +39,6 @@ const MiB = 1024 * 1024;
 const EVENT_ID = /^evt-[0-9a-z]{26}$/;
 
 interface EventView { id: string; type: string; key: string | null; payload: unknown; source_run_id: string | null; generation: number }
-interface RunView { id: string; status: string; tags?: string[]; error?: string | null }
 
 /** docs/internals.md, Identifiers: `run-` and the first 26 base32 characters of sha256(event id NUL handler name). */
 const handlerRun = (eventId: string, handler: string): string => derivedId("run", createHash("sha256").update(`${eventId}\u0000${handler}`).digest());
@@ -59,12 +59,7 @@ const http = async (method: string, path: string, body?: string | object): Promi
   return { status: res.status, body: (text ? JSON.parse(text) : {}) as Answer };
 };
 
-const ok = (r: CliResult): CliResult => {
-  assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r;
-};
-
-const json = async <T>(args: string[]): Promise<T> => JSON.parse(ok(await server.cli([...args, "-o", "json"])).stdout) as T;
+const { json } = runKit(() => server, () => dir);
 
 const emit = async (type: string, ...args: string[]): Promise<string> => {
   const id = ok(await server.cli(["emit", type, ...args])).stdout.trim();
@@ -82,10 +77,9 @@ const runOf = async (id: string): Promise<RunView | undefined> => {
 
 const waitFor = (what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> => waitUntil(what, check, timeoutMs);
 
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const finished = async (id: string): Promise<RunView> => {
   let run: RunView | undefined;
-  await waitFor(`run ${id} to finish`, async () => TERMINAL.has((run = await runOf(id))?.status ?? ""));
+  await waitFor(`run ${id} to finish`, async () => isTerminalStatus((run = await runOf(id))?.status ?? ""));
   return run!;
 };
 

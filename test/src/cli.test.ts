@@ -4,11 +4,12 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { readFile, rm, stat, writeFile } from "node:fs/promises";
+import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
 import type { TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
+import { FOLLOW_TIMEOUT, RUN_ID, runKit, type RunView } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -23,47 +24,27 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const RUN_ID = /^run-[0-9a-z]{26}$/;
-const FOLLOW_TIMEOUT = { timeoutMs: 90_000 };
-
-const script = async (name: string, text: string): Promise<string> => {
-  const file = join(dir, name);
-  await writeFile(file, text);
-  return file;
-};
-
-const json = async <T>(args: string[]): Promise<T> => {
-  const r = await server.cli([...args, "-o", "json"]);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as T;
-};
-
-interface Run {
-  id: string;
-  status: string;
-  tags: string[];
-  error: string | null;
-}
+const { script, json } = runKit(() => server, () => dir);
 
 void test("submit prints only the run id; follow prints the log and exits 0; status and runs ls report it", async () => {
   const file = await script("hello.sh", 'echo "hello from $GREETING"\n');
   const submitted = await server.cli(["submit", file, "--env", "GREETING=flowsvc", "--tag", "cli-test"]);
   assert.equal(submitted.code, 0, submitted.stderr);
   const id = submitted.stdout.trim();
-  assert.match(id, RUN_ID);
+  assert.match(id, new RegExp(`^${RUN_ID.source}$`));
   assert.equal(submitted.stdout, `${id}\n`);
 
   const followed = await server.cli(["follow", id], FOLLOW_TIMEOUT);
   assert.equal(followed.code, 0, followed.stderr);
   assert.match(followed.stdout, /hello from flowsvc\n/);
 
-  const run = await json<Run>(["status", id]);
+  const run = await json<RunView>(["status", id]);
   assert.equal(run.id, id);
   assert.equal(run.status, "succeeded");
   const table = await server.cli(["status", id]);
   assert.match(table.stdout, /^status:\s+succeeded$/m);
 
-  const listed = await json<Run[]>(["runs", "ls", "--tag", "cli-test"]);
+  const listed = await json<RunView[]>(["runs", "ls", "--tag", "cli-test"]);
   assert.deepEqual(listed.map((r) => r.id), [id]);
   const again = await server.cli(["follow", id]);
   assert.equal(again.code, 0);
@@ -75,10 +56,10 @@ void test("submit --follow streams the log, puts the id on stderr and exits 1 wh
   const r = await server.cli(["submit", file, "--follow"], FOLLOW_TIMEOUT);
   assert.equal(r.code, 1, r.stdout + r.stderr);
   assert.match(r.stdout, /about-to-fail\n/);
-  const id = /run-[0-9a-z]{26}/.exec(r.stderr)?.[0];
+  const id = RUN_ID.exec(r.stderr)?.[0];
   assert.ok(id, r.stderr);
-  assert.doesNotMatch(r.stdout, /run-[0-9a-z]{26}/);
-  assert.equal((await json<Run>(["status", id])).status, "failed");
+  assert.doesNotMatch(r.stdout, RUN_ID);
+  assert.equal((await json<RunView>(["status", id])).status, "failed");
 });
 
 void test("a repeat submit under one idempotency key answers the first run's id and creates no run", async () => {
@@ -94,7 +75,7 @@ void test("steps lists a script's recorded steps as name#ordinal with exit code 
   const file = await script("steps.sh", "flow step build -- echo built\nflow step build -- echo again\n");
   const r = await server.cli(["submit", file, "--follow"], FOLLOW_TIMEOUT);
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  const id = /run-[0-9a-z]{26}/.exec(r.stderr)?.[0] ?? "";
+  const id = RUN_ID.exec(r.stderr)?.[0] ?? "";
   const table = await server.cli(["steps", id]);
   assert.equal(table.code, 0, table.stderr);
   assert.match(table.stdout, /^0\s+step\s+build#0\s+done\s+0\s+6$/m);

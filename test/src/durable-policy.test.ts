@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
 import { scriptDir } from "./support/script-dir.js";
+import { RUN_ID, runKit } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -25,8 +26,6 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const RUN_ID = /run-[0-9a-z]{26}/;
-
 interface RunJson {
   id: string;
   status: string;
@@ -37,21 +36,20 @@ interface RunJson {
   activities: Array<{ name: string; status: string; exit_code: number | null }>;
 }
 
-const status = async (run: string): Promise<RunJson> => JSON.parse((await server.cli(["status", run, "-o", "json"])).stdout) as RunJson;
-
-const script = async (name: string, source: string): Promise<string> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  return file;
-};
+const { script, start, follow, status: statusOf, parked: isParked } = runKit(() => server, () => dir);
+const status = (run: string): Promise<RunJson> => statusOf<RunJson>(run);
 
 const counter = async (name: string): Promise<number> => (await readFile(join(dir, name), "utf8").catch(() => "")).length;
 
 void test("a failed activity nobody collected leaves the run succeeded, annotated, and listed in status", async () => {
-  const file = await script("uncollected.sh", "flow activity-submit doomed -- sh -c 'exit 5'\nsleep 3\necho done\n");
-  const r = await server.cli(["submit", file, "--follow"], { timeoutMs: 60_000 });
+  // The script ends once the test has seen the activity fail (a condition, not a sleep).
+  const go = join(dir, "uncollected-go");
+  const id = await start("uncollected.sh", `flow activity-submit doomed -- sh -c 'exit 5'\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho done\n`);
+  await waitFor("the activity to fail", async () => (await status(id)).activities.some((a) => a.status === "failed"), 60_000);
+  await writeFile(go, "");
+  const r = await follow(id);
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  const run = await status(RUN_ID.exec(r.stderr)![0]);
+  const run = await status(id);
   assert.equal(run.status, "succeeded");
   assert.deepEqual(run.activities, [{ name: "doomed", status: "failed", exit_code: 5 }]);
   assert.match(run.annotations.map((a) => a.markdown).join("\n"), /1 activity was never collected: `doomed` \(failed, exit 5\)/);
@@ -122,7 +120,7 @@ void test("an activity that requires a capability runs on the agent pool that ad
 void test("cancel stops a parked run and a running one; run.cancelled carries the reason and a cancelled run takes no signals", async () => {
   const parkedFile = await script("parked.sh", "flow wait-signal never\n");
   const parked = (await server.cli(["submit", parkedFile])).stdout.trim();
-  for (let i = 0; i < 100 && (await status(parked)).status !== "parked"; i++) await new Promise((r) => setTimeout(r, 100));
+  await waitFor("the run to park on its signal wait", isParked(parked), 60_000);
   const c = await server.cli(["cancel", parked, "--reason", "superseded"]);
   assert.equal(c.code, 0, c.stderr);
   assert.match(c.stdout, /cancelled/);

@@ -9,8 +9,9 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
-import type { CliResult, TestServer } from "./support/server.js";
+import type { TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
+import { count, exists, runKit } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -27,42 +28,7 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const RUN_ID = /run-[0-9a-z]{26}/;
-
-/** Submits `source` as a bash script and answers its run id (the script runs on). */
-const start = async (name: string, source: string): Promise<string> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  const r = await server.cli(["submit", file]);
-  assert.equal(r.code, 0, r.stderr);
-  const run = RUN_ID.exec(r.stdout)?.[0];
-  assert.ok(run, `no run id in: ${r.stdout}`);
-  return run;
-};
-
-/** Follows a run to its end: its whole log and the exit status `flow follow` maps its outcome to. */
-const follow = (run: string): Promise<CliResult> => server.cli(["follow", run], { timeoutMs: 90_000 });
-
-const json = async <T>(args: string[]): Promise<T> => {
-  const r = await server.cli([...args, "-o", "json"]);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as T;
-};
-
-interface RunView {
-  status: string;
-  substate?: { name: string; kind?: string } | null;
-  error?: string | null;
-  parent_run_id?: string | null;
-  annotations?: unknown[];
-}
-
-const status = (run: string): Promise<RunView> => json<RunView>(["status", run]);
-
-
-const exists = (path: string) => (): Promise<boolean> => readFile(path).then(() => true, () => false);
-const parked = (run: string) => async (): Promise<boolean> => (await status(run)).status === "parked";
-const count = (text: string, part: string): number => text.split(part).length - 1;
+const { start, follow, status, parked } = runKit(() => server, () => dir);
 
 void test("each step body runs once across a sleep and an agent kill; plain shell runs once per pass", async () => {
   const run = await start("sleep-kill.sh", `

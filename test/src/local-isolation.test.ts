@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
 import { scriptDir } from "./support/script-dir.js";
+import { runIdIn, runKit } from "./support/runs.js";
 
 const asRoot = process.getuid?.() === 0;
 const NOT_ROOT = "the tests do not run as root: the agents run as the server's user, which no test can change (README: What local mode isolates)";
@@ -27,14 +28,14 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const submit = async (server: TestServer, name: string, source: string, follow = true): Promise<{ run: string; code: number; out: string }> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  const r = await server.cli(["submit", file, ...(follow ? ["--follow"] : [])], { timeoutMs: 90_000 });
-  const run = /run-[0-9a-z]{26}/.exec(r.stdout + r.stderr)?.[0];
-  assert.ok(run, `no run id in: ${r.stdout}${r.stderr}`);
+/** Submits `source` on `server` and follows it: the run id, its exit code and its whole output. */
+const submit = async (server: TestServer, name: string, source: string): Promise<{ run: string; code: number; out: string }> => {
+  const { run, r } = await runKit(() => server, () => dir).submit(name, source);
   return { run, code: r.code, out: r.stdout + r.stderr };
 };
+
+/** Submits `source` on `server` without following it; answers the run id. */
+const start = (server: TestServer, name: string, source: string): Promise<string> => runKit(() => server, () => dir).start(name, source);
 
 const workdirs = (server: TestServer): string[] => {
   try {
@@ -107,7 +108,7 @@ echo "step=$(flow step who -- id -u)"
       assert.ok(!out.includes(value), `the ${name} reached the run's output`);
     }
     // The stored log, not just what follow showed.
-    const runId = /run-[0-9a-z]{26}/.exec(out)![0];
+    const runId = runIdIn(out);
     const logs = await server.cli(["follow", runId]);
     assert.equal(logs.code, 0, logs.stderr);
     for (const value of [masterKey, server.token, pgPassword, canary]) assert.ok(!logs.stdout.includes(value));
@@ -158,7 +159,7 @@ echo finished
 void test("working directories a server killed with SIGKILL left behind are removed at the next start", async () => {
   const server = await startTestServer({ agents: 2, leaseMs: 2000 });
   try {
-    const { run } = await submit(server, "long.sh", `flow step first -- echo first\nsleep 300\n`, false);
+    const run = await start(server, "long.sh", `flow step first -- echo first\nsleep 300\n`);
     await waitFor("the job's working directory", () => workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))));
     const left = workdirs(server);
     const pgids = left.map((d) => Number(readFileSync(join(server.dataDir, "agents", d, "script.pgid"), "utf8").trim()));
@@ -197,7 +198,7 @@ void test("a working directory a killed server's agent still works in survives t
   const server = await startTestServer({ agents: 1, leaseMs: 3000 });
   try {
     const go = join(dir, "go-orphan");
-    const { run } = await submit(server, "orphan.sh", `flow step first -- echo first\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho orphan-done\n`, false);
+    const run = await start(server, "orphan.sh", `flow step first -- echo first\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho orphan-done\n`);
     await waitFor("the job's working directory", () => workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))));
     const [held] = workdirs(server);
     const agents = childrenOf(server.process.pid!);

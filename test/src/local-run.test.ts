@@ -136,7 +136,8 @@ echo "got=$payload"
 `));
   const id = await run.id;
   await run.printed("waiting\n");
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // Before or after the wait begins, the wait takes this signal (signals queue per name); that the
+  // wait blocks until one arrives is local-engine.test.ts's "a wait blocks until its signal arrives".
   const sent = await runFlow(["signal", id, "go", "--payload", '{"a":1}'], env, { cwd: work });
   assert.equal(sent.code, 0, sent.stderr);
   assert.equal(sent.stdout, "");

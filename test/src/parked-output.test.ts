@@ -15,7 +15,8 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startTestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
-import type { CliResult, TestServer } from "./support/server.js";
+import { count, ok, RUN_ID, runKit } from "./support/runs.js";
+import type { TestServer } from "./support/server.js";
 
 const SECRET = "Tr0ub4dor-horse-battery-staple";
 
@@ -34,29 +35,7 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const RUN_ID = /run-[0-9a-z]{26}/;
-
-const ok = (r: CliResult): CliResult => {
-  assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r;
-};
-
-const start = async (name: string, source: string): Promise<string> => {
-  const file = join(dir, name);
-  await writeFile(file, source);
-  const run = RUN_ID.exec(ok(await server.cli(["submit", file])).stdout)?.[0];
-  assert.ok(run);
-  return run;
-};
-
-interface RunView { status: string; substate?: { name: string; kind?: string } | null }
-const status = async (run: string): Promise<RunView> => JSON.parse(ok(await server.cli(["status", run, "-o", "json"])).stdout) as RunView;
-const parkedOn = (run: string, name: (n: string) => boolean) => async (): Promise<boolean> => {
-  const s = await status(run);
-  return s.status === "parked" && name(s.substate?.name ?? "");
-};
-
-const count = (text: string, part: string): number => text.split(part).length - 1;
+const { start, parked } = runKit(() => server, () => dir);
 
 void test("a result that arrived while the run was parked is in the log once, on the pass that receives it", async () => {
   const run = await start("parked.sh", `
@@ -73,9 +52,9 @@ echo "captured=$v"
 flow sleep 1s
 echo end
 `);
-  await waitFor("the run to park on its event wait", parkedOn(run, (n) => n.startsWith("event:")), 60_000);
+  await waitFor("the run to park on its event wait", parked(run, (n) => n.startsWith("event:")), 60_000);
   const event = ok(await server.cli(["emit", "parked.output.test", "--payload", '{"marker":"envelope-marker"}'])).stdout.trim();
-  await waitFor("the run to park on the signal", parkedOn(run, (n) => n === "go"), 60_000);
+  await waitFor("the run to park on the signal", parked(run, (n) => n === "go"), 60_000);
   ok(await server.cli(["signal", run, "go", "--payload", '{"marker":"signal-marker"}']));
   const r = await server.cli(["follow", run], { timeoutMs: 90_000 });
   assert.equal(r.code, 0, r.stdout + r.stderr);

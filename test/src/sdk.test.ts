@@ -18,6 +18,7 @@ import { pathToFileURL } from "node:url";
 import { REPO_ROOT, startTestServer } from "./support/server.js";
 import type { CliResult, TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
+import { runIdIn } from "./support/runs.js";
 
 // The SDKs as a user ships them beside a script: copied (in `before`) to where the scripts' user can
 // read them. As root the local agents run as flowsvc-agent, which may not read the checkout (CI may
@@ -589,9 +590,7 @@ void describe("SDKs through the real server and agent", () => {
     const file = join(dir, `${name}${lang.ext}`);
     await writeFile(file, lang.script(body));
     const r = await server.cli(["submit", file, ...(follow ? ["--follow"] : [])], { timeoutMs: 90_000 });
-    const run = /run-[0-9a-z]{26}/.exec(r.stdout + r.stderr)?.[0];
-    assert.ok(run, `no run id in: ${r.stdout}${r.stderr}`);
-    return { run, r };
+    return { run: runIdIn(r.stdout + r.stderr), r };
   };
 
   const status = async (run: string): Promise<{ status: string; substate?: { name?: string } | null }> => {

@@ -10,9 +10,10 @@ import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { REPO_ROOT, runFlow, startTestServer, type TestServer } from "./support/server.js";
+import { REPO_ROOT, runFlow, startTestServer } from "./support/server.js";
 import { startDebianPostgres } from "./support/debian-postgres.js";
 import { scriptDir } from "./support/script-dir.js";
+import { ended } from "./support/runs.js";
 
 /** Processes whose command line names `dir` (a leftover postgres would). */
 const processesUsing = (dir: string): string[] => {
@@ -20,17 +21,6 @@ const processesUsing = (dir: string): string[] => {
     return execFileSync("pgrep", ["-af", dir], { encoding: "utf8" }).split("\n").filter((l) => l.trim() && !l.includes("pgrep"));
   } catch {
     return [];
-  }
-};
-
-const waitForStatus = async (server: TestServer, run: string, want: string[], timeoutMs = 60_000): Promise<string> => {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await server.cli(["status", run, "-o", "json"]);
-    const status = r.code === 0 ? (JSON.parse(r.stdout) as { status: string }).status : `error: ${r.stderr}`;
-    if (want.includes(status)) return status;
-    if (Date.now() > end) throw new Error(`run ${run} is ${status}, not ${want.join("|")}`);
-    await new Promise((r2) => setTimeout(r2, 200));
   }
 };
 
@@ -73,7 +63,7 @@ void test("after a SIGKILL with runs queued, the next start recovers Postgres an
     assert.ok(processesUsing(join(server.dataDir, "pg")).length > 0, "a SIGKILLed server leaves its postgres running");
 
     await server.restart();
-    for (const run of runs) assert.equal(await waitForStatus(server, run, ["succeeded", "failed"]), "succeeded", `run ${run}`);
+    for (const run of runs) assert.equal(await ended(server, run), "succeeded", `run ${run}`);
     for (const run of runs) {
       const log = await server.cli(["follow", run]);
       assert.equal(log.code, 0);

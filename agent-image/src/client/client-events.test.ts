@@ -163,9 +163,11 @@ forBoth("a bounded wait-event is refused at the call site by a protocol-1 agent;
 forBoth("a wait-event that parks gets no answer: the client waits, and prints nothing when SIGTERM ends it", async (client, peer) => {
   const started = startClient(client, peer, ["wait-event", "deploy.done"]);
   await until(() => peer.requests.length === 1, "the request");
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // No timer decides this: the client has sent its request and has no answer; the signal, not an
+  // exit of its own, is what ends it (an exit code instead of SIGTERM would fail the test).
   assert.equal(started.child.exitCode, null, "still waiting for the answer");
   started.child.kill("SIGTERM");
   const r = await started.done;
   assert.deepEqual([r.signal, r.stdout.toString(), r.stderr], ["SIGTERM", "", ""]);
+  assert.equal(peer.requests.length, 1, "nothing else was sent");
 });

@@ -9,7 +9,6 @@ import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { FlowError, newId } from "@flowsvc/core";
 import { localStateDir } from "./config.js";
 import { createLocalRunDir, localRunDir } from "./local-run-dir.js";
@@ -40,6 +39,16 @@ const newRun = async (pid = process.pid): Promise<LocalRunDir> => {
 
 const never = new AbortController().signal;
 
+/** Polls `check` every 10 ms until it holds; fails after 10 s. */
+const until = async (what: string, check: () => Promise<boolean>): Promise<void> => {
+  for (const deadline = Date.now() + 10_000; !(await check()); await new Promise((r) => setTimeout(r, 10))) {
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+  }
+};
+
+/** The entries of a lock group's queue (one file per holder or waiter). */
+const queued = (dir: string) => readdir(dir).then((names) => names.filter((n) => n.endsWith(".json")), () => []);
+
 /** The pid of a process that has exited. */
 const deadPid = (): number => {
   const r = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" });
@@ -65,9 +74,14 @@ void test("signals queue per name: each wait takes the oldest one of its name", 
 
 void test("a wait blocks until its signal arrives, and two waiters on one name draw one signal each", async () => {
   const run = await newRun();
-  const first = waitForSignal(run, "a/b c", undefined, never);
-  const second = waitForSignal(run, "a/b c", undefined, never);
-  await sleep(100);
+  const settled: string[] = [];
+  const first = waitForSignal(run, "a/b c", undefined, never).finally(() => settled.push("first"));
+  const second = waitForSignal(run, "a/b c", undefined, never).finally(() => settled.push("second"));
+  // A signal of another name, taken by a third waiter: the spool changed under the two waiters and
+  // they are still waiting.
+  await spoolSignal(run, "other", 0);
+  assert.deepEqual(await waitForSignal(run, "other", undefined, never), { payload: 0 });
+  assert.deepEqual(settled, [], "the waiters wait for their own name");
   const started = Date.now();
   assert.equal(await deliverLocalSignal(run.runId, "a/b c", '"one"', env()), true);
   assert.equal(await deliverLocalSignal(run.runId, "a/b c", '"two"', env()), true);
@@ -81,7 +95,7 @@ void test("a bounded wait with no signal times out after its timeout", async () 
   const started = Date.now();
   assert.deepEqual(await waitForSignal(run, "late", 300, never), { timed_out: true });
   const took = Date.now() - started;
-  assert.ok(took >= 300 && took < 1500, `took ${took} ms`);
+  assert.ok(took >= 300 && took < 10_000, `took ${took} ms`);
 });
 
 void test("flow signal finds only local runs: unknown ids and non-ids go to the server, a dead run is not_found", async () => {
@@ -95,19 +109,20 @@ void test("flow signal finds only local runs: unknown ids and non-ids go to the 
 
 void test("locks are granted first come, first served, and released to the next in line", async () => {
   const locks = join(stateDir, "locks");
+  const dir = join(locks, "deploy");
   const order: string[] = [];
   const first = await acquireLock(locks, "deploy", "run-a", never);
-  const waiters = ["run-b", "run-c"].map(async (id, i) => {
-    await sleep(50 * (i + 1));
-    const held = await acquireLock(locks, "deploy", id, never);
-    order.push(id);
-    await sleep(50);
-    await held.release();
-  });
-  await sleep(200);
+  const take = (id: string) => acquireLock(locks, "deploy", id, never).then((held) => (order.push(id), held));
+  const b = take("run-b");
+  await until("run-b to queue", async () => (await queued(dir)).length === 2);
+  const c = take("run-c");
+  await until("run-c to queue", async () => (await queued(dir)).length === 3);
   assert.deepEqual(order, [], "nobody gets the lease while it is held");
   await first.release();
-  await Promise.all(waiters);
+  const heldB = await b;
+  assert.deepEqual(order, ["run-b"], "the next in line, and only it");
+  await heldB.release();
+  await (await c).release();
   assert.deepEqual(order, ["run-b", "run-c"]);
 });
 
@@ -120,7 +135,7 @@ void test("a lock entry whose process is gone does not block the group, and an a
   const mine = await acquireLock(locks, "db", "run-y", never);
   const abort = new AbortController();
   const waiting = acquireLock(locks, "db", "run-z", abort.signal);
-  await sleep(100);
+  await until("run-z to queue", async () => (await queued(dir)).some((n) => n.includes("run-z")));
   abort.abort(new Error("ending"));
   await assert.rejects(waiting, /ending/);
   assert.equal((await readdir(dir)).length, 1, "only the holder's entry is left");
