@@ -51,7 +51,7 @@ const compile = (args) => spawnSync(cc, [...ccArgs, ...args], { encoding: "utf8"
 const compilerWorks = () => {
   const dir = mkdtempSync(join(tmpdir(), "flow-cc-"));
   try {
-    writeFileSync(join(dir, "probe.c"), "#include <stdio.h>\n#include <sys/socket.h>\nint main(void) { return puts(\"\") < 0; }\n");
+    writeFileSync(join(dir, "probe.c"), '#include <stdio.h>\n#include <sys/socket.h>\nint main(void) { return puts("") < 0; }\n');
     const r = compile(["-o", join(dir, "probe"), join(dir, "probe.c")]);
     return r.error === undefined && r.status === 0;
   } finally {
@@ -66,8 +66,13 @@ const buildNative = () => {
     return false;
   }
   const flags = [
-    "-std=c11", "-O2", "-Wall", "-Wextra", "-s",
-    `-DFLOW_NODE=${cString(process.execPath)}`, `-DFLOW_USER_CLI=${cString(userCli)}`,
+    "-std=c11",
+    "-O2",
+    "-Wall",
+    "-Wextra",
+    "-s",
+    `-DFLOW_NODE=${cString(process.execPath)}`,
+    `-DFLOW_USER_CLI=${cString(userCli)}`,
   ];
   // Static when the host has libc.a: no dynamic loader to run on every call. Measured: a
   // replayed step takes 1.72 ms median static, 1.94 ms dynamic, /bin/true 1.59 ms (1000 calls

@@ -6,7 +6,8 @@ import { join } from "node:path";
 
 const dir = join("bench", "dist");
 const only = process.argv.slice(2);
-const files = readdirSync(dir).filter((f) => f.endsWith(".js") && f !== "support.js" && !f.endsWith(".test.js"))
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith(".js") && f !== "support.js" && !f.endsWith(".test.js"))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
 let failed = 0;
 for (const f of files) {

@@ -19,7 +19,11 @@ import { startEmbeddedPostgres } from "../store/dist/embedded-postgres.js";
 
 const walk = (dir, files = []) => {
   let names;
-  try { names = readdirSync(dir); } catch { return files; }
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return files;
+  }
   for (const n of names) {
     const p = join(dir, n);
     if (statSync(p).isDirectory()) walk(p, files);
@@ -33,15 +37,23 @@ const phases = [
   { name: "unit", files: pick(["core", "store", "controller", "ingest", "agent-image", "cli"].flatMap((w) => walk(join(w, "dist")))) },
   { name: "cross-part", files: pick(walk(join("test", "dist"))) },
 ].filter((p) => p.files.length > 0);
-if (phases.length === 0) { console.error("no test files found"); process.exit(1); }
+if (phases.length === 0) {
+  console.error("no test files found");
+  process.exit(1);
+}
 
 let cluster;
 let dataDir;
 let stopping;
-const stopCluster = () => (stopping ??= (async () => {
-  try { await cluster?.stop(); } catch (err) { console.error(`test Postgres: ${err.message}`); }
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-})());
+const stopCluster = () =>
+  (stopping ??= (async () => {
+    try {
+      await cluster?.stop();
+    } catch (err) {
+      console.error(`test Postgres: ${err.message}`);
+    }
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  })());
 
 let adminUrl = process.env.FLOWSVC_TEST_PG_URL;
 if (!adminUrl) {
@@ -69,15 +81,19 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
 }
 
 /** Runs one phase's files in one `node --test`; answers its exit code. */
-const runPhase = (phase) => new Promise((resolve) => {
-  console.log(`# phase ${phase.name}: ${phase.files.length} test files`);
-  child = spawn(process.execPath, ["--test", "--test-concurrency=2", ...phase.files], {
-    stdio: "inherit",
-    env: { ...process.env, FLOWSVC_TEST_PG_URL: adminUrl },
+const runPhase = (phase) =>
+  new Promise((resolve) => {
+    console.log(`# phase ${phase.name}: ${phase.files.length} test files`);
+    child = spawn(process.execPath, ["--test", "--test-concurrency=2", ...phase.files], {
+      stdio: "inherit",
+      env: { ...process.env, FLOWSVC_TEST_PG_URL: adminUrl },
+    });
+    child.on("exit", (c) => resolve(c ?? 1));
+    child.on("error", (err) => {
+      console.error(`error: could not run node --test: ${err.message}`);
+      resolve(1);
+    });
   });
-  child.on("exit", (c) => resolve(c ?? 1));
-  child.on("error", (err) => { console.error(`error: could not run node --test: ${err.message}`); resolve(1); });
-});
 
 let code = 0;
 for (const [i, phase] of phases.entries()) {

@@ -60,7 +60,9 @@ const startActivity = (scope: JobScope, claim: ActivityClaim, cwd: string): Runn
   const stdout = child.stdout ? collectCapped(child.stdout, STEP_OUTPUT_LIMIT) : undefined;
   const reading = Promise.all([stdout?.done, createMaskedLog(claim.masks, ["stderr"], shipper).pump(child.stderr, "stderr")]);
   return {
-    child, shipper, started,
+    child,
+    shipper,
+    started,
     drain: async () => {
       await Promise.race([reading, sleep(t.drainMs)]);
       child.stdout?.destroy();

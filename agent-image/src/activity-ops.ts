@@ -40,7 +40,10 @@ export const activityOp = (ctx: OpContext, kind: "activity" | "activity-submit",
 export const activityCollectOp = (ctx: OpContext, raw: unknown): Promise<HandlerResult> => {
   const { name } = parseRequest(CollectRequest, "activity-collect", raw);
   return runDurableCall(ctx, {
-    kind: "activity-collect", name, args: {}, result: StepResultSchema,
+    kind: "activity-collect",
+    name,
+    args: {},
+    result: StepResultSchema,
     answer: (r, replay) => childAnswer(ctx, r, replay),
   });
 };
@@ -48,6 +51,9 @@ export const activityCollectOp = (ctx: OpContext, raw: unknown): Promise<Handler
 /** Prints how many of this script's uncollected children failed; always exit 0. */
 export const activityWaitAllOp = (ctx: OpContext): Promise<HandlerResult> =>
   runDurableCall(ctx, {
-    kind: "activity-wait-all", name: "", args: {}, result: WaitAllResult,
+    kind: "activity-wait-all",
+    name: "",
+    args: {},
+    result: WaitAllResult,
     answer: (r, replay) => printAnswer(ctx, b64(`${r.failed}\n`), replay, { exit: 0 }),
   });

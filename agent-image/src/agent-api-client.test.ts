@@ -14,19 +14,23 @@ const fakeServer = async (routes: Record<string, Route>) => {
   const seen: string[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let text = "";
-    req.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => {
-      const route = (req.url ?? "").replace("/agent/v1/", "");
-      seen.push(`${route} ${text}`);
-      const handle = routes[route];
-      if (!handle) return send(res, 404, { error: { code: "not_found", message: route } });
-      handle(JSON.parse(text || "{}"), res);
-    });
+    req
+      .setEncoding("utf8")
+      .on("data", (d: string) => (text += d))
+      .on("end", () => {
+        const route = (req.url ?? "").replace("/agent/v1/", "");
+        seen.push(`${route} ${text}`);
+        const handle = routes[route];
+        if (!handle) return send(res, 404, { error: { code: "not_found", message: route } });
+        handle(JSON.parse(text || "{}"), res);
+      });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const client = new AgentApiClient({ serverUrl: url, token: "tok", logger: silentLogger, minDelayMs: 1, maxDelayMs: 5 });
   return {
-    client, seen,
+    client,
+    seen,
     close: async () => {
       await client.close();
       server.closeAllConnections();
@@ -45,7 +49,12 @@ void test("call retries a server that answers 503 until it answers the call", as
     call: (body, res) => {
       if (failures++ < 3) return send(res, 503, { error: { code: "unavailable", message: "starting" } });
       const b = body as { position: number; kind: string; name: string; ordinal: number };
-      send(res, 200, { status: "pending", entry: { ...b, status: "pending", result: null }, substate: { name: "go", kind: "signal" }, deadline: null });
+      send(res, 200, {
+        status: "pending",
+        entry: { ...b, status: "pending", result: null },
+        substate: { name: "go", kind: "signal" },
+        deadline: null,
+      });
     },
   });
   const answer = await s.client.call({ position: 3, kind: "wait-signal", name: "go", ordinal: 0, args: {} });
@@ -56,10 +65,20 @@ void test("call retries a server that answers 503 until it answers the call", as
 
 void test("an activity claim is read as one, and its end goes to finish-activity", async () => {
   const s = await fakeServer({
-    "claim": (_body, res) => send(res, 200, {
-      kind: "activity", job_id: "job-1", run_id: "run-1", activity_id: "act-1", name: "build", project: "prj-1", attempt: 1,
-      argv: ["make"], env: {}, masks: [], lease_ms: 5000,
-    }),
+    claim: (_body, res) =>
+      send(res, 200, {
+        kind: "activity",
+        job_id: "job-1",
+        run_id: "run-1",
+        activity_id: "act-1",
+        name: "build",
+        project: "prj-1",
+        attempt: 1,
+        argv: ["make"],
+        env: {},
+        masks: [],
+        lease_ms: 5000,
+      }),
     "finish-activity": (_body, res) => send(res, 200, { status: "succeeded" }),
   });
   const claim = await s.client.claim({ agent_id: "agt-1", capabilities: [] });

@@ -10,11 +10,24 @@ import { Agent, request } from "undici";
 import type { Dispatcher } from "undici";
 import { z } from "zod";
 import {
-  AnyClaimSchema, CallResponseSchema, FlowError, JournalEntrySchema, StateResponseSchema, SuspendResponseSchema,
-  describeIssues, errorFromBody,
+  AnyClaimSchema,
+  CallResponseSchema,
+  FlowError,
+  JournalEntrySchema,
+  StateResponseSchema,
+  SuspendResponseSchema,
+  describeIssues,
+  errorFromBody,
 } from "@flowsvc/core";
 import type {
-  CallRequest, CallResponse, ClaimRequest, FinishRequest, JournalEntry, LogChunk, RecordRequest, StateRequest,
+  CallRequest,
+  CallResponse,
+  ClaimRequest,
+  FinishRequest,
+  JournalEntry,
+  LogChunk,
+  RecordRequest,
+  StateRequest,
 } from "@flowsvc/core";
 import type { ActivityFinish, AgentBackend, AnyClaim, StateAnswer } from "./backend.js";
 import type { Logger } from "./logger.js";
@@ -23,7 +36,11 @@ import { withRetry } from "./retry.js";
 /** A failure worth another attempt: the server could not be reached or answered 5xx/429/408. */
 export class TransientApiError extends Error {
   override readonly name = "TransientApiError";
-  constructor(message: string, readonly status: number | undefined, options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly status: number | undefined,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }
@@ -139,7 +156,8 @@ export class AgentApiClient implements AgentBackend {
       minDelayMs: this.#options.minDelayMs,
       maxDelayMs: this.#options.maxDelayMs,
       onRetry: (err, attempt, delayMs) => {
-        if (attempt === 1 || attempt % 10 === 0) this.#options.logger.warn({ route, attempt, delayMs, err }, "agent API call failed; retrying");
+        if (attempt === 1 || attempt % 10 === 0)
+          this.#options.logger.warn({ route, attempt, delayMs, err }, "agent API call failed; retrying");
       },
     });
   }

@@ -19,7 +19,8 @@ export interface FakeBackend extends AgentBackend {
   readonly calls: Array<[string, unknown]>;
 }
 
-const missing = (method: string) => (): Promise<never> => Promise.reject(new Error(`the fake backend has no ${method}: the call should not have been made`));
+const missing = (method: string) => (): Promise<never> =>
+  Promise.reject(new Error(`the fake backend has no ${method}: the call should not have been made`));
 
 /** A backend whose methods are the given ones; any other method rejects (and is still recorded). */
 export const fakeBackend = (methods: Partial<AgentBackend> = {}): FakeBackend => {
@@ -48,7 +49,10 @@ export const doneCall = (body: CallRequest, result: unknown): CallResponse => ({
 });
 
 /** A `pending` answer of /agent/v1/call for `body`. */
-export const pendingCall = (body: CallRequest, substate: { name: string; kind: string } = { name: body.name, kind: body.kind }): CallResponse => ({
+export const pendingCall = (
+  body: CallRequest,
+  substate: { name: string; kind: string } = { name: body.name, kind: body.kind },
+): CallResponse => ({
   status: "pending",
   entry: { position: body.position, kind: body.kind, name: body.name, ordinal: body.ordinal, status: "pending", result: null },
   substate,
@@ -56,8 +60,11 @@ export const pendingCall = (body: CallRequest, substate: { name: string; kind: s
 });
 
 /** A journal entry at `[position, kind, name, ordinal]`. */
-export const entry = ([position, kind, name, ordinal]: [number, string, string, number], result: unknown, status: "done" | "pending" = "done"): JournalEntry =>
-  ({ position, kind, name, ordinal, status, result });
+export const entry = (
+  [position, kind, name, ordinal]: [number, string, string, number],
+  result: unknown,
+  status: "done" | "pending" = "done",
+): JournalEntry => ({ position, kind, name, ordinal, status, result });
 
 export const b64 = (text: string): string => Buffer.from(text).toString("base64");
 
@@ -96,10 +103,18 @@ const eventLog = (): { events: string[]; note: (e: string) => void; event: (pref
 };
 
 /** Wraps a handler so that each result is also handed to `seen`, after its afterAnswer ran. */
-const observed = (handler: SocketHandler, seen: (r: HandlerResult) => void): SocketHandler => async (request) => {
-  const r = await handler(request);
-  return { ...r, afterAnswer: () => { r.afterAnswer?.(); seen(r); } };
-};
+const observed =
+  (handler: SocketHandler, seen: (r: HandlerResult) => void): SocketHandler =>
+  async (request) => {
+    const r = await handler(request);
+    return {
+      ...r,
+      afterAnswer: () => {
+        r.afterAnswer?.();
+        seen(r);
+      },
+    };
+  };
 
 /** Sends requests on one connection; resolves with one answer line per request, or [] once `silent` says none comes. */
 const exchange = (path: string, requests: object[], silent?: Promise<HandlerResult>): Promise<Answer[]> =>
@@ -130,8 +145,13 @@ export const agentSocket = async (journal: JournalEntry[], backend: AgentBackend
   let failure: FlowError | undefined;
   let handled: ((r: HandlerResult) => void) | undefined;
   const handler = createOpHandler({
-    agentId: "agt-test", runId: "run-test", captureIno: 4242, cursor: new JournalCursor(journal),
-    backend, outputs: new Map(), logger: silentLogger,
+    agentId: "agt-test",
+    runId: "run-test",
+    captureIno: 4242,
+    cursor: new JournalCursor(journal),
+    backend,
+    outputs: new Map(),
+    logger: silentLogger,
     failure: () => failure,
     onDeterminism: (err) => {
       failure = err;
@@ -142,7 +162,11 @@ export const agentSocket = async (journal: JournalEntry[], backend: AgentBackend
       log.note(`suspended at #${call.position}`);
     },
   });
-  const server = await startSocketServer(join(dir, "agent.sock"), observed(handler, (r) => handled?.(r)), silentLogger);
+  const server = await startSocketServer(
+    join(dir, "agent.sock"),
+    observed(handler, (r) => handled?.(r)),
+    silentLogger,
+  );
   const call = async (...requests: object[]): Promise<Answer[]> => {
     const answers = await exchange(server.path, requests);
     log.note(`answered ${answers.length}`);
@@ -169,6 +193,18 @@ export const agentSocket = async (journal: JournalEntry[], backend: AgentBackend
 
 /** A script claim with defaults. */
 export const scriptClaim = (fields: Partial<Extract<AnyClaim, { kind: "script" }>> = {}): AnyClaim => ({
-  kind: "script", job_id: "job-test", run_id: "run-test", project: "prj-test", attempt: 1, source: "true\n", filename: "s.sh",
-  interpreter: ["bash", "-eu"], env: {}, masks: [], journal: [], lease_ms: 60_000, trigger: {}, ...fields,
+  kind: "script",
+  job_id: "job-test",
+  run_id: "run-test",
+  project: "prj-test",
+  attempt: 1,
+  source: "true\n",
+  filename: "s.sh",
+  interpreter: ["bash", "-eu"],
+  env: {},
+  masks: [],
+  journal: [],
+  lease_ms: 60_000,
+  trigger: {},
+  ...fields,
 });

@@ -7,8 +7,16 @@
  * A backend that can wait in place (the local engine) simply resolves `call` later with `done`.
  */
 import type {
-  ActivityClaim, CallRequest, CallResponse, ClaimRequest, ClaimResponse, FinishRequest, JournalEntry, LogChunk,
-  RecordRequest, StateRequest,
+  ActivityClaim,
+  CallRequest,
+  CallResponse,
+  ClaimRequest,
+  ClaimResponse,
+  FinishRequest,
+  JournalEntry,
+  LogChunk,
+  RecordRequest,
+  StateRequest,
 } from "@flowsvc/core";
 
 export type AnyClaim = (ClaimResponse & { kind: "script" }) | ActivityClaim;

@@ -31,7 +31,10 @@ void test("a launcher's environment parses, with capabilities split on commas", 
 void test("a bad environment names every problem", () => {
   const problems = problemsOf({ FLOW_SERVER_URL: "not a url", FLOW_AGENT_WORKDIR: "relative" });
   for (const name of ["FLOW_SERVER_URL", "FLOW_JOB_TOKEN", "FLOW_AGENT_ID", "FLOW_AGENT_WORKDIR"]) {
-    assert.ok(problems.some((p) => p.startsWith(`${name}:`)), `${name} in ${problems.join("; ")}`);
+    assert.ok(
+      problems.some((p) => p.startsWith(`${name}:`)),
+      `${name} in ${problems.join("; ")}`,
+    );
   }
 });
 
@@ -44,7 +47,12 @@ void test("the one-job mode (the default, and FLOW_AGENT_MODE=job) needs FLOW_JO
 });
 
 void test("worker mode parses without a token or agent id; those come with each job", () => {
-  const c = parseAgentConfig({ FLOW_SERVER_URL: "http://127.0.0.1:8080", FLOW_AGENT_MODE: "worker", FLOW_AGENT_CAPABILITIES: "polyglot", PATH: "/usr/bin" });
+  const c = parseAgentConfig({
+    FLOW_SERVER_URL: "http://127.0.0.1:8080",
+    FLOW_AGENT_MODE: "worker",
+    FLOW_AGENT_CAPABILITIES: "polyglot",
+    PATH: "/usr/bin",
+  });
   assert.equal(c.mode, "worker");
   assert.equal(c.serverUrl, "http://127.0.0.1:8080");
   assert.deepEqual(c.capabilities, ["polyglot"]);
@@ -63,5 +71,7 @@ void test("worker mode refuses a token in its environment, and an unknown mode i
 void test("FLOW_AGENT_LOG_LEVEL sets the least level of the agent's lines (info by default); another value is named", () => {
   assert.equal(parseAgentConfig(good).logLevel, "info");
   assert.equal(parseAgentConfig({ ...good, FLOW_AGENT_LOG_LEVEL: "warn" }).logLevel, "warn");
-  assert.deepEqual(problemsOf({ ...good, FLOW_AGENT_LOG_LEVEL: "verbose" }), ['FLOW_AGENT_LOG_LEVEL: must be "debug", "info", "warn" or "error"']);
+  assert.deepEqual(problemsOf({ ...good, FLOW_AGENT_LOG_LEVEL: "verbose" }), [
+    'FLOW_AGENT_LOG_LEVEL: must be "debug", "info", "warn" or "error"',
+  ]);
 });

@@ -79,7 +79,10 @@ export const parseAgentConfig = (env: Readonly<Record<string, string | undefined
   const e = parsed.data;
   const common: CommonConfig = {
     serverUrl: e.FLOW_SERVER_URL.replace(/\/+$/, ""),
-    capabilities: (e.FLOW_AGENT_CAPABILITIES ?? "").split(",").map((c) => c.trim()).filter((c) => c !== ""),
+    capabilities: (e.FLOW_AGENT_CAPABILITIES ?? "")
+      .split(",")
+      .map((c) => c.trim())
+      .filter((c) => c !== ""),
     clientDir: e.FLOW_CLIENT_DIR,
     agentEnv: { ...env },
     logLevel: e.FLOW_AGENT_LOG_LEVEL ?? "info",

@@ -37,7 +37,13 @@ export const runDurableCall = async <S extends z.ZodType>(ctx: OpContext, spec: 
       const result = readResult(spec.result, spec.kind, call.position, call.match.entry.result);
       return spec.answer(result, ctx.cursor.receivedEarlier(call.position));
     }
-    response = await ctx.backend.call({ position: call.position, kind: spec.kind, name: spec.name, ordinal: call.ordinal, args: spec.args });
+    response = await ctx.backend.call({
+      position: call.position,
+      kind: spec.kind,
+      name: spec.name,
+      ordinal: call.ordinal,
+      args: spec.args,
+    });
     // The server answers what is at the position: a different call there is a determinism error too.
     matchJournal(response.entry, call, call.position);
   } catch (err) {

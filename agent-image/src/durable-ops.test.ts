@@ -4,7 +4,8 @@ import type { CallRequest } from "@flowsvc/core";
 import { agentSocket, b64, doneCall, entry, fakeBackend, pendingCall } from "./agent-test-kit.js";
 
 /** A backend whose /call answers `done` with `result(body)`. */
-const answering = (result: (body: CallRequest) => unknown) => fakeBackend({ call: (body) => Promise.resolve(doneCall(body, result(body))) });
+const answering = (result: (body: CallRequest) => unknown) =>
+  fakeBackend({ call: (body) => Promise.resolve(doneCall(body, result(body))) });
 
 const callBodies = (backend: ReturnType<typeof fakeBackend>): unknown[] => backend.calls.filter(([m]) => m === "call").map(([, b]) => b);
 
@@ -67,7 +68,9 @@ void test("a pending call is not answered: the job suspends, and later requests 
   const backend = fakeBackend({ call: (body) => Promise.resolve(pendingCall(body, { name: "go", kind: "signal" })) });
   const a = await agentSocket([], backend);
   assert.equal(await a.callSilent({ v: 2, op: "wait-signal", name: "go", timeout: "10s" }), undefined);
-  assert.deepEqual(a.suspended, [{ position: 0, kind: "wait-signal", name: "go", substate: { name: "go", kind: "signal" }, deadline: null }]);
+  assert.deepEqual(a.suspended, [
+    { position: 0, kind: "wait-signal", name: "go", substate: { name: "go", kind: "signal" }, deadline: null },
+  ]);
   assert.deepEqual(callBodies(backend), [{ position: 0, kind: "wait-signal", name: "go", ordinal: 0, args: { timeout_ms: 10_000 } }]);
   assert.equal(await a.callSilent({ v: 2, op: "hello" }), undefined);
   assert.deepEqual(a.events, ["suspended at #0"]);
@@ -76,7 +79,10 @@ void test("a pending call is not answered: the job suspends, and later requests 
 
 void test("wait-signal prints the payload as one line of JSON; null without a payload", async () => {
   const payloads: unknown[] = [{ a: [1, "x"] }, undefined];
-  const a = await agentSocket([], answering(() => (payloads.length > 1 ? { payload: payloads.shift() } : {})));
+  const a = await agentSocket(
+    [],
+    answering(() => (payloads.length > 1 ? { payload: payloads.shift() } : {})),
+  );
   const [first, second] = await a.call({ v: 2, op: "wait-signal", name: "go" }, { v: 2, op: "wait-signal", name: "go" });
   assert.equal(Buffer.from(first?.["stdout_b64"] as string, "base64").toString(), '{"a":[1,"x"]}\n');
   assert.equal(Buffer.from(second?.["stdout_b64"] as string, "base64").toString(), "null\n");
@@ -84,7 +90,10 @@ void test("wait-signal prints the payload as one line of JSON; null without a pa
 });
 
 void test("a timed-out wait exits 124 with a message, and the recorded timeout replays the same", async () => {
-  const a = await agentSocket([], answering(() => ({ timed_out: true })));
+  const a = await agentSocket(
+    [],
+    answering(() => ({ timed_out: true })),
+  );
   const [r] = await a.call({ v: 2, op: "wait-signal", name: "approval", timeout: "1s" });
   assert.deepEqual(r, { v: 2, ok: true, exit: 124, stderr: "flow: wait-signal approval timed out\n" });
   await a.close();
@@ -96,7 +105,10 @@ void test("a timed-out wait exits 124 with a message, and the recorded timeout r
 
 void test("wait-signal refuses names starting event: and bad timeouts with exit 2, before any call", async () => {
   const a = await agentSocket([]);
-  const [reserved, badTimeout] = await a.call({ v: 2, op: "wait-signal", name: "event:push" }, { v: 2, op: "wait-signal", name: "go", timeout: "-1s" });
+  const [reserved, badTimeout] = await a.call(
+    { v: 2, op: "wait-signal", name: "event:push" },
+    { v: 2, op: "wait-signal", name: "go", timeout: "-1s" },
+  );
   assert.deepEqual([reserved?.["ok"], reserved?.["exit"]], [false, 2]);
   assert.match((reserved?.["error"] as { message: string }).message, /"event:" are reserved/);
   assert.deepEqual([badTimeout?.["ok"], badTimeout?.["exit"]], [false, 2]);
@@ -132,7 +144,10 @@ void test("the server answering a different call at the position is a determinis
 
 void test("activity answers the child's stdout and exit code; collect the same; submit answers nothing", async () => {
   const backend = answering((body) =>
-    body.kind === "activity-submit" ? { activity_id: "act-1" } : { stdout_b64: b64(`${body.name} out\n`), exit: body.kind === "activity" ? 0 : 3 });
+    body.kind === "activity-submit"
+      ? { activity_id: "act-1" }
+      : { stdout_b64: b64(`${body.name} out\n`), exit: body.kind === "activity" ? 0 : 3 },
+  );
   const a = await agentSocket([], backend);
   const [sync, submit, collect] = await a.call(
     { v: 2, op: "activity", name: "build", argv: ["make", "all"], requires: ["polyglot"] },
@@ -152,7 +167,10 @@ void test("activity answers the child's stdout and exit code; collect the same; 
 
 void test("activity-wait-all prints the count of failed uncollected children and exits 0, also on replay", async () => {
   const journal = [entry([0, "activity-wait-all", "", 0], { failed: 2 }), entry([1, "activity-wait-all", "", 1], null, "pending")];
-  const a = await agentSocket(journal, answering(() => ({ failed: 0 })));
+  const a = await agentSocket(
+    journal,
+    answering(() => ({ failed: 0 })),
+  );
   const [replayed, fresh] = await a.call({ v: 2, op: "activity-wait-all" }, { v: 2, op: "activity-wait-all" });
   assert.deepEqual(replayed, { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: b64("2\n"), exit: 0 });
   assert.deepEqual(fresh, { v: 2, ok: true, replay: false, capture_ino: 4242, stdout_b64: b64("0\n"), exit: 0 });
@@ -165,7 +183,13 @@ void test("spawn sends the decoded source and prints the child's run id", async 
   const [r] = await a.call({ v: 2, op: "spawn", source_b64: b64("echo child\n"), filename: "child.sh", as: "script", tags: ["nightly"] });
   assert.deepEqual(r, { v: 2, ok: true, replay: false, capture_ino: 4242, stdout_b64: b64("run-01jchild\n") });
   assert.deepEqual(callBodies(backend), [
-    { position: 0, kind: "spawn", name: "", ordinal: 0, args: { source: "echo child\n", filename: "child.sh", as: "script", tags: ["nightly"] } },
+    {
+      position: 0,
+      kind: "spawn",
+      name: "",
+      ordinal: 0,
+      args: { source: "echo child\n", filename: "child.sh", as: "script", tags: ["nightly"] },
+    },
   ]);
   await a.close();
 });
@@ -194,7 +218,16 @@ void test("state is forwarded to the backend on every pass and takes no position
     { v: 2, op: "sleep", duration: "0s" },
   );
   const printed = answers.map((r) => (typeof r["stdout_b64"] === "string" ? Buffer.from(r["stdout_b64"], "base64").toString() : undefined));
-  assert.deepEqual(printed, [undefined, undefined, "plain text\n", '{"a":1}\n', undefined, 'name\tplain text\nconf\t{"a":1}\n', undefined, undefined]);
+  assert.deepEqual(printed, [
+    undefined,
+    undefined,
+    "plain text\n",
+    '{"a":1}\n',
+    undefined,
+    'name\tplain text\nconf\t{"a":1}\n',
+    undefined,
+    undefined,
+  ]);
   assert.ok(answers.every((r) => r["ok"] === true && r["exit"] === undefined));
   const stateBodies = backend.calls.filter(([m]) => m === "state").map(([, b]) => b);
   assert.deepEqual(stateBodies.slice(0, 2), [
@@ -225,17 +258,26 @@ void test("the call the previous pass parked on is new to this pass: printed to 
     },
     {
       journal: [entry([0, "activity", "a", 0], child), entry([1, "wait-event", "deploy.done", 0], { envelope })],
-      requests: [{ op: "activity", name: "a", argv: ["echo", "hello"] }, { op: "wait-event", type: "deploy.done" }],
+      requests: [
+        { op: "activity", name: "a", argv: ["echo", "hello"] },
+        { op: "wait-event", type: "deploy.done" },
+      ],
       stdout: ["hello\n", `${JSON.stringify(envelope)}\n`],
     },
     {
       journal: [entry([0, "activity-submit", "b", 0], {}), entry([1, "activity-collect", "b", 0], child)],
-      requests: [{ op: "activity-submit", name: "b", argv: ["echo", "hello"] }, { op: "activity-collect", name: "b" }],
+      requests: [
+        { op: "activity-submit", name: "b", argv: ["echo", "hello"] },
+        { op: "activity-collect", name: "b" },
+      ],
       stdout: ["", "hello\n"],
     },
     {
       journal: [entry([0, "wait-signal", "go", 0], { payload: { n: 1 } }), entry([1, "sleep", "", 0], {})],
-      requests: [{ op: "wait-signal", name: "go" }, { op: "sleep", duration: "1h" }],
+      requests: [
+        { op: "wait-signal", name: "go" },
+        { op: "sleep", duration: "1h" },
+      ],
       stdout: ['{"n":1}\n', ""],
     },
   ];

@@ -4,11 +4,16 @@ import type { CallRequest } from "@flowsvc/core";
 import { agentSocket, b64, doneCall, entry, fakeBackend, pendingCall } from "./agent-test-kit.js";
 import type { Answer } from "./agent-test-kit.js";
 
-const answering = (result: (body: CallRequest) => unknown) => fakeBackend({ call: (body) => Promise.resolve(doneCall(body, result(body))) });
+const answering = (result: (body: CallRequest) => unknown) =>
+  fakeBackend({ call: (body) => Promise.resolve(doneCall(body, result(body))) });
 
 const callBodies = (backend: ReturnType<typeof fakeBackend>): unknown[] => backend.calls.filter(([m]) => m === "call").map(([, b]) => b);
 
-const refusal = (a: Answer | undefined): [unknown, unknown, string] => [a?.["ok"], a?.["exit"], (a?.["error"] as { message: string } | undefined)?.message ?? ""];
+const refusal = (a: Answer | undefined): [unknown, unknown, string] => [
+  a?.["ok"],
+  a?.["exit"],
+  (a?.["error"] as { message: string } | undefined)?.message ?? "",
+];
 
 void test("emit is a positional durable call: type, key and payload (null by default); it prints the event id and answers event_id", async () => {
   let n = 0;
@@ -19,7 +24,10 @@ void test("emit is a positional durable call: type, key and payload (null by def
     { v: 2, op: "emit", type: "deploy.done", key: "acme/web", payload: { v: 2, list: [1, "x"] } },
     { v: 2, op: "emit", type: "t", key: null, payload: null },
   );
-  assert.deepEqual(answers, [1, 2, 3].map((i) => ({ v: 2, ok: true, replay: false, capture_ino: 4242, stdout_b64: b64(`evt-${i}\n`), event_id: `evt-${i}` })));
+  assert.deepEqual(
+    answers,
+    [1, 2, 3].map((i) => ({ v: 2, ok: true, replay: false, capture_ino: 4242, stdout_b64: b64(`evt-${i}\n`), event_id: `evt-${i}` })),
+  );
   assert.deepEqual(callBodies(backend), [
     { position: 0, kind: "emit", name: "", ordinal: 0, args: { type: "deploy.done", key: null, payload: null } },
     { position: 1, kind: "emit", name: "", ordinal: 1, args: { type: "deploy.done", key: "acme/web", payload: { v: 2, list: [1, "x"] } } },
@@ -61,11 +69,16 @@ void test("emit refuses a malformed or reserved type and a bad key with exit 2, 
 void test("an emit over 2 MiB is refused with how far over, exit 1, and takes no position", async () => {
   const backend = answering(() => ({ event_id: "evt-1" }));
   const a = await agentSocket([], backend);
-  const [big, fine] = await a.call({ v: 2, op: "emit", type: "big", payload: "x".repeat(2 * 1024 * 1024) }, { v: 2, op: "emit", type: "ok" });
+  const [big, fine] = await a.call(
+    { v: 2, op: "emit", type: "big", payload: "x".repeat(2 * 1024 * 1024) },
+    { v: 2, op: "emit", type: "ok" },
+  );
   assert.deepEqual(refusal(big).slice(0, 2), [false, 1]);
   assert.match(refusal(big)[2], /^the event is \d+ bytes, \d+ bytes over the 2 MiB emit limit$/);
   assert.equal(fine?.["event_id"], "evt-1");
-  assert.deepEqual(callBodies(backend), [{ position: 0, kind: "emit", name: "", ordinal: 0, args: { type: "ok", key: null, payload: null } }]);
+  assert.deepEqual(callBodies(backend), [
+    { position: 0, kind: "emit", name: "", ordinal: 0, args: { type: "ok", key: null, payload: null } },
+  ]);
   await a.close();
 });
 
@@ -73,24 +86,44 @@ void test("a new wait-event is named by its type; a pending one is not answered 
   const backend = fakeBackend({ call: (body) => Promise.resolve(pendingCall(body, { name: "event:deploy.done#0", kind: "wait-event" })) });
   const a = await agentSocket([], backend);
   assert.equal(await a.callSilent({ v: 2, op: "wait-event", type: "deploy.done", timeout: "20s" }), undefined);
-  assert.deepEqual(callBodies(backend), [{ position: 0, kind: "wait-event", name: "deploy.done", ordinal: 0, args: { timeout_ms: 20_000 } }]);
-  assert.deepEqual(a.suspended, [{
-    position: 0, kind: "wait-event", name: "deploy.done", substate: { name: "event:deploy.done#0", kind: "wait-event" }, deadline: null,
-  }]);
+  assert.deepEqual(callBodies(backend), [
+    { position: 0, kind: "wait-event", name: "deploy.done", ordinal: 0, args: { timeout_ms: 20_000 } },
+  ]);
+  assert.deepEqual(a.suspended, [
+    {
+      position: 0,
+      kind: "wait-event",
+      name: "deploy.done",
+      substate: { name: "event:deploy.done#0", kind: "wait-event" },
+      deadline: null,
+    },
+  ]);
   await a.close();
 });
 
 void test("wait-event prints the whole envelope as one line of JSON; a timed-out one exits 124; both replay the same", async () => {
   const envelope = { type: "deploy.done", event: "evt-1", key: "acme/web", payload: { v: 2 } };
   const results: unknown[] = [{ envelope }, { timed_out: true }];
-  const a = await agentSocket([], answering(() => results.shift()));
-  const [got, timedOut] = await a.call({ v: 2, op: "wait-event", type: "deploy.done" }, { v: 2, op: "wait-event", type: "deploy.done", timeout: "1s" });
+  const a = await agentSocket(
+    [],
+    answering(() => results.shift()),
+  );
+  const [got, timedOut] = await a.call(
+    { v: 2, op: "wait-event", type: "deploy.done" },
+    { v: 2, op: "wait-event", type: "deploy.done", timeout: "1s" },
+  );
   assert.deepEqual(got, { v: 2, ok: true, replay: false, capture_ino: 4242, stdout_b64: b64(`${JSON.stringify(envelope)}\n`) });
   assert.deepEqual(timedOut, { v: 2, ok: true, exit: 124, stderr: "flow: wait-event deploy.done timed out\n" });
   await a.close();
 
-  const replay = await agentSocket([entry([0, "wait-event", "deploy.done", 0], { envelope }), entry([1, "wait-event", "deploy.done", 1], { timed_out: true })]);
-  const again = await replay.call({ v: 2, op: "wait-event", type: "deploy.done" }, { v: 2, op: "wait-event", type: "deploy.done", timeout: "1s" });
+  const replay = await agentSocket([
+    entry([0, "wait-event", "deploy.done", 0], { envelope }),
+    entry([1, "wait-event", "deploy.done", 1], { timed_out: true }),
+  ]);
+  const again = await replay.call(
+    { v: 2, op: "wait-event", type: "deploy.done" },
+    { v: 2, op: "wait-event", type: "deploy.done", timeout: "1s" },
+  );
   assert.deepEqual(again, [
     { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: b64(`${JSON.stringify(envelope)}\n`) },
     { v: 2, ok: true, exit: 124, stderr: "flow: wait-event deploy.done timed out\n" },

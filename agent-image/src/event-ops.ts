@@ -54,7 +54,10 @@ export const emitOp = (ctx: OpContext, raw: unknown): Promise<HandlerResult> => 
     const args = { type: assertEmittable(req.type), key: checkKey(req.key), payload: req.payload ?? null };
     checkSize(args);
     return runDurableCall(ctx, {
-      kind: "emit", name: "", args, result: EmitResult,
+      kind: "emit",
+      name: "",
+      args,
+      result: EmitResult,
       answer: (r, replay) => printAnswer(ctx, b64(`${r.event_id}\n`), replay, { event_id: r.event_id }),
     });
   });
@@ -72,7 +75,10 @@ export const waitEventOp = (ctx: OpContext, raw: unknown): Promise<HandlerResult
     validateEventType(type);
     const args = timeout === undefined ? {} : { timeout_ms: parseDuration(timeout) };
     return runDurableCall(ctx, {
-      kind: "wait-event", name: type, args, result: WaitEventResult,
+      kind: "wait-event",
+      name: type,
+      args,
+      result: WaitEventResult,
       answer: (result, replay) => waitEventAnswer(ctx, type, result, replay),
     });
   });

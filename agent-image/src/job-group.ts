@@ -37,7 +37,10 @@ export interface JobGroup {
 export const endInterruptedJob = async (scope: JobScope, group: JobGroup, reason: "lost" | "stop"): Promise<JobOutcome> => {
   const { logger, timings: t } = scope;
   const { what, child, shipper } = group;
-  logger.warn({}, reason === "lost" ? `the job's lease is gone; ending the ${what}` : `stopping: ending the ${what}; the job will be dispatched again`);
+  logger.warn(
+    {},
+    reason === "lost" ? `the job's lease is gone; ending the ${what}` : `stopping: ending the ${what}; the job will be dispatched again`,
+  );
   await child.terminate(t.killGraceMs);
   if (reason === "stop") {
     await group.drain();

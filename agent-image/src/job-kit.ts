@@ -67,7 +67,12 @@ export interface JobOptions {
 export const agentJobOptions = (
   config: Pick<AgentConfig, "capabilities" | "clientDir" | "agentEnv">,
   job: { readonly agentId: string; readonly workdir: string },
-  agent: { readonly logger: Logger; readonly stop: AbortSignal; readonly agentPid: number; readonly timings?: Partial<JobTimings> | undefined },
+  agent: {
+    readonly logger: Logger;
+    readonly stop: AbortSignal;
+    readonly agentPid: number;
+    readonly timings?: Partial<JobTimings> | undefined;
+  },
 ): JobOptions => ({
   agentId: job.agentId,
   capabilities: config.capabilities,
@@ -97,7 +102,14 @@ export const deferred = <T>(): Deferred<T> => {
   let value: T | undefined;
   let resolve: (v: T) => void = () => undefined;
   const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve: (v) => { value ??= v; resolve(v); }, settled: () => value };
+  return {
+    promise,
+    resolve: (v) => {
+      value ??= v;
+      resolve(v);
+    },
+    settled: () => value,
+  };
 };
 
 export const whenAborted = (signal: AbortSignal): Promise<void> =>

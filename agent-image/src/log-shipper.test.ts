@@ -24,7 +24,8 @@ const peer = async (behave: (n: number, req: IncomingMessage, res: ServerRespons
 void test("output lands in order and complete when the server fails, drops connections and comes back", async () => {
   const received: LogChunk[] = [];
   const p = await peer((n, _req, res, chunks) => {
-    if (n === 0 || n === 2) return void res.writeHead(503, { "content-type": "application/json" }).end('{"error":{"code":"unavailable","message":"db down"}}');
+    if (n === 0 || n === 2)
+      return void res.writeHead(503, { "content-type": "application/json" }).end('{"error":{"code":"unavailable","message":"db down"}}');
     if (n === 1 || n === 4) return void res.socket?.destroy();
     received.push(...chunks);
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
@@ -48,16 +49,29 @@ void test("output lands in order and complete when the server fails, drops conne
   assert.equal(received.map((c) => c.data).join(""), expected);
   assert.equal(shipper.backlog, 0);
   for (const stream of ["stdout", "stderr"] as const) {
-    assert.equal(received.filter((c) => c.stream === stream).map((c) => c.data).join(""), byStream[stream], stream);
+    assert.equal(
+      received
+        .filter((c) => c.stream === stream)
+        .map((c) => c.data)
+        .join(""),
+      byStream[stream],
+      stream,
+    );
   }
 });
 
 void test("a lost lease stops shipping and tells the job once", async () => {
   let lost = 0;
-  const p = await peer((_n, _req, res) => void res.writeHead(409, { "content-type": "application/json" }).end('{"error":{"code":"job_lost","message":"gone"}}'));
+  const p = await peer(
+    (_n, _req, res) =>
+      void res.writeHead(409, { "content-type": "application/json" }).end('{"error":{"code":"job_lost","message":"gone"}}'),
+  );
   const abort = new AbortController();
   const api = new AgentApiClient({
-    serverUrl: p.url, token: "t", logger: silentLogger, signal: abort.signal,
+    serverUrl: p.url,
+    token: "t",
+    logger: silentLogger,
+    signal: abort.signal,
     onJobLost: (err) => {
       lost += 1;
       abort.abort(err);

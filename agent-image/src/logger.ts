@@ -17,7 +17,12 @@ const RANK: Record<LogLevel, number> = { debug: 20, info: 30, warn: 40, error: 5
 
 const serialize = (value: unknown): unknown =>
   value instanceof Error
-    ? { type: value.name, message: value.message, ...("code" in value ? { code: value.code } : {}), ...(value.cause ? { cause: serialize(value.cause) } : {}) }
+    ? {
+        type: value.name,
+        message: value.message,
+        ...("code" in value ? { code: value.code } : {}),
+        ...(value.cause ? { cause: serialize(value.cause) } : {}),
+      }
     : value;
 
 export const createLogger = (write: (line: string) => void, base: Record<string, unknown> = {}, minLevel: LogLevel = "info"): Logger => {

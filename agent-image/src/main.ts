@@ -73,7 +73,13 @@ const runWorkerMode = (config: WorkerAgentConfig, logger: Logger): void => {
 const config = loadAgentConfig();
 process.stderr.on("error", () => undefined); // a launcher that went away must not crash the agent
 if (config.mode === "worker") {
-  runWorkerMode(config, createLogger((line) => process.stderr.write(line), { pid: process.pid, mode: "worker" }, config.logLevel));
+  runWorkerMode(
+    config,
+    createLogger((line) => process.stderr.write(line), { pid: process.pid, mode: "worker" }, config.logLevel),
+  );
 } else {
-  runOneJob(config, createLogger((line) => process.stderr.write(line), { agentId: config.agentId, pid: process.pid }, config.logLevel));
+  runOneJob(
+    config,
+    createLogger((line) => process.stderr.write(line), { agentId: config.agentId, pid: process.pid }, config.logLevel),
+  );
 }

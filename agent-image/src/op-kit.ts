@@ -47,7 +47,10 @@ export const ok = (fields: SocketResponse = {}): HandlerResult => ({ response: {
 export const fail = (err: FlowError, exit = 1): HandlerResult => ({ response: errorResponse(err.code, err.message, exit) });
 
 /** Answers the error, then fails the job with it (every later durable call gets it too). */
-export const failDeterminism = (ctx: OpContext, err: FlowError): HandlerResult => ({ ...fail(err), afterAnswer: () => ctx.onDeterminism(err) });
+export const failDeterminism = (ctx: OpContext, err: FlowError): HandlerResult => ({
+  ...fail(err),
+  afterAnswer: () => ctx.onDeterminism(err),
+});
 
 export const isDeterminism = (err: unknown): err is FlowError => err instanceof FlowError && err.code === "determinism";
 
@@ -61,7 +64,11 @@ export const parseRequest = <S extends z.ZodType>(schema: S, op: string, raw: un
 /** The stored result of the call at `position`, as `schema` says a `kind` result looks. */
 export const readResult = <S extends z.ZodType>(schema: S, kind: string, position: number, result: unknown): z.infer<S> => {
   const parsed = schema.safeParse(result ?? {});
-  if (!parsed.success) throw new FlowError("internal", `the journal entry at call #${position} is not a ${kind} result: ${describeIssues(parsed.error.issues)}`);
+  if (!parsed.success)
+    throw new FlowError(
+      "internal",
+      `the journal entry at call #${position} is not a ${kind} result: ${describeIssues(parsed.error.issues)}`,
+    );
   return parsed.data;
 };
 

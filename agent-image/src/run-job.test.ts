@@ -24,17 +24,28 @@ const CLIENT = `node -e 'const s=require("net").createConnection(process.env.FLO
 const callOf = (request: object): string => `${CLIENT} '${JSON.stringify({ v: 2, ...request })}'`;
 
 const options = (fields: Partial<JobOptions> = {}): JobOptions => ({
-  agentId: "agt-test", capabilities: [], workdir: dir, clientDir: undefined,
+  agentId: "agt-test",
+  capabilities: [],
+  workdir: dir,
+  clientDir: undefined,
   agentEnv: { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: dir, FLOW_JOB_TOKEN: "must-not-leak" },
-  logger: silentLogger, stop: new AbortController().signal, agentPid: process.pid,
+  logger: silentLogger,
+  stop: new AbortController().signal,
+  agentPid: process.pid,
   timings: { killGraceMs: 500, drainMs: 200, logIntervalMs: 10 },
   ...fields,
 });
 
 const logText = (backend: ReturnType<typeof fakeBackend>, stream?: LogChunk["stream"]): string =>
-  backend.calls.filter(([m]) => m === "log").flatMap(([, chunks]) => chunks as LogChunk[]).filter((c) => !stream || c.stream === stream).map((c) => c.data).join("");
+  backend.calls
+    .filter(([m]) => m === "log")
+    .flatMap(([, chunks]) => chunks as LogChunk[])
+    .filter((c) => !stream || c.stream === stream)
+    .map((c) => c.data)
+    .join("");
 
-const methods = (backend: ReturnType<typeof fakeBackend>): string[] => backend.calls.map(([m]) => m).filter((m) => m !== "log" && m !== "heartbeat");
+const methods = (backend: ReturnType<typeof fakeBackend>): string[] =>
+  backend.calls.map(([m]) => m).filter((m) => m !== "log" && m !== "heartbeat");
 
 void test("a pending call ends the script, ships its log and suspends the job without a finish", async () => {
   const source = `echo before\n${callOf({ op: "sleep", duration: "1h" })}\necho after\n`;
@@ -112,20 +123,33 @@ void test("a stop while claiming closes the backend and ends the job as stopped"
 });
 
 const activityClaim = (argv: string[], fields: Partial<ActivityClaim> = {}): ActivityClaim => ({
-  kind: "activity", job_id: "job-act", run_id: "run-test", activity_id: "act-1", name: "build", project: "prj-test", attempt: 1,
-  argv, env: {}, masks: [], lease_ms: 60_000, ...fields,
+  kind: "activity",
+  job_id: "job-act",
+  run_id: "run-test",
+  activity_id: "act-1",
+  name: "build",
+  project: "prj-test",
+  attempt: 1,
+  argv,
+  env: {},
+  masks: [],
+  lease_ms: 60_000,
+  ...fields,
 });
 
 const runActivity = async (claim: ActivityClaim, extra: Partial<AgentBackend> = {}) => {
   const backend = fakeBackend({ claim: () => Promise.resolve(claim), finishActivity: () => Promise.resolve("succeeded"), ...extra });
   const outcome = await runJob(backend, options());
-  const finish = backend.calls.find(([m]) => m === "finishActivity")?.[1] as { exit_code: number; stdout_b64: string; error?: string } | undefined;
+  const finish = backend.calls.find(([m]) => m === "finishActivity")?.[1] as
+    { exit_code: number; stdout_b64: string; error?: string } | undefined;
   return { backend, outcome, finish };
 };
 
 void test("an activity runs in the agent's working directory with a sealed env; stdout is returned, stderr masked into the log", async () => {
   const script = 'pwd; env | grep "^FLOW_" || echo no-flow-vars; echo "key=$DEPLOY_KEY"; echo "err hunter2" >&2; exit 3';
-  const { backend, outcome, finish } = await runActivity(activityClaim(["sh", "-c", script], { env: { DEPLOY_KEY: "hunter2", FLOW_X: "y" }, masks: ["hunter2"] }));
+  const { backend, outcome, finish } = await runActivity(
+    activityClaim(["sh", "-c", script], { env: { DEPLOY_KEY: "hunter2", FLOW_X: "y" }, masks: ["hunter2"] }),
+  );
   assert.deepEqual(outcome, { type: "finished", exitCode: 3, status: "succeeded" });
   assert.equal(finish?.exit_code, 3);
   assert.equal(Buffer.from(finish?.stdout_b64 ?? "", "base64").toString(), `${dir}\nno-flow-vars\nkey=hunter2\n`);
@@ -143,7 +167,11 @@ void test("an activity whose command cannot start ends with 127 and says why", a
 
 void test("an activity whose stdout is over 2 MiB fails with how far over", async () => {
   const { finish } = await runActivity(activityClaim(["head", "-c", "2200000", "/dev/zero"]));
-  assert.deepEqual(finish && [finish.exit_code, finish.stdout_b64, finish.error], [1, "", "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit"]);
+  assert.deepEqual(finish && [finish.exit_code, finish.stdout_b64, finish.error], [
+    1,
+    "",
+    "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit",
+  ]);
 });
 
 void test("an activity whose lease is lost is ended and not finished", async () => {
@@ -158,7 +186,10 @@ void test("a variable with a NUL byte fails the job as a start error naming the 
   const env = { DEPLOY_KEY: "hunter2\u0000qz7tail" };
   const lines: string[] = [];
   const logger = createLogger((line) => lines.push(line), {}, "debug");
-  const script = fakeBackend({ claim: () => Promise.resolve(scriptClaim({ source: "echo ran\n", env, masks: [] })), finish: () => Promise.resolve("failed") });
+  const script = fakeBackend({
+    claim: () => Promise.resolve(scriptClaim({ source: "echo ran\n", env, masks: [] })),
+    finish: () => Promise.resolve("failed"),
+  });
   assert.deepEqual(await runJob(script, options({ logger })), { type: "finished", exitCode: 127, status: "failed" });
   const finish = script.calls.find(([m]) => m === "finish")?.[1] as { exit_code: number; error?: string };
   assert.equal(finish.exit_code, 127);
@@ -166,7 +197,10 @@ void test("a variable with a NUL byte fails the job as a start error naming the 
   assert.match(logText(script, "system"), /^error: cannot start "bash": environment variable "DEPLOY_KEY" holds a NUL byte/);
   const activity = await runActivity(activityClaim(["sh", "-c", "echo ran"], { env }), {});
   assert.equal(activity.finish?.exit_code, 127);
-  assert.match(logText(activity.backend, "system"), /error: activity build: cannot start "sh": environment variable "DEPLOY_KEY" holds a NUL byte/);
+  assert.match(
+    logText(activity.backend, "system"),
+    /error: activity build: cannot start "sh": environment variable "DEPLOY_KEY" holds a NUL byte/,
+  );
   const everything = JSON.stringify([script.calls, activity.backend.calls, lines]);
   for (const part of ["hunter2", "qz7tail"]) assert.ok(!everything.includes(part), `the value reached a log or a call: ${part}`);
   assert.ok(lines.length > 0, "the logger saw the job");

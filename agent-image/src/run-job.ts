@@ -56,7 +56,13 @@ export const runJob = async (backend: AgentBackend, options: JobOptions): Promis
     }
     const log = logger.child({ runId: claim.run_id, jobId: claim.job_id, attempt: claim.attempt, kind: claim.kind });
     const scope: JobScope = {
-      options, logger: log, backend: watched, timings: { ...DEFAULT_TIMINGS, ...options.timings }, lost, jobAbort: jobAbort.signal, cut,
+      options,
+      logger: log,
+      backend: watched,
+      timings: { ...DEFAULT_TIMINGS, ...options.timings },
+      lost,
+      jobAbort: jobAbort.signal,
+      cut,
     };
     if (claim.kind === "activity") {
       log.info({ activityId: claim.activity_id, name: claim.name }, "activity claimed");

@@ -42,16 +42,36 @@ void test("the script file name cannot leave the scratch dir or shadow the agent
 });
 
 void test("the input envelope keeps the trigger's fields over the defaults", () => {
-  assert.deepEqual(inputEnvelope({ type: "push", sha: "abc", payload: { a: 1 } }), { type: "push", event: null, payload: { a: 1 }, sha: "abc" });
+  assert.deepEqual(inputEnvelope({ type: "push", sha: "abc", payload: { a: 1 } }), {
+    type: "push",
+    event: null,
+    payload: { a: 1 },
+    sha: "abc",
+  });
 });
 
 void test("a claim's input (a handler run's event envelope) is written whole as input.json instead of the trigger's", async () => {
   const root = await mkdtemp(join(tmpdir(), "fa-scratch-"));
   try {
-    const input = { type: "deploy.done", event: "evt-1", key: "acme/web", payload: { nested: { list: [1, "two", null] }, big: "x".repeat(100_000) } };
-    const s = await prepareScratchDir(join(root, "work"), { filename: "h.sh", source: "", trigger: { type: "deploy.done", event: "evt-1" }, input });
+    const input = {
+      type: "deploy.done",
+      event: "evt-1",
+      key: "acme/web",
+      payload: { nested: { list: [1, "two", null] }, big: "x".repeat(100_000) },
+    };
+    const s = await prepareScratchDir(join(root, "work"), {
+      filename: "h.sh",
+      source: "",
+      trigger: { type: "deploy.done", event: "evt-1" },
+      input,
+    });
     assert.deepEqual(JSON.parse(await readFile(s.inputPath, "utf8")), input);
-    const none = await prepareScratchDir(join(root, "work"), { filename: "h.sh", source: "", trigger: { type: "spawn", parent: "run-1" }, input: null });
+    const none = await prepareScratchDir(join(root, "work"), {
+      filename: "h.sh",
+      source: "",
+      trigger: { type: "spawn", parent: "run-1" },
+      input: null,
+    });
     assert.deepEqual(JSON.parse(await readFile(none.inputPath, "utf8")), { type: "spawn", event: null, payload: null, parent: "run-1" });
     await s.remove();
     await none.remove();

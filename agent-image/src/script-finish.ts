@@ -18,7 +18,10 @@ export interface ScriptEnding {
 
 export const finishBody = (end: ScriptEnding): FinishRequest => {
   const exitCode = end.failure ? 1 : end.exit.exitCode;
-  const error = end.failure?.message ?? end.exit.startError ?? (end.exit.signal ? `the script was killed by ${end.exit.signal} (exit ${exitCode})` : undefined);
+  const error =
+    end.failure?.message ??
+    end.exit.startError ??
+    (end.exit.signal ? `the script was killed by ${end.exit.signal} (exit ${exitCode})` : undefined);
   return {
     exit_code: exitCode,
     outputs: exitCode === 0 ? Object.fromEntries(end.outputs) : {},
@@ -43,7 +46,12 @@ export const finishScriptJob = async (scope: JobScope, shipper: LogShipper, end:
       // again forever, so it fails, saying why.
       if (!(err instanceof FlowError) || err.code === "job_lost" || err.code === "internal" || scope.options.stop.aborted) throw err;
       logger.error({ err }, "the server refused the finish; failing the job");
-      status = await backend.finish({ exit_code: exitCode === 0 ? 1 : exitCode, outputs: {}, error: `the server refused the job's result: ${err.message}`, duration_ms: body.duration_ms });
+      status = await backend.finish({
+        exit_code: exitCode === 0 ? 1 : exitCode,
+        outputs: {},
+        error: `the server refused the job's result: ${err.message}`,
+        duration_ms: body.duration_ms,
+      });
     }
     logger.info({ exitCode, status }, "job finished");
     return { type: "finished", exitCode, status };

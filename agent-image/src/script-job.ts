@@ -43,10 +43,16 @@ export const runScriptJob = async (scope: JobScope, claim: ScriptClaim): Promise
 const scriptEnv = (scope: JobScope, claim: ScriptClaim, scratch: ScratchDir): Record<string, string> => {
   const { options } = scope;
   return composeScriptEnv({
-    agentEnv: options.agentEnv, claimEnv: claim.env, trigger: claim.trigger,
+    agentEnv: options.agentEnv,
+    claimEnv: claim.env,
+    trigger: claim.trigger,
     flowVars: {
-      FLOW_AGENT_SOCKET: scratch.socketPath, FLOW_AGENT_PID: String(options.agentPid), FLOW_AGENT_ID: options.agentId,
-      FLOW_WORKFLOW_ID: claim.run_id, FLOW_ACTIVITY_ID: claim.job_id, FLOW_INPUT_FILE: scratch.inputPath,
+      FLOW_AGENT_SOCKET: scratch.socketPath,
+      FLOW_AGENT_PID: String(options.agentPid),
+      FLOW_AGENT_ID: options.agentId,
+      FLOW_WORKFLOW_ID: claim.run_id,
+      FLOW_ACTIVITY_ID: claim.job_id,
+      FLOW_INPUT_FILE: scratch.inputPath,
     },
     path: prependPath(options.clientDir, options.agentEnv["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"),
   });
@@ -60,21 +66,34 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
   let failure: FlowError | undefined;
   const failed = deferred<FlowError>();
   const suspended = deferred<PendingCall>();
-  const server = await startSocketServer(scratch.socketPath, createOpHandler({
-    agentId: options.agentId, runId: claim.run_id, captureIno: pipe.ino, cursor: new JournalCursor(claim.journal), backend, outputs, logger,
-    failure: () => failure ?? lost.settled(),
-    onDeterminism: (err) => {
-      failure ??= err;
-      failed.resolve(failure);
-    },
-    onSuspend: (call) => suspended.resolve(call),
-  }), logger);
+  const server = await startSocketServer(
+    scratch.socketPath,
+    createOpHandler({
+      agentId: options.agentId,
+      runId: claim.run_id,
+      captureIno: pipe.ino,
+      cursor: new JournalCursor(claim.journal),
+      backend,
+      outputs,
+      logger,
+      failure: () => failure ?? lost.settled(),
+      onDeterminism: (err) => {
+        failure ??= err;
+        failed.resolve(failure);
+      },
+      onSuspend: (call) => suspended.resolve(call),
+    }),
+    logger,
+  );
 
   const [command = "bash", ...interpreterArgs] = claim.interpreter;
   const started = Date.now();
   const script = startScript({
-    command, args: [...interpreterArgs, options.scriptPath ?? scratch.scriptPath], cwd: options.cwd ?? scratch.dir,
-    env: scriptEnv(scope, claim, scratch), stdoutFd: pipe.writeFd,
+    command,
+    args: [...interpreterArgs, options.scriptPath ?? scratch.scriptPath],
+    cwd: options.cwd ?? scratch.dir,
+    env: scriptEnv(scope, claim, scratch),
+    stdoutFd: pipe.writeFd,
   });
   pipe.closeWriteEnd();
   // stdout and stderr share the run's log, so they are masked as one (core's createLogMasker).
@@ -133,7 +152,10 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
 /** The run parks on `call`: end the script, ship everything it printed, then suspend the job. */
 const suspendJob = async (scope: JobScope, group: JobGroup, call: PendingCall): Promise<JobOutcome> => {
   const { logger, backend, timings: t } = scope;
-  logger.info({ position: call.position, kind: call.kind, substate: call.substate, deadline: call.deadline }, "the run parks: ending the script");
+  logger.info(
+    { position: call.position, kind: call.kind, substate: call.substate, deadline: call.deadline },
+    "the run parks: ending the script",
+  );
   await group.child.terminate(t.killGraceMs);
   await group.drain();
   try {

@@ -8,7 +8,10 @@ import { openCapturePipe } from "./capture-pipe.js";
 import { startScript } from "./script-runner.js";
 
 /** Runs `script`; `onStarted` gets the script and its stdout so far. */
-const run = async (script: string, opts: { onStarted?: (s: ReturnType<typeof startScript>, stdout: () => string) => Promise<void> } = {}) => {
+const run = async (
+  script: string,
+  opts: { onStarted?: (s: ReturnType<typeof startScript>, stdout: () => string) => Promise<void> } = {},
+) => {
   const dir = await mkdtemp(join(tmpdir(), "fa-test-"));
   try {
     const pipe = openCapturePipe(join(dir, "out.fifo"));
@@ -103,7 +106,11 @@ void test("a variable with a NUL byte ends the start with 127 and a message that
     for (const stdoutFd of [undefined, "pipe"] as const) {
       const pipe = stdoutFd === "pipe" ? openCapturePipe(join(dir, "out.fifo")) : undefined;
       const s = startScript({
-        command: "bash", args: ["-c", "echo ran"], cwd: dir, env: { PATH: "/usr/bin:/bin", DEPLOY_KEY: "hunter2\u0000tail" }, stdoutFd: pipe?.writeFd,
+        command: "bash",
+        args: ["-c", "echo ran"],
+        cwd: dir,
+        env: { PATH: "/usr/bin:/bin", DEPLOY_KEY: "hunter2\u0000tail" },
+        stdoutFd: pipe?.writeFd,
       });
       pipe?.closeWriteEnd();
       let out = "";
@@ -113,7 +120,10 @@ void test("a variable with a NUL byte ends the start with 127 and a message that
       assert.equal(s.pid, undefined);
       assert.equal(exit.exitCode, 127);
       assert.equal(out, "");
-      assert.match(exit.startError ?? "", /^cannot start "bash": environment variable "DEPLOY_KEY" holds a NUL byte, which a process environment cannot hold$/);
+      assert.match(
+        exit.startError ?? "",
+        /^cannot start "bash": environment variable "DEPLOY_KEY" holds a NUL byte, which a process environment cannot hold$/,
+      );
       assert.equal(s.signalGroup(0), false);
       await s.terminate(10);
     }

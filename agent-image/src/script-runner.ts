@@ -53,7 +53,8 @@ export const describeSpawnRefusal = (options: StartScriptOptions, err: unknown):
   if (badVar !== undefined) {
     return `${what}: environment variable ${JSON.stringify(badVar.slice(0, 64))} holds a NUL byte, which a process environment cannot hold`;
   }
-  if ([options.command, ...options.args, options.cwd].some((a) => a.includes("\0"))) return `${what}: the command, an argument or the directory holds a NUL byte`;
+  if ([options.command, ...options.args, options.cwd].some((a) => a.includes("\0")))
+    return `${what}: the command, an argument or the directory holds a NUL byte`;
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
   return `${what}: spawn refused it (${typeof code === "string" ? code : "no error code"})`;
 };
@@ -94,7 +95,8 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
   const exited = new Promise<ScriptExit>((resolve) => {
     child.once("error", (err) => {
       // Only a failed start reaches here without an exit: report it as a shell would (127).
-      if (child.pid === undefined) resolve({ exitCode: 127, signal: null, startError: `cannot start ${JSON.stringify(command)}: ${err.message}` });
+      if (child.pid === undefined)
+        resolve({ exitCode: 127, signal: null, startError: `cannot start ${JSON.stringify(command)}: ${err.message}` });
     });
     child.once("exit", (code, signal) => {
       resolve({ exitCode: code ?? (signal ? exitStatusFromSignal(signal) : 1), signal });

@@ -6,7 +6,12 @@ import { idempotencyKeyFor } from "./journal-cursor.js";
 
 /** A recorded step at `[position, name, ordinal]`. */
 const done = ([position, name, ordinal]: [number, string, number], stdout: string, exit = 0): JournalEntry => ({
-  position, kind: "step", name, ordinal, status: "done", result: { stdout_b64: Buffer.from(stdout).toString("base64"), exit },
+  position,
+  kind: "step",
+  name,
+  ordinal,
+  status: "done",
+  result: { stdout_b64: Buffer.from(stdout).toString("base64"), exit },
 });
 
 void test("hello answers the agent id, protocol 2 and the capture pipe's inode", async () => {
@@ -19,15 +24,36 @@ void test("hello answers the agent id, protocol 2 and the capture pipe's inode",
 void test("recorded steps replay from the journal, by name and ordinal, without the server", async () => {
   const a = await agentSocket([done([0, "build", 0], "built\n"), done([1, "build", 1], "again\n", 3)]);
   const [first, second] = await a.call({ v: 2, op: "step", name: "build" }, { v: 2, op: "step", name: "build", label: "twice" });
-  assert.deepEqual(first, { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: Buffer.from("built\n").toString("base64"), exit: 0 });
-  assert.deepEqual(second, { v: 2, ok: true, replay: true, capture_ino: 4242, stdout_b64: Buffer.from("again\n").toString("base64"), exit: 3 });
+  assert.deepEqual(first, {
+    v: 2,
+    ok: true,
+    replay: true,
+    capture_ino: 4242,
+    stdout_b64: Buffer.from("built\n").toString("base64"),
+    exit: 0,
+  });
+  assert.deepEqual(second, {
+    v: 2,
+    ok: true,
+    replay: true,
+    capture_ino: 4242,
+    stdout_b64: Buffer.from("again\n").toString("base64"),
+    exit: 3,
+  });
   await a.close();
 });
 
 void test("a step past the journal is new, with a position and an idempotency key stable for that position", async () => {
   const a = await agentSocket([done([0, "build", 0], "x")]);
   const [, fresh] = await a.call({ v: 2, op: "step", name: "build" }, { v: 2, op: "step", name: "deploy" });
-  assert.deepEqual(fresh, { v: 2, ok: true, replay: false, position: 1, idempotency_key: idempotencyKeyFor("run-test", 1), capture_ino: 4242 });
+  assert.deepEqual(fresh, {
+    v: 2,
+    ok: true,
+    replay: false,
+    position: 1,
+    idempotency_key: idempotencyKeyFor("run-test", 1),
+    capture_ino: 4242,
+  });
   assert.equal(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-test", 1));
   assert.notEqual(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-test", 2));
   assert.notEqual(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-other", 1));

@@ -23,7 +23,12 @@ import { lockOp, sleepOp, waitSignalOp } from "./wait-ops.js";
 export type { OpContext, PendingCall } from "./op-kit.js";
 
 const OutputSetRequest = z.object({ values: z.record(z.string().min(1).max(256), z.string()) });
-const AnnotateRequest = z.object({ markdown: z.string().min(1).max(64 * 1024) });
+const AnnotateRequest = z.object({
+  markdown: z
+    .string()
+    .min(1)
+    .max(64 * 1024),
+});
 
 /** All `output.set` values of a job together: they travel in the finish body (1 MiB at the server). */
 const OUTPUTS_LIMIT = 256 * 1024;
@@ -35,7 +40,9 @@ const outputSet = (ctx: OpContext, values: Record<string, string>): HandlerResul
   const next = new Map([...ctx.outputs, ...Object.entries(values)]);
   const size = [...next].reduce((n, [k, v]) => n + k.length + v.length, 0);
   if (size > OUTPUTS_LIMIT) {
-    throw new FlowError("payload_too_large", `outputs would be ${size} characters, over the ${OUTPUTS_LIMIT / 1024} KiB limit`, { hint: "pass a reference (an artifact, a URL) instead of the value" });
+    throw new FlowError("payload_too_large", `outputs would be ${size} characters, over the ${OUTPUTS_LIMIT / 1024} KiB limit`, {
+      hint: "pass a reference (an artifact, a URL) instead of the value",
+    });
   }
   for (const [k, v] of Object.entries(values)) ctx.outputs.set(k, v);
   return ok();
@@ -55,25 +62,25 @@ export const createOpHandler = (context: OpContext): SocketHandler => {
 
   type Op = (raw: Record<string, unknown>) => HandlerResult | Promise<HandlerResult>;
   const ops: Readonly<Record<string, Op>> = {
-    "step": (raw) => steps.step(raw),
+    step: (raw) => steps.step(raw),
     "step.complete": (raw) => steps.stepComplete(raw),
     "output.set": (raw) => outputSet(ctx, parseRequest(OutputSetRequest, "output.set", raw).values),
-    "annotate": async (raw) => {
+    annotate: async (raw) => {
       await ctx.backend.annotate(parseRequest(AnnotateRequest, "annotate", raw).markdown);
       return ok();
     },
-    "sleep": (raw) => sleepOp(ctx, raw),
+    sleep: (raw) => sleepOp(ctx, raw),
     "wait-signal": (raw) => waitSignalOp(ctx, raw),
     "wait-event": (raw) => waitEventOp(ctx, raw),
-    "emit": (raw) => emitOp(ctx, raw),
-    "lock": (raw) => lockOp(ctx, "lock", raw),
-    "unlock": (raw) => lockOp(ctx, "unlock", raw),
-    "activity": (raw) => activityOp(ctx, "activity", raw),
+    emit: (raw) => emitOp(ctx, raw),
+    lock: (raw) => lockOp(ctx, "lock", raw),
+    unlock: (raw) => lockOp(ctx, "unlock", raw),
+    activity: (raw) => activityOp(ctx, "activity", raw),
     "activity-submit": (raw) => activityOp(ctx, "activity-submit", raw),
     "activity-collect": (raw) => activityCollectOp(ctx, raw),
     "activity-wait-all": () => activityWaitAllOp(ctx),
-    "spawn": (raw) => spawnOp(ctx, raw),
-    "state": (raw) => stateOp(ctx, raw),
+    spawn: (raw) => spawnOp(ctx, raw),
+    state: (raw) => stateOp(ctx, raw),
   };
 
   const dispatch = async (op: string, raw: Record<string, unknown>): Promise<HandlerResult> => {
@@ -82,7 +89,10 @@ export const createOpHandler = (context: OpContext): SocketHandler => {
     if (failure) return fail(failure);
     const handle = Object.hasOwn(ops, op) ? ops[op] : undefined;
     if (!handle) {
-      throw new FlowError("invalid_argument", `this agent does not know the op ${JSON.stringify(op)} (socket protocol ${SOCKET_PROTOCOL_VERSION}: ${["hello", ...Object.keys(ops)].join(", ")})`);
+      throw new FlowError(
+        "invalid_argument",
+        `this agent does not know the op ${JSON.stringify(op)} (socket protocol ${SOCKET_PROTOCOL_VERSION}: ${["hello", ...Object.keys(ops)].join(", ")})`,
+      );
     }
     return handle(raw);
   };
@@ -90,7 +100,12 @@ export const createOpHandler = (context: OpContext): SocketHandler => {
   return async (request) => {
     if (parked) return SILENT;
     if (request["v"] !== SOCKET_PROTOCOL_VERSION) {
-      return fail(new FlowError("invalid_argument", `this agent speaks socket protocol ${SOCKET_PROTOCOL_VERSION}; the request has v=${JSON.stringify(request["v"] ?? null)}`));
+      return fail(
+        new FlowError(
+          "invalid_argument",
+          `this agent speaks socket protocol ${SOCKET_PROTOCOL_VERSION}; the request has v=${JSON.stringify(request["v"] ?? null)}`,
+        ),
+      );
     }
     const op = typeof request["op"] === "string" ? request["op"] : "";
     try {

@@ -27,7 +27,10 @@ export const spawnOp = (ctx: OpContext, raw: unknown): Promise<HandlerResult> =>
     ...(req.tags !== undefined ? { tags: req.tags } : {}),
   });
   return runDurableCall(ctx, {
-    kind: "spawn", name: "", args, result: SpawnResult,
+    kind: "spawn",
+    name: "",
+    args,
+    result: SpawnResult,
     answer: (r, replay) => printAnswer(ctx, b64(`${r.run_id}\n`), replay),
   });
 };

@@ -21,7 +21,15 @@ void test("get prints a string raw and anything else as JSON, one line; nothing 
 });
 
 void test("list prints key<TAB>value lines; set and delete print nothing", () => {
-  assert.equal(stateOutput("list", { items: [{ key: "a", value: "x" }, { key: "b", value: [1] }] }), "a\tx\nb\t[1]\n");
+  assert.equal(
+    stateOutput("list", {
+      items: [
+        { key: "a", value: "x" },
+        { key: "b", value: [1] },
+      ],
+    }),
+    "a\tx\nb\t[1]\n",
+  );
   assert.equal(stateOutput("list", { items: [] }), "");
   assert.equal(stateOutput("set", {}), "");
   assert.equal(stateOutput("delete", {}), "");

@@ -60,7 +60,12 @@ export const createStepOps = (ctx: OpContext): StepOps => {
     }
     if (call.match.type === "replay") return stepAnswer(readStepResult(call.match.entry), true, ctx.captureIno);
     running.set(call.position, { name, ordinal: call.ordinal });
-    return ok({ replay: false, position: call.position, idempotency_key: idempotencyKeyFor(ctx.runId, call.position), capture_ino: ctx.captureIno });
+    return ok({
+      replay: false,
+      position: call.position,
+      idempotency_key: idempotencyKeyFor(ctx.runId, call.position),
+      capture_ino: ctx.captureIno,
+    });
   };
 
   const stepComplete = async (raw: unknown): Promise<HandlerResult> => {
@@ -69,12 +74,20 @@ export const createStepOps = (ctx: OpContext): StepOps => {
     if (!call) throw new FlowError("invalid_argument", `no step is running at call #${req.position}`);
     // overflow_bytes is the whole count of the step's stdout, sent once it passed the limit.
     const total = Math.max(req.overflow_bytes ?? 0, Buffer.byteLength(req.stdout_b64, "base64"));
-    const result: StepResult = total > STEP_OUTPUT_LIMIT
-      ? { stdout_b64: "", exit: 1, error: stepOutputTooLargeMessage(total) }
-      : { stdout_b64: req.stdout_b64, exit: req.exit };
+    const result: StepResult =
+      total > STEP_OUTPUT_LIMIT
+        ? { stdout_b64: "", exit: 1, error: stepOutputTooLargeMessage(total) }
+        : { stdout_b64: req.stdout_b64, exit: req.exit };
     let entry: JournalEntry;
     try {
-      entry = await ctx.backend.record({ position: req.position, kind: "step", name: call.name, ordinal: call.ordinal, status: "done", result });
+      entry = await ctx.backend.record({
+        position: req.position,
+        kind: "step",
+        name: call.name,
+        ordinal: call.ordinal,
+        status: "done",
+        result,
+      });
     } catch (err) {
       if (isDeterminism(err)) return failDeterminism(ctx, err);
       throw err;

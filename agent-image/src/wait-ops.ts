@@ -43,7 +43,12 @@ export const sleepOp = (ctx: OpContext, raw: unknown): Promise<HandlerResult> =>
 };
 
 /** The answer to a finished wait: the payload as one line of JSON, or exit 124 when it timed out. */
-export const waitSignalAnswer = (ctx: OpContext, name: string, result: z.infer<typeof WaitSignalResult>, replay: boolean): HandlerResult => {
+export const waitSignalAnswer = (
+  ctx: OpContext,
+  name: string,
+  result: z.infer<typeof WaitSignalResult>,
+  replay: boolean,
+): HandlerResult => {
   if (result.timed_out === true) return ok({ exit: WAIT_TIMED_OUT_EXIT, stderr: `flow: wait-signal ${name} timed out\n` });
   return printAnswer(ctx, b64(`${JSON.stringify(result.payload ?? null)}\n`), replay);
 };
@@ -52,11 +57,17 @@ export const waitSignalOp = (ctx: OpContext, raw: unknown): Promise<HandlerResul
   const { name, timeout } = parseRequest(WaitSignalRequest, "wait-signal", raw);
   return usage(() => {
     if (name.startsWith("event:")) {
-      throw new FlowError("invalid_argument", `signal names starting "event:" are reserved for event waits: ${JSON.stringify(name)} (use flow wait-event)`);
+      throw new FlowError(
+        "invalid_argument",
+        `signal names starting "event:" are reserved for event waits: ${JSON.stringify(name)} (use flow wait-event)`,
+      );
     }
     const args = timeout === undefined ? {} : { timeout_ms: parseDuration(timeout) };
     return runDurableCall(ctx, {
-      kind: "wait-signal", name, args, result: WaitSignalResult,
+      kind: "wait-signal",
+      name,
+      args,
+      result: WaitSignalResult,
       answer: (result, replay) => waitSignalAnswer(ctx, name, result, replay),
     });
   });

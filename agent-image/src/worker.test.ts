@@ -20,8 +20,12 @@ after(async () => {
 });
 
 const config: WorkerAgentConfig = {
-  mode: "worker", serverUrl: "http://127.0.0.1:9", capabilities: [], clientDir: undefined,
-  agentEnv: { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: "/nonexistent" }, logLevel: "info",
+  mode: "worker",
+  serverUrl: "http://127.0.0.1:9",
+  capabilities: [],
+  clientDir: undefined,
+  agentEnv: { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: "/nonexistent" },
+  logLevel: "info",
 };
 
 /** The launcher's end of the channel: what the worker sent, and ways to talk to it. */
@@ -50,7 +54,13 @@ const launcherEnd = () => {
 };
 
 const job = (n: number): WorkerJob => ({
-  type: "job", jobId: `job-${n}`, runId: `run-${n}`, attempt: 1, token: `tok-${n}`, agentId: `agt-${n}`, workdir: join(dir, `agt-${n}`),
+  type: "job",
+  jobId: `job-${n}`,
+  runId: `run-${n}`,
+  attempt: 1,
+  token: `tok-${n}`,
+  agentId: `agt-${n}`,
+  workdir: join(dir, `agt-${n}`),
 });
 
 /** A worker whose jobs claim `claims[token]` from a fake backend of their own. */
@@ -58,7 +68,10 @@ const worker = (claims: Record<string, AnyClaim | Error>) => {
   const end = launcherEnd();
   const backends: Array<[string, FakeBackend]> = [];
   const w: AgentWorker = startWorker({
-    config, channel: end.channel, logger: silentLogger, agentPid: 4242,
+    config,
+    channel: end.channel,
+    logger: silentLogger,
+    agentPid: 4242,
     timings: { killGraceMs: 300, drainMs: 200, logIntervalMs: 10 },
     backendFor: (j) => {
       const claim = claims[j.token]!;
@@ -74,7 +87,12 @@ const worker = (claims: Record<string, AnyClaim | Error>) => {
 };
 
 const stdoutOf = (b: FakeBackend): string =>
-  b.calls.filter(([m]) => m === "log").flatMap(([, c]) => c as LogChunk[]).filter((c) => c.stream === "stdout").map((c) => c.data).join("");
+  b.calls
+    .filter(([m]) => m === "log")
+    .flatMap(([, c]) => c as LogChunk[])
+    .filter((c) => c.stream === "stdout")
+    .map((c) => c.data)
+    .join("");
 
 /** Resolves with the first job's backend once its script printed "started". */
 const running = async (backends: Array<[string, FakeBackend]>): Promise<FakeBackend> => {
@@ -99,8 +117,15 @@ void test("a worker runs jobs one after another, each with its own token, agent 
   await end.until(2);
   end.deliver(job(2));
   await end.until(3);
-  assert.deepEqual(end.sent, [{ type: "ready" }, { type: "done", jobId: "job-1", outcome: "finished" }, { type: "done", jobId: "job-2", outcome: "finished" }]);
-  assert.deepEqual(backends.map(([t]) => t), ["tok-1", "tok-2"]);
+  assert.deepEqual(end.sent, [
+    { type: "ready" },
+    { type: "done", jobId: "job-1", outcome: "finished" },
+    { type: "done", jobId: "job-2", outcome: "finished" },
+  ]);
+  assert.deepEqual(
+    backends.map(([t]) => t),
+    ["tok-1", "tok-2"],
+  );
   const [[, one], [, two]] = backends as [[string, FakeBackend], [string, FakeBackend]];
   assert.equal(stdoutOf(one), "id=agt-1 pid=4242 secret=***\nliteral ***\n");
   assert.equal(stdoutOf(two), "id=agt-2 pid=4242 secret=unset\nliteral s3cr3t-one\n", "job 2 has neither job 1's env nor its masks");
@@ -135,10 +160,16 @@ void test("when the launcher goes away (the server died) the running job runs to
   await writeFile(go, "");
   assert.equal(await w.exited, 0);
   assert.deepEqual(end.sent, [{ type: "ready" }]);
-  assert.deepEqual(backends.map(([t]) => t), ["tok-1"]);
+  assert.deepEqual(
+    backends.map(([t]) => t),
+    ["tok-1"],
+  );
   const [[, b]] = backends as [[string, FakeBackend]];
   assert.equal(stdoutOf(b), "started\nfinished\n");
-  assert.ok(b.calls.some(([m]) => m === "finish"), "the job was finished, not stopped");
+  assert.ok(
+    b.calls.some(([m]) => m === "finish"),
+    "the job was finished, not stopped",
+  );
 });
 
 void test("a message that does not parse is logged and the worker exits 2 without running anything", async () => {
@@ -155,7 +186,10 @@ void test("a second job while one runs is a launcher bug: the running job is sto
   end.deliver(job(1));
   end.deliver(job(2));
   assert.equal(await w.exited, 2);
-  assert.deepEqual(backends.map(([t]) => t), ["tok-1"]);
+  assert.deepEqual(
+    backends.map(([t]) => t),
+    ["tok-1"],
+  );
   assert.deepEqual(end.sent, [{ type: "ready" }]);
 });
 

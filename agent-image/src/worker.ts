@@ -92,7 +92,10 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
     let outcome: JobOutcome;
     try {
       const backend = options.backendFor?.(job, log) ?? new AgentApiClient({ serverUrl: config.serverUrl, token: job.token, logger: log });
-      outcome = await runJob(backend, agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }));
+      outcome = await runJob(
+        backend,
+        agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
+      );
     } catch (err) {
       log.error({ err }, "agent failed");
       exit.resolve(WORKER_EXIT.agentFailure);

@@ -25,7 +25,9 @@ interface EmitAnswer {
  * cores this measures with several API calls per handler run.
  */
 const runEnded = async (server: TestServer, runId: string): Promise<void> => {
-  const res = await request(`${server.url}/api/v1/orgs/default/projects/default/runs/${runId}/log?follow=1`, { headers: { authorization: `Bearer ${server.token}` } });
+  const res = await request(`${server.url}/api/v1/orgs/default/projects/default/runs/${runId}/log?follow=1`, {
+    headers: { authorization: `Bearer ${server.token}` },
+  });
   const text = await res.body.text();
   if (res.statusCode !== 200) throw new Error(`GET /runs/${runId}/log: HTTP ${res.statusCode} ${text}`);
 };
@@ -42,7 +44,8 @@ const measure = async (server: TestServer, events: number, inFlight: number): Pr
       const runId = e.handler_runs[0]!;
       await runEnded(server, runId);
       const run = await api<BenchRun>(server, "GET", `/runs/${runId}`);
-      if (!run.started_at || !["succeeded", "failed"].includes(run.status)) throw new Error(`handler run ${runId} is ${run.status} after its log ended`);
+      if (!run.started_at || !["succeeded", "failed"].includes(run.status))
+        throw new Error(`handler run ${runId} is ${run.status} after its log ended`);
       latencies.push(new Date(run.started_at).getTime() - new Date(event.created_at).getTime());
     }
   };

@@ -79,7 +79,13 @@ const cpuNow = (): Cpu | undefined => {
 
 /** Microseconds of CPU per delivery between two readings. */
 const cpuPer = (a: Cpu | undefined, b: Cpu | undefined, count: number): Cpu | undefined =>
-  a && b ? { server: ((b.server - a.server) * 1e6) / count, postgres: ((b.postgres - a.postgres) * 1e6) / count, senders: ((b.senders - a.senders) * 1e6) / count } : undefined;
+  a && b
+    ? {
+        server: ((b.server - a.server) * 1e6) / count,
+        postgres: ((b.postgres - a.postgres) * 1e6) / count,
+        senders: ((b.senders - a.senders) * 1e6) / count,
+      }
+    : undefined;
 
 /** Rows per second of `insert into <table> values (...)`, one at a time, autocommit. */
 const insertLoop = async (client: pg.Client, table: string, count: number): Promise<number> => {
@@ -99,9 +105,15 @@ const bareRowCpu = async (client: pg.Client, rows: number): Promise<number | und
   const payload = JSON.stringify({ body: JSON.parse(BODY) as unknown, query: {} });
   let n = 0;
   const insert = () =>
-    client.query("insert into bench_events (id, project_id, type, payload) select * from unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])", [
-      Array.from({ length: batch }, () => `evt-bench-${n++}`), Array(batch).fill("prj"), Array(batch).fill("bench.delivery"), Array(batch).fill(payload),
-    ]);
+    client.query(
+      "insert into bench_events (id, project_id, type, payload) select * from unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])",
+      [
+        Array.from({ length: batch }, () => `evt-bench-${n++}`),
+        Array(batch).fill("prj"),
+        Array(batch).fill("bench.delivery"),
+        Array(batch).fill(payload),
+      ],
+    );
   for (let i = 0; i < 20; i++) await insert();
   const backend = (await client.query<{ pid: number }>("select pg_backend_pid() as pid")).rows[0]!.pid;
   const c0 = processCpu(backend)?.own;
@@ -129,7 +141,12 @@ const ingest = async (server: TestServer, target: IngestTarget, senders: number,
   const sender = async (): Promise<void> => {
     while (next < count) {
       next++;
-      const res = await http.request({ path, method: "POST", headers: { "x-flow-hook-secret": secret, "content-type": "application/json" }, body: BODY });
+      const res = await http.request({
+        path,
+        method: "POST",
+        headers: { "x-flow-hook-secret": secret, "content-type": "application/json" },
+        body: BODY,
+      });
       await res.body.dump();
       if (res.statusCode !== expect) refused++;
     }
@@ -160,8 +177,12 @@ const main = async (): Promise<void> => {
   const client = new pg.Client(await databaseUrl(server));
   try {
     await client.connect();
-    await client.query("create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())");
-    await client.query("create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())");
+    await client.query(
+      "create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
+    );
+    await client.query(
+      "create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
+    );
     const hook = await setHook(server);
     await ingest(server, hook, 8, 400); // warm-up: JIT, pool connections, plans
     await insertLoop(client, "bench_plain_insert", 400);
@@ -192,12 +213,20 @@ const main = async (): Promise<void> => {
     const base = median(plain);
     const f = (rate: number): string => `${Math.round(rate).toString().padStart(6)} /s`;
     const all = (xs: number[]): string => xs.map((x) => Math.round(x)).join(", ");
-    console.log(`hook ingest: ${COUNT} deliveries per scenario, ${ROUNDS} interleaved rounds, medians; durable commit (fsync on), loopback`);
+    console.log(
+      `hook ingest: ${COUNT} deliveries per scenario, ${ROUNDS} interleaved rounds, medians; durable commit (fsync on), loopback`,
+    );
     console.log(`  plain INSERT loop (1 client, autocommit)  ${f(base)}   rounds: ${all(plain)}`);
-    console.log(`  hook ingest,  1 sender                    ${f(median(one))}   ${(median(one) / base).toFixed(2)}x (target >= 0.8x)   rounds: ${all(one)}`);
-    console.log(`  hook ingest, 32 senders                   ${f(median(many))}   ${(median(many) / base).toFixed(2)}x (target >= 3x)   rounds: ${all(many)}`);
+    console.log(
+      `  hook ingest,  1 sender                    ${f(median(one))}   ${(median(one) / base).toFixed(2)}x (target >= 0.8x)   rounds: ${all(one)}`,
+    );
+    console.log(
+      `  hook ingest, 32 senders                   ${f(median(many))}   ${(median(many) / base).toFixed(2)}x (target >= 3x)   rounds: ${all(many)}`,
+    );
     console.log("  context, not targets:");
-    console.log(`    HTTP floor, same server, POST to an unrouted path (404, no database work): ${f(median(floor1))} at 1 sender, ${f(median(floor32))} at 32`);
+    console.log(
+      `    HTTP floor, same server, POST to an unrouted path (404, no database work): ${f(median(floor1))} at 1 sender, ${f(median(floor32))} at 32`,
+    );
     console.log(`    TEMP table INSERT loop (no WAL flush at commit): ${f(temp)}`);
     // One sender waits for each 202, so a delivery costs at least an HTTP round trip plus one
     // durable commit: the best 1 sender can do on this host, however little the route does.
@@ -209,11 +238,17 @@ const main = async (): Promise<void> => {
       // Client, server and Postgres share this machine's cores: what their CPU per delivery allows.
       const cores = availableParallelism();
       const cap = (c: Cpu): number => (cores * 1e6) / (c.server + c.postgres + c.senders);
-      console.log(`    CPU per delivery at 32 senders (server / Postgres / senders), last round: ${us(manyCpu)}; the HTTP floor: ${us(floorCpu)}`);
-      console.log(`    on ${cores} cores that CPU allows at most ${f(cap(manyCpu))} (${(cap(manyCpu) / base).toFixed(2)}x); the floor's alone ${f(cap(floorCpu))} (${(cap(floorCpu) / base).toFixed(2)}x)`);
+      console.log(
+        `    CPU per delivery at 32 senders (server / Postgres / senders), last round: ${us(manyCpu)}; the HTTP floor: ${us(floorCpu)}`,
+      );
+      console.log(
+        `    on ${cores} cores that CPU allows at most ${f(cap(manyCpu))} (${(cap(manyCpu) / base).toFixed(2)}x); the floor's alone ${f(cap(floorCpu))} (${(cap(floorCpu) / base).toFixed(2)}x)`,
+      );
       if (bareRow !== undefined) {
         const best = cap({ ...floorCpu, postgres: floorCpu.postgres + bareRow });
-        console.log(`    Postgres CPU per row of a bare 16-row INSERT into a copy of events: ${Math.round(bareRow)} us; with the floor, the best any ingest could do here: ${f(best)} (${(best / base).toFixed(2)}x)`);
+        console.log(
+          `    Postgres CPU per row of a bare 16-row INSERT into a copy of events: ${Math.round(bareRow)} us; with the floor, the best any ingest could do here: ${f(best)} (${(best / base).toFixed(2)}x)`,
+        );
       }
     }
     console.log(`  bus rows of type bench.delivery: ${rows[0]!.n} (warm-up 400 + ${2 * ROUNDS * COUNT} measured, every one acknowledged)`);

@@ -36,7 +36,8 @@ const main = async (): Promise<void> => {
       const ms = (Number(e) - Number(s)) * 1000;
       samples.set(what!, [...(samples.get(what!) ?? []), ms]);
     }
-    const row = (label: string, key: string): string => `  ${label.padEnd(34)} ${fmt(median(samples.get(key) ?? [NaN]))}  (n=${samples.get(key)?.length ?? 0})`;
+    const row = (label: string, key: string): string =>
+      `  ${label.padEnd(34)} ${fmt(median(samples.get(key) ?? [NaN]))}  (n=${samples.get(key)?.length ?? 0})`;
     console.log(`in-script call overhead, median of ${N} (client: ${process.env["FLOW_CLIENT"] ?? "native when built"})`);
     console.log(row("/bin/true (bare native exec)", "/bin/true-new"));
     console.log(row("node -e 0", "node-new"));

@@ -31,8 +31,12 @@ export const api = async <T>(server: TestServer, method: "GET" | "POST" | "PUT",
   return JSON.parse(text) as T;
 };
 
-export const submitScript = async (server: TestServer, filename: string, source: string, env: Record<string, string> = {}): Promise<string> =>
-  (await api<{ id: string }>(server, "POST", "/runs", { kind: "script", source, filename, env })).id;
+export const submitScript = async (
+  server: TestServer,
+  filename: string,
+  source: string,
+  env: Record<string, string> = {},
+): Promise<string> => (await api<{ id: string }>(server, "POST", "/runs", { kind: "script", source, filename, env })).id;
 
 /** Waits for the run to end (polling the API every 5 ms: cheap, and finer than what it measures). */
 export const waitForRun = async (server: TestServer, id: string, timeoutMs = 300_000): Promise<BenchRun> => {
@@ -59,4 +63,5 @@ export const percentile = (xs: readonly number[], p: number): number => {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 };
 
-export const fmt = (ms: number): string => (ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`);
+export const fmt = (ms: number): string =>
+  ms < 10 ? `${ms.toFixed(2)} ms` : ms < 1000 ? `${ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;

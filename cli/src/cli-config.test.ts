@@ -29,6 +29,9 @@ void test("no file reads as undefined; a broken file is a config error that name
   assert.equal(await readCliConfig(join(dir, "none.json")), undefined);
   const bad = join(dir, "bad.json");
   await writeFile(bad, JSON.stringify({ url: "http://x", token: "t", project: "noslash" }));
-  await assert.rejects(readCliConfig(bad), (e: unknown) => e instanceof FlowError && e.code === "config" && e.message.includes(bad) && /project/.test(e.message));
+  await assert.rejects(
+    readCliConfig(bad),
+    (e: unknown) => e instanceof FlowError && e.code === "config" && e.message.includes(bad) && /project/.test(e.message),
+  );
   await rm(dir, { recursive: true, force: true });
 });

@@ -35,6 +35,12 @@ void test("blank variables count as unset", async () => {
 });
 
 void test("a bad FLOWSVC_URL or FLOWSVC_PROJECT is a config error naming the variable", async () => {
-  await assert.rejects(parseCliEnv({ FLOWSVC_URL: "not a url" }), (e: unknown) => e instanceof FlowError && e.code === "config" && /FLOWSVC_URL/.test(e.message));
-  await assert.rejects(parseCliEnv({ FLOWSVC_PROJECT: "noslash" }), (e: unknown) => e instanceof FlowError && /FLOWSVC_PROJECT: must be org\/project/.test(e.message));
+  await assert.rejects(
+    parseCliEnv({ FLOWSVC_URL: "not a url" }),
+    (e: unknown) => e instanceof FlowError && e.code === "config" && /FLOWSVC_URL/.test(e.message),
+  );
+  await assert.rejects(
+    parseCliEnv({ FLOWSVC_PROJECT: "noslash" }),
+    (e: unknown) => e instanceof FlowError && /FLOWSVC_PROJECT: must be org\/project/.test(e.message),
+  );
 });

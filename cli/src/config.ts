@@ -77,9 +77,30 @@ const pick = <T>(candidates: ReadonlyArray<readonly [T | undefined, SettingSourc
 
 /** Applies the precedence; inputs are already validated (flags by their parsers, env by zod, file by cli-config). */
 export const resolveSettings = (flags: SettingFlags, env: CliEnv, saved: CliConfig | undefined): Settings => {
-  const [url, urlFrom] = pick([[flags.url, "flag"], [env.FLOWSVC_URL, "env"], [saved?.url, "file"]], DEFAULT_URL);
-  const [token, tokenFrom] = pick([[flags.token, "flag"], [env.FLOWSVC_TOKEN, "env"], [saved?.token, "file"]], "");
-  const [ref, projectFrom] = pick([[flags.project, "flag"], [env.FLOWSVC_PROJECT, "env"], [saved?.project, "file"]], DEFAULT_PROJECT);
+  const [url, urlFrom] = pick(
+    [
+      [flags.url, "flag"],
+      [env.FLOWSVC_URL, "env"],
+      [saved?.url, "file"],
+    ],
+    DEFAULT_URL,
+  );
+  const [token, tokenFrom] = pick(
+    [
+      [flags.token, "flag"],
+      [env.FLOWSVC_TOKEN, "env"],
+      [saved?.token, "file"],
+    ],
+    "",
+  );
+  const [ref, projectFrom] = pick(
+    [
+      [flags.project, "flag"],
+      [env.FLOWSVC_PROJECT, "env"],
+      [saved?.project, "file"],
+    ],
+    DEFAULT_PROJECT,
+  );
   const [org = "", project = ""] = ref.split("/");
   return { url: url.replace(/\/+$/, ""), token, org, project, sources: { url: urlFrom, token: tokenFrom, project: projectFrom } };
 };

@@ -5,7 +5,11 @@ import { answerError, createApiClient, networkError, withQuery } from "./http.js
 const URL_ = "http://127.0.0.1:8080";
 
 void test("a flowsvc error body comes back as its FlowError, hint included", () => {
-  const err = answerError({ url: URL_, method: "GET", path: "/x" }, 409, JSON.stringify({ error: { code: "conflict", message: "busy", hint: "retry" } }));
+  const err = answerError(
+    { url: URL_, method: "GET", path: "/x" },
+    409,
+    JSON.stringify({ error: { code: "conflict", message: "busy", hint: "retry" } }),
+  );
   assert.deepEqual([err.code, err.message, err.hint], ["conflict", "busy", "retry"]);
 });
 
@@ -16,15 +20,22 @@ void test("a 401 always says how to log in", () => {
 });
 
 void test("a 404 without a flowsvc body names the missing route", () => {
-  const err = answerError({ url: URL_, method: "POST", path: "/api/v1/orgs/a/projects/b/events?x=1" }, 404, '{"message":"Route not found","statusCode":404}');
+  const err = answerError(
+    { url: URL_, method: "POST", path: "/api/v1/orgs/a/projects/b/events?x=1" },
+    404,
+    '{"message":"Route not found","statusCode":404}',
+  );
   assert.equal(err.code, "not_found");
   assert.equal(err.message, `flowsvc at ${URL_} has no route POST /api/v1/orgs/a/projects/b/events`);
 });
 
 void test("connection refused is `unavailable` with the URL and a hint to start the server", async () => {
   const api = createApiClient({ url: "http://127.0.0.1:1", token: "" });
-  await assert.rejects(api.call("GET", "/api/v1/whoami"), (e: Error & { code?: string; hint?: string }) =>
-    e.code === "unavailable" && e.message === "cannot reach flowsvc at http://127.0.0.1:1" && /npm start/.test(e.hint ?? ""));
+  await assert.rejects(
+    api.call("GET", "/api/v1/whoami"),
+    (e: Error & { code?: string; hint?: string }) =>
+      e.code === "unavailable" && e.message === "cannot reach flowsvc at http://127.0.0.1:1" && /npm start/.test(e.hint ?? ""),
+  );
   await api.close();
   assert.match(networkError(URL_, Object.assign(new Error("socket hang up"), { code: "ECONNRESET" })).message, /lost the connection/);
 });

@@ -109,8 +109,10 @@ export const answerError = (to: AnsweredRequest, status: number, text: string): 
   const code = (body as { error?: { code?: unknown } } | undefined)?.error?.code;
   const known = typeof code === "string" && code in ERROR_CODES;
   const err = (known ? errorFromBody(status, body) : undefined) ?? bareAnswerError(to, status);
-  if (err.code === "unauthenticated") return new FlowError("unauthenticated", err.message, { hint: loginHint(to.url), details: err.details });
-  if (!err.hint && FALLBACK_HINTS[err.code]) return new FlowError(err.code, err.message, { hint: FALLBACK_HINTS[err.code], details: err.details });
+  if (err.code === "unauthenticated")
+    return new FlowError("unauthenticated", err.message, { hint: loginHint(to.url), details: err.details });
+  if (!err.hint && FALLBACK_HINTS[err.code])
+    return new FlowError(err.code, err.message, { hint: FALLBACK_HINTS[err.code], details: err.details });
   return err;
 };
 
@@ -153,7 +155,8 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
       }
       if (text.trim() === "") return undefined as T;
       const parsed = parseJson(text);
-      if (parsed === undefined) throw new FlowError("internal", `flowsvc at ${url} answered ${method} ${path} with a body that is not JSON`);
+      if (parsed === undefined)
+        throw new FlowError("internal", `flowsvc at ${url} answered ${method} ${path} with a body that is not JSON`);
       return parsed as T;
     },
     stream: async (path, sink) => {

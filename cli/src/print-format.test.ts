@@ -6,8 +6,18 @@ import { formatAge, formatDetails, formatDocument, formatDuration, formatJsonCel
 const now = new Date("2025-01-31T12:00:00.000Z");
 
 void test("a table aligns every column on its widest cell and does not pad the last", () => {
-  const rows = [{ a: "run-1", b: "succeeded", c: "x" }, { a: "run-22", b: "failed", c: "longer" }];
-  const text = formatTable([{ header: "ID", value: (r: (typeof rows)[0]) => r.a }, { header: "STATUS", value: (r) => r.b }, { header: "C", value: (r) => r.c }], rows);
+  const rows = [
+    { a: "run-1", b: "succeeded", c: "x" },
+    { a: "run-22", b: "failed", c: "longer" },
+  ];
+  const text = formatTable(
+    [
+      { header: "ID", value: (r: (typeof rows)[0]) => r.a },
+      { header: "STATUS", value: (r) => r.b },
+      { header: "C", value: (r) => r.c },
+    ],
+    rows,
+  );
   assert.equal(text, "ID      STATUS     C\nrun-1   succeeded  x\nrun-22  failed     longer\n");
 });
 
@@ -23,7 +33,13 @@ void test("json output is one document with the fields as given; yaml parses bac
 });
 
 void test("details align values and indent the lines of a multi-line value", () => {
-  assert.equal(formatDetails([["id", "run-1"], ["output", "{\n  \"a\": 1\n}"]]), "id:      run-1\noutput:  {\n           \"a\": 1\n         }\n");
+  assert.equal(
+    formatDetails([
+      ["id", "run-1"],
+      ["output", '{\n  "a": 1\n}'],
+    ]),
+    'id:      run-1\noutput:  {\n           "a": 1\n         }\n',
+  );
 });
 
 void test("times read as ages relative to now, or ISO with the age", () => {

@@ -23,18 +23,29 @@ const cell = (text: string): string => text.replace(/\s*\n\s*/g, " ");
 export const formatTable = <T>(columns: ReadonlyArray<Column<T>>, rows: readonly T[]): string => {
   const grid = [columns.map((c) => c.header), ...rows.map((r) => columns.map((c) => cell(c.value(r))))];
   const widths = columns.map((_, i) => Math.max(...grid.map((line) => (line[i] ?? "").length)));
-  return grid.map((line) => line.map((text, i) => (i === line.length - 1 ? text : text.padEnd(widths[i] ?? 0))).join("  ").trimEnd()).join("\n") + "\n";
+  return (
+    grid
+      .map((line) =>
+        line
+          .map((text, i) => (i === line.length - 1 ? text : text.padEnd(widths[i] ?? 0)))
+          .join("  ")
+          .trimEnd(),
+      )
+      .join("\n") + "\n"
+  );
 };
 
 /** `key:  value` lines aligned on the value; a multi-line value continues indented under it. */
 export const formatDetails = (pairs: ReadonlyArray<readonly [string, string]>): string => {
   const width = Math.max(...pairs.map(([k]) => k.length)) + 2;
-  return pairs
-    .map(([key, value]) => {
-      const [first = "", ...rest] = value.split("\n");
-      return [`${`${key}:`.padEnd(width)} ${first}`.trimEnd(), ...rest.map((l) => `${" ".repeat(width + 1)}${l}`.trimEnd())].join("\n");
-    })
-    .join("\n") + "\n";
+  return (
+    pairs
+      .map(([key, value]) => {
+        const [first = "", ...rest] = value.split("\n");
+        return [`${`${key}:`.padEnd(width)} ${first}`.trimEnd(), ...rest.map((l) => `${" ".repeat(width + 1)}${l}`.trimEnd())].join("\n");
+      })
+      .join("\n") + "\n"
+  );
 };
 
 const UNITS: ReadonlyArray<readonly [number, string]> = [

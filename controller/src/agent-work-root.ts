@@ -28,7 +28,9 @@ export const removeAgentDirs = async (paths: readonly string[], user: AgentUser 
     let err = "";
     child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
     child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(`rm -rf as ${user.name} failed (exit ${code}): ${err.trim().slice(0, 500)}`))));
+    child.on("close", (code) =>
+      code === 0 ? resolve() : reject(new Error(`rm -rf as ${user.name} failed (exit ${code}): ${err.trim().slice(0, 500)}`)),
+    );
   });
 };
 
@@ -47,7 +49,12 @@ export const killAgentGroup = (pgid: number, user: AgentUser | undefined): void 
     return;
   }
   spawnSync(process.execPath, ["-e", "try { process.kill(-Number(process.argv[1]), 'SIGKILL') } catch {}", String(pgid)], {
-    uid: user.uid, gid: user.gid, stdio: "ignore", timeout: 10_000, cwd: "/", env: {},
+    uid: user.uid,
+    gid: user.gid,
+    stdio: "ignore",
+    timeout: 10_000,
+    cwd: "/",
+    env: {},
   });
 };
 
@@ -60,10 +67,18 @@ const workdirsInUse = async (workRoot: string): Promise<Set<string>> => {
   const root = `${await realpath(workRoot)}/`;
   const used = new Set<string>();
   const pids = (await readdir("/proc")).filter((p) => /^\d+$/.test(p));
-  await Promise.all(pids.map(async (pid) => {
-    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => "");
-    if (cwd.startsWith(root)) used.add(cwd.slice(root.length).split("/")[0]!.replace(/ \(deleted\)$/, ""));
-  }));
+  await Promise.all(
+    pids.map(async (pid) => {
+      const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => "");
+      if (cwd.startsWith(root))
+        used.add(
+          cwd
+            .slice(root.length)
+            .split("/")[0]!
+            .replace(/ \(deleted\)$/, ""),
+        );
+    }),
+  );
   return used;
 };
 
@@ -72,11 +87,19 @@ export const sweepAgentWorkdirs = async (workRoot: string, names: readonly strin
   if (names.length === 0) return [];
   const used = await workdirsInUse(workRoot);
   const free = names.filter((n) => !used.has(n));
-  const entries = await Promise.all(free.map(async (n) => ({ path: join(workRoot, n), st: await lstat(join(workRoot, n)).catch(() => undefined) })));
+  const entries = await Promise.all(
+    free.map(async (n) => ({ path: join(workRoot, n), st: await lstat(join(workRoot, n)).catch(() => undefined) })),
+  );
   const present = entries.filter((e) => e.st !== undefined);
   // Left by a server that ran its agents as itself (before it ran them as the agent user): ours to remove.
-  await removeAgentDirs(present.filter((e) => user && e.st!.uid !== user.uid).map((e) => e.path), undefined);
-  await removeAgentDirs(present.filter((e) => !user || e.st!.uid === user.uid).map((e) => e.path), user);
+  await removeAgentDirs(
+    present.filter((e) => user && e.st!.uid !== user.uid).map((e) => e.path),
+    undefined,
+  );
+  await removeAgentDirs(
+    present.filter((e) => !user || e.st!.uid === user.uid).map((e) => e.path),
+    user,
+  );
   return names.filter((n) => used.has(n));
 };
 
@@ -87,7 +110,10 @@ export const sweepAgentWorkdirs = async (workRoot: string, names: readonly strin
  * (sweep those again with sweepAgentWorkdirs until none is left). The work root's parent must be
  * ours, not the agent user's: the work root is chowned without a walk.
  */
-export const prepareAgentWorkRoot = async (workRoot: string, user: AgentUser | undefined): Promise<{ removed: string[]; inUse: string[] }> => {
+export const prepareAgentWorkRoot = async (
+  workRoot: string,
+  user: AgentUser | undefined,
+): Promise<{ removed: string[]; inUse: string[] }> => {
   await mkdir(workRoot, { recursive: true, mode: 0o700 });
   const st = await lstat(workRoot);
   if (!st.isDirectory()) throw new Error(`the agents' work root ${workRoot} is not a directory`);

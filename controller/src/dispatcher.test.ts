@@ -26,7 +26,9 @@ const jobRow = async (store: TestStore, jobId: string) => {
 };
 
 const runRow = async (store: TestStore, runId: string) => {
-  const { rows } = await store.db.pool.query<{ status: string; error: string | null }>(`select status, error from runs where id = $1`, [runId]);
+  const { rows } = await store.db.pool.query<{ status: string; error: string | null }>(`select status, error from runs where id = $1`, [
+    runId,
+  ]);
   return rows[0]!;
 };
 
@@ -63,7 +65,10 @@ test("no more launches than free slots; the rest go when a slot frees and the di
     try {
       await waitFor("two launches", () => pool.launches.length === 2);
       // Oldest first; the third is not claimed (a claimed job without a slot would be lost until its lease ran out).
-      assert.deepEqual(pool.launches.map((l) => l.jobId), [jobs[0]!.jobId, jobs[1]!.jobId]);
+      assert.deepEqual(
+        pool.launches.map((l) => l.jobId),
+        [jobs[0]!.jobId, jobs[1]!.jobId],
+      );
       assert.deepEqual(await jobRow(store, jobs[2]!.jobId), { status: "queued", attempt: 0, token_digest: null });
       pool.finish(jobs[0]!.jobId); // slotFreed nudges the dispatcher
       await waitFor("the third launch", () => pool.launches.length === 3);
@@ -101,7 +106,10 @@ test("a job goes only to a pool that advertises what it needs; a need no pool se
 
       await waitFor("the tpu warning", () => warnings.length === 1);
       assert.deepEqual(warnings[0]!.obj["needs"], ["tpu"]);
-      assert.match(warnings[0]!.msg, /capabilities tpu, which no agent pool of this server advertises; start one with --agent-pool tpu:<n>/);
+      assert.match(
+        warnings[0]!.msg,
+        /capabilities tpu, which no agent pool of this server advertises; start one with --agent-pool tpu:<n>/,
+      );
       // A later check that warns about a new need has seen the tpu job again, and kept quiet about it.
       await submitRun(store, ["fpga", "arm"]);
       await waitFor("the second warning", () => warnings.length === 2);
@@ -155,12 +163,19 @@ test("after maxAttempts dispatches the run fails with the dispatch count and a r
       await waitFor("the run to fail", async () => (await runRow(store, runId)).status === "failed");
       const error = "the job was dispatched 2 times and no agent finished it";
       assert.deepEqual(await runRow(store, runId), { status: "failed", error });
-      assert.deepEqual(pool.launches.map((l) => l.attempt), [1, 2], "no third launch");
+      assert.deepEqual(
+        pool.launches.map((l) => l.attempt),
+        [1, 2],
+        "no third launch",
+      );
       assert.equal((await jobRow(store, jobId)).status, "done");
       const failed = await listEvents(store.db.pool, store.projectId, { type: "run.failed", limit: 10 });
       assert.equal(failed.length, 1);
       assert.deepEqual(
-        { run_id: (failed[0]!.payload as Record<string, unknown>)["run_id"], error: (failed[0]!.payload as Record<string, unknown>)["error"] },
+        {
+          run_id: (failed[0]!.payload as Record<string, unknown>)["run_id"],
+          error: (failed[0]!.payload as Record<string, unknown>)["error"],
+        },
         { run_id: runId, error },
       );
       assert.equal(failed[0]!.source_run_id, runId);
@@ -181,13 +196,22 @@ test("the reaper requeues a job whose lease expired, which is launched again, an
       // The agent of one went silent (no exit seen, no heartbeat): its lease runs out, in the row.
       await store.db.pool.query(`update jobs set lease_expires_at = now() - interval '1 second' where id = $1`, [silent.jobId]);
       await waitFor("the relaunch", () => pool.launches.length === 3);
-      assert.deepEqual(pool.launchesOf(silent.jobId).map((l) => l.attempt), [1, 2]);
+      assert.deepEqual(
+        pool.launchesOf(silent.jobId).map((l) => l.attempt),
+        [1, 2],
+      );
       assert.deepEqual((await jobRow(store, silent.jobId)).token_digest, digestToken(pool.launchesOf(silent.jobId)[1]!.token));
       // The pass that requeued it saw the live job too.
-      assert.deepEqual(pool.launchesOf(live.jobId).map((l) => l.attempt), [1]);
+      assert.deepEqual(
+        pool.launchesOf(live.jobId).map((l) => l.attempt),
+        [1],
+      );
       assert.equal((await jobRow(store, live.jobId)).status, "dispatched");
       const reaped = logs.filter((l) => l.msg.startsWith("agent leases expired"));
-      assert.deepEqual(reaped.map((l) => l.obj["runs"]), [[silent.runId]]);
+      assert.deepEqual(
+        reaped.map((l) => l.obj["runs"]),
+        [[silent.runId]],
+      );
     } finally {
       dispatcher.stop();
     }
@@ -211,7 +235,10 @@ test("a stopped dispatcher launches nothing more", () =>
     try {
       await waitFor("the other dispatcher's launch", () => other.launches.length === 1);
       assert.equal(other.launches[0]!.jobId, jobId);
-      assert.deepEqual(stopped.launches.map((l) => l.jobId), [before]);
+      assert.deepEqual(
+        stopped.launches.map((l) => l.jobId),
+        [before],
+      );
       assert.equal((await jobRow(store, jobId)).attempt, 1);
     } finally {
       second.dispatcher.stop();

@@ -1,7 +1,14 @@
 import type { Pool } from "pg";
 import {
-  claimReadyJobs, giveUpJob, graceLeasesAfterRestart, mintToken, readyJobCapabilities, requeueExpiredJobs,
-  requeueJobAttempt, withTransaction, type Listener,
+  claimReadyJobs,
+  giveUpJob,
+  graceLeasesAfterRestart,
+  mintToken,
+  readyJobCapabilities,
+  requeueExpiredJobs,
+  requeueJobAttempt,
+  withTransaction,
+  type Listener,
 } from "@flowsvc/store";
 import type { LaunchRequest, Launcher } from "./launcher.js";
 
@@ -80,7 +87,11 @@ export class Dispatcher {
   agentExited(req: LaunchRequest): void {
     const p = requeueJobAttempt(this.#o.pool, req.jobId, req.attempt).then(
       (requeued) => {
-        if (requeued) this.#o.log({ jobId: req.jobId, runId: req.runId, attempt: req.attempt }, "agent ended without finishing its job; dispatching again");
+        if (requeued)
+          this.#o.log(
+            { jobId: req.jobId, runId: req.runId, attempt: req.attempt },
+            "agent ended without finishing its job; dispatching again",
+          );
       },
       (err: unknown) => this.#o.log({ err, jobId: req.jobId }, "could not requeue the job of an ended agent"),
     );
@@ -107,11 +118,16 @@ export class Dispatcher {
       const free = launcher.free();
       if (free <= 0 || this.#stopped) return;
       const tokens = new Map<string, string>();
-      const claimed = await claimReadyJobs(this.#o.pool, { limit: free, leaseMs: this.#o.leaseMs, capabilities: launcher.capabilities, mintDigest: () => {
-        const t = mintToken("job");
-        tokens.set(t.digest.toString("hex"), t.token);
-        return t.digest;
-      } });
+      const claimed = await claimReadyJobs(this.#o.pool, {
+        limit: free,
+        leaseMs: this.#o.leaseMs,
+        capabilities: launcher.capabilities,
+        mintDigest: () => {
+          const t = mintToken("job");
+          tokens.set(t.digest.toString("hex"), t.token);
+          return t.digest;
+        },
+      });
       if (claimed.length === 0) return;
       for (const job of claimed) {
         if (job.attempt > this.#o.maxAttempts) {

@@ -153,7 +153,8 @@ export class LocalLauncher implements Launcher {
   #spawn(): AgentProcess {
     mkdirSync(this.#opts.workRoot, { recursive: true, mode: 0o700 });
     const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(this.#opts.baseEnv)) if (v !== undefined && !k.startsWith("FLOWSVC_") && !k.startsWith("FLOW_")) env[k] = v;
+    for (const [k, v] of Object.entries(this.#opts.baseEnv))
+      if (v !== undefined && !k.startsWith("FLOWSVC_") && !k.startsWith("FLOW_")) env[k] = v;
     Object.assign(env, {
       FLOW_AGENT_MODE: "worker",
       FLOW_SERVER_URL: this.#opts.serverUrl,
@@ -163,9 +164,22 @@ export class LocalLauncher implements Launcher {
     });
     const user = this.#opts.runAs;
     const child = spawn(process.execPath, [this.#opts.agentMain], {
-      env, stdio: ["ignore", "ignore", "pipe", "ipc"], cwd: this.#opts.workRoot, ...(user ? { uid: user.uid, gid: user.gid } : {}),
+      env,
+      stdio: ["ignore", "ignore", "pipe", "ipc"],
+      cwd: this.#opts.workRoot,
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
     });
-    const agent: AgentProcess = { child, started: Date.now(), job: undefined, jobs: 0, retiring: false, ready: false, idleSince: Date.now(), idleTimer: undefined, exited: false };
+    const agent: AgentProcess = {
+      child,
+      started: Date.now(),
+      job: undefined,
+      jobs: 0,
+      retiring: false,
+      ready: false,
+      idleSince: Date.now(),
+      idleTimer: undefined,
+      exited: false,
+    };
     this.#pool.add(agent);
     this.#opts.log({ pid: child.pid, capabilities: this.#opts.capabilities }, "agent started");
     this.#forwardStderr(agent);
@@ -199,9 +213,20 @@ export class LocalLauncher implements Launcher {
     agent.job = job;
     agent.jobs += 1;
     const { req, agentId, workdir } = job;
-    this.#opts.log({ agentId, jobId: req.jobId, runId: req.runId, attempt: req.attempt, pid: agent.child.pid, jobs: agent.jobs }, "job assigned");
+    this.#opts.log(
+      { agentId, jobId: req.jobId, runId: req.runId, attempt: req.attempt, pid: agent.child.pid, jobs: agent.jobs },
+      "job assigned",
+    );
     // Before the agent listens, Node queues the message; if the agent died meanwhile, its exit requeues the job.
-    const message: WorkerJob = { type: "job", jobId: req.jobId, runId: req.runId, attempt: req.attempt, token: req.token, agentId, workdir };
+    const message: WorkerJob = {
+      type: "job",
+      jobId: req.jobId,
+      runId: req.runId,
+      attempt: req.attempt,
+      token: req.token,
+      agentId,
+      workdir,
+    };
     agent.child.send(message, (err) => {
       if (err) this.#opts.log({ agentId, jobId: req.jobId, pid: agent.child.pid, err }, "could not give the job to the agent");
     });
@@ -224,7 +249,10 @@ export class LocalLauncher implements Launcher {
     // The job finished, parked, was lost or never claimed: each leaves nothing to requeue (the
     // `stopped` ending sends no `done`; the agent exits and the exit requeues).
     agent.job = undefined;
-    this.#opts.log({ agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid: agent.child.pid, outcome: m.outcome }, "job done");
+    this.#opts.log(
+      { agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid: agent.child.pid, outcome: m.outcome },
+      "job done",
+    );
     this.#removeWorkdir(job.workdir);
     if (agent.jobs >= this.#maxJobs) {
       void this.#terminate(agent, "it ran its share of jobs");
@@ -252,7 +280,10 @@ export class LocalLauncher implements Launcher {
     }
     this.#reapScript(job.workdir);
     this.#removeWorkdir(job.workdir);
-    this.#opts.log({ agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid, code, signal, jobs: agent.jobs }, "agent exited");
+    this.#opts.log(
+      { agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid, code, signal, jobs: agent.jobs },
+      "agent exited",
+    );
     this.#opts.events.agentExited(job.req, code, signal);
     this.#opts.events.slotFreed();
   }

@@ -93,7 +93,9 @@ test("a wait-signal whose timeout passed resumes with timed_out, and a later sig
     await p.timers.tick();
     assert.deepEqual(await state(p), { run: "queued", entry: "done", result: { timed_out: true }, jobs: 2 });
     // Pinned: the branch already taken stays taken.
-    const late = await withTransaction(p.store.db.pool, (tx) => deliverSignal(tx, p.runId, { name: "go", payload: { late: true }, sentBy: "test" }));
+    const late = await withTransaction(p.store.db.pool, (tx) =>
+      deliverSignal(tx, p.runId, { name: "go", payload: { late: true }, sentBy: "test" }),
+    );
     assert.deepEqual(late, { delivered: false });
     assert.deepEqual((await state(p)).result, { timed_out: true });
   }));

@@ -61,12 +61,20 @@ export type LogChunk = z.infer<typeof LogChunkSchema>;
 
 export const LogRequestSchema = z.object({ chunks: z.array(LogChunkSchema).max(10_000) });
 
-export const AnnotateRequestSchema = z.object({ markdown: z.string().min(1).max(64 * 1024) });
+export const AnnotateRequestSchema = z.object({
+  markdown: z
+    .string()
+    .min(1)
+    .max(64 * 1024),
+});
 
 export const FinishRequestSchema = z.object({
   exit_code: z.number().int(),
   outputs: z.record(z.string(), z.string()).default({}),
-  error: z.string().max(64 * 1024).optional(),
+  error: z
+    .string()
+    .max(64 * 1024)
+    .optional(),
   duration_ms: z.number().int().nonnegative(),
 });
 export type FinishRequest = z.infer<typeof FinishRequestSchema>;
@@ -82,8 +90,19 @@ export const SOCKET_PROTOCOL_VERSION = 2;
  * (`done`) or parks it (`pending`: the agent ends the script and calls /agent/v1/suspend).
  */
 export const DURABLE_KINDS = [
-  "step", "sleep", "wait-signal", "wait-event", "lock", "unlock",
-  "activity", "activity-submit", "activity-collect", "activity-wait-all", "spawn", "emit", "call",
+  "step",
+  "sleep",
+  "wait-signal",
+  "wait-event",
+  "lock",
+  "unlock",
+  "activity",
+  "activity-submit",
+  "activity-collect",
+  "activity-wait-all",
+  "spawn",
+  "emit",
+  "call",
 ] as const;
 export type DurableKind = (typeof DURABLE_KINDS)[number];
 
@@ -95,7 +114,10 @@ export const CallArgsSchemas = {
   lock: z.object({}),
   unlock: z.object({}),
   activity: z.object({ argv: z.array(z.string()).min(1).max(4096), requires: z.array(z.string().min(1).max(64)).max(16).default([]) }),
-  "activity-submit": z.object({ argv: z.array(z.string()).min(1).max(4096), requires: z.array(z.string().min(1).max(64)).max(16).default([]) }),
+  "activity-submit": z.object({
+    argv: z.array(z.string()).min(1).max(4096),
+    requires: z.array(z.string().min(1).max(64)).max(16).default([]),
+  }),
   "activity-collect": z.object({}),
   "activity-wait-all": z.object({}),
   emit: z.object({
@@ -128,7 +150,12 @@ export type CallRequest = z.infer<typeof CallRequestSchema>;
  */
 export const CallResponseSchema = z.discriminatedUnion("status", [
   z.object({ status: z.literal("done"), entry: JournalEntrySchema }),
-  z.object({ status: z.literal("pending"), entry: JournalEntrySchema, substate: z.object({ name: z.string(), kind: z.string() }), deadline: z.string().nullable() }),
+  z.object({
+    status: z.literal("pending"),
+    entry: JournalEntrySchema,
+    substate: z.object({ name: z.string(), kind: z.string() }),
+    deadline: z.string().nullable(),
+  }),
 ]);
 export type CallResponse = z.infer<typeof CallResponseSchema>;
 
@@ -169,7 +196,10 @@ export const AnyClaimSchema = z.union([ClaimResponseSchema.extend({ kind: z.lite
 export const ActivityFinishRequestSchema = z.object({
   exit_code: z.number().int(),
   stdout_b64: z.string(),
-  error: z.string().max(64 * 1024).optional(),
+  error: z
+    .string()
+    .max(64 * 1024)
+    .optional(),
   duration_ms: z.number().int().nonnegative(),
 });
 

@@ -4,12 +4,15 @@ import { CEL_DEPTH_LIMIT, CEL_SOURCE_LIMIT, MATCHES_PATTERN_LIMIT, compileCel, e
 import { FlowError } from "./errors.js";
 
 const refused = (source: string, message: RegExp, opts?: { variables?: readonly string[] }): void => {
-  assert.throws(() => compileCel(source, opts), (e: unknown) => {
-    assert.ok(e instanceof FlowError, String(e));
-    assert.equal(e.code, "invalid_argument");
-    assert.match(e.message, message);
-    return true;
-  });
+  assert.throws(
+    () => compileCel(source, opts),
+    (e: unknown) => {
+      assert.ok(e instanceof FlowError, String(e));
+      assert.equal(e.code, "invalid_argument");
+      assert.match(e.message, message);
+      return true;
+    },
+  );
 };
 
 const when = (source: string, event: unknown) => evaluatePredicate(compileCel(source), { event });
@@ -39,7 +42,10 @@ void test("expression size and bracket depth are capped before parsing", () => {
 });
 
 void test("matches() needs a string literal pattern", () => {
-  refused("event.s.matches(event.p)", /^matches\(\) needs a string literal pattern, not a variable or an expression, at line 1, column 17$/);
+  refused(
+    "event.s.matches(event.p)",
+    /^matches\(\) needs a string literal pattern, not a variable or an expression, at line 1, column 17$/,
+  );
   refused("event.s.matches('^a' + 'b')", /needs a string literal pattern/);
   refused("event.paths.exists(p, p.matches(p))", /needs a string literal pattern/);
   assert.deepEqual(when("event.s.matches('^o/r$')", { s: "o/r" }), { matched: true });
@@ -64,11 +70,23 @@ void test("matches() patterns that are not RE2-safe are refused, naming the rule
   for (const [pattern, message] of cases) {
     refused(`event.s.matches(${JSON.stringify(pattern)})`, message);
   }
-  refused(`event.s.matches("${"a".repeat(MATCHES_PATTERN_LIMIT + 1)}")`, /pattern is 513 characters; the limit is 512 at line 1, column 17/);
+  refused(
+    `event.s.matches("${"a".repeat(MATCHES_PATTERN_LIMIT + 1)}")`,
+    /pattern is 513 characters; the limit is 512 at line 1, column 17/,
+  );
 });
 
 void test("ordinary patterns pass and anchoring raises the input limit", () => {
-  for (const pattern of ["^refs/heads/", "^v[0-9]+\\.[0-9]+\\.[0-9]+(-[a-z0-9.]+)?$", "^(main|release-.*)$", "(?:ab)+", "[(|)]+", "\\(+x", "x{", "^docs/.*\\.md$"]) {
+  for (const pattern of [
+    "^refs/heads/",
+    "^v[0-9]+\\.[0-9]+\\.[0-9]+(-[a-z0-9.]+)?$",
+    "^(main|release-.*)$",
+    "(?:ab)+",
+    "[(|)]+",
+    "\\(+x",
+    "x{",
+    "^docs/.*\\.md$",
+  ]) {
     assert.doesNotThrow(() => inspectMatchesPattern(pattern), pattern);
   }
   assert.ok(inspectMatchesPattern("^.*x").inputLimit > inspectMatchesPattern(".*x").inputLimit);
@@ -82,7 +100,12 @@ void test("matches() refuses a subject longer than its pattern may read, and the
   const started = Date.now();
   const result = evaluatePredicate(compiled, { event: { s: "a".repeat(inputLimit + 1) } });
   assert.equal(result.matched, false);
-  assert.match(result.error ?? "", new RegExp(`^matches\\(\\) reads at most ${inputLimit} characters with this pattern; the string has ${inputLimit + 1} .* at line 1, column 1$`));
+  assert.match(
+    result.error ?? "",
+    new RegExp(
+      `^matches\\(\\) reads at most ${inputLimit} characters with this pattern; the string has ${inputLimit + 1} .* at line 1, column 1$`,
+    ),
+  );
   assert.ok(Date.now() - started < 1000, "refused before running the regex");
 });
 

@@ -149,11 +149,15 @@ const meterMatches = (source: string, node: AnyNode, cost: MatchesCost, meter: {
     const subject = args[0];
     if (typeof subject === "string") {
       if (subject.length > cost.inputLimit) {
-        throw new Error(`matches() reads at most ${cost.inputLimit} characters with this pattern; the string has ${subject.length} (use contains(), startsWith() or a narrower field) at ${where}`);
+        throw new Error(
+          `matches() reads at most ${cost.inputLimit} characters with this pattern; the string has ${subject.length} (use contains(), startsWith() or a narrower field) at ${where}`,
+        );
       }
       meter.spent += cost.choices * subject.length ** cost.exponent;
       if (meter.spent > MATCHES_STEP_BUDGET) {
-        throw new Error(`matches() calls in one evaluation went over their work budget (about ${MATCHES_STEP_BUDGET} regex steps); narrow the data they read at ${where}`);
+        throw new Error(
+          `matches() calls in one evaluation went over their work budget (about ${MATCHES_STEP_BUDGET} regex steps); narrow the data they read at ${where}`,
+        );
       }
     }
     return (original as (...a: unknown[]) => unknown)(args, ...rest);
@@ -175,7 +179,10 @@ const errorText = (source: string, error: unknown): string => {
 
 const compileError = (source: string, error: unknown): FlowError => {
   const offset = offsetOf(error);
-  return new FlowError("invalid_argument", errorText(source, error), { cause: error, details: offset === undefined ? undefined : { offset } });
+  return new FlowError("invalid_argument", errorText(source, error), {
+    cause: error,
+    details: offset === undefined ? undefined : { offset },
+  });
 };
 
 /** Compiles (parses, guards and type-checks) a CEL expression; throws FlowError invalid_argument. */
@@ -252,7 +259,13 @@ export const evaluatePredicate = (compiled: CompiledCel, vars: Record<string, un
  *   and choices is the product of the ways each `?`, `{n,m}` and `|` adds. A pattern with more
  *   than MATCHES_CHOICE_LIMIT choices, or whose cap would be under 64 characters, is refused.
  */
-interface Shape { repeats: number; choices: number; quantified: boolean; alternation: boolean; branches: number }
+interface Shape {
+  repeats: number;
+  choices: number;
+  quantified: boolean;
+  alternation: boolean;
+  branches: number;
+}
 
 const QUANTIFIER = /^(?:([*+?])|\{(\d+)(?:(,)(\d*))?\})\??/;
 const plain = (): Shape => ({ repeats: 0, choices: 1, quantified: false, alternation: false, branches: 1 });
@@ -361,10 +374,14 @@ export const inspectMatchesPattern = (pattern: string): MatchesCost => {
   const exponent = shape.repeats + (anchored ? 0 : 1);
   const limit = exponent === 0 ? MATCHES_INPUT_LIMIT : Math.floor((MATCHES_STEP_BUDGET / shape.choices) ** (1 / exponent));
   if (shape.choices > MATCHES_CHOICE_LIMIT) {
-    throw new Error(`matches() pattern ${quoted} is refused: its ?, {n,m} and | parts make ${shape.choices} ways to try; the limit is ${MATCHES_CHOICE_LIMIT}`);
+    throw new Error(
+      `matches() pattern ${quoted} is refused: its ?, {n,m} and | parts make ${shape.choices} ways to try; the limit is ${MATCHES_CHOICE_LIMIT}`,
+    );
   }
   if (limit < MATCHES_MIN_INPUT) {
-    throw new Error(`matches() pattern ${quoted} is refused: with ${shape.repeats} unbounded repeats it could read only ${limit} characters safely (anchor it with ^, or use fewer repeats)`);
+    throw new Error(
+      `matches() pattern ${quoted} is refused: with ${shape.repeats} unbounded repeats it could read only ${limit} characters safely (anchor it with ^, or use fewer repeats)`,
+    );
   }
   return { exponent, choices: shape.choices, inputLimit: Math.min(limit, MATCHES_INPUT_LIMIT) };
 };

@@ -108,6 +108,9 @@ void test("a formatted duration parses back to the same milliseconds", () => {
 
 void test("negative or non-finite numbers are refused by formatDuration", () => {
   for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
-    assert.throws(() => formatDuration(bad), (err: unknown) => err instanceof FlowError && err.code === "invalid_argument");
+    assert.throws(
+      () => formatDuration(bad),
+      (err: unknown) => err instanceof FlowError && err.code === "invalid_argument",
+    );
   }
 });

@@ -18,7 +18,11 @@ export const ERROR_CODES = {
   step_output_too_large: { http: 413, exit: 1, summary: "a step's stdout is over 2 MiB" },
   no_agent_socket: { http: 400, exit: 1, summary: "an in-script call ran outside a script (FLOW_AGENT_SOCKET is not set)" },
   limit_exceeded: { http: 429, exit: 1, summary: "a per-project limit is reached; retry when it drains" },
-  emit_refused: { http: 409, exit: 1, summary: "an in-script emit was refused by a bus limit (chain depth, handler backlog); nothing was recorded" },
+  emit_refused: {
+    http: 409,
+    exit: 1,
+    summary: "an in-script emit was refused by a bus limit (chain depth, handler backlog); nothing was recorded",
+  },
   unavailable: { http: 503, exit: 1, summary: "the server or database cannot be reached" },
   config: { http: 500, exit: 2, summary: "the service configuration is invalid" },
   internal: { http: 500, exit: 1, summary: "a bug: the server log has the details" },
@@ -48,7 +52,14 @@ export class FlowError extends Error {
   }
 
   toJSON(): ErrorBody {
-    return { error: { code: this.code, message: this.message, ...(this.hint ? { hint: this.hint } : {}), ...(this.details ? { details: this.details } : {}) } };
+    return {
+      error: {
+        code: this.code,
+        message: this.message,
+        ...(this.hint ? { hint: this.hint } : {}),
+        ...(this.details ? { details: this.details } : {}),
+      },
+    };
   }
 }
 

@@ -1,8 +1,17 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  CHAIN_DEPTH_LIMIT, EMIT_BODY_LIMIT, HANDLER_RUNS_IN_FLIGHT_LIMIT, PLATFORM_EVENT_TYPES, assertEmittable, isReservedType,
-  matchesAny, matchesPattern, parsePatterns, validateEventType, validatePattern,
+  CHAIN_DEPTH_LIMIT,
+  EMIT_BODY_LIMIT,
+  HANDLER_RUNS_IN_FLIGHT_LIMIT,
+  PLATFORM_EVENT_TYPES,
+  assertEmittable,
+  isReservedType,
+  matchesAny,
+  matchesPattern,
+  parsePatterns,
+  validateEventType,
+  validatePattern,
 } from "./events.js";
 import { FlowError } from "./errors.js";
 
@@ -35,7 +44,18 @@ void test("platform types cannot be emitted by anyone else", () => {
 
 void test("every platform type is reserved and described for the catalog", () => {
   const types = Object.keys(PLATFORM_EVENT_TYPES);
-  assert.deepEqual(types.sort(), ["manual", "push", "run.awaiting", "run.cancelled", "run.failed", "run.started", "run.succeeded", "run.wait_expired", "schedule.tick", "spawn"]);
+  assert.deepEqual(types.sort(), [
+    "manual",
+    "push",
+    "run.awaiting",
+    "run.cancelled",
+    "run.failed",
+    "run.started",
+    "run.succeeded",
+    "run.wait_expired",
+    "schedule.tick",
+    "spawn",
+  ]);
   for (const [type, description] of Object.entries(PLATFORM_EVENT_TYPES)) {
     assert.equal(isReservedType(type), true, type);
     assert.ok(description.length > 10 && !description.includes("\n"), type);

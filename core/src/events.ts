@@ -58,10 +58,14 @@ export const isReservedType = (type: string): boolean => {
 export const assertEmittable = (type: unknown): string => {
   const valid = validateEventType(type);
   if (isReservedType(valid)) {
-    throw new FlowError("invalid_argument", `type: event type "${valid}" is reserved for the platform (push, manual, schedule.tick, spawn, run.*, flow.*)`, {
-      hint: "emit a type of your own, e.g. deploy.requested",
-      details: { field: "type" },
-    });
+    throw new FlowError(
+      "invalid_argument",
+      `type: event type "${valid}" is reserved for the platform (push, manual, schedule.tick, spawn, run.*, flow.*)`,
+      {
+        hint: "emit a type of your own, e.g. deploy.requested",
+        details: { field: "type" },
+      },
+    );
   }
   return valid;
 };
@@ -71,9 +75,13 @@ export const validatePattern = (pattern: unknown): string => {
   if (pattern === "*") return pattern;
   const prefix = typeof pattern === "string" && pattern.endsWith(".*") ? pattern.slice(0, -2) : pattern;
   if (typeof prefix !== "string" || !EVENT_TYPE_PATTERN.test(prefix)) {
-    throw new FlowError("invalid_argument", `on: pattern ${JSON.stringify(pattern)} must be an event type, a prefix wildcard like run.*, or *`, {
-      details: { field: "on" },
-    });
+    throw new FlowError(
+      "invalid_argument",
+      `on: pattern ${JSON.stringify(pattern)} must be an event type, a prefix wildcard like run.*, or *`,
+      {
+        details: { field: "on" },
+      },
+    );
   }
   return pattern as string;
 };
@@ -82,9 +90,13 @@ export const validatePattern = (pattern: unknown): string => {
 export const parsePatterns = (list: string): string[] => {
   const patterns = list.split(",").map((p) => p.trim());
   if (patterns.some((p) => p === "")) {
-    throw new FlowError("invalid_argument", `on: ${JSON.stringify(list)} has an empty pattern; write patterns separated by commas, e.g. deploy,run.*`, {
-      details: { field: "on" },
-    });
+    throw new FlowError(
+      "invalid_argument",
+      `on: ${JSON.stringify(list)} has an empty pattern; write patterns separated by commas, e.g. deploy,run.*`,
+      {
+        details: { field: "on" },
+      },
+    );
   }
   return [...new Set(patterns.map(validatePattern))];
 };

@@ -137,7 +137,9 @@ export const shapeGithubDelivery = (hookName: string, eventName: string, body: u
   if (!json) throw new FlowError("invalid_argument", `the GitHub ${eventName} delivery's body is not a JSON object`);
 
   const action = text(json, "action");
-  const type = validateEventType(eventName === "pull_request" && action ? `${hookName}.pull_request.${action}` : `${hookName}.${eventName}`);
+  const type = validateEventType(
+    eventName === "pull_request" && action ? `${hookName}.pull_request.${action}` : `${hookName}.${eventName}`,
+  );
   const repo = text(json, "repository", "full_name");
   const fields = envelopeFields(eventName, json);
   const reason = untrustedReason(eventName, json);

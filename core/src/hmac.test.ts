@@ -23,7 +23,16 @@ void test("a good signature verifies, in either case of hex", async () => {
 void test("wrong, malformed and wrong-length signatures are false, never a throw", async () => {
   const signature = await signHmacSha256("s3cret", body);
   const flipped = `${signature.slice(0, -1)}${signature.endsWith("0") ? "1" : "0"}`;
-  for (const bad of [flipped, "", "zz", signature.slice(0, 63), `${signature}00`, `${signature.slice(0, 62)}zz`, " ".repeat(64), `sha256=${signature}`]) {
+  for (const bad of [
+    flipped,
+    "",
+    "zz",
+    signature.slice(0, 63),
+    `${signature}00`,
+    `${signature.slice(0, 62)}zz`,
+    " ".repeat(64),
+    `sha256=${signature}`,
+  ]) {
     assert.equal(await verifyHmacSha256("s3cret", body, bad), false, JSON.stringify(bad));
   }
   assert.equal(await verifyHmacSha256("other", body, signature), false);
@@ -40,5 +49,8 @@ void test("manual HMAC strips the configured prefix", async () => {
   assert.equal(await verifyManualHmac({ headerValue: signature, prefix: "sha256=", key: "k", rawBody: body }), false);
   assert.equal(await verifyManualHmac({ headerValue: `sha1=${signature}`, prefix: "sha256=", key: "k", rawBody: body }), false);
   assert.equal(await verifyManualHmac({ headerValue: undefined, prefix: "sha256=", key: "k", rawBody: body }), false);
-  assert.equal(await verifyManualHmac({ headerValue: [`sha256=${signature}`, `sha256=${signature}`], prefix: "sha256=", key: "k", rawBody: body }), false);
+  assert.equal(
+    await verifyManualHmac({ headerValue: [`sha256=${signature}`, `sha256=${signature}`], prefix: "sha256=", key: "k", rawBody: body }),
+    false,
+  );
 });

@@ -28,7 +28,11 @@ void test("an empty --interpreter is refused with a message that says what to gi
   for (const bad of ["", "   ", "\t\n"]) {
     assert.throws(
       () => pickInterpreter("job.sh", bad),
-      (err: unknown) => err instanceof FlowError && err.code === "invalid_argument" && /--interpreter is empty/.test(err.message) && err.message.includes('"job.sh"'),
+      (err: unknown) =>
+        err instanceof FlowError &&
+        err.code === "invalid_argument" &&
+        /--interpreter is empty/.test(err.message) &&
+        err.message.includes('"job.sh"'),
     );
   }
 });

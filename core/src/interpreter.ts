@@ -36,7 +36,10 @@ export const pickInterpreter = (filename: string, override?: string): string[] =
   if (override !== undefined) {
     const words = override.split(/\s+/).filter((w) => w !== "");
     if (words.length === 0) {
-      throw new FlowError("invalid_argument", `--interpreter is empty: give the program that runs ${JSON.stringify(filename)}, e.g. --interpreter "python3 -u"`);
+      throw new FlowError(
+        "invalid_argument",
+        `--interpreter is empty: give the program that runs ${JSON.stringify(filename)}, e.g. --interpreter "python3 -u"`,
+      );
     }
     return words;
   }

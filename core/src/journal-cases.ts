@@ -51,7 +51,9 @@ const at = (position: number, kind: CallRequest["kind"], name: string, ordinal: 
 const done = (call: At, result: unknown): JournalEntry => ({ ...call, status: "done", result });
 
 const refused = (recorded: JournalEntry, req: JournalCaseRequest): JournalCaseAnswer => ({
-  type: "refused", code: "determinism", message: determinismError(recorded, req).message,
+  type: "refused",
+  code: "determinism",
+  message: determinismError(recorded, req).message,
 });
 
 const STEP_RESULT = { exit: 0, stdout_b64: "YnVpbHQK" };
@@ -74,28 +76,101 @@ const cases = (): JournalCase[] => {
   const add = (c: Omit<JournalCase, "expect">, expect: (req: JournalCaseRequest) => JournalCaseAnswer): void => {
     list.push({ ...c, expect: expect(c.request) });
   };
-  add({ name: "a call past the end of the journal runs (unlock answers at once)", journal: [approved], request: callReq(at(1, "unlock", "db", 0)) }, () => ({
-    type: "recorded", entry: done(at(1, "unlock", "db", 0), {}),
+  add(
+    {
+      name: "a call past the end of the journal runs (unlock answers at once)",
+      journal: [approved],
+      request: callReq(at(1, "unlock", "db", 0)),
+    },
+    () => ({
+      type: "recorded",
+      entry: done(at(1, "unlock", "db", 0), {}),
+    }),
+  );
+  add(
+    {
+      name: "the recorded call at its position replays its result",
+      journal: [approved, secondApprove],
+      request: callReq(at(1, "wait-signal", "approve", 1)),
+    },
+    () => ({
+      type: "replayed",
+      entry: secondApprove,
+    }),
+  );
+  add(
+    {
+      name: "a recorded sleep replays at once (it does not sleep again)",
+      journal: [slept],
+      request: callReq(at(0, "sleep", "", 0), { duration_ms: 3_600_000 }),
+    },
+    () => ({
+      type: "replayed",
+      entry: slept,
+    }),
+  );
+  add(
+    { name: "a different kind at a recorded position is refused", journal: [slept], request: callReq(at(0, "wait-signal", "", 0)) },
+    (r) => refused(slept, r),
+  );
+  add(
+    {
+      name: "a different name at a recorded position is refused",
+      journal: [approved],
+      request: callReq(at(0, "wait-signal", "reject", 0)),
+    },
+    (r) => refused(approved, r),
+  );
+  add(
+    {
+      name: "the same name with a different ordinal is refused",
+      journal: [approved, secondApprove],
+      request: callReq(at(1, "wait-signal", "approve", 0)),
+    },
+    (r) => refused(secondApprove, r),
+  );
+  add(
+    {
+      name: "a hostile name is named unambiguously in the refusal",
+      journal: [hostile],
+      request: callReq(at(0, "wait-signal", `${HOSTILE_NAME} `, 0)),
+    },
+    (r) => refused(hostile, r),
+  );
+  add({ name: "a hostile name that matches replays", journal: [hostile], request: callReq(at(0, "wait-signal", HOSTILE_NAME, 0)) }, () => ({
+    type: "replayed",
+    entry: hostile,
   }));
-  add({ name: "the recorded call at its position replays its result", journal: [approved, secondApprove], request: callReq(at(1, "wait-signal", "approve", 1)) }, () => ({
-    type: "replayed", entry: secondApprove,
-  }));
-  add({ name: "a recorded sleep replays at once (it does not sleep again)", journal: [slept], request: callReq(at(0, "sleep", "", 0), { duration_ms: 3_600_000 }) }, () => ({
-    type: "replayed", entry: slept,
-  }));
-  add({ name: "a different kind at a recorded position is refused", journal: [slept], request: callReq(at(0, "wait-signal", "", 0)) }, (r) => refused(slept, r));
-  add({ name: "a different name at a recorded position is refused", journal: [approved], request: callReq(at(0, "wait-signal", "reject", 0)) }, (r) => refused(approved, r));
-  add({ name: "the same name with a different ordinal is refused", journal: [approved, secondApprove], request: callReq(at(1, "wait-signal", "approve", 0)) }, (r) => refused(secondApprove, r));
-  add({ name: "a hostile name is named unambiguously in the refusal", journal: [hostile], request: callReq(at(0, "wait-signal", `${HOSTILE_NAME} `, 0)) }, (r) => refused(hostile, r));
-  add({ name: "a hostile name that matches replays", journal: [hostile], request: callReq(at(0, "wait-signal", HOSTILE_NAME, 0)) }, () => ({ type: "replayed", entry: hostile }));
-  add({ name: "a step recorded past the end is written", journal: [approved], request: recordReq(at(1, "step", "build", 0), STEP_RESULT) }, () => ({
-    type: "recorded", entry: done(at(1, "step", "build", 0), STEP_RESULT),
-  }));
-  add({ name: "a step recorded again at its position keeps the first write", journal: [built], request: recordReq(at(0, "step", "build", 0), OTHER_STEP_RESULT) }, () => ({
-    type: "replayed", entry: built,
-  }));
-  add({ name: "a step recorded with another ordinal at a taken position is refused", journal: [built], request: recordReq(at(0, "step", "build", 1), STEP_RESULT) }, (r) => refused(built, r));
-  add({ name: "a step recorded where a sleep was is refused", journal: [slept], request: recordReq(at(0, "step", "", 0), STEP_RESULT) }, (r) => refused(slept, r));
+  add(
+    { name: "a step recorded past the end is written", journal: [approved], request: recordReq(at(1, "step", "build", 0), STEP_RESULT) },
+    () => ({
+      type: "recorded",
+      entry: done(at(1, "step", "build", 0), STEP_RESULT),
+    }),
+  );
+  add(
+    {
+      name: "a step recorded again at its position keeps the first write",
+      journal: [built],
+      request: recordReq(at(0, "step", "build", 0), OTHER_STEP_RESULT),
+    },
+    () => ({
+      type: "replayed",
+      entry: built,
+    }),
+  );
+  add(
+    {
+      name: "a step recorded with another ordinal at a taken position is refused",
+      journal: [built],
+      request: recordReq(at(0, "step", "build", 1), STEP_RESULT),
+    },
+    (r) => refused(built, r),
+  );
+  add(
+    { name: "a step recorded where a sleep was is refused", journal: [slept], request: recordReq(at(0, "step", "", 0), STEP_RESULT) },
+    (r) => refused(slept, r),
+  );
   return list;
 };
 

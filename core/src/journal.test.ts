@@ -5,7 +5,12 @@ import { FlowError } from "./errors.js";
 import { describeCall, indexJournal, matchJournal, parkedPosition, stepOutputTooLargeMessage } from "./journal.js";
 
 const entry = (position: number, name: string, ordinal = 0, status: "done" | "pending" = "done"): JournalEntry => ({
-  position, kind: "step", name, ordinal, status, result: { stdout_b64: "aGk=", exit: 0 },
+  position,
+  kind: "step",
+  name,
+  ordinal,
+  status,
+  result: { stdout_b64: "aGk=", exit: 0 },
 });
 
 void test("a call past the end of the journal is new", () => {
@@ -34,8 +39,14 @@ void test("a different name at a recorded position is a determinism error naming
 });
 
 void test("a different kind or ordinal at a recorded position is a determinism error", () => {
-  assert.throws(() => matchJournal(entry(1, "x"), { kind: "sleep", name: "x", ordinal: 0 }, 1), /recorded step "x"#0 but the script called sleep "x"#0/);
-  assert.throws(() => matchJournal(entry(1, "x", 1), { kind: "step", name: "x", ordinal: 0 }, 1), /recorded step "x"#1 but the script called step "x"#0/);
+  assert.throws(
+    () => matchJournal(entry(1, "x"), { kind: "sleep", name: "x", ordinal: 0 }, 1),
+    /recorded step "x"#0 but the script called sleep "x"#0/,
+  );
+  assert.throws(
+    () => matchJournal(entry(1, "x", 1), { kind: "step", name: "x", ordinal: 0 }, 1),
+    /recorded step "x"#1 but the script called step "x"#0/,
+  );
   assert.throws(() => matchJournal(entry(1, "x", 0, "pending"), { kind: "step", name: "y", ordinal: 0 }, 1), { name: "FlowError" });
 });
 

@@ -26,7 +26,14 @@ export type JournalMatch = { readonly type: "new" } | { readonly type: "replay";
 
 /** Kinds the server may park (answer `pending`): their result can arrive while the run waits. */
 const PARKING_KINDS: ReadonlySet<string> = new Set([
-  "sleep", "wait-signal", "wait-event", "lock", "activity", "activity-collect", "activity-wait-all", "call",
+  "sleep",
+  "wait-signal",
+  "wait-event",
+  "lock",
+  "activity",
+  "activity-collect",
+  "activity-wait-all",
+  "call",
 ]);
 
 /**

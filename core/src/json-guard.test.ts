@@ -16,10 +16,18 @@ void test("text with NUL or a lone surrogate cannot be stored; paired surrogates
 
 void test("the first problem is found in document order and named by its JSON path", () => {
   const value = JSON.parse('{"a":[1,{"b":"ok"},{"c":"x\\u0000"}],"d":"\\ud800"}') as unknown;
-  assert.deepEqual(findJsonProblem(value), { path: "body.a[2].c", problem: "holds a NUL character (U+0000), which cannot be stored", kind: "text" });
+  assert.deepEqual(findJsonProblem(value), {
+    path: "body.a[2].c",
+    problem: "holds a NUL character (U+0000), which cannot be stored",
+    kind: "text",
+  });
   assert.deepEqual(findJsonProblem({ "odd key": { "k\ud800": 1 } }, "body.payload")?.path, 'body.payload["odd key"]["k\\ud800"]');
   assert.match(findJsonProblem({ "k\0": 1 })?.problem ?? "", /has a key that holds a NUL/);
-  assert.deepEqual(findJsonProblem("a\0"), { path: "body", problem: "holds a NUL character (U+0000), which cannot be stored", kind: "text" });
+  assert.deepEqual(findJsonProblem("a\0"), {
+    path: "body",
+    problem: "holds a NUL character (U+0000), which cannot be stored",
+    kind: "text",
+  });
   assert.equal(findJsonProblem({ a: [1, true, null, "fine", { b: 2.5 }] }), undefined);
 });
 
@@ -32,13 +40,23 @@ void test("nesting up to the limit is taken, one more level is refused, and 100,
 });
 
 void test("a real GitHub-sized payload passes", () => {
-  const pr = { action: "opened", pull_request: { head: { repo: { owner: { login: "u" }, license: { key: "mit" } } }, labels: [{ name: "x" }] }, repository: { full_name: "a/b" } };
+  const pr = {
+    action: "opened",
+    pull_request: { head: { repo: { owner: { login: "u" }, license: { key: "mit" } } }, labels: [{ name: "x" }] },
+    repository: { full_name: "a/b" },
+  };
   assert.equal(findJsonProblem({ body: pr, query: {} }), undefined);
 });
 
 void test("assertStorableJson throws invalid_argument naming the place, with a short message for deep paths", () => {
-  assert.throws(() => assertStorableJson({ payload: { m: "x\ud800" } }), (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && /^body\.payload\.m holds a lone/.test(e.message));
-  assert.throws(() => assertStorableJson(nested(5000)), (e: unknown) => e instanceof FlowError && e.message.length < 200 && e.details?.["depth_limit"] === JSON_DEPTH_LIMIT);
+  assert.throws(
+    () => assertStorableJson({ payload: { m: "x\ud800" } }),
+    (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && /^body\.payload\.m holds a lone/.test(e.message),
+  );
+  assert.throws(
+    () => assertStorableJson(nested(5000)),
+    (e: unknown) => e instanceof FlowError && e.message.length < 200 && e.details?.["depth_limit"] === JSON_DEPTH_LIMIT,
+  );
   const ok = { a: 1 };
   assert.equal(assertStorableJson(ok), ok);
 });

@@ -73,7 +73,8 @@ const pushChildren = (stack: WalkItem[], v: object, item: WalkItem): void => {
     return;
   }
   const keys = Object.keys(v);
-  for (let i = keys.length - 1; i >= 0; i--) stack.push({ v: (v as Record<string, unknown>)[keys[i]!], at: { parent: at, seg: keys[i]! }, depth: depth + 1 });
+  for (let i = keys.length - 1; i >= 0; i--)
+    stack.push({ v: (v as Record<string, unknown>)[keys[i]!], at: { parent: at, seg: keys[i]! }, depth: depth + 1 });
 };
 
 /**

@@ -2,11 +2,27 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { keepTail, lifecyclePayload, tagMap } from "./lifecycle.js";
 
-const run = { id: "run-1", status: "failed", workflow: "flowsvc/script/v1", tags: ["env:prod", "nightly"], trigger: { type: "manual" }, org: "default", project: "default" };
+const run = {
+  id: "run-1",
+  status: "failed",
+  workflow: "flowsvc/script/v1",
+  tags: ["env:prod", "nightly"],
+  trigger: { type: "manual" },
+  org: "default",
+  project: "default",
+};
 
 test("a manual run's payload carries the common fields and trigger type manual only", () => {
   const p = lifecyclePayload(run, { error: "boom" }, undefined);
-  assert.deepEqual(p, { run_id: "run-1", status: "failed", workflow: "flowsvc/script/v1", tags: ["env:prod", "nightly"], tag: { env: "prod" }, trigger: { type: "manual" }, error: "boom" });
+  assert.deepEqual(p, {
+    run_id: "run-1",
+    status: "failed",
+    workflow: "flowsvc/script/v1",
+    tags: ["env:prod", "nightly"],
+    tag: { env: "prod" },
+    trigger: { type: "manual" },
+    error: "boom",
+  });
 });
 
 test("a manual run's trigger is type manual only, even when the run recorded who submitted it", () => {

@@ -17,7 +17,8 @@ export interface LifecycleRun {
 }
 
 /** Keeps the last `limit` characters: the end of an error says what finally went wrong. */
-export const keepTail = (text: string, limit = LIFECYCLE_TEXT_LIMIT): string => (text.length > limit ? text.slice(text.length - limit) : text);
+export const keepTail = (text: string, limit = LIFECYCLE_TEXT_LIMIT): string =>
+  text.length > limit ? text.slice(text.length - limit) : text;
 
 /** `k:v` tags as a map; plain tags appear only in `tags`. */
 export const tagMap = (tags: readonly string[]): Record<string, string> => {
@@ -39,7 +40,8 @@ export const lifecyclePayload = (
   // The spec: "a manual submit has `type` manual only".
   const type = typeof run.trigger["type"] === "string" ? run.trigger["type"] : "manual";
   const trigger: Record<string, unknown> = { type };
-  if (type !== "manual") for (const f of TRIGGER_FIELDS) if (run.trigger[f] !== undefined && run.trigger[f] !== null) trigger[f] = run.trigger[f];
+  if (type !== "manual")
+    for (const f of TRIGGER_FIELDS) if (run.trigger[f] !== undefined && run.trigger[f] !== null) trigger[f] = run.trigger[f];
   const payload: Record<string, unknown> = {
     run_id: run.id,
     status: run.status,
@@ -51,6 +53,7 @@ export const lifecyclePayload = (
   };
   if (typeof payload["error"] === "string") payload["error"] = keepTail(payload["error"]);
   if (typeof payload["reason"] === "string") payload["reason"] = keepTail(payload["reason"]);
-  if (publicUrl) payload["run_url"] = `${publicUrl.replace(/\/+$/, "")}/runs/${run.id}?project=${encodeURIComponent(`${run.org}/${run.project}`)}`;
+  if (publicUrl)
+    payload["run_url"] = `${publicUrl.replace(/\/+$/, "")}/runs/${run.id}?project=${encodeURIComponent(`${run.org}/${run.project}`)}`;
   return payload;
 };

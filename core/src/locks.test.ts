@@ -19,7 +19,10 @@ void test("requests whose holder is gone are dropped and skipped, a gone holder 
   const queue = [req("dead-holder", true, false), req("dead", false, false), req("next"), req("later")];
   const d = decideLease(queue);
   assert.equal(d.grant, queue[2]);
-  assert.deepEqual(d.drop.map((r) => r.id), ["dead-holder", "dead"]);
+  assert.deepEqual(
+    d.drop.map((r) => r.id),
+    ["dead-holder", "dead"],
+  );
 });
 
 void test("in an arrival-only queue the oldest live request holds the lease", () => {

@@ -44,7 +44,12 @@ void test("every string of a JSON value is masked, keys too, at any depth, and t
   const out = m.json(input);
   assert.equal(JSON.stringify(input), before);
   assert.ok(!JSON.stringify(out).includes(SECRET));
-  assert.deepEqual(JSON.parse(JSON.stringify(out)), { top: "***", nested: { list: ["x", "pre-***", 3, null, true] }, "***": 1, ["__proto__"]: "***" });
+  assert.deepEqual(JSON.parse(JSON.stringify(out)), {
+    top: "***",
+    nested: { list: ["x", "pre-***", 3, null, true] },
+    "***": 1,
+    ["__proto__"]: "***",
+  });
   assert.equal(Object.getPrototypeOf(out), Object.prototype, "a __proto__ key stays a key");
   assert.equal(m.json(SECRET), "***");
   assert.equal(m.json(42), 42);

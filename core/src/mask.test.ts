@@ -367,7 +367,7 @@ void test("random texts in random splits mask exactly like the whole text at onc
     const text = word(rand(60));
     const data = bytes(text);
     const pieces: Uint8Array[] = [];
-    for (let i = 0; i < data.length; ) {
+    for (let i = 0; i < data.length;) {
       const n = 1 + rand(5);
       pieces.push(data.subarray(i, i + n));
       i += n;
@@ -391,7 +391,7 @@ void test("a pause at any point releases nothing that a continuation could make 
     const masker = createMasker(values);
     const longest = Math.max(1, ...values.map((v) => bytes(v).length));
     let shown = new Uint8Array(0);
-    for (let i = 0; i < data.length; ) {
+    for (let i = 0; i < data.length;) {
       const n = 1 + rand(4);
       shown = Buffer.concat([shown, masker.push(data.subarray(i, i + n))]);
       i += n;
@@ -403,7 +403,10 @@ void test("a pause at any point releases nothing that a continuation could make 
           const next = bytes(v).subarray(j);
           const final = oracleBytes(values, Buffer.concat([sofar, next]));
           const prefix = Buffer.from(final.subarray(0, shown.length));
-          assert.ok(prefix.equals(shown), JSON.stringify({ values, sofar: dec.decode(sofar), next: dec.decode(next), shown: dec.decode(shown) }));
+          assert.ok(
+            prefix.equals(shown),
+            JSON.stringify({ values, sofar: dec.decode(sofar), next: dec.decode(next), shown: dec.decode(shown) }),
+          );
         }
       }
     }

@@ -330,7 +330,7 @@ export const createLogMasker = <S extends string>(values: readonly string[], str
         addRun(runs, (origin[k] as { stream: S }).stream, piece.bytes);
         continue;
       }
-      for (let off = 0; off < piece.bytes.length; ) {
+      for (let off = 0; off < piece.bytes.length;) {
         const run = origin[k] as { end: number; stream: S };
         const n = Math.min(piece.bytes.length - off, run.end - at);
         addRun(runs, run.stream, piece.bytes.subarray(off, off + n));

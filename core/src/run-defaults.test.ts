@@ -28,13 +28,32 @@ test("a request with only what has no default becomes a manual script run needin
 test("the interpreter is picked by extension unless given; what is given is kept as given", () => {
   assert.deepEqual(newRunDefaults({ ...base, filename: "dir.d/x.Ts" }).interpreter, ["bun", "run"]);
   assert.deepEqual(newRunDefaults({ ...base, filename: "x.py", interpreter: ["python3", "-u"] }).interpreter, ["python3", "-u"]);
-  const r = newRunDefaults({ ...base, tags: ["env:prod"], env: { A: "1" }, capabilities: ["gpu"], retry: { attempts: 2, backoff_ms: 5 }, trusted: true });
-  assert.deepEqual([r.tags, r.env, r.capabilities, r.retry, r.trusted], [["env:prod"], { A: "1" }, ["gpu"], { attempts: 2, backoff_ms: 5 }, true]);
+  const r = newRunDefaults({
+    ...base,
+    tags: ["env:prod"],
+    env: { A: "1" },
+    capabilities: ["gpu"],
+    retry: { attempts: 2, backoff_ms: 5 },
+    trusted: true,
+  });
+  assert.deepEqual(
+    [r.tags, r.env, r.capabilities, r.retry, r.trusted],
+    [["env:prod"], { A: "1" }, ["gpu"], { attempts: 2, backoff_ms: 5 }, true],
+  );
 });
 
 test("a handler's run runs under bash -eu and needs polyglot whatever its file or the request says (spec: Handler)", () => {
-  const r = newRunDefaults({ ...base, filename: "h.py", interpreter: ["python3"], capabilities: [], handler: { name: "h", eventId: "evt-1", generation: 3 } });
-  assert.deepEqual([r.interpreter, r.capabilities, r.handlerName, r.eventId, r.generation], [["bash", "-eu"], ["polyglot"], "h", "evt-1", 3]);
+  const r = newRunDefaults({
+    ...base,
+    filename: "h.py",
+    interpreter: ["python3"],
+    capabilities: [],
+    handler: { name: "h", eventId: "evt-1", generation: 3 },
+  });
+  assert.deepEqual(
+    [r.interpreter, r.capabilities, r.handlerName, r.eventId, r.generation],
+    [["bash", "-eu"], ["polyglot"], "h", "evt-1", 3],
+  );
   assert.deepEqual([HANDLER_INTERPRETER, HANDLER_CAPABILITIES], [["bash", "-eu"], ["polyglot"]]);
 });
 

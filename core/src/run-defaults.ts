@@ -71,7 +71,13 @@ export interface NewRun {
 /** What only a handler's run decides: its interpreter, capabilities and origin. */
 const handlerFields = (r: RunRequest): Pick<NewRun, "interpreter" | "capabilities" | "handlerName" | "eventId" | "generation"> =>
   r.handler
-    ? { interpreter: [...HANDLER_INTERPRETER], capabilities: [...HANDLER_CAPABILITIES], handlerName: r.handler.name, eventId: r.handler.eventId, generation: r.handler.generation }
+    ? {
+        interpreter: [...HANDLER_INTERPRETER],
+        capabilities: [...HANDLER_CAPABILITIES],
+        handlerName: r.handler.name,
+        eventId: r.handler.eventId,
+        generation: r.handler.generation,
+      }
     : {
         interpreter: r.interpreter ? [...r.interpreter] : pickInterpreter(r.filename),
         capabilities: [...(r.capabilities ?? [])],

@@ -13,9 +13,19 @@ const flowVars: FlowVars = {
 };
 
 const agentEnv = {
-  HOME: "/home/agent", USER: "agent", LANG: "C.UTF-8", LC_ALL: "C.UTF-8", LC_CTYPE: "C", TZ: "UTC",
-  SSL_CERT_FILE: "/etc/ssl/cert.pem", PATH: "/usr/bin:/bin",
-  AWS_SECRET_KEY: "do-not-leak", FLOW_JOB_TOKEN: "job-token", FLOW_SERVER_URL: "http://x", NODE_OPTIONS: "--inspect", LCX: "no",
+  HOME: "/home/agent",
+  USER: "agent",
+  LANG: "C.UTF-8",
+  LC_ALL: "C.UTF-8",
+  LC_CTYPE: "C",
+  TZ: "UTC",
+  SSL_CERT_FILE: "/etc/ssl/cert.pem",
+  PATH: "/usr/bin:/bin",
+  AWS_SECRET_KEY: "do-not-leak",
+  FLOW_JOB_TOKEN: "job-token",
+  FLOW_SERVER_URL: "http://x",
+  NODE_OPTIONS: "--inspect",
+  LCX: "no",
 };
 
 const compose = (claimEnv: Record<string, string>, trigger?: Record<string, unknown>) =>
@@ -58,8 +68,11 @@ void test("a manual start sets CI_TRIGGER_EVENT=manual unless the workflow env s
 void test("scalar trigger fields become CI_TRIGGER_* and nested ones stay in the file", () => {
   const env = triggerEnv({ type: "push", event: "evt-1", sha: "0123456789abcdef", ref: "refs/heads/main", payload: { a: 1 } });
   assert.deepEqual(env, {
-    CI_TRIGGER_EVENT: "push", CI_TRIGGER_EVENT_ID: "evt-1", CI_TRIGGER_SHA: "0123456789abcdef",
-    CI_TRIGGER_SHORT_SHA: "0123456", CI_TRIGGER_REF: "refs/heads/main",
+    CI_TRIGGER_EVENT: "push",
+    CI_TRIGGER_EVENT_ID: "evt-1",
+    CI_TRIGGER_SHA: "0123456789abcdef",
+    CI_TRIGGER_SHORT_SHA: "0123456",
+    CI_TRIGGER_REF: "refs/heads/main",
   });
 });
 

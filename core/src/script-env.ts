@@ -11,8 +11,18 @@
 
 /** Exact names passed through from the agent's environment; `LC_*` is matched by prefix. */
 export const PASSTHROUGH_VARS: readonly string[] = [
-  "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-  "SSL_CERT_FILE", "SSL_CERT_DIR", "NIX_SSL_CERT_FILE",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "TERM",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "TMPDIR",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "NIX_SSL_CERT_FILE",
 ];
 
 const PASSTHROUGH = new Set(PASSTHROUGH_VARS);

@@ -116,7 +116,9 @@ void test("the master key is read from base64 or from 64 hex digits", () => {
   assert.deepEqual(parseMasterKey(btoa(String.fromCharCode(...raw)).replace(/=$/, "")), raw);
   assert.deepEqual(parseMasterKey(hex(raw)), raw);
   assert.deepEqual(parseMasterKey(hex(raw).toUpperCase()), raw);
-  const urlSafe = btoa(String.fromCharCode(...raw)).replace(/\+/g, "-").replace(/\//g, "_");
+  const urlSafe = btoa(String.fromCharCode(...raw))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_");
   assert.deepEqual(parseMasterKey(urlSafe), raw);
 });
 

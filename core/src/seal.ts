@@ -122,7 +122,8 @@ export const unwrapOrgKey = async (master: CryptoKey, wrapped: Uint8Array, orgId
 
 /** Seals a value with an org data key, bound to (format version, org, project, kind, name). */
 export const sealValue = async (key: CryptoKey, plaintext: string, aad: SealContext, iv: Uint8Array): Promise<Uint8Array> => {
-  if (!SEAL_KINDS.includes(aad.kind)) throw new FlowError("internal", `cannot seal a value of kind ${JSON.stringify(aad.kind)}: expected one of ${SEAL_KINDS.join(", ")}`);
+  if (!SEAL_KINDS.includes(aad.kind))
+    throw new FlowError("internal", `cannot seal a value of kind ${JSON.stringify(aad.kind)}: expected one of ${SEAL_KINDS.join(", ")}`);
   return seal(key, utf8.encode(plaintext), valueAad(aad), iv);
 };
 

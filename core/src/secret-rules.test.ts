@@ -2,11 +2,30 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { FlowError, httpStatusOf } from "./errors.js";
 import {
-  SECRET_NAME_MAX, SECRET_VALUE_MAX_BYTES, assertSecretName, assertSecretValue, envNameProblem, secretNameProblem, secretValueProblem,
+  SECRET_NAME_MAX,
+  SECRET_VALUE_MAX_BYTES,
+  assertSecretName,
+  assertSecretValue,
+  envNameProblem,
+  secretNameProblem,
+  secretValueProblem,
 } from "./secret-rules.js";
 
 void test("ordinary secret names pass", () => {
-  for (const name of ["API_TOKEN", "GITHUB_TOKEN", "_x", "a1", "FLOWSVC_TOKEN", "NODE_ENV", "TZ", "LANG", "GIT_AUTHOR_NAME", "PATH_TO_KEY", "HOMEPAGE_KEY", "X".repeat(SECRET_NAME_MAX)]) {
+  for (const name of [
+    "API_TOKEN",
+    "GITHUB_TOKEN",
+    "_x",
+    "a1",
+    "FLOWSVC_TOKEN",
+    "NODE_ENV",
+    "TZ",
+    "LANG",
+    "GIT_AUTHOR_NAME",
+    "PATH_TO_KEY",
+    "HOMEPAGE_KEY",
+    "X".repeat(SECRET_NAME_MAX),
+  ]) {
     assert.equal(secretNameProblem(name), undefined, name);
   }
 });
@@ -94,7 +113,14 @@ void test("a value with a NUL byte or a lone surrogate is refused with why, and 
 });
 
 void test("well-formed values pass, pairs of surrogates and multi-line text included", () => {
-  for (const value of ["x", "s3cr3t-Välue-€-4711", "emoji 😀 pair", "line one\nline two\r\n", "\t tabs and spaces ", "x".repeat(SECRET_VALUE_MAX_BYTES)]) {
+  for (const value of [
+    "x",
+    "s3cr3t-Välue-€-4711",
+    "emoji 😀 pair",
+    "line one\nline two\r\n",
+    "\t tabs and spaces ",
+    "x".repeat(SECRET_VALUE_MAX_BYTES),
+  ]) {
     assert.equal(secretValueProblem(value), undefined, value.slice(0, 20));
   }
 });
@@ -107,7 +133,10 @@ void test("the value limit counts UTF-8 bytes, not characters", () => {
 });
 
 void test("the asserts throw invalid_argument (HTTP 400) naming the field, and never the value", () => {
-  assert.throws(() => assertSecretName("LD_PRELOAD"), (err: unknown) => err instanceof FlowError && err.code === "invalid_argument" && /dynamic loader/.test(err.message));
+  assert.throws(
+    () => assertSecretName("LD_PRELOAD"),
+    (err: unknown) => err instanceof FlowError && err.code === "invalid_argument" && /dynamic loader/.test(err.message),
+  );
   try {
     assertSecretValue("API_TOKEN", "hunter2\u0000");
     assert.fail("accepted");

@@ -39,12 +39,37 @@ export const RESERVED_SECRET_NAMES: readonly ReservedNames[] = [
   { prefixes: ["FLOW_"], why: "FLOW_* variables are reserved for the service's own (the agent socket, the run id...)" },
   {
     prefixes: ["LD_", "DYLD_", "MALLOC_"],
-    exact: ["GLIBC_TUNABLES", "GCONV_PATH", "GETCONF_DIR", "LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "RESOLV_HOST_CONF", "NIS_PATH", "TZDIR"],
+    exact: [
+      "GLIBC_TUNABLES",
+      "GCONV_PATH",
+      "GETCONF_DIR",
+      "LOCPATH",
+      "NLSPATH",
+      "HOSTALIASES",
+      "RES_OPTIONS",
+      "LOCALDOMAIN",
+      "RESOLV_HOST_CONF",
+      "NIS_PATH",
+      "TZDIR",
+    ],
     why: "the dynamic loader or the C library reads it when every process starts (it can load code into every program a job runs)",
   },
   {
     prefixes: ["BASH_FUNC_"],
-    exact: ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "ZDOTDIR", "FPATH"],
+    exact: [
+      "BASH_ENV",
+      "ENV",
+      "SHELLOPTS",
+      "BASHOPTS",
+      "PS4",
+      "PROMPT_COMMAND",
+      "IFS",
+      "CDPATH",
+      "GLOBIGNORE",
+      "EXECIGNORE",
+      "ZDOTDIR",
+      "FPATH",
+    ],
     why: "a shell reads it at start (it can run commands in, or change the meaning of, every script)",
   },
   {
@@ -54,16 +79,43 @@ export const RESERVED_SECRET_NAMES: readonly ReservedNames[] = [
   {
     prefixes: ["PYTHON", "LUA_"],
     exact: [
-      "NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "PERL5LIB", "PERL5OPT", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB",
-      "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "PHPRC", "PHP_INI_SCAN_DIR", "GOFLAGS", "GOENV", "GOTOOLCHAIN", "GOROOT",
+      "NODE_OPTIONS",
+      "NODE_PATH",
+      "NODE_REPL_EXTERNAL_MODULE",
+      "PERL5LIB",
+      "PERL5OPT",
+      "PERLLIB",
+      "PERL5DB",
+      "RUBYOPT",
+      "RUBYLIB",
+      "JAVA_TOOL_OPTIONS",
+      "_JAVA_OPTIONS",
+      "JDK_JAVA_OPTIONS",
+      "CLASSPATH",
+      "PHPRC",
+      "PHP_INI_SCAN_DIR",
+      "GOFLAGS",
+      "GOENV",
+      "GOTOOLCHAIN",
+      "GOROOT",
     ],
     why: "an interpreter reads it at start (it can load code into every Node, Python, Perl, Ruby, Java, PHP, Lua or Go program a job runs)",
   },
   {
     prefixes: ["GIT_CONFIG"],
     exact: [
-      "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "GIT_ASKPASS", "GIT_PROXY_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_EDITOR", "GIT_PAGER",
-      "GIT_SEQUENCE_EDITOR", "GIT_TEMPLATE_DIR", "GIT_DIR", "GIT_WORK_TREE",
+      "GIT_SSH",
+      "GIT_SSH_COMMAND",
+      "GIT_EXEC_PATH",
+      "GIT_ASKPASS",
+      "GIT_PROXY_COMMAND",
+      "GIT_EXTERNAL_DIFF",
+      "GIT_EDITOR",
+      "GIT_PAGER",
+      "GIT_SEQUENCE_EDITOR",
+      "GIT_TEMPLATE_DIR",
+      "GIT_DIR",
+      "GIT_WORK_TREE",
     ],
     why: "git reads it as configuration or as a command to run (it can run code in every git command of a job)",
   },
@@ -79,7 +131,8 @@ const shown = (name: string): string => JSON.stringify(name.length > 64 ? `${nam
 export const envNameProblem = (name: string, what = "secret name"): string | undefined => {
   if (name === "") return `a ${what} is empty`;
   if (name.length > SECRET_NAME_MAX) return `a ${what} is at most ${SECRET_NAME_MAX} characters; this one has ${name.length}`;
-  if (!ENV_NAME.test(name)) return `${what} ${shown(name)} is not an environment variable name: use ASCII letters, digits and _, not starting with a digit`;
+  if (!ENV_NAME.test(name))
+    return `${what} ${shown(name)} is not an environment variable name: use ASCII letters, digits and _, not starting with a digit`;
   return undefined;
 };
 
@@ -107,7 +160,8 @@ const utf8Length = (value: string): number => new TextEncoder().encode(value).le
 /** Why `value` cannot be a secret's value; undefined when it can. Never quotes the value. */
 export const secretValueProblem = (value: string): string | undefined => {
   if (value === "") return "the value is empty";
-  if (value.includes("\u0000")) return "the value holds a NUL byte (\\0), and a process environment cannot hold one: no job could start with it";
+  if (value.includes("\u0000"))
+    return "the value holds a NUL byte (\\0), and a process environment cannot hold one: no job could start with it";
   if (LONE_SURROGATE.test(value)) {
     return "the value is not valid Unicode text: it holds a lone surrogate (\\ud800-\\udfff without its pair), which UTF-8 cannot encode: it would be stored and injected as U+FFFD, another value than the one set";
   }

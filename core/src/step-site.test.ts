@@ -4,7 +4,11 @@ import { FlowError } from "./errors.js";
 import { MAX_STEP_ORDINAL, parseSite } from "./step-site.js";
 
 const refused = (site: string, message: RegExp): void =>
-  assert.throws(() => parseSite(site), (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && message.test(e.message), site);
+  assert.throws(
+    () => parseSite(site),
+    (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && message.test(e.message),
+    site,
+  );
 
 void test("a site is a name, or a name and a call number from 0 to a Postgres integer", () => {
   assert.deepEqual(parseSite("greet"), { name: "greet", ordinal: 0 });

@@ -17,10 +17,14 @@ export const parseSite = (site: string): { name: string; ordinal: number } => {
   if (!m || !m[1]) throw new FlowError("invalid_argument", `${FORM}, not ${JSON.stringify(site)}`, { details: { field: "from" } });
   const ordinal = m[2] === undefined ? 0 : Number(m[2]);
   if (ordinal > MAX_STEP_ORDINAL) {
-    throw new FlowError("invalid_argument", `--from ${m[1]}#${m[2]!.length > 24 ? `${m[2]!.slice(0, 24)}...` : m[2]}: the call number is over ${MAX_STEP_ORDINAL}, the most a run can record`, {
-      details: { field: "from", max: MAX_STEP_ORDINAL },
-      hint: `list the run's steps and their numbers with \`flow steps <run>\``,
-    });
+    throw new FlowError(
+      "invalid_argument",
+      `--from ${m[1]}#${m[2]!.length > 24 ? `${m[2]!.slice(0, 24)}...` : m[2]}: the call number is over ${MAX_STEP_ORDINAL}, the most a run can record`,
+      {
+        details: { field: "from", max: MAX_STEP_ORDINAL },
+        hint: `list the run's steps and their numbers with \`flow steps <run>\``,
+      },
+    );
   }
   return { name: m[1], ordinal };
 };

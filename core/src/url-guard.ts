@@ -23,11 +23,13 @@ export const queryProblem = (query: string): string | undefined => {
     const eq = piece.indexOf("=");
     const rawName = eq < 0 ? piece : piece.slice(0, eq);
     const name = decodeStrict(rawName);
-    if (name === undefined) return `the name of query parameter ${shown(rawName)} is not valid percent-encoding (% takes two hex digits, and the bytes must be UTF-8)`;
+    if (name === undefined)
+      return `the name of query parameter ${shown(rawName)} is not valid percent-encoding (% takes two hex digits, and the bytes must be UTF-8)`;
     const nameProblem = textProblem(name);
     if (nameProblem) return `the name of query parameter ${shown(rawName)} ${nameProblem}`;
     const value = decodeStrict(eq < 0 ? "" : piece.slice(eq + 1));
-    if (value === undefined) return `query parameter ${shown(name)} is not valid percent-encoding (% takes two hex digits, and the bytes must be UTF-8)`;
+    if (value === undefined)
+      return `query parameter ${shown(name)} is not valid percent-encoding (% takes two hex digits, and the bytes must be UTF-8)`;
     const valueProblem = textProblem(value);
     if (valueProblem) return `query parameter ${shown(name)} ${valueProblem}`;
   }

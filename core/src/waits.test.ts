@@ -1,6 +1,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { EXPIRED_RESULTS, decideSuspend, decideWait, expiredResult, isWaitDue, substateOf, waitDeadline, waitDurationMs, wakeAction } from "./waits.js";
+import {
+  EXPIRED_RESULTS,
+  decideSuspend,
+  decideWait,
+  expiredResult,
+  isWaitDue,
+  substateOf,
+  waitDeadline,
+  waitDurationMs,
+  wakeAction,
+} from "./waits.js";
 
 const NOW = 1_800_000_000_000;
 
@@ -12,9 +22,13 @@ void test("a sleep parks on its first call even when already due, then expires w
 
 void test("a wait-signal answers the signal that arrived, even past its deadline; else times out at the deadline", () => {
   assert.deepEqual(decideWait({ kind: "wait-signal", deadlineMs: NOW - 5, arrived: { payload: { ok: true } } }, NOW), {
-    state: "answered", result: { payload: { ok: true } },
+    state: "answered",
+    result: { payload: { ok: true } },
   });
-  assert.deepEqual(decideWait({ kind: "wait-signal", deadlineMs: null, arrived: { payload: null } }, NOW), { state: "answered", result: { payload: null } });
+  assert.deepEqual(decideWait({ kind: "wait-signal", deadlineMs: null, arrived: { payload: null } }, NOW), {
+    state: "answered",
+    result: { payload: null },
+  });
   assert.deepEqual(decideWait({ kind: "wait-signal", deadlineMs: NOW - 1 }, NOW), { state: "expired", result: { timed_out: true } });
   assert.deepEqual(decideWait({ kind: "wait-signal", deadlineMs: NOW + 1 }, NOW), { state: "pending" });
 });
@@ -27,7 +41,10 @@ void test("a wait without a deadline never expires, whatever the clock says", ()
 });
 
 void test("a wait-event times out at its deadline; a signal does not answer it (events come from the bus)", () => {
-  assert.deepEqual(decideWait({ kind: "wait-event", deadlineMs: NOW, arrived: { payload: 1 } }, NOW), { state: "expired", result: { timed_out: true } });
+  assert.deepEqual(decideWait({ kind: "wait-event", deadlineMs: NOW, arrived: { payload: 1 } }, NOW), {
+    state: "expired",
+    result: { timed_out: true },
+  });
   assert.deepEqual(decideWait({ kind: "wait-event", deadlineMs: NOW + 1, arrived: { payload: 1 } }, NOW), { state: "pending" });
 });
 
@@ -63,10 +80,14 @@ void test("a suspend requeues when something resolved or nothing waits, else par
   assert.deepEqual(decideSuspend({ wakeRequested: false, resolvedDue: 1, pending: waits }), { type: "requeue" });
   assert.deepEqual(decideSuspend({ wakeRequested: false, resolvedDue: 0, pending: [] }), { type: "requeue" });
   assert.deepEqual(decideSuspend({ wakeRequested: false, resolvedDue: 0, pending: waits }), {
-    type: "park", substate: { name: "timer", kind: "sleep" }, deadlineMs: NOW + 50,
+    type: "park",
+    substate: { name: "timer", kind: "sleep" },
+    deadlineMs: NOW + 50,
   });
   assert.deepEqual(decideSuspend({ wakeRequested: false, resolvedDue: 0, pending: [waits[2]!] }), {
-    type: "park", substate: { name: "awaiting_lease", kind: "lock" }, deadlineMs: null,
+    type: "park",
+    substate: { name: "awaiting_lease", kind: "lock" },
+    deadlineMs: null,
   });
 });
 

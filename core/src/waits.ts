@@ -42,11 +42,14 @@ export const isWaitDue = (deadlineMs: number | null, nowMs: number): boolean => 
  * How long from its creation a wait may last (ms), from the call's parsed args: a sleep's duration,
  * a bounded wait's timeout; undefined (no deadline) otherwise.
  */
-export const waitDurationMs = (kind: string, args: { readonly duration_ms?: number; readonly timeout_ms?: number | undefined }): number | undefined =>
-  kind === "sleep" ? args.duration_ms : args.timeout_ms;
+export const waitDurationMs = (
+  kind: string,
+  args: { readonly duration_ms?: number; readonly timeout_ms?: number | undefined },
+): number | undefined => (kind === "sleep" ? args.duration_ms : args.timeout_ms);
 
 /** The deadline of a wait made at `nowMs` (epoch ms), or null for an unbounded one. */
-export const waitDeadline = (nowMs: number, durationMs: number | undefined): number | null => (durationMs === undefined ? null : nowMs + durationMs);
+export const waitDeadline = (nowMs: number, durationMs: number | undefined): number | null =>
+  durationMs === undefined ? null : nowMs + durationMs;
 
 /** What a wait answers now. */
 export const decideWait = (wait: WaitState, nowMs: number): WaitAnswer => {
@@ -64,7 +67,11 @@ export const wakeAction = (status: string | undefined): WakeAction => {
 };
 
 /** The substate `flow status` shows for a parked wait (spec: signal name, awaiting_lease, the timer). */
-export const substateOf = (e: { readonly kind: string; readonly name: string; readonly position: number }): { name: string; kind: string } => {
+export const substateOf = (e: {
+  readonly kind: string;
+  readonly name: string;
+  readonly position: number;
+}): { name: string; kind: string } => {
   switch (e.kind) {
     case "sleep":
       return { name: "timer", kind: "sleep" };
@@ -85,7 +92,12 @@ export interface SuspendState {
   /** How many of its waits were found due at the suspend (and resolved there). */
   readonly resolvedDue: number;
   /** Its waits still pending. */
-  readonly pending: ReadonlyArray<{ readonly kind: string; readonly name: string; readonly position: number; readonly deadlineMs: number | null }>;
+  readonly pending: ReadonlyArray<{
+    readonly kind: string;
+    readonly name: string;
+    readonly position: number;
+    readonly deadlineMs: number | null;
+  }>;
 }
 
 /**

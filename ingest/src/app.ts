@@ -35,7 +35,8 @@ const guardInput = (app: FastifyInstance): void => {
   });
   app.addHook("onRequest", (req, _reply, done) => {
     const qs = req.url.indexOf("?");
-    const problem = pathParamProblem((req.params ?? {}) as Record<string, unknown>) ?? (qs < 0 ? undefined : queryProblem(req.url.slice(qs + 1)));
+    const problem =
+      pathParamProblem((req.params ?? {}) as Record<string, unknown>) ?? (qs < 0 ? undefined : queryProblem(req.url.slice(qs + 1)));
     done(problem ? new FlowError("invalid_argument", problem) : undefined);
   });
 };
@@ -60,7 +61,18 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   const routeDeps: RouteDeps = { ...deps, maskers: createRunMaskers(deps.pool, deps.keyring) };
   // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
   // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).
-  const plugins = [whoamiRoutes, runRoutes, secretRoutes, signalRoutes, eventRoutes, emitRoutes, handlerRoutes, hookRoutes, agentRoutes, agentCallRoutes];
+  const plugins = [
+    whoamiRoutes,
+    runRoutes,
+    secretRoutes,
+    signalRoutes,
+    eventRoutes,
+    emitRoutes,
+    handlerRoutes,
+    hookRoutes,
+    agentRoutes,
+    agentCallRoutes,
+  ];
   for (const routes of plugins) void app.register(routes, routeDeps);
   return app;
 };

@@ -1,9 +1,18 @@
 import type { FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { ROLE_RANK, digestToken, findCallerByTokenDigest, findCallerInProject, type Caller, type ProjectRef, type Role } from "@flowsvc/store";
+import {
+  ROLE_RANK,
+  digestToken,
+  findCallerByTokenDigest,
+  findCallerInProject,
+  type Caller,
+  type ProjectRef,
+  type Role,
+} from "@flowsvc/store";
 
-const LOGIN_HINT = "log in with `flow login --url <server url> --token <token>` or set FLOWSVC_TOKEN (the token `flow server` printed at its first start)";
+const LOGIN_HINT =
+  "log in with `flow login --url <server url> --token <token>` or set FLOWSVC_TOKEN (the token `flow server` printed at its first start)";
 
 export const bearerOf = (req: FastifyRequest): string | undefined => {
   const h = req.headers.authorization;
@@ -41,9 +50,12 @@ export const authorize = async (pool: Pool, req: FastifyRequest, need: Role): Pr
   // One round trip for the token, the project and the role: every API call pays for it.
   const { caller, project: ref, role } = await findCallerInProject(pool, digestToken(token), org, project);
   if (!caller) throw invalidToken();
-  if (!ref || !role) throw new FlowError("not_found", `project ${org}/${project} not found`, { hint: "check --project (org/project) or FLOWSVC_PROJECT" });
+  if (!ref || !role)
+    throw new FlowError("not_found", `project ${org}/${project} not found`, { hint: "check --project (org/project) or FLOWSVC_PROJECT" });
   if (ROLE_RANK[role] < ROLE_RANK[need]) {
-    throw new FlowError("forbidden", `this needs the ${need} role on ${org}/${project}; ${caller.userName} is ${role}`, { hint: "ask a project admin for the role" });
+    throw new FlowError("forbidden", `this needs the ${need} role on ${org}/${project}; ${caller.userName} is ${role}`, {
+      hint: "ask a project admin for the role",
+    });
   }
   return { ...ref, caller, role };
 };

@@ -23,9 +23,11 @@ const tooLarge = (req: FastifyRequest | undefined): FlowError => {
   const sized = Number.isFinite(declared) && declared > 0;
   const route = `${req?.method ?? ""} ${pathOf(req)}`;
   const message =
-    limit === undefined ? "the request body is over the limit for this route"
-    : sized ? `the request body is ${formatBytes(declared)}; the limit for ${route} is ${formatBytes(limit)}`
-    : `the request body is over ${formatBytes(limit)}, the limit for ${route}`;
+    limit === undefined
+      ? "the request body is over the limit for this route"
+      : sized
+        ? `the request body is ${formatBytes(declared)}; the limit for ${route} is ${formatBytes(limit)}`
+        : `the request body is over ${formatBytes(limit)}, the limit for ${route}`;
   return new FlowError("payload_too_large", message, {
     details: limit === undefined ? {} : { limit_bytes: limit, ...(sized ? { size_bytes: declared } : {}) },
   });
@@ -39,7 +41,10 @@ const fromFastify = (fe: Partial<FastifyError>, req: FastifyRequest | undefined)
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new FlowError("invalid_argument", "send the body as application/json");
     case "FST_ERR_BAD_URL":
-      return new FlowError("invalid_argument", `the path ${pathOf(req)} is not valid percent-encoding: % takes two hex digits, and the bytes must be UTF-8`);
+      return new FlowError(
+        "invalid_argument",
+        `the path ${pathOf(req)} is not valid percent-encoding: % takes two hex digits, and the bytes must be UTF-8`,
+      );
     case "FST_ERR_MAX_PARAM_LENGTH":
       return new FlowError("uri_too_long", `a segment of the path ${pathOf(req)} is over 100 characters, the most a name or id may have`);
     default:

@@ -31,9 +31,13 @@ export const jobTokenDigestOf = (req: FastifyRequest): Buffer => {
   const token = bearerOf(req);
   if (!token) throw new FlowError("unauthenticated", "the agent API needs a job token (Authorization: Bearer job_...); none was sent");
   if (tokenKindOf(token) !== "job") {
-    throw new FlowError("unauthenticated", "the agent API needs a job token (Authorization: Bearer job_...), the one minted for a job's dispatch; this is not one", {
-      hint: "a user's API token works on /api/v1 only; /agent/v1 is for the agent running a job",
-    });
+    throw new FlowError(
+      "unauthenticated",
+      "the agent API needs a job token (Authorization: Bearer job_...), the one minted for a job's dispatch; this is not one",
+      {
+        hint: "a user's API token works on /api/v1 only; /agent/v1 is for the agent running a job",
+      },
+    );
   }
   return digestToken(token);
 };

@@ -15,10 +15,15 @@ export const streamRunLog = (deps: IngestDeps, runId: string, follow: boolean, c
   const out = new PassThrough();
   let closed = false;
   let wake: (() => void) | undefined;
-  const nudge = (id: string): void => { if (id === runId) wake?.(); };
+  const nudge = (id: string): void => {
+    if (id === runId) wake?.();
+  };
   const offLogs = deps.listener.on("flowsvc_logs", nudge);
   const offRuns = deps.listener.on("flowsvc_runs", nudge);
-  const close = (): void => { closed = true; wake?.(); };
+  const close = (): void => {
+    closed = true;
+    wake?.();
+  };
   client.on("close", close);
   out.on("close", close);
 
@@ -37,10 +42,16 @@ export const streamRunLog = (deps: IngestDeps, runId: string, follow: boolean, c
       after = await drain(after);
       while (follow && !closed) {
         const status = await getRunStatus(deps.pool, runId);
-        if (!status || isTerminalStatus(status)) { await drain(after); break; }
+        if (!status || isTerminalStatus(status)) {
+          await drain(after);
+          break;
+        }
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, POLL_MS);
-          wake = () => { clearTimeout(t); resolve(); };
+          wake = () => {
+            clearTimeout(t);
+            resolve();
+          };
         });
         wake = undefined;
         after = await drain(after);

@@ -44,7 +44,9 @@ export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
   };
 
   const withMasker = async (scope: { projectId: string; orgId: string; stamp: string }): Promise<RunMaskScope> => ({
-    projectId: scope.projectId, orgId: scope.orgId, masker: await maskerOf(scope),
+    projectId: scope.projectId,
+    orgId: scope.orgId,
+    masker: await maskerOf(scope),
   });
 
   return {
@@ -73,10 +75,14 @@ export const maskRunView = <R extends Pick<RunView, "output" | "error" | "annota
         output: masker.json(run.output) as R["output"],
         error: run.error === null ? null : masker.text(run.error),
         annotations: run.annotations.map((a) => ({ ...a, markdown: masker.text(a.markdown) })),
-        trigger: Object.fromEntries(Object.entries(run.trigger).map(([k, v]) => [k, typeof v === "string" ? masker.text(v) : masker.json(v)])),
+        trigger: Object.fromEntries(
+          Object.entries(run.trigger).map(([k, v]) => [k, typeof v === "string" ? masker.text(v) : masker.json(v)]),
+        ),
       }
     : run;
 
 /** An event as the API shows it: payload and key masked with the project's current secrets. */
 export const maskEventRecord = <E extends { key: string | null; payload?: unknown }>(masker: ValueMasker, e: E): E =>
-  masker.active ? { ...e, key: e.key === null ? null : masker.text(e.key), ...("payload" in e ? { payload: masker.json(e.payload) } : {}) } : e;
+  masker.active
+    ? { ...e, key: e.key === null ? null : masker.text(e.key), ...("payload" in e ? { payload: masker.json(e.payload) } : {}) }
+    : e;

@@ -27,26 +27,45 @@ const ACTIVITY_ENDED = ["succeeded", "failed"];
 /** A fan-out child: an activity row and its own job, dispatched to an agent with `requires`. */
 export const submitActivity = async (
   tx: PoolClient,
-  { runId, position, name, argv, requires }: { runId: string; position: number; name: string; argv: readonly string[]; requires: readonly string[] },
+  {
+    runId,
+    position,
+    name,
+    argv,
+    requires,
+  }: { runId: string; position: number; name: string; argv: readonly string[]; requires: readonly string[] },
 ): Promise<string> => {
   const existing = await tx.query<{ position: number }>(`select position from activities where run_id = $1 and name = $2`, [runId, name]);
   if (existing.rows[0]) {
-    throw new FlowError("conflict", `activity names must be distinct: "${name}" was already submitted at call #${existing.rows[0].position}`);
+    throw new FlowError(
+      "conflict",
+      `activity names must be distinct: "${name}" was already submitted at call #${existing.rows[0].position}`,
+    );
   }
   const id = mintId("act");
-  await tx.query(
-    `insert into activities (id, run_id, name, position, argv, requires, status) values ($1, $2, $3, $4, $5, $6, 'queued')`,
-    [id, runId, name, position, argv, requires],
-  );
+  await tx.query(`insert into activities (id, run_id, name, position, argv, requires, status) values ($1, $2, $3, $4, $5, $6, 'queued')`, [
+    id,
+    runId,
+    name,
+    position,
+    argv,
+    requires,
+  ]);
   await tx.query(`insert into jobs (id, run_id, status, kind, activity_id, capabilities) values ($1, $2, 'queued', 'activity', $3, $4)`, [
-    mintId("job"), runId, id, requires,
+    mintId("job"),
+    runId,
+    id,
+    requires,
   ]);
   await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [runId]);
   return id;
 };
 
 export const getActivityByName = async (tx: PoolClient, runId: string, name: string): Promise<ActivityRow | undefined> => {
-  const { rows } = await tx.query<ActivityRow>(`select ${COLUMNS} from activities where run_id = $1 and name = $2 for update`, [runId, name]);
+  const { rows } = await tx.query<ActivityRow>(`select ${COLUMNS} from activities where run_id = $1 and name = $2 for update`, [
+    runId,
+    name,
+  ]);
   return rows[0];
 };
 
@@ -65,7 +84,9 @@ export const evaluateCollect = async (tx: PoolClient, runId: string, e: WaitEntr
 
 /** activity-wait-all: done when every uncollected child ended; reports (and marks) them. */
 export const evaluateWaitAll = async (tx: PoolClient, runId: string, e: WaitEntry): Promise<WaitEntry> => {
-  const { rows } = await tx.query<{ status: string }>(`select status from activities where run_id = $1 and not collected for update`, [runId]);
+  const { rows } = await tx.query<{ status: string }>(`select status from activities where run_id = $1 and not collected for update`, [
+    runId,
+  ]);
   if (rows.some((r) => !ACTIVITY_ENDED.includes(r.status))) return e;
   await tx.query(`update activities set collected = true where run_id = $1 and not collected`, [runId]);
   return resolveEntry(tx, runId, e.position, { failed: rows.filter((r) => r.status === "failed").length });
@@ -98,7 +119,10 @@ export const finishActivity = async (
 };
 
 /** For `flow status`: the run's activities. */
-export const listActivities = async (db: Pool | PoolClient, runId: string): Promise<Array<{ name: string; status: string; exit_code: number | null }>> => {
+export const listActivities = async (
+  db: Pool | PoolClient,
+  runId: string,
+): Promise<Array<{ name: string; status: string; exit_code: number | null }>> => {
   const { rows } = await db.query<{ name: string; status: string; exit_code: number | null }>(
     `select name, status, exit_code from activities where run_id = $1 order by position`,
     [runId],
@@ -107,7 +131,10 @@ export const listActivities = async (db: Pool | PoolClient, runId: string): Prom
 };
 
 /** Children that ended (or not) without anyone collecting them: annotated on the finished run. */
-export const uncollectedActivities = async (tx: PoolClient, runId: string): Promise<Array<{ name: string; status: string; exit_code: number | null }>> => {
+export const uncollectedActivities = async (
+  tx: PoolClient,
+  runId: string,
+): Promise<Array<{ name: string; status: string; exit_code: number | null }>> => {
   const { rows } = await tx.query<{ name: string; status: string; exit_code: number | null }>(
     `select name, status, exit_code from activities where run_id = $1 and not collected order by position`,
     [runId],

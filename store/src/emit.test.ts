@@ -30,9 +30,19 @@ const newRunningScript = async (projectId: string): Promise<string> => {
 };
 
 /** A script handler on `on`, with a CEL guard and credentials when given. */
-const addHandler = (projectId: string, name: string, on: string[], { when = null, credentials = {} }: { when?: string | null; credentials?: Record<string, string> } = {}) =>
+const addHandler = (
+  projectId: string,
+  name: string,
+  on: string[],
+  { when = null, credentials = {} }: { when?: string | null; credentials?: Record<string, string> } = {},
+) =>
   db.pool.query(`insert into handlers (project_id, name, patterns, when_cel, reaction, credentials) values ($1, $2, $3, $4, $5, $6)`, [
-    projectId, name, on, when, JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }), JSON.stringify(credentials),
+    projectId,
+    name,
+    on,
+    when,
+    JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }),
+    JSON.stringify(credentials),
   ]);
 
 const emit = (input: Partial<EmitInput> & Pick<EmitInput, "projectId" | "type">) =>
@@ -41,17 +51,23 @@ const emit = (input: Partial<EmitInput> & Pick<EmitInput, "projectId" | "type">)
 /** Waits until a session of this database waits for a lock (pg_stat_activity), for up to 10 s. */
 const waitForLockWait = async (): Promise<void> => {
   const count = async () =>
-    (await db.pool.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0]!.n;
+    (
+      await db.pool.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+      )
+    ).rows[0]!.n;
   for (const until = Date.now() + 10_000; (await count()) === 0; await new Promise((r) => setTimeout(r, 10))) {
     assert.ok(Date.now() < until, "no session waits for a lock");
   }
 };
 
 const runsOf = async (projectId: string) =>
-  (await db.pool.query<{ id: string; handler_name: string; generation: number; trusted: boolean }>(
-    `select id, handler_name, generation, trusted from runs where project_id = $1 and handler_name is not null order by handler_name`,
-    [projectId],
-  )).rows;
+  (
+    await db.pool.query<{ id: string; handler_name: string; generation: number; trusted: boolean }>(
+      `select id, handler_name, generation, trusted from runs where project_id = $1 and handler_name is not null order by handler_name`,
+      [projectId],
+    )
+  ).rows;
 
 void test("every matching handler gets its own run, with an id derived from the event and the handler", async () => {
   const p = await newProject();
@@ -62,10 +78,18 @@ void test("every matching handler gets its own run, with an id derived from the 
   const r = await emit({ projectId: p, type: "deploy.done", payload: { n: 1 } });
   assert.equal(r.handlerRuns.length, 3);
   const runs = await runsOf(p);
-  assert.deepEqual(runs.map((x) => x.handler_name), ["all", "exact", "prefix"]);
+  assert.deepEqual(
+    runs.map((x) => x.handler_name),
+    ["all", "exact", "prefix"],
+  );
   for (const run of runs) assert.equal(run.id, handlerRunId(r.eventId, run.handler_name));
-  const jobs = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where run_id = any($1)`, [runs.map((x) => x.id)]);
-  assert.ok(jobs.rows.every((j) => j.capabilities.includes("polyglot")), "script handlers need the polyglot capability");
+  const jobs = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where run_id = any($1)`, [
+    runs.map((x) => x.id),
+  ]);
+  assert.ok(
+    jobs.rows.every((j) => j.capabilities.includes("polyglot")),
+    "script handlers need the polyglot capability",
+  );
 });
 
 void test("a when that reads an absent field declines (reported), and a has() guard makes it match only when present", async () => {
@@ -90,7 +114,8 @@ void test("custom emits from handler runs chain one generation deeper and stop a
     source = r.handlerRuns[0]!;
     await db.pool.query(`update runs set status = 'succeeded' where id = $1`, [source]); // drain the backlog
   }
-  const events = async () => Number((await db.pool.query<{ n: string }>(`select count(*) as n from events where project_id = $1`, [p])).rows[0]!.n);
+  const events = async () =>
+    Number((await db.pool.query<{ n: string }>(`select count(*) as n from events where project_id = $1`, [p])).rows[0]!.n);
   const before = await events();
   await assert.rejects(emit({ projectId: p, type: "chain", sourceRunId: source }), /generation 6 of a handler chain; chains stop at 5/);
   assert.equal(await events(), before, "a refused emit records nothing");
@@ -129,17 +154,24 @@ void test("a forge redelivery answers the same event and delivers nothing twice;
   assert.equal(again.eventId, first.eventId);
   assert.equal(again.duplicate, true);
   const runs = await runsOf(p);
-  assert.deepEqual(runs.map((r) => [r.handler_name, r.trusted]), [["plain", false]]);
+  assert.deepEqual(
+    runs.map((r) => [r.handler_name, r.trusted]),
+    [["plain", false]],
+  );
 });
 
 void test("wait-event takes the next event of its type after it began, not an earlier one; a handler run's own lifecycle events are not delivered", async () => {
   const p = await newProject();
   const runId = await newRunningScript(p);
   await emit({ projectId: p, type: "ready", payload: "early" });
-  const wait = await withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }));
+  const wait = await withTransaction(db.pool, (tx) =>
+    performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }),
+  );
   assert.equal(wait.status, "pending");
   const later = await emit({ projectId: p, type: "ready", payload: "later" });
-  const done = await withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }));
+  const done = await withTransaction(db.pool, (tx) =>
+    performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }),
+  );
   assert.equal(done.status, "done");
   assert.deepEqual((done.entry.result as { envelope: unknown }).envelope, { type: "ready", event: later.eventId, payload: "later" });
 
@@ -151,7 +183,11 @@ void test("wait-event takes the next event of its type after it began, not an ea
   await addHandler(p, "worker", ["job"]);
   const [workerRun] = (await emit({ projectId: p, type: "job" })).handlerRuns;
   await withTransaction(db.pool, (tx) => completeRun(tx, workerRun!, { status: "succeeded", output: {} }, undefined));
-  assert.deepEqual((await runsOf(p)).map((r) => r.handler_name), ["worker"], "the worker's run.succeeded did not start on-runs");
+  assert.deepEqual(
+    (await runsOf(p)).map((r) => r.handler_name),
+    ["worker"],
+    "the worker's run.succeeded did not start on-runs",
+  );
 });
 
 void test("a handler run that parks and wakes gets its next job with the polyglot capability it needs", async () => {
@@ -161,11 +197,18 @@ void test("a handler run that parks and wakes gets its next job with the polyglo
   const { rows } = await db.pool.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId]);
   await db.pool.query(`update jobs set status = 'running' where run_id = $1`, [runId]);
   await db.pool.query(`update runs set status = 'running' where id = $1`, [runId]);
-  await withTransaction(db.pool, (tx) => performCall(tx, runId!, { position: 0, kind: "sleep", name: "", ordinal: 0, args: { duration_ms: 60_000 } }));
+  await withTransaction(db.pool, (tx) =>
+    performCall(tx, runId!, { position: 0, kind: "sleep", name: "", ordinal: 0, args: { duration_ms: 60_000 } }),
+  );
   assert.equal(await withTransaction(db.pool, (tx) => suspendJob(tx, rows[0]!.id, runId!)), "parked");
   assert.equal(await withTransaction(db.pool, (tx) => wakeRun(tx, runId!)), "queued");
-  const next = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where run_id = $1 and status = 'queued'`, [runId]);
-  assert.deepEqual(next.rows.map((j) => j.capabilities), [["polyglot"]]);
+  const next = await db.pool.query<{ capabilities: string[] }>(`select capabilities from jobs where run_id = $1 and status = 'queued'`, [
+    runId,
+  ]);
+  assert.deepEqual(
+    next.rows.map((j) => j.capabilities),
+    [["polyglot"]],
+  );
 });
 
 const base = { key: null, payload: null, sourceRunId: null, trusted: true } as const;
@@ -183,27 +226,40 @@ void test("a batch records each event once: a redelivery in the same batch or an
       { ...base, projectId: p, type: "gh.push", hookName: "gh", deliveryId: "d-0" },
     ]),
   );
-  assert.deepEqual(results.map((r) => r.duplicate), [false, false, true, true]);
+  assert.deepEqual(
+    results.map((r) => r.duplicate),
+    [false, false, true, true],
+  );
   assert.equal(results[2]!.eventId, results[0]!.eventId);
   assert.equal(results[3]!.eventId, earlier.eventId);
   assert.equal(results[0]!.handlerRuns.length, 1);
   assert.deepEqual(results[2]!.handlerRuns, [], "a redelivery starts nothing");
-  const rows = (await db.pool.query<{ id: string; payload: unknown }>(`select id, payload from events where project_id = $1 order by seq`, [p])).rows;
-  assert.deepEqual(rows.map((r) => r.payload), [null, { n: 1 }], "one row per delivery; the first delivery's payload stands");
+  const rows = (
+    await db.pool.query<{ id: string; payload: unknown }>(`select id, payload from events where project_id = $1 order by seq`, [p])
+  ).rows;
+  assert.deepEqual(
+    rows.map((r) => r.payload),
+    [null, { n: 1 }],
+    "one row per delivery; the first delivery's payload stands",
+  );
   assert.equal((await runsOf(p)).length, 2);
 });
 
 void test("an event is recorded only against the hook it was verified with: a changed, removed or re-created hook is stale", async () => {
   const p = await newProject();
   const setHook = async (): Promise<string> =>
-    (await db.pool.query<{ rev: string }>(
-      `insert into event_hooks (project_id, name, mode, event_type, secret_digest) values ($1, 'h', 'token', 'h.e', '\\x00') returning rev`,
-      [p],
-    )).rows[0]!.rev;
+    (
+      await db.pool.query<{ rev: string }>(
+        `insert into event_hooks (project_id, name, mode, event_type, secret_digest) values ($1, 'h', 'token', 'h.e', '\\x00') returning rev`,
+        [p],
+      )
+    ).rows[0]!.rev;
   const deliver = (hookRev: string) => emit({ projectId: p, type: "h.e", hookName: "h", hookRev });
   const rev = await setHook();
   await deliver(rev);
-  const rotated = (await db.pool.query<{ rev: string }>(`update event_hooks set secret_digest = '\\x01' where project_id = $1 returning rev`, [p])).rows[0]!.rev;
+  const rotated = (
+    await db.pool.query<{ rev: string }>(`update event_hooks set secret_digest = '\\x01' where project_id = $1 returning rev`, [p])
+  ).rows[0]!.rev;
   assert.notEqual(rotated, rev);
   await assert.rejects(deliver(rev), (err: unknown) => err instanceof StaleHookError && err.hookName === "h");
   await deliver(rotated);
@@ -236,13 +292,19 @@ void test("a waiter that begins while an emit of its type is uncommitted waits f
     await emitter.query("begin");
     const [inFlight] = await emitEvents(emitter, [{ ...base, projectId: p, type: "ready", payload: "in flight" }]);
     let waited = false;
-    const wait = withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} })).then((r) => {
+    const wait = withTransaction(db.pool, (tx) =>
+      performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }),
+    ).then((r) => {
       waited = true;
       return r;
     });
     // The waiter's backend is blocked on a lock the uncommitted emit holds (a condition, not a sleep).
     await waitForLockWait();
-    assert.equal(waited, false, "the waiter does not note the bus position while an emit of its type is between its sequence number and its commit");
+    assert.equal(
+      waited,
+      false,
+      "the waiter does not note the bus position while an emit of its type is between its sequence number and its commit",
+    );
     await emitter.query("commit");
     assert.equal((await wait).status, "pending");
     const { rows } = await db.pool.query<{ after_seq: string; seq: string }>(
@@ -254,7 +316,9 @@ void test("a waiter that begins while an emit of its type is uncommitted waits f
     emitter.release();
   }
   const next = await emit({ projectId: p, type: "ready", payload: "next" });
-  const done = await withTransaction(db.pool, (tx) => performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }));
+  const done = await withTransaction(db.pool, (tx) =>
+    performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }),
+  );
   assert.equal(done.status, "done");
   assert.equal((done.entry.result as { envelope: { event: string } }).envelope.event, next.eventId);
 });

@@ -1,8 +1,20 @@
 import { createHash } from "node:crypto";
 import type { PoolClient } from "pg";
 import {
-  CHAIN_DEPTH_LIMIT, FlowError, HANDLER_RUNS_IN_FLIGHT_LIMIT, buildEnvelope, celEventVars, compileCel, derivedId,
-  evaluatePredicate, matchesAny, trustAfterReceiving, trustOf, type CompiledCel, type Envelope, type RunRequest,
+  CHAIN_DEPTH_LIMIT,
+  FlowError,
+  HANDLER_RUNS_IN_FLIGHT_LIMIT,
+  buildEnvelope,
+  celEventVars,
+  compileCel,
+  derivedId,
+  evaluatePredicate,
+  matchesAny,
+  trustAfterReceiving,
+  trustOf,
+  type CompiledCel,
+  type Envelope,
+  type RunRequest,
 } from "@flowsvc/core";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
@@ -166,7 +178,11 @@ export const emitEvent = async (tx: PoolClient, input: EmitInput): Promise<EmitR
  * statements however many events the batch holds. One input over a limit throws for the batch:
  * GroupCommitter then retries the inputs one by one, so only that one fails.
  */
-export const emitEvents = async (tx: PoolClient, inputs: readonly EmitInput[], opts: { busLocked?: boolean } = {}): Promise<EmitResult[]> => {
+export const emitEvents = async (
+  tx: PoolClient,
+  inputs: readonly EmitInput[],
+  opts: { busLocked?: boolean } = {},
+): Promise<EmitResult[]> => {
   if (inputs.length === 0) return [];
   const ids = inputs.map(() => mintId("evt"));
   if (!opts.busLocked) await tx.query(busLocksSql(inputs));
@@ -201,10 +217,19 @@ export const emitEvents = async (tx: PoolClient, inputs: readonly EmitInput[], o
 const deliveryOf = (index: number, input: EmitInput, r: Recorded): Delivery | undefined => {
   const generation = input.platform ? 0 : r.generation;
   if (generation >= CHAIN_DEPTH_LIMIT) {
-    throw new FlowError("limit_exceeded", `this emit would start generation ${generation + 1} of a handler chain; chains stop at ${CHAIN_DEPTH_LIMIT} generations, and nothing was recorded or delivered`);
+    throw new FlowError(
+      "limit_exceeded",
+      `this emit would start generation ${generation + 1} of a handler chain; chains stop at ${CHAIN_DEPTH_LIMIT} generations, and nothing was recorded or delivered`,
+    );
   }
   if (input.platform && r.from_handler) return undefined;
-  const envelope = buildEnvelope({ id: r.id, type: input.type, key: input.key, payload: input.payload, ...(input.fields ? { fields: input.fields } : {}) });
+  const envelope = buildEnvelope({
+    id: r.id,
+    type: input.type,
+    key: input.key,
+    payload: input.payload,
+    ...(input.fields ? { fields: input.fields } : {}),
+  });
   return { index, input, eventId: r.id, generation, envelope, hasWaiters: r.has_waiters, rev: r.handlers_rev };
 };
 
@@ -222,7 +247,10 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
   const fields = col((i) => (i.fields ? JSON.stringify(i.fields) : null));
   // Postgres's jsonb cannot hold U+0000: say so, for every way onto the bus, instead of failing in the insert.
   if ([...payloads, ...fields].some((j) => j?.includes("\\u0000"))) {
-    throw new FlowError("invalid_argument", "the event contains NUL characters (\\u0000), which the event bus cannot store; nothing was recorded");
+    throw new FlowError(
+      "invalid_argument",
+      "the event contains NUL characters (\\u0000), which the event bus cannot store; nothing was recorded",
+    );
   }
   // Run with its generic plan (busLocksSql), prepared once per connection like every statement (pool.ts).
   const { rows } = await tx.query<Recorded>(
@@ -255,9 +283,17 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
             left join ins on ins.id = i.id
       order by i.ord`,
     [
-      ids, col((i) => i.projectId), col((i) => i.type), col((i) => i.key), payloads,
-      col((i) => i.sourceRunId), fields, col((i) => i.hookName ?? null),
-      col((i) => i.deliveryId ?? null), col((i) => i.trusted), col((i) => i.platform === true),
+      ids,
+      col((i) => i.projectId),
+      col((i) => i.type),
+      col((i) => i.key),
+      payloads,
+      col((i) => i.sourceRunId),
+      fields,
+      col((i) => i.hookName ?? null),
+      col((i) => i.deliveryId ?? null),
+      col((i) => i.trusted),
+      col((i) => i.platform === true),
       col((i) => i.hookRev ?? null),
     ],
   );
@@ -270,7 +306,12 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
 /** A redelivery answers the event of the first delivery, recorded earlier or earlier in this batch. */
 const answerDuplicates = async (
   tx: PoolClient,
-  { inputs, duplicates, results, inBatch }: { inputs: readonly EmitInput[]; duplicates: readonly number[]; results: EmitResult[]; inBatch: ReadonlyMap<string, string> },
+  {
+    inputs,
+    duplicates,
+    results,
+    inBatch,
+  }: { inputs: readonly EmitInput[]; duplicates: readonly number[]; results: EmitResult[]; inBatch: ReadonlyMap<string, string> },
 ): Promise<void> => {
   const missing = duplicates.filter((i) => !inBatch.has(deliveryKey(inputs[i]!)));
   const found = new Map<string, string>();
@@ -280,14 +321,19 @@ const answerDuplicates = async (
          join unnest($1::text[], $2::text[], $3::text[]) as d(project_id, hook_name, delivery_id)
            on e.project_id = d.project_id and e.hook_name = d.hook_name and e.delivery_id = d.delivery_id
         where e.delivery_id is not null`,
-      [missing.map((i) => inputs[i]!.projectId), missing.map((i) => inputs[i]!.hookName ?? null), missing.map((i) => inputs[i]!.deliveryId ?? null)],
+      [
+        missing.map((i) => inputs[i]!.projectId),
+        missing.map((i) => inputs[i]!.hookName ?? null),
+        missing.map((i) => inputs[i]!.deliveryId ?? null),
+      ],
     );
     for (const r of rows) found.set(`${r.project_id}\u001f${r.hook_name}\u001f${r.delivery_id}`, r.id);
   }
   for (const i of duplicates) {
     const key = deliveryKey(inputs[i]!);
     const id = inBatch.get(key) ?? found.get(key);
-    if (id === undefined) throw new FlowError("internal", `delivery ${inputs[i]!.deliveryId} conflicted with an event that cannot be found`);
+    if (id === undefined)
+      throw new FlowError("internal", `delivery ${inputs[i]!.deliveryId} conflicted with an event that cannot be found`);
     results[i] = { eventId: id, duplicate: true, handlerRuns: [], declined: [], dropped: [] };
   }
 };
@@ -360,7 +406,10 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
   const planned = await planHandlerRuns(tx, deliveries, results);
   if (planned.length === 0) return;
   const requests = planned.flatMap(({ d, handlers }) => handlers.map((h) => ({ index: d.index, request: handlerRunRequest(d, h) })));
-  const { created, overLimit } = await createRuns(tx, requests.map((r) => r.request));
+  const { created, overLimit } = await createRuns(
+    tx,
+    requests.map((r) => r.request),
+  );
   for (const { d, handlers, result } of planned) {
     const n = overLimit.get(d.input.projectId);
     if (n === undefined) continue;
@@ -369,9 +418,13 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
       result.dropped = handlers.map((h) => h.name);
       continue;
     }
-    throw new FlowError("limit_exceeded", `${n} handler runs are in flight in this project (at most ${HANDLER_RUNS_IN_FLIGHT_LIMIT}); the event was not recorded or delivered`, {
-      hint: "retry when the backlog drains (flow runs ls --status running)",
-    });
+    throw new FlowError(
+      "limit_exceeded",
+      `${n} handler runs are in flight in this project (at most ${HANDLER_RUNS_IN_FLIGHT_LIMIT}); the event was not recorded or delivered`,
+      {
+        hint: "retry when the backlog drains (flow runs ls --status running)",
+      },
+    );
   }
   for (const r of requests) if (created.has(r.request.id)) results[r.index]!.handlerRuns.push(r.request.id);
 };

@@ -12,7 +12,9 @@ export interface EventRecord {
   created_at: string;
 }
 
-interface EventRaw extends Omit<EventRecord, "created_at"> { created_at: Date }
+interface EventRaw extends Omit<EventRecord, "created_at"> {
+  created_at: Date;
+}
 
 export const listEvents = async (
   db: Db,
@@ -42,9 +44,12 @@ export const getEventForEnvelope = async (
   db: Db,
   id: string,
 ): Promise<{ id: string; type: string; key: string | null; payload: unknown; fields: Record<string, unknown> | null } | undefined> => {
-  const { rows } = await db.query<{ id: string; type: string; key: string | null; payload: unknown; fields: Record<string, unknown> | null }>(
-    `select id, type, key, payload, fields from events where id = $1`,
-    [id],
-  );
+  const { rows } = await db.query<{
+    id: string;
+    type: string;
+    key: string | null;
+    payload: unknown;
+    fields: Record<string, unknown> | null;
+  }>(`select id, type, key, payload, fields from events where id = $1`, [id]);
   return rows[0];
 };

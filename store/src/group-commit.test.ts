@@ -32,7 +32,10 @@ test("concurrent items share transactions, and each resolves only once its row i
       }),
     ),
   );
-  assert.deepEqual(await ids(db), Array.from({ length: 20 }, (_, i) => i));
+  assert.deepEqual(
+    await ids(db),
+    Array.from({ length: 20 }, (_, i) => i),
+  );
   assert.ok(seenCommitted.every(Boolean));
   // The first item starts a batch alone (no added latency); the other 19 wait for it and go together.
   assert.equal(gc.stats.batches, 2);
@@ -108,7 +111,10 @@ test("a batch applier gets the whole batch in one call (one multi-row statement)
   assert.deepEqual(calls, [[1], [2, 3, 4]]);
   calls.length = 0;
   const outcomes = await Promise.allSettled([5, 6, 2, 7].map((i) => gc.submit(i)));
-  assert.deepEqual(outcomes.map((o) => o.status), ["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+  assert.deepEqual(
+    outcomes.map((o) => o.status),
+    ["fulfilled", "fulfilled", "rejected", "fulfilled"],
+  );
   assert.deepEqual(calls, [[5], [6, 2, 7], [6], [2], [7]]);
   assert.deepEqual(await ids(db), [1, 2, 3, 4, 5, 6, 7]);
 });
@@ -129,7 +135,10 @@ test("`begin` runs inside each batch's transaction, also when a failed batch is 
     },
   });
   const outcomes = await Promise.allSettled([0, 1, 2, 3, 4].map((id) => gc.submit(id)));
-  assert.deepEqual(outcomes.map((o) => (o.status === "fulfilled" ? o.value : "rejected")), ["0", "1", "2", "rejected", "4"]);
+  assert.deepEqual(
+    outcomes.map((o) => (o.status === "fulfilled" ? o.value : "rejected")),
+    ["0", "1", "2", "rejected", "4"],
+  );
   assert.deepEqual(begins, [[0], [1, 2, 3, 4], [1], [2], [3], [4]]);
   const { rows } = await db.pool.query<{ v: string | null }>("select current_setting('flowsvc.batch', true) as v");
   assert.ok(!rows[0]!.v, "set_config(..., true) is local to the transaction it ran in");

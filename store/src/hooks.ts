@@ -90,8 +90,15 @@ export const upsertHook = async (
            hmac_header = excluded.hmac_header, hmac_prefix = excluded.hmac_prefix
      returning ${COLUMNS}, (xmax = 0) as created`,
     [
-      projectId, name, cfg.mode, cfg.eventType, cfg.manifest, Buffer.from(secretDigest),
-      cfg.keySealed ? Buffer.from(cfg.keySealed) : null, cfg.hmacHeader, cfg.hmacPrefix,
+      projectId,
+      name,
+      cfg.mode,
+      cfg.eventType,
+      cfg.manifest,
+      Buffer.from(secretDigest),
+      cfg.keySealed ? Buffer.from(cfg.keySealed) : null,
+      cfg.hmacHeader,
+      cfg.hmacPrefix,
     ],
   );
   const row = rows[0]!;
@@ -99,7 +106,12 @@ export const upsertHook = async (
 };
 
 /** Replaces the hook's secret digest: the old secret stops working at commit. Undefined when there is no such hook. */
-export const rotateHookSecret = async (db: Db, projectId: string, name: string, secretDigest: Uint8Array): Promise<HookRecord | undefined> => {
+export const rotateHookSecret = async (
+  db: Db,
+  projectId: string,
+  name: string,
+  secretDigest: Uint8Array,
+): Promise<HookRecord | undefined> => {
   const { rows } = await db.query<HookRaw>(
     `update event_hooks set secret_digest = $3, rotated_at = now() where project_id = $1 and name = $2 returning ${COLUMNS}`,
     [projectId, name, Buffer.from(secretDigest)],
@@ -142,8 +154,16 @@ export interface IngestHook {
 /** The hook behind `/api/v1/hooks/{org}/{project}/{name}`, in one query. */
 export const findIngestHook = async (db: Db, org: string, project: string, name: string): Promise<IngestHook | undefined> => {
   const { rows } = await db.query<{
-    org_id: string; project_id: string; mode: HookMode; event_type: string | null; manifest: string | null;
-    secret_digest: Buffer; key_sealed: Buffer | null; hmac_header: string | null; hmac_prefix: string | null; rev: string;
+    org_id: string;
+    project_id: string;
+    mode: HookMode;
+    event_type: string | null;
+    manifest: string | null;
+    secret_digest: Buffer;
+    key_sealed: Buffer | null;
+    hmac_header: string | null;
+    hmac_prefix: string | null;
+    rev: string;
   }>(
     `select o.id as org_id, p.id as project_id, h.mode, h.event_type, h.manifest, h.secret_digest, h.key_sealed, h.hmac_header, h.hmac_prefix, h.rev
        from event_hooks h join projects p on p.id = h.project_id join orgs o on o.id = p.org_id
@@ -153,7 +173,16 @@ export const findIngestHook = async (db: Db, org: string, project: string, name:
   const r = rows[0];
   if (!r) return undefined;
   return {
-    orgId: r.org_id, projectId: r.project_id, name, mode: r.mode, eventType: r.event_type, manifest: r.manifest,
-    secretDigest: r.secret_digest, keySealed: r.key_sealed, hmacHeader: r.hmac_header, hmacPrefix: r.hmac_prefix, rev: r.rev,
+    orgId: r.org_id,
+    projectId: r.project_id,
+    name,
+    mode: r.mode,
+    eventType: r.event_type,
+    manifest: r.manifest,
+    secretDigest: r.secret_digest,
+    keySealed: r.key_sealed,
+    hmacHeader: r.hmac_header,
+    hmacPrefix: r.hmac_prefix,
+    rev: r.rev,
   };
 };

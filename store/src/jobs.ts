@@ -33,7 +33,12 @@ export const readyJobCapabilities = async (db: Db): Promise<string[][]> => {
  */
 export const claimReadyJobs = async (
   db: Db,
-  { limit, leaseMs, capabilities, mintDigest }: { limit: number; leaseMs: number; capabilities: readonly string[]; mintDigest: () => Buffer },
+  {
+    limit,
+    leaseMs,
+    capabilities,
+    mintDigest,
+  }: { limit: number; leaseMs: number; capabilities: readonly string[]; mintDigest: () => Buffer },
 ): Promise<Array<ClaimedJob & { digest: Buffer }>> => {
   if (limit <= 0) return [];
   // One digest per job that may be claimed; those not used are never stored.

@@ -10,7 +10,10 @@ export interface WaitEntry extends JournalEntry {
 const COLUMNS = "position, kind, name, ordinal, status, result, deadline, args";
 
 export const getEntryForUpdate = async (tx: PoolClient, runId: string, position: number): Promise<WaitEntry | undefined> => {
-  const { rows } = await tx.query<WaitEntry>(`select ${COLUMNS} from journal where run_id = $1 and position = $2 for update`, [runId, position]);
+  const { rows } = await tx.query<WaitEntry>(`select ${COLUMNS} from journal where run_id = $1 and position = $2 for update`, [
+    runId,
+    position,
+  ]);
   return rows[0];
 };
 
@@ -33,7 +36,17 @@ export const insertEntry = async (
      values ($1, $2, $3, $4, $5, $6, $7, case when $6 = 'done' then now() end,
              case when $8::bigint is null then null else now() + ($8::bigint * interval '1 millisecond') end, $9)
      returning ${COLUMNS}`,
-    [runId, e.position, e.kind, e.name, e.ordinal, entry.status, JSON.stringify(entry.result ?? null), entry.deadlineMs ?? null, entry.args === undefined ? null : JSON.stringify(entry.args)],
+    [
+      runId,
+      e.position,
+      e.kind,
+      e.name,
+      e.ordinal,
+      entry.status,
+      JSON.stringify(entry.result ?? null),
+      entry.deadlineMs ?? null,
+      entry.args === undefined ? null : JSON.stringify(entry.args),
+    ],
   );
   return rows[0]!;
 };

@@ -36,7 +36,10 @@ export const startListener = (url: string, log: (msg: string, err?: unknown) => 
     try {
       await c.connect();
       for (const ch of CHANNELS) await c.query(`listen ${ch}`);
-      if (closed) { await c.end(); return; }
+      if (closed) {
+        await c.end();
+        return;
+      }
       client = c;
       if (attempt > 0) reconnectSubs.forEach((fn) => fn());
       attempt = 0;

@@ -40,7 +40,10 @@ export const requestLease = async (tx: PoolClient, { projectId, grp, runId, posi
 };
 
 export const leaseGranted = async (tx: PoolClient, runId: string, position: number): Promise<string | undefined> => {
-  const { rows } = await tx.query<{ granted_at: Date | null }>(`select granted_at from lock_leases where run_id = $1 and position = $2`, [runId, position]);
+  const { rows } = await tx.query<{ granted_at: Date | null }>(`select granted_at from lock_leases where run_id = $1 and position = $2`, [
+    runId,
+    position,
+  ]);
   return rows[0]?.granted_at?.toISOString();
 };
 
@@ -56,7 +59,10 @@ export const grantNext = async (tx: PoolClient, projectId: string, grp: string, 
   );
   const next = decideLease(rows.map((r) => ({ ...r, granted: r.granted_at !== null }))).grant;
   if (!next) return;
-  const { rows: granted } = await tx.query<{ granted_at: Date }>(`update lock_leases set granted_at = now() where id = $1 returning granted_at`, [next.id]);
+  const { rows: granted } = await tx.query<{ granted_at: Date }>(
+    `update lock_leases set granted_at = now() where id = $1 returning granted_at`,
+    [next.id],
+  );
   if (next.run_id === self) return;
   await resolveEntry(tx, next.run_id, next.position, { granted_at: granted[0]!.granted_at.toISOString() });
   await wakeRun(tx, next.run_id);

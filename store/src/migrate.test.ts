@@ -11,7 +11,10 @@ import { createTestDatabase } from "./testing.js";
 test("the migrations folder is found from the compiled module, in numeric order", async () => {
   const migrations = await listMigrations();
   assert.equal(migrations[0]?.name, "001_init");
-  assert.deepEqual(migrations.map((m) => m.version), [...migrations.map((m) => m.version)].sort((a, b) => a - b));
+  assert.deepEqual(
+    migrations.map((m) => m.version),
+    [...migrations.map((m) => m.version)].sort((a, b) => a - b),
+  );
 });
 
 test("two migrators racing on a fresh database both succeed and apply each migration once", async (t) => {
@@ -25,7 +28,10 @@ test("two migrators racing on a fresh database both succeed and apply each migra
   assert.deepEqual([...a.applied, ...b.applied].sort(), names, "every migration applied by exactly one of them");
 
   const { rows } = await db.pool.query<{ name: string }>("select name from schema_migrations order by version");
-  assert.deepEqual(rows.map((r) => r.name), names);
+  assert.deepEqual(
+    rows.map((r) => r.name),
+    names,
+  );
   const runs = await db.pool.query("select count(*)::int as n from runs");
   assert.deepEqual(runs.rows, [{ n: 0 }]);
   assert.deepEqual(await migrate(db.pool), { applied: [] }, "a later start has nothing to do");
@@ -48,9 +54,15 @@ test("a failing migration is rolled back and not recorded; the ones before it st
   t.after(() => db.drop());
   const logged: string[] = [];
 
-  await assert.rejects(migrate(db.pool, (m) => logged.push(m), pathToFileURL(`${dir}/`)), /migration 002_broken failed: division by zero/);
+  await assert.rejects(
+    migrate(db.pool, (m) => logged.push(m), pathToFileURL(`${dir}/`)),
+    /migration 002_broken failed: division by zero/,
+  );
   const { rows } = await db.pool.query<{ name: string }>("select name from schema_migrations order by version");
-  assert.deepEqual(rows.map((r) => r.name), ["001_first"]);
+  assert.deepEqual(
+    rows.map((r) => r.name),
+    ["001_first"],
+  );
   const tables = await db.pool.query<{ t: string | null }>("select to_regclass('half_done')::text as t");
   assert.deepEqual(tables.rows, [{ t: null }]);
   assert.deepEqual(logged, ["migrating: 001_first", "migrating: 002_broken"]);

@@ -39,7 +39,11 @@ export function migrationsDigest(migrations: readonly Migration[]): string {
 }
 
 /** Applies the pending migrations; `dir` is for tests (a folder with a trailing slash). */
-export async function migrate(pool: pg.Pool, log: (msg: string) => void = () => {}, dir: URL = MIGRATIONS_DIR): Promise<{ applied: string[] }> {
+export async function migrate(
+  pool: pg.Pool,
+  log: (msg: string) => void = () => {},
+  dir: URL = MIGRATIONS_DIR,
+): Promise<{ applied: string[] }> {
   const migrations = await listMigrations(dir);
   const client = await pool.connect();
   let broken: Error | undefined;
@@ -59,7 +63,11 @@ export async function migrate(pool: pg.Pool, log: (msg: string) => void = () => 
   }
 }
 
-async function applyPending(client: pg.PoolClient, migrations: readonly Migration[], log: (msg: string) => void): Promise<{ applied: string[] }> {
+async function applyPending(
+  client: pg.PoolClient,
+  migrations: readonly Migration[],
+  log: (msg: string) => void,
+): Promise<{ applied: string[] }> {
   await client.query(`create table if not exists schema_migrations (
     version     integer primary key,
     name        text not null,
@@ -71,7 +79,9 @@ async function applyPending(client: pg.PoolClient, migrations: readonly Migratio
   const unknown = rows.filter((r) => !known.has(r.version) && r.version > latest);
   if (unknown.length > 0) {
     const names = unknown.map((r) => r.name).join(", ");
-    throw new Error(`the database has migration ${names}, newer than this flowsvc knows (latest ${latest}): upgrade flowsvc, or use a database that matches it`);
+    throw new Error(
+      `the database has migration ${names}, newer than this flowsvc knows (latest ${latest}): upgrade flowsvc, or use a database that matches it`,
+    );
   }
   const done = new Set(rows.map((r) => r.version));
   const applied: string[] = [];

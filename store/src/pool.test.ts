@@ -28,7 +28,10 @@ test("withTransaction rolls back and rethrows when its function throws, and free
     (err) => err === boom,
   );
   // With max 1, this would hang if the first client had not been released.
-  const count = await withTransaction(pool, async (client) => (await client.query<{ n: number }>("select count(*)::int as n from orgs")).rows);
+  const count = await withTransaction(
+    pool,
+    async (client) => (await client.query<{ n: number }>("select count(*)::int as n from orgs")).rows,
+  );
   assert.deepEqual(count, [{ n: 0 }]);
   assert.equal(pool.totalCount, 1);
   assert.equal(pool.idleCount, 1);

@@ -34,9 +34,10 @@ class PreparingClient extends pg.Client {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg.Client#query's overloads, passed through as they are
   override query(...args: unknown[]): any {
     const [config, values, callback] = args;
-    const call = typeof config === "string" && Array.isArray(values) && values.length > 0
-      ? [{ name: statementName(config), text: config, values }, callback]
-      : args;
+    const call =
+      typeof config === "string" && Array.isArray(values) && values.length > 0
+        ? [{ name: statementName(config), text: config, values }, callback]
+        : args;
     return (super.query as (...a: unknown[]) => unknown).apply(this, call);
   }
 }
@@ -64,7 +65,11 @@ const RETRYABLE = new Set(["40P01", "40001"]);
  * touch the database), up to three times: waking one run while granting another's lease locks
  * two run rows, and such cycles are rare but legitimate.
  */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, opts: TransactionOptions = {}): Promise<T> {
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient) => Promise<T>,
+  opts: TransactionOptions = {},
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await transactionOnce(pool, fn, opts);

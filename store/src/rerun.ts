@@ -9,7 +9,10 @@ import { getRunInternal } from "./runs.js";
  * kept prefix no longer reproduces, the replay fails with the determinism error. A rerun of an
  * untrusted run is untrusted.
  */
-export const createRerun = async (tx: PoolClient, r: { projectId: string; runId: string; site: string; createdBy: string }): Promise<string> => {
+export const createRerun = async (
+  tx: PoolClient,
+  r: { projectId: string; runId: string; site: string; createdBy: string },
+): Promise<string> => {
   const { projectId, runId, createdBy } = r;
   const source = await getRunInternal(tx, runId);
   if (!source || source.project_id !== projectId) throw new FlowError("not_found", `run ${runId} not found`);
@@ -20,10 +23,13 @@ export const createRerun = async (tx: PoolClient, r: { projectId: string; runId:
   );
   const at = rows[0]?.position;
   if (at === undefined) {
-    throw new FlowError("not_found", `run ${runId} has no recorded step ${name}#${ordinal}`, { hint: `list its steps with \`flow steps ${runId}\`` });
+    throw new FlowError("not_found", `run ${runId} has no recorded step ${name}#${ordinal}`, {
+      hint: `list its steps with \`flow steps ${runId}\``,
+    });
   }
   const pending = await tx.query(`select 1 from journal where run_id = $1 and position < $2 and status <> 'done'`, [runId, at]);
-  if ((pending.rowCount ?? 0) > 0) throw new FlowError("conflict", `run ${runId} has calls before ${name}#${ordinal} that never completed; rerun from an earlier step`);
+  if ((pending.rowCount ?? 0) > 0)
+    throw new FlowError("conflict", `run ${runId} has calls before ${name}#${ordinal} that never completed; rerun from an earlier step`);
   const created = await createRun(tx, {
     projectId,
     workflow: source.workflow,

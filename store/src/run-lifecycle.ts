@@ -8,8 +8,18 @@
  */
 import type { PoolClient } from "pg";
 import {
-  FlowError, HANDLER_RUNS_IN_FLIGHT_LIMIT, RUN_STATUSES, assertStorableJson, isTerminalStatus, lifecyclePayload, newRunDefaults, trustOf,
-  type LifecycleType, type NewRun, type RunRequest, type ValueMasker,
+  FlowError,
+  HANDLER_RUNS_IN_FLIGHT_LIMIT,
+  RUN_STATUSES,
+  assertStorableJson,
+  isTerminalStatus,
+  lifecyclePayload,
+  newRunDefaults,
+  trustOf,
+  type LifecycleType,
+  type NewRun,
+  type RunRequest,
+  type ValueMasker,
 } from "@flowsvc/core";
 import { emitEvent } from "./emit.js";
 import { findProjectById } from "./tenancy.js";
@@ -31,10 +41,25 @@ const runColumns = (runs: readonly NewRun[]): unknown[] => {
   const col = <T>(f: (r: NewRun) => T): T[] => runs.map(f);
   const json = (f: (r: NewRun) => unknown): string[] => runs.map((r) => JSON.stringify(f(r)));
   return [
-    col((r) => r.id), col((r) => r.projectId), col((r) => r.workflow), col((r) => r.source), col((r) => r.filename),
-    json((r) => r.interpreter), json((r) => r.env), json((r) => r.tags), json((r) => r.trigger), col((r) => r.idempotencyKey),
-    col((r) => r.createdBy), col((r) => r.parentRunId), col((r) => (r.retry ? JSON.stringify(r.retry) : null)), col((r) => r.rerunOf),
-    col((r) => r.trusted), json((r) => r.capabilities), col((r) => r.handlerName), col((r) => r.eventId), col((r) => r.generation),
+    col((r) => r.id),
+    col((r) => r.projectId),
+    col((r) => r.workflow),
+    col((r) => r.source),
+    col((r) => r.filename),
+    json((r) => r.interpreter),
+    json((r) => r.env),
+    json((r) => r.tags),
+    json((r) => r.trigger),
+    col((r) => r.idempotencyKey),
+    col((r) => r.createdBy),
+    col((r) => r.parentRunId),
+    col((r) => (r.retry ? JSON.stringify(r.retry) : null)),
+    col((r) => r.rerunOf),
+    col((r) => r.trusted),
+    json((r) => r.capabilities),
+    col((r) => r.handlerName),
+    col((r) => r.eventId),
+    col((r) => r.generation),
     col(() => mintId("job")),
   ];
 };
@@ -98,11 +123,15 @@ export const createRuns = async (tx: PoolClient, requests: readonly RunRequest[]
   // after the locks, so its snapshot sees every emit that held them before.
   const projects = [...new Set(runs.filter((r) => r.handlerName !== null).map((r) => r.projectId))].sort();
   if (projects.length > 0) {
-    await tx.query(`select pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16)) from (select unnest($1::text[]) as p order by 1) o`, [
-      projects,
-    ]);
+    await tx.query(
+      `select pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16)) from (select unnest($1::text[]) as p order by 1) o`,
+      [projects],
+    );
   }
-  const { rows } = await tx.query<{ kind: "run" | "over"; id: string; n: number }>(CREATE_RUNS_SQL, [...runColumns(runs), HANDLER_RUNS_IN_FLIGHT_LIMIT]);
+  const { rows } = await tx.query<{ kind: "run" | "over"; id: string; n: number }>(CREATE_RUNS_SQL, [
+    ...runColumns(runs),
+    HANDLER_RUNS_IN_FLIGHT_LIMIT,
+  ]);
   return {
     created: new Set(rows.filter((r) => r.kind === "run").map((r) => r.id)),
     overLimit: new Map(rows.filter((r) => r.kind === "over").map((r) => [r.id, r.n])),
@@ -114,7 +143,10 @@ export const createRuns = async (tx: PoolClient, requests: readonly RunRequest[]
  * idempotency key already used in the project, nothing is written and the first run's id comes
  * back with `duplicate: true`.
  */
-export const createRun = async (tx: PoolClient, request: Omit<RunRequest, "id"> & { id?: string }): Promise<{ id: string; duplicate: boolean }> => {
+export const createRun = async (
+  tx: PoolClient,
+  request: Omit<RunRequest, "id"> & { id?: string },
+): Promise<{ id: string; duplicate: boolean }> => {
   const id = request.id ?? mintId("run");
   const { created } = await createRuns(tx, [{ ...request, id }]);
   if (created.has(id)) return { id, duplicate: false };
@@ -141,7 +173,15 @@ const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: 
   const payload = lifecyclePayload({ ...run, org: project?.org ?? "", project: project?.project ?? "" }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
-  await emitEvent(db, { projectId: run.project_id, type, key, payload, sourceRunId: run.id, trusted: trustOf({ by: "run", run }), platform: true });
+  await emitEvent(db, {
+    projectId: run.project_id,
+    type,
+    key,
+    payload,
+    sourceRunId: run.id,
+    trusted: trustOf({ by: "run", run }),
+    platform: true,
+  });
 };
 
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */
@@ -155,7 +195,9 @@ export type RunOutcome =
   | { status: "cancelled"; reason: string };
 
 /** The columns a terminal status writes, and the fields its `run.*` event adds. */
-const outcomeColumns = (o: RunOutcome): { output: Record<string, unknown> | null; error: string | null; extra: Record<string, unknown> } => {
+const outcomeColumns = (
+  o: RunOutcome,
+): { output: Record<string, unknown> | null; error: string | null; extra: Record<string, unknown> } => {
   switch (o.status) {
     case "succeeded":
       return { output: o.output, error: null, extra: { output: o.output } };

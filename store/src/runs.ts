@@ -34,11 +34,26 @@ const VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interp
   attempt, retry, parent_run_id, rerun_of, output, error, annotations, created_at, started_at, finished_at`;
 
 interface RunRowRaw {
-  id: string; workflow: string; status: RunStatus; substate: RunView["substate"]; deadline: Date | null;
-  filename: string; interpreter: string[]; tags: string[]; trigger: Record<string, unknown>;
-  idempotency_key: string | null; attempt: number; retry: RunView["retry"]; parent_run_id: string | null; rerun_of: string | null;
-  output: Record<string, unknown> | null; error: string | null; annotations: RunView["annotations"];
-  created_at: Date; started_at: Date | null; finished_at: Date | null;
+  id: string;
+  workflow: string;
+  status: RunStatus;
+  substate: RunView["substate"];
+  deadline: Date | null;
+  filename: string;
+  interpreter: string[];
+  tags: string[];
+  trigger: Record<string, unknown>;
+  idempotency_key: string | null;
+  attempt: number;
+  retry: RunView["retry"];
+  parent_run_id: string | null;
+  rerun_of: string | null;
+  output: Record<string, unknown> | null;
+  error: string | null;
+  annotations: RunView["annotations"];
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
 }
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
@@ -91,16 +106,28 @@ export interface RunInternal {
 
 /** RunInternal's columns, for every query that reads one (getRunInternal, jobAndRunByToken). */
 export const RUN_INTERNAL_COLUMNS = [
-  "id", "project_id", "workflow", "status", "source", "filename", "interpreter", "env", "tags", "trigger", "output", "error", "event_id",
-  "handler_name", "trusted",
+  "id",
+  "project_id",
+  "workflow",
+  "status",
+  "source",
+  "filename",
+  "interpreter",
+  "env",
+  "tags",
+  "trigger",
+  "output",
+  "error",
+  "event_id",
+  "handler_name",
+  "trusted",
 ] as const satisfies ReadonlyArray<keyof RunInternal>;
 const RUN_INTERNAL_SELECT = RUN_INTERNAL_COLUMNS.join(", ");
 
 export const getRunInternal = async (db: Db, runId: string, forUpdate = false): Promise<RunInternal | undefined> => {
-  const { rows } = await db.query<RunInternal>(
-    `select ${RUN_INTERNAL_SELECT} from runs where id = $1 ${forUpdate ? "for update" : ""}`,
-    [runId],
-  );
+  const { rows } = await db.query<RunInternal>(`select ${RUN_INTERNAL_SELECT} from runs where id = $1 ${forUpdate ? "for update" : ""}`, [
+    runId,
+  ]);
   return rows[0];
 };
 

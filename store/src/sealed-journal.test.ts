@@ -33,10 +33,17 @@ before(async () => {
   keyring = await Keyring.create(db.pool, randomBytes(32));
   const orgId = mintId("org");
   await db.pool.query(`insert into orgs (id, name) values ($1, 'o')`, [orgId]);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [orgId, Buffer.from(await keyring.newWrappedOrgKey(orgId))]);
+  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
+    orgId,
+    Buffer.from(await keyring.newWrappedOrgKey(orgId)),
+  ]);
   scope = { orgId, projectId: mintId("prj") };
   other = { orgId, projectId: mintId("prj") };
-  await db.pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p'), ($3, $2, 'q')`, [scope.projectId, orgId, other.projectId]);
+  await db.pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p'), ($3, $2, 'q')`, [
+    scope.projectId,
+    orgId,
+    other.projectId,
+  ]);
 });
 after(async () => db?.drop());
 
@@ -50,7 +57,10 @@ void test("a sealed step result holds no plaintext and opens to the recorded val
   assert.ok(sealed.startsWith(SEALED_JOURNAL_PREFIX));
   assert.ok(!sealed.includes(SECRET) && !sealed.includes(stepResult.stdout_b64));
   for (const run of [source, rerun, rerunOfRerun]) {
-    const [entry] = await openJournal(db.pool, keyring, scope, { runId: run, entries: [{ position: 3, kind: "step", name: "s", ordinal: 0, status: "done" as const, result: sealed }] });
+    const [entry] = await openJournal(db.pool, keyring, scope, {
+      runId: run,
+      entries: [{ position: 3, kind: "step", name: "s", ordinal: 0, status: "done" as const, result: sealed }],
+    });
     assert.deepEqual(entry!.result, stepResult, run);
   }
   assert.deepEqual([...(await runLineage(db.pool, rerunOfRerun))].sort(), [source, rerun, rerunOfRerun].sort());
@@ -60,8 +70,14 @@ void test("a sealed step result copied to another run, another position or anoth
   const source = await newRun(scope.projectId);
   const stranger = await newRun(scope.projectId);
   const sealed = await sealStepResult(keyring, scope, { runId: source, position: 0 }, stepResult);
-  await assert.rejects(openJournalResult(keyring, scope, await runLineage(db.pool, stranger), { position: 0, result: sealed }), /sealed for run-.*#0, not for this run/);
-  await assert.rejects(openJournalResult(keyring, scope, await runLineage(db.pool, source), { position: 1, result: sealed }), /not for this run and position/);
+  await assert.rejects(
+    openJournalResult(keyring, scope, await runLineage(db.pool, stranger), { position: 0, result: sealed }),
+    /sealed for run-.*#0, not for this run/,
+  );
+  await assert.rejects(
+    openJournalResult(keyring, scope, await runLineage(db.pool, source), { position: 1, result: sealed }),
+    /not for this run and position/,
+  );
   await assert.rejects(openJournalResult(keyring, other, new Set([source]), { position: 0, result: sealed }), /could not be opened/);
   // The name in the sealed string is bound by the seal: rewriting it to this run fails to open.
   const relabelled = sealed.replace(source, stranger);
@@ -77,11 +93,21 @@ void test("an activity's sealed stdout opens inside its result; plain results wr
   const entries = [
     { position: 0, kind: "activity", name: "a", ordinal: 0, status: "done" as const, result: { stdout_b64: sealed, exit: 4 } },
     { position: 1, kind: "step", name: "old", ordinal: 0, status: "done" as const, result: stepResult },
-    { position: 2, kind: "wait-signal", name: "go", ordinal: 0, status: "done" as const, result: { payload: "flowsvc-sealed:1:not-base64!" } },
+    {
+      position: 2,
+      kind: "wait-signal",
+      name: "go",
+      ordinal: 0,
+      status: "done" as const,
+      result: { payload: "flowsvc-sealed:1:not-base64!" },
+    },
     { position: 3, kind: "sleep", name: "", ordinal: 0, status: "pending" as const, result: null },
   ];
   const opened = await openJournal(db.pool, keyring, scope, { runId: run, entries });
-  assert.deepEqual(opened.map((e) => e.result), [{ stdout_b64: stdout, exit: 4 }, stepResult, { payload: "flowsvc-sealed:1:not-base64!" }, null]);
+  assert.deepEqual(
+    opened.map((e) => e.result),
+    [{ stdout_b64: stdout, exit: 4 }, stepResult, { payload: "flowsvc-sealed:1:not-base64!" }, null],
+  );
   const plain = await openJournal(db.pool, keyring, scope, { runId: run, entries: entries.slice(1) });
   assert.deepEqual(plain, entries.slice(1));
 });

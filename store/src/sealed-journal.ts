@@ -1,6 +1,11 @@
 import type { Pool, PoolClient } from "pg";
 import {
-  FlowError, formatSealedJournalValue, parseSealedJournalValue, stepOfSealName, stepSealName, type JournalEntry,
+  FlowError,
+  formatSealedJournalValue,
+  parseSealedJournalValue,
+  stepOfSealName,
+  stepSealName,
+  type JournalEntry,
 } from "@flowsvc/core";
 import type { Keyring } from "./keyring.js";
 
@@ -31,8 +36,12 @@ export const sealStepResult = async (keyring: Keyring, scope: JournalSealScope, 
   sealAs(keyring, scope, stepSealName(step.runId, step.position), JSON.stringify(result ?? null));
 
 /** An activity's stdout (base64) as stored: sealed, bound to the activity. */
-export const sealActivityOutput = async (keyring: Keyring, scope: JournalSealScope, activityId: string, stdoutB64: string): Promise<string> =>
-  sealAs(keyring, scope, activityId, stdoutB64);
+export const sealActivityOutput = async (
+  keyring: Keyring,
+  scope: JournalSealScope,
+  activityId: string,
+  stdoutB64: string,
+): Promise<string> => sealAs(keyring, scope, activityId, stdoutB64);
 
 /** The run and the runs it was rerun from, newest first: a rerun keeps its source's sealed steps. */
 export const runLineage = async (db: Db, runId: string): Promise<Set<string>> => {
@@ -62,7 +71,10 @@ export const openJournalResult = async (
   if (whole) {
     const step = stepOfSealName(whole.name);
     if (!step || step.position !== entry.position || !lineage.has(step.runId)) {
-      throw new FlowError("internal", `the sealed result at call #${entry.position} was sealed for ${whole.name}, not for this run and position`);
+      throw new FlowError(
+        "internal",
+        `the sealed result at call #${entry.position} was sealed for ${whole.name}, not for this run and position`,
+      );
     }
     return JSON.parse(await openAs(keyring, scope, whole.name, whole.base64)) as unknown;
   }

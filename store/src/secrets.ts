@@ -21,18 +21,17 @@ export const upsertSecret = async (db: Db, projectId: string, name: string, seal
 };
 
 export const listSecrets = async (db: Db, projectId: string): Promise<SecretMeta[]> => {
-  const { rows } = await db.query<{ name: string; set_at: Date }>(
-    `select name, set_at from secrets where project_id = $1 order by name`,
-    [projectId],
-  );
+  const { rows } = await db.query<{ name: string; set_at: Date }>(`select name, set_at from secrets where project_id = $1 order by name`, [
+    projectId,
+  ]);
   return rows.map((r) => ({ name: r.name, set_at: r.set_at.toISOString() }));
 };
 
 export const getSecretMeta = async (db: Db, projectId: string, name: string): Promise<SecretMeta | undefined> => {
-  const { rows } = await db.query<{ name: string; set_at: Date }>(
-    `select name, set_at from secrets where project_id = $1 and name = $2`,
-    [projectId, name],
-  );
+  const { rows } = await db.query<{ name: string; set_at: Date }>(`select name, set_at from secrets where project_id = $1 and name = $2`, [
+    projectId,
+    name,
+  ]);
   const r = rows[0];
   return r ? { name: r.name, set_at: r.set_at.toISOString() } : undefined;
 };
@@ -44,7 +43,10 @@ export const deleteSecret = async (db: Db, projectId: string, name: string): Pro
 
 /** Sealed values of every secret of a project, for resolution at claim. */
 export const loadSealedSecrets = async (db: Db, projectId: string): Promise<Array<{ name: string; sealed: Uint8Array }>> => {
-  const { rows } = await db.query<{ name: string; sealed: Buffer }>(`select name, sealed from secrets where project_id = $1 order by name`, [projectId]);
+  const { rows } = await db.query<{ name: string; sealed: Buffer }>(
+    `select name, sealed from secrets where project_id = $1 order by name`,
+    [projectId],
+  );
   return rows;
 };
 
@@ -89,7 +91,10 @@ export const runSecretScope = async (db: Db, runId: string): Promise<{ projectId
 };
 
 /** The stamp of a project's secrets (see runSecretScope) and its org. */
-export const projectSecretScope = async (db: Db, projectId: string): Promise<{ projectId: string; orgId: string; stamp: string } | undefined> => {
+export const projectSecretScope = async (
+  db: Db,
+  projectId: string,
+): Promise<{ projectId: string; orgId: string; stamp: string } | undefined> => {
   const { rows } = await db.query<{ org_id: string; stamp: string }>(
     `select p.org_id,
             (select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')

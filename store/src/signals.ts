@@ -4,7 +4,12 @@ import { pendingEntries, settleWait, type WaitEntry } from "./journal-entries.js
 import { wakeRun } from "./wake.js";
 
 /** Takes the oldest unclaimed signal of (run, name) for the wait at `position`, if one is queued. */
-export const claimSignal = async (tx: PoolClient, runId: string, name: string, position: number): Promise<{ payload: unknown } | undefined> => {
+export const claimSignal = async (
+  tx: PoolClient,
+  runId: string,
+  name: string,
+  position: number,
+): Promise<{ payload: unknown } | undefined> => {
   const { rows } = await tx.query<{ payload: unknown }>(
     `update signals set claimed_position = $3
       where id = (select id from signals where run_id = $1 and name = $2 and claimed_position is null order by id limit 1 for update)
@@ -34,14 +39,23 @@ export interface SentSignal {
   sentBy: string;
 }
 
-export const deliverSignal = async (tx: PoolClient, runId: string, { name, payload, sentBy }: SentSignal): Promise<{ delivered: boolean }> => {
+export const deliverSignal = async (
+  tx: PoolClient,
+  runId: string,
+  { name, payload, sentBy }: SentSignal,
+): Promise<{ delivered: boolean }> => {
   const { rows } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [runId]);
   const status = rows[0]?.status;
   if (!status) throw new FlowError("not_found", `run ${runId} not found`);
   if (isTerminalStatus(status)) {
     throw new FlowError("conflict", `run ${runId} has ${status}; it takes no more signals`);
   }
-  await tx.query(`insert into signals (run_id, name, payload, sent_by) values ($1, $2, $3, $4)`, [runId, name, JSON.stringify(payload ?? null), sentBy]);
+  await tx.query(`insert into signals (run_id, name, payload, sent_by) values ($1, $2, $3, $4)`, [
+    runId,
+    name,
+    JSON.stringify(payload ?? null),
+    sentBy,
+  ]);
   let delivered = false;
   for (const waiter of await pendingEntries(tx, runId, ["wait-signal"], name)) {
     const after = await evaluateSignalWait(tx, runId, waiter, false);

@@ -13,7 +13,11 @@ export interface StateCell {
 }
 
 export const getState = async (db: Db, { projectId, scope, key }: StateCell): Promise<{ found: boolean; value: unknown }> => {
-  const { rows } = await db.query<{ value: unknown }>(`select value from state_cells where project_id = $1 and scope = $2 and key = $3`, [projectId, scope, key]);
+  const { rows } = await db.query<{ value: unknown }>(`select value from state_cells where project_id = $1 and scope = $2 and key = $3`, [
+    projectId,
+    scope,
+    key,
+  ]);
   return rows[0] ? { found: true, value: rows[0].value } : { found: false, value: null };
 };
 

@@ -11,7 +11,9 @@ export type SystemUser = { name: string; uid: number; gid: number };
 
 /** The user's entry in /etc/passwd, or undefined when there is none. */
 export const lookupUser = (name: string): SystemUser | undefined => {
-  const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.startsWith(`${name}:`));
+  const line = readFileSync("/etc/passwd", "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(`${name}:`));
   const [, , uid, gid] = line?.split(":") ?? [];
   if (uid === undefined || gid === undefined || !/^\d+$/.test(uid) || !/^\d+$/.test(gid)) return undefined;
   return { name, uid: Number(uid), gid: Number(gid) };
@@ -19,7 +21,21 @@ export const lookupUser = (name: string): SystemUser | undefined => {
 
 /** How a system user is created: shadow's useradd (Debian, Fedora...), then busybox's adduser (Alpine). */
 const CREATORS: ReadonlyArray<{ cmd: string; args: (name: string, comment: string) => string[] }> = [
-  { cmd: "useradd", args: (name, comment) => ["--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--comment", comment, name] },
+  {
+    cmd: "useradd",
+    args: (name, comment) => [
+      "--system",
+      "--user-group",
+      "--no-create-home",
+      "--home-dir",
+      "/nonexistent",
+      "--shell",
+      "/usr/sbin/nologin",
+      "--comment",
+      comment,
+      name,
+    ],
+  },
   { cmd: "adduser", args: (name, comment) => ["-S", "-D", "-H", "-h", "/nonexistent", "-s", "/sbin/nologin", "-g", comment, name] },
 ];
 
@@ -32,13 +48,19 @@ export const ensureSystemUser = (name: string, purpose: string): SystemUser => {
   if (existing) return existing;
   const tried: string[] = [];
   for (const { cmd, args } of CREATORS) {
-    const r = spawnSync(cmd, args(name, `flowsvc ${purpose}`), { encoding: "utf8", timeout: 30_000, env: { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" } });
+    const r = spawnSync(cmd, args(name, `flowsvc ${purpose}`), {
+      encoding: "utf8",
+      timeout: 30_000,
+      env: { PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" },
+    });
     // Another process may have created it meanwhile (useradd then exits 9): look again either way.
     const made = lookupUser(name);
     if (made) return made;
     tried.push(r.error ? `${cmd}: ${r.error.message}` : `${cmd}: ${(r.stderr || r.stdout || `exit ${r.status}`).trim()}`);
   }
-  throw new Error(`flowsvc runs as root and runs ${purpose} as the unprivileged user "${name}", which does not exist and could not be created (${tried.join("; ")})`);
+  throw new Error(
+    `flowsvc runs as root and runs ${purpose} as the unprivileged user "${name}", which does not exist and could not be created (${tried.join("; ")})`,
+  );
 };
 
 /**

@@ -118,7 +118,11 @@ export const bootstrapTenancy = async (
   await db.query(`insert into projects (id, org_id, name) values ($1, $2, 'default')`, [ids.projectId, ids.orgId]);
   await db.query(`insert into users (id, name) values ($1, 'admin')`, [ids.userId]);
   await db.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'admin')`, [ids.projectId, ids.userId]);
-  await db.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'bootstrap')`, [ids.tokenId, ids.userId, tokenDigest]);
+  await db.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'bootstrap')`, [
+    ids.tokenId,
+    ids.userId,
+    tokenDigest,
+  ]);
   return true;
 };
 
@@ -136,5 +140,10 @@ export const createUserWithToken = async (
   const { name, projectId, role, tokenDigest } = user;
   await db.query(`insert into users (id, name) values ($1, $2)`, [ids.userId, name]);
   await db.query(`insert into memberships (project_id, user_id, role) values ($1, $2, $3)`, [projectId, ids.userId, role]);
-  await db.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, $4)`, [ids.tokenId, ids.userId, tokenDigest, name]);
+  await db.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, $4)`, [
+    ids.tokenId,
+    ids.userId,
+    tokenDigest,
+    name,
+  ]);
 };

@@ -107,7 +107,9 @@ export async function ensureTemplateDatabase(admin: TestCluster, name: string = 
     await client.query(`select pg_advisory_lock(${TEMPLATE_LOCK_KEY})`);
     try {
       const { rows } = await client.query<{ stamp: string | null }>(
-        "select shobj_description(oid, 'pg_database') as stamp from pg_database where datname = $1", [name]);
+        "select shobj_description(oid, 'pg_database') as stamp from pg_database where datname = $1",
+        [name],
+      );
       if (rows[0]?.stamp === stamp) return { rebuilt: false };
       if (rows.length > 0) await client.query(`drop database ${db} with (force)`);
       await client.query(`create database ${db} template template0`);

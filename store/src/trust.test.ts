@@ -42,7 +42,11 @@ const newRun = async (projectId: string, trusted: boolean): Promise<{ runId: str
 
 const addHandler = (projectId: string, name: string, on: string[], credentials: Record<string, string> = {}) =>
   db.pool.query(`insert into handlers (project_id, name, patterns, reaction, credentials) values ($1, $2, $3, $4, $5)`, [
-    projectId, name, on, JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }), JSON.stringify(credentials),
+    projectId,
+    name,
+    on,
+    JSON.stringify({ kind: "script", source: "echo hi\n", filename: "h.sh" }),
+    JSON.stringify(credentials),
   ]);
 
 const call = (runId: string, req: Partial<CallRequest> & Pick<CallRequest, "position" | "kind">) =>
@@ -56,16 +60,20 @@ const eventTrust = async (eventId: string): Promise<boolean> =>
 
 /** Every handler run in the project, as [handler, trusted]. */
 const handlerRuns = async (projectId: string): Promise<Array<[string, boolean]>> =>
-  (await db.pool.query<{ handler_name: string; trusted: boolean }>(
-    `select handler_name, trusted from runs where project_id = $1 and handler_name is not null order by handler_name, created_at`,
-    [projectId],
-  )).rows.map((r) => [r.handler_name, r.trusted]);
+  (
+    await db.pool.query<{ handler_name: string; trusted: boolean }>(
+      `select handler_name, trusted from runs where project_id = $1 and handler_name is not null order by handler_name, created_at`,
+      [projectId],
+    )
+  ).rows.map((r) => [r.handler_name, r.trusted]);
 
 /** The events a run caused, as [type, trusted], in order. */
 const eventsFrom = async (runId: string): Promise<Array<[string, boolean]>> =>
-  (await db.pool.query<{ type: string; trusted: boolean }>(`select type, trusted from events where source_run_id = $1 order by seq`, [runId])).rows.map(
-    (r) => [r.type, r.trusted],
-  );
+  (
+    await db.pool.query<{ type: string; trusted: boolean }>(`select type, trusted from events where source_run_id = $1 order by seq`, [
+      runId,
+    ])
+  ).rows.map((r) => [r.type, r.trusted]);
 
 const spawn = async (runId: string, position = 0): Promise<string> => {
   const r = await call(runId, { position, kind: "spawn", args: { source: "echo child\n", filename: "child.sh" } });
@@ -98,7 +106,15 @@ for (const trusted of [false, true]) {
     const r = await call(runId, { position: 0, kind: "emit", args: { type: "deploy.requested", payload: { sha: "abc" } } });
     assert.equal(r.status, "done");
     assert.equal(await eventTrust((r.entry.result as { event_id: string }).event_id), trusted);
-    assert.deepEqual(await handlerRuns(p), trusted ? [["deployer", true], ["on-deploy", true]] : [["on-deploy", false]]);
+    assert.deepEqual(
+      await handlerRuns(p),
+      trusted
+        ? [
+            ["deployer", true],
+            ["on-deploy", true],
+          ]
+        : [["on-deploy", false]],
+    );
   });
 
   void test(`${a} ${what} run's run.* events are ${what}, and so are the handler runs they feed`, async () => {
@@ -113,8 +129,22 @@ for (const trusted of [false, true]) {
   void test(`flow rerun of ${a} ${what} run is ${what}, even at a person's request`, async () => {
     const p = await newProject();
     const { runId } = await newRun(p, trusted);
-    await recordJournal(db.pool, runId, { position: 0, kind: "step", name: "build", ordinal: 0, status: "done", result: { exit: 0, stdout_b64: "" } });
-    await recordJournal(db.pool, runId, { position: 1, kind: "step", name: "deploy", ordinal: 0, status: "done", result: { exit: 0, stdout_b64: "" } });
+    await recordJournal(db.pool, runId, {
+      position: 0,
+      kind: "step",
+      name: "build",
+      ordinal: 0,
+      status: "done",
+      result: { exit: 0, stdout_b64: "" },
+    });
+    await recordJournal(db.pool, runId, {
+      position: 1,
+      kind: "step",
+      name: "deploy",
+      ordinal: 0,
+      status: "done",
+      result: { exit: 0, stdout_b64: "" },
+    });
     await db.pool.query(`update runs set status = 'succeeded' where id = $1`, [runId]);
     const rerun = await withTransaction(db.pool, (tx) => createRerun(tx, { projectId: p, runId, site: "deploy", createdBy: userId }));
     assert.equal(await runTrust(rerun), trusted);
@@ -130,7 +160,9 @@ void test("a trusted run whose flow wait-event receives an untrusted event is un
     return runId;
   };
   const receivesTrusted = await waiter();
-  await withTransaction(db.pool, (tx) => emitEvent(tx, { projectId: p, type: "pr.opened", key: null, payload: { n: 1 }, sourceRunId: null, trusted: true }));
+  await withTransaction(db.pool, (tx) =>
+    emitEvent(tx, { projectId: p, type: "pr.opened", key: null, payload: { n: 1 }, sourceRunId: null, trusted: true }),
+  );
   assert.equal(await runTrust(receivesTrusted), true);
 
   const receivesUntrusted = await waiter();
@@ -194,12 +226,34 @@ void test("a run or event insert that leaves out trusted is refused by Postgres:
 void test("createRun takes trusted as a required field, and writes what it is given", async () => {
   const p = await newProject();
   const run = (trusted: boolean): RunRequest => ({
-    id: mintId("run"), projectId: p, workflow: SCRIPT_WORKFLOW, source: "", filename: "s.sh", interpreter: ["bash"], env: {}, tags: [], trigger: {},
-    idempotencyKey: null, createdBy: null, trusted,
+    id: mintId("run"),
+    projectId: p,
+    workflow: SCRIPT_WORKFLOW,
+    source: "",
+    filename: "s.sh",
+    interpreter: ["bash"],
+    env: {},
+    tags: [],
+    trigger: {},
+    idempotencyKey: null,
+    createdBy: null,
+    trusted,
   });
   // Compile-time half: a RunRequest without trusted does not typecheck (an unused expect-error fails the build).
   // @ts-expect-error trusted is required
-  const missing: RunRequest = { id: "x", projectId: p, workflow: SCRIPT_WORKFLOW, source: "", filename: "s.sh", interpreter: [], env: {}, tags: [], trigger: {}, idempotencyKey: null, createdBy: null };
+  const missing: RunRequest = {
+    id: "x",
+    projectId: p,
+    workflow: SCRIPT_WORKFLOW,
+    source: "",
+    filename: "s.sh",
+    interpreter: [],
+    env: {},
+    tags: [],
+    trigger: {},
+    idempotencyKey: null,
+    createdBy: null,
+  };
   assert.equal("trusted" in missing, false);
   for (const trusted of [false, true]) {
     const r = await withTransaction(db.pool, (tx) => createRun(tx, run(trusted)));

@@ -62,7 +62,9 @@ export const suspendJob = async (tx: PoolClient, jobId: string, runId: string): 
     `select wake_requested, status from runs where id = $1 for update`,
     [runId],
   );
-  await tx.query(`update jobs set status = 'suspended', token_digest = null, lease_expires_at = null, updated_at = now() where id = $1`, [jobId]);
+  await tx.query(`update jobs set status = 'suspended', token_digest = null, lease_expires_at = null, updated_at = now() where id = $1`, [
+    jobId,
+  ]);
   const run = runRows[0];
   if (!run || isTerminalStatus(run.status)) return "parked";
   // A wait already due (a zero-length sleep, a bounded wait past its deadline) resolves now

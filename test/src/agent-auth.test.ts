@@ -41,7 +41,10 @@ void test("no token, a user's API token or a token of no known kind on /agent/v1
   for (const route of ROUTES) {
     const none = await post(route, undefined);
     assert.equal(none.status, 401, `${route} without a token: ${none.text}`);
-    assert.match(none.text, /"code":"unauthenticated".*the agent API needs a job token \(Authorization: Bearer job_\.\.\.\); none was sent/);
+    assert.match(
+      none.text,
+      /"code":"unauthenticated".*the agent API needs a job token \(Authorization: Bearer job_\.\.\.\); none was sent/,
+    );
     const user = await post(route, `Bearer ${server.token}`);
     assert.equal(user.status, 401, `${route} with the admin's API token: ${user.text}`);
     assert.match(user.text, /"code":"unauthenticated".*needs a job token .*this is not one/);
@@ -64,7 +67,10 @@ void test("a job token whose job finished is still 409 job_lost, as is one the s
   assert.ok(server.databaseUrl);
   const pool = new pg.Pool({ connectionString: server.databaseUrl });
   try {
-    const { rowCount } = await pool.query(`update jobs set token_digest = $2 where run_id = $1 and status = 'done'`, [run, finished.digest]);
+    const { rowCount } = await pool.query(`update jobs set token_digest = $2 where run_id = $1 and status = 'done'`, [
+      run,
+      finished.digest,
+    ]);
     assert.equal(rowCount, 1);
   } finally {
     await pool.end();

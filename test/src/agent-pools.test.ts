@@ -27,10 +27,11 @@ after(async () => {
 });
 
 const runStatus = async (id: string): Promise<string> => {
-  const res = await fetch(`${server.url}/api/v1/orgs/default/projects/default/runs/${id}`, { headers: { authorization: `Bearer ${server.token}` } });
+  const res = await fetch(`${server.url}/api/v1/orgs/default/projects/default/runs/${id}`, {
+    headers: { authorization: `Bearer ${server.token}` },
+  });
   return ((await res.json()) as { status: string }).status;
 };
-
 
 void test("a server started without --agent-pool runs a script handler: its default agents advertise polyglot", async () => {
   const handler = join(dir, "h.sh");
@@ -51,7 +52,11 @@ void test("a job that needs a capability no agent pool advertises makes the serv
   const r = await server.cli(["submit", file]);
   assert.equal(r.code, 0, r.stderr);
   const runId = r.stdout.trim();
-  const warning = (): string | undefined => server.output().split("\n").find((l) => l.includes("capabilities gpu"));
+  const warning = (): string | undefined =>
+    server
+      .output()
+      .split("\n")
+      .find((l) => l.includes("capabilities gpu"));
   await waitFor("the warning", () => warning() !== undefined);
   assert.match(warning()!, /no agent pool of this server advertises; start one with --agent-pool gpu:<n>/);
   assert.equal(await runStatus(runId), "parked", "the run waits for its activity, which waits for an agent");

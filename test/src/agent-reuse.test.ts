@@ -31,18 +31,38 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const { submit } = runKit(() => server, () => dir);
+const { submit } = runKit(
+  () => server,
+  () => dir,
+);
 /** The same helpers on a test's own server. */
-const on = (own: TestServer): RunKit => runKit(() => own, () => dir);
+const on = (own: TestServer): RunKit =>
+  runKit(
+    () => own,
+    () => dir,
+  );
 
 /** The `key=value` pairs a script printed on lines starting with `tag`. */
 const fields = (stdout: string, tag: string): Array<Record<string, string>> =>
-  stdout.split("\n").filter((l) => l.startsWith(`${tag} `)).map((l) => Object.fromEntries(l.slice(tag.length + 1).split(" ").map((kv) => kv.split("=") as [string, string])));
+  stdout
+    .split("\n")
+    .filter((l) => l.startsWith(`${tag} `))
+    .map((l) =>
+      Object.fromEntries(
+        l
+          .slice(tag.length + 1)
+          .split(" ")
+          .map((kv) => kv.split("=") as [string, string]),
+      ),
+    );
 
 /** The server's log lines with this message. */
 const serverLog = (msg: string, on: TestServer = server): Array<Record<string, unknown>> =>
-  readFileSync(join(on.dataDir, "server.log"), "utf8").split("\n").filter(Boolean)
-    .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["msg"] === msg);
+  readFileSync(join(on.dataDir, "server.log"), "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => l["msg"] === msg);
 
 void test("successive runs are served by one agent process, each under its own agent id, and each succeeds", async () => {
   const started = serverLog("agent started").length;
@@ -57,10 +77,17 @@ void test("successive runs are served by one agent process, each under its own a
   assert.equal(new Set(seen.map((s) => s["id"])).size, 4, "each dispatch has its own FLOW_AGENT_ID");
   assert.equal(serverLog("agent started").length, started, "no agent process was started for these runs");
   const assigned = serverLog("job assigned").slice(-4);
-  assert.deepEqual(assigned.map((l) => String(l["pid"])), seen.map((s) => s["pid"]));
+  assert.deepEqual(
+    assigned.map((l) => String(l["pid"])),
+    seen.map((s) => s["pid"]),
+  );
   // At the default log level the agents' own info lines, which repeat the server's, stay out of its log.
   const forwarded = serverLog("agent says").map((l) => String(l["agent"]));
-  assert.deepEqual(forwarded.filter((l) => l.includes('"level":"info"')), [], forwarded.join("\n"));
+  assert.deepEqual(
+    forwarded.filter((l) => l.includes('"level":"info"')),
+    [],
+    forwarded.join("\n"),
+  );
 });
 
 void test("a run sees only its own secrets, masks and --env: none of them survive into the next run on the same agent", async () => {
@@ -83,7 +110,9 @@ void test("a run sees only its own secrets, masks and --env: none of them surviv
 });
 
 void test("a durable script with several sleeps completes, every replay pass on the same agent process", async () => {
-  const { r } = await submit("sleeps.sh", `
+  const { r } = await submit(
+    "sleeps.sh",
+    `
 echo "pass pid=$FLOW_AGENT_PID"
 flow step one -- sh -c 'echo ran >> ${dir}/sleeps-one; echo one'
 flow sleep 0s
@@ -92,7 +121,8 @@ flow sleep 0s
 flow sleep 100ms
 flow step three -- echo three
 echo "end"
-`);
+`,
+  );
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const passes = fields(r.stdout, "pass");
   assert.equal(passes.length, 4, r.stdout);
@@ -103,7 +133,9 @@ echo "end"
 
 void test("an agent killed with SIGKILL mid-job: its script is ended, the job is dispatched again to a new agent and the run completes", async () => {
   const file = join(dir, "killed.sh");
-  await writeFile(file, `
+  await writeFile(
+    file,
+    `
 flow step before -- sh -c 'echo ran >> ${dir}/killed-ran; echo before'
 echo "pass pid=$FLOW_AGENT_PID"
 if [ ! -e ${dir}/killed-once ]; then
@@ -113,12 +145,18 @@ if [ ! -e ${dir}/killed-once ]; then
   wait
 fi
 echo "end"
-`);
+`,
+  );
   const submitted = await server.cli(["submit", file]);
   assert.equal(submitted.code, 0, submitted.stderr);
   const run = submitted.stdout.trim();
   const pidsFile = join(dir, "killed-pids");
-  await waitFor("the first pass to start its sleep", () => readFile(pidsFile, "utf8").then((t) => t.endsWith("\n"), () => false));
+  await waitFor("the first pass to start its sleep", () =>
+    readFile(pidsFile, "utf8").then(
+      (t) => t.endsWith("\n"),
+      () => false,
+    ),
+  );
   const [sleepPid = 0, agentPid = 0] = (await readFile(pidsFile, "utf8")).trim().split(" ").map(Number);
   assert.ok(alive(sleepPid) && alive(agentPid));
   process.kill(agentPid, "SIGKILL");
@@ -151,13 +189,21 @@ void test("an agent is replaced after FLOWSVC_AGENT_MAX_JOBS jobs, by a fresh on
       assert.equal(r.code, 0, r.stdout + r.stderr);
       pids.push(fields(r.stdout, "share")[0]?.["pid"] ?? "");
     }
-    for (const pid of new Set(pids)) assert.ok(pids.filter((p) => p === pid).length <= 2, `no agent ran more than 2 jobs: ${pids.join(" ")}`);
+    for (const pid of new Set(pids))
+      assert.ok(pids.filter((p) => p === pid).length <= 2, `no agent ran more than 2 jobs: ${pids.join(" ")}`);
     const reasons = (): string[] => serverLog("agent retiring", own).map((l) => String(l["reason"]));
     assert.ok(reasons().includes("it ran its share of jobs"), reasons().join(", "));
     // A retired agent is replaced at once, before the next job arrives: retiring leaves the pool its size.
-    const order = readFileSync(join(own.dataDir, "server.log"), "utf8").split("\n").filter(Boolean)
+    const order = readFileSync(join(own.dataDir, "server.log"), "utf8")
+      .split("\n")
+      .filter(Boolean)
       .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .filter((l) => l["msg"] === "job assigned" || l["msg"] === "agent started" || (l["msg"] === "agent retiring" && l["reason"] === "it ran its share of jobs"))
+      .filter(
+        (l) =>
+          l["msg"] === "job assigned" ||
+          l["msg"] === "agent started" ||
+          (l["msg"] === "agent retiring" && l["reason"] === "it ran its share of jobs"),
+      )
       .map((l) => (l["msg"] === "agent retiring" ? "retired" : l["msg"] === "agent started" ? "started" : "assigned"));
     for (const [i, what] of order.entries()) {
       if (what !== "retired") continue;
@@ -177,7 +223,10 @@ void test("an idle extra agent exits after FLOWSVC_AGENT_IDLE_MS and the last on
     // Two runs at once keep two agents busy; once both are idle, one of them leaves.
     const pair = await Promise.all(["pair-1.sh", "pair-2.sh"].map((name) => on(own).submit(name, 'echo "share pid=$FLOW_AGENT_PID"\n')));
     for (const { r } of pair) assert.equal(r.code, 0, r.stdout + r.stderr);
-    const live = (): number[] => serverLog("agent started", own).map((l) => Number(l["pid"])).filter(alive);
+    const live = (): number[] =>
+      serverLog("agent started", own)
+        .map((l) => Number(l["pid"]))
+        .filter(alive);
     await waitFor("an idle extra agent to exit", () => live().length === 1 && reasons().includes("idle"), 10_000);
     // The last one's idle timer has fired too, and it stayed: the launcher logs "agent stays".
     const stayed = live();
@@ -187,7 +236,10 @@ void test("an idle extra agent exits after FLOWSVC_AGENT_IDLE_MS and the last on
     assert.equal(next.r.code, 0, next.r.stdout + next.r.stderr);
     assert.equal(Number(fields(next.r.stdout, "share")[0]?.["pid"]), stayed[0], "the agent that stayed took the next job");
     // At debug the agents' own lines join the server's log: each script's pid, say.
-    assert.ok(serverLog("agent says", own).some((l) => String(l["agent"]).includes('"msg":"script started"')), "the agents' info lines at --log-level debug");
+    assert.ok(
+      serverLog("agent says", own).some((l) => String(l["agent"]).includes('"msg":"script started"')),
+      "the agents' info lines at --log-level debug",
+    );
   } finally {
     await own.stop();
   }
@@ -197,14 +249,25 @@ void test("a killed server's idle agents exit at once and a busy one after its j
   const own = await startTestServer({ agents: 2 });
   try {
     const file = join(dir, "orphan.sh");
-    await writeFile(file, `echo "$FLOW_AGENT_PID" > ${dir}/orphan-pid\nwhile [ ! -e ${dir}/orphan-go ]; do sleep 0.1; done\necho "the script ran on"\n`);
+    await writeFile(
+      file,
+      `echo "$FLOW_AGENT_PID" > ${dir}/orphan-pid\nwhile [ ! -e ${dir}/orphan-go ]; do sleep 0.1; done\necho "the script ran on"\n`,
+    );
     const submitted = await own.cli(["submit", file]);
     assert.equal(submitted.code, 0, submitted.stderr);
     const run = submitted.stdout.trim();
-    await waitFor("the script to start", () => readFile(join(dir, "orphan-pid"), "utf8").then((t) => t.endsWith("\n"), () => false));
+    await waitFor("the script to start", () =>
+      readFile(join(dir, "orphan-pid"), "utf8").then(
+        (t) => t.endsWith("\n"),
+        () => false,
+      ),
+    );
     const busyPid = Number((await readFile(join(dir, "orphan-pid"), "utf8")).trim());
     // The job took the agent started with the server; the launcher started a spare, which waits.
-    const idlePids = (): number[] => serverLog("agent started", own).map((l) => Number(l["pid"])).filter((p) => p !== busyPid && alive(p));
+    const idlePids = (): number[] =>
+      serverLog("agent started", own)
+        .map((l) => Number(l["pid"]))
+        .filter((p) => p !== busyPid && alive(p));
     await waitFor("an idle spare agent", () => idlePids().length === 1, 10_000);
     const [idlePid = 0] = idlePids();
 

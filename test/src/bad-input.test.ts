@@ -33,10 +33,19 @@ interface Answer {
 }
 
 /** A raw request: the user token unless `auth` is false, JSON content type when there is a body. */
-const send = async (method: "GET" | "PUT" | "POST", path: string, body?: string | Buffer, { headers = {}, auth = true }: { headers?: Record<string, string>; auth?: boolean } = {}): Promise<Answer> => {
+const send = async (
+  method: "GET" | "PUT" | "POST",
+  path: string,
+  body?: string | Buffer,
+  { headers = {}, auth = true }: { headers?: Record<string, string>; auth?: boolean } = {},
+): Promise<Answer> => {
   const res = await request(`${server.url}${path}`, {
     method,
-    headers: { ...(auth ? { authorization: `Bearer ${server.token}` } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+    headers: {
+      ...(auth ? { authorization: `Bearer ${server.token}` } : {}),
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
     body: body ?? null,
   });
   const text = await res.body.text();
@@ -66,7 +75,9 @@ const sign = (raw: string): string => `sha256=${createHmac("sha256", GITHUB_KEY)
 before(async () => {
   server = await startTestServer({ agents: 1 });
   db = new pg.Pool({ connectionString: server.databaseUrl, max: 2 });
-  const tok = JSON.parse((await server.cli(["event-hook", "set", "tok", "--event-type", "tok.ping", "-o", "json"])).stdout) as { secret: string };
+  const tok = JSON.parse((await server.cli(["event-hook", "set", "tok", "--event-type", "tok.ping", "-o", "json"])).stdout) as {
+    secret: string;
+  };
   hookSecret = tok.secret;
   assert.equal((await server.cli(["event-hook", "set", "gh", "--manifest", "github", "--key", GITHUB_KEY])).code, 0);
   const submitted = await send("POST", `${scoped}/runs`, JSON.stringify({ kind: "script", source: "echo hello\n", filename: "hello.sh" }));
@@ -119,31 +130,139 @@ const tokenHookCase = (name: string, raw: string, where: string): Case => ({
 });
 
 const CASES: Case[] = [
-  { name: "run source with NUL", method: "POST", path: () => `${scoped}/runs`, body: () => `{"kind":"script","source":"${NUL}","filename":"a.sh"}`, where: "body.source" },
-  { name: "run env value with NUL", method: "POST", path: () => `${scoped}/runs`, body: () => runBody(`"env":{"A":"${NUL}"}`), where: "body.env.A" },
-  { name: "run env name with NUL", method: "POST", path: () => `${scoped}/runs`, body: () => runBody(`"env":{"${NUL}":"v"}`), where: "body.env[" },
-  { name: "run tag with NUL", method: "POST", path: () => `${scoped}/runs`, body: () => runBody(`"tags":["ok","${NUL}"]`), where: "body.tags[1]" },
-  { name: "run idempotency key with NUL", method: "POST", path: () => `${scoped}/runs`, body: () => runBody(`"idempotency_key":"${NUL}"`), where: "body.idempotency_key" },
-  { name: "run env nested 5,000 deep", method: "POST", path: () => `${scoped}/runs`, body: () => runBody(`"env":{"A":${deepArray(5000)}}`), where: "body.env.A" },
-  { name: "emit key with NUL", method: "POST", path: () => `${scoped}/events`, body: () => `{"type":"a.b","key":"${NUL}"}`, where: "body.key" },
-  { name: "emit payload with a lone surrogate", method: "POST", path: () => `${scoped}/events`, body: () => `{"type":"a.b","payload":{"m":["ok","${SURROGATE}"]}}`, where: "body.payload.m[1]" },
-  { name: "emit payload key with a lone surrogate", method: "POST", path: () => `${scoped}/events`, body: () => `{"type":"a.b","payload":{"${SURROGATE}":1}}`, where: "body.payload[" },
-  { name: "emit payload nested 5,000 deep", method: "POST", path: () => `${scoped}/events`, body: () => `{"type":"a.b","payload":${deepArray(5000)}}`, where: "body.payload" },
-  { name: "emit payload nested 100,000 deep", method: "POST", path: () => `${scoped}/events`, body: () => `{"type":"a.b","payload":${deepObject(100_000)}}`, where: "body.payload.a.a" },
-  { name: "signal payload with a lone surrogate", method: "POST", path: () => `${scoped}/runs/${runId}/signals/go`, body: () => `{"payload":"${SURROGATE}"}`, where: "body.payload" },
-  { name: "signal payload with NUL", method: "POST", path: () => `${scoped}/runs/${runId}/signals/go`, body: () => `{"payload":{"v":"${NUL}"}}`, where: "body.payload.v" },
-  { name: "signal payload nested 5,000 deep", method: "POST", path: () => `${scoped}/runs/${runId}/signals/go`, body: () => `{"payload":${deepObject(5000)}}`, where: "body.payload.a" },
   {
-    name: "handler source with NUL", method: "PUT", path: () => `${scoped}/handlers/h1`,
-    body: () => `{"on":["a.b"],"reaction":{"kind":"script","source":"${NUL}","filename":"h.sh"}}`, where: "body.reaction.source",
+    name: "run source with NUL",
+    method: "POST",
+    path: () => `${scoped}/runs`,
+    body: () => `{"kind":"script","source":"${NUL}","filename":"a.sh"}`,
+    where: "body.source",
   },
   {
-    name: "handler tag with NUL", method: "PUT", path: () => `${scoped}/handlers/h1`,
-    body: () => `{"on":["a.b"],"reaction":{"kind":"script","source":"echo","filename":"h.sh"},"tags":["${NUL}"]}`, where: "body.tags[0]",
+    name: "run env value with NUL",
+    method: "POST",
+    path: () => `${scoped}/runs`,
+    body: () => runBody(`"env":{"A":"${NUL}"}`),
+    where: "body.env.A",
   },
-  { name: "rerun site with NUL", method: "POST", path: () => `${scoped}/runs/${runId}/rerun`, body: () => `{"from":"greet${"\\u0000"}#1"}`, where: "body.from" },
-  { name: "rerun site past a Postgres integer", method: "POST", path: () => `${scoped}/runs/${runId}/rerun`, body: () => '{"from":"greet#99999999999999999999"}', where: String(MAX_STEP_ORDINAL) },
-  { name: "rerun site one past a Postgres integer", method: "POST", path: () => `${scoped}/runs/${runId}/rerun`, body: () => `{"from":"greet#${MAX_STEP_ORDINAL + 1}"}`, where: "--from greet#2147483648" },
+  {
+    name: "run env name with NUL",
+    method: "POST",
+    path: () => `${scoped}/runs`,
+    body: () => runBody(`"env":{"${NUL}":"v"}`),
+    where: "body.env[",
+  },
+  {
+    name: "run tag with NUL",
+    method: "POST",
+    path: () => `${scoped}/runs`,
+    body: () => runBody(`"tags":["ok","${NUL}"]`),
+    where: "body.tags[1]",
+  },
+  {
+    name: "run idempotency key with NUL",
+    method: "POST",
+    path: () => `${scoped}/runs`,
+    body: () => runBody(`"idempotency_key":"${NUL}"`),
+    where: "body.idempotency_key",
+  },
+  {
+    name: "run env nested 5,000 deep",
+    method: "POST",
+    path: () => `${scoped}/runs`,
+    body: () => runBody(`"env":{"A":${deepArray(5000)}}`),
+    where: "body.env.A",
+  },
+  {
+    name: "emit key with NUL",
+    method: "POST",
+    path: () => `${scoped}/events`,
+    body: () => `{"type":"a.b","key":"${NUL}"}`,
+    where: "body.key",
+  },
+  {
+    name: "emit payload with a lone surrogate",
+    method: "POST",
+    path: () => `${scoped}/events`,
+    body: () => `{"type":"a.b","payload":{"m":["ok","${SURROGATE}"]}}`,
+    where: "body.payload.m[1]",
+  },
+  {
+    name: "emit payload key with a lone surrogate",
+    method: "POST",
+    path: () => `${scoped}/events`,
+    body: () => `{"type":"a.b","payload":{"${SURROGATE}":1}}`,
+    where: "body.payload[",
+  },
+  {
+    name: "emit payload nested 5,000 deep",
+    method: "POST",
+    path: () => `${scoped}/events`,
+    body: () => `{"type":"a.b","payload":${deepArray(5000)}}`,
+    where: "body.payload",
+  },
+  {
+    name: "emit payload nested 100,000 deep",
+    method: "POST",
+    path: () => `${scoped}/events`,
+    body: () => `{"type":"a.b","payload":${deepObject(100_000)}}`,
+    where: "body.payload.a.a",
+  },
+  {
+    name: "signal payload with a lone surrogate",
+    method: "POST",
+    path: () => `${scoped}/runs/${runId}/signals/go`,
+    body: () => `{"payload":"${SURROGATE}"}`,
+    where: "body.payload",
+  },
+  {
+    name: "signal payload with NUL",
+    method: "POST",
+    path: () => `${scoped}/runs/${runId}/signals/go`,
+    body: () => `{"payload":{"v":"${NUL}"}}`,
+    where: "body.payload.v",
+  },
+  {
+    name: "signal payload nested 5,000 deep",
+    method: "POST",
+    path: () => `${scoped}/runs/${runId}/signals/go`,
+    body: () => `{"payload":${deepObject(5000)}}`,
+    where: "body.payload.a",
+  },
+  {
+    name: "handler source with NUL",
+    method: "PUT",
+    path: () => `${scoped}/handlers/h1`,
+    body: () => `{"on":["a.b"],"reaction":{"kind":"script","source":"${NUL}","filename":"h.sh"}}`,
+    where: "body.reaction.source",
+  },
+  {
+    name: "handler tag with NUL",
+    method: "PUT",
+    path: () => `${scoped}/handlers/h1`,
+    body: () => `{"on":["a.b"],"reaction":{"kind":"script","source":"echo","filename":"h.sh"},"tags":["${NUL}"]}`,
+    where: "body.tags[0]",
+  },
+  {
+    name: "rerun site with NUL",
+    method: "POST",
+    path: () => `${scoped}/runs/${runId}/rerun`,
+    body: () => `{"from":"greet${"\\u0000"}#1"}`,
+    where: "body.from",
+  },
+  {
+    name: "rerun site past a Postgres integer",
+    method: "POST",
+    path: () => `${scoped}/runs/${runId}/rerun`,
+    body: () => '{"from":"greet#99999999999999999999"}',
+    where: String(MAX_STEP_ORDINAL),
+  },
+  {
+    name: "rerun site one past a Postgres integer",
+    method: "POST",
+    path: () => `${scoped}/runs/${runId}/rerun`,
+    body: () => `{"from":"greet#${MAX_STEP_ORDINAL + 1}"}`,
+    where: "--from greet#2147483648",
+  },
   tokenHookCase("body with NUL", `{"a":"${NUL}"}`, "body.a"),
   tokenHookCase("body with a lone surrogate", `{"a":{"b":"${SURROGATE}"}}`, "body.a.b"),
   tokenHookCase("body nested 5,000 deep", deepArray(5000), "body[0]"),
@@ -151,13 +270,27 @@ const CASES: Case[] = [
   githubCase("NUL", `{"action":"opened","issue":{"title":"${NUL}"},"repository":{"full_name":"a/b"}}`, "body.issue.title"),
   githubCase("nested 5,000 deep", `{"action":"opened","issue":${deepObject(5000)},"repository":{"full_name":"a/b"}}`, "body.issue.a"),
   { name: "path segment with %00", method: "GET", path: () => `${scoped}/runs/run-%00x`, where: "path parameter id" },
-  { name: "signal name with %00", method: "POST", path: () => `${scoped}/runs/${runId}/signals/go%00`, body: () => "{}", where: "path parameter name" },
+  {
+    name: "signal name with %00",
+    method: "POST",
+    path: () => `${scoped}/runs/${runId}/signals/go%00`,
+    body: () => "{}",
+    where: "path parameter name",
+  },
   { name: "handler name with %00", method: "PUT", path: () => `${scoped}/handlers/h%00`, body: () => "{}", where: "path parameter name" },
   { name: "path segment that is not UTF-8", method: "GET", path: () => `${scoped}/runs/run-%ED%A0%80`, where: "/runs/run-%ED%A0%80" },
   { name: "query value with %00", method: "GET", path: () => `${scoped}/runs?tag=a%00b`, where: 'query parameter "tag"' },
   { name: "query name with %00", method: "GET", path: () => `${scoped}/runs?ta%00g=1`, where: 'query parameter "ta%00g"' },
   { name: "query with broken percent-encoding", method: "GET", path: () => `${scoped}/runs?tag=a%zz`, where: 'query parameter "tag"' },
-  { name: "hook query with %00", method: "POST", path: () => `${hookPath("tok")}?ref=a%00`, body: () => "{}", headers: () => ({ "x-flow-hook-secret": hookSecret }), auth: false, where: 'query parameter "ref"' },
+  {
+    name: "hook query with %00",
+    method: "POST",
+    path: () => `${hookPath("tok")}?ref=a%00`,
+    body: () => "{}",
+    headers: () => ({ "x-flow-hook-secret": hookSecret }),
+    auth: false,
+    where: 'query parameter "ref"',
+  },
 ];
 
 /** The answer is the case's refusal (400 invalid_argument unless it says otherwise) and names where. */
@@ -192,9 +325,15 @@ void test("an unauthenticated hook delivery with a hostile body still gets its 4
   const raw = `{"a":"${NUL}"}`;
   const noSecret = await send("POST", hookPath("tok"), raw, { auth: false });
   assert.equal(noSecret.status, 401, noSecret.text);
-  const unsigned = await send("POST", hookPath("gh"), raw, { headers: { "x-github-event": "issues", "x-github-delivery": "d-unsigned" }, auth: false });
+  const unsigned = await send("POST", hookPath("gh"), raw, {
+    headers: { "x-github-event": "issues", "x-github-delivery": "d-unsigned" },
+    auth: false,
+  });
   assert.equal(unsigned.status, 401, unsigned.text);
-  const badSignature = await send("POST", hookPath("gh"), deepArray(5000), { headers: { "x-hub-signature-256": sign("other"), "x-github-event": "issues", "x-github-delivery": "d-bad" }, auth: false });
+  const badSignature = await send("POST", hookPath("gh"), deepArray(5000), {
+    headers: { "x-hub-signature-256": sign("other"), "x-github-event": "issues", "x-github-delivery": "d-bad" },
+    auth: false,
+  });
   assert.equal(badSignature.status, 401, badSignature.text);
   assert.deepEqual(await counts(), before);
 });
@@ -252,30 +391,51 @@ void test("a body over the limit is a 413 that states the size and the limit", a
   assert.match(answer, /^HTTP\/1\.1 413 /, answer.slice(0, 300));
   const error = (JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: NonNullable<Answer["error"]> }).error;
   assert.equal(error.code, "payload_too_large");
-  assert.match(error.message ?? "", /the request body is 3 MiB; the limit for POST \/api\/v1\/orgs\/default\/projects\/default\/events is 2 MiB/);
+  assert.match(
+    error.message ?? "",
+    /the request body is 3 MiB; the limit for POST \/api\/v1\/orgs\/default\/projects\/default\/events is 2 MiB/,
+  );
   assert.equal(error.details?.["limit_bytes"], 2 * 1024 * 1024);
 });
 
 void test("a hook secret never reaches server.log, however its query parameter is spelled", async () => {
   const logFile = join(server.dataDir, "server.log");
-  const refusals = async (): Promise<number> => (await readFile(logFile, "utf8")).split("\n").filter((l) => l.includes("hook delivery refused")).length;
+  const refusals = async (): Promise<number> =>
+    (await readFile(logFile, "utf8")).split("\n").filter((l) => l.includes("hook delivery refused")).length;
   const wrong = "fhs_wrongWrongWrong0123456789abcdefABCDEF";
   const spellings = (s: string): string[] => [
-    `secret=${s}`, `%73ecret=${s}`, `SECRET=${s}`, `%53ecret=${s}`, `s%65cret=${s}`, `%2573ecret=${s}`, `a=1&secret=${s}`,
-    `a=1;secret=${s}`, `secret=${s};b=2`, `secret=${s}%23frag`, `a=1&%73ecret=${s}&b=2`,
+    `secret=${s}`,
+    `%73ecret=${s}`,
+    `SECRET=${s}`,
+    `%53ecret=${s}`,
+    `s%65cret=${s}`,
+    `%2573ecret=${s}`,
+    `a=1&secret=${s}`,
+    `a=1;secret=${s}`,
+    `secret=${s};b=2`,
+    `secret=${s}%23frag`,
+    `a=1&%73ecret=${s}&b=2`,
   ];
   const base = await refusals();
   let sent = 0;
   // The right secret of `tok` is a wrong one for `gh`; `wrong` is wrong for both. Each is refused and logged.
-  for (const [hook, s] of [["gh", hookSecret], ["tok", wrong]] as const) {
+  for (const [hook, s] of [
+    ["gh", hookSecret],
+    ["tok", wrong],
+  ] as const) {
     for (const q of spellings(s)) {
-      const res = await send("POST", `${hookPath(hook)}?${q}`, "{}", { headers: hook === "gh" ? { "x-github-event": "ping", "x-github-delivery": `d-${sent}` } : {}, auth: false });
+      const res = await send("POST", `${hookPath(hook)}?${q}`, "{}", {
+        headers: hook === "gh" ? { "x-github-event": "ping", "x-github-delivery": `d-${sent}` } : {},
+        auth: false,
+      });
       if (res.status !== 401) continue; // a spelling the server does not read as the secret may be refused for another reason
       sent++;
     }
     // Fragments and `#` reach the server only from raw clients.
     for (const q of [`a=1#secret=${s}`, `secret=${s}#x`, `x=1#&%73ecret=${s}`]) {
-      const answer = await rawRequest(`POST ${hookPath(hook)}?${q} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+      const answer = await rawRequest(
+        `POST ${hookPath(hook)}?${q} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+      );
       if (/^HTTP\/1\.1 401 /.test(answer)) sent++;
     }
   }

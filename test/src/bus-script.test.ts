@@ -35,11 +35,30 @@ after(async () => {
 
 const EVENT_ID = /^evt-[0-9a-z]{26}$/;
 
-interface EventView { id: string; type: string; key: string | null; payload: unknown; source_run_id?: string | null }
-interface Envelope { type: string; event: string; key?: string; payload: unknown }
-interface StepView { position: number; kind: string; name: string; status: string }
+interface EventView {
+  id: string;
+  type: string;
+  key: string | null;
+  payload: unknown;
+  source_run_id?: string | null;
+}
+interface Envelope {
+  type: string;
+  event: string;
+  key?: string;
+  payload: unknown;
+}
+interface StepView {
+  position: number;
+  kind: string;
+  name: string;
+  status: string;
+}
 
-const { json, start, follow, status, parked } = runKit(() => server, () => dir);
+const { json, start, follow, status, parked } = runKit(
+  () => server,
+  () => dir,
+);
 
 /** `flow emit` from outside any script (the user CLI, over HTTP); answers the id. */
 const emit = async (type: string, ...args: string[]): Promise<string> => {
@@ -53,10 +72,15 @@ const parkedOnEvent = (run: string): (() => Promise<boolean>) => parked(run, (na
 
 /** The JSON a script printed after `<label>=` on a line of its log. */
 const printed = <T>(log: string, label: string): T[] =>
-  log.split("\n").filter((l) => l.startsWith(`${label}=`)).map((l) => JSON.parse(l.slice(label.length + 1)) as T);
+  log
+    .split("\n")
+    .filter((l) => l.startsWith(`${label}=`))
+    .map((l) => JSON.parse(l.slice(label.length + 1)) as T);
 
 void test("an in-script emit prints an id flow events show finds; a replay after a sleep prints the same id and records one event", async () => {
-  const run = await start("emit-replay.sh", `
+  const run = await start(
+    "emit-replay.sh",
+    `
 payload="{\\"pass\\":\\"$(date +%s%N)\\"}"
 echo "$payload" >> ${dir}/em-payloads
 id=$(flow emit script.emitted --key acme/web --payload "$payload")
@@ -64,7 +88,8 @@ echo "$id" >> ${dir}/em-ids
 flow emit script.direct
 flow sleep 1s
 echo "end id=$id"
-`);
+`,
+  );
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const ids = (await readFile(join(dir, "em-ids"), "utf8")).trim().split("\n");
@@ -77,9 +102,17 @@ echo "end id=$id"
   const shown = await json<EventView>(["events", "show", id]);
   const [firstPayload, secondPayload] = (await readFile(join(dir, "em-payloads"), "utf8")).trim().split("\n");
   assert.notEqual(firstPayload, secondPayload, "each pass asked with its own payload");
-  assert.deepEqual([shown.id, shown.type, shown.key, shown.payload], [id, "script.emitted", "acme/web", JSON.parse(firstPayload!)], "the first attempt's payload stands");
+  assert.deepEqual(
+    [shown.id, shown.type, shown.key, shown.payload],
+    [id, "script.emitted", "acme/web", JSON.parse(firstPayload!)],
+    "the first attempt's payload stands",
+  );
   const all = await json<EventView[]>(["events", "ls", "--type", "script.emitted", "--limit", "100"]);
-  assert.deepEqual(all.map((e) => e.id), [id], "the replay recorded no second event");
+  assert.deepEqual(
+    all.map((e) => e.id),
+    [id],
+    "the replay recorded no second event",
+  );
 
   const direct = await json<EventView[]>(["events", "ls", "--type", "script.direct", "--limit", "100"]);
   assert.equal(direct.length, 1);
@@ -88,10 +121,13 @@ echo "end id=$id"
 
 void test("a waiter that started after an event fired waits for the next one and prints its whole envelope", async () => {
   const earlier = await emit("deploy.done", "--payload", '{"v":1}');
-  const run = await start("wait-next.sh", `
+  const run = await start(
+    "wait-next.sh",
+    `
 envelope=$(flow wait-event deploy.done --timeout 20s)
 echo "got=$envelope"
-`);
+`,
+  );
   await waitFor("the run to park on its event wait", parkedOnEvent(run));
   const next = await emit("deploy.done", "--payload", '{"v":2}');
   const r = await follow(run);
@@ -103,12 +139,15 @@ echo "got=$envelope"
 });
 
 void test("a wait-event that times out exits 124 and stays timed out: a later event does not change the branch taken", async () => {
-  const run = await start("wait-timeout.sh", `
+  const run = await start(
+    "wait-timeout.sh",
+    `
 if e=$(flow wait-event never.happens --timeout 1s); then echo "branch=event $e"; else echo "branch=timeout code=$?"; fi
 touch ${dir}/wt-branched
 flow wait-signal go
 echo end
-`);
+`,
+  );
   await waitFor("the wait to time out", exists(join(dir, "wt-branched")));
   // The late event is emitted while the run still waits for "go": the run cannot end first on a slow host.
   await emit("never.happens");
@@ -140,16 +179,20 @@ void test("two waiters in two runs both receive one event, emitted by a third sc
 });
 
 /** docs/internals.md, Identifiers: a handler run's id derives from (event id, handler name). */
-const handlerRun = (eventId: string, handler: string): string => derivedId("run", createHash("sha256").update(`${eventId}\u0000${handler}`).digest());
+const handlerRun = (eventId: string, handler: string): string =>
+  derivedId("run", createHash("sha256").update(`${eventId}\u0000${handler}`).digest());
 
 void test("a subject narrows keyed events: a run started by a keyed event waits only for its key or unkeyed events", async () => {
   const path = join(dir, "watch.sh");
-  await writeFile(path, `
+  await writeFile(
+    path,
+    `
 a=$(flow wait-event deploy.finished --timeout 60s)
 echo "a=$a"
 b=$(flow wait-event deploy.finished --timeout 60s)
 echo "b=$b"
-`);
+`,
+  );
   ok(await server.cli(["handler", "set", "deploy-watch", path, "--on", "watch.start"]));
   try {
     const started = await emit("watch.start", "--key", "acme/web");
@@ -157,9 +200,17 @@ echo "b=$b"
     await waitFor("the handler run to park on its first wait", parkedOnEvent(run), 60_000);
     await emit("deploy.finished", "--key", "other/repo", "--payload", '{"n":1}');
     const steps = await json<StepView[]>(["steps", run]);
-    assert.deepEqual(steps.map((s) => [s.position, s.kind, s.status]), [[0, "wait-event", "pending"]], "another subject's event does not reach the wait");
+    assert.deepEqual(
+      steps.map((s) => [s.position, s.kind, s.status]),
+      [[0, "wait-event", "pending"]],
+      "another subject's event does not reach the wait",
+    );
     const mine = await emit("deploy.finished", "--key", "acme/web", "--payload", '{"n":2}');
-    await waitFor("the second wait", async () => (await parkedOnEvent(run)()) && (await json<StepView[]>(["steps", run])).length === 2, 60_000);
+    await waitFor(
+      "the second wait",
+      async () => (await parkedOnEvent(run)()) && (await json<StepView[]>(["steps", run])).length === 2,
+      60_000,
+    );
     const unkeyed = await emit("deploy.finished", "--payload", '{"n":3}');
     const r = await follow(run);
     assert.equal(r.code, 0, r.stdout + r.stderr);

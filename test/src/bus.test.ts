@@ -38,15 +38,28 @@ after(async () => {
 const MiB = 1024 * 1024;
 const EVENT_ID = /^evt-[0-9a-z]{26}$/;
 
-interface EventView { id: string; type: string; key: string | null; payload: unknown; source_run_id: string | null; generation: number }
+interface EventView {
+  id: string;
+  type: string;
+  key: string | null;
+  payload: unknown;
+  source_run_id: string | null;
+  generation: number;
+}
 
 /** docs/internals.md, Identifiers: `run-` and the first 26 base32 characters of sha256(event id NUL handler name). */
-const handlerRun = (eventId: string, handler: string): string => derivedId("run", createHash("sha256").update(`${eventId}\u0000${handler}`).digest());
+const handlerRun = (eventId: string, handler: string): string =>
+  derivedId("run", createHash("sha256").update(`${eventId}\u0000${handler}`).digest());
 
 const scoped = (path: string): string => `${server.url}/api/v1/orgs/default/projects/default/${path}`;
 
 /** What the emit and handler routes answer: the event, or an error body. */
-interface Answer { id: string; type: string; handler_runs: string[]; error: { code: string; message: string } }
+interface Answer {
+  id: string;
+  type: string;
+  handler_runs: string[];
+  error: { code: string; message: string };
+}
 
 /** A raw HTTP call to the user API: status and parsed body. */
 const http = async (method: string, path: string, body?: string | object): Promise<{ status: number; body: Answer }> => {
@@ -59,7 +72,10 @@ const http = async (method: string, path: string, body?: string | object): Promi
   return { status: res.status, body: (text ? JSON.parse(text) : {}) as Answer };
 };
 
-const { json } = runKit(() => server, () => dir);
+const { json } = runKit(
+  () => server,
+  () => dir,
+);
 
 const emit = async (type: string, ...args: string[]): Promise<string> => {
   const id = ok(await server.cli(["emit", type, ...args])).stdout.trim();
@@ -114,7 +130,11 @@ void test("reserved and malformed types are refused with exit 2 and a message; n
   assert.match(bad.stderr, /--payload/);
   assert.match(bad.stderr, /not valid JSON/);
   const types = (await json<EventView[]>(["events", "ls", "--limit", "1000"])).map((e) => e.type);
-  assert.deepEqual(types.filter((t) => t !== "manual" && !t.startsWith("run.")), [], "no refused emit left a row");
+  assert.deepEqual(
+    types.filter((t) => t !== "manual" && !t.startsWith("run.")),
+    [],
+    "no refused emit left a row",
+  );
 
   // A well-formed emit: the id alone on stdout, the key and payload recorded; no --payload is null.
   const id = await emit("deploy.requested", "--key", "acme/web", "--payload", '{"ref":"main","n":3}');
@@ -140,7 +160,10 @@ void test("an emit body of exactly 2 MiB is accepted and one byte more is a 413 
   assert.equal(over.status, 413);
   assert.equal(over.body.error.code, "payload_too_large");
   const recorded = await eventsOf("blob.sized");
-  assert.deepEqual(recorded.map((e) => e.id), [accepted.body.id]);
+  assert.deepEqual(
+    recorded.map((e) => e.id),
+    [accepted.body.id],
+  );
   assert.equal((recorded[0]!.payload as string).length, 2 * MiB - head.length - tail.length, "the payload is stored whole");
 });
 
@@ -157,9 +180,14 @@ void test("a handler whose `when` reads an absent field declines: the event is r
 });
 
 void test("a has()-guarded `when` runs the handler only for events that match it", async () => {
-  ok(await setHandler("big-orders", `echo "$CI_TRIGGER_EVENT_ID" >> ${dir}/big-orders\n`, [
-    "--on", "order.*", "--when", "has(event.payload.x) && event.payload.x > 1",
-  ]));
+  ok(
+    await setHandler("big-orders", `echo "$CI_TRIGGER_EVENT_ID" >> ${dir}/big-orders\n`, [
+      "--on",
+      "order.*",
+      "--when",
+      "has(event.payload.x) && event.payload.x > 1",
+    ]),
+  );
   const big = await emit("order.created", "--payload", '{"x":5}');
   const small = await emit("order.created", "--payload", '{"x":1}');
   const none = await emit("order.updated", "--payload", '{"y":9}');
@@ -211,8 +239,14 @@ void test("flow handler init prints a router that works as a handler; ls, show a
   assert.match(log, /deploying to prod/);
 
   const listed = await json<Array<{ name: string; on: string[]; reaction: { filename: string; size: number } }>>(["handler", "ls"]);
-  assert.deepEqual(listed.map((h) => [h.name, h.on, h.reaction.filename, h.reaction.size]), [["router", ["deploy.requested", "release.published"], "router.sh", Buffer.byteLength(script)]]);
-  assert.match(ok(await server.cli(["handler", "show", "router"])).stdout, /on:\s+deploy\.requested,release\.published[\s\S]*case "\$CI_TRIGGER_EVENT" in/);
+  assert.deepEqual(
+    listed.map((h) => [h.name, h.on, h.reaction.filename, h.reaction.size]),
+    [["router", ["deploy.requested", "release.published"], "router.sh", Buffer.byteLength(script)]],
+  );
+  assert.match(
+    ok(await server.cli(["handler", "show", "router"])).stdout,
+    /on:\s+deploy\.requested,release\.published[\s\S]*case "\$CI_TRIGGER_EVENT" in/,
+  );
   assert.match(ok(await server.cli(["handler", "init", "on-failure"])).stdout, /--on run\.failed/);
   await removeHandlers("router");
   const gone = await server.cli(["handler", "show", "router"]);
@@ -227,7 +261,11 @@ void test("flow handler set refuses a CEL that does not compile with the compile
   const pattern = await setHandler("bad-on", "true\n", ["--on", "has space"]);
   assert.equal(pattern.code, 2);
   assert.match(pattern.stderr, /--on/);
-  for (const args of [["--as", "yaml"], ["--graph", "g"], ["--node", "http", "--config", "{}"]]) {
+  for (const args of [
+    ["--as", "yaml"],
+    ["--graph", "g"],
+    ["--node", "http", "--config", "{}"],
+  ]) {
     const r = await setHandler("later", "true\n", ["--on", "x.y", ...args]);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.match(r.stderr, /arrive with pipelines and graphs in a later version/);
@@ -239,7 +277,10 @@ void test("the seventeenth handler run in flight is refused with 429 and records
   const slow = `while [ ! -e ${dir}/burst-release ]; do sleep 0.1; done\n`;
   const names = Array.from({ length: 17 }, (_, i) => `burst-${String(i + 1).padStart(2, "0")}`);
   for (const name of names) {
-    const r = await http("PUT", `handlers/${name}`, { on: ["load.burst"], reaction: { kind: "script", source: slow, filename: "slow.sh" } });
+    const r = await http("PUT", `handlers/${name}`, {
+      on: ["load.burst"],
+      reaction: { kind: "script", source: slow, filename: "slow.sh" },
+    });
     assert.equal(r.status, 201, JSON.stringify(r.body));
   }
   const seventeen = await server.cli(["emit", "load.burst"]);
@@ -269,7 +310,10 @@ void test("seventeen emits at once start at most sixteen handler runs: the other
   const answers = await Promise.all(Array.from({ length: 20 }, () => http("POST", "events", { type: "load.race" })));
   await writeFile(release, "");
   const accepted = answers.filter((a) => a.status === 201);
-  assert.deepEqual(answers.filter((a) => a.status !== 201).map((a) => a.status), [429, 429, 429, 429]);
+  assert.deepEqual(
+    answers.filter((a) => a.status !== 201).map((a) => a.status),
+    [429, 429, 429, 429],
+  );
   assert.equal(accepted.length, 16);
   assert.equal((await eventsOf("load.race")).length, 16, "a refused emit records nothing");
   for (const a of accepted) assert.equal((await finished(a.body.handler_runs[0]!)).status, "succeeded");
@@ -299,9 +343,18 @@ void test("the catalog lists platform types with descriptions, an empty declared
 void test("flow events ls filters by type, key and time", async () => {
   const a = await emit("filter.one", "--key", "k1");
   const b = await emit("filter.one", "--key", "k2");
-  assert.deepEqual((await json<EventView[]>(["events", "ls", "--type", "filter.one", "--key", "k2"])).map((e) => e.id), [b]);
-  assert.deepEqual((await json<EventView[]>(["events", "ls", "--type", "filter.one", "--since", "10m"])).map((e) => e.id), [b, a]);
-  assert.deepEqual(await json<EventView[]>(["events", "ls", "--type", "filter.one", "--since", new Date(Date.now() + 60_000).toISOString()]), []);
+  assert.deepEqual(
+    (await json<EventView[]>(["events", "ls", "--type", "filter.one", "--key", "k2"])).map((e) => e.id),
+    [b],
+  );
+  assert.deepEqual(
+    (await json<EventView[]>(["events", "ls", "--type", "filter.one", "--since", "10m"])).map((e) => e.id),
+    [b, a],
+  );
+  assert.deepEqual(
+    await json<EventView[]>(["events", "ls", "--type", "filter.one", "--since", new Date(Date.now() + 60_000).toISOString()]),
+    [],
+  );
   const bad = await server.cli(["events", "ls", "--since", "yesterday"]);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--since/);
@@ -309,12 +362,18 @@ void test("flow events ls filters by type, key and time", async () => {
 
 void test("a chain of handler emits stops at five generations: the sixth emit fails and nothing more is delivered", async () => {
   // Last in the file: a chain that does not stop would keep handler runs in flight for the tests after it.
-  ok(await setHandler("chain", `
+  ok(
+    await setHandler(
+      "chain",
+      `
 if ! flow emit chain.step --payload '{"from":"handler"}' 2> ${dir}/chain-err-$CI_TRIGGER_EVENT_ID; then
   cat ${dir}/chain-err-$CI_TRIGGER_EVENT_ID >&2
   exit 3
 fi
-`, ["--on", "chain.step"]));
+`,
+      ["--on", "chain.step"],
+    ),
+  );
   // The outside emit starts generation 1; the run of generation 5 emits once more, which fails.
   const first = await emit("chain.step");
   let events: EventView[] = [];
@@ -323,8 +382,12 @@ fi
   assert.equal(events[0]!.id, first);
   const runs = events.map((e) => handlerRun(e.id, "chain"));
   const ends = await Promise.all(runs.map(finished));
-  assert.deepEqual(ends.map((r) => r.status), ["succeeded", "succeeded", "succeeded", "succeeded", "failed"]);
-  for (let i = 1; i < events.length; i++) assert.equal(events[i]!.source_run_id, runs[i - 1], `event ${i} came from the run of generation ${i}`);
+  assert.deepEqual(
+    ends.map((r) => r.status),
+    ["succeeded", "succeeded", "succeeded", "succeeded", "failed"],
+  );
+  for (let i = 1; i < events.length; i++)
+    assert.equal(events[i]!.source_run_id, runs[i - 1], `event ${i} came from the run of generation ${i}`);
   assert.equal((await eventsOf("chain.step")).length, 5, "the sixth generation's emit recorded nothing");
   assert.match(await readFile(join(dir, `chain-err-${events[4]!.id}`), "utf8"), /chains stop at 5 generations/);
 });

@@ -24,7 +24,10 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const { script, json } = runKit(() => server, () => dir);
+const { script, json } = runKit(
+  () => server,
+  () => dir,
+);
 
 void test("submit prints only the run id; follow prints the log and exits 0; status and runs ls report it", async () => {
   const file = await script("hello.sh", 'echo "hello from $GREETING"\n');
@@ -45,7 +48,10 @@ void test("submit prints only the run id; follow prints the log and exits 0; sta
   assert.match(table.stdout, /^status:\s+succeeded$/m);
 
   const listed = await json<RunView[]>(["runs", "ls", "--tag", "cli-test"]);
-  assert.deepEqual(listed.map((r) => r.id), [id]);
+  assert.deepEqual(
+    listed.map((r) => r.id),
+    [id],
+  );
   const again = await server.cli(["follow", id]);
   assert.equal(again.code, 0);
   assert.match(again.stdout, /hello from flowsvc\n/, "following a finished run prints its whole log");

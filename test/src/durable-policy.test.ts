@@ -36,7 +36,16 @@ interface RunJson {
   activities: Array<{ name: string; status: string; exit_code: number | null }>;
 }
 
-const { script, start, follow, status: statusOf, parked: isParked } = runKit(() => server, () => dir);
+const {
+  script,
+  start,
+  follow,
+  status: statusOf,
+  parked: isParked,
+} = runKit(
+  () => server,
+  () => dir,
+);
 const status = (run: string): Promise<RunJson> => statusOf<RunJson>(run);
 
 const counter = async (name: string): Promise<number> => (await readFile(join(dir, name), "utf8").catch(() => "")).length;
@@ -44,7 +53,10 @@ const counter = async (name: string): Promise<number> => (await readFile(join(di
 void test("a failed activity nobody collected leaves the run succeeded, annotated, and listed in status", async () => {
   // The script ends once the test has seen the activity fail (a condition, not a sleep).
   const go = join(dir, "uncollected-go");
-  const id = await start("uncollected.sh", `flow activity-submit doomed -- sh -c 'exit 5'\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho done\n`);
+  const id = await start(
+    "uncollected.sh",
+    `flow activity-submit doomed -- sh -c 'exit 5'\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho done\n`,
+  );
   await waitFor("the activity to fail", async () => (await status(id)).activities.some((a) => a.status === "failed"), 60_000);
   await writeFile(go, "");
   const r = await follow(id);
@@ -60,7 +72,12 @@ void test("a failed activity nobody collected leaves the run succeeded, annotate
 void test("rerun --from keeps the recorded steps before the site and runs the rest again", async () => {
   const file = await script(
     "rerun.sh",
-    [`d=${dir}`, 'flow step a -- sh -c "printf x >> $d/a.count; echo A"', 'flow step b -- sh -c "printf x >> $d/b.count; echo B"', 'flow step c -- sh -c "printf x >> $d/c.count; echo C"'].join("\n") + "\n",
+    [
+      `d=${dir}`,
+      'flow step a -- sh -c "printf x >> $d/a.count; echo A"',
+      'flow step b -- sh -c "printf x >> $d/b.count; echo B"',
+      'flow step c -- sh -c "printf x >> $d/c.count; echo C"',
+    ].join("\n") + "\n",
   );
   const first = await server.cli(["submit", file, "--follow"]);
   assert.equal(first.code, 0, first.stderr);
@@ -89,13 +106,22 @@ void test("rerun --from fails with the determinism error when the kept prefix no
   assert.equal(again.code, 1);
   const run = await status(RUN_ID.exec(again.stderr)![0]);
   assert.equal(run.status, "failed");
-  assert.match(run.error ?? "", /determinism error at call #0: the journal recorded step "fetch"#0 but the script called step "download"#0/);
+  assert.match(
+    run.error ?? "",
+    /determinism error at call #0: the journal recorded step "fetch"#0 but the script called step "download"#0/,
+  );
 });
 
 void test("submit --retry re-runs the whole script from a clean journal until an attempt succeeds", async () => {
   const file = await script(
     "flaky.sh",
-    [`d=${dir}`, 'flow step work -- sh -c "printf x >> $d/work.count"', 'n=$(cat $d/work.count | wc -c)', 'echo "attempt sees $n"', '[ "$n" -ge 2 ]'].join("\n") + "\n",
+    [
+      `d=${dir}`,
+      'flow step work -- sh -c "printf x >> $d/work.count"',
+      "n=$(cat $d/work.count | wc -c)",
+      'echo "attempt sees $n"',
+      '[ "$n" -ge 2 ]',
+    ].join("\n") + "\n",
   );
   const r = await server.cli(["submit", file, "--retry", "3,200ms", "--follow"], { timeoutMs: 60_000 });
   assert.equal(r.code, 0, r.stdout + r.stderr);
@@ -133,17 +159,31 @@ void test("cancel stops a parked run and a running one; run.cancelled carries th
   const stepPid = join(dir, "step-pid");
   const runningFile = await script("running.sh", `flow step long -- sh -c 'echo $$ > ${stepPid}; sleep 30; touch ${marker}'\n`);
   const running = (await server.cli(["submit", runningFile])).stdout.trim();
-  await waitFor("the step's process to start", () => readFile(stepPid, "utf8").then((t) => t.trim() !== "", () => false));
+  await waitFor("the step's process to start", () =>
+    readFile(stepPid, "utf8").then(
+      (t) => t.trim() !== "",
+      () => false,
+    ),
+  );
   const pid = Number((await readFile(stepPid, "utf8")).trim());
   assert.equal((await server.cli(["cancel", running])).code, 0);
   const again = await server.cli(["cancel", running]);
   assert.equal(again.code, 1);
   assert.match(again.stderr, /has already cancelled/);
-  const events = JSON.parse((await server.cli(["events", "ls", "--type", "run.cancelled", "-o", "json"])).stdout) as Array<{ payload: { run_id: string; reason: string } }>;
+  const events = JSON.parse((await server.cli(["events", "ls", "--type", "run.cancelled", "-o", "json"])).stdout) as Array<{
+    payload: { run_id: string; reason: string };
+  }>;
   assert.equal(events.find((e) => e.payload.run_id === parked)?.payload.reason, "superseded");
   assert.match(events.find((e) => e.payload.run_id === running)?.payload.reason ?? "", /cancelled by admin/);
   // The agent learns at its next heartbeat (lease/3) and ends the script's process group, long
   // before the step's 30 s sleep would have finished.
   await waitFor("the cancelled step's process to end", () => !alive(pid), 20_000);
-  assert.equal(await readFile(marker).then(() => true, () => false), false, "the cancelled script was ended before its step finished");
+  assert.equal(
+    await readFile(marker).then(
+      () => true,
+      () => false,
+    ),
+    false,
+    "the cancelled script was ended before its step finished",
+  );
 });

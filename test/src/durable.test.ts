@@ -28,10 +28,15 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const { start, follow, status, parked } = runKit(() => server, () => dir);
+const { start, follow, status, parked } = runKit(
+  () => server,
+  () => dir,
+);
 
 void test("each step body runs once across a sleep and an agent kill; plain shell runs once per pass", async () => {
-  const run = await start("sleep-kill.sh", `
+  const run = await start(
+    "sleep-kill.sh",
+    `
 echo "pass" >> ${dir}/sk-passes
 flow step one -- sh -c 'echo ran >> ${dir}/sk-one; echo one'
 flow sleep 1s
@@ -39,18 +44,26 @@ flow step two -- sh -c 'echo ran >> ${dir}/sk-two; echo two'
 if [ ! -e ${dir}/sk-killed ]; then touch ${dir}/sk-killed; sleep 0.3; kill -9 "$FLOW_AGENT_PID"; sleep 60; fi
 flow step three -- sh -c 'echo ran >> ${dir}/sk-three; echo three'
 echo "end"
-`);
+`,
+  );
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  for (const step of ["one", "two", "three"]) assert.equal(await readFile(join(dir, `sk-${step}`), "utf8"), "ran\n", `step ${step} ran once`);
-  assert.equal(await readFile(join(dir, "sk-passes"), "utf8"), "pass\npass\npass\n", "one pass to the sleep, one to the kill, one to the end");
+  for (const step of ["one", "two", "three"])
+    assert.equal(await readFile(join(dir, `sk-${step}`), "utf8"), "ran\n", `step ${step} ran once`);
+  assert.equal(
+    await readFile(join(dir, "sk-passes"), "utf8"),
+    "pass\npass\npass\n",
+    "one pass to the sleep, one to the kill, one to the end",
+  );
   assert.equal(count(r.stdout, "one\n"), 1, "replayed step output is not re-emitted to the log");
   assert.equal(count(r.stdout, "end\n"), 1);
   assert.equal((await status(run)).status, "succeeded");
 });
 
 void test("signals sent before the wait queue up and each wait takes the next, in order; a parked wait wakes on its signal", async () => {
-  const run = await start("signals.sh", `
+  const run = await start(
+    "signals.sh",
+    `
 touch ${dir}/sig-started
 while [ ! -e ${dir}/sig-go ]; do sleep 0.1; done
 a=$(flow wait-signal go)
@@ -58,7 +71,8 @@ b=$(flow wait-signal go)
 echo "a=$a b=$b"
 c=$(flow wait-signal later --timeout 5m)
 echo "c=$c"
-`);
+`,
+  );
   await waitFor("the script to start", exists(join(dir, "sig-started")));
   for (const payload of ['{"n":1}', '{"n":2}']) {
     const s = await server.cli(["signal", run, "go", "--payload", payload]);
@@ -76,12 +90,15 @@ echo "c=$c"
 });
 
 void test("a wait that timed out exits 124, and a signal that arrives later does not change the branch taken", async () => {
-  const run = await start("timeout.sh", `
+  const run = await start(
+    "timeout.sh",
+    `
 if v=$(flow wait-signal approve --timeout 1s); then echo "branch=approved v=$v"; else echo "branch=timeout code=$?"; fi
 touch ${dir}/to-branched
 flow wait-signal go
 echo "end"
-`);
+`,
+  );
   await waitFor("the wait to time out", exists(join(dir, "to-branched")));
   // The late signal is sent while the run still waits for "go": the run cannot end first on a slow host.
   const s = await server.cli(["signal", run, "approve", "--payload", "true"]);
@@ -90,18 +107,25 @@ echo "end"
   assert.equal(go.code, 0, go.stderr);
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
-  assert.equal(count(r.stdout, "branch=timeout code=124\n"), 2, "the pass after the timeout and the pass after the second wait both take the timeout branch");
+  assert.equal(
+    count(r.stdout, "branch=timeout code=124\n"),
+    2,
+    "the pass after the timeout and the pass after the second wait both take the timeout branch",
+  );
   assert.ok(!r.stdout.includes("branch=approved"), r.stdout);
   assert.match(r.stdout + r.stderr, /wait-signal approve timed out/);
 });
 
 void test("runs contending for one lock are granted it in FIFO order; a waiting run is parked awaiting_lease", async () => {
   const order = join(dir, "lock-order");
-  const holder = await start("lock-a.sh", `
+  const holder = await start(
+    "lock-a.sh",
+    `
 flow lock lk-res
 echo A >> ${order}
 while [ ! -e ${dir}/lock-release ]; do sleep 0.1; done
-`);
+`,
+  );
   await waitFor("A to hold the lock", exists(order));
   const contender = (name: string): string => `
 flow lock lk-res
@@ -118,7 +142,9 @@ echo ${name} >> ${order}
 });
 
 void test("fan-out: activity returns the child's stdout, collect its exit code; a failed uncollected child leaves the run succeeded", async () => {
-  const run = await start("fanout.sh", `
+  const run = await start(
+    "fanout.sh",
+    `
 s=$(flow activity sync -- sh -c 'echo sync-out; echo from-child-stderr >&2')
 echo "sync=$s"
 flow activity-submit bad -- sh -c 'exit 3'
@@ -126,7 +152,8 @@ flow activity-submit worse -- sh -c 'exit 4'
 flow activity-collect worse || echo "worse exited $?"
 n=$(flow activity-wait-all)
 echo "failed-uncollected=$n"
-`);
+`,
+  );
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   // Plain shell runs once per pass: `sync=` is printed on each pass after the activity ended.
@@ -140,12 +167,15 @@ echo "failed-uncollected=$n"
 
 void test("spawn prints the child's run id, and a replay prints the same id without a second child", async () => {
   await writeFile(join(dir, "child.sh"), "echo child-ran\n");
-  const run = await start("spawn.sh", `
+  const run = await start(
+    "spawn.sh",
+    `
 child=$(flow spawn ${dir}/child.sh --tag kid)
 echo "child=$child"
 flow sleep 0s
 echo "after child=$child"
-`);
+`,
+  );
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const ids = [...r.stdout.matchAll(/child=(run-[0-9a-z]{26})\n/g)].map((m) => m[1]);
@@ -159,7 +189,9 @@ echo "after child=$child"
 });
 
 void test("state: set takes JSON or a bare string; get prints it (nothing when unset); list prints key<TAB>value lines", async () => {
-  const run = await start("state.sh", `
+  const run = await start(
+    "state.sh",
+    `
 flow state set greeting hello
 flow state set conf '{"a":1}'
 flow state set shared 7 --entity team
@@ -167,7 +199,8 @@ echo "g=$(flow state get greeting) c=$(flow state get conf) m=[$(flow state get 
 flow state list
 flow state delete greeting
 echo "after=[$(flow state get greeting)]"
-`);
+`,
+  );
   const r = await follow(run);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /g=hello c=\{"a":1\} m=\[\] t=7\n/);

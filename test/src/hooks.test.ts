@@ -42,7 +42,10 @@ interface Answer {
   json: Record<string, unknown>;
 }
 
-const http = async (url: string, init: { method?: "GET" | "PUT" | "POST" | "DELETE"; headers?: Record<string, string>; body?: string | Buffer; token?: string } = {}): Promise<Answer> => {
+const http = async (
+  url: string,
+  init: { method?: "GET" | "PUT" | "POST" | "DELETE"; headers?: Record<string, string>; body?: string | Buffer; token?: string } = {},
+): Promise<Answer> => {
   const res = await request(url.startsWith("http") ? url : `${server.url}${url}`, {
     method: init.method ?? "POST",
     headers: { ...(init.token ? { authorization: `Bearer ${init.token}` } : {}), ...init.headers },
@@ -59,7 +62,11 @@ const http = async (url: string, init: { method?: "GET" | "PUT" | "POST" | "DELE
 };
 
 const api = (path: string, method: "GET" | "PUT" | "POST" | "DELETE" = "GET", body?: unknown, token = server.token): Promise<Answer> =>
-  http(`${scoped}${path}`, { method, token, ...(body === undefined ? {} : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }) });
+  http(`${scoped}${path}`, {
+    method,
+    token,
+    ...(body === undefined ? {} : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+  });
 
 interface HookJson {
   name: string;
@@ -77,9 +84,16 @@ const setHook = async (args: string[]): Promise<HookJson> => {
 };
 
 const busRow = async (id: string) =>
-  (await db.query<{ type: string; key: string | null; payload: unknown; fields: Record<string, unknown> | null; trusted: boolean; delivery_id: string | null }>(
-    `select type, key, payload, fields, trusted, delivery_id from events where id = $1`, [id],
-  )).rows[0];
+  (
+    await db.query<{
+      type: string;
+      key: string | null;
+      payload: unknown;
+      fields: Record<string, unknown> | null;
+      trusted: boolean;
+      delivery_id: string | null;
+    }>(`select type, key, payload, fields, trusted, delivery_id from events where id = $1`, [id])
+  ).rows[0];
 
 const countHookRows = async (hook: string): Promise<number> =>
   (await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = $1`, [hook])).rows[0]!.n;
@@ -100,7 +114,10 @@ void test("a shared-token hook: set prints the URL, the secret once and a curl t
   assert.equal(sample.event_type, "deploy.requested");
   assert.deepEqual((await busRow(sample.event_id))?.payload, { body: { hello: "world" }, query: {} });
 
-  const viaHeader = await http(`${url}?env=prod&n=3`, { headers: { "x-flow-hook-secret": secret, "content-type": "application/json" }, body: '{"version":"1.2.3","count":2,"ok":true,"tags":["a",1]}' });
+  const viaHeader = await http(`${url}?env=prod&n=3`, {
+    headers: { "x-flow-hook-secret": secret, "content-type": "application/json" },
+    body: '{"version":"1.2.3","count":2,"ok":true,"tags":["a",1]}',
+  });
   assert.equal(viaHeader.status, 202, viaHeader.text);
   assert.deepEqual(Object.keys(viaHeader.json).sort(), ["event_id", "event_type"]);
   assert.equal(viaHeader.json["event_type"], "deploy.requested");
@@ -111,7 +128,11 @@ void test("a shared-token hook: set prints the URL, the secret once and a curl t
 
   const viaQuery = await http(`${url}?secret=${encodeURIComponent(secret)}&from=cron`, { body: "" });
   assert.equal(viaQuery.status, 202, viaQuery.text);
-  assert.deepEqual((await busRow(viaQuery.json["event_id"] as string))?.payload, { body: {}, query: { from: "cron" } }, "the secret is not kept in the payload");
+  assert.deepEqual(
+    (await busRow(viaQuery.json["event_id"] as string))?.payload,
+    { body: {}, query: { from: "cron" } },
+    "the secret is not kept in the payload",
+  );
 });
 
 void test("no secret or a wrong one is a 401 that names X-Flow-Hook-Secret, and nothing is recorded", async () => {
@@ -131,7 +152,10 @@ void test("no secret or a wrong one is a 401 that names X-Flow-Hook-Secret, and 
 void test("payload shapes: {} for an empty body, a non-JSON body verbatim as a string, JSON types kept, query values strings; 2 MiB + 1 is a 413", async () => {
   const hook = await setHook(["shapes", "--event-type", "shapes.seen"]);
   const send = async (body: string | Buffer, contentType?: string, query = "") => {
-    const r = await http(`${hook.ingest_url}${query}`, { headers: { "x-flow-hook-secret": hook.secret!, ...(contentType ? { "content-type": contentType } : {}) }, body });
+    const r = await http(`${hook.ingest_url}${query}`, {
+      headers: { "x-flow-hook-secret": hook.secret!, ...(contentType ? { "content-type": contentType } : {}) },
+      body,
+    });
     assert.equal(r.status, 202, r.text);
     return (await busRow(r.json["event_id"] as string))!.payload;
   };
@@ -147,8 +171,11 @@ void test("payload shapes: {} for an empty body, a non-JSON body verbatim as a s
   });
   assert.deepEqual(await send("[1,2,3]", "application/vnd.custom+json"), { body: [1, 2, 3], query: {} });
   const limit = 2 * 1024 * 1024;
-  assert.equal((await send(Buffer.alloc(limit, "a"), "text/plain") as { body: string }).body.length, limit);
-  const over = await http(hook.ingest_url, { headers: { "x-flow-hook-secret": hook.secret!, "content-type": "text/plain" }, body: Buffer.alloc(limit + 1, "a") });
+  assert.equal(((await send(Buffer.alloc(limit, "a"), "text/plain")) as { body: string }).body.length, limit);
+  const over = await http(hook.ingest_url, {
+    headers: { "x-flow-hook-secret": hook.secret!, "content-type": "text/plain" },
+    body: Buffer.alloc(limit + 1, "a"),
+  });
   assert.equal(over.status, 413, over.text);
 });
 
@@ -157,7 +184,14 @@ void test("forge deliveries: a good signature is accepted and shaped; bad, malfo
   handedOut.push(key);
   const hook = await setHook(["gh", "--manifest", "github", "--key", key]);
   const forge = new TestForge({ url: hook.ingest_url, key });
-  const push = forge.push({ repo: "acme/web", sender: "alice", commits: [{ message: "one", added: ["src/a.ts"] }, { message: "two", modified: ["README.md"], removed: ["old.txt"] }] });
+  const push = forge.push({
+    repo: "acme/web",
+    sender: "alice",
+    commits: [
+      { message: "one", added: ["src/a.ts"] },
+      { message: "two", modified: ["README.md"], removed: ["old.txt"] },
+    ],
+  });
   for (const signature of ["wrong", "malformed", "missing"] as const) {
     const r = await forge.send(push, { signature });
     assert.equal(r.status, 401, `${signature}: ${r.text}`);
@@ -174,7 +208,13 @@ void test("forge deliveries: a good signature is accepted and shaped; bad, malfo
   const body = JSON.parse(push.body.toString("utf8")) as { after: string };
   assert.deepEqual(row.payload, { body, query: {} });
   assert.deepEqual(row.fields, {
-    ref: "refs/heads/main", sha: body.after, repo: "acme/web", sender: "alice", paths: ["README.md", "old.txt", "src/a.ts"], paths_known: true, forge: "github",
+    ref: "refs/heads/main",
+    sha: body.after,
+    repo: "acme/web",
+    sender: "alice",
+    paths: ["README.md", "old.txt", "src/a.ts"],
+    paths_known: true,
+    forge: "github",
   });
   // Signatures are over the raw bytes: an indented body (which a re-serialisation would change) verifies.
   const pretty = forge.delivery("ping", { zen: "Keep it logically awesome.", repository: { full_name: "acme/web" } }, true);
@@ -189,7 +229,15 @@ void test("a redelivery answers the same event_id, with one bus row and one hand
   const key = "redeliver-key-77";
   handedOut.push(key);
   const hook = await setHook(["redo", "--manifest", "github", "--key", key]);
-  assert.equal((await api("/handlers/redo-push", "PUT", { on: ["redo.push"], reaction: { kind: "script", source: "echo pushed\n", filename: "redo.sh" } })).status, 201);
+  assert.equal(
+    (
+      await api("/handlers/redo-push", "PUT", {
+        on: ["redo.push"],
+        reaction: { kind: "script", source: "echo pushed\n", filename: "redo.sh" },
+      })
+    ).status,
+    201,
+  );
   const forge = new TestForge({ url: hook.ingest_url, key });
   const d = forge.push({ repo: "acme/api", sender: "bob", commits: [{ message: "fix" }] });
   const answers = [await forge.send(d), await forge.redeliver(d), ...(await Promise.all([forge.redeliver(d), forge.redeliver(d)]))];
@@ -216,21 +264,33 @@ const waitForRun = async (id: string): Promise<{ status: string }> => {
 };
 
 const runsOf = async (eventId: string) =>
-  (await db.query<{ id: string; handler_name: string; trusted: boolean }>(`select id, handler_name, trusted from runs where event_id = $1 order by handler_name`, [eventId])).rows;
+  (
+    await db.query<{ id: string; handler_name: string; trusted: boolean }>(
+      `select id, handler_name, trusted from runs where event_id = $1 order by handler_name`,
+      [eventId],
+    )
+  ).rows;
 
 void test("a fork's pull request runs without secrets, and a handler with credentials does not serve it; the same repo's does both", async () => {
   const key = "pr-key-5150";
   handedOut.push(key);
   const hook = await setHook(["prs", "--manifest", "github", "--key", key]);
-  const reader = { on: ["prs.pull_request.*", "prs.issue_comment"], reaction: { kind: "script", source: 'echo "token=${API_TOKEN:-none}"\n', filename: "reader.sh" } };
+  const reader = {
+    on: ["prs.pull_request.*", "prs.issue_comment"],
+    reaction: { kind: "script", source: 'echo "token=${API_TOKEN:-none}"\n', filename: "reader.sh" },
+  };
   assert.equal((await api("/handlers/pr-reader", "PUT", reader)).status, 201);
-  const withCred = { on: ["prs.pull_request.*"], reaction: { kind: "script", source: "echo deploying\n", filename: "deploy.sh" }, credentials: { DEPLOY_TOKEN: "deploy-cred" } };
+  const withCred = {
+    on: ["prs.pull_request.*"],
+    reaction: { kind: "script", source: "echo deploying\n", filename: "deploy.sh" },
+    credentials: { DEPLOY_TOKEN: "deploy-cred" },
+  };
   assert.equal((await api("/handlers/pr-deploy", "PUT", withCred)).status, 201);
   const forge = new TestForge({ url: hook.ingest_url, key });
 
   const fork = await forge.send(forge.pullRequest({ repo: "acme/web", headRepo: "mallory/web", sender: "mallory", headRef: "patch-1" }));
   assert.equal(fork.status, 202, fork.text);
-  const forkEvent = (fork.json as { event_id: string; event_type: string });
+  const forkEvent = fork.json as { event_id: string; event_type: string };
   assert.equal(forkEvent.event_type, "prs.pull_request.opened");
   const forkRow = (await busRow(forkEvent.event_id))!;
   assert.equal(forkRow.trusted, false);
@@ -238,7 +298,10 @@ void test("a fork's pull request runs without secrets, and a handler with creden
   assert.equal(forkRow.fields?.["head_ref"], "patch-1");
   assert.equal(forkRow.fields?.["base_ref"], "main");
   const forkRuns = await runsOf(forkEvent.event_id);
-  assert.deepEqual(forkRuns.map((r) => [r.handler_name, r.trusted]), [["pr-reader", false]]);
+  assert.deepEqual(
+    forkRuns.map((r) => [r.handler_name, r.trusted]),
+    [["pr-reader", false]],
+  );
   assert.equal((await waitForRun(forkRuns[0]!.id)).status, "succeeded");
   const forkLog = (await api(`/runs/${forkRuns[0]!.id}/log`)).text;
   assert.match(forkLog, /token=none/);
@@ -252,7 +315,13 @@ void test("a fork's pull request runs without secrets, and a handler with creden
   const ownEvent = own.json as { event_id: string };
   assert.equal((await busRow(ownEvent.event_id))!.trusted, true);
   const ownRuns = await runsOf(ownEvent.event_id);
-  assert.deepEqual(ownRuns.map((r) => [r.handler_name, r.trusted]), [["pr-deploy", true], ["pr-reader", true]]);
+  assert.deepEqual(
+    ownRuns.map((r) => [r.handler_name, r.trusted]),
+    [
+      ["pr-deploy", true],
+      ["pr-reader", true],
+    ],
+  );
   const reader2 = ownRuns.find((r) => r.handler_name === "pr-reader")!;
   assert.equal((await waitForRun(reader2.id)).status, "succeeded");
   const ownLog = (await api(`/runs/${reader2.id}/log`)).text;
@@ -282,7 +351,13 @@ void test("set refuses unknown manifests naming the ones that exist, and incompl
   const gitlab = await server.cli(["event-hook", "set", "gl", "--manifest", "gitlab", "--key", "k"]);
   assert.notEqual(gitlab.code, 0);
   assert.match(gitlab.stderr, /unknown manifest "gitlab".*github/);
-  for (const args of [["none"], ["mixed", "--manifest", "github", "--key", "k", "--hmac-header", "X-S", "--hmac-key", "k"], ["nokey", "--manifest", "github"], ["run", "--event-type", "x.y"], ["reserved", "--event-type", "run.failed"]]) {
+  for (const args of [
+    ["none"],
+    ["mixed", "--manifest", "github", "--key", "k", "--hmac-header", "X-S", "--hmac-key", "k"],
+    ["nokey", "--manifest", "github"],
+    ["run", "--event-type", "x.y"],
+    ["reserved", "--event-type", "run.failed"],
+  ]) {
     const r = await server.cli(["event-hook", "set", ...args]);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
   }
@@ -314,7 +389,11 @@ void test("viewers list and show hooks; only admins set, rotate and remove them"
   const tokens: Record<string, string> = {};
   for (const role of ["viewer", "member"] as const) {
     const t = mintToken("flw");
-    await createUserWithToken(db, { userId: mintId("usr"), tokenId: mintId("tok") }, { name: `hooks-${role}`, projectId: project.projectId, role, tokenDigest: t.digest });
+    await createUserWithToken(
+      db,
+      { userId: mintId("usr"), tokenId: mintId("tok") },
+      { name: `hooks-${role}`, projectId: project.projectId, role, tokenDigest: t.digest },
+    );
     tokens[role] = t.token;
   }
   assert.equal((await api("/event-hooks", "GET", undefined, tokens["viewer"])).status, 200);
@@ -328,8 +407,15 @@ void test("viewers list and show hooks; only admins set, rotate and remove them"
 
 void test("no management answer and no line of server.log carries a hook secret or key", async () => {
   assert.ok(handedOut.length >= 5);
-  const answers = [await api("/event-hooks"), ...(await Promise.all(["deploys", "gh", "prs", "billing", "shapes"].map((n) => api(`/event-hooks/${n}`))))];
-  const cli = [await server.cli(["event-hook", "ls", "-o", "json"]), await server.cli(["event-hook", "show", "gh"]), await server.cli(["event-hook", "ls"])];
+  const answers = [
+    await api("/event-hooks"),
+    ...(await Promise.all(["deploys", "gh", "prs", "billing", "shapes"].map((n) => api(`/event-hooks/${n}`)))),
+  ];
+  const cli = [
+    await server.cli(["event-hook", "ls", "-o", "json"]),
+    await server.cli(["event-hook", "show", "gh"]),
+    await server.cli(["event-hook", "ls"]),
+  ];
   const texts = [...answers.map((a) => a.text), ...cli.map((c) => c.stdout + c.stderr)];
   for (const text of texts) for (const s of handedOut) assert.ok(!text.includes(s), `a management answer carries ${s.slice(0, 6)}...`);
   const refused = await http("/api/v1/hooks/default/default/deploys?secret=fhs_query_value_never_logged", { body: "{}" });
@@ -345,12 +431,17 @@ void test("no management answer and no line of server.log carries a hook secret 
 void test("a hook changed by another replica: a delivery verified against this replica's stale copy is not recorded, and is verified again", async () => {
   const hook = await setHook(["replica", "--event-type", "replica.ping"]);
   const path = new URL(hook.ingest_url).pathname;
-  const send = (secret: string) => http(path, { headers: { "x-flow-hook-secret": secret, "content-type": "application/json" }, body: "{}" });
+  const send = (secret: string) =>
+    http(path, { headers: { "x-flow-hook-secret": secret, "content-type": "application/json" }, body: "{}" });
   assert.equal((await send(hook.secret!)).status, 202, "the first delivery caches the hook in this replica");
   // Another replica rotates the secret: it writes Postgres, not this replica's memory.
   const fresh = mintToken("flw");
   const project = await findProject(db, "default", "default");
-  await db.query(`update event_hooks set secret_digest = $3 where project_id = $1 and name = $2`, [project!.projectId, "replica", fresh.digest]);
+  await db.query(`update event_hooks set secret_digest = $3 where project_id = $1 and name = $2`, [
+    project!.projectId,
+    "replica",
+    fresh.digest,
+  ]);
   const before = (await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = 'replica'`)).rows[0]!.n;
   const stale = await send(hook.secret!);
   assert.equal(stale.status, 401, stale.text);
@@ -364,7 +455,10 @@ void test("a hook changed by another replica: a delivery verified against this r
 void test("a delivery with a NUL character is refused with 400 and a clear message, and nothing is recorded", async () => {
   const hook = await setHook(["nul", "--event-type", "nul.ping"]);
   const path = new URL(hook.ingest_url).pathname;
-  const r = await http(path, { headers: { "x-flow-hook-secret": hook.secret!, "content-type": "application/json" }, body: '{"text":"a\\u0000b"}' });
+  const r = await http(path, {
+    headers: { "x-flow-hook-secret": hook.secret!, "content-type": "application/json" },
+    body: '{"text":"a\\u0000b"}',
+  });
   assert.equal(r.status, 400, r.text);
   assert.match(r.text, /body\.text holds a NUL character/);
   const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from events where hook_name = 'nul'`);

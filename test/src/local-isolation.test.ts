@@ -16,7 +16,8 @@ import { scriptDir } from "./support/script-dir.js";
 import { runIdIn, runKit } from "./support/runs.js";
 
 const asRoot = process.getuid?.() === 0;
-const NOT_ROOT = "the tests do not run as root: the agents run as the server's user, which no test can change (README: What local mode isolates)";
+const NOT_ROOT =
+  "the tests do not run as root: the agents run as the server's user, which no test can change (README: What local mode isolates)";
 
 let dir: string;
 
@@ -30,12 +31,19 @@ after(async () => {
 
 /** Submits `source` on `server` and follows it: the run id, its exit code and its whole output. */
 const submit = async (server: TestServer, name: string, source: string): Promise<{ run: string; code: number; out: string }> => {
-  const { run, r } = await runKit(() => server, () => dir).submit(name, source);
+  const { run, r } = await runKit(
+    () => server,
+    () => dir,
+  ).submit(name, source);
   return { run, code: r.code, out: r.stdout + r.stderr };
 };
 
 /** Submits `source` on `server` without following it; answers the run id. */
-const start = (server: TestServer, name: string, source: string): Promise<string> => runKit(() => server, () => dir).start(name, source);
+const start = (server: TestServer, name: string, source: string): Promise<string> =>
+  runKit(
+    () => server,
+    () => dir,
+  ).start(name, source);
 
 const workdirs = (server: TestServer): string[] => {
   try {
@@ -47,14 +55,17 @@ const workdirs = (server: TestServer): string[] => {
 
 /** The server's child processes (its agents) per /proc. */
 const childrenOf = (pid: number): number[] =>
-  readdirSync("/proc").filter((p) => /^\d+$/.test(p)).map(Number).filter((p) => {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, "latin1");
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid;
-    } catch {
-      return false;
-    }
-  });
+  readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .map(Number)
+    .filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, "latin1");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid;
+      } catch {
+        return false;
+      }
+    });
 
 const uidOf = (pid: number): number => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
 
@@ -69,8 +80,13 @@ void test("as root, a script runs as flowsvc-agent and reads none of the master 
     assert.ok(masterKey.length > 20 && server.token.length > 20);
     assert.match(await readFile(server.configPath, "utf8"), new RegExp(server.token), "the CLI login holds the admin token");
     const serverPid = server.process.pid!;
-    const targets = ["master.key", "admin.token", "server.log", "cli-config.json", "pg-password", "postgres.log", "pg/PG_VERSION"].map((f) => join(data, f));
-    const { code, out } = await submit(server, "probe.sh", `
+    const targets = ["master.key", "admin.token", "server.log", "cli-config.json", "pg-password", "postgres.log", "pg/PG_VERSION"].map(
+      (f) => join(data, f),
+    );
+    const { code, out } = await submit(
+      server,
+      "probe.sh",
+      `
 echo "uid=$(id -u) gid=$(id -g) groups=$(id -G) user=$(id -un) home=$HOME"
 echo "agent-ppid=$(awk '{print $4}' /proc/$FLOW_AGENT_PID/stat)"
 for f in ${targets.join(" ")}; do
@@ -90,7 +106,8 @@ if tr '\\0' '\\n' < /proc/$FLOW_AGENT_PID/environ | grep -q '^FLOW_JOB_TOKEN='; 
 touch "$HOME/.probe" && echo "home writable"
 touch "$PWD/probe" && echo "cwd writable"
 echo "step=$(flow step who -- id -u)"
-`);
+`,
+    );
     assert.equal(code, 0, out);
     const uid = Number(/^uid=(\d+)/m.exec(out)?.[1]);
     assert.ok(Number.isInteger(uid) && uid !== 0, `the script ran as uid ${uid}:\n${out}`);
@@ -100,11 +117,17 @@ echo "step=$(flow step who -- id -u)"
     assert.match(out, new RegExp(`home=${data}/agent-home`));
     assert.match(out, new RegExp(`^step=${uid}$`, "m"), "a recorded step runs as the agent user too");
     for (const f of targets) assert.match(out, new RegExp(`^DENIED ${f}$`, "m"), `the script read ${f}:\n${out}`);
-    for (const what of ["list", "environ", "mem", "open-mem"]) assert.match(out, new RegExp(`^DENIED ${what}$`, "m"), `the script could ${what}:\n${out}`);
+    for (const what of ["list", "environ", "mem", "open-mem"])
+      assert.match(out, new RegExp(`^DENIED ${what}$`, "m"), `the script could ${what}:\n${out}`);
     assert.match(out, /^no token in agent env$/m);
     assert.match(out, /^home writable$/m);
     assert.match(out, /^cwd writable$/m);
-    for (const [name, value] of [["master key", masterKey], ["admin token", server.token], ["Postgres password", pgPassword], ["server environment", canary]] as const) {
+    for (const [name, value] of [
+      ["master key", masterKey],
+      ["admin token", server.token],
+      ["Postgres password", pgPassword],
+      ["server environment", canary],
+    ] as const) {
       assert.ok(!out.includes(value), `the ${name} reached the run's output`);
     }
     // The stored log, not just what follow showed.
@@ -113,7 +136,8 @@ echo "step=$(flow step who -- id -u)"
     assert.equal(logs.code, 0, logs.stderr);
     for (const value of [masterKey, server.token, pgPassword, canary]) assert.ok(!logs.stdout.includes(value));
     // The agents are not root; the files the script was refused are root's and private.
-    for (const pid of childrenOf(serverPid)) if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("main.js")) assert.equal(uidOf(pid), uid);
+    for (const pid of childrenOf(serverPid))
+      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("main.js")) assert.equal(uidOf(pid), uid);
     for (const f of ["master.key", "admin.token", "server.log", "cli-config.json", "pg-password"]) {
       const st = statSync(join(data, f));
       assert.equal(st.mode & 0o077, 0, `${f} is mode ${(st.mode & 0o777).toString(8)}`);
@@ -127,7 +151,11 @@ echo "step=$(flow step who -- id -u)"
 
 void test("as root, FLOWSVC_AGENT_USER naming root or the embedded Postgres user is refused at start with the reason", async (t) => {
   if (!asRoot) return t.skip(NOT_ROOT);
-  for (const [name, why] of [["root", /is root \(uid 0/], ["nobody", /embedded Postgres runs as "nobody"/], ["../etc", /FLOWSVC_AGENT_USER must be a user name/]] as const) {
+  for (const [name, why] of [
+    ["root", /is root \(uid 0/],
+    ["nobody", /embedded Postgres runs as "nobody"/],
+    ["../etc", /FLOWSVC_AGENT_USER must be a user name/],
+  ] as const) {
     await assert.rejects(startTestServer({ agents: 1, env: { FLOWSVC_AGENT_USER: name } }), (err: Error) => {
       assert.match(err.message, why);
       return true;
@@ -138,17 +166,23 @@ void test("as root, FLOWSVC_AGENT_USER naming root or the embedded Postgres user
 void test("an agent's working directory is removed when its job ends and when the agent is killed mid-job", async () => {
   const server = await startTestServer({ agents: 1, leaseMs: 2000 });
   try {
-    const { code, out } = await submit(server, "kill-agent.sh", `
+    const { code, out } = await submit(
+      server,
+      "kill-agent.sh",
+      `
 echo "wd=$PWD"
 flow step first -- echo first
 if [ ! -e ${dir}/killed ]; then touch ${dir}/killed; kill -9 "$FLOW_AGENT_PID"; sleep 60; fi
 echo finished
-`);
+`,
+    );
     assert.equal(code, 0, out);
     assert.match(out, /finished/);
     const seen = [...out.matchAll(/wd=\S*\/(agt-[0-9a-z]+)/g)].map((m) => m[1]!);
     assert.equal(seen.length, 2, `two passes, each in its own working directory:\n${out}`);
-    await waitFor("both passes' working directories to be removed", () => seen.every((d) => !existsSync(join(server.dataDir, "agents", d))));
+    await waitFor("both passes' working directories to be removed", () =>
+      seen.every((d) => !existsSync(join(server.dataDir, "agents", d))),
+    );
     await waitFor("no working directory left", () => workdirs(server).length === 0);
     assert.ok(existsSync(join(dir, "killed")), "the first pass killed its agent");
   } finally {
@@ -160,7 +194,9 @@ void test("working directories a server killed with SIGKILL left behind are remo
   const server = await startTestServer({ agents: 2, leaseMs: 2000 });
   try {
     const run = await start(server, "long.sh", `flow step first -- echo first\nsleep 300\n`);
-    await waitFor("the job's working directory", () => workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))));
+    await waitFor("the job's working directory", () =>
+      workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))),
+    );
     const left = workdirs(server);
     const pgids = left.map((d) => Number(readFileSync(join(server.dataDir, "agents", d, "script.pgid"), "utf8").trim()));
     const agents = childrenOf(server.process.pid!);
@@ -182,7 +218,10 @@ void test("working directories a server killed with SIGKILL left behind are remo
       }
     }
     await waitFor("the orphaned scripts to end", () => pgids.every((pgid) => !alive(pgid)));
-    assert.ok(left.every((d) => existsSync(join(server.dataDir, "agents", d))), "the kill left the working directories behind");
+    assert.ok(
+      left.every((d) => existsSync(join(server.dataDir, "agents", d))),
+      "the kill left the working directories behind",
+    );
     await server.restart(); // resolves on the banner: the start is done
     for (const d of left) assert.equal(existsSync(join(server.dataDir, "agents", d)), false, `${d} survived the restart`);
     await server.cli(["cancel", run]);
@@ -198,8 +237,14 @@ void test("a working directory a killed server's agent still works in survives t
   const server = await startTestServer({ agents: 1, leaseMs: 3000 });
   try {
     const go = join(dir, "go-orphan");
-    const run = await start(server, "orphan.sh", `flow step first -- echo first\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho orphan-done\n`);
-    await waitFor("the job's working directory", () => workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))));
+    const run = await start(
+      server,
+      "orphan.sh",
+      `flow step first -- echo first\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho orphan-done\n`,
+    );
+    await waitFor("the job's working directory", () =>
+      workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))),
+    );
     const [held] = workdirs(server);
     const agents = childrenOf(server.process.pid!);
     await server.kill("SIGKILL"); // its agent finishes the job it holds (docs/internals.md)

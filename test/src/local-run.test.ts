@@ -59,7 +59,11 @@ const runIdIn = (stderr: string): string => {
 
 const flowRun = (file: string): Promise<CliResult> => runFlow(["run", file], env, { cwd: work, timeoutMs: 30_000 });
 
-const exists = (path: string): Promise<boolean> => access(path).then(() => true, () => false);
+const exists = (path: string): Promise<boolean> =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
 
 interface BackgroundRun {
   /** Resolves with the run id once `flow run` printed it. */
@@ -72,13 +76,23 @@ interface BackgroundRun {
 
 /** `flow run <file>` in the background, for the tests that talk to it while it runs. */
 const startRun = (file: string): BackgroundRun => {
-  const child = spawn(process.execPath, [FLOW_BIN, "run", file], { cwd: work, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [FLOW_BIN, "run", file], {
+    cwd: work,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   const waiters: Array<() => void> = [];
   const poke = (): void => waiters.splice(0).forEach((w) => w());
-  child.stdout.setEncoding("utf8").on("data", (d: string) => { stdout += d; poke(); });
-  child.stderr.setEncoding("utf8").on("data", (d: string) => { stderr += d; poke(); });
+  child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    stdout += d;
+    poke();
+  });
+  child.stderr.setEncoding("utf8").on("data", (d: string) => {
+    stderr += d;
+    poke();
+  });
   const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
   const done = new Promise<CliResult>((resolve) =>
     child.on("close", (code, signal) => {
@@ -102,21 +116,30 @@ const startRun = (file: string): BackgroundRun => {
 };
 
 void test("a script runs in place: its steps run, it writes into the current directory, and its exit code is flow run's", async () => {
-  const r = await flowRun(await script("in-place.sh", `
+  const r = await flowRun(
+    await script(
+      "in-place.sh",
+      `
 echo "cwd=$(pwd)"
 v=$(flow step greet -- echo hello)
 echo "v=$v"
 echo "$v" > written-here.txt
 echo "to stderr" >&2
 exit 7
-`));
+`,
+    ),
+  );
   assert.equal(r.code, 7, r.stderr);
   const id = runIdIn(r.stderr);
   assert.match(r.stdout, new RegExp(`^cwd=${work}$`, "m"));
   assert.match(r.stdout, /^v=hello$/m);
   assert.match(r.stderr, /^to stderr$/m);
   assert.equal(await readFile(join(work, "written-here.txt"), "utf8"), "hello\n");
-  assert.equal(await exists(join(env["XDG_STATE_HOME"]!, "flowsvc", "local", "runs", id)), false, "the run's directory is gone once it ended");
+  assert.equal(
+    await exists(join(env["XDG_STATE_HOME"]!, "flowsvc", "local", "runs", id)),
+    false,
+    "the run's directory is gone once it ended",
+  );
 });
 
 void test("flow sleep really waits, in the same process", async () => {
@@ -129,11 +152,16 @@ void test("flow sleep really waits, in the same process", async () => {
 });
 
 void test("flow wait-signal blocks until flow signal from another process delivers the payload", async () => {
-  const run = startRun(await script("wait.sh", `
+  const run = startRun(
+    await script(
+      "wait.sh",
+      `
 echo waiting
 payload=$(flow wait-signal go)
 echo "got=$payload"
-`));
+`,
+    ),
+  );
   const id = await run.id;
   await run.printed("waiting\n");
   // Before or after the wait begins, the wait takes this signal (signals queue per name); that the
@@ -147,24 +175,32 @@ echo "got=$payload"
 });
 
 void test("a bounded wait that times out exits 124", async () => {
-  const r = await flowRun(await script("timeout.sh", `
+  const r = await flowRun(
+    await script(
+      "timeout.sh",
+      `
 flow wait-signal maybe --timeout 300ms || echo "exit=$?"
 flow wait-signal never --timeout 200ms
 echo unreachable
-`));
+`,
+    ),
+  );
   assert.equal(r.code, 124, r.stderr);
   assert.equal(r.stdout, "exit=124\n");
 });
 
 void test("flow state keeps run-private values for the run and entity values across runs", async () => {
-  const file = await script("state.sh", `
+  const file = await script(
+    "state.sh",
+    `
 echo "before=[$(flow state get color)]"
 flow state set color blue
 flow state set size '{"w":2}'
 echo "color=$(flow state get color) size=$(flow state get size)"
 echo "count=[$(flow state get count --entity acme)]"
 flow state set count 1 --entity acme
-`);
+`,
+  );
   const first = await flowRun(file);
   assert.equal(first.code, 0, first.stderr);
   assert.match(first.stdout, /^before=\[\]$/m);
@@ -177,12 +213,17 @@ flow state set count 1 --entity acme
 });
 
 void test("Ctrl-C ends the script's processes and the run: exit 130, nothing left behind", async () => {
-  const run = startRun(await script("interrupted.sh", `
+  const run = startRun(
+    await script(
+      "interrupted.sh",
+      `
 echo "$$" > interrupted.pid
 echo started
 sleep 30
 echo never
-`));
+`,
+    ),
+  );
   const id = await run.id;
   await run.printed("started\n");
   run.kill("SIGINT");

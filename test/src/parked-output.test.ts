@@ -35,10 +35,15 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const { start, parked } = runKit(() => server, () => dir);
+const { start, parked } = runKit(
+  () => server,
+  () => dir,
+);
 
 void test("a result that arrived while the run was parked is in the log once, on the pass that receives it", async () => {
-  const run = await start("parked.sh", `
+  const run = await start(
+    "parked.sh",
+    `
 flow activity greet -- echo hello-from-activity
 flow sleep 0s
 flow activity-submit later -- echo collected-later
@@ -51,10 +56,19 @@ v=$(flow activity quiet -- echo captured-value)
 echo "captured=$v"
 flow sleep 1s
 echo end
-`);
-  await waitFor("the run to park on its event wait", parked(run, (n) => n.startsWith("event:")), 60_000);
+`,
+  );
+  await waitFor(
+    "the run to park on its event wait",
+    parked(run, (n) => n.startsWith("event:")),
+    60_000,
+  );
   const event = ok(await server.cli(["emit", "parked.output.test", "--payload", '{"marker":"envelope-marker"}'])).stdout.trim();
-  await waitFor("the run to park on the signal", parked(run, (n) => n === "go"), 60_000);
+  await waitFor(
+    "the run to park on the signal",
+    parked(run, (n) => n === "go"),
+    60_000,
+  );
   ok(await server.cli(["signal", run, "go", "--payload", '{"marker":"signal-marker"}']));
   const r = await server.cli(["follow", run], { timeoutMs: 90_000 });
   assert.equal(r.code, 0, r.stdout + r.stderr);
@@ -70,22 +84,39 @@ echo end
   assert.equal(count(log, "captured-value"), count(log, "captured=captured-value"), log);
   assert.equal(count(log, "end\n"), 1, log);
   // The order the script printed them in.
-  const order = ["hello-from-activity", "collected-later", "envelope-marker", "signal-marker", "captured=", "end"].map((p) => log.indexOf(p));
-  assert.deepEqual([...order].sort((a, b) => a - b), order, log);
+  const order = ["hello-from-activity", "collected-later", "envelope-marker", "signal-marker", "captured=", "end"].map((p) =>
+    log.indexOf(p),
+  );
+  assert.deepEqual(
+    [...order].sort((a, b) => a - b),
+    order,
+    log,
+  );
 });
 
 void test("half a secret, a pause, then the rest: only *** in flow follow and in the stored log, on one stream or across both", async () => {
   const file = join(dir, "pause.sh");
-  await writeFile(file, `
+  await writeFile(
+    file,
+    `
 gate() { : > "$DIR/$1.half"; while [ ! -e "$DIR/$1.go" ]; do sleep 0.05; done; }
 printf 'same: %s' "\${PASSPHRASE:0:11}"; gate one; printf '%s\\n' "\${PASSPHRASE:11}"
 printf 'split: %s' "\${PASSPHRASE:0:9}"; gate two; printf '%s\\n' "\${PASSPHRASE:9}" >&2
 printf 'back: %s' "\${PASSPHRASE:0:6}" >&2; gate three; printf '%s\\n' "\${PASSPHRASE:6}"
 printf 'last: %s' "\${PASSPHRASE:0:8}"
-`);
+`,
+  );
   const live = server.cli(["submit", file, "--follow", "--env", `DIR=${dir}`], { timeoutMs: 90_000 });
   for (const gate of ["one", "two", "three"]) {
-    await waitFor(`the script to print half the secret (${gate})`, () => readFile(join(dir, `${gate}.half`)).then(() => true, () => false), 60_000);
+    await waitFor(
+      `the script to print half the secret (${gate})`,
+      () =>
+        readFile(join(dir, `${gate}.half`)).then(
+          () => true,
+          () => false,
+        ),
+      60_000,
+    );
     // The pause of the issue: longer than the idle flush the agent used to have (1 s).
     await sleep(1500);
     await writeFile(join(dir, `${gate}.go`), "");
@@ -96,7 +127,10 @@ printf 'last: %s' "\${PASSPHRASE:0:8}"
   assert.ok(run, followed.stderr);
   const stored = await server.cli(["follow", run]);
   assert.equal(stored.code, 0, stored.stderr);
-  for (const [what, text] of [["live", followed.stdout], ["stored", stored.stdout]] as const) {
+  for (const [what, text] of [
+    ["live", followed.stdout],
+    ["stored", stored.stdout],
+  ] as const) {
     assert.ok(!text.includes(SECRET.slice(0, 4)), `${what} log shows a prefix of the secret:\n${text}`);
     for (const part of ["horse", "battery", "staple"]) assert.ok(!text.includes(part), `${what} log shows "${part}":\n${text}`);
     for (const label of ["same", "split", "back", "last"]) assert.match(text, new RegExp(`${label}: \\*\\*\\*`), `${what}:\n${text}`);

@@ -330,9 +330,14 @@ for (const lang of LANGS) {
     void test("a new step runs the command with the step environment and records stdout, exit and the 2 MiB overflow", async () => {
       let position = 0;
       const agent = await fakeAgent((r) => {
-        if (r["op"] === "step") return { ok: true, replay: false, position: position++, idempotency_key: `idem-${position - 1}`, capture_ino: 1 };
+        if (r["op"] === "step")
+          return { ok: true, replay: false, position: position++, idempotency_key: `idem-${position - 1}`, capture_ino: 1 };
         if (r["op"] === "step.complete" && r["overflow_bytes"] !== undefined) {
-          return { ok: false, error: { code: "step_output_too_large", message: "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit" }, exit: 1 };
+          return {
+            ok: false,
+            error: { code: "step_output_too_large", message: "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit" },
+            exit: 1,
+          };
         }
         return { ok: true, exit: r["exit"] };
       });
@@ -341,7 +346,11 @@ for (const lang of LANGS) {
         assert.equal(r.code, 0, r.stdout + r.stderr);
         const values = printed(r.stdout);
         assert.deepEqual(one(values, "env"), { ok: "key=idem-0 other=unset socket=unset keep=y\n" });
-        assert.deepEqual(one(values, "big"), { step_failed: 1, stdout: "", message: "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit" });
+        assert.deepEqual(one(values, "big"), {
+          step_failed: 1,
+          stdout: "",
+          message: "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit",
+        });
         assert.deepEqual(one(values, "fails"), { step_failed: 3, stdout: "partial\n", message: "step failed with exit code 3" });
         assert.deepEqual(one(values, "missing"), { step_failed: 127, stdout: "", message: "step failed with exit code 127" });
         assert.match(r.stderr, /no-such-command-for-flowsvc: command not found/);
@@ -354,11 +363,26 @@ for (const lang of LANGS) {
 
         assertEnvelope(agent.requests);
         const steps = agent.requests.filter((q) => q["op"] === "step");
-        assert.deepEqual(steps.map((q) => q["name"]), ["env", "big", "fails", "missing", "fn", "boom", "unserialisable", "empty"]);
+        assert.deepEqual(
+          steps.map((q) => q["name"]),
+          ["env", "big", "fails", "missing", "fn", "boom", "unserialisable", "empty"],
+        );
         assert.equal(steps[0]!["label"], "Env");
         assert.ok(!("label" in steps[1]!), "no label field when none was given");
         const completes = agent.requests.filter((q) => q["op"] === "step.complete");
-        assert.deepEqual(completes.map((q) => [q["position"], q["exit"]]), [[0, 0], [1, 0], [2, 3], [3, 127], [4, 0], [5, 1], [6, 1], [7, 127]]);
+        assert.deepEqual(
+          completes.map((q) => [q["position"], q["exit"]]),
+          [
+            [0, 0],
+            [1, 0],
+            [2, 3],
+            [3, 127],
+            [4, 0],
+            [5, 1],
+            [6, 1],
+            [7, 127],
+          ],
+        );
         assert.equal(unb64(completes[0]!["stdout_b64"]), "key=idem-0 other=unset socket=unset keep=y\n");
         assert.equal(Buffer.from(String(completes[1]!["stdout_b64"]), "base64").length, 2 * 1024 * 1024, "the first 2 MiB are kept");
         assert.equal(completes[1]!["overflow_bytes"], 2_200_000, "overflow_bytes counts every byte");
@@ -389,7 +413,11 @@ for (const lang of LANGS) {
         assert.deepEqual(one(values, "b"), { step_failed: 3, stdout: "partial\n", message: "step failed with exit code 3" });
         assert.deepEqual(one(values, "c"), { ok: { x: [1, null] } });
         assert.deepEqual(one(values, "d"), { step_failed: 1, stdout: "no luck", message: "step failed with exit code 1" });
-        assert.deepEqual(one(values, "e"), { step_failed: 1, stdout: "", message: "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit" });
+        assert.deepEqual(one(values, "e"), {
+          step_failed: 1,
+          stdout: "",
+          message: "step output is 2200000 bytes, 102848 bytes over the 2 MiB limit",
+        });
         assert.deepEqual(one(values, "f"), { ok: 2 * 1024 * 1024 });
         assert.deepEqual(ops(agent.requests), ["step", "step", "step", "step", "step", "step"], "nothing is completed on replay");
         await assert.rejects(readFile(join(dir, "ran")), "no step body ran");
@@ -420,8 +448,17 @@ for (const lang of LANGS) {
         assertEnvelope(agent.requests);
         // The bounded wait asked hello and stopped there; "event:x" never left the script.
         assert.deepEqual(ops(agent.requests), ["hello", "wait-signal", "wait-signal", "sleep", "sleep", "sleep"]);
-        assert.deepEqual(agent.requests.filter((q) => q["op"] === "wait-signal").map((q) => [q["name"], "timeout" in q]), [["go", false], ["late", false]]);
-        assert.deepEqual(agent.requests.filter((q) => q["op"] === "sleep").map((q) => q["duration"]), ["1500ms", "2m", "0ms"]);
+        assert.deepEqual(
+          agent.requests.filter((q) => q["op"] === "wait-signal").map((q) => [q["name"], "timeout" in q]),
+          [
+            ["go", false],
+            ["late", false],
+          ],
+        );
+        assert.deepEqual(
+          agent.requests.filter((q) => q["op"] === "sleep").map((q) => q["duration"]),
+          ["1500ms", "2m", "0ms"],
+        );
       } finally {
         await agent.close();
       }
@@ -431,7 +468,14 @@ for (const lang of LANGS) {
       // Answers by "op" or "action:key-or-entity"; the "exact" ones come from an agent that also
       // answers the value itself (found/value, items): strings that read as JSON stay strings.
       const answers: Record<string, Answer> = {
-        step: { ok: false, error: { code: "determinism", message: "determinism error at call #0: the journal recorded step \"a\"#0 but the script called step \"x\"#0" }, exit: 1 },
+        step: {
+          ok: false,
+          error: {
+            code: "determinism",
+            message: 'determinism error at call #0: the journal recorded step "a"#0 but the script called step "x"#0',
+          },
+          exit: 1,
+        },
         emit: { ok: true, stdout_b64: b64("evt-01jd8k2m3n4p5q6r7s8t9v0w1x\n") },
         "get:obj": { ok: true, stdout_b64: b64('{"a":[1,"two"]}\n') },
         "get:text": { ok: true, stdout_b64: b64("42\n") },
@@ -440,7 +484,14 @@ for (const lang of LANGS) {
         "get:exact": { ok: true, stdout_b64: b64("1.10\n"), found: true, value: "1.10" },
         "get:exact-unset": { ok: true, found: false },
         "list:": { ok: true, stdout_b64: b64('obj\t{"a":[1,"two"]}\nword\thello there\n') },
-        "list:exact": { ok: true, stdout_b64: b64("v\t1.10\n"), items: [{ key: "v", value: "1.10" }, { key: "n", value: 2 }] },
+        "list:exact": {
+          ok: true,
+          stdout_b64: b64("v\t1.10\n"),
+          items: [
+            { key: "v", value: "1.10" },
+            { key: "n", value: 2 },
+          ],
+        },
       };
       const agent = await fakeAgent((r) => {
         if (r["op"] !== "state") return answers[String(r["op"])];
@@ -451,7 +502,10 @@ for (const lang of LANGS) {
         const r = await runScript(lang, ERRORS_EMIT_STATE[lang.name], agent.path);
         assert.equal(r.code, 0, r.stdout + r.stderr);
         const values = printed(r.stdout);
-        assert.deepEqual(one(values, "refused"), { error: "determinism", message: "determinism error at call #0: the journal recorded step \"a\"#0 but the script called step \"x\"#0" });
+        assert.deepEqual(one(values, "refused"), {
+          error: "determinism",
+          message: 'determinism error at call #0: the journal recorded step "a"#0 but the script called step "x"#0',
+        });
         assert.deepEqual(one(values, "emit"), { ok: "evt-01jd8k2m3n4p5q6r7s8t9v0w1x" });
         assert.deepEqual(one(values, "get"), { ok: { a: [1, "two"] } });
         assert.deepEqual(one(values, "get_text"), { ok: 42 }, "a value that reads as JSON comes back parsed");
@@ -464,11 +518,16 @@ for (const lang of LANGS) {
 
         assertEnvelope(agent.requests);
         const emits = agent.requests.filter((q) => q["op"] === "emit");
-        assert.deepEqual(emits.map(({ type, key, payload }) => ({ type, key, payload })), [
-          { type: "deploy.done", key: "acme/web", payload: { v: 1 } },
-          { type: "deploy.done", key: undefined, payload: undefined },
-        ]);
-        const states = agent.requests.filter((q) => q["op"] === "state").map(({ action, key, entity, value }) => ({ action, key, entity, value }));
+        assert.deepEqual(
+          emits.map(({ type, key, payload }) => ({ type, key, payload })),
+          [
+            { type: "deploy.done", key: "acme/web", payload: { v: 1 } },
+            { type: "deploy.done", key: undefined, payload: undefined },
+          ],
+        );
+        const states = agent.requests
+          .filter((q) => q["op"] === "state")
+          .map(({ action, key, entity, value }) => ({ action, key, entity, value }));
         assert.deepEqual(states, [
           { action: "set", key: "obj", entity: "e1", value: '{"a":[1,"two"]}' },
           { action: "set", key: "text", entity: undefined, value: '"42"' },
@@ -491,7 +550,8 @@ for (const lang of LANGS) {
       const r = await runScript(lang, NO_SOCKET[lang.name]);
       assert.equal(r.code, 0, r.stdout + r.stderr);
       const values = printed(r.stdout);
-      for (const k of ["step", "wait"]) assert.deepEqual(one(values, k), { error: "no_agent_socket", message: "FLOW_AGENT_SOCKET is not set" });
+      for (const k of ["step", "wait"])
+        assert.deepEqual(one(values, k), { error: "no_agent_socket", message: "FLOW_AGENT_SOCKET is not set" });
     });
   });
 }
@@ -628,7 +688,10 @@ void describe("SDKs through the real server and agent", () => {
       const steps = await server.cli(["steps", run, "-o", "json"]);
       assert.equal(steps.code, 0, steps.stderr);
       const recorded = (JSON.parse(steps.stdout) as Array<{ name: string; exit_code?: number }>).filter((s) => s.name !== "");
-      assert.deepEqual(recorded.map((s) => s.name).filter((n) => n !== "sleep"), ["one", "fn", "fails", "boom", "nested", "key"]);
+      assert.deepEqual(
+        recorded.map((s) => s.name).filter((n) => n !== "sleep"),
+        ["one", "fn", "fails", "boom", "nested", "key"],
+      );
     });
 
     void test(`${lang.name}: waitSignal returns the payload sent with flow signal; a timed-out wait returns null`, async () => {

@@ -55,7 +55,9 @@ const cliOk = async (args: string[]): Promise<string> => {
   return r.stdout;
 };
 
-const statusOf = async (run: string): Promise<{ status: string; substate: { name: string } | null; output: Record<string, unknown> | null; error: string | null }> =>
+const statusOf = async (
+  run: string,
+): Promise<{ status: string; substate: { name: string } | null; output: Record<string, unknown> | null; error: string | null }> =>
   JSON.parse(await cliOk(["status", run, "-o", "json"])) as never;
 
 const submit = async (name: string, lines: readonly string[]): Promise<string> => {
@@ -72,21 +74,31 @@ const finished = async (run: string): Promise<{ status: string; output: Record<s
 /** The rows: what the run wrote is stored masked; step and activity output is sealed. */
 const assertRowsClean = async (run: string): Promise<void> => {
   const runRow = await pool.query<{ output: string; annotations: string; error: string | null }>(
-    `select output::text, annotations::text, error from runs where id = $1`, [run],
+    `select output::text, annotations::text, error from runs where id = $1`,
+    [run],
   );
   assertClean("runs.output", runRow.rows[0]!.output);
   assertClean("runs.annotations", runRow.rows[0]!.annotations);
   assert.match(runRow.rows[0]!.annotations, /note: \*\*\*/);
-  const eventRows = await pool.query<{ type: string; key: string | null; payload: string | null }>(`select type, key, payload::text from events`);
+  const eventRows = await pool.query<{ type: string; key: string | null; payload: string | null }>(
+    `select type, key, payload::text from events`,
+  );
   assert.ok(eventRows.rows.some((e) => e.type === "leak.nested"));
   for (const e of eventRows.rows) assertClean(`events ${e.type}`, `${e.key ?? ""} ${e.payload ?? ""}`);
   const journal = await pool.query<{ kind: string; name: string; result: unknown; text: string }>(
-    `select kind, name, result, result::text as text from journal where run_id = $1 order by position`, [run],
+    `select kind, name, result, result::text as text from journal where run_id = $1 order by position`,
+    [run],
   );
   const step = journal.rows.find((r) => r.kind === "step");
   const act = journal.rows.find((r) => r.kind === "activity");
-  assert.ok(typeof step?.result === "string" && step.result.startsWith(SEALED_JOURNAL_PREFIX), `the step's result is sealed: ${step?.text}`);
-  assert.ok(String((act?.result as { stdout_b64?: string } | null)?.stdout_b64).startsWith(SEALED_JOURNAL_PREFIX), `the activity's stdout is sealed: ${act?.text}`);
+  assert.ok(
+    typeof step?.result === "string" && step.result.startsWith(SEALED_JOURNAL_PREFIX),
+    `the step's result is sealed: ${step?.text}`,
+  );
+  assert.ok(
+    String((act?.result as { stdout_b64?: string } | null)?.stdout_b64).startsWith(SEALED_JOURNAL_PREFIX),
+    `the activity's stdout is sealed: ${act?.text}`,
+  );
   // A signal's payload is what a person sent, kept as sent; everything the run wrote is not in clear.
   for (const r of journal.rows.filter((j) => j.kind !== "wait-signal")) assertClean(`journal ${r.kind} ${r.name}`, r.text);
   const activity = await pool.query<{ stdout_b64: string }>(`select stdout_b64 from activities where run_id = $1`, [run]);
@@ -100,8 +112,8 @@ void test("a secret written through outputs, annotations, emits, steps, activiti
     'flow annotate "note: $API_TOKEN"',
     'flow emit leak.top --payload "\\"$API_TOKEN\\""',
     'flow emit leak.nested --key "subject-$API_TOKEN" --payload "{\\"a\\":{\\"b\\":[\\"x\\",\\"in-array-$API_TOKEN\\"]},\\"$API_TOKEN\\":\\"as-key\\"}"',
-    "out=$(flow step show -- bash -c 'printf \"step: %s\" \"$API_TOKEN\"')",
-    "act=$(flow activity act -- bash -c 'printf \"act: %s\" \"$API_TOKEN\"')",
+    'out=$(flow step show -- bash -c \'printf "step: %s" "$API_TOKEN"\')',
+    'act=$(flow activity act -- bash -c \'printf "act: %s" "$API_TOKEN"\')',
     'echo "log: $out / $act"',
     "sig=$(flow wait-signal go)",
     'flow output set step="$out" act="$act" sig="$sig"',
@@ -123,11 +135,19 @@ void test("a secret written through outputs, annotations, emits, steps, activiti
   assertClean("flow steps -o json", await cliOk(["steps", run, "-o", "json"]));
   assertClean("flow follow", await cliOk(["follow", run]));
   assertClean("flow runs ls -o json", await cliOk(["runs", "ls", "-o", "json"]));
-  const events = JSON.parse(await cliOk(["events", "ls", "-o", "json", "--limit", "1000"])) as Array<{ id: string; type: string; key: string | null; payload: unknown }>;
+  const events = JSON.parse(await cliOk(["events", "ls", "-o", "json", "--limit", "1000"])) as Array<{
+    id: string;
+    type: string;
+    key: string | null;
+    payload: unknown;
+  }>;
   assertClean("flow events ls -o json", JSON.stringify(events));
   assertClean("flow events catalog -o json", await cliOk(["events", "catalog", "-o", "json"]));
   const nested = events.find((e) => e.type === "leak.nested");
-  assert.deepEqual({ key: nested?.key, payload: nested?.payload }, { key: "subject-***", payload: { a: { b: ["x", "in-array-***"] }, "***": "as-key" } });
+  assert.deepEqual(
+    { key: nested?.key, payload: nested?.payload },
+    { key: "subject-***", payload: { a: { b: ["x", "in-array-***"] }, "***": "as-key" } },
+  );
   assert.equal(events.find((e) => e.type === "leak.top")?.payload, "***");
   const succeeded = events.find((e) => e.type === "run.succeeded" && (e.payload as { run_id?: string }).run_id === run);
   assert.ok(succeeded, "run.succeeded was published");
@@ -136,8 +156,14 @@ void test("a secret written through outputs, annotations, emits, steps, activiti
 
   // Every user API route that shows a run or an event, raw.
   const paths = [
-    `${scoped}/runs`, `${scoped}/runs?status=succeeded`, `${scoped}/runs/${run}`, `${scoped}/runs/${run}/steps`, `${scoped}/runs/${run}/log`,
-    `${scoped}/events?limit=1000`, `${scoped}/events?type=run.succeeded`, `${scoped}/events/catalog`,
+    `${scoped}/runs`,
+    `${scoped}/runs?status=succeeded`,
+    `${scoped}/runs/${run}`,
+    `${scoped}/runs/${run}/steps`,
+    `${scoped}/runs/${run}/log`,
+    `${scoped}/events?limit=1000`,
+    `${scoped}/events?type=run.succeeded`,
+    `${scoped}/events/catalog`,
     ...events.map((e) => `${scoped}/events/${e.id}`),
   ];
   for (const p of paths) {
@@ -150,11 +176,13 @@ void test("a secret written through outputs, annotations, emits, steps, activiti
 });
 
 void test("a failed run: its annotation, its steps and its run.failed event carry no secret", async () => {
-  const run = await submit("fails.sh", ['flow annotate "$API_TOKEN"', 'flow step boom -- bash -c \'echo "$API_TOKEN"; exit 3\'']);
+  const run = await submit("fails.sh", ['flow annotate "$API_TOKEN"', "flow step boom -- bash -c 'echo \"$API_TOKEN\"; exit 3'"]);
   const done = await finished(run);
   assert.equal(done.status, "failed");
   assertClean("flow status -o json", JSON.stringify(done));
-  const failed = (JSON.parse(await cliOk(["events", "ls", "--type", "run.failed", "-o", "json"])) as Array<{ payload: { run_id: string } }>).find((e) => e.payload.run_id === run);
+  const failed = (
+    JSON.parse(await cliOk(["events", "ls", "--type", "run.failed", "-o", "json"])) as Array<{ payload: { run_id: string } }>
+  ).find((e) => e.payload.run_id === run);
   assert.ok(failed);
   assertClean("run.failed", JSON.stringify(failed));
   const steps = await get(`${scoped}/runs/${run}/steps`);
@@ -166,7 +194,7 @@ void test("a step's sealed output replays to the script byte for byte, after a s
   const run = await submit("replay.sh", [
     // The step prints the secret and a value that differs on each execution: a replay must give back
     // the recorded bytes, not run the step again, and not a masked copy.
-    "out=$(flow step show -- bash -c 'printf \"%s|%s\" \"$API_TOKEN\" \"$RANDOM$RANDOM\"')",
+    'out=$(flow step show -- bash -c \'printf "%s|%s" "$API_TOKEN" "$RANDOM$RANDOM"\')',
     "flow sleep 0s",
     'flow step check -- test "${out%|*}" = "$API_TOKEN"',
     'test "${out%|*}" = "$API_TOKEN"',
@@ -175,8 +203,16 @@ void test("a step's sealed output replays to the script byte for byte, after a s
   ]);
   const done = await finished(run);
   assert.equal(done.status, "succeeded", done.error ?? (await server.cli(["follow", run])).stdout);
-  const steps = JSON.parse(await cliOk(["steps", run, "-o", "json"])) as Array<{ kind: string; name: string; status: string; output_bytes: number | null }>;
-  assert.deepEqual(steps.map((s) => `${s.kind}:${s.name}:${s.status}`), ["step:show:done", "sleep::done", "step:check:done", "step:first:done"]);
+  const steps = JSON.parse(await cliOk(["steps", run, "-o", "json"])) as Array<{
+    kind: string;
+    name: string;
+    status: string;
+    output_bytes: number | null;
+  }>;
+  assert.deepEqual(
+    steps.map((s) => `${s.kind}:${s.name}:${s.status}`),
+    ["step:show:done", "sleep::done", "step:check:done", "step:first:done"],
+  );
   // output_bytes is measured on the opened output: the secret's UTF-8 bytes, "|" and the digits.
   const show = steps[0]!;
   assert.ok(show.output_bytes !== null && show.output_bytes > Buffer.byteLength(SECRET) + 1, JSON.stringify(show));

@@ -116,13 +116,19 @@ void test("set refuses a value with a NUL byte or a lone surrogate, or over 64 K
 void test("flow secret set exits 2 with the reason for a refused name, and for a NUL byte on stdin, before sending anything", async () => {
   const ld = await server.cli(["secret", "set", "LD_PRELOAD", "x"]);
   assert.equal(ld.code, 2, ld.stderr);
-  assert.match(ld.stderr, /^error: secret name "LD_PRELOAD" is refused: the dynamic loader or the C library reads it when every process starts/m);
+  assert.match(
+    ld.stderr,
+    /^error: secret name "LD_PRELOAD" is refused: the dynamic loader or the C library reads it when every process starts/m,
+  );
   const py = await server.cli(["secret", "set", "pythonpath", "-"], { input: `${MARK}\n` });
   assert.equal(py.code, 2);
   assert.match(py.stderr, /"pythonpath" is refused: an interpreter reads it at start/);
   const nul = await server.cli(["secret", "set", "API_KEY", "-"], { input: `${MARK}\u0000tail\n` });
   assert.equal(nul.code, 2, nul.stderr);
-  assert.match(nul.stderr, /^error: secret API_KEY: the value holds a NUL byte \(\\0\), and a process environment cannot hold one: no job could start with it$/m);
+  assert.match(
+    nul.stderr,
+    /^error: secret API_KEY: the value holds a NUL byte \(\\0\), and a process environment cannot hold one: no job could start with it$/m,
+  );
   const long = await server.cli(["secret", "set", "A".repeat(101), "x"]);
   assert.equal(long.code, 2);
   assert.match(long.stderr, /a secret name is at most 100 characters; this one has 101/);
@@ -148,7 +154,12 @@ void test("a secret stored before the rules is left out of each job, the run's l
     const keyring = await Keyring.create(pool, Buffer.from(masterKey, "base64"));
     const { orgId, projectId } = (await findProject(pool, "default", "default"))!;
     const store = async (name: string, value: string, sealedAs = name) =>
-      upsertSecret(pool, projectId, name, await keyring.seal(orgId, { org: orgId, project: projectId, kind: "secret", name: sealedAs }, value));
+      upsertSecret(
+        pool,
+        projectId,
+        name,
+        await keyring.seal(orgId, { org: orgId, project: projectId, kind: "secret", name: sealedAs }, value),
+      );
     await store("BAD_NUL", `${MARK}\u0000tail`);
     await store("LD_PRELOAD", `/nonexistent/${MARK}.so`);
     await store("MOVED", `${MARK}-moved`, "SOMEWHERE_ELSE"); // a ciphertext copied to another name does not open
@@ -157,7 +168,10 @@ void test("a secret stored before the rules is left out of each job, the run's l
     await pool.end();
   }
   const file = join(dir, "probe.sh");
-  await writeFile(file, 'echo "good=${GOOD_TOKEN:+set} nul=${BAD_NUL:-unset} ld=${LD_PRELOAD:-unset} moved=${MOVED:-unset}"\necho "token: $GOOD_TOKEN"\n');
+  await writeFile(
+    file,
+    'echo "good=${GOOD_TOKEN:+set} nul=${BAD_NUL:-unset} ld=${LD_PRELOAD:-unset} moved=${MOVED:-unset}"\necho "token: $GOOD_TOKEN"\n',
+  );
   for (let i = 0; i < 2; i += 1) {
     const r = await server.cli(["submit", file, "--follow"]);
     assert.equal(r.code, 0, r.stdout + r.stderr);

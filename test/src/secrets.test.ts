@@ -60,9 +60,13 @@ void test("a secret printed whole, split across writes, byte by byte and after a
   assert.equal(live.code, 0, live.stderr);
   const run = /run-[0-9a-z]{26}/.exec(live.stderr)![0];
   const stored = await server.cli(["follow", run]);
-  for (const [what, text] of [["live", live.stdout], ["stored", stored.stdout]] as const) {
+  for (const [what, text] of [
+    ["live", live.stdout],
+    ["stored", stored.stdout],
+  ] as const) {
     assert.ok(!text.includes(SECRET), `${what} log shows the secret`);
-    for (const part of ["s3cr", "Välue", "4711", "line-one-alpha", "line-two-beta"]) assert.ok(!text.includes(part), `${what} log shows "${part}"`);
+    for (const part of ["s3cr", "Välue", "4711", "line-one-alpha", "line-two-beta"])
+      assert.ok(!text.includes(part), `${what} log shows "${part}"`);
     assert.match(text, /whole: \*\*\*/);
     assert.ok((text.match(/\*\*\*/g) ?? []).length >= 6, `${what}: ${text}`);
     assert.match(text, /derived length 19 is not masked/);
@@ -76,7 +80,14 @@ void test("no API response carries a secret value, and get says only that it exi
   assert.deepEqual(Object.keys(meta).sort(), ["exists", "name", "set_at"]);
   const runs = JSON.parse((await api(`${scoped}/runs`)).text) as Array<{ id: string }>;
   assert.ok(runs.length > 0);
-  const paths = ["/api/v1/whoami", `${scoped}/secrets`, `${scoped}/secrets/API_TOKEN`, `${scoped}/secrets/CERT`, `${scoped}/runs`, `${scoped}/events`];
+  const paths = [
+    "/api/v1/whoami",
+    `${scoped}/secrets`,
+    `${scoped}/secrets/API_TOKEN`,
+    `${scoped}/secrets/CERT`,
+    `${scoped}/runs`,
+    `${scoped}/events`,
+  ];
   for (const run of runs) paths.push(`${scoped}/runs/${run.id}`, `${scoped}/runs/${run.id}/steps`, `${scoped}/runs/${run.id}/log`);
   for (const p of paths) {
     const res = await api(p);
@@ -93,7 +104,7 @@ void test("a workflow env value of the same name wins over the secret; the step 
     file,
     [
       'echo "api=$API_TOKEN"',
-      'flow step probe -- bash -c \'echo "body token=${API_TOKEN:+set} flow_vars=$(env | grep -c ^FLOW_) key=${FLOW_IDEMPOTENCY_KEY:+set}"\'',
+      "flow step probe -- bash -c 'echo \"body token=${API_TOKEN:+set} flow_vars=$(env | grep -c ^FLOW_) key=${FLOW_IDEMPOTENCY_KEY:+set}\"'",
       "set +e",
       "flow step nested -- flow step inner -- true",
       'echo "nested exit=$?"',
@@ -115,12 +126,19 @@ void test("roles: a viewer lists secrets but cannot set or submit, a member subm
     const project = (await findProject(pool, "default", "default"))!;
     for (const role of ["viewer", "member"] as const) {
       const t = mintToken("flw");
-      await createUserWithToken(pool, { userId: mintId("usr"), tokenId: mintId("tok") }, { name: `${role}-user`, projectId: project.projectId, role, tokenDigest: t.digest });
+      await createUserWithToken(
+        pool,
+        { userId: mintId("usr"), tokenId: mintId("tok") },
+        { name: `${role}-user`, projectId: project.projectId, role, tokenDigest: t.digest },
+      );
       tokens[role] = t.token;
     }
     const s = mintToken("flw");
     await pool.query(`insert into users (id, name) values ($1, 'stranger')`, [mintId("usr")]);
-    await pool.query(`insert into api_tokens (id, user_id, digest) select $1, id, $2 from users where name = 'stranger'`, [mintId("tok"), s.digest]);
+    await pool.query(`insert into api_tokens (id, user_id, digest) select $1, id, $2 from users where name = 'stranger'`, [
+      mintId("tok"),
+      s.digest,
+    ]);
     tokens.stranger = s.token;
   } finally {
     await pool.end();
@@ -176,7 +194,10 @@ void test("run.started and run.succeeded / run.failed are on the bus with the sp
   assert.equal(badRun.code, 1);
   const okId = /run-[0-9a-z]{26}/.exec(okRun)![0];
   const badId = /run-[0-9a-z]{26}/.exec(badRun.stderr)![0];
-  const events = JSON.parse((await server.cli(["events", "ls", "--limit", "200", "-o", "json"])).stdout) as Array<{ type: string; payload: Record<string, unknown> }>;
+  const events = JSON.parse((await server.cli(["events", "ls", "--limit", "200", "-o", "json"])).stdout) as Array<{
+    type: string;
+    payload: Record<string, unknown>;
+  }>;
   const of = (run: string, type: string) => events.filter((e) => e.type === type && e.payload["run_id"] === run);
   assert.equal(of(okId, "run.started").length, 1);
   const succeeded = of(okId, "run.succeeded");

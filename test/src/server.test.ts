@@ -18,7 +18,9 @@ import { ended } from "./support/runs.js";
 /** Processes whose command line names `dir` (a leftover postgres would). */
 const processesUsing = (dir: string): string[] => {
   try {
-    return execFileSync("pgrep", ["-af", dir], { encoding: "utf8" }).split("\n").filter((l) => l.trim() && !l.includes("pgrep"));
+    return execFileSync("pgrep", ["-af", dir], { encoding: "utf8" })
+      .split("\n")
+      .filter((l) => l.trim() && !l.includes("pgrep"));
   } catch {
     return [];
   }

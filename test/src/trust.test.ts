@@ -21,7 +21,11 @@ let server: TestServer;
 let db: pg.Pool;
 let forge: TestForge;
 
-const api = async (path: string, method: "GET" | "PUT" | "POST" = "GET", body?: unknown): Promise<{ status: number; text: string; json: Record<string, unknown> }> => {
+const api = async (
+  path: string,
+  method: "GET" | "PUT" | "POST" = "GET",
+  body?: unknown,
+): Promise<{ status: number; text: string; json: Record<string, unknown> }> => {
   const res = await request(`${server.url}${scoped}${path}`, {
     method,
     headers: { authorization: `Bearer ${server.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
@@ -49,7 +53,10 @@ before(async () => {
   const hook = await server.cli(["event-hook", "set", "gh", "--manifest", "github", "--key", GH_KEY, "-o", "json"]);
   assert.equal(hook.code, 0, hook.stderr);
   forge = new TestForge({ url: (JSON.parse(hook.stdout) as { ingest_url: string }).ingest_url, key: GH_KEY });
-  for (const [name, on, source] of [["pr", ["gh.pull_request.*"], PR_HANDLER], ["relay", ["trust.relay"], probe("relay")]] as const) {
+  for (const [name, on, source] of [
+    ["pr", ["gh.pull_request.*"], PR_HANDLER],
+    ["relay", ["trust.relay"], probe("relay")],
+  ] as const) {
     const r = await api(`/handlers/${name}`, "PUT", { on, reaction: { kind: "script", source, filename: `${name}.sh` } });
     assert.equal(r.status, 201, r.text);
   }
@@ -67,8 +74,12 @@ const one = async (what: string, sql: string, params: unknown[]): Promise<{ id: 
 };
 
 const finished = async (runId: string): Promise<string> => {
-  await waitFor(`run ${runId} to finish`, async () =>
-    (await db.query(`select 1 from runs where id = $1 and status in ('succeeded', 'failed', 'cancelled')`, [runId])).rowCount === 1, 60_000);
+  await waitFor(
+    `run ${runId} to finish`,
+    async () =>
+      (await db.query(`select 1 from runs where id = $1 and status in ('succeeded', 'failed', 'cancelled')`, [runId])).rowCount === 1,
+    60_000,
+  );
   const log = (await api(`/runs/${runId}/log`)).text;
   assert.equal(log.includes(SECRET), false, `run ${runId}'s log holds the secret`);
   return log;
@@ -79,7 +90,9 @@ const chainOf = async (headRepo: string) => {
   const sent = await forge.send(forge.pullRequest({ repo: "acme/web", headRepo, sender: headRepo.split("/")[0]! }));
   assert.equal(sent.status, 202, sent.text);
   const eventId = (sent.json as { event_id: string }).event_id;
-  const handler = await one("the pull request's handler run", `select id, trusted from runs where event_id = $1 and handler_name = 'pr'`, [eventId]);
+  const handler = await one("the pull request's handler run", `select id, trusted from runs where event_id = $1 and handler_name = 'pr'`, [
+    eventId,
+  ]);
   const handlerLog = await finished(handler.id);
   const child = await one("the spawned child", `select id, trusted from runs where parent_run_id = $1`, [handler.id]);
   const relay = await one(
@@ -87,7 +100,9 @@ const chainOf = async (headRepo: string) => {
     `select r.id, r.trusted from runs r join events e on e.id = r.event_id where e.source_run_id = $1 and e.type = 'trust.relay'`,
     [handler.id],
   );
-  const relayEvent = await one("the relay event", `select id, trusted from events where source_run_id = $1 and type = 'trust.relay'`, [handler.id]);
+  const relayEvent = await one("the relay event", `select id, trusted from events where source_run_id = $1 and type = 'trust.relay'`, [
+    handler.id,
+  ]);
   return { handler, handlerLog, child, childLog: await finished(child.id), relay, relayLog: await finished(relay.id), relayEvent };
 };
 
@@ -113,8 +128,12 @@ void test("a person's run that takes a fork-started event with flow wait-event g
   const submitted = await api("/runs", "POST", { kind: "script", source, filename: "waiter.sh" });
   assert.equal(submitted.status, 201, submitted.text);
   const runId = submitted.json["id"] as string;
-  await waitFor("the waiter to park on trust.relay", async () =>
-    (await db.query(`select 1 from runs where id = $1 and status = 'parked' and substate->>'kind' = 'wait-event'`, [runId])).rowCount === 1);
+  await waitFor(
+    "the waiter to park on trust.relay",
+    async () =>
+      (await db.query(`select 1 from runs where id = $1 and status = 'parked' and substate->>'kind' = 'wait-event'`, [runId])).rowCount ===
+      1,
+  );
   assert.equal((await db.query<{ trusted: boolean }>(`select trusted from runs where id = $1`, [runId])).rows[0]!.trusted, true);
 
   await chainOf("mallory/web");

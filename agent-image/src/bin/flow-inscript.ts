@@ -9,7 +9,5 @@ import { readClientConfig } from "../client/config.js";
 import { runInScriptCommand } from "../client/run.js";
 
 const { argv, env } = readClientConfig();
-const code = runsInScript(argv[0], env)
-  ? await runInScriptCommand(argv, env)
-  : await (await import("../client/user-cli.js")).runUserCli();
+const code = runsInScript(argv[0], env) ? await runInScriptCommand(argv, env) : await (await import("../client/user-cli.js")).runUserCli();
 if (code !== undefined) process.exit(code);

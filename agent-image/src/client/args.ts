@@ -56,7 +56,10 @@ const takeOption = (p: Parsing, args: readonly string[], i: number): number => {
 
 const takePositional = (p: Parsing, word: string): void => {
   if (p.positionals.length >= p.spec.maxPositionals) {
-    throw usageError(p.command, `${p.spec.takesCommand ? "unexpected argument (put the command after --): " : "unexpected argument "}${word}`);
+    throw usageError(
+      p.command,
+      `${p.spec.takesCommand ? "unexpected argument (put the command after --): " : "unexpected argument "}${word}`,
+    );
   }
   p.positionals.push(word);
 };

@@ -25,7 +25,7 @@ forBoth("output set sends the pairs as one object; a repeated key keeps its plac
 });
 
 forBoth("annotate sends its argument, or stdin for -, as markdown", async (client, peer) => {
-  const md = "# Done\n\t**1.4.2** é 😀 \u0001 \"q\" \\ \u2028";
+  const md = '# Done\n\t**1.4.2** é 😀 \u0001 "q" \\ \u2028';
   let r = await runClient(client, peer, ["annotate", md]);
   assert.deepEqual([r.code, r.stderr], [0, ""]);
   r = await runClient(client, peer, ["annotate", "-"], { stdin: `from stdin\n${md}\u0000end` });
@@ -46,11 +46,12 @@ forBoth("an answer's stdout_b64, stderr and exit are applied", async (client, pe
 });
 
 forBoth("escapes in an answer are decoded: \\uXXXX, surrogate pairs, a lone surrogate as U+FFFD", async (client, peer) => {
-  const raw = '{"v":2,"ok":false,"error":{"code":"x","message":"caf\\u00e9 \\ud83d\\ude00 \\ud800 t\\tq\\"\\/\\\\","details":[1,{"a":null}]},"exit":7}\n';
+  const raw =
+    '{"v":2,"ok":false,"error":{"code":"x","message":"caf\\u00e9 \\ud83d\\ude00 \\ud800 t\\tq\\"\\/\\\\","details":[1,{"a":null}]},"exit":7}\n';
   peer.answer = () => ({ raw });
   const r = await runClient(client, peer, ["annotate", "x"]);
   assert.equal(r.code, 7);
-  assert.equal(r.stderr, "error: café 😀 \uFFFD t\tq\"/\\\n");
+  assert.equal(r.stderr, 'error: café 😀 \uFFFD t\tq"/\\\n');
 });
 
 forBoth("FLOW_AGENT_SOCKET unset or empty: the call says where flow works and exits 1", async (client, peer) => {
@@ -132,18 +133,31 @@ forBoth("a malformed or missing answer is an error of the client, exit 1", async
 /** A copy of the Node fallback's dist beside a fake user CLI, and a native client pointing at it. */
 const userCliTree = (withCli: boolean): { node: Client; native?: Client; cli: string } => {
   const tree = scratchPath("tree");
-  for (const part of ["bin", "client"]) cpSync(join(repoRoot, "agent-image", "dist", part), join(tree, "agent-image", "dist", part), { recursive: true });
+  for (const part of ["bin", "client"])
+    cpSync(join(repoRoot, "agent-image", "dist", part), join(tree, "agent-image", "dist", part), { recursive: true });
   const cli = join(tree, "cli", "dist", "bin", "flow.js");
   if (withCli) {
     mkdirSync(join(tree, "cli", "dist", "bin"), { recursive: true });
     writeFileSync(cli, "process.stdout.write(JSON.stringify(process.argv.slice(1)) + '\\n'); process.exitCode = 9;\n");
   }
   const node: Client = { name: "node", bin: join(tree, "flow-node") };
-  writeFileSync(node.bin, `#!/bin/sh\nexec '${process.execPath}' '${join(tree, "agent-image", "dist", "bin", "flow-inscript.js")}' "$@"\n`, { mode: 0o755 });
+  writeFileSync(
+    node.bin,
+    `#!/bin/sh\nexec '${process.execPath}' '${join(tree, "agent-image", "dist", "bin", "flow-inscript.js")}' "$@"\n`,
+    { mode: 0o755 },
+  );
   if (clients.length < 2) return { node, cli };
   const native: Client = { name: "native", bin: join(tree, "flow-native") };
   const source = join(repoRoot, "agent-image", "native", "flow.c");
-  const cc = spawnSync("cc", ["-std=c11", "-O2", `-DFLOW_NODE=${JSON.stringify(process.execPath)}`, `-DFLOW_USER_CLI=${JSON.stringify(cli)}`, "-o", native.bin, source]);
+  const cc = spawnSync("cc", [
+    "-std=c11",
+    "-O2",
+    `-DFLOW_NODE=${JSON.stringify(process.execPath)}`,
+    `-DFLOW_USER_CLI=${JSON.stringify(cli)}`,
+    "-o",
+    native.bin,
+    source,
+  ]);
   assert.equal(cc.status, 0, cc.stderr?.toString());
   return { node, native, cli };
 };
@@ -153,7 +167,11 @@ void test("commands that are not in-script go to the user CLI with their argumen
   for (const client of native ? [native, node] : [node]) {
     for (const args of [["submit", "f.sh", "--follow"], ["events", "ls"], []]) {
       const r = await run(client.bin, args, { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
-      assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [9, `${JSON.stringify([cli, ...args])}\n`, ""], `${client.name} ${args.join(" ")}`);
+      assert.deepEqual(
+        [r.code, r.stdout.toString(), r.stderr],
+        [9, `${JSON.stringify([cli, ...args])}\n`, ""],
+        `${client.name} ${args.join(" ")}`,
+      );
     }
   }
 });
@@ -165,10 +183,18 @@ void test("emit is the user CLI's outside a script, and the in-script client's i
     const outside: Array<Record<string, string>> = [{}, { FLOW_AGENT_SOCKET: "", FLOW_IDEMPOTENCY_KEY: "" }];
     for (const env of outside) {
       const r = await run(client.bin, args, { env });
-      assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [9, `${JSON.stringify([cli, ...args])}\n`, ""], `${client.name} ${JSON.stringify(env)}`);
+      assert.deepEqual(
+        [r.code, r.stdout.toString(), r.stderr],
+        [9, `${JSON.stringify([cli, ...args])}\n`, ""],
+        `${client.name} ${JSON.stringify(env)}`,
+      );
     }
     const inScript = await run(client.bin, args, { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
-    assert.deepEqual([inScript.code, inScript.stderr], [1, "error: cannot connect to the agent at /nowhere: No such file or directory\n"], client.name);
+    assert.deepEqual(
+      [inScript.code, inScript.stderr],
+      [1, "error: cannot connect to the agent at /nowhere: No such file or directory\n"],
+      client.name,
+    );
     const stepBody = await run(client.bin, args, { env: { FLOW_IDEMPOTENCY_KEY: "k" } });
     assert.deepEqual([stepBody.code, stepBody.stdout.toString(), stepBody.stderr], [1, "", NOT_SET("emit")], client.name);
     const help = await run(client.bin, ["emit", "--help"], { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
@@ -180,14 +206,31 @@ void test("a missing user CLI is reported with what to do", async () => {
   const { node, native, cli } = userCliTree(false);
   for (const client of native ? [native, node] : [node]) {
     const r = await run(client.bin, ["submit", "f.sh"]);
-    assert.deepEqual([r.code, r.stderr], [1, `error: the flow user CLI is not built (${cli} is missing)\nrun \`npm run build\` in the flowsvc repository\n`], client.name);
+    assert.deepEqual(
+      [r.code, r.stderr],
+      [1, `error: the flow user CLI is not built (${cli} is missing)\nrun \`npm run build\` in the flowsvc repository\n`],
+      client.name,
+    );
   }
 });
 
 void test("IN_SCRIPT_COMMANDS lists the in-script commands; of them only emit is a user command too", () => {
   assert.deepEqual([...IN_SCRIPT_COMMANDS].sort(), [
-    "activity", "activity-collect", "activity-submit", "activity-wait-all", "annotate", "call", "emit", "lock", "output", "sleep",
-    "spawn", "state", "step", "wait-event", "wait-signal",
+    "activity",
+    "activity-collect",
+    "activity-submit",
+    "activity-wait-all",
+    "annotate",
+    "call",
+    "emit",
+    "lock",
+    "output",
+    "sleep",
+    "spawn",
+    "state",
+    "step",
+    "wait-event",
+    "wait-signal",
   ]);
   assert.deepEqual(SHARED_COMMANDS, ["emit"]);
   assert.equal(runsInScript("emit", {}), false);
@@ -209,10 +252,17 @@ void test("a call that needs protocol v2 is refused at the call site by an older
   try {
     await assert.rejects(connection.call({ id: 1, op: "wait-signal", name: "go", timeout: "1s" }, 2), (err: unknown) => {
       assert.ok(err instanceof ClientError);
-      assert.deepEqual(err.lines, ["error: the agent speaks socket protocol v1; this call needs v2", "upgrade the flowsvc agent, or drop --timeout"]);
+      assert.deepEqual(err.lines, [
+        "error: the agent speaks socket protocol v1; this call needs v2",
+        "upgrade the flowsvc agent, or drop --timeout",
+      ]);
       return true;
     });
-    assert.deepEqual(peer.requests.map((r) => r.op), ["hello"], "the wait itself was never sent");
+    assert.deepEqual(
+      peer.requests.map((r) => r.op),
+      ["hello"],
+      "the wait itself was never sent",
+    );
   } finally {
     connection.close();
     await peer.close();

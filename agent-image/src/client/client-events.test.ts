@@ -21,7 +21,7 @@ forBoth("emit sends the type, the key and the payload as compact JSON, and print
   const payload = '{\n  "v" : 2,\r\n\t"list": [ 1, 2.50, -0e+3, 1E400, "a b\\n\\t\\u00e9\\"\\\\\\/", "é 😀", true , null, {}, [ ] ]\n}\n';
   r = await runClient(client, peer, ["emit", "--payload", payload, "deploy_2-x.Y", "--key", "acme/web"]);
   assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "evt-peer-2\n", ""]);
-  r = await runClient(client, peer, ["emit", "t", "--key=a b", "--payload=  \"text\" "]);
+  r = await runClient(client, peer, ["emit", "t", "--key=a b", '--payload=  "text" ']);
   assert.equal(r.code, 0, r.stderr);
   r = await runClient(client, peer, ["emit", "t", "--payload", "null", "--payload", "42"]);
   assert.equal(r.code, 0, r.stderr);
@@ -45,13 +45,48 @@ forBoth("emit takes a payload nested 50000 deep (no recursion limit in either cl
 forBoth("bytes that are not UTF-8 in a payload string reach the agent as U+FFFD", async (client, peer) => {
   const r = await runShell(client, peer, '"$CLIENT" emit t --payload "$(printf \'["a\\377\\303b\\355\\240\\200"]\')"');
   assert.deepEqual([r.code, r.stderr], [0, ""]);
-  assert.deepEqual(peer.emitted.map((q) => q.payload), [["a\uFFFD\uFFFDb\uFFFD\uFFFD\uFFFD"]]);
+  assert.deepEqual(
+    peer.emitted.map((q) => q.payload),
+    [["a\uFFFD\uFFFDb\uFFFD\uFFFD\uFFFD"]],
+  );
 });
 
 const invalidPayloads = [
-  "", " ", "hello", "{", "}", "[1,]", '{"a":1,}', "{'a':1}", '{"a" 1}', '{1:2}', "01", "-", "1.", ".5", "+1", "1e", "0x10", "NaN",
-  "Infinity", "tru", "nul", "True", "[1] [2]", "1 2", '"unterminated', '"a\tb"', '"\\x"', '"\\u12"', '"\\u12g4"', "\uFEFF1", "[1]]", "{]",
-  '{"a":}', "// c\n1", "\u00a01",
+  "",
+  " ",
+  "hello",
+  "{",
+  "}",
+  "[1,]",
+  '{"a":1,}',
+  "{'a':1}",
+  '{"a" 1}',
+  "{1:2}",
+  "01",
+  "-",
+  "1.",
+  ".5",
+  "+1",
+  "1e",
+  "0x10",
+  "NaN",
+  "Infinity",
+  "tru",
+  "nul",
+  "True",
+  "[1] [2]",
+  "1 2",
+  '"unterminated',
+  '"a\tb"',
+  '"\\x"',
+  '"\\u12"',
+  '"\\u12g4"',
+  "\uFEFF1",
+  "[1]]",
+  "{]",
+  '{"a":}',
+  "// c\n1",
+  "\u00a01",
 ];
 
 void test("compactJson refuses what JSON.parse refuses and keeps every token as written", () => {
@@ -85,8 +120,14 @@ forBoth("emit and wait-event: usage errors exit 2 before connecting; --help show
     [["emit", "a", "--data", "1"], `error: flow emit: unknown option --data\n${EMIT}`],
     [["emit", "-x"], `error: flow emit: unknown option -x\n${EMIT}`],
     [["wait-event"], `error: flow wait-event: missing event type\n${WAIT}`],
-    [["wait-event", "event:deploy"], `error: flow wait-event: an event type is 1-64 characters from [A-Za-z0-9._-], got event:deploy\n${WAIT}`],
-    [["wait-event", long, "--timeout", "1s"], `error: flow wait-event: an event type is 1-64 characters from [A-Za-z0-9._-], got ${long}\n${WAIT}`],
+    [
+      ["wait-event", "event:deploy"],
+      `error: flow wait-event: an event type is 1-64 characters from [A-Za-z0-9._-], got event:deploy\n${WAIT}`,
+    ],
+    [
+      ["wait-event", long, "--timeout", "1s"],
+      `error: flow wait-event: an event type is 1-64 characters from [A-Za-z0-9._-], got ${long}\n${WAIT}`,
+    ],
     [["wait-event", "a", "b"], `error: flow wait-event: unexpected argument b\n${WAIT}`],
     [["wait-event", "a", "--timeout"], `error: flow wait-event: --timeout needs a value\n${WAIT}`],
     [["wait-event", "a", "--timeout="], `error: flow wait-event: --timeout needs a value\n${WAIT}`],
@@ -97,7 +138,10 @@ forBoth("emit and wait-event: usage errors exit 2 before connecting; --help show
     assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [2, "", stderr], args.join(" "));
   }
   assert.equal(peer.lines.length, 0);
-  for (const [args, usage] of [[["emit", "--help"], EMIT], [["wait-event", "x", "-h"], WAIT]] as const) {
+  for (const [args, usage] of [
+    [["emit", "--help"], EMIT],
+    [["wait-event", "x", "-h"], WAIT],
+  ] as const) {
     const help = await runClient(client, peer, args, { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
     assert.equal(help.code, 0);
     assert.match(help.stdout.toString(), new RegExp(`^${usage.replace(/[[\]().*|]/g, "\\$&")}.+\nexample: flow ${args[0]} .+\n$`));
@@ -116,7 +160,10 @@ forBoth("a replayed emit prints the recorded id in $(...) and nothing on the cap
   const log = scratchPath("log");
   assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
   peer.captureIno = statSync(fifo).ino;
-  peer.answer = (req) => (req.op === "emit" ? { ok: true, replay: true, capture_ino: peer.captureIno, stdout_b64: b64("evt-old\n"), event_id: "evt-old" } : undefined);
+  peer.answer = (req) =>
+    req.op === "emit"
+      ? { ok: true, replay: true, capture_ino: peer.captureIno, stdout_b64: b64("evt-old\n"), event_id: "evt-old" }
+      : undefined;
   const script = 'cat "$FIFO" > "$LOG" & (id=$("$CLIENT" emit t); echo "id=$id"; "$CLIENT" emit t) > "$FIFO"; c=$?; wait; exit $c';
   const r = await runShell(client, peer, script, { FIFO: fifo, LOG: log });
   assert.deepEqual([r.code, r.stderr], [0, ""]);
@@ -130,7 +177,10 @@ forBoth("wait-event prints the envelope of each event in order; no hello without
   const b = await runClient(client, peer, ["wait-event", "--", "deploy.done"]);
   assert.deepEqual([a.code, a.stdout.toString(), a.stderr], [0, `${JSON.stringify(first)}\n`, ""]);
   assert.deepEqual([b.code, b.stdout.toString()], [0, '{"type":"deploy.done","event":"evt-2","payload":null}\n']);
-  assert.deepEqual(peer.lines, ['{"v":2,"id":1,"op":"wait-event","type":"deploy.done"}', '{"v":2,"id":1,"op":"wait-event","type":"deploy.done"}']);
+  assert.deepEqual(peer.lines, [
+    '{"v":2,"id":1,"op":"wait-event","type":"deploy.done"}',
+    '{"v":2,"id":1,"op":"wait-event","type":"deploy.done"}',
+  ]);
 });
 
 forBoth("a bounded wait-event says hello first, sends the timeout text, and exits 124 with the agent's message", async (client, peer) => {
@@ -150,14 +200,22 @@ forBoth("a bounded wait-event says hello first, sends the timeout text, and exit
 forBoth("a bounded wait-event is refused at the call site by a protocol-1 agent; an unbounded one is sent", async (client, peer) => {
   peer.answer = (req) => (req.op === "hello" ? { v: 1, ok: true, protocol: 1 } : undefined);
   const r = await runClient(client, peer, ["wait-event", "deploy.done", "--timeout", "30s"]);
-  assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [
-    1, "", "error: the agent speaks socket protocol v1; this call needs v2\nupgrade the flowsvc agent, or drop --timeout\n",
-  ]);
-  assert.deepEqual(peer.requests.map((q) => q.op), ["hello"], "the wait itself was never sent");
+  assert.deepEqual(
+    [r.code, r.stdout.toString(), r.stderr],
+    [1, "", "error: the agent speaks socket protocol v1; this call needs v2\nupgrade the flowsvc agent, or drop --timeout\n"],
+  );
+  assert.deepEqual(
+    peer.requests.map((q) => q.op),
+    ["hello"],
+    "the wait itself was never sent",
+  );
   peer.events.set("deploy.done", [{ type: "deploy.done", event: "evt-1", payload: null }]);
   const unbounded = await runClient(client, peer, ["wait-event", "deploy.done"]);
   assert.equal(unbounded.code, 0, unbounded.stderr);
-  assert.deepEqual(peer.requests.map((q) => q.op), ["hello", "wait-event"]);
+  assert.deepEqual(
+    peer.requests.map((q) => q.op),
+    ["hello", "wait-event"],
+  );
 });
 
 forBoth("a wait-event that parks gets no answer: the client waits, and prints nothing when SIGTERM ends it", async (client, peer) => {

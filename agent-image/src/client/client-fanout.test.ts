@@ -10,7 +10,19 @@ import { b64, forBoth, runClient, runShell, scratchPath } from "./client-test-ki
 
 forBoth("activity sends its name, argv and requires; prints the child's stdout and exits with its code", async (client, peer) => {
   peer.children.set("render", { stdout: Buffer.from("frame 1\n"), exit: 3 });
-  const r = await runClient(client, peer, ["activity", "render", "--requires", "gpu", "--requires=polyglot", "--", "sh", "-c", 'echo "$1"', "x", "--requires"]);
+  const r = await runClient(client, peer, [
+    "activity",
+    "render",
+    "--requires",
+    "gpu",
+    "--requires=polyglot",
+    "--",
+    "sh",
+    "-c",
+    'echo "$1"',
+    "x",
+    "--requires",
+  ]);
   assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [3, "frame 1\n", ""]);
   assert.deepEqual(peer.lines, [
     '{"v":2,"id":1,"op":"activity","name":"render","argv":["sh","-c","echo \\"$1\\"","x","--requires"],"requires":["gpu","polyglot"]}',
@@ -19,24 +31,27 @@ forBoth("activity sends its name, argv and requires; prints the child's stdout a
   assert.equal(peer.lines[1], '{"v":2,"id":1,"op":"activity","name":"plain","argv":["true"],"requires":[]}');
 });
 
-forBoth("activity-submit returns at once; collect prints a child's stdout with its code; wait-all counts failures", async (client, peer) => {
-  peer.children.set("a", { stdout: Buffer.from("A\n"), exit: 0 });
-  peer.children.set("b", { stdout: Buffer.from("B\n"), exit: 2 });
-  peer.children.set("c", { stdout: Buffer.from(""), exit: 1 });
-  for (const name of ["a", "b", "c"]) {
-    const r = await runClient(client, peer, ["activity-submit", name, "--requires", "polyglot", "--", "./work.sh", name]);
-    assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "", ""]);
-  }
-  const collected = await runClient(client, peer, ["activity-collect", "b"]);
-  assert.deepEqual([collected.code, collected.stdout.toString()], [2, "B\n"]);
-  const waited = await runClient(client, peer, ["activity-wait-all"]);
-  assert.deepEqual([waited.code, waited.stdout.toString()], [0, "1\n"]);
-  assert.deepEqual(peer.lines.slice(2), [
-    '{"v":2,"id":1,"op":"activity-submit","name":"c","argv":["./work.sh","c"],"requires":["polyglot"]}',
-    '{"v":2,"id":1,"op":"activity-collect","name":"b"}',
-    '{"v":2,"id":1,"op":"activity-wait-all"}',
-  ]);
-});
+forBoth(
+  "activity-submit returns at once; collect prints a child's stdout with its code; wait-all counts failures",
+  async (client, peer) => {
+    peer.children.set("a", { stdout: Buffer.from("A\n"), exit: 0 });
+    peer.children.set("b", { stdout: Buffer.from("B\n"), exit: 2 });
+    peer.children.set("c", { stdout: Buffer.from(""), exit: 1 });
+    for (const name of ["a", "b", "c"]) {
+      const r = await runClient(client, peer, ["activity-submit", name, "--requires", "polyglot", "--", "./work.sh", name]);
+      assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "", ""]);
+    }
+    const collected = await runClient(client, peer, ["activity-collect", "b"]);
+    assert.deepEqual([collected.code, collected.stdout.toString()], [2, "B\n"]);
+    const waited = await runClient(client, peer, ["activity-wait-all"]);
+    assert.deepEqual([waited.code, waited.stdout.toString()], [0, "1\n"]);
+    assert.deepEqual(peer.lines.slice(2), [
+      '{"v":2,"id":1,"op":"activity-submit","name":"c","argv":["./work.sh","c"],"requires":["polyglot"]}',
+      '{"v":2,"id":1,"op":"activity-collect","name":"b"}',
+      '{"v":2,"id":1,"op":"activity-wait-all"}',
+    ]);
+  },
+);
 
 const script = scratchPath("deploy.sh");
 writeFileSync(script, "#!/bin/sh\necho deploying \u00e9\n");
@@ -56,7 +71,9 @@ forBoth("spawn - reads the source from stdin, byte for byte, as stdin.sh", async
   const bytes = Buffer.from([0x23, 0x21, 0, 0xff, 0x0a, 0xc3, 0xa9, 0x0a, 0x0a]);
   const r = await runClient(client, peer, ["spawn", "-", "--tag", "a"], { stdin: bytes });
   assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "run-child-1\n", ""]);
-  assert.deepEqual(peer.lines, [`{"v":2,"id":1,"op":"spawn","source_b64":"${bytes.toString("base64")}","filename":"stdin.sh","as":"script","tags":["a"]}`]);
+  assert.deepEqual(peer.lines, [
+    `{"v":2,"id":1,"op":"spawn","source_b64":"${bytes.toString("base64")}","filename":"stdin.sh","as":"script","tags":["a"]}`,
+  ]);
 });
 
 const dir = scratchPath("a-dir");
@@ -101,8 +118,12 @@ forBoth("state set, get, list and delete, run-private and --entity; the agent's 
 });
 
 forBoth("state set - reads stdin with one trailing newline stripped", async (client, peer) => {
-  for (const stdin of ['{"big":true}\n', "two\n\n", "none", "crlf\r\n", ""]) await runClient(client, peer, ["state", "set", "k", "-", "--entity", "e"], { stdin });
-  assert.deepEqual(peer.requests.map((q) => q.value), ['{"big":true}', "two\n", "none", "crlf\r", ""]);
+  for (const stdin of ['{"big":true}\n', "two\n\n", "none", "crlf\r\n", ""])
+    await runClient(client, peer, ["state", "set", "k", "-", "--entity", "e"], { stdin });
+  assert.deepEqual(
+    peer.requests.map((q) => q.value),
+    ['{"big":true}', "two\n", "none", "crlf\r", ""],
+  );
   assert.equal(peer.lines[0], '{"v":2,"id":1,"op":"state","action":"set","key":"k","entity":"e","value":"{\\"big\\":true}"}');
 });
 
@@ -110,9 +131,13 @@ forBoth("a replayed answer is not re-printed on the capture pipe, but is in a $(
   const fifo = scratchPath("capture");
   assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
   peer.captureIno = statSync(fifo).ino;
-  peer.answer = (req) => (req.op === "hello" ? undefined : { ok: true, replay: true, capture_ino: peer.captureIno, stdout_b64: b64("run-old\n") });
+  peer.answer = (req) =>
+    req.op === "hello" ? undefined : { ok: true, replay: true, capture_ino: peer.captureIno, stdout_b64: b64("run-old\n") };
   const log = scratchPath("log");
-  let r = await runShell(client, peer, 'cat "$FIFO" > "$LOG" & "$CLIENT" spawn - < /dev/null > "$FIFO"; c=$?; wait; cat "$LOG"; exit $c', { FIFO: fifo, LOG: log });
+  let r = await runShell(client, peer, 'cat "$FIFO" > "$LOG" & "$CLIENT" spawn - < /dev/null > "$FIFO"; c=$?; wait; cat "$LOG"; exit $c', {
+    FIFO: fifo,
+    LOG: log,
+  });
   assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "", ""]);
   r = await runShell(client, peer, 'id=$("$CLIENT" activity-collect a); printf "[%s]" "$id"');
   assert.deepEqual([r.code, r.stdout.toString()], [0, "[run-old]"]);
@@ -156,8 +181,12 @@ forBoth("activity, spawn and state: usage errors exit 2 before connecting; --hel
   }
   assert.equal(peer.lines.length, 0);
   for (const [args, usage] of [
-    [["activity", "--help"], ACT], [["activity-submit", "-h"], SUB], [["activity-collect", "--help"], COL],
-    [["activity-wait-all", "--help"], ALL], [["spawn", "--help"], SPAWN], [["state", "get", "--help"], STATE],
+    [["activity", "--help"], ACT],
+    [["activity-submit", "-h"], SUB],
+    [["activity-collect", "--help"], COL],
+    [["activity-wait-all", "--help"], ALL],
+    [["spawn", "--help"], SPAWN],
+    [["state", "get", "--help"], STATE],
   ] as const) {
     const help = await runClient(client, peer, args, { env: {} });
     assert.equal(help.code, 0, args.join(" "));
@@ -166,14 +195,25 @@ forBoth("activity, spawn and state: usage errors exit 2 before connecting; --hel
   }
 });
 
-forBoth("a result new to this pass (replay false: it arrived while the run was parked) is printed on the capture pipe", async (client, peer) => {
-  const fifo = scratchPath("capture-new");
-  assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
-  peer.captureIno = statSync(fifo).ino;
-  peer.answer = (req) =>
-    req.op === "hello" ? undefined : { ok: true, replay: false, capture_ino: peer.captureIno, stdout_b64: b64(`${String(req.op)}-out\n`) };
-  const log = scratchPath("log-new");
-  const calls = '"$CLIENT" activity a -- echo x; "$CLIENT" activity-collect b; "$CLIENT" wait-event t.x; "$CLIENT" wait-signal go';
-  const r = await runShell(client, peer, `cat "$FIFO" > "$LOG" & { ${calls}; } > "$FIFO"; c=$?; wait; cat "$LOG"; exit $c`, { FIFO: fifo, LOG: log });
-  assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "activity-out\nactivity-collect-out\nwait-event-out\nwait-signal-out\n", ""]);
-});
+forBoth(
+  "a result new to this pass (replay false: it arrived while the run was parked) is printed on the capture pipe",
+  async (client, peer) => {
+    const fifo = scratchPath("capture-new");
+    assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
+    peer.captureIno = statSync(fifo).ino;
+    peer.answer = (req) =>
+      req.op === "hello"
+        ? undefined
+        : { ok: true, replay: false, capture_ino: peer.captureIno, stdout_b64: b64(`${String(req.op)}-out\n`) };
+    const log = scratchPath("log-new");
+    const calls = '"$CLIENT" activity a -- echo x; "$CLIENT" activity-collect b; "$CLIENT" wait-event t.x; "$CLIENT" wait-signal go';
+    const r = await runShell(client, peer, `cat "$FIFO" > "$LOG" & { ${calls}; } > "$FIFO"; c=$?; wait; cat "$LOG"; exit $c`, {
+      FIFO: fifo,
+      LOG: log,
+    });
+    assert.deepEqual(
+      [r.code, r.stdout.toString(), r.stderr],
+      [0, "activity-out\nactivity-collect-out\nwait-event-out\nwait-signal-out\n", ""],
+    );
+  },
+);

@@ -112,7 +112,8 @@ const clip = (line: string | undefined): string => (line === undefined ? "(none)
 
 const assertSameWire = (native: readonly string[], node: readonly string[]): void => {
   for (let i = 0; i < Math.max(native.length, node.length); i++) {
-    if (native[i] !== node[i]) assert.fail(`request ${i} differs between the clients:\nnative: ${clip(native[i])}\nnode:   ${clip(node[i])}`);
+    if (native[i] !== node[i])
+      assert.fail(`request ${i} differs between the clients:\nnative: ${clip(native[i])}\nnode:   ${clip(node[i])}`);
   }
 };
 

@@ -77,7 +77,10 @@ export class ProtocolPeer {
   private readonly running = new Map<number, string>();
   private readonly sockets = new Set<Socket>();
 
-  private constructor(private readonly server: Server, readonly path: string) {}
+  private constructor(
+    private readonly server: Server,
+    readonly path: string,
+  ) {}
 
   static async start(path: string): Promise<ProtocolPeer> {
     const server = createServer();
@@ -114,28 +117,28 @@ export class ProtocolPeer {
 
   /** What docs/internals.md says the agent answers, per op. */
   private readonly ops: Readonly<Record<string, (request: PeerRequest) => PeerAnswer>> = {
-    "hello": () => ({ ok: true, agent_id: "agt-peer", protocol: 2, capture_ino: this.captureIno }),
-    "step": (r) => this.step(String(r.name)),
+    hello: () => ({ ok: true, agent_id: "agt-peer", protocol: 2, capture_ino: this.captureIno }),
+    step: (r) => this.step(String(r.name)),
     "step.complete": (r) => this.stepComplete(r),
     "output.set": (r) => {
       for (const [k, v] of Object.entries(r.values as Record<string, string>)) this.outputs.set(k, v);
       return { ok: true };
     },
-    "annotate": (r) => {
+    annotate: (r) => {
       this.annotations.push(String(r.markdown));
       return { ok: true };
     },
-    "sleep": () => ({ ok: true }),
-    "lock": () => ({ ok: true }),
-    "unlock": () => ({ ok: true }),
+    sleep: () => ({ ok: true }),
+    lock: () => ({ ok: true }),
+    unlock: () => ({ ok: true }),
     "wait-signal": (r) => this.waitSignal(String(r.name), r.timeout),
-    "emit": (r) => {
+    emit: (r) => {
       this.emitted.push(r);
       const id = `evt-peer-${this.emitted.length}`;
       return { ok: true, stdout_b64: Buffer.from(`${id}\n`).toString("base64"), event_id: id };
     },
     "wait-event": (r) => this.waitEvent(String(r.type), r.timeout),
-    "activity": (r) => this.child(String(r.name)),
+    activity: (r) => this.child(String(r.name)),
     "activity-submit": (r) => {
       this.submitted.add(String(r.name));
       return { ok: true };
@@ -148,8 +151,8 @@ export class ProtocolPeer {
       const failed = [...this.submitted].filter((n) => (this.children.get(n)?.exit ?? 0) !== 0).length;
       return { ok: true, stdout_b64: Buffer.from(`${failed}\n`).toString("base64") };
     },
-    "spawn": () => ({ ok: true, stdout_b64: Buffer.from(`run-child-${++this.spawned}\n`).toString("base64") }),
-    "state": (r) => this.stateOp(r),
+    spawn: () => ({ ok: true, stdout_b64: Buffer.from(`run-child-${++this.spawned}\n`).toString("base64") }),
+    state: (r) => this.stateOp(r),
   };
 
   private documented(request: PeerRequest): PeerAnswer {
@@ -191,7 +194,12 @@ export class ProtocolPeer {
         this.state.delete(key);
         return { ok: true };
       default:
-        return out([...this.state].filter(([k]) => k.startsWith(prefix)).map(([k, v]) => `${k.slice(prefix.length)}\t${v}\n`).join(""));
+        return out(
+          [...this.state]
+            .filter(([k]) => k.startsWith(prefix))
+            .map(([k, v]) => `${k.slice(prefix.length)}\t${v}\n`)
+            .join(""),
+        );
     }
   }
 
@@ -200,7 +208,11 @@ export class ProtocolPeer {
     this.position++;
     if (record) {
       return {
-        ok: true, replay: true, capture_ino: this.captureIno, stdout_b64: record.stdout.toString("base64"), exit: record.exit,
+        ok: true,
+        replay: true,
+        capture_ino: this.captureIno,
+        stdout_b64: record.stdout.toString("base64"),
+        exit: record.exit,
         ...(record.error !== undefined ? { stderr: `error: ${record.error}\n` } : {}),
       };
     }

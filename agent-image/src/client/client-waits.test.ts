@@ -13,7 +13,10 @@ forBoth("sleep sends the duration text as it is and exits 0 on {}", async (clien
   assert.deepEqual(peer.lines, ['{"v":2,"id":1,"op":"sleep","duration":"1m 30s"}']);
 });
 
-for (const [what, args] of [["sleep", ["sleep", "1h"]], ["an unbounded wait-signal", ["wait-signal", "approve"]]] as const) {
+for (const [what, args] of [
+  ["sleep", ["sleep", "1h"]],
+  ["an unbounded wait-signal", ["wait-signal", "approve"]],
+] as const) {
   for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     forBoth(`${what} that parks gets no answer: the client waits, and prints nothing when ${signal} ends it`, async (client, peer) => {
       peer.answer = () => "hang";
@@ -34,12 +37,15 @@ forBoth("wait-signal takes queued signals in order and prints each payload; no h
   const second = await runClient(client, peer, ["wait-signal", "approve"]);
   assert.deepEqual([first.code, first.stdout.toString(), first.stderr], [0, '{"by":"ann"}\n', ""]);
   assert.deepEqual([second.code, second.stdout.toString()], [0, '{"by":"bob"}\n']);
-  assert.deepEqual(peer.lines, ['{"v":2,"id":1,"op":"wait-signal","name":"approve"}', '{"v":2,"id":1,"op":"wait-signal","name":"approve"}']);
+  assert.deepEqual(peer.lines, [
+    '{"v":2,"id":1,"op":"wait-signal","name":"approve"}',
+    '{"v":2,"id":1,"op":"wait-signal","name":"approve"}',
+  ]);
 });
 
 forBoth("a bounded wait says hello first, sends the timeout text, and exits 124 with the agent's message", async (client, peer) => {
   const r = await runClient(client, peer, ["wait-signal", "approve", "--timeout", "30s"]);
-  assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [124, "", "flow wait-signal: timed out after \"30s\" waiting for approve\n"]);
+  assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [124, "", 'flow wait-signal: timed out after "30s" waiting for approve\n']);
   peer.signals.set("go", ["1"]);
   const got = await runClient(client, peer, ["wait-signal", "--timeout=2h", "go"]);
   assert.deepEqual([got.code, got.stdout.toString()], [0, "1\n"]);
@@ -54,21 +60,35 @@ forBoth("a bounded wait says hello first, sends the timeout text, and exits 124 
 forBoth("a bounded wait is refused at the call site by a protocol-1 agent; an unbounded one is sent", async (client, peer) => {
   peer.answer = (req) => (req.op === "hello" ? { v: 1, ok: true, protocol: 1 } : undefined);
   const r = await runClient(client, peer, ["wait-signal", "approve", "--timeout", "30s"]);
-  assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [
-    1, "", "error: the agent speaks socket protocol v1; this call needs v2\nupgrade the flowsvc agent, or drop --timeout\n",
-  ]);
-  assert.deepEqual(peer.requests.map((q) => q.op), ["hello"], "the wait itself was never sent");
+  assert.deepEqual(
+    [r.code, r.stdout.toString(), r.stderr],
+    [1, "", "error: the agent speaks socket protocol v1; this call needs v2\nupgrade the flowsvc agent, or drop --timeout\n"],
+  );
+  assert.deepEqual(
+    peer.requests.map((q) => q.op),
+    ["hello"],
+    "the wait itself was never sent",
+  );
   peer.signals.set("approve", ["true"]);
   const unbounded = await runClient(client, peer, ["wait-signal", "approve"]);
   assert.deepEqual([unbounded.code, unbounded.stdout.toString()], [0, "true\n"]);
-  assert.deepEqual(peer.requests.map((q) => q.op), ["hello", "wait-signal"]);
+  assert.deepEqual(
+    peer.requests.map((q) => q.op),
+    ["hello", "wait-signal"],
+  );
 });
 
 forBoth("wait-signal refuses names starting event: before it connects, exit 2", async (client, peer) => {
-  for (const args of [["wait-signal", "event:deploy.done"], ["wait-signal", "event:", "--timeout", "5s"]]) {
+  for (const args of [
+    ["wait-signal", "event:deploy.done"],
+    ["wait-signal", "event:", "--timeout", "5s"],
+  ]) {
     const r = await runClient(client, peer, args);
     assert.equal(r.code, 2, args.join(" "));
-    assert.equal(r.stderr, `error: flow wait-signal: names starting with "event:" are reserved for event waits (flow wait-event): ${args[1]}\nusage: flow wait-signal <name> [--timeout <duration>]\n`);
+    assert.equal(
+      r.stderr,
+      `error: flow wait-signal: names starting with "event:" are reserved for event waits (flow wait-event): ${args[1]}\nusage: flow wait-signal <name> [--timeout <duration>]\n`,
+    );
   }
   assert.equal(peer.lines.length, 0);
 });
@@ -111,13 +131,19 @@ forBoth("a bracketed lock: a refused lock runs nothing; a refused step sends no 
   peer.answer = (req) => (req.op === "lock" ? { ok: false, error: { code: "x", message: "no lease" }, exit: 5 } : undefined);
   let r = await runClient(client, peer, ["lock", "g", "--", "touch", marker]);
   assert.deepEqual([r.code, r.stderr, existsSync(marker)], [5, "error: no lease\n", false]);
-  assert.deepEqual(peer.requests.map((q) => q.op), ["lock"]);
+  assert.deepEqual(
+    peer.requests.map((q) => q.op),
+    ["lock"],
+  );
 
   const message = 'replay reached step "lock:g" at call #1, but the journal recorded step "a" there';
   peer.answer = (req) => (req.op === "step" ? { ok: false, error: { code: "determinism", message } } : undefined);
   r = await runClient(client, peer, ["lock", "g", "--", "touch", marker]);
   assert.deepEqual([r.code, r.stderr, existsSync(marker)], [1, `error: ${message}\n`, false]);
-  assert.deepEqual(peer.requests.map((q) => q.op), ["lock", "lock", "step"]);
+  assert.deepEqual(
+    peer.requests.map((q) => q.op),
+    ["lock", "lock", "step"],
+  );
 
   peer.answer = (req) => (req.op === "unlock" ? { ok: false, error: { code: "job_lost", message: "lease lost" }, exit: 6 } : undefined);
   r = await runClient(client, peer, ["lock", "g2", "--", "true"]);
@@ -152,7 +178,11 @@ forBoth("sleep, wait-signal and lock: usage errors exit 2 before connecting; --h
     assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [2, "", stderr], args.join(" "));
   }
   assert.equal(peer.lines.length, 0);
-  for (const [args, usage] of [[["sleep", "--help"], SLEEP], [["wait-signal", "-h"], WAIT], [["lock", "g", "--help", "--", "x"], LOCK]] as const) {
+  for (const [args, usage] of [
+    [["sleep", "--help"], SLEEP],
+    [["wait-signal", "-h"], WAIT],
+    [["lock", "g", "--help", "--", "x"], LOCK],
+  ] as const) {
     const help = await runClient(client, peer, args, { env: {} });
     assert.equal(help.code, 0);
     assert.match(help.stdout.toString(), new RegExp(`^${usage.replace(/[[\]().*|]/g, "\\$&")}.+\nexample: flow ${args[0]} .+\n$`));

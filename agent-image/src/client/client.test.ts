@@ -24,7 +24,16 @@ void test("the native client is built here", { skip: nativeBuilt ? false : "no C
 });
 
 forBoth("a new step runs its command once, echoes its stdout and exits with its code", async (client, peer) => {
-  const r = await runClient(client, peer, ["step", "build", "--label", "Build it", "--", "sh", "-c", "printf 'hello\\n'; echo oops >&2; exit 3"]);
+  const r = await runClient(client, peer, [
+    "step",
+    "build",
+    "--label",
+    "Build it",
+    "--",
+    "sh",
+    "-c",
+    "printf 'hello\\n'; echo oops >&2; exit 3",
+  ]);
   assert.equal(r.code, 3);
   assert.equal(r.stdout.toString(), "hello\n");
   assert.equal(r.stderr, "oops\n");
@@ -37,13 +46,16 @@ forBoth("a new step runs its command once, echoes its stdout and exits with its 
 const cwd = scratchPath("cwd");
 mkdirSync(cwd);
 forBoth("the step body gets the script's env without FLOW_* plus FLOW_IDEMPOTENCY_KEY, in the same cwd", async (client, peer) => {
-  const r = await runClient(client, peer, ["step", "env", "--", "sh", "-c", "env; echo \"cwd=$(pwd -P)\""], {
+  const r = await runClient(client, peer, ["step", "env", "--", "sh", "-c", 'env; echo "cwd=$(pwd -P)"'], {
     cwd,
     extraEnv: { FLOW_INPUT_FILE: "/tmp/x", FLOW_IDEMPOTENCY_KEY: "stale" },
   });
   assert.equal(r.code, 0, r.stderr);
   const lines = r.stdout.toString().trim().split("\n");
-  assert.deepEqual(lines.filter((l) => l.startsWith("FLOW_")), ["FLOW_IDEMPOTENCY_KEY=idem-1"]);
+  assert.deepEqual(
+    lines.filter((l) => l.startsWith("FLOW_")),
+    ["FLOW_IDEMPOTENCY_KEY=idem-1"],
+  );
   assert.ok(lines.includes("KEEP_ME=kept"));
   assert.ok(lines.includes(`cwd=${realpathSync(cwd)}`));
 });
@@ -99,7 +111,8 @@ forBoth("a replayed step writes nothing when stdout is the agent's capture pipe,
   peer.captureIno = statSync(fifo).ino;
   peer.recorded.set("old", { stdout: Buffer.from("recorded\n"), exit: 0 });
   // Like the agent's capture pipe: one FIFO is the whole script's stdout.
-  const script = 'cat "$FIFO" > "$LOG" & ("$CLIENT" step old -- false; a=$?; "$CLIENT" step new -- echo fresh; exit $((a * 10 + $?))) > "$FIFO"; c=$?; wait; exit $c';
+  const script =
+    'cat "$FIFO" > "$LOG" & ("$CLIENT" step old -- false; a=$?; "$CLIENT" step new -- echo fresh; exit $((a * 10 + $?))) > "$FIFO"; c=$?; wait; exit $c';
   const r = await runShell(client, peer, script, { FIFO: fifo, LOG: log });
   assert.equal(r.code, 0, r.stderr);
   assert.equal(readFileSync(log, "utf8"), "fresh\n");
@@ -177,7 +190,8 @@ forBoth("a refused step prints the agent's message and exits with its exit (defa
 });
 
 forBoth("a refused step.complete exits with the agent's exit after the output was echoed", async (client, peer) => {
-  peer.answer = (req) => (req.op === "step.complete" ? { ok: false, error: { code: "job_lost", message: "the job's lease was taken over" }, exit: 4 } : undefined);
+  peer.answer = (req) =>
+    req.op === "step.complete" ? { ok: false, error: { code: "job_lost", message: "the job's lease was taken over" }, exit: 4 } : undefined;
   const r = await runClient(client, peer, ["step", "x", "--", "echo", "hi"]);
   assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [4, "hi\n", "error: the job's lease was taken over\n"]);
 });
@@ -185,6 +199,9 @@ forBoth("a refused step.complete exits with the agent's exit after the output wa
 forBoth("a flow call nested in a step body fails with FLOW_AGENT_SOCKET is not set", async (client, peer) => {
   const r = await runClient(client, peer, ["step", "outer", "--", client.bin, "step", "inner", "--", "true"]);
   assert.equal(r.code, 1);
-  assert.equal(r.stderr, "error: FLOW_AGENT_SOCKET is not set\nflow step works only inside a script run by flowsvc (flow submit / flow run)\n");
+  assert.equal(
+    r.stderr,
+    "error: FLOW_AGENT_SOCKET is not set\nflow step works only inside a script run by flowsvc (flow submit / flow run)\n",
+  );
   assert.equal(peer.recorded.get("outer")?.exit, 1);
 });

@@ -20,8 +20,7 @@ export interface InScriptCommand {
 export const usageError = (command: InScriptCommand, what: string): ClientError =>
   new ClientError([`error: flow ${command.name}: ${what}`, `usage: ${command.usage}`], 2);
 
-export const helpText = (command: InScriptCommand): string =>
-  `usage: ${command.usage}\n${command.summary}\nexample: ${command.example}\n`;
+export const helpText = (command: InScriptCommand): string => `usage: ${command.usage}\n${command.summary}\nexample: ${command.example}\n`;
 
 /** -h or --help before any `--`. */
 export const wantsHelp = (args: readonly string[]): boolean => {

@@ -14,7 +14,7 @@ export const emitCommand: InScriptCommand = {
   name: "emit",
   usage: "flow emit <type> [--key <subject>] [--payload <json>]",
   summary: "Publishes an event on the project's bus and prints its id; a replay prints the same id.",
-  example: "flow emit deploy.done --key acme/web --payload '{\"version\":\"1.4.2\"}'",
+  example: 'flow emit deploy.done --key acme/web --payload \'{"version":"1.4.2"}\'',
   async run(args, env) {
     const parsed = parseArgs(this, args, { single: ["key", "payload"], maxPositionals: 1 });
     const [type] = parsed.positionals;

@@ -25,7 +25,8 @@ export const compactJson = (text: string): string | undefined => {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // a backslash: skip what it escapes
+      if (c === 0x5c)
+        i++; // a backslash: skip what it escapes
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) {
       inString = true;

@@ -28,4 +28,3 @@ export const outputCommand: InScriptCommand = {
     return simpleCall(env, this.name, { id: 1, op: "output.set", values: new RawJson(jsonObject(values)) });
   },
 };
-

@@ -36,16 +36,24 @@ const PATH = "/usr/local/bin:/usr/bin:/bin";
 /** Longest a speaker may take on one case before the test ends it (a hang is a failure, not a wait). */
 const CASE_LIMIT_MS = 30_000;
 
-const describe = (ran: Ran): string => `exit ${ran.code ?? ran.signal}\n--- stdout\n${ran.stdout.toString("utf8")}\n--- stderr\n${ran.stderr}`;
+const describe = (ran: Ran): string =>
+  `exit ${ran.code ?? ran.signal}\n--- stdout\n${ran.stdout.toString("utf8")}\n--- stderr\n${ran.stderr}`;
 
 /** A parked call: the speaker must still be waiting once its last request arrived. */
 const endParked = async (started: Started, peer: TranscriptPeer): Promise<Ran> => {
-  await until(() => peer.finished || started.child.exitCode !== null || started.child.signalCode !== null, "the speaker's last request", CASE_LIMIT_MS);
+  await until(
+    () => peer.finished || started.child.exitCode !== null || started.child.signalCode !== null,
+    "the speaker's last request",
+    CASE_LIMIT_MS,
+  );
   peer.assertReplayed();
   const waiting = started.child.exitCode === null && started.child.signalCode === null && peer.open > 0;
   started.child.kill("SIGTERM");
   const ran = await started.done;
-  assert.ok(waiting && ran.signal === "SIGTERM", `the speaker did not wait for the answer that never comes (the run parks); it ended on its own:\n${describe(ran)}`);
+  assert.ok(
+    waiting && ran.signal === "SIGTERM",
+    `the speaker did not wait for the answer that never comes (the run parks); it ended on its own:\n${describe(ran)}`,
+  );
   return ran;
 };
 
@@ -73,7 +81,11 @@ const replayCase = async (speaker: Speaker, c: TranscriptCase, expected: object)
     }
     const ran = await endAnswered(started);
     peer.assertReplayed();
-    assert.deepEqual(speaker.outcome(ran, expected), expected, `${speaker.name} made something else of the recorded answers:\n${describe(ran)}`);
+    assert.deepEqual(
+      speaker.outcome(ran, expected),
+      expected,
+      `${speaker.name} made something else of the recorded answers:\n${describe(ran)}`,
+    );
   } finally {
     await peer.close();
   }

@@ -23,10 +23,12 @@ const CALLS: Readonly<Record<string, Call>> = {
   "state.list": (_a, o) => state.list(o),
 };
 
-const fnOf = (call: SdkCall): (() => unknown) => () => {
-  if (call.fn && "throws" in call.fn) throw new Error(call.fn.throws);
-  return call.fn?.returns;
-};
+const fnOf =
+  (call: SdkCall): (() => unknown) =>
+  () => {
+    if (call.fn && "throws" in call.fn) throw new Error(call.fn.throws);
+    return call.fn?.returns;
+  };
 
 const outcome = async (call: SdkCall): Promise<unknown> => {
   const run = CALLS[call.call];

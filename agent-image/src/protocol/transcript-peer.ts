@@ -69,7 +69,12 @@ export class TranscriptPeer {
   mismatch: string | undefined;
   private readonly sockets = new Set<Socket>();
 
-  private constructor(private readonly server: Server, readonly path: string, private readonly frames: readonly Frame[], private readonly ids: IdRule) {}
+  private constructor(
+    private readonly server: Server,
+    readonly path: string,
+    private readonly frames: readonly Frame[],
+    private readonly ids: IdRule,
+  ) {}
 
   static async start(path: string, frames: readonly Frame[], ids: IdRule): Promise<TranscriptPeer> {
     const server = createServer();

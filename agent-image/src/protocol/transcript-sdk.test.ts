@@ -15,7 +15,11 @@ const tsDriver = fileURLToPath(new URL("./sdk-driver.js", import.meta.url));
 const pyDriver = join(repoRoot, "agent-image", "protocol", "sdk_driver.py");
 /** python3 on this process's PATH (a case runs with a fixed PATH); FLOWSVC_TEST_PYTHON replays with another Python (the SDK supports 3.8+). */
 const onPath = (program: string): string =>
-  (process.env["PATH"] ?? "").split(delimiter).filter((dir) => dir !== "").map((dir) => join(dir, program)).find((file) => existsSync(file)) ?? program;
+  (process.env["PATH"] ?? "")
+    .split(delimiter)
+    .filter((dir) => dir !== "")
+    .map((dir) => join(dir, program))
+    .find((file) => existsSync(file)) ?? program;
 const python = process.env["FLOWSVC_TEST_PYTHON"] ?? onPath("python3");
 
 const sdk = (name: string, program: string, driver: string): Speaker => ({

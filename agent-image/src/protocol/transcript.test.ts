@@ -28,8 +28,16 @@ void test("every op the agent serves has a case in the transcript", async () => 
   const ops = await agentOps();
   assert.ok(ops.includes("step") && ops.includes("state"), ops.join(" "));
   const covered = new Set(transcript.cases.flatMap((c) => c.frames.map((f) => opOf(requestLine(f)))));
-  assert.deepEqual(ops.filter((op) => !covered.has(op)), [], "ops without a transcript case (add one: docs/internals.md, Protocol transcript)");
-  assert.deepEqual([...covered].filter((op) => !ops.includes(op)), [], "transcript ops the agent does not serve");
+  assert.deepEqual(
+    ops.filter((op) => !covered.has(op)),
+    [],
+    "ops without a transcript case (add one: docs/internals.md, Protocol transcript)",
+  );
+  assert.deepEqual(
+    [...covered].filter((op) => !ops.includes(op)),
+    [],
+    "transcript ops the agent does not serve",
+  );
 });
 
 const checkCase = (c: TranscriptCase): void => {
@@ -45,7 +53,8 @@ const checkCase = (c: TranscriptCase): void => {
   });
   const parks = c.frames.at(-1)?.answer === null;
   for (const expected of [c.expect.cli, c.expect.sdk]) {
-    if (expected !== undefined) assert.equal(isPending(expected), parks, "a speaker is expected to wait exactly when the last answer never comes");
+    if (expected !== undefined)
+      assert.equal(isPending(expected), parks, "a speaker is expected to wait exactly when the last answer never comes");
   }
 };
 
@@ -64,7 +73,12 @@ void test("every case is well formed", () => {
 });
 
 void test("error answers and hello answers are the frames the agent's own builders make, key order included", async () => {
-  const ctx = { agentId: "agt-transcript", captureIno: transcript.capture_ino, failure: () => undefined, onSuspend: () => undefined } as unknown as OpContext;
+  const ctx = {
+    agentId: "agt-transcript",
+    captureIno: transcript.capture_ino,
+    failure: () => undefined,
+    onSuspend: () => undefined,
+  } as unknown as OpContext;
   const hello = { v: 2, ...(await createOpHandler(ctx)({ v: 2, op: "hello" })).response };
   let errors = 0;
   for (const f of transcript.cases.flatMap((c) => c.frames)) {

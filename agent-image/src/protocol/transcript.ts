@@ -34,7 +34,8 @@ export interface CliOutcome {
   readonly stderr: string;
 }
 
-export type SdkOutcome = { readonly returns: Json } | { readonly throws: { readonly code: string; readonly exit?: number; readonly message?: string } };
+export type SdkOutcome =
+  { readonly returns: Json } | { readonly throws: { readonly code: string; readonly exit?: number; readonly message?: string } };
 
 /** An SDK call, the same in both languages: options are the TypeScript options object, the Python keyword arguments. */
 export interface SdkCall {

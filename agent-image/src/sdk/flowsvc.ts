@@ -38,7 +38,12 @@ export type Duration = string | number;
  */
 export class FlowError extends Error {
   override name = "FlowError";
-  constructor(readonly code: string, message: string, readonly exit?: number, options?: { cause?: unknown }) {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly exit?: number,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }
@@ -46,7 +51,12 @@ export class FlowError extends Error {
 /** A step whose command exited non-zero (or a stepFn whose function threw), first pass or replayed. */
 export class StepFailed extends FlowError {
   override name = "StepFailed";
-  constructor(readonly exitCode: number, readonly stdout: string, message?: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly exitCode: number,
+    readonly stdout: string,
+    message?: string,
+    options?: { cause?: unknown },
+  ) {
     super("step_failed", message ?? `step failed with exit code ${exitCode}`, exitCode, options);
   }
 }
@@ -205,7 +215,8 @@ const parseJsonOrText = (text: string): unknown => {
  */
 export const durationText = (duration: Duration): string => {
   if (typeof duration === "number") {
-    if (!Number.isFinite(duration) || duration < 0) throw new RangeError(`a duration must be a finite number of seconds, zero or more; got ${duration}`);
+    if (!Number.isFinite(duration) || duration < 0)
+      throw new RangeError(`a duration must be a finite number of seconds, zero or more; got ${duration}`);
     return `${Math.round(duration * 1000)}ms`;
   }
   if (typeof duration === "string") {
@@ -392,21 +403,29 @@ export interface WaitOptions {
 export const waitSignal = async <T = unknown>(name: string, options: WaitOptions = {}): Promise<T | null> => {
   if (typeof name !== "string" || !name) throw new FlowError("invalid_argument", "waitSignal needs a non-empty signal name");
   if (name.startsWith("event:")) {
-    throw new FlowError("invalid_argument", `signal names starting "event:" are refused: ${JSON.stringify(name)} names an event, not a signal`, 2);
+    throw new FlowError(
+      "invalid_argument",
+      `signal names starting "event:" are refused: ${JSON.stringify(name)} names an event, not a signal`,
+      2,
+    );
   }
   const timeout = options.timeout === undefined ? undefined : durationText(options.timeout);
   const answer = await Connection.with(async (c) => {
     if (timeout !== undefined) {
       const version = await c.hello();
       if (version < 2) {
-        throw new FlowError("unsupported_protocol", `bounded waits need an agent that speaks socket protocol v2 (this agent speaks v${version})`);
+        throw new FlowError(
+          "unsupported_protocol",
+          `bounded waits need an agent that speaks socket protocol v2 (this agent speaks v${version})`,
+        );
       }
     }
     return c.call("wait-signal", { name, timeout });
   });
   const exit = exitOf(answer);
   if (exit === 124) return null;
-  if (exit !== 0) throw new FlowError("wait_failed", stderrMessage(answer) ?? `waitSignal ${JSON.stringify(name)} failed with exit code ${exit}`, exit);
+  if (exit !== 0)
+    throw new FlowError("wait_failed", stderrMessage(answer) ?? `waitSignal ${JSON.stringify(name)} failed with exit code ${exit}`, exit);
   const text = stdoutText(answer).trim();
   return text ? (parseJsonOrText(text) as T) : null;
 };
@@ -427,7 +446,8 @@ const EVENT_TYPE = /^[A-Za-z0-9._-]{1,64}$/;
  */
 export const emit = async (type: string, payload?: unknown, options: EmitOptions = {}): Promise<string> => {
   if (typeof type !== "string" || !type) throw new FlowError("invalid_argument", "emit needs a non-empty event type");
-  if (!EVENT_TYPE.test(type)) throw new FlowError("invalid_argument", `an event type is 1-64 characters from [A-Za-z0-9._-], got ${type}`, 2);
+  if (!EVENT_TYPE.test(type))
+    throw new FlowError("invalid_argument", `an event type is 1-64 characters from [A-Za-z0-9._-], got ${type}`, 2);
   const answer = await Connection.with((c) => c.call("emit", { type, key: options.key, payload }));
   const id = answer["event_id"];
   return typeof id === "string" && id ? id : stdoutText(answer).trim();

@@ -45,10 +45,17 @@ export const startFakeFlowsvc = async (): Promise<FakeFlowsvc> => {
   const routes = new Map<string, Route>();
   const server = createServer((req, res) => {
     void (async () => {
-      const request: SeenRequest = { method: req.method ?? "", url: req.url ?? "", authorization: req.headers.authorization, body: await readBody(req) };
+      const request: SeenRequest = {
+        method: req.method ?? "",
+        url: req.url ?? "",
+        authorization: req.headers.authorization,
+        body: await readBody(req),
+      };
       seen.push(request);
       const route = routes.get(`${request.method} ${request.url.split("?")[0] ?? ""}`);
-      const reply: Reply = route ? await route(request) : { status: 404, json: { error: { code: "not_found", message: `no route ${request.method} ${request.url}` } } };
+      const reply: Reply = route
+        ? await route(request)
+        : { status: 404, json: { error: { code: "not_found", message: `no route ${request.method} ${request.url}` } } };
       if ("stream" in reply) {
         res.writeHead(200, { "content-type": "text/plain; charset=utf-8" });
         await reply.stream(res);

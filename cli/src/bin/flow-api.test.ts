@@ -57,7 +57,22 @@ void test("submit prints only the run id and sends the documented body with the 
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: run("queued") }));
   const file = await script("build.sh", "echo hi\n");
   const r = await runFlow(
-    ["submit", file, "--env", "A=1", "--env", "B=x=y", "--tag", "ci", "--tag", "nightly", "--idempotency-key", "k1", "--interpreter", " bash  -x "],
+    [
+      "submit",
+      file,
+      "--env",
+      "A=1",
+      "--env",
+      "B=x=y",
+      "--tag",
+      "ci",
+      "--tag",
+      "nightly",
+      "--idempotency-key",
+      "k1",
+      "--interpreter",
+      " bash  -x ",
+    ],
     { env },
   );
   assert.equal(r.code, 0, r.stderr);
@@ -94,7 +109,10 @@ const followRoutes = (finalStatus: string, log: string[]): void => {
       }
     },
   }));
-  api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}`, () => ({ status: 200, json: run(finalStatus, { error: finalStatus === "failed" ? "exit status 3" : null }) }));
+  api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}`, () => ({
+    status: 200,
+    json: run(finalStatus, { error: finalStatus === "failed" ? "exit status 3" : null }),
+  }));
 };
 
 void test("submit --follow streams the log to stdout, the id to stderr, and exits 0 when the run succeeds", async () => {
@@ -169,7 +187,14 @@ void test("steps shows name#ordinal, the exit code and the bytes of output", asy
   const steps = [
     { position: 0, kind: "step", name: "build", ordinal: 0, status: "done", exit_code: 0, output_bytes: 6 },
     { position: 1, kind: "sleep", name: "", ordinal: 0, status: "pending", exit_code: null, output_bytes: null },
-    { position: 2, kind: "step", name: "raw", ordinal: 1, status: "done", result: { stdout_b64: Buffer.from("hello\n").toString("base64"), exit: 3 } },
+    {
+      position: 2,
+      kind: "step",
+      name: "raw",
+      ordinal: 1,
+      status: "done",
+      result: { stdout_b64: Buffer.from("hello\n").toString("base64"), exit: 3 },
+    },
   ];
   api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/steps`, () => ({ status: 200, json: steps }));
   const r = await runFlow(["steps", RUN_ID], { env });
@@ -221,11 +246,17 @@ void test("a 401 says how to log in", async () => {
 });
 
 void test("the server's error and hint are printed as sent, with the exit status of the code", async () => {
-  api.routes.set(`PUT ${SCOPED}/secrets/X`, () => ({ status: 403, json: { error: { code: "forbidden", message: "setting a secret needs admin", hint: "ask an admin" } } }));
+  api.routes.set(`PUT ${SCOPED}/secrets/X`, () => ({
+    status: 403,
+    json: { error: { code: "forbidden", message: "setting a secret needs admin", hint: "ask an admin" } },
+  }));
   const forbidden = await runFlow(["secret", "set", "X", "v"], { env });
   assert.equal(forbidden.code, 1);
   assert.equal(forbidden.stderr, "error: setting a secret needs admin\nask an admin\n");
-  api.routes.set(`POST ${SCOPED}/events`, () => ({ status: 400, json: { error: { code: "invalid_argument", message: "type: reserved" } } }));
+  api.routes.set(`POST ${SCOPED}/events`, () => ({
+    status: 400,
+    json: { error: { code: "invalid_argument", message: "type: reserved" } },
+  }));
   const invalid = await runFlow(["emit", "run.started"], { env });
   assert.equal(invalid.code, 2);
   assert.match(invalid.stderr, /^error: type: reserved\n/);
@@ -248,7 +279,14 @@ void test("emit against a server without the route fails cleanly with exit 1", a
 });
 
 void test("events ls and show print the bus records", async () => {
-  const event = { id: "evt-1", type: "deploy.done", key: "acme/web", payload: { ok: true }, created_at: new Date().toISOString(), source_run_id: RUN_ID };
+  const event = {
+    id: "evt-1",
+    type: "deploy.done",
+    key: "acme/web",
+    payload: { ok: true },
+    created_at: new Date().toISOString(),
+    source_run_id: RUN_ID,
+  };
   api.routes.set(`GET ${SCOPED}/events`, () => ({ status: 200, json: { events: [event] } }));
   api.routes.set(`GET ${SCOPED}/events/evt-1`, () => ({ status: 200, json: event }));
   const list = await runFlow(["events", "ls", "--type", "deploy.done"], { env });
@@ -262,7 +300,10 @@ void test("events ls and show print the bus records", async () => {
 });
 
 void test("login checks the token, saves url, token and project 0600, and later commands use them", async () => {
-  api.routes.set("GET /api/v1/whoami", () => ({ status: 200, json: { user: "alice", projects: [{ org: "acme", project: "web", role: "admin" }] } }));
+  api.routes.set("GET /api/v1/whoami", () => ({
+    status: 200,
+    json: { user: "alice", projects: [{ org: "acme", project: "web", role: "admin" }] },
+  }));
   const { FLOWSVC_URL: _u, FLOWSVC_TOKEN: _t, FLOWSVC_PROJECT: _p, ...bare } = env;
   const r = await runFlow(["login", "--url", api.url, "--token", TOKEN], { env: bare });
   assert.equal(r.code, 0, r.stderr);

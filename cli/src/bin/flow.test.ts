@@ -58,7 +58,11 @@ const usageCases: Array<[string, string[], RegExp]> = [
   ["a missing argument", ["status"], /^error: missing required argument 'run'/],
   ["--limit 0", ["runs", "ls", "--limit", "0"], /^error: option '--limit <n>' argument '0' is invalid/],
   ["--payload that is not JSON", ["emit", "x.y", "--payload", "{nope"], /^error: option '--payload <json>' argument '\{nope' is invalid/],
-  ["--project without a slash", ["--project", "nope", "runs", "ls"], /^error: option '--project <org\/project>' argument 'nope' is invalid/],
+  [
+    "--project without a slash",
+    ["--project", "nope", "runs", "ls"],
+    /^error: option '--project <org\/project>' argument 'nope' is invalid/,
+  ],
   ["a group without its subcommand", ["secret"], /^error: `flow secret` needs a subcommand/],
   ["no command at all", [], /^error: `flow` needs a command/],
 ];
@@ -90,8 +94,24 @@ void test("a saved config that is not JSON is a config error that says how to fi
 });
 
 const COMMANDS = [
-  [], ["submit"], ["follow"], ["runs"], ["runs", "ls"], ["status"], ["steps"], ["secret"], ["secret", "set"], ["secret", "list"],
-  ["secret", "get"], ["secret", "rm"], ["events"], ["events", "ls"], ["events", "show"], ["emit"], ["login"], ["server"],
+  [],
+  ["submit"],
+  ["follow"],
+  ["runs"],
+  ["runs", "ls"],
+  ["status"],
+  ["steps"],
+  ["secret"],
+  ["secret", "set"],
+  ["secret", "list"],
+  ["secret", "get"],
+  ["secret", "rm"],
+  ["events"],
+  ["events", "ls"],
+  ["events", "show"],
+  ["emit"],
+  ["login"],
+  ["server"],
 ];
 
 void test("every command's --help shows an example and exits 0", async () => {

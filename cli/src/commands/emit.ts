@@ -29,13 +29,18 @@ export const emitCommand = (deps: CommandDeps): Command =>
     .argument("<type>", "the event type: 1-64 of A-Z a-z 0-9 . _ - (run.*, flow.* and a few others are reserved)")
     .option("--key <subject>", "the event's subject, e.g. a repository; none means broadcast")
     .option("--payload <json>", "the payload, valid JSON (default null)", parseJsonFlag)
-    .addHelpText("after", examples("flow emit deploy.requested --key acme/web --payload '{\"ref\":\"main\"}'", "id=$(flow emit nightly.done)"))
+    .addHelpText(
+      "after",
+      examples('flow emit deploy.requested --key acme/web --payload \'{"ref":"main"}\'', "id=$(flow emit nightly.done)"),
+    )
     .action(async (type: string, opts: EmitOptions, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const body = { type, ...(opts.key === undefined ? {} : { key: opts.key }), payload: opts.payload ?? null };
-        const answer = await ctx.api.call<{ id?: string; event_id?: string }>("POST", scopedPath(ctx, "events"), body).catch((err: unknown) => {
-          throw withNotFoundHint(err, ctx.settings);
-        });
+        const answer = await ctx.api
+          .call<{ id?: string; event_id?: string }>("POST", scopedPath(ctx, "events"), body)
+          .catch((err: unknown) => {
+            throw withNotFoundHint(err, ctx.settings);
+          });
         const id = answer?.id ?? answer?.event_id;
         if (!id) throw new FlowError("internal", "the server accepted the event but did not answer its id");
         ctx.io.out(id);

@@ -50,8 +50,8 @@ export const sampleRequest = (hook: HookView): string => {
     const secret = hook.secret ? quote(`X-Flow-Hook-Secret: ${hook.secret}`) : `"X-Flow-Hook-Secret: $FLOW_HOOK_SECRET"`;
     return `curl -X POST ${url} -H ${secret} -H 'Content-Type: application/json' -d '{"hello":"world"}'`;
   }
-  const header = hook.mode === "manifest" ? "X-Hub-Signature-256" : hook.hmac_header ?? "";
-  const prefix = hook.mode === "manifest" ? "sha256=" : hook.hmac_prefix ?? "";
+  const header = hook.mode === "manifest" ? "X-Hub-Signature-256" : (hook.hmac_header ?? "");
+  const prefix = hook.mode === "manifest" ? "sha256=" : (hook.hmac_prefix ?? "");
   const extra = hook.mode === "manifest" ? ` -H 'X-GitHub-Event: ping' -H "X-GitHub-Delivery: $(date +%s%N)"` : "";
   return [
     `KEY=<the signing key>; body='{"zen":"hello"}'`,
@@ -65,16 +65,25 @@ const modeOf = (h: HookView): string =>
 
 /** What `set` and `rotate` print for people: the URL, the secret once, and a request to try. */
 const printCreated = (io: Stdio, hook: HookView, what: string): void => {
-  io.out(formatDetails([
-    ["event hook", `${hook.name} ${what} (${modeOf(hook)})`],
-    ["emits", hook.emits ?? "-"],
-    ["ingest URL", hook.ingest_url],
-    ["secret", hook.secret ?? "unchanged (not shown again)"],
-  ]));
-  if (hook.secret) io.note(`the secret is shown only now: the server keeps its digest alone; \`flow event-hook rotate ${hook.name}\` mints a new one`);
+  io.out(
+    formatDetails([
+      ["event hook", `${hook.name} ${what} (${modeOf(hook)})`],
+      ["emits", hook.emits ?? "-"],
+      ["ingest URL", hook.ingest_url],
+      ["secret", hook.secret ?? "unchanged (not shown again)"],
+    ]),
+  );
+  if (hook.secret)
+    io.note(`the secret is shown only now: the server keeps its digest alone; \`flow event-hook rotate ${hook.name}\` mints a new one`);
   else io.note(`the hook kept its secret; \`flow event-hook rotate ${hook.name}\` mints a new one`);
-  if (hook.mode !== "token") io.note("each delivery must be signed with the key; the secret is optional for signed hooks (a wrong one is refused)");
-  io.out(`sample request:\n${sampleRequest(hook).split("\n").map((l) => `  ${l}`).join("\n")}`);
+  if (hook.mode !== "token")
+    io.note("each delivery must be signed with the key; the secret is optional for signed hooks (a wrong one is refused)");
+  io.out(
+    `sample request:\n${sampleRequest(hook)
+      .split("\n")
+      .map((l) => `  ${l}`)
+      .join("\n")}`,
+  );
 };
 
 const readKey = async (io: Stdio, flag: string, value: string | undefined): Promise<string | undefined> => {
@@ -87,24 +96,36 @@ const setCommand = (deps: CommandDeps): Command =>
   new Command("set")
     .description("create an event hook, or replace its configuration keeping its secret (admin)")
     .argument("<name>", "the hook's name; its events are typed <name>.<event> for a manifest hook")
-    .option("--event-type <type>", "shared-token mode: the type every delivery is emitted as (with --hmac-*: overrides the default, the hook's name)")
+    .option(
+      "--event-type <type>",
+      "shared-token mode: the type every delivery is emitted as (with --hmac-*: overrides the default, the hook's name)",
+    )
     .option("--manifest <manifest>", "built-in manifest mode (github): verify the forge's signature, derive the type per delivery")
     .option("--key <signing_key>", "the manifest's signing key (the webhook secret on the forge); - reads it from stdin")
     .option("--hmac-header <header>", "manual HMAC mode: the header carrying the signature")
     .option("--hmac-key <key>", "manual HMAC mode: the HMAC-SHA256 key; - reads it from stdin")
     .option("--hmac-prefix <prefix>", "manual HMAC mode: text before the hex digest in the header, e.g. sha256=")
     .addOption(outputOption())
-    .addHelpText("after", examples(
-      "flow event-hook set deploys --event-type deploy.requested",
-      "flow event-hook set gh --manifest github --key - < webhook-secret.txt",
-      "flow event-hook set billing --hmac-header X-Signature --hmac-prefix sha256= --hmac-key - < key.txt",
-    ) + "\nA hook that exists keeps its secret when set again; `flow event-hook rotate <name>` mints a new one.\n")
+    .addHelpText(
+      "after",
+      examples(
+        "flow event-hook set deploys --event-type deploy.requested",
+        "flow event-hook set gh --manifest github --key - < webhook-secret.txt",
+        "flow event-hook set billing --hmac-header X-Signature --hmac-prefix sha256= --hmac-key - < key.txt",
+      ) + "\nA hook that exists keeps its secret when set again; `flow event-hook rotate <name>` mints a new one.\n",
+    )
     .action(async (name: string, opts: SetOptions, cmd: Command) => {
-      if (opts.key === "-" && opts.hmacKey === "-") throw new FlowError("invalid_argument", "only one of --key and --hmac-key can read stdin");
+      if (opts.key === "-" && opts.hmacKey === "-")
+        throw new FlowError("invalid_argument", "only one of --key and --hmac-key can read stdin");
       const key = await readKey(deps.io, "--key", opts.key);
       const hmacKey = await readKey(deps.io, "--hmac-key", opts.hmacKey);
       const body = {
-        event_type: opts.eventType, manifest: opts.manifest, key, hmac_header: opts.hmacHeader, hmac_key: hmacKey, hmac_prefix: opts.hmacPrefix,
+        event_type: opts.eventType,
+        manifest: opts.manifest,
+        key,
+        hmac_header: opts.hmacHeader,
+        hmac_key: hmacKey,
+        hmac_prefix: opts.hmacPrefix,
       };
       await withApi(deps, cmd, async (ctx) => {
         const hook = await ctx.api.call<HookView>("PUT", scopedPath(ctx, "event-hooks", name), body);
@@ -149,15 +170,17 @@ const showCommand = (deps: CommandDeps): Command =>
           ctx.io.out(formatDocument(h, format));
           return;
         }
-        ctx.io.out(formatDetails([
-          ["name", h.name],
-          ["mode", modeOf(h)],
-          ["emits", h.emits ?? "-"],
-          ...(h.mode === "hmac" ? [["hmac prefix", h.hmac_prefix || "(none)"] as const] : []),
-          ["ingest URL", h.ingest_url],
-          ["created", formatTime(h.created_at, ctx.now)],
-          ["rotated", h.rotated_at ? formatTime(h.rotated_at, ctx.now) : "never"],
-        ]));
+        ctx.io.out(
+          formatDetails([
+            ["name", h.name],
+            ["mode", modeOf(h)],
+            ["emits", h.emits ?? "-"],
+            ...(h.mode === "hmac" ? [["hmac prefix", h.hmac_prefix || "(none)"] as const] : []),
+            ["ingest URL", h.ingest_url],
+            ["created", formatTime(h.created_at, ctx.now)],
+            ["rotated", h.rotated_at ? formatTime(h.rotated_at, ctx.now) : "never"],
+          ]),
+        );
       });
     });
 
@@ -191,7 +214,10 @@ const rotateCommand = (deps: CommandDeps): Command =>
 export const eventHookCommand = (deps: CommandDeps): Command => {
   const hook = new Command("event-hook")
     .description("manage inbound event hooks: HTTP endpoints that turn outside deliveries into bus events")
-    .addHelpText("after", examples("flow event-hook set deploys --event-type deploy.requested", "flow event-hook ls", "flow event-hook rotate deploys"));
+    .addHelpText(
+      "after",
+      examples("flow event-hook set deploys --event-type deploy.requested", "flow event-hook ls", "flow event-hook rotate deploys"),
+    );
   for (const sub of [setCommand, listCommand, showCommand, rmCommand, rotateCommand]) hook.addCommand(sub(deps));
   return hook;
 };

@@ -63,7 +63,11 @@ const listEventsCommand = (deps: CommandDeps): Command =>
     .description("list recent events, newest first")
     .option("--type <type>", "only events of this type")
     .option("--key <subject>", "only events with this subject (key)")
-    .option("--since <duration|time>", "only events recorded since then: a duration back from now (30m, 2h) or an ISO 8601 time", parseSinceFlag)
+    .option(
+      "--since <duration|time>",
+      "only events recorded since then: a duration back from now (30m, 2h) or an ISO 8601 time",
+      parseSinceFlag,
+    )
     .option("--limit <n>", "at most this many events (default 50)", parsePositiveInt)
     .addOption(outputOption())
     .addHelpText(
@@ -83,7 +87,7 @@ const showEventCommand = (deps: CommandDeps): Command =>
     .description("show one event in full, payload included")
     .argument("<event>", "the event id (evt-...)")
     .addOption(outputOption())
-    .addHelpText("after", examples("flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow events show \"$id\" -o json | jq .payload"))
+    .addHelpText("after", examples("flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow events show "$id" -o json | jq .payload'))
     .action(async (id: string, opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const event = await ctx.api.call<EventRecord & Record<string, unknown>>("GET", scopedPath(ctx, "events", id));
@@ -113,30 +117,46 @@ interface Catalog {
 
 /** Three sections for people: platform types, types graphs declare, types seen with a sample payload. */
 export const formatCatalog = (catalog: Catalog, now: Date): string => {
-  const platform = formatTable([{ header: "PLATFORM TYPE", value: (e: CatalogEntry) => e.type }, { header: "DESCRIPTION", value: (e) => e.description ?? "" }], catalog.platform);
-  const declared = catalog.declared.length === 0
-    ? "DECLARED BY GRAPHS\n(none: graphs arrive in a later version)\n"
-    : formatTable([{ header: "DECLARED TYPE", value: (e: CatalogEntry) => e.type }, { header: "GRAPH", value: (e) => e.graph ?? "-" }], catalog.declared);
+  const platform = formatTable(
+    [
+      { header: "PLATFORM TYPE", value: (e: CatalogEntry) => e.type },
+      { header: "DESCRIPTION", value: (e) => e.description ?? "" },
+    ],
+    catalog.platform,
+  );
+  const declared =
+    catalog.declared.length === 0
+      ? "DECLARED BY GRAPHS\n(none: graphs arrive in a later version)\n"
+      : formatTable(
+          [
+            { header: "DECLARED TYPE", value: (e: CatalogEntry) => e.type },
+            { header: "GRAPH", value: (e) => e.graph ?? "-" },
+          ],
+          catalog.declared,
+        );
   const sample = (e: CatalogEntry): string =>
     e.sample_omitted ? `(${e.payload_bytes ?? "?"} bytes: flow events show ${e.event_id ?? ""})` : formatJsonCell(e.sample_payload);
-  const seen = catalog.seen.length === 0
-    ? "SEEN ON THE BUS\n(none yet)\n"
-    : formatTable(
-        [
-          { header: "SEEN TYPE", value: (e: CatalogEntry) => e.type },
-          { header: "LAST", value: (e) => formatAge(e.last_seen_at, now) },
-          { header: "KEY", value: (e) => e.key ?? "-" },
-          { header: "SAMPLE PAYLOAD", value: sample },
-        ],
-        catalog.seen,
-      );
+  const seen =
+    catalog.seen.length === 0
+      ? "SEEN ON THE BUS\n(none yet)\n"
+      : formatTable(
+          [
+            { header: "SEEN TYPE", value: (e: CatalogEntry) => e.type },
+            { header: "LAST", value: (e) => formatAge(e.last_seen_at, now) },
+            { header: "KEY", value: (e) => e.key ?? "-" },
+            { header: "SAMPLE PAYLOAD", value: sample },
+          ],
+          catalog.seen,
+        );
   const more = catalog.seen_truncated ? "(more types were seen than the catalog lists)\n" : "";
   return `${platform}\n${declared}\n${seen}${more}`;
 };
 
 const catalogCommand = (deps: CommandDeps): Command =>
   new Command("catalog")
-    .description("list the event types this project knows: platform types, types graphs declare, and types seen on the bus with a sample payload")
+    .description(
+      "list the event types this project knows: platform types, types graphs declare, and types seen on the bus with a sample payload",
+    )
     .addOption(outputOption())
     .addHelpText("after", examples("flow events catalog", "flow events catalog -o json | jq '.seen[] | {type, sample_payload}'"))
     .action(async (opts: { output?: string }, cmd: Command) => {
@@ -153,4 +173,7 @@ export const eventsCommand = (deps: CommandDeps): Command =>
     .addCommand(listEventsCommand(deps))
     .addCommand(showEventCommand(deps))
     .addCommand(catalogCommand(deps))
-    .addHelpText("after", examples("flow events ls --type deploy.requested", "flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow events catalog"));
+    .addHelpText(
+      "after",
+      examples("flow events ls --type deploy.requested", "flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow events catalog"),
+    );

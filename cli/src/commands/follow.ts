@@ -28,7 +28,7 @@ export const followCommand = (deps: CommandDeps): Command =>
   new Command("follow")
     .description("stream a run's log to stdout until it finishes; exit 0 if it succeeded, 1 if it failed or was cancelled")
     .argument("<run>", "the run id")
-    .addHelpText("after", examples("flow follow run-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow follow \"$(flow submit build.sh)\" > build.log"))
+    .addHelpText("after", examples("flow follow run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow follow "$(flow submit build.sh)" > build.log'))
     .action(async (id: string, _opts: unknown, cmd: Command) => {
       deps.setExitCode(await withApi(deps, cmd, (ctx) => followRun(ctx, id)));
     });

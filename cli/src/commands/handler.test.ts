@@ -14,8 +14,14 @@ void test("--on takes comma-separated patterns, repeatable, without duplicates",
 });
 
 void test("a malformed --on pattern is a usage error that says what is wrong", () => {
-  assert.throws(() => collectPatterns("a,,b", undefined), (e: unknown) => e instanceof InvalidArgumentError && /empty pattern/.test(e.message));
-  assert.throws(() => collectPatterns("has space", undefined), (e: unknown) => e instanceof InvalidArgumentError && /prefix wildcard/.test(e.message));
+  assert.throws(
+    () => collectPatterns("a,,b", undefined),
+    (e: unknown) => e instanceof InvalidArgumentError && /empty pattern/.test(e.message),
+  );
+  assert.throws(
+    () => collectPatterns("has space", undefined),
+    (e: unknown) => e instanceof InvalidArgumentError && /prefix wildcard/.test(e.message),
+  );
   assert.throws(() => collectPatterns("run.**", undefined), InvalidArgumentError);
 });
 
@@ -23,7 +29,8 @@ void test("--as yaml, --graph and --node are refused: they arrive with pipelines
   for (const opts of [{ as: "yaml" }, { graph: "g" }, { node: "http", config: "{}" }, { config: "{}" }]) {
     assert.throws(
       () => refuseLaterReactions(opts),
-      (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && /arrive with pipelines and graphs in a later version/.test(e.message),
+      (e: unknown) =>
+        e instanceof FlowError && e.code === "invalid_argument" && /arrive with pipelines and graphs in a later version/.test(e.message),
       JSON.stringify(opts),
     );
   }
@@ -40,18 +47,27 @@ void test("every starter script is valid bash", { skip: !bashAvailable && "no ba
   }
 });
 
-void test("the router dispatches on CI_TRIGGER_EVENT and reads payload strings without jq or python3", { skip: !bashAvailable && "no bash" }, () => {
-  const dir = mkdtempSync(join(tmpdir(), "flowsvc-router-"));
-  try {
-    const script = join(dir, "router.sh");
-    const input = join(dir, "input.json");
-    writeFileSync(script, HANDLER_TEMPLATES.router.script);
-    writeFileSync(input, JSON.stringify({ type: "release.published", event: "evt-1", payload: { tag: "v1.2.3", note: "a \"quoted\" word" } }));
-    const run = (event: string): string =>
-      execFileSync("bash", ["-eu", script], { env: { PATH: "/usr/bin:/bin", FLOW_INPUT_FILE: input, CI_TRIGGER_EVENT: event, CI_TRIGGER_EVENT_ID: "evt-1" } }).toString();
-    assert.equal(run("release.published"), "release v1.2.3 published\n");
-    assert.match(run("something.else"), /no route for something\.else \(evt-1\)/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+void test(
+  "the router dispatches on CI_TRIGGER_EVENT and reads payload strings without jq or python3",
+  { skip: !bashAvailable && "no bash" },
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), "flowsvc-router-"));
+    try {
+      const script = join(dir, "router.sh");
+      const input = join(dir, "input.json");
+      writeFileSync(script, HANDLER_TEMPLATES.router.script);
+      writeFileSync(
+        input,
+        JSON.stringify({ type: "release.published", event: "evt-1", payload: { tag: "v1.2.3", note: 'a "quoted" word' } }),
+      );
+      const run = (event: string): string =>
+        execFileSync("bash", ["-eu", script], {
+          env: { PATH: "/usr/bin:/bin", FLOW_INPUT_FILE: input, CI_TRIGGER_EVENT: event, CI_TRIGGER_EVENT_ID: "evt-1" },
+        }).toString();
+      assert.equal(run("release.published"), "release v1.2.3 published\n");
+      assert.match(run("something.else"), /no route for something\.else \(evt-1\)/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);

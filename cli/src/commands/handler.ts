@@ -55,9 +55,11 @@ export const refuseLaterReactions = (opts: SetOptions): void => {
   const refuse = (what: string): never => {
     throw new FlowError("invalid_argument", `${what} ${LATER}`, { hint: `register a script instead: ${SCRIPT_FORM}` });
   };
-  if (opts.as !== undefined && opts.as !== "script") refuse(`--as ${opts.as}: ${opts.as === "yaml" || opts.as === "pipeline" ? "yaml pipeline reactions" : "reactions other than scripts"}`);
+  if (opts.as !== undefined && opts.as !== "script")
+    refuse(`--as ${opts.as}: ${opts.as === "yaml" || opts.as === "pipeline" ? "yaml pipeline reactions" : "reactions other than scripts"}`);
   if (opts.graph !== undefined) refuse(`--graph ${opts.graph}: stored graph reactions`);
-  if (opts.node !== undefined || opts.config !== undefined) refuse(`--node${opts.node === undefined ? "" : ` ${opts.node}`}: single node reactions (--node --config)`);
+  if (opts.node !== undefined || opts.config !== undefined)
+    refuse(`--node${opts.node === undefined ? "" : ` ${opts.node}`}: single node reactions (--node --config)`);
 };
 
 const readScript = async (file: string): Promise<string> => {
@@ -65,7 +67,10 @@ const readScript = async (file: string): Promise<string> => {
     return await readFile(file, "utf8");
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
-    throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { hint: "give the path of the handler's script", cause: err });
+    throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, {
+      hint: "give the path of the handler's script",
+      cause: err,
+    });
   }
 };
 
@@ -84,7 +89,11 @@ const setCommand = (deps: CommandDeps): Command =>
     .option("--on <patterns>", "event types to react to, comma-separated (repeatable): exact, prefix.* or *", collectPatterns)
     .option("--when <cel>", "a CEL predicate over `event` (type, key, payload, ...); compiled now; guard optional fields with has()")
     .option("--tag <tag>", "tag every run the handler starts (repeatable)", collectList)
-    .option("--credential <ENV=name>", "put a credential in the run's environment as ENV (repeatable); such handlers do not serve untrusted events", collectEnv)
+    .option(
+      "--credential <ENV=name>",
+      "put a credential in the run's environment as ENV (repeatable); such handlers do not serve untrusted events",
+      collectEnv,
+    )
     .option("--as <kind>", "what the file is: script (yaml pipelines arrive later)")
     .option("--graph <graph>", "a stored graph as the reaction (arrives later)")
     .option("--node <kind>", "a single node as the reaction (arrives later)")
@@ -100,8 +109,14 @@ const setCommand = (deps: CommandDeps): Command =>
     )
     .action(async (name: string, file: string | undefined, opts: SetOptions, cmd: Command) => {
       refuseLaterReactions(opts);
-      if (file === undefined) throw new FlowError("invalid_argument", "give the handler's script file", { hint: `${SCRIPT_FORM}; see \`flow handler set --help\`` });
-      if (!opts.on?.length) throw new FlowError("invalid_argument", "--on is required: the event types this handler reacts to", { hint: "e.g. --on deploy.requested or --on 'deploy.*,run.failed'" });
+      if (file === undefined)
+        throw new FlowError("invalid_argument", "give the handler's script file", {
+          hint: `${SCRIPT_FORM}; see \`flow handler set --help\``,
+        });
+      if (!opts.on?.length)
+        throw new FlowError("invalid_argument", "--on is required: the event types this handler reacts to", {
+          hint: "e.g. --on deploy.requested or --on 'deploy.*,run.failed'",
+        });
       const source = await readScript(file);
       const body = {
         on: opts.on,
@@ -114,8 +129,12 @@ const setCommand = (deps: CommandDeps): Command =>
         const h = await ctx.api.call<HandlerView>("PUT", scopedPath(ctx, "handlers", name), body);
         const format = formatOf(opts);
         if (format !== "table") ctx.io.out(formatDocument(h, format));
-        else ctx.io.note(`handler ${h.name} ${h.created_at === h.updated_at ? "created" : "replaced"}: on ${h.on.join(",")}${h.when ? ` when ${h.when}` : ""}`);
-        if (looksNotBash(file, source)) ctx.io.note(`note: ${basename(file)} will run under \`bash -eu\`, whatever its extension or shebang`);
+        else
+          ctx.io.note(
+            `handler ${h.name} ${h.created_at === h.updated_at ? "created" : "replaced"}: on ${h.on.join(",")}${h.when ? ` when ${h.when}` : ""}`,
+          );
+        if (looksNotBash(file, source))
+          ctx.io.note(`note: ${basename(file)} will run under \`bash -eu\`, whatever its extension or shebang`);
       });
     });
 
@@ -144,16 +163,18 @@ const listCommand = (deps: CommandDeps): Command =>
 /** One handler for people: its fields, then the script. */
 export const formatHandlerDetails = (h: HandlerView, now: Date): string => {
   const credentials = Object.entries(h.credentials).map(([env, cred]) => `${env}=${cred}`);
-  return formatDetails([
-    ["name", h.name],
-    ["on", h.on.join(",")],
-    ["when", h.when ?? "-"],
-    ["script", `${h.reaction.filename} (${h.reaction.size} bytes, runs under bash -eu)`],
-    ["tags", h.tags.length ? h.tags.join(",") : "-"],
-    ["credentials", credentials.length ? credentials.join(" ") : "-"],
-    ["created", formatTime(h.created_at, now)],
-    ["updated", formatTime(h.updated_at, now)],
-  ]) + (h.reaction.source === undefined ? "" : `\n${h.reaction.source}`);
+  return (
+    formatDetails([
+      ["name", h.name],
+      ["on", h.on.join(",")],
+      ["when", h.when ?? "-"],
+      ["script", `${h.reaction.filename} (${h.reaction.size} bytes, runs under bash -eu)`],
+      ["tags", h.tags.length ? h.tags.join(",") : "-"],
+      ["credentials", credentials.length ? credentials.join(" ") : "-"],
+      ["created", formatTime(h.created_at, now)],
+      ["updated", formatTime(h.updated_at, now)],
+    ]) + (h.reaction.source === undefined ? "" : `\n${h.reaction.source}`)
+  );
 };
 
 const showCommand = (deps: CommandDeps): Command =>
@@ -184,12 +205,19 @@ const rmCommand = (deps: CommandDeps): Command =>
 
 const initCommand = (deps: CommandDeps): Command =>
   new Command("init")
-    .description(`print a starter handler script to stdout: ${Object.entries(HANDLER_TEMPLATES).map(([k, t]) => `${k} (${t.summary})`).join("; ")}`)
+    .description(
+      `print a starter handler script to stdout: ${Object.entries(HANDLER_TEMPLATES)
+        .map(([k, t]) => `${k} (${t.summary})`)
+        .join("; ")}`,
+    )
     .argument("[template]", `which one: ${Object.keys(HANDLER_TEMPLATES).join(", ")}`, "router")
     .addHelpText("after", examples("flow handler init > router.sh", "flow handler init on-failure > on-failure.sh"))
     .action((template: string) => {
       const t = (HANDLER_TEMPLATES as Record<string, { script: string } | undefined>)[template];
-      if (!t) throw new FlowError("invalid_argument", `no starter script named ${template}`, { hint: `choose one of: ${Object.keys(HANDLER_TEMPLATES).join(", ")}` });
+      if (!t)
+        throw new FlowError("invalid_argument", `no starter script named ${template}`, {
+          hint: `choose one of: ${Object.keys(HANDLER_TEMPLATES).join(", ")}`,
+        });
       deps.io.out(t.script);
     });
 
@@ -198,7 +226,9 @@ const initCommand = (deps: CommandDeps): Command =>
  * to have bash (no jq, no python3). The e2e test registers the router and runs it.
  */
 export const HANDLER_TEMPLATES = {
-  router: { summary: "one script for several event types, dispatching on $CI_TRIGGER_EVENT", script: `#!/usr/bin/env bash
+  router: {
+    summary: "one script for several event types, dispatching on $CI_TRIGGER_EVENT",
+    script: `#!/usr/bin/env bash
 # A router handler: one script serves several event types and dispatches on the type.
 #
 # Register it (a handler always runs under \`bash -eu\`, whatever its extension or shebang):
@@ -236,8 +266,11 @@ case "$CI_TRIGGER_EVENT" in
   release.published) on_release_published ;;
   *) echo "router: no route for $CI_TRIGGER_EVENT ($CI_TRIGGER_EVENT_ID); ignoring it" ;;
 esac
-` },
-  "on-failure": { summary: "reacts to run.failed and raises an alert event", script: `#!/usr/bin/env bash
+`,
+  },
+  "on-failure": {
+    summary: "reacts to run.failed and raises an alert event",
+    script: `#!/usr/bin/env bash
 # Reacts to failed runs of this project: reads the failure from the envelope and raises an alert
 # event that other handlers (a chat notifier, a pager) can take.
 #
@@ -259,13 +292,17 @@ echo "run \${failed_run:-?} failed (event $CI_TRIGGER_EVENT_ID)"
 # Run ids are plain [a-z0-9-], so this JSON needs no escaping. The emit is checkpointed: a replay
 # of this run resolves to the same alert event.
 flow emit alert.run_failed --key "\${failed_run:-unknown}" --payload "{\\"run\\":\\"\${failed_run:-unknown}\\"}"
-` },
+`,
+  },
 } as const;
 
 export const handlerCommand = (deps: CommandDeps): Command => {
   const handler = new Command("handler")
     .description("manage the project's handlers: scripts that run once per matching event")
-    .addHelpText("after", examples("flow handler init > router.sh", "flow handler set router router.sh --on 'deploy.*'", "flow handler ls"));
+    .addHelpText(
+      "after",
+      examples("flow handler init > router.sh", "flow handler set router router.sh --on 'deploy.*'", "flow handler ls"),
+    );
   for (const sub of [setCommand, listCommand, showCommand, rmCommand, initCommand]) handler.addCommand(sub(deps));
   return handler;
 };

@@ -33,7 +33,10 @@ export const loginCommand = (deps: CommandDeps): Command =>
     .addHelpText(
       "after",
       "\nUses the global --url, --token and --project (or FLOWSVC_URL, FLOWSVC_TOKEN, FLOWSVC_PROJECT).\n" +
-        examples("flow login --url http://127.0.0.1:8080 --token \"$TOKEN\"", "flow login --url https://flow.example.com --token \"$TOKEN\" --project acme/web"),
+        examples(
+          'flow login --url http://127.0.0.1:8080 --token "$TOKEN"',
+          'flow login --url https://flow.example.com --token "$TOKEN" --project acme/web',
+        ),
     )
     .action(async (_opts: unknown, cmd: Command) => {
       const { settings, configPath } = await loadSettings(deps, flagsOf(cmd));

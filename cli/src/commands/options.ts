@@ -16,7 +16,8 @@ export const parseEnvAssignment = (text: string): [string, string] => {
   if (eq < 0) throw new InvalidArgumentError("expected NAME=VALUE.");
   const name = text.slice(0, eq);
   if (name === "") throw new InvalidArgumentError("the variable name before `=` is empty.");
-  if (!ENV_NAME.test(name)) throw new InvalidArgumentError(`"${name}" is not a variable name (letters, digits and _, not starting with a digit).`);
+  if (!ENV_NAME.test(name))
+    throw new InvalidArgumentError(`"${name}" is not a variable name (letters, digits and _, not starting with a digit).`);
   return [name, text.slice(eq + 1)];
 };
 
@@ -61,7 +62,10 @@ export const parseJsonFlag = (text: string): unknown => {
 /** `--interpreter "python3 -u"` is `["python3", "-u"]`. */
 export const splitInterpreter = (text: string): string[] => {
   const words = text.split(/\s+/).filter((w) => w !== "");
-  if (words.length === 0) throw new FlowError("invalid_argument", "--interpreter is empty", { hint: "give the command that runs the file, e.g. --interpreter \"python3 -u\"" });
+  if (words.length === 0)
+    throw new FlowError("invalid_argument", "--interpreter is empty", {
+      hint: 'give the command that runs the file, e.g. --interpreter "python3 -u"',
+    });
   return words;
 };
 
@@ -69,7 +73,8 @@ export const splitInterpreter = (text: string): string[] => {
 export const outputOption = (): Option =>
   new Option("-o, --output <format>", "print one JSON or YAML document instead of a table").choices(OUTPUT_FORMATS);
 
-export const formatOf = (opts: { output?: string }): OutputFormat => (opts.output === "json" || opts.output === "yaml" ? opts.output : "table");
+export const formatOf = (opts: { output?: string }): OutputFormat =>
+  opts.output === "json" || opts.output === "yaml" ? opts.output : "table";
 
 /** Help text shown after a command's options: `Examples:` and one `$ flow ...` line each. */
 export const examples = (...lines: string[]): string => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;

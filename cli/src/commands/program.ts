@@ -44,7 +44,8 @@ const configure = (cmd: Command, deps: CliDeps): void => {
   cmd.exitOverride((err) => {
     if (err.exitCode === 0) throw err; // --help, --version
     const path = commandPath(cmd);
-    const message = err.code === "commander.help" ? `\`${path}\` needs a ${cmd.parent ? "subcommand" : "command"}` : err.message.replace(/^error: /, "");
+    const message =
+      err.code === "commander.help" ? `\`${path}\` needs a ${cmd.parent ? "subcommand" : "command"}` : err.message.replace(/^error: /, "");
     throw new FlowError("invalid_argument", message, { hint: `see \`${path} --help\``, cause: err });
   });
   for (const sub of cmd.commands) configure(sub, deps);
@@ -60,9 +61,31 @@ export const buildProgram = (deps: CommandDeps, server?: Command): Command => {
     .version(version(), "-V, --version")
     .option("--url <url>", "the flowsvc API (env FLOWSVC_URL, else the saved config, else http://127.0.0.1:8080)", parseUrlFlag)
     .option("--token <token>", "API token (env FLOWSVC_TOKEN, else the saved config)")
-    .option("--project <org/project>", "the project to act on (env FLOWSVC_PROJECT, else the saved config, else default/default)", parseProjectFlag)
-    .addHelpText("after", examples("flow server", "run=$(flow submit build.sh) && flow follow \"$run\"", "flow runs ls --status failed -o json"));
-  for (const make of [submitCommand, followCommand, runsCommand, statusCommand, stepsCommand, signalCommand, rerunCommand, cancelCommand, secretCommand, eventsCommand, emitCommand, eventHookCommand, handlerCommand, loginCommand]) {
+    .option(
+      "--project <org/project>",
+      "the project to act on (env FLOWSVC_PROJECT, else the saved config, else default/default)",
+      parseProjectFlag,
+    )
+    .addHelpText(
+      "after",
+      examples("flow server", 'run=$(flow submit build.sh) && flow follow "$run"', "flow runs ls --status failed -o json"),
+    );
+  for (const make of [
+    submitCommand,
+    followCommand,
+    runsCommand,
+    statusCommand,
+    stepsCommand,
+    signalCommand,
+    rerunCommand,
+    cancelCommand,
+    secretCommand,
+    eventsCommand,
+    emitCommand,
+    eventHookCommand,
+    handlerCommand,
+    loginCommand,
+  ]) {
     program.addCommand(make(deps));
   }
   program.addCommand(runCommand(deps));

@@ -6,7 +6,23 @@ import type { Environment } from "../config.js";
 
 /** The user CLI's top-level commands (program.ts registers exactly these; a test checks it). */
 export const USER_COMMANDS: readonly string[] = [
-  "submit", "follow", "runs", "status", "steps", "signal", "rerun", "cancel", "run", "secret", "events", "emit", "event-hook", "handler", "login", "server", "help",
+  "submit",
+  "follow",
+  "runs",
+  "status",
+  "steps",
+  "signal",
+  "rerun",
+  "cancel",
+  "run",
+  "secret",
+  "events",
+  "emit",
+  "event-hook",
+  "handler",
+  "login",
+  "server",
+  "help",
 ];
 
 /** User commands that are also in-script primitives: inside a script the in-script client takes them. */

@@ -28,7 +28,7 @@ const setCommand = (deps: CommandDeps): Command =>
     .description("create or replace a secret (admin); `-` reads the value from stdin")
     .argument("<NAME>", "the secret's name, also the variable name in jobs")
     .argument("<value>", "the value, or - to read it from stdin (keeps it out of shell history)")
-    .addHelpText("after", examples("flow secret set API_TOKEN - < token.txt", "printf %s \"$TOKEN\" | flow secret set API_TOKEN -"))
+    .addHelpText("after", examples("flow secret set API_TOKEN - < token.txt", 'printf %s "$TOKEN" | flow secret set API_TOKEN -'))
     .action(async (name: string, value: string, _opts: unknown, cmd: Command) => {
       // The server applies the same rules; checking first says so before stdin is read or a request sent.
       assertSecretName(name);
@@ -90,7 +90,7 @@ const rmCommand = (deps: CommandDeps): Command =>
 export const secretCommand = (deps: CommandDeps): Command => {
   const secret = new Command("secret")
     .description("manage the project's write-only secrets (injected into every job as variables, masked in logs)")
-    .addHelpText("after", examples("printf %s \"$TOKEN\" | flow secret set API_TOKEN -", "flow secret list"));
+    .addHelpText("after", examples('printf %s "$TOKEN" | flow secret set API_TOKEN -', "flow secret list"));
   for (const sub of [setCommand, listCommand, getCommand, rmCommand]) secret.addCommand(sub(deps));
   return secret;
 };

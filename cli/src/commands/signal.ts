@@ -10,7 +10,10 @@ export const signalCommand = (deps: CommandDeps): Command =>
     .argument("<run>", "the run id")
     .argument("<name>", "the signal name")
     .option("--payload <json>", "the payload, any JSON (default null)", parseJsonFlag)
-    .addHelpText("after", examples("flow signal \"$run\" approved", "flow signal run-01jd8k2m3n4p5q6r7s8t9v0w1x deploy --payload '{\"env\":\"prod\"}'"))
+    .addHelpText(
+      "after",
+      examples('flow signal "$run" approved', 'flow signal run-01jd8k2m3n4p5q6r7s8t9v0w1x deploy --payload \'{"env":"prod"}\''),
+    )
     .action(async (id: string, name: string, opts: { payload?: unknown }, cmd: Command) => {
       if (await deliverLocally(id, name, opts.payload)) return;
       await withApi(deps, cmd, async (ctx) => {

@@ -20,7 +20,9 @@ const activityLines = (list: RunRecord["activities"]): string =>
 /** The status table: one `key: value` line per field, times as ISO with their age. */
 export const formatRunDetails = (run: RunRecord, now: Date): string => {
   const substate = run.substate?.name ? `${run.substate.name}${run.substate.kind ? ` (${run.substate.kind})` : ""}` : "-";
-  const annotations = run.annotations?.length ? run.annotations.map((a) => `- ${annotationText(a).replace(/\n/g, "\n  ")}`).join("\n") : "-";
+  const annotations = run.annotations?.length
+    ? run.annotations.map((a) => `- ${annotationText(a).replace(/\n/g, "\n  ")}`).join("\n")
+    : "-";
   return formatDetails([
     ["id", run.id],
     ["status", run.status],
@@ -44,7 +46,7 @@ export const statusCommand = (deps: CommandDeps): Command =>
     .description("show a run: status, substate (what a parked run waits on), times, output, error, annotations")
     .argument("<run>", "the run id")
     .addOption(outputOption())
-    .addHelpText("after", examples("flow status run-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow status \"$run\" -o json | jq -r .status"))
+    .addHelpText("after", examples("flow status run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow status "$run" -o json | jq -r .status'))
     .action(async (id: string, opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
         const run = await ctx.api.call<RunRecord>("GET", scopedPath(ctx, "runs", id));

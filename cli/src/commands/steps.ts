@@ -36,10 +36,14 @@ export const stepsCommand = (deps: CommandDeps): Command =>
     .description("list a run's recorded durable calls: position, kind, name#ordinal, status, exit code, bytes of output")
     .argument("<run>", "the run id")
     .addOption(outputOption())
-    .addHelpText("after", examples("flow steps run-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow steps \"$run\" -o yaml"))
+    .addHelpText("after", examples("flow steps run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow steps "$run" -o yaml'))
     .action(async (id: string, opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
-        const steps = listFrom<StepRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), ["steps", "journal", "entries"]);
+        const steps = listFrom<StepRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), [
+          "steps",
+          "journal",
+          "entries",
+        ]);
         printList(ctx.io, formatOf(opts), steps, { columns: STEP_COLUMNS, empty: `no recorded steps in ${id}` });
       });
     });

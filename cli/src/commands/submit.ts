@@ -22,7 +22,6 @@ interface SubmitOptions {
   retry?: { attempts: number; backoff_ms: number };
 }
 
-
 /** The submit body of docs/internals.md: `{kind, source, filename, interpreter?, env, idempotency_key?, tags}`. */
 export const submitBody = (file: string, source: string, opts: Omit<SubmitOptions, "as" | "follow">): Record<string, unknown> => ({
   kind: "script",
@@ -38,14 +37,21 @@ export const submitBody = (file: string, source: string, opts: Omit<SubmitOption
 export const submitCommand = (deps: CommandDeps): Command =>
   new Command("submit")
     .description("submit a script as a new run and print its id")
-    .argument("<file>", "the script to run; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu")
+    .argument(
+      "<file>",
+      "the script to run; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu",
+    )
     .addOption(new Option("--as <kind>", "what the file is").choices(["script", "pipeline", "yaml"]).default("script"))
     .option("--interpreter <cmd>", "the command that runs the file, split on spaces (overrides the extension)")
     .option("--follow", "stream the run's log to stdout; exit 0 if it succeeds, 1 if it fails or is cancelled")
     .option("--idempotency-key <key>", "a repeat submit under the same key answers the first run's id instead of a new run")
     .option("--env <NAME=VALUE>", "set a variable in the run's environment (repeatable)", collectEnv)
     .option("--tag <tag>", "tag the run (repeatable)", collectList)
-    .option("--retry <attempts[,backoff]>", "re-run the whole script when it fails, at most <attempts> attempts in all, <backoff> apart (e.g. 3,30s)", parseRetryFlag)
+    .option(
+      "--retry <attempts[,backoff]>",
+      "re-run the whole script when it fails, at most <attempts> attempts in all, <backoff> apart (e.g. 3,30s)",
+      parseRetryFlag,
+    )
     .addHelpText(
       "after",
       examples(
@@ -53,7 +59,7 @@ export const submitCommand = (deps: CommandDeps): Command =>
         "flow submit deploy.py --env TARGET=staging --tag deploy --follow",
         "flow submit nightly.sh --idempotency-key nightly-2025-01-31",
         "flow submit flaky.sh --retry 3,10s --follow",
-        "flow submit job.js --interpreter \"node --enable-source-maps\"",
+        'flow submit job.js --interpreter "node --enable-source-maps"',
       ),
     )
     .action(async (file: string, opts: SubmitOptions, cmd: Command) => {

@@ -59,7 +59,8 @@ const serverAnswer = async (c: JournalCase): Promise<JournalCaseAnswer> => {
   const { via, args, result, ...at } = c.request;
   const fresh = !c.journal.some((e) => e.position === at.position);
   try {
-    if (via === "call") return answerOf(doneEntry(await withTransaction(db.pool, (tx) => performCall(tx, runId, { ...at, args: args ?? {} }))), fresh);
+    if (via === "call")
+      return answerOf(doneEntry(await withTransaction(db.pool, (tx) => performCall(tx, runId, { ...at, args: args ?? {} }))), fresh);
     const out = await recordJournal(db.pool, runId, { ...at, status: "done", result });
     if (out.type === "mismatch") throw determinismError(out.entry, at);
     return answerOf(out.entry, out.type === "recorded");
@@ -74,8 +75,17 @@ const localAnswer = async (c: JournalCase): Promise<JournalCaseAnswer> => {
   const run = localRunDir(stateDir, newId("run", Date.now(), crypto.getRandomValues(new Uint8Array(10))));
   assert.ok(run);
   const backend = new LocalBackend({
-    run, stateDir, source: "", filename: "s.sh", interpreter: ["bash"], env: {}, cwd: home, activityEnv: {}, spawnEnv: {},
-    output: { stdout: () => undefined, stderr: () => undefined }, journal: c.journal,
+    run,
+    stateDir,
+    source: "",
+    filename: "s.sh",
+    interpreter: ["bash"],
+    env: {},
+    cwd: home,
+    activityEnv: {},
+    spawnEnv: {},
+    output: { stdout: () => undefined, stderr: () => undefined },
+    journal: c.journal,
   });
   const { via, args, result, ...at } = c.request;
   const fresh = !c.journal.some((e) => e.position === at.position);
@@ -92,7 +102,8 @@ const localAnswer = async (c: JournalCase): Promise<JournalCaseAnswer> => {
 
 void test("the table covers a replay, a new call, a kept first write and each kind of refusal", () => {
   const types = new Set(JOURNAL_CASES.map((c) => `${c.request.via}:${c.expect.type}`));
-  for (const t of ["call:replayed", "call:recorded", "call:refused", "record:replayed", "record:recorded", "record:refused"]) assert.ok(types.has(t), t);
+  for (const t of ["call:replayed", "call:recorded", "call:refused", "record:replayed", "record:recorded", "record:refused"])
+    assert.ok(types.has(t), t);
 });
 
 for (const c of JOURNAL_CASES) {
@@ -110,8 +121,17 @@ void test("the local engine hands the recorded journal to the agent in its claim
   const run = localRunDir(stateDir, newId("run", Date.now(), crypto.getRandomValues(new Uint8Array(10))));
   assert.ok(run);
   const backend = new LocalBackend({
-    run, stateDir, source: "x", filename: "s.sh", interpreter: ["bash"], env: {}, cwd: home, activityEnv: {}, spawnEnv: {},
-    output: { stdout: () => undefined, stderr: () => undefined }, journal,
+    run,
+    stateDir,
+    source: "x",
+    filename: "s.sh",
+    interpreter: ["bash"],
+    env: {},
+    cwd: home,
+    activityEnv: {},
+    spawnEnv: {},
+    output: { stdout: () => undefined, stderr: () => undefined },
+    journal,
   });
   const claim = await backend.claim({ agent_id: "local", capabilities: [] });
   assert.ok(claim.kind === "script");

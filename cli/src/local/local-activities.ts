@@ -96,7 +96,9 @@ export class LocalActivities {
   /** `flow activity-submit`: starts the child and returns; names must be distinct within the run. */
   submit(name: string, argv: readonly string[]): void {
     if (this.#children.has(name)) {
-      throw new FlowError("invalid_argument", `an activity named ${JSON.stringify(name)} was already submitted in this run`, { hint: "give each activity-submit a distinct name" });
+      throw new FlowError("invalid_argument", `an activity named ${JSON.stringify(name)} was already submitted in this run`, {
+        hint: "give each activity-submit a distinct name",
+      });
     }
     this.#children.set(name, startChild(argv, this.#options));
   }

@@ -21,7 +21,14 @@ import type { AgentBackend, AnyClaim, StateAnswer } from "@flowsvc/agent";
 import type { z } from "zod";
 import { CallArgsSchemas, FlowError, assertSameCall, decideWait, describeIssues, grantsAtOnce, waitDeadline } from "@flowsvc/core";
 import type {
-  CallRequest, CallResponse, ClaimRequest, FinishRequest, JournalEntry, LogChunk, RecordRequest, StateRequest,
+  CallRequest,
+  CallResponse,
+  ClaimRequest,
+  FinishRequest,
+  JournalEntry,
+  LogChunk,
+  RecordRequest,
+  StateRequest,
 } from "@flowsvc/core";
 import { LocalActivities } from "./local-activities.js";
 import type { LocalRunDir } from "./local-run-dir.js";
@@ -178,7 +185,14 @@ export class LocalBackend implements AgentBackend {
   }
 
   #store(call: Omit<JournalEntry, "status" | "result">, status: JournalEntry["status"], result: unknown): JournalEntry {
-    const entry: JournalEntry = { position: call.position, kind: call.kind, name: call.name, ordinal: call.ordinal, status, result: result ?? null };
+    const entry: JournalEntry = {
+      position: call.position,
+      kind: call.kind,
+      name: call.name,
+      ordinal: call.ordinal,
+      status,
+      result: result ?? null,
+    };
     this.#journal.set(entry.position, entry);
     return entry;
   }

@@ -47,7 +47,11 @@ const until = async (what: string, check: () => Promise<boolean>): Promise<void>
 };
 
 /** The entries of a lock group's queue (one file per holder or waiter). */
-const queued = (dir: string) => readdir(dir).then((names) => names.filter((n) => n.endsWith(".json")), () => []);
+const queued = (dir: string) =>
+  readdir(dir).then(
+    (names) => names.filter((n) => n.endsWith(".json")),
+    () => [],
+  );
 
 /** The pid of a process that has exited. */
 const deadPid = (): number => {
@@ -102,9 +106,15 @@ void test("flow signal finds only local runs: unknown ids and non-ids go to the 
   assert.equal(await deliverLocalSignal(newId("run", Date.now(), new Uint8Array(10)), "go", "null", env()), false);
   assert.equal(await deliverLocalSignal("../../etc", "go", "null", env()), false);
   const dead = await newRun(deadPid());
-  await assert.rejects(deliverLocalSignal(dead.runId, "go", "null", env()), (err: unknown) => err instanceof FlowError && err.code === "not_found");
+  await assert.rejects(
+    deliverLocalSignal(dead.runId, "go", "null", env()),
+    (err: unknown) => err instanceof FlowError && err.code === "not_found",
+  );
   const live = await newRun();
-  await assert.rejects(deliverLocalSignal(live.runId, "go", "{bad", env()), (err: unknown) => err instanceof FlowError && err.code === "invalid_argument");
+  await assert.rejects(
+    deliverLocalSignal(live.runId, "go", "{bad", env()),
+    (err: unknown) => err instanceof FlowError && err.code === "invalid_argument",
+  );
 });
 
 void test("locks are granted first come, first served, and released to the next in line", async () => {

@@ -81,7 +81,10 @@ void test("a different kind at a recorded position is refused the same way", asy
 });
 
 void test("the recorded calls replay their results without waiting again", async () => {
-  const journal = [done({ position: 0, kind: "sleep", name: "", ordinal: 0 }, {}), done({ position: 1, kind: "wait-signal", name: "approve", ordinal: 0 }, { payload: { by: "ana" } })];
+  const journal = [
+    done({ position: 0, kind: "sleep", name: "", ordinal: 0 }, {}),
+    done({ position: 1, kind: "wait-signal", name: "approve", ordinal: 0 }, { payload: { by: "ana" } }),
+  ];
   const r = await replay("flow sleep 1h\nflow wait-signal approve\necho after\n", JSON.stringify(journal));
   assert.equal(r.code, 0, r.stderr);
   assert.ok(r.stdout.includes("ana"), r.stdout);
@@ -89,7 +92,12 @@ void test("the recorded calls replay their results without waiting again", async
 });
 
 void test("a journal.json that is not a journal is refused before the script runs", async () => {
-  const bad = ["{", '[{"position":-1}]', JSON.stringify([{ ...done({ position: 0, kind: "sleep", name: "\u0000", ordinal: 0 }, {}), position: 1e308 }]), "[".repeat(5000)];
+  const bad = [
+    "{",
+    '[{"position":-1}]',
+    JSON.stringify([{ ...done({ position: 0, kind: "sleep", name: "\u0000", ordinal: 0 }, {}), position: 1e308 }]),
+    "[".repeat(5000),
+  ];
   const results = await Promise.all(bad.map((text) => replay("echo ran\n", text)));
   results.forEach((r, i) => {
     assert.notEqual(r.code, 0, bad[i]!.slice(0, 40));

@@ -30,7 +30,14 @@ export type LocalRunPresence = "running" | "ended" | "none";
 export const localRunDir = (stateDir: string, runId: string): LocalRunDir | undefined => {
   if (!ID_PATTERN.test(runId) || !runId.startsWith("run-")) return undefined;
   const dir = join(stateDir, "runs", runId);
-  return { runId, dir, signalsDir: join(dir, "signals"), takenDir: join(dir, "taken"), pidFile: join(dir, "pid"), journalFile: join(dir, "journal.json") };
+  return {
+    runId,
+    dir,
+    signalsDir: join(dir, "signals"),
+    takenDir: join(dir, "taken"),
+    pidFile: join(dir, "pid"),
+    journalFile: join(dir, "journal.json"),
+  };
 };
 
 /**
@@ -90,6 +97,7 @@ export const readLocalJournal = async (run: LocalRunDir): Promise<JournalEntry[]
     throw new FlowError("invalid_argument", `${run.journalFile} is not valid JSON (${(err as Error).message})`, { cause: err });
   }
   const parsed = JournalFileSchema.safeParse(raw);
-  if (!parsed.success) throw new FlowError("invalid_argument", `${run.journalFile} is not a journal: ${describeIssues(parsed.error.issues)}`);
+  if (!parsed.success)
+    throw new FlowError("invalid_argument", `${run.journalFile} is not a journal: ${describeIssues(parsed.error.issues)}`);
   return parsed.data;
 };

@@ -30,7 +30,12 @@ const parsePayload = (payloadJson: string | undefined): unknown => {
  * (killed without cleaning up; its leftover directory is removed).
  * `env` is where the state directory is read from (default: the process environment).
  */
-export const deliverLocalSignal = async (runId: string, name: string, payloadJson: string | undefined, env?: LocalEnvironment): Promise<boolean> => {
+export const deliverLocalSignal = async (
+  runId: string,
+  name: string,
+  payloadJson: string | undefined,
+  env?: LocalEnvironment,
+): Promise<boolean> => {
   const run = localRunDir(localStateDir(env), runId);
   if (!run) return false;
   const presence = await localRunPresence(run);

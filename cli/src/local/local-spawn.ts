@@ -42,7 +42,10 @@ const sourceName = (filename: string): string => {
 };
 
 /** Starts `flow run <file> --run-id <id>` detached, output to `fd`, and records its pid. */
-const startChild = async (spec: { pidFile: string; file: string; runId: string; fd: number }, options: LocalSpawnOptions): Promise<void> => {
+const startChild = async (
+  spec: { pidFile: string; file: string; runId: string; fd: number },
+  options: LocalSpawnOptions,
+): Promise<void> => {
   const { pidFile, file, runId, fd } = spec;
   const child = spawn(process.execPath, [FLOW_BIN, "run", file, "--run-id", runId], {
     cwd: options.cwd,
@@ -60,7 +63,9 @@ const startChild = async (spec: { pidFile: string; file: string; runId: string; 
 
 export const spawnLocalRun = async (req: SpawnRequest, options: LocalSpawnOptions): Promise<SpawnedRun> => {
   if (req.as !== "script") {
-    throw new FlowError("invalid_argument", `flow spawn --as ${req.as}: pipelines are not available in this version`, { hint: "spawn a script (the default)" });
+    throw new FlowError("invalid_argument", `flow spawn --as ${req.as}: pipelines are not available in this version`, {
+      hint: "spawn a script (the default)",
+    });
   }
   const runId = newId("run", Date.now(), randomBytes(10));
   const run = localRunDir(options.stateDir, runId);

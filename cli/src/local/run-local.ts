@@ -50,7 +50,6 @@ const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
  */
 const LOCAL_TIMINGS = { drainMs: 250 };
 
-
 /** The in-script `flow` client the agent puts first on PATH (built by scripts/build-native.mjs). */
 const inScriptClientDir = async (): Promise<string> => {
   const agentRoot = dirname(dirname(fileURLToPath(import.meta.resolve("@flowsvc/agent"))));
@@ -62,7 +61,9 @@ const inScriptClientDir = async (): Promise<string> => {
       // not built here; try the next
     }
   }
-  throw new FlowError("config", `the in-script flow client is not built (no ${join(agentRoot, "bin", "flow")})`, { hint: "run `npm run build` in the flowsvc repository" });
+  throw new FlowError("config", `the in-script flow client is not built (no ${join(agentRoot, "bin", "flow")})`, {
+    hint: "run `npm run build` in the flowsvc repository",
+  });
 };
 
 const chooseRunId = (wanted: string | undefined): string => {
@@ -100,9 +101,16 @@ export const runLocal = async (options: LocalRunOptions): Promise<number> => {
   const xdgState = options.processEnv["XDG_STATE_HOME"];
   const env = { ...(xdgState ? { XDG_STATE_HOME: xdgState } : {}), ...options.env };
   const backend = new LocalBackend({
-    run, stateDir, source, filename: basename(scriptPath), interpreter, env, cwd: options.cwd,
+    run,
+    stateDir,
+    source,
+    filename: basename(scriptPath),
+    interpreter,
+    env,
+    cwd: options.cwd,
     activityEnv: composeActivityEnv({ agentEnv: options.processEnv, claimEnv: env, clientDir }),
-    spawnEnv: options.processEnv, journal: await readLocalJournal(run),
+    spawnEnv: options.processEnv,
+    journal: await readLocalJournal(run),
     output: { stdout: (t) => terminal.stdout(t), stderr: (t) => terminal.stderr(t) },
   });
   const stop = new AbortController();
@@ -118,12 +126,22 @@ export const runLocal = async (options: LocalRunOptions): Promise<number> => {
   try {
     await terminal.stderr(`local run ${runId}\n`);
     const outcome = await runJob(backend, {
-      agentId: "local", capabilities: [], workdir: run.dir, clientDir, agentEnv: options.processEnv,
-      logger: terminalDiagnostics(terminal), stop: stop.signal, agentPid: process.pid, cwd: options.cwd, scriptPath, pgidFile,
+      agentId: "local",
+      capabilities: [],
+      workdir: run.dir,
+      clientDir,
+      agentEnv: options.processEnv,
+      logger: terminalDiagnostics(terminal),
+      stop: stop.signal,
+      agentPid: process.pid,
+      cwd: options.cwd,
+      scriptPath,
+      pgidFile,
       timings: LOCAL_TIMINGS,
     });
     const unreported = backend.unreportedActivities();
-    if (unreported.length > 0) await terminal.stderr(`flow: the run ended with activities never collected (ended with the run): ${unreported.join(", ")}\n`);
+    if (unreported.length > 0)
+      await terminal.stderr(`flow: the run ended with activities never collected (ended with the run): ${unreported.join(", ")}\n`);
     if (outcome.type === "finished") {
       const error = backend.finished?.error;
       if (error !== undefined && !backend.wasShown(error)) await terminal.stderr(`flow: local run ${runId}: ${error}\n`);

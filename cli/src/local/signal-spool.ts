@@ -54,7 +54,12 @@ export const takeSignal = async (run: LocalRunDir, name: string): Promise<{ payl
  * `{timed_out: true}` (core's decideWait, as on the server); rejects with the abort reason when
  * `signal` aborts (the run is ending).
  */
-export const waitForSignal = async (run: LocalRunDir, name: string, timeoutMs: number | undefined, signal: AbortSignal): Promise<SignalWaitResult> => {
+export const waitForSignal = async (
+  run: LocalRunDir,
+  name: string,
+  timeoutMs: number | undefined,
+  signal: AbortSignal,
+): Promise<SignalWaitResult> => {
   const deadlineMs = waitDeadline(Date.now(), timeoutMs);
   for (;;) {
     signal.throwIfAborted();

@@ -39,7 +39,8 @@ const agentPackages = (agentRoot: string): Pkg[] => {
     const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name: string; dependencies?: Record<string, string> };
     const seen = found.get(pkg.name);
     if (seen) {
-      if (seen.dir !== dir) throw new Error(`the agent needs two copies of ${pkg.name} (${seen.dir} and ${dir}); its runtime copy holds one of each package`);
+      if (seen.dir !== dir)
+        throw new Error(`the agent needs two copies of ${pkg.name} (${seen.dir} and ${dir}); its runtime copy holds one of each package`);
       return;
     }
     found.set(pkg.name, { name: pkg.name, dir, workspace: !dir.split("/").includes("node_modules") });

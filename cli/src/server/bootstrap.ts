@@ -9,7 +9,10 @@ import { bootstrapTenancy, findProject, mintId, mintToken, withTransaction, type
  * The master key in local mode: FLOWSVC_MASTER_KEY when set, else `<data-dir>/master.key`,
  * generated on first start. Returns whether it was generated, so the server can warn.
  */
-export const localMasterKey = async (dataDir: string, fromEnv: Uint8Array | undefined): Promise<{ key: Uint8Array; generated: boolean; path?: string }> => {
+export const localMasterKey = async (
+  dataDir: string,
+  fromEnv: Uint8Array | undefined,
+): Promise<{ key: Uint8Array; generated: boolean; path?: string }> => {
   if (fromEnv) return { key: fromEnv, generated: false };
   const path = join(dataDir, "master.key");
   try {

@@ -10,12 +10,22 @@ export const serverCommand = (): Command =>
     .description("run flowsvc on this machine: embedded Postgres, the API, the controller and local agents")
     .option("--host <host>", "address to listen on", undefined)
     .option("--port <port>", "port to listen on (default 8080)")
-    .option("--data-dir <dir>", "where Postgres data, the master key and agent scratch live (default ~/.local/share/flowsvc; as root /var/lib/flowsvc)")
+    .option(
+      "--data-dir <dir>",
+      "where Postgres data, the master key and agent scratch live (default ~/.local/share/flowsvc; as root /var/lib/flowsvc)",
+    )
     .option("--agents <n>", "most jobs at once on the default local agents, which advertise polyglot (default 4)")
-    .option("--agent-pool <caps:n>", "also run up to n agents that advertise these capabilities, e.g. polyglot:2 (repeatable)", (v: string, all: string[] = []) => [...all, v])
+    .option(
+      "--agent-pool <caps:n>",
+      "also run up to n agents that advertise these capabilities, e.g. polyglot:2 (repeatable)",
+      (v: string, all: string[] = []) => [...all, v],
+    )
     .option("--lease-ms <ms>", "agent heartbeat lease (default 15000)")
     .option("--log-level <level>", "server.log level (default info)")
-    .addHelpText("after", "\nExamples:\n  flow server\n  flow server --port 9090 --data-dir ./.flowsvc --agents 8\n  flow server --agent-pool gpu:1 --agent-pool gpu,arm64:2\n  FLOWSVC_DATABASE_URL=postgres://... FLOWSVC_MASTER_KEY=... flow server")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  flow server\n  flow server --port 9090 --data-dir ./.flowsvc --agents 8\n  flow server --agent-pool gpu:1 --agent-pool gpu,arm64:2\n  FLOWSVC_DATABASE_URL=postgres://... FLOWSVC_MASTER_KEY=... flow server",
+    )
     .action(async (flags: ServerFlags) => {
       let stopping = false;
       try {

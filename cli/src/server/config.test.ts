@@ -20,7 +20,10 @@ const problem = (flags: Parameters<typeof loadServerConfig>[0], env: Record<stri
 void test("defaults, then the environment, then flags", () => {
   const d = loadServerConfig({}, home);
   assert.deepEqual([d.port, d.agents, d.leaseMs, d.agentMaxJobs, d.agentIdleMs, d.logLevel], [8080, 4, 15_000, 200, 60_000, "info"]);
-  const e = loadServerConfig({}, { ...home, FLOWSVC_PORT: "9000", FLOWSVC_AGENTS: "2", FLOWSVC_AGENT_MAX_JOBS: "50", FLOWSVC_AGENT_IDLE_MS: "1500" });
+  const e = loadServerConfig(
+    {},
+    { ...home, FLOWSVC_PORT: "9000", FLOWSVC_AGENTS: "2", FLOWSVC_AGENT_MAX_JOBS: "50", FLOWSVC_AGENT_IDLE_MS: "1500" },
+  );
   assert.deepEqual([e.port, e.agents, e.agentMaxJobs, e.agentIdleMs], [9000, 2, 50, 1500]);
   const f = loadServerConfig({ port: "9100", agents: "3" }, { ...home, FLOWSVC_PORT: "9000", FLOWSVC_AGENTS: "2" });
   assert.deepEqual([f.port, f.agents], [9100, 3]);

@@ -16,7 +16,10 @@ const ServerConfigSchema = z.object({
     .array(
       z
         .string()
-        .regex(/^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*:[1-9][0-9]*$/, "an agent pool is <capability>[,<capability>...]:<count>, e.g. polyglot:2")
+        .regex(
+          /^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*:[1-9][0-9]*$/,
+          "an agent pool is <capability>[,<capability>...]:<count>, e.g. polyglot:2",
+        )
         .transform((v) => {
           const i = v.lastIndexOf(":");
           return { capabilities: v.slice(0, i).split(","), count: Number(v.slice(i + 1)) };
@@ -24,8 +27,18 @@ const ServerConfigSchema = z.object({
     )
     .default([]),
   leaseMs: z.coerce.number().int().min(500).max(600_000).default(15_000),
-  agentMaxJobs: z.coerce.number({ error: "FLOWSVC_AGENT_MAX_JOBS must be a whole number from 1 to 1000000" }).int().min(1).max(1_000_000).default(200),
-  agentIdleMs: z.coerce.number({ error: "FLOWSVC_AGENT_IDLE_MS must be a whole number of milliseconds from 100 to 86400000" }).int().min(100).max(86_400_000).default(60_000),
+  agentMaxJobs: z.coerce
+    .number({ error: "FLOWSVC_AGENT_MAX_JOBS must be a whole number from 1 to 1000000" })
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(200),
+  agentIdleMs: z.coerce
+    .number({ error: "FLOWSVC_AGENT_IDLE_MS must be a whole number of milliseconds from 100 to 86400000" })
+    .int()
+    .min(100)
+    .max(86_400_000)
+    .default(60_000),
   agentUser: z
     .string()
     .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "FLOWSVC_AGENT_USER must be a user name (lower-case letters, digits, _ and -, at most 32)")
@@ -36,7 +49,10 @@ const ServerConfigSchema = z.object({
   publicUrl: z.string().url({ error: "FLOWSVC_PUBLIC_URL must be a URL" }).optional(),
   cliConfigPath: z.string().min(1),
 });
-export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey"> & { masterKey: Uint8Array | undefined; agentEnv: Record<string, string | undefined> };
+export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey"> & {
+  masterKey: Uint8Array | undefined;
+  agentEnv: Record<string, string | undefined>;
+};
 
 export interface ServerFlags {
   host?: string;
@@ -53,7 +69,9 @@ export interface ServerFlags {
  * unprivileged user that must be able to reach its data, and root's home (mode 700) keeps it out.
  */
 const defaultDataDir = (env: NodeJS.ProcessEnv): string =>
-  process.getuid?.() === 0 ? "/var/lib/flowsvc" : join(env["XDG_DATA_HOME"] || join(env["HOME"] || homedir(), ".local", "share"), "flowsvc");
+  process.getuid?.() === 0
+    ? "/var/lib/flowsvc"
+    : join(env["XDG_DATA_HOME"] || join(env["HOME"] || homedir(), ".local", "share"), "flowsvc");
 
 export const defaultCliConfigPath = (env: NodeJS.ProcessEnv): string =>
   env["FLOWSVC_CONFIG"] || join(env["XDG_CONFIG_HOME"] || join(env["HOME"] || homedir(), ".config"), "flowsvc", "config.json");
@@ -62,7 +80,8 @@ export const defaultCliConfigPath = (env: NodeJS.ProcessEnv): string =>
 const envSetting = (env: NodeJS.ProcessEnv, name: string): string | undefined => env[name] || undefined;
 
 /** FLOWSVC_AGENT_POOLS: pools separated by white space. */
-const envAgentPools = (env: NodeJS.ProcessEnv): string[] | undefined => envSetting(env, "FLOWSVC_AGENT_POOLS")?.split(/\s+/).filter(Boolean);
+const envAgentPools = (env: NodeJS.ProcessEnv): string[] | undefined =>
+  envSetting(env, "FLOWSVC_AGENT_POOLS")?.split(/\s+/).filter(Boolean);
 
 /** What the schema parses: each flag over its environment variable; the defaults are the schema's. */
 const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<keyof z.input<typeof ServerConfigSchema>, unknown> => ({

@@ -64,7 +64,11 @@ export const prepareLocalAgents = async (input: LocalAgentsInput): Promise<Local
 const agentUser = (name: string): AgentUser => {
   const hint = `create an unprivileged user for them (useradd --system ${name}), set FLOWSVC_AGENT_USER to one, or run flowsvc as a normal user`;
   if (name === EMBEDDED_POSTGRES_USER) {
-    throw new FlowError("config", `FLOWSVC_AGENT_USER=${name}: embedded Postgres runs as "${name}" and owns its cluster, so scripts running as "${name}" could read every project's data`, { hint });
+    throw new FlowError(
+      "config",
+      `FLOWSVC_AGENT_USER=${name}: embedded Postgres runs as "${name}" and owns its cluster, so scripts running as "${name}" could read every project's data`,
+      { hint },
+    );
   }
   let user;
   try {
@@ -73,11 +77,19 @@ const agentUser = (name: string): AgentUser => {
     throw new FlowError("config", (err as Error).message, { hint });
   }
   if (user.uid === 0 || user.gid === 0) {
-    throw new FlowError("config", `FLOWSVC_AGENT_USER=${name} is root (uid ${user.uid}, gid ${user.gid}); local agents run as an unprivileged user`, { hint });
+    throw new FlowError(
+      "config",
+      `FLOWSVC_AGENT_USER=${name} is root (uid ${user.uid}, gid ${user.gid}); local agents run as an unprivileged user`,
+      { hint },
+    );
   }
   const pg = lookupUser(EMBEDDED_POSTGRES_USER);
   if (pg && pg.uid === user.uid) {
-    throw new FlowError("config", `FLOWSVC_AGENT_USER=${name} has the uid of "${EMBEDDED_POSTGRES_USER}" (${user.uid}), which owns embedded Postgres's cluster`, { hint });
+    throw new FlowError(
+      "config",
+      `FLOWSVC_AGENT_USER=${name} has the uid of "${EMBEDDED_POSTGRES_USER}" (${user.uid}), which owns embedded Postgres's cluster`,
+      { hint },
+    );
   }
   return user;
 };
@@ -86,9 +98,13 @@ const agentUser = (name: string): AgentUser => {
 const openDataDir = async (dataDir: string, user: AgentUser): Promise<void> => {
   const blocked = blockedDirFor(dirname(dataDir), user);
   if (blocked !== undefined) {
-    throw new FlowError("config", `local agents run as "${user.name}" when flowsvc runs as root, and ${blocked} (mode ${((await stat(blocked)).mode & 0o777).toString(8)}) keeps them out of ${dataDir}`, {
-      hint: "choose a data dir under a path other users can traverse (e.g. /var/lib/flowsvc), or run as a normal user",
-    });
+    throw new FlowError(
+      "config",
+      `local agents run as "${user.name}" when flowsvc runs as root, and ${blocked} (mode ${((await stat(blocked)).mode & 0o777).toString(8)}) keeps them out of ${dataDir}`,
+      {
+        hint: "choose a data dir under a path other users can traverse (e.g. /var/lib/flowsvc), or run as a normal user",
+      },
+    );
   }
   await chmod(dataDir, 0o701);
 };
@@ -101,18 +117,28 @@ const openDataDir = async (dataDir: string, user: AgentUser): Promise<void> => {
 const readableAgentCode = async (input: LocalAgentsInput, user: AgentUser): Promise<AgentPaths> => {
   const blockedNode = blockedDirFor(dirname(process.execPath), user);
   if (blockedNode !== undefined) {
-    throw new FlowError("config", `local agents run as "${user.name}" when flowsvc runs as root, and ${blockedNode} keeps them out of Node (${process.execPath})`, {
-      hint: "install Node where other users can run it (e.g. /usr/local), or run as a normal user",
-    });
+    throw new FlowError(
+      "config",
+      `local agents run as "${user.name}" when flowsvc runs as root, and ${blockedNode} keeps them out of Node (${process.execPath})`,
+      {
+        hint: "install Node where other users can run it (e.g. /usr/local), or run as a normal user",
+      },
+    );
   }
-  const reachable = [input.paths.agentMain, join(input.paths.clientDir, "flow")].every((p) => blockedDirFor(dirname(p), user) === undefined);
+  const reachable = [input.paths.agentMain, join(input.paths.clientDir, "flow")].every(
+    (p) => blockedDirFor(dirname(p), user) === undefined,
+  );
   if (reachable && loadProblem(input.paths, input.baseEnv, user) === undefined) return input.paths;
   const copied = await copyAgentRuntime(input.paths, input.dataDir, input.log);
   const problem = loadProblem(copied, input.baseEnv, user);
   if (problem !== undefined) {
-    throw new FlowError("config", `local agents run as "${user.name}" when flowsvc runs as root, and that user cannot load the agent's copy (${copied.agentMain}): ${problem}`, {
-      hint: "run as a normal user, or report this as a bug",
-    });
+    throw new FlowError(
+      "config",
+      `local agents run as "${user.name}" when flowsvc runs as root, and that user cannot load the agent's copy (${copied.agentMain}): ${problem}`,
+      {
+        hint: "run as a normal user, or report this as a bug",
+      },
+    );
   }
   return copied;
 };
@@ -120,7 +146,21 @@ const readableAgentCode = async (input: LocalAgentsInput, user: AgentUser): Prom
 /** Loads the agent's modules and checks the client as the agent user: what went wrong, or undefined. */
 const loadProblem = (paths: AgentPaths, baseEnv: Record<string, string | undefined>, user: AgentUser): string | undefined => {
   const probe = `await import(${JSON.stringify(pathToFileURL(paths.agentIndex).href)}); await import("node:fs").then((fs) => fs.accessSync(${JSON.stringify(join(paths.clientDir, "flow"))}, fs.constants.X_OK));`;
-  const r = spawnSync(process.execPath, ["--input-type=module", "-e", probe], { uid: user.uid, gid: user.gid, cwd: "/", env: { PATH: baseEnv["PATH"] ?? "/usr/bin:/bin" }, encoding: "utf8", timeout: 60_000 });
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", probe], {
+    uid: user.uid,
+    gid: user.gid,
+    cwd: "/",
+    env: { PATH: baseEnv["PATH"] ?? "/usr/bin:/bin" },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
   if (r.status === 0) return undefined;
-  return r.error?.message ?? (r.stderr.trim().split("\n").find((l) => /Error|EACCES|denied/.test(l)) ?? r.stderr.trim().slice(0, 500));
+  return (
+    r.error?.message ??
+    r.stderr
+      .trim()
+      .split("\n")
+      .find((l) => /Error|EACCES|denied/.test(l)) ??
+    r.stderr.trim().slice(0, 500)
+  );
 };

@@ -18,11 +18,18 @@ export const printBanner = (b: Banner): void => {
     `  project:   default/default`,
   ];
   if (b.masterKeyGenerated) {
-    lines.push("", `warning: generated a master key at ${b.masterKeyGenerated}; losing it loses every secret. Set FLOWSVC_MASTER_KEY for durable deployments.`);
+    lines.push(
+      "",
+      `warning: generated a master key at ${b.masterKeyGenerated}; losing it loses every secret. Set FLOWSVC_MASTER_KEY for durable deployments.`,
+    );
   }
   if (b.token) {
     lines.push("", "First start: created user admin with an API token.");
-    lines.push(b.cliConfig.written ? `  The flow CLI on this machine is logged in (${b.cliConfig.path}).` : `  ${b.cliConfig.path} belongs to another server; it was left alone.`);
+    lines.push(
+      b.cliConfig.written
+        ? `  The flow CLI on this machine is logged in (${b.cliConfig.path}).`
+        : `  ${b.cliConfig.path} belongs to another server; it was left alone.`,
+    );
     lines.push(`  From elsewhere:  flow login --url ${b.url} --token ${b.token}`);
     lines.push(`  or:              export FLOWSVC_URL=${b.url} FLOWSVC_TOKEN=${b.token}`);
     lines.push(`  (the token is also in ${b.dataDir}/admin.token)`);

@@ -3,7 +3,15 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { FlowError, redactSecretQuery } from "@flowsvc/core";
-import { Keyring, createPool, migrate, startEmbeddedPostgres, startListener, stopPostgresSync, type EmbeddedPostgres } from "@flowsvc/store";
+import {
+  Keyring,
+  createPool,
+  migrate,
+  startEmbeddedPostgres,
+  startListener,
+  stopPostgresSync,
+  type EmbeddedPostgres,
+} from "@flowsvc/store";
 import { Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
@@ -38,20 +46,28 @@ const STALE_SWEEP_MS = 5_000;
  * A killed server's agents finish their jobs before they exit; their working directories go when
  * no process works in them any more. Answers the cleanup that stops the sweeping.
  */
-const sweepUntilFinished = (workRoot: string, names: string[], user: AgentUser | undefined, log: (obj: Record<string, unknown>, msg: string) => void): (() => Promise<void>) => {
+const sweepUntilFinished = (
+  workRoot: string,
+  names: string[],
+  user: AgentUser | undefined,
+  log: (obj: Record<string, unknown>, msg: string) => void,
+): (() => Promise<void>) => {
   let left = names;
   let busy = false;
   const timer = setInterval(() => {
     if (busy) return;
     busy = true;
-    sweepAgentWorkdirs(workRoot, left, user).then(
-      (rest) => {
-        if (rest.length < left.length) log({ removed: left.filter((n) => !rest.includes(n)) }, "removed the working directories of a previous server's agents");
-        left = rest;
-        if (left.length === 0) clearInterval(timer);
-      },
-      (err: unknown) => log({ err }, "could not remove a previous server's working directories"),
-    ).finally(() => (busy = false));
+    sweepAgentWorkdirs(workRoot, left, user)
+      .then(
+        (rest) => {
+          if (rest.length < left.length)
+            log({ removed: left.filter((n) => !rest.includes(n)) }, "removed the working directories of a previous server's agents");
+          left = rest;
+          if (left.length === 0) clearInterval(timer);
+        },
+        (err: unknown) => log({ err }, "could not remove a previous server's working directories"),
+      )
+      .finally(() => (busy = false));
   }, STALE_SWEEP_MS);
   timer.unref();
   return () => {
@@ -66,7 +82,9 @@ const listenOn = async (app: { listen(opts: { host: string; port: number }): Pro
     return await app.listen({ host: config.host, port: config.port });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-      throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, { hint: "stop the other process or pass --port <n>" });
+      throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, {
+        hint: "stop the other process or pass --port <n>",
+      });
     }
     throw err;
   }
@@ -100,7 +118,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
   await chmod(logPath, 0o600).catch(() => undefined); // made 0644 by servers before 0600 was asked for
   const logger = pino(
     {
-      level: config.logLevel, redact: ["req.headers.authorization", "headers.authorization", "*.token", "*.secret", "*.value"],
+      level: config.logLevel,
+      redact: ["req.headers.authorization", "headers.authorization", "*.token", "*.secret", "*.value"],
       // A hook's `?secret=` (however percent-encoded) never reaches the log with a URL.
       serializers: { url: redactUrl, req: (req: { method?: string; url?: unknown }) => ({ method: req.method, url: redactUrl(req.url) }) },
     },
@@ -132,11 +151,17 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     // the working directories a killed server left are gone before its successor's agents start.
     const workRoot = join(config.dataDir, "agents");
     const agentSetup = await prepareLocalAgents({
-      dataDir: config.dataDir, workRoot, userName: config.agentUser, paths: agentPaths(), baseEnv: config.agentEnv, log: (m) => logger.info(m),
+      dataDir: config.dataDir,
+      workRoot,
+      userName: config.agentUser,
+      paths: agentPaths(),
+      baseEnv: config.agentEnv,
+      log: (m) => logger.info(m),
     });
     const { agentMain, clientDir } = agentSetup.paths;
     const { stale } = agentSetup;
-    if (stale.removed.length || stale.inUse.length) logger.info(stale, "working directories of a previous server's agents: removed, and left while its agents finish");
+    if (stale.removed.length || stale.inUse.length)
+      logger.info(stale, "working directories of a previous server's agents: removed, and left while its agents finish");
     if (stale.inUse.length) cleanups.push(sweepUntilFinished(workRoot, stale.inUse, agentSetup.runAs, log));
 
     let databaseUrl = config.databaseUrl;
@@ -151,7 +176,9 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     cleanups.push(() => pool.end());
     await migrate(pool, (m) => logger.info(m));
 
-    const master = embedded ? await localMasterKey(config.dataDir, config.masterKey) : { key: config.masterKey!, generated: false, path: undefined };
+    const master = embedded
+      ? await localMasterKey(config.dataDir, config.masterKey)
+      : { key: config.masterKey!, generated: false, path: undefined };
     const keyring = await Keyring.create(pool, master.key);
     const boot = await bootstrap(pool, keyring, config.dataDir);
     await keyring.verify(boot.orgId);
@@ -189,7 +216,14 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
         }),
     );
     const d = new Dispatcher({
-      pool, listener, launchers, leaseMs: config.leaseMs, maxAttempts: 5, publicUrl: config.publicUrl, log, warn: (obj, msg) => logger.warn(obj, msg),
+      pool,
+      listener,
+      launchers,
+      leaseMs: config.leaseMs,
+      maxAttempts: 5,
+      publicUrl: config.publicUrl,
+      log,
+      warn: (obj, msg) => logger.warn(obj, msg),
     });
     events.dispatcher = d;
     const timers = new TimerLoop(pool, log);
@@ -213,7 +247,13 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       masterKeyGenerated: master.generated ? master.path : undefined,
     });
     logger.info({ url }, "flowsvc started");
-    return { url, stop: stopAll, stopNow: () => { if (postgresPid) stopPostgresSync(postgresPid, 5000); } };
+    return {
+      url,
+      stop: stopAll,
+      stopNow: () => {
+        if (postgresPid) stopPostgresSync(postgresPid, 5000);
+      },
+    };
   } catch (err) {
     await stopAll();
     throw err;

@@ -1,5 +1,12 @@
 import {
-  createTestDatabase, createTestProject, createRun, mintId, startListener, withTransaction, type Listener, type TestDatabase,
+  createTestDatabase,
+  createTestProject,
+  createRun,
+  mintId,
+  startListener,
+  withTransaction,
+  type Listener,
+  type TestDatabase,
 } from "@flowsvc/store";
 import { Dispatcher, type DispatcherOptions } from "../dispatcher.js";
 import type { FakeLauncher } from "./fake-launcher.js";
@@ -27,7 +34,9 @@ export const openTestStore = async (): Promise<TestStore> => {
   });
   off();
   return {
-    db, projectId, listener,
+    db,
+    projectId,
+    listener,
     async close() {
       await listener.close();
       await db.drop();
@@ -41,7 +50,15 @@ export const openTestStore = async (): Promise<TestStore> => {
 export const submitRun = async (store: TestStore, capabilities: string[] = []): Promise<{ runId: string; jobId: string }> => {
   const runId = mintId("run");
   return withTransaction(store.db.pool, async (tx) => {
-    await createRun(tx, { id: runId, projectId: store.projectId, source: "true\n", filename: "t.sh", trusted: true, trigger: { type: "manual", sender: "test" }, capabilities });
+    await createRun(tx, {
+      id: runId,
+      projectId: store.projectId,
+      source: "true\n",
+      filename: "t.sh",
+      trusted: true,
+      trigger: { type: "manual", sender: "test" },
+      capabilities,
+    });
     const { rows } = await tx.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId]);
     return { runId, jobId: rows[0]!.id };
   });

@@ -1,11 +1,30 @@
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import {
-  ActivityFinishRequestSchema, CallRequestSchema, FlowError, StateRequestSchema, type CallRequest, type CallResponse, type StateRequest,
+  ActivityFinishRequestSchema,
+  CallRequestSchema,
+  FlowError,
+  StateRequestSchema,
+  type CallRequest,
+  type CallResponse,
+  type StateRequest,
 } from "@flowsvc/core";
 import {
-  deleteState, finishActivityJob, getRunInternal, getState, listState, openJournal, performCall, sealActivityOutput, sealedIn, setState,
-  stateScope, suspendJob, withTransaction, type LeasedJob, type RunInternal,
+  deleteState,
+  finishActivityJob,
+  getRunInternal,
+  getState,
+  listState,
+  openJournal,
+  performCall,
+  sealActivityOutput,
+  sealedIn,
+  setState,
+  stateScope,
+  suspendJob,
+  withTransaction,
+  type LeasedJob,
+  type RunInternal,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { jobLost, jobOfRequest } from "../job-auth.js";
@@ -36,7 +55,8 @@ const callRoute = (app: FastifyInstance, deps: RouteDeps): void => {
     } catch (err) {
       // Over HTTP a bus limit is a 429 to retry later; an agent retries 429s forever, so for the
       // script it is a final answer: its `flow emit` fails with the message.
-      if (err instanceof FlowError && err.code === "limit_exceeded") throw new FlowError("emit_refused", err.message, { hint: err.hint, cause: err });
+      if (err instanceof FlowError && err.code === "limit_exceeded")
+        throw new FlowError("emit_refused", err.message, { hint: err.hint, cause: err });
       throw err;
     }
   });

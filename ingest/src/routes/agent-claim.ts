@@ -1,8 +1,27 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
-import { ClaimRequestSchema, buildEnvelope, secretNameProblem, secretValueProblem, type ActivityClaim, type ClaimResponse } from "@flowsvc/core";
 import {
-  appendLogs, findProjectById, getActivity, getEventForEnvelope, listJournal, markActivityRunning, markJobRunning, openJournal, openProjectSecrets,
-  startRunIfNeeded, withTransaction, type LeasedJob, type ProjectRef, type RunInternal,
+  ClaimRequestSchema,
+  buildEnvelope,
+  secretNameProblem,
+  secretValueProblem,
+  type ActivityClaim,
+  type ClaimResponse,
+} from "@flowsvc/core";
+import {
+  appendLogs,
+  findProjectById,
+  getActivity,
+  getEventForEnvelope,
+  listJournal,
+  markActivityRunning,
+  markJobRunning,
+  openJournal,
+  openProjectSecrets,
+  startRunIfNeeded,
+  withTransaction,
+  type LeasedJob,
+  type ProjectRef,
+  type RunInternal,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { jobAndRunOfRequest, jobLost } from "../job-auth.js";
@@ -24,7 +43,12 @@ const secretProblem = (name: string, value: string | undefined): string | undefi
  * and the run's log says which and why, never the value: one bad secret must not fail every
  * run of its project.
  */
-const resolveSecrets = async (deps: RouteDeps, log: FastifyBaseLogger, run: RunInternal, orgId: string): Promise<Record<string, string>> => {
+const resolveSecrets = async (
+  deps: RouteDeps,
+  log: FastifyBaseLogger,
+  run: RunInternal,
+  orgId: string,
+): Promise<Record<string, string>> => {
   const secrets: Record<string, string> = {};
   const skipped: string[] = [];
   for (const { name, value } of await openProjectSecrets(deps.pool, deps.keyring, run.project_id, orgId)) {
@@ -36,12 +60,22 @@ const resolveSecrets = async (deps: RouteDeps, log: FastifyBaseLogger, run: RunI
     log.warn({ runId: run.id, secretName: name, problem }, "secret not injected");
     skipped.push(`flowsvc: secret ${name} was not injected: ${problem}; set it again or remove it (flow secret rm ${name})\n`);
   }
-  if (skipped.length > 0) await appendLogs(deps.pool, run.id, null, skipped.map((data) => ({ stream: "system" as const, data })));
+  if (skipped.length > 0)
+    await appendLogs(
+      deps.pool,
+      run.id,
+      null,
+      skipped.map((data) => ({ stream: "system" as const, data })),
+    );
   return secrets;
 };
 
 /** The run's project and the secrets its job gets. */
-const scopeOf = async (deps: RouteDeps, log: FastifyBaseLogger, run: RunInternal): Promise<{ project: ProjectRef; secrets: Record<string, string> }> => {
+const scopeOf = async (
+  deps: RouteDeps,
+  log: FastifyBaseLogger,
+  run: RunInternal,
+): Promise<{ project: ProjectRef; secrets: Record<string, string> }> => {
   const project = await findProjectById(deps.pool, run.project_id);
   if (!project) throw jobLost();
   // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
@@ -51,17 +85,26 @@ const scopeOf = async (deps: RouteDeps, log: FastifyBaseLogger, run: RunInternal
 /** A handler run reads the whole envelope of its event from FLOW_INPUT_FILE. */
 const envelopeOf = async (deps: RouteDeps, eventId: string | null): Promise<{ input?: unknown }> => {
   const e = eventId ? await getEventForEnvelope(deps.pool, eventId) : undefined;
-  return e ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) } : {};
+  return e
+    ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) }
+    : {};
 };
 
 /** What the agent runs with: the secrets under the run's env (the run's own env wins), and the values to mask. */
-const environment = (run: RunInternal, secrets: Record<string, string>) => ({ env: { ...secrets, ...run.env }, masks: Object.values(secrets) });
+const environment = (run: RunInternal, secrets: Record<string, string>) => ({
+  env: { ...secrets, ...run.env },
+  masks: Object.values(secrets),
+});
 
 /**
  * A script job's claim: the run starts (and its job runs under this agent) while the run's
  * project, secrets, journal and trigger envelope are read, each on its own connection.
  */
-const claimScript = async (deps: RouteDeps, req: FastifyRequest, { job, run, agentId }: Claim): Promise<ClaimResponse & { kind: "script" }> => {
+const claimScript = async (
+  deps: RouteDeps,
+  req: FastifyRequest,
+  { job, run, agentId }: Claim,
+): Promise<ClaimResponse & { kind: "script" }> => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
   const [{ project, secrets }, sealedJournal, envelope] = await Promise.all([
     scopeOf(deps, req.log, run),
@@ -76,9 +119,19 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, { job, run, age
   const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
   req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId, replaying: journal.length }, "job claimed");
   return {
-    kind: "script", job_id: job.id, run_id: run.id, project: `${project.org}/${project.project}`, attempt: job.attempt,
-    source: run.source, filename: run.filename, interpreter: run.interpreter, ...environment(run, secrets),
-    journal, lease_ms: leaseMs, trigger: run.trigger, ...envelope,
+    kind: "script",
+    job_id: job.id,
+    run_id: run.id,
+    project: `${project.org}/${project.project}`,
+    attempt: job.attempt,
+    source: run.source,
+    filename: run.filename,
+    interpreter: run.interpreter,
+    ...environment(run, secrets),
+    journal,
+    lease_ms: leaseMs,
+    trigger: run.trigger,
+    ...envelope,
   };
 };
 
@@ -92,8 +145,16 @@ const claimActivity = async (deps: RouteDeps, req: FastifyRequest, { job, run, a
   await markActivityRunning(pool, activity.id);
   req.log.info({ runId: run.id, jobId: job.id, activity: activity.name, agentId }, "activity claimed");
   return {
-    kind: "activity", job_id: job.id, run_id: run.id, activity_id: activity.id, name: activity.name,
-    project: `${project.org}/${project.project}`, attempt: job.attempt, argv: activity.argv, ...environment(run, secrets), lease_ms: leaseMs,
+    kind: "activity",
+    job_id: job.id,
+    run_id: run.id,
+    activity_id: activity.id,
+    name: activity.name,
+    project: `${project.org}/${project.project}`,
+    attempt: job.attempt,
+    argv: activity.argv,
+    ...environment(run, secrets),
+    lease_ms: leaseMs,
   };
 };
 

@@ -6,7 +6,17 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  TEST_LEASE_MS, ask, assertError, countRows, createTestApp, deepJson, dispatchJob, startScriptJob, type Answer, type TestApp, type TestJob,
+  TEST_LEASE_MS,
+  ask,
+  assertError,
+  countRows,
+  createTestApp,
+  deepJson,
+  dispatchJob,
+  startScriptJob,
+  type Answer,
+  type TestApp,
+  type TestJob,
 } from "../testing/test-app.js";
 
 let t: TestApp;
@@ -26,14 +36,25 @@ const claim = (job: TestJob): Promise<Answer> => agent("claim", job, { agent_id:
 const runStatus = async (runId: string): Promise<string> =>
   ((await ask(t, "GET", `${t.project.base}/runs/${runId}`, { as: "viewer" })).body as { status: string }).status;
 
-const step = (position: number, name: string, text = "hi") =>
-  ({ position, kind: "step", name, ordinal: 0, result: { stdout_b64: Buffer.from(text).toString("base64"), exit: 0 } });
+const step = (position: number, name: string, text = "hi") => ({
+  position,
+  kind: "step",
+  name,
+  ordinal: 0,
+  result: { stdout_b64: Buffer.from(text).toString("base64"), exit: 0 },
+});
 
 /** A claimed script job whose run submitted an activity, and the activity's own job, dispatched. */
 const activityJob = async (): Promise<{ script: TestJob; activity: TestJob }> => {
   const script = await startScriptJob(t);
   await claim(script);
-  const submitted = await agent("call", script, { position: 0, kind: "activity-submit", name: "fan", ordinal: 0, args: { argv: ["echo", "out"] } });
+  const submitted = await agent("call", script, {
+    position: 0,
+    kind: "activity-submit",
+    name: "fan",
+    ordinal: 0,
+    args: { argv: ["echo", "out"] },
+  });
   assert.equal(submitted.status, 200, submitted.text);
   return { script, activity: await dispatchJob(t, script.runId, "activity") };
 };
@@ -43,7 +64,15 @@ test("a script job's life: claim (with the project's secrets), heartbeat, journa
   const job = await startScriptJob(t, "echo hello\n");
   const claimed = await claim(job);
   assert.equal(claimed.status, 200, claimed.text);
-  const c = claimed.body as { kind: string; run_id: string; source: string; env: Record<string, string>; masks: string[]; journal: unknown[]; lease_ms: number };
+  const c = claimed.body as {
+    kind: string;
+    run_id: string;
+    source: string;
+    env: Record<string, string>;
+    masks: string[];
+    journal: unknown[];
+    lease_ms: number;
+  };
   assert.deepEqual([c.kind, c.run_id, c.source, c.journal, c.lease_ms], ["script", job.runId, "echo hello\n", [], TEST_LEASE_MS]);
   assert.equal(c.env["API_KEY"], SECRET);
   assert.deepEqual(c.masks, [SECRET]);
@@ -54,7 +83,11 @@ test("a script job's life: claim (with the project's secrets), heartbeat, journa
   assert.equal(recorded.status, 200, recorded.text);
   assert.deepEqual((recorded.body as { entry: { result: unknown } }).entry.result, step(0, "build", "built").result);
   const replayed = await agent("journal", job, step(0, "build", "other output"));
-  assert.deepEqual((replayed.body as { entry: { result: unknown } }).entry.result, step(0, "build", "built").result, "a replay answers as recorded");
+  assert.deepEqual(
+    (replayed.body as { entry: { result: unknown } }).entry.result,
+    step(0, "build", "built").result,
+    "a replay answers as recorded",
+  );
 
   assert.deepEqual((await agent("log", job, { chunks: [{ stream: "stdout", data: "hello\n" }] })).body, {});
   assert.equal((await ask(t, "GET", `${t.project.base}/runs/${job.runId}/log`, { as: "viewer" })).text, "hello\n");
@@ -62,7 +95,11 @@ test("a script job's life: claim (with the project's secrets), heartbeat, journa
 
   const finished = await agent("finish", job, { exit_code: 0, outputs: { out: `x ${SECRET}` }, duration_ms: 5 });
   assert.deepEqual([finished.status, finished.body], [200, { status: "succeeded" }]);
-  const view = (await ask(t, "GET", `${t.project.base}/runs/${job.runId}`, { as: "viewer" })).body as { status: string; output: Record<string, unknown>; annotations: Array<{ markdown: string }> };
+  const view = (await ask(t, "GET", `${t.project.base}/runs/${job.runId}`, { as: "viewer" })).body as {
+    status: string;
+    output: Record<string, unknown>;
+    annotations: Array<{ markdown: string }>;
+  };
   assert.equal(view.status, "succeeded");
   assert.equal(view.output["out"], "x ***");
   assert.equal(view.annotations[0]?.markdown, "key is ***");
@@ -71,10 +108,15 @@ test("a script job's life: claim (with the project's secrets), heartbeat, journa
 });
 
 test("a handler run's claim carries its event's whole envelope as input", async () => {
-  const set = await ask(t, "PUT", `${t.project.base}/handlers/on-order`, { body: { on: ["order.*"], reaction: { kind: "script", source: "cat \"$FLOW_INPUT_FILE\"\n", filename: "h.sh" } } });
+  const set = await ask(t, "PUT", `${t.project.base}/handlers/on-order`, {
+    body: { on: ["order.*"], reaction: { kind: "script", source: 'cat "$FLOW_INPUT_FILE"\n', filename: "h.sh" } },
+  });
   assert.equal(set.status, 201, set.text);
   const emitted = await ask(t, "POST", `${t.project.base}/events`, { body: { type: "order.created", key: "o-1", payload: { n: 5 } } });
-  const { id: eventId, handler_runs: started } = emitted.body as { id: string; handler_runs: Array<{ run_id?: string; id?: string } | string> };
+  const { id: eventId, handler_runs: started } = emitted.body as {
+    id: string;
+    handler_runs: Array<{ run_id?: string; id?: string } | string>;
+  };
   assert.equal(started.length, 1, emitted.text);
   const first = started[0]!;
   const runId = typeof first === "string" ? first : (first.run_id ?? first.id)!;
@@ -99,7 +141,12 @@ test("a failing script: the run fails with the error, masked", async () => {
 test("every agent route without a job token is a 401; a user's token is not one; a job token of no job is job_lost", async () => {
   const paths = ["claim", "heartbeat", "journal", "log", "annotate", "finish", "call", "suspend", "state", "finish-activity"];
   for (const path of paths) {
-    assertError(await agent(path, "none"), 401, /the agent API needs a job token \(Authorization: Bearer job_\.\.\.\); none was sent/, `${path} without a token`);
+    assertError(
+      await agent(path, "none"),
+      401,
+      /the agent API needs a job token \(Authorization: Bearer job_\.\.\.\); none was sent/,
+      `${path} without a token`,
+    );
     const user = await agent(path, { token: t.tokens.admin });
     assertError(user, 401, /the agent API needs a job token .*; this is not one/, `${path} with a user token`);
     assert.match(user.error?.hint ?? "", /\/agent\/v1 is for the agent running a job/);
@@ -111,7 +158,11 @@ test("every agent route without a job token is a 401; a user's token is not one;
 
 test("a job token does not open the user API", async () => {
   const job = await startScriptJob(t);
-  assertError(await ask(t, "GET", `${t.project.base}/runs`, { as: { token: job.token } }), 401, /the API token is not valid for this server/);
+  assertError(
+    await ask(t, "GET", `${t.project.base}/runs`, { as: { token: job.token } }),
+    401,
+    /the API token is not valid for this server/,
+  );
   await claim(job);
   await agent("finish", job, { exit_code: 0, duration_ms: 0 });
 });
@@ -121,7 +172,13 @@ test("a finished job's token is lost: every route answers 409 job_lost and write
   await claim(job);
   await agent("finish", job, { exit_code: 0, duration_ms: 0 });
   const journal = await countRows(t, "journal");
-  for (const [path, body] of [["heartbeat", {}], ["claim", { agent_id: "late" }], ["journal", step(0, "late")], ["log", { chunks: [] }], ["finish", { exit_code: 0, duration_ms: 0 }]] as const) {
+  for (const [path, body] of [
+    ["heartbeat", {}],
+    ["claim", { agent_id: "late" }],
+    ["journal", step(0, "late")],
+    ["log", { chunks: [] }],
+    ["finish", { exit_code: 0, duration_ms: 0 }],
+  ] as const) {
     const res = await agent(path, job, body);
     assertError(res, 409, /this job's lease is gone: it finished, or it was dispatched again to another agent/, `${path} after finish`);
   }
@@ -140,7 +197,11 @@ test("a different call at a recorded position is the determinism refusal (422), 
   const ordinal = await agent("journal", job, { ...step(0, "build"), ordinal: 1 });
   assertError(ordinal, 422, /^determinism error at call #0/, "the same name with another ordinal");
   const { rows } = await t.db.pool.query<{ name: string }>(`select name from journal where run_id = $1`, [job.runId]);
-  assert.deepEqual(rows.map((r) => r.name), ["build"], "nothing was recorded for the refused calls");
+  assert.deepEqual(
+    rows.map((r) => r.name),
+    ["build"],
+    "nothing was recorded for the refused calls",
+  );
   await agent("finish", job, { exit_code: 0, duration_ms: 0 });
 });
 
@@ -150,12 +211,31 @@ test("an activity job: its claim is a command; it may not finish on the script r
   assert.equal(claimed.status, 200, claimed.text);
   const c = claimed.body as { kind: string; name: string; argv: string[]; run_id: string };
   assert.deepEqual([c.kind, c.name, c.argv, c.run_id], ["activity", "fan", ["echo", "out"], script.runId]);
-  assertError(await agent("finish", activity, { exit_code: 0, duration_ms: 1 }), 400, /^an activity job ends with POST \/agent\/v1\/finish-activity, not \/agent\/v1\/finish$/);
-  assertError(await agent("call", activity, { position: 0, kind: "sleep", name: "s", ordinal: 0, args: { duration_ms: 1 } }), 400, /^an activity job cannot make durable calls$/);
-  assertError(await agent("finish-activity", script, { exit_code: 0, stdout_b64: "", duration_ms: 1 }), 400, /^this job is not an activity$/);
-  const done = await agent("finish-activity", activity, { exit_code: 0, stdout_b64: Buffer.from("out\n").toString("base64"), duration_ms: 1 });
+  assertError(
+    await agent("finish", activity, { exit_code: 0, duration_ms: 1 }),
+    400,
+    /^an activity job ends with POST \/agent\/v1\/finish-activity, not \/agent\/v1\/finish$/,
+  );
+  assertError(
+    await agent("call", activity, { position: 0, kind: "sleep", name: "s", ordinal: 0, args: { duration_ms: 1 } }),
+    400,
+    /^an activity job cannot make durable calls$/,
+  );
+  assertError(
+    await agent("finish-activity", script, { exit_code: 0, stdout_b64: "", duration_ms: 1 }),
+    400,
+    /^this job is not an activity$/,
+  );
+  const done = await agent("finish-activity", activity, {
+    exit_code: 0,
+    stdout_b64: Buffer.from("out\n").toString("base64"),
+    duration_ms: 1,
+  });
   assert.deepEqual([done.status, done.body], [200, { status: "succeeded" }]);
-  const { rows } = await t.db.pool.query<{ status: string; exit_code: number }>(`select status, exit_code from activities where run_id = $1`, [script.runId]);
+  const { rows } = await t.db.pool.query<{ status: string; exit_code: number }>(
+    `select status, exit_code from activities where run_id = $1`,
+    [script.runId],
+  );
   assert.deepEqual(rows, [{ status: "succeeded", exit_code: 0 }]);
   assertError(await agent("finish-activity", activity, { exit_code: 0, stdout_b64: "", duration_ms: 1 }), 409, /this job's lease is gone/);
   await agent("finish", script, { exit_code: 0, duration_ms: 0 });
@@ -188,7 +268,11 @@ test("bad agent bodies are a 400 naming the field, and write nothing", async () 
   assertError(await agent("annotate", job, { markdown: "" }), 400, /^markdown: /);
   assertError(await agent("finish", job, { exit_code: "0", duration_ms: 1 }), 400, /^exit_code: /);
   assertError(await agent("call", job, { position: 0, kind: "explode", name: "x", ordinal: 0 }), 400, /^kind: /);
-  assertError(await agent("call", job, { position: 0, kind: "sleep", name: "x", ordinal: 0, args: { duration_ms: -1 } }), 400, /duration_ms/);
+  assertError(
+    await agent("call", job, { position: 0, kind: "sleep", name: "x", ordinal: 0, args: { duration_ms: -1 } }),
+    400,
+    /duration_ms/,
+  );
   assertError(await agent("state", job, { op: "get" }), 400, /^key: /);
   const { rows } = await t.db.pool.query(`select 1 from journal where run_id = $1`, [job.runId]);
   assert.equal(rows.length, 0, "no refused call was recorded");
@@ -200,15 +284,27 @@ test("hostile agent bodies: NUL, lone surrogates, deep nesting, huge numbers, re
   const job = await startScriptJob(t);
   await claim(job);
   const before = [await countRows(t, "journal"), await countRows(t, "run_logs")];
-  assertError(await agent("log", job, { chunks: [{ stream: "stdout", data: "a\u0000b" }] }), 400, /^body\.chunks\[0\]\.data holds a NUL character/);
+  assertError(
+    await agent("log", job, { chunks: [{ stream: "stdout", data: "a\u0000b" }] }),
+    400,
+    /^body\.chunks\[0\]\.data holds a NUL character/,
+  );
   assertError(await agent("annotate", job, { markdown: "\ud800" }), 400, /^body\.markdown holds a lone UTF-16 surrogate/);
   assertError(await agent("journal", job, step(0, "\udfffx")), 400, /^body\.name holds a lone UTF-16 surrogate/);
-  assertError(await agent("call", job, `{"position":0,"kind":"emit","name":"e","ordinal":0,"args":{"type":"a.b","payload":${deepJson(200)}}}`), 400, /is nested more than 128 levels deep/);
+  assertError(
+    await agent("call", job, `{"position":0,"kind":"emit","name":"e","ordinal":0,"args":{"type":"a.b","payload":${deepJson(200)}}}`),
+    400,
+    /is nested more than 128 levels deep/,
+  );
   assertError(await agent("journal", job, { ...step(0, "s"), position: 1e308 }), 400, /^position: /);
   assertError(await agent("journal", job, `{"position":1e999,"kind":"step","name":"s","ordinal":0,"result":null}`), 400, /^position: /);
   assertError(await agent("journal", job, { ...step(0, "s"), ordinal: 2 ** 64 }), 400, /^ordinal: /);
   assertError(await agent("finish", job, { exit_code: Number.MAX_SAFE_INTEGER * 4, duration_ms: 0 }), 400, /^exit_code: /);
-  assertError(await ask(t, "POST", "/agent/v1/claim%00", { as: { token: job.token }, body: {} }), 400, /^path parameter \* holds a NUL character/);
+  assertError(
+    await ask(t, "POST", "/agent/v1/claim%00", { as: { token: job.token }, body: {} }),
+    400,
+    /^path parameter \* holds a NUL character/,
+  );
   assertError(await ask(t, "POST", "/agent/v1/claim%zz", { as: { token: job.token }, body: {} }), 400, /not valid percent-encoding/);
   assert.deepEqual([await countRows(t, "journal"), await countRows(t, "run_logs")], before, "nothing was written");
   await agent("finish", job, { exit_code: 0, duration_ms: 0 });

@@ -1,7 +1,22 @@
 import type { FastifyInstance, FastifyPluginCallback } from "fastify";
-import { AnnotateRequestSchema, determinismError, FinishRequestSchema, FlowError, LogRequestSchema, RecordRequestSchema } from "@flowsvc/core";
 import {
-  appendAnnotation, appendLogs, extendLease, finishScriptJob, openJournalResult, recordJournal, runLineage, sealStepResult, withTransaction,
+  AnnotateRequestSchema,
+  determinismError,
+  FinishRequestSchema,
+  FlowError,
+  LogRequestSchema,
+  RecordRequestSchema,
+} from "@flowsvc/core";
+import {
+  appendAnnotation,
+  appendLogs,
+  extendLease,
+  finishScriptJob,
+  openJournalResult,
+  recordJournal,
+  runLineage,
+  sealStepResult,
+  withTransaction,
 } from "@flowsvc/store";
 import { jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
 import type { RouteDeps } from "../deps.js";
@@ -28,7 +43,10 @@ const journalRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDep
     const entry = RecordRequestSchema.parse(req.body);
     // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
     const scope = await maskers.forRun(job.run_id);
-    const sealed = entry.kind === "step" ? { ...entry, result: await sealStepResult(keyring, scope, { runId: job.run_id, position: entry.position }, entry.result) } : entry;
+    const sealed =
+      entry.kind === "step"
+        ? { ...entry, result: await sealStepResult(keyring, scope, { runId: job.run_id, position: entry.position }, entry.result) }
+        : entry;
     const out = await recordJournal(pool, job.run_id, sealed);
     if (out.type === "mismatch") throw determinismError(out.entry, entry);
     if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };
@@ -67,7 +85,15 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
     const body = FinishRequestSchema.parse(req.body);
     // The run's masker: outputs and the error text are stored masked, so the run.* events are too.
     const { masker } = await maskers.forRun(job.run_id);
-    const finish = { job, exitCode: body.exit_code, outputs: body.outputs, error: body.error, durationMs: body.duration_ms, masker, publicUrl };
+    const finish = {
+      job,
+      exitCode: body.exit_code,
+      outputs: body.outputs,
+      error: body.error,
+      durationMs: body.duration_ms,
+      masker,
+      publicUrl,
+    };
     const status = await withTransaction(pool, (tx) => finishScriptJob(tx, finish));
     req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
     return { status };

@@ -11,7 +11,11 @@ export const EVENT_KEY_LIMIT = 512;
 const EmitBody = z
   .object({
     type: z.string({ error: "type is required: the event type, e.g. deploy.requested" }),
-    key: z.string().min(1, "key is empty; leave it out for a broadcast event").max(EVENT_KEY_LIMIT, `key is at most ${EVENT_KEY_LIMIT} characters`).optional(),
+    key: z
+      .string()
+      .min(1, "key is empty; leave it out for a broadcast event")
+      .max(EVENT_KEY_LIMIT, `key is at most ${EVENT_KEY_LIMIT} characters`)
+      .optional(),
     payload: z.unknown().optional(),
   })
   .strict();
@@ -30,10 +34,20 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
     const body = EmitBody.parse(req.body);
     const type = assertEmittable(body.type);
     const result = await withTransaction(pool, (tx) =>
-      emitEvent(tx, { projectId: scope.projectId, type, key: body.key ?? null, payload: body.payload ?? null, sourceRunId: null, trusted: trustOf({ by: "person" }) }),
+      emitEvent(tx, {
+        projectId: scope.projectId,
+        type,
+        key: body.key ?? null,
+        payload: body.payload ?? null,
+        sourceRunId: null,
+        trusted: trustOf({ by: "person" }),
+      }),
     );
     for (const d of result.declined) {
-      req.log.info({ eventId: result.eventId, type, handler: d.handler, err: d.error }, "handler declined the event: its `when` could not be evaluated");
+      req.log.info(
+        { eventId: result.eventId, type, handler: d.handler, err: d.error },
+        "handler declined the event: its `when` could not be evaluated",
+      );
     }
     return reply.status(201).send({ id: result.eventId, type, handler_runs: result.handlerRuns });
   });

@@ -13,7 +13,12 @@ after(() => t.close());
 
 const refusedEmit = async (body: unknown, message: RegExp, status = 400): Promise<void> => {
   const before = await countRows(t, "events");
-  assertError(await ask(t, "POST", events, { body }), status, message, `emit ${typeof body === "string" ? body.slice(0, 60) : JSON.stringify(body).slice(0, 60)}`);
+  assertError(
+    await ask(t, "POST", events, { body }),
+    status,
+    message,
+    `emit ${typeof body === "string" ? body.slice(0, 60) : JSON.stringify(body).slice(0, 60)}`,
+  );
   assert.equal(await countRows(t, "events"), before, "a refused emit recorded nothing");
 };
 
@@ -23,14 +28,24 @@ test("a member emits an event: 201 with its id; viewers list it, filter it, show
   const { id, type, handler_runs } = res.body as { id: string; type: string; handler_runs: unknown[] };
   assert.deepEqual([type, handler_runs], ["deploy.requested", []]);
   const listed = await ask(t, "GET", `${events}?type=deploy.requested&key=acme%2Fweb&since=1h`, { as: "viewer" });
-  assert.deepEqual((listed.body as Array<{ id: string }>).map((e) => e.id), [id]);
+  assert.deepEqual(
+    (listed.body as Array<{ id: string }>).map((e) => e.id),
+    [id],
+  );
   assert.deepEqual((await ask(t, "GET", `${events}?since=2000-01-01T00:00:00Z&type=other`, { as: "viewer" })).body, []);
   const shown = await ask(t, "GET", `${events}/${id}`, { as: "viewer" });
   assert.equal(shown.status, 200);
   assert.deepEqual((shown.body as { payload: unknown }).payload, { sha: "abc" });
-  const catalog = (await ask(t, "GET", `${events}/catalog`, { as: "viewer" })).body as { platform: Array<{ type: string }>; seen: Array<{ type: string }>; seen_truncated: boolean };
+  const catalog = (await ask(t, "GET", `${events}/catalog`, { as: "viewer" })).body as {
+    platform: Array<{ type: string }>;
+    seen: Array<{ type: string }>;
+    seen_truncated: boolean;
+  };
   assert.ok(catalog.platform.some((p) => p.type === "manual"));
-  assert.deepEqual(catalog.seen.map((s) => s.type), ["deploy.requested"]);
+  assert.deepEqual(
+    catalog.seen.map((s) => s.type),
+    ["deploy.requested"],
+  );
   assert.equal(catalog.seen_truncated, false);
 });
 
@@ -40,7 +55,11 @@ test("emit and the event reads refuse callers: no token, a forged token, a viewe
   await assertCallerRefusals(t, { method: "POST", url: events, body: { type: "a.b" } }, "member");
   assert.equal(await countRows(t, "events"), before);
   for (const url of [events, `${events}/catalog`, `${events}/${id}`]) await assertCallerRefusals(t, { method: "GET", url }, "viewer");
-  assertError(await ask(t, "GET", `${t.other.base}/events/${id}`, { as: "outsider" }), 404, new RegExp(`event ${id} not found in ${t.other.org}/p`));
+  assertError(
+    await ask(t, "GET", `${t.other.base}/events/${id}`, { as: "outsider" }),
+    404,
+    new RegExp(`event ${id} not found in ${t.other.org}/p`),
+  );
   assert.deepEqual((await ask(t, "GET", `${t.other.base}/events`, { as: "outsider" })).body, []);
 });
 
@@ -57,12 +76,22 @@ test("a bad emit is a 400 naming the field: a reserved or malformed type, an emp
 test("hostile emits: NUL and surrogates in type, key and payload keys, deep payloads, huge numbers, a body over 2 MiB", async () => {
   await refusedEmit({ type: "a.b", key: "k\u0000" }, /^body\.key holds a NUL character/);
   await refusedEmit({ type: "a\ud800" }, /^body\.type holds a lone UTF-16 surrogate/);
-  await refusedEmit({ type: "a.b", payload: { deep: { "\udc00": 1 } } }, /^body\.payload\.deep\["\\udc00"\] has a key that holds a lone UTF-16 surrogate/);
+  await refusedEmit(
+    { type: "a.b", payload: { deep: { "\udc00": 1 } } },
+    /^body\.payload\.deep\["\\udc00"\] has a key that holds a lone UTF-16 surrogate/,
+  );
   await refusedEmit(`{"type":"a.b","payload":${deepJson(200)}}`, /^body\.payload.* is nested more than 128 levels deep/);
-  await refusedEmit({ type: "a.b", payload: "x".repeat(2 * 1024 * 1024) }, /the request body is 2 MiB; the limit for POST .* is 2 MiB/, 413);
+  await refusedEmit(
+    { type: "a.b", payload: "x".repeat(2 * 1024 * 1024) },
+    /the request body is 2 MiB; the limit for POST .* is 2 MiB/,
+    413,
+  );
   const big = await ask(t, "POST", events, { body: `{"type":"a.b","payload":{"n":1e400,"m":-1e400,"i":123456789012345678901234567890}}` });
   assert.equal(big.status, 201, "a huge number is a JSON number: stored as the value it parses to");
-  assert.deepEqual(((await ask(t, "GET", `${events}/${(big.body as { id: string }).id}`, { as: "viewer" })).body as { payload: unknown }).payload, { n: null, m: null, i: 1.2345678901234568e29 });
+  assert.deepEqual(
+    ((await ask(t, "GET", `${events}/${(big.body as { id: string }).id}`, { as: "viewer" })).body as { payload: unknown }).payload,
+    { n: null, m: null, i: 1.2345678901234568e29 },
+  );
 });
 
 test("hostile event reads: bad since, limits and ids", async () => {

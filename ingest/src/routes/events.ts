@@ -24,7 +24,10 @@ export const parseSince = (text: string, now: Date): Date => {
       // reported below, with both accepted forms
     }
   }
-  throw new FlowError("invalid_argument", `since: ${JSON.stringify(text)} is neither a duration (30m, 2h, 7d) nor an ISO 8601 time (2025-01-31T12:00:00Z)`);
+  throw new FlowError(
+    "invalid_argument",
+    `since: ${JSON.stringify(text)} is neither a duration (30m, 2h, 7d) nor an ISO 8601 time (2025-01-31T12:00:00Z)`,
+  );
 };
 
 const ListQuery = z.object({
@@ -54,8 +57,9 @@ export const eventRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) =
   app.get(`${base}/catalog`, async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { masker } = await maskers.forProject(scope.projectId);
-    const seen = (await listSeenEventTypes(pool, scope.projectId, { limit: CATALOG_TYPE_LIMIT, sampleBytes: CATALOG_SAMPLE_BYTES }))
-      .map((t) => ({ ...maskEventRecord(masker, t), sample_payload: masker.json(t.sample_payload) }));
+    const seen = (await listSeenEventTypes(pool, scope.projectId, { limit: CATALOG_TYPE_LIMIT, sampleBytes: CATALOG_SAMPLE_BYTES })).map(
+      (t) => ({ ...maskEventRecord(masker, t), sample_payload: masker.json(t.sample_payload) }),
+    );
     return {
       platform: Object.entries(PLATFORM_EVENT_TYPES).map(([type, description]) => ({ type, description })),
       // Graphs arrive in a later version; the section is here so clients need not change then.

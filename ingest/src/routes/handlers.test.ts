@@ -11,11 +11,20 @@ before(async () => {
 });
 after(() => t.close());
 
-const handler = { on: ["deploy.*"], when: "event.key == 'acme/web'", reaction: { kind: "script", source: "echo deploy\n", filename: "deploy.sh" } };
+const handler = {
+  on: ["deploy.*"],
+  when: "event.key == 'acme/web'",
+  reaction: { kind: "script", source: "echo deploy\n", filename: "deploy.sh" },
+};
 
 const refusedSet = async (name: string, body: unknown, message: RegExp): Promise<void> => {
   const before = await countRows(t, "handlers");
-  assertError(await ask(t, "PUT", `${handlers}/${name}`, { body }), 400, message, `set ${name} ${typeof body === "string" ? body.slice(0, 60) : JSON.stringify(body).slice(0, 60)}`);
+  assertError(
+    await ask(t, "PUT", `${handlers}/${name}`, { body }),
+    400,
+    message,
+    `set ${name} ${typeof body === "string" ? body.slice(0, 60) : JSON.stringify(body).slice(0, 60)}`,
+  );
   assert.equal(await countRows(t, "handlers"), before, "a refused set wrote nothing");
 };
 
@@ -27,7 +36,10 @@ test("a member sets a handler (201), replaces it (200); viewers list and show it
   assert.equal(replaced.status, 200, replaced.text);
   assert.deepEqual((replaced.body as { on: string[] }).on, ["deploy.*", "a.b"], "patterns are trimmed and deduplicated");
   const listed = (await ask(t, "GET", handlers, { as: "viewer" })).body as Array<{ name: string; reaction: Record<string, unknown> }>;
-  assert.deepEqual(listed.map((h) => [h.name, h.reaction]), [["deployer", { kind: "script", filename: "deploy.sh", size: 12 }]]);
+  assert.deepEqual(
+    listed.map((h) => [h.name, h.reaction]),
+    [["deployer", { kind: "script", filename: "deploy.sh", size: 12 }]],
+  );
   assert.equal((await ask(t, "GET", `${handlers}/deployer`, { as: "viewer" })).status, 200);
   assert.equal((await ask(t, "DELETE", `${handlers}/deployer`)).status, 204);
   assertError(await ask(t, "GET", `${handlers}/deployer`, { as: "viewer" }), 404, /handler deployer not found in/);
@@ -41,8 +53,16 @@ test("handler routes refuse callers: no token, a forged token, a viewer writing,
   await assertCallerRefusals(t, { method: "PUT", url: `${handlers}/other`, body: handler }, "member");
   await assertCallerRefusals(t, { method: "DELETE", url: `${handlers}/kept` }, "member");
   assert.equal(await countRows(t, "handlers"), 1, "the refused set and delete changed nothing");
-  assertError(await ask(t, "GET", `${t.other.base}/handlers/kept`, { as: "outsider" }), 404, new RegExp(`handler kept not found in ${t.other.org}/p`));
-  assertError(await ask(t, "DELETE", `${t.other.base}/handlers/kept`, { as: "outsider" }), 404, new RegExp(`handler kept not found in ${t.other.org}/p`));
+  assertError(
+    await ask(t, "GET", `${t.other.base}/handlers/kept`, { as: "outsider" }),
+    404,
+    new RegExp(`handler kept not found in ${t.other.org}/p`),
+  );
+  assertError(
+    await ask(t, "DELETE", `${t.other.base}/handlers/kept`, { as: "outsider" }),
+    404,
+    new RegExp(`handler kept not found in ${t.other.org}/p`),
+  );
   assert.equal(await countRows(t, "handlers"), 1);
 });
 
@@ -53,9 +73,21 @@ test("a bad handler is a 400 naming the field: when, on, reaction, credentials, 
   await refusedSet("h", { ...handler, when: "" }, /^when: /);
   await refusedSet("h", { ...handler, on: [] }, /^on: give at least one type pattern \(an exact type, prefix\.\* or \*\)$/);
   await refusedSet("h", { ...handler, on: ["bad pattern"] }, /^on: pattern "bad pattern" must be an event type/);
-  await refusedSet("h", { ...handler, reaction: { ...handler.reaction, kind: "graph" } }, /^reaction\.kind: only "script" is available in this version/);
-  await refusedSet("h", { ...handler, reaction: { ...handler.reaction, filename: "a/b.sh" } }, /^reaction\.filename: filename must be a base name/);
-  await refusedSet("h", { ...handler, credentials: { "1X": "github" } }, /^credentials: credential variable "1X" is not an environment variable name/);
+  await refusedSet(
+    "h",
+    { ...handler, reaction: { ...handler.reaction, kind: "graph" } },
+    /^reaction\.kind: only "script" is available in this version/,
+  );
+  await refusedSet(
+    "h",
+    { ...handler, reaction: { ...handler.reaction, filename: "a/b.sh" } },
+    /^reaction\.filename: filename must be a base name/,
+  );
+  await refusedSet(
+    "h",
+    { ...handler, credentials: { "1X": "github" } },
+    /^credentials: credential variable "1X" is not an environment variable name/,
+  );
   await refusedSet("h", { ...handler, credentials: { LD_PRELOAD: "github" } }, /^credentials: credential variable "LD_PRELOAD" is refused/);
   await refusedSet("h", { ...handler, credentials: { OK: "bad name!" } }, /^credentials\.OK: a credential name is 1-128 of/);
   await refusedSet("-h", handler, /^name: a handler name is 1-64 of/);
@@ -63,13 +95,21 @@ test("a bad handler is a 400 naming the field: when, on, reaction, credentials, 
 });
 
 test("hostile handlers: NUL and surrogates, deep nesting, percent-encoding, huge numbers", async () => {
-  await refusedSet("h", { ...handler, reaction: { ...handler.reaction, source: "echo \u0000" } }, /^body\.reaction\.source holds a NUL character/);
+  await refusedSet(
+    "h",
+    { ...handler, reaction: { ...handler.reaction, source: "echo \u0000" } },
+    /^body\.reaction\.source holds a NUL character/,
+  );
   await refusedSet("h", { ...handler, when: "event.key == '\ud800'" }, /^body\.when holds a lone UTF-16 surrogate/);
   await refusedSet("h", `{"on":["a"],"reaction":${deepJson(200)}}`, /is nested more than 128 levels deep/);
   await refusedSet("h%00", handler, /^path parameter name holds a NUL character/);
   await refusedSet("h%C3%28", handler, /not valid percent-encoding/);
   await refusedSet("h", { ...handler, on: Array.from({ length: 65 }, (_v, i) => `t${i}`) }, /^on: /);
   await refusedSet("h", `{"on":["a.b"],"when":1e400,"reaction":{"kind":"script","source":"x","filename":"x.sh"}}`, /^when: /);
-  await refusedSet("h", { ...handler, reaction: { ...handler.reaction, source: "x".repeat(1024 * 1024 + 1) } }, /^reaction\.source: the source is over 1048576 bytes$/);
+  await refusedSet(
+    "h",
+    { ...handler, reaction: { ...handler.reaction, source: "x".repeat(1024 * 1024 + 1) } },
+    /^reaction\.source: the source is over 1048576 bytes$/,
+  );
   assertError(await ask(t, "GET", `${handlers}/${"h".repeat(101)}`, { as: "viewer" }), 414, /over 100 characters/);
 });

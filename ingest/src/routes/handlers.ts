@@ -23,9 +23,13 @@ const SetBody = z
     when: z.string().nullable().optional(),
     reaction: z
       .object({
-        kind: z.literal("script", { error: "only \"script\" is available in this version (yaml pipelines, graphs and nodes arrive later)" }),
+        kind: z.literal("script", { error: 'only "script" is available in this version (yaml pipelines, graphs and nodes arrive later)' }),
         source: z.string().max(SOURCE_LIMIT, `the source is over ${SOURCE_LIMIT} bytes`),
-        filename: z.string().min(1).max(255).regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
+        filename: z
+          .string()
+          .min(1)
+          .max(255)
+          .regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
       })
       .strict(),
     tags: z.array(z.string().min(1).max(128)).max(32).default([]),
@@ -45,7 +49,8 @@ const compileWhen = (source: string): string => {
   try {
     compileCel(source, { variables: ["event"] });
   } catch (err) {
-    if (err instanceof FlowError) throw new FlowError(err.code, `when: ${err.message}`, { details: { field: "when", ...err.details }, cause: err });
+    if (err instanceof FlowError)
+      throw new FlowError(err.code, `when: ${err.message}`, { details: { field: "when", ...err.details }, cause: err });
     throw err;
   }
   return source;
@@ -86,7 +91,10 @@ export const handlerRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done
     const scope = await authorize(pool, req, "viewer");
     const { name } = NameParams.parse(req.params);
     const h = await getHandler(pool, scope.projectId, name);
-    if (!h) throw new FlowError("not_found", `handler ${name} not found in ${scope.org}/${scope.project}`, { hint: "list handlers with `flow handler ls`" });
+    if (!h)
+      throw new FlowError("not_found", `handler ${name} not found in ${scope.org}/${scope.project}`, {
+        hint: "list handlers with `flow handler ls`",
+      });
     return describe(h);
   });
 
@@ -96,13 +104,19 @@ export const handlerRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done
     const body = SetBody.parse(req.body);
     for (const variable of Object.keys(body.credentials)) {
       const problem = secretNameProblem(variable, "credential variable");
-      if (problem !== undefined) throw new FlowError("invalid_argument", `credentials: ${problem}`, { details: { field: `credentials.${variable}` } });
+      if (problem !== undefined)
+        throw new FlowError("invalid_argument", `credentials: ${problem}`, { details: { field: `credentials.${variable}` } });
     }
     const on = [...new Set(body.on.map((p) => validatePattern(p.trim())))];
     // An empty `when` is refused (compileCel says so), not read as "always": it is likely an unset variable.
     const when = body.when === undefined || body.when === null ? null : compileWhen(body.when);
     const { handler, created } = await upsertHandler(pool, scope.projectId, {
-      name, on, when, reaction: body.reaction, tags: body.tags, credentials: body.credentials,
+      name,
+      on,
+      when,
+      reaction: body.reaction,
+      tags: body.tags,
+      credentials: body.credentials,
     });
     req.log.info({ handler: name, on, created, caller: scope.caller.userName }, created ? "handler created" : "handler replaced");
     return reply.status(created ? 201 : 200).send(describe(handler));
@@ -111,7 +125,8 @@ export const handlerRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done
   app.delete(`${base}/:name`, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const { name } = NameParams.parse(req.params);
-    if (!(await deleteHandler(pool, scope.projectId, name))) throw new FlowError("not_found", `handler ${name} not found in ${scope.org}/${scope.project}`);
+    if (!(await deleteHandler(pool, scope.projectId, name)))
+      throw new FlowError("not_found", `handler ${name} not found in ${scope.org}/${scope.project}`);
     req.log.info({ handler: name, caller: scope.caller.userName }, "handler removed");
     return reply.status(204).send();
   });

@@ -6,17 +6,35 @@
  */
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
-  EMIT_BODY_LIMIT, FlowError, GITHUB_DELIVERY_HEADER, GITHUB_EVENT_HEADER, GITHUB_SIGNATURE_HEADER, assertStorableJson, redactSecretQuery,
-  shapeGithubDelivery, trustOf, verifyGithubSignature, verifyManualHmac,
+  EMIT_BODY_LIMIT,
+  FlowError,
+  GITHUB_DELIVERY_HEADER,
+  GITHUB_EVENT_HEADER,
+  GITHUB_SIGNATURE_HEADER,
+  assertStorableJson,
+  redactSecretQuery,
+  shapeGithubDelivery,
+  trustOf,
+  verifyGithubSignature,
+  verifyManualHmac,
 } from "@flowsvc/core";
 import {
-  GroupCommitter, StaleHookError, emitBatch, hookSealName, hookSecretMatches, type EmitInput, type EmitResult, type IngestHook, type Keyring,
+  GroupCommitter,
+  StaleHookError,
+  emitBatch,
+  hookSealName,
+  hookSecretMatches,
+  type EmitInput,
+  type EmitResult,
+  type IngestHook,
+  type Keyring,
 } from "@flowsvc/store";
 import type { HookCache } from "../hook-cache.js";
 import type { IngestDeps } from "../deps.js";
 
 export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
-const SECRET_HELP = "send the hook's secret in the X-Flow-Hook-Secret header (or, when headers cannot be set, in the secret query parameter)";
+const SECRET_HELP =
+  "send the hook's secret in the X-Flow-Hook-Secret header (or, when headers cannot be set, in the secret query parameter)";
 
 /** The sender's secret: the header, else the `secret` query parameter. */
 const presentedSecret = (req: FastifyRequest, query: URLSearchParams): string | undefined => {
@@ -44,8 +62,12 @@ const bodyValue = (raw: Buffer): unknown => {
 
 /** GitHub's form content type sends the JSON as the `payload` field. */
 const githubBody = (req: FastifyRequest, raw: Buffer): unknown => {
-  const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-  const text = type === "application/x-www-form-urlencoded" ? (new URLSearchParams(raw.toString("utf8")).get("payload") ?? "") : raw.toString("utf8");
+  const type = String(req.headers["content-type"] ?? "")
+    .split(";")[0]!
+    .trim()
+    .toLowerCase();
+  const text =
+    type === "application/x-www-form-urlencoded" ? (new URLSearchParams(raw.toString("utf8")).get("payload") ?? "") : raw.toString("utf8");
   try {
     return JSON.parse(text) as unknown;
   } catch {
@@ -65,7 +87,11 @@ const refused = (req: FastifyRequest, hook: string, reason: string, answer: { me
 };
 
 const openKey = (keyring: Keyring, hook: IngestHook): Promise<string> =>
-  keyring.open(hook.orgId, { org: hook.orgId, project: hook.projectId, kind: "credential", name: hookSealName(hook.name) }, hook.keySealed!);
+  keyring.open(
+    hook.orgId,
+    { org: hook.orgId, project: hook.projectId, kind: "credential", name: hookSealName(hook.name) },
+    hook.keySealed!,
+  );
 
 /** One delivery as it arrived: the raw body and the query. */
 interface Delivery {
@@ -79,23 +105,46 @@ type GithubEmit = Omit<EmitInput, "projectId" | "sourceRunId" | "hookName" | "pa
 const githubEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, raw: Buffer): Promise<GithubEmit> => {
   const signature = req.headers[GITHUB_SIGNATURE_HEADER];
   if (!(await verifyGithubSignature(await openKey(keyring, hook), raw, signature))) {
-    const what = signature === undefined ? "the delivery has no X-Hub-Signature-256 header" : "the X-Hub-Signature-256 signature does not match the body";
+    const what =
+      signature === undefined
+        ? "the delivery has no X-Hub-Signature-256 header"
+        : "the X-Hub-Signature-256 signature does not match the body";
     throw refused(req, hook.name, signature === undefined ? "no signature" : "bad signature", {
       message: `${what}: event hook ${hook.name} takes deliveries signed with its key (sha256=<HMAC-SHA256 of the raw body>)`,
       hint: "set the webhook's secret on the forge to the --key given to `flow event-hook set`",
     });
   }
   const deliveryId = header(req, GITHUB_DELIVERY_HEADER);
-  if (deliveryId === undefined || deliveryId.length > 128) throw new FlowError("invalid_argument", "the X-GitHub-Delivery header is missing or too long: it identifies the delivery, and a redelivery repeats it");
+  if (deliveryId === undefined || deliveryId.length > 128)
+    throw new FlowError(
+      "invalid_argument",
+      "the X-GitHub-Delivery header is missing or too long: it identifies the delivery, and a redelivery repeats it",
+    );
   // Checked only now, after the signature: an unsigned sender learns nothing about its body.
   const shaped = shapeGithubDelivery(hook.name, header(req, GITHUB_EVENT_HEADER) ?? "", assertStorableJson(githubBody(req, raw)));
-  if (!shaped.trusted) req.log.info({ hook: hook.name, type: shaped.type, reason: shaped.untrustedReason }, "untrusted delivery: its runs get no secrets or credentials");
-  return { type: shaped.type, key: shaped.key ?? null, body: shaped.payload, fields: { ...shaped.fields }, trusted: trustOf({ by: "delivery", trusted: shaped.trusted }), deliveryId };
+  if (!shaped.trusted)
+    req.log.info(
+      { hook: hook.name, type: shaped.type, reason: shaped.untrustedReason },
+      "untrusted delivery: its runs get no secrets or credentials",
+    );
+  return {
+    type: shaped.type,
+    key: shaped.key ?? null,
+    body: shaped.payload,
+    fields: { ...shaped.fields },
+    trusted: trustOf({ by: "delivery", trusted: shaped.trusted }),
+    deliveryId,
+  };
 };
 
 /** A manual HMAC hook's check: its header holds the prefix and the HMAC-SHA256 of the raw body under its key. */
 const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, raw: Buffer): Promise<void> => {
-  const ok = await verifyManualHmac({ headerValue: req.headers[hook.hmacHeader!], prefix: hook.hmacPrefix ?? "", key: await openKey(keyring, hook), rawBody: raw });
+  const ok = await verifyManualHmac({
+    headerValue: req.headers[hook.hmacHeader!],
+    prefix: hook.hmacPrefix ?? "",
+    key: await openKey(keyring, hook),
+    rawBody: raw,
+  });
   if (!ok) {
     throw refused(req, hook.name, "bad signature", {
       message: `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`,
@@ -113,7 +162,8 @@ const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, {
   const secret = presentedSecret(req, query);
   if (secret !== undefined && !hookSecretMatches(secret, hook.secretDigest)) {
     throw refused(req, hook.name, "wrong secret", {
-      message: `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`, hint: "a rotated secret stops working at once: use the latest one",
+      message: `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`,
+      hint: "a rotated secret stops working at once: use the latest one",
     });
   }
   const common = { projectId: hook.projectId, sourceRunId: null, hookName: hook.name, hookRev: hook.rev };
@@ -121,10 +171,17 @@ const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, {
     const { body, ...shaped } = await githubEmit(keyring, req, hook, raw);
     return { ...common, ...shaped, payload: { body, query: queryObject(query) } };
   }
-  if (hook.mode === "token" && secret === undefined) throw refused(req, hook.name, "no secret", { message: `no secret was sent; ${SECRET_HELP}` });
+  if (hook.mode === "token" && secret === undefined)
+    throw refused(req, hook.name, "no secret", { message: `no secret was sent; ${SECRET_HELP}` });
   if (hook.mode === "hmac") await checkManualHmac(keyring, req, hook, raw);
   // Checked only now, after the secret or signature: an unauthenticated sender gets its 401 first.
-  return { ...common, type: hook.eventType!, key: null, payload: { body: assertStorableJson(bodyValue(raw)), query: queryObject(query) }, trusted: trustOf({ by: "delivery", trusted: true }) };
+  return {
+    ...common,
+    type: hook.eventType!,
+    key: null,
+    payload: { body: assertStorableJson(bodyValue(raw)), query: queryObject(query) },
+    trusted: trustOf({ by: "delivery", trusted: true }),
+  };
 };
 
 /** What delivering needs: the keyring, the hook cache and the group committer. */
@@ -137,17 +194,26 @@ interface IngestCtx {
 type Target = { org: string; project: string; name: string };
 
 /** Verified against the cached hook; if that copy turns out stale at commit, once more against the current one. */
-const deliver = async (ctx: IngestCtx, req: FastifyRequest, delivery: Delivery & Target, again = false): Promise<{ input: EmitInput; result: EmitResult }> => {
+const deliver = async (
+  ctx: IngestCtx,
+  req: FastifyRequest,
+  delivery: Delivery & Target,
+  again = false,
+): Promise<{ input: EmitInput; result: EmitResult }> => {
   const { org, project, name } = delivery;
   const hook = await ctx.hooks.get(org, project, name);
-  if (!hook) throw new FlowError("not_found", `no event hook ${name} in ${org}/${project}`, { hint: "the ingest URL is printed by `flow event-hook set` and `flow event-hook show`" });
+  if (!hook)
+    throw new FlowError("not_found", `no event hook ${name} in ${org}/${project}`, {
+      hint: "the ingest URL is printed by `flow event-hook set` and `flow event-hook show`",
+    });
   const input = await toEmit(ctx.keyring, req, hook, delivery);
   try {
     return { input, result: await ctx.committer.submit(input) };
   } catch (err) {
     if (!(err instanceof StaleHookError)) throw err;
     ctx.hooks.forget(org, project, name);
-    if (again) throw new FlowError("unavailable", `event hook ${name} is being changed; the delivery was not recorded`, { hint: "send it again" });
+    if (again)
+      throw new FlowError("unavailable", `event hook ${name} is being changed; the delivery was not recorded`, { hint: "send it again" });
     return deliver(ctx, req, delivery, true);
   }
 };
@@ -167,7 +233,11 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
     const query = new URLSearchParams(qs < 0 ? "" : req.url.slice(qs + 1));
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const { input, result } = await deliver(ctx, req, { ...target, raw, query });
-    for (const d of result.declined) req.log.info({ eventId: result.eventId, type: input.type, handler: d.handler, err: d.error }, "handler declined the event: its `when` could not be evaluated");
+    for (const d of result.declined)
+      req.log.info(
+        { eventId: result.eventId, type: input.type, handler: d.handler, err: d.error },
+        "handler declined the event: its `when` could not be evaluated",
+      );
     req.log.debug({ hook: target.name, eventId: result.eventId, type: input.type, duplicate: result.duplicate }, "hook delivery accepted");
     return reply.status(202).send({ event_id: result.eventId, event_type: input.type });
   });

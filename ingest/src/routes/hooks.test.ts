@@ -26,7 +26,11 @@ const created = async (name: string, body: unknown): Promise<string> => {
 
 /** A delivery to a hook's ingest URL, with no user token: the headers are the credential. */
 const deliver = (name: string, body: string | Buffer, headers: Record<string, string> = {}, query = "") =>
-  ask(t, "POST", `/api/v1/hooks/${t.project.org}/p/${name}${query}`, { as: "none", body, headers: { "content-type": "application/json", ...headers } });
+  ask(t, "POST", `/api/v1/hooks/${t.project.org}/p/${name}${query}`, {
+    as: "none",
+    body,
+    headers: { "content-type": "application/json", ...headers },
+  });
 
 const sign = (key: string, body: string): string => createHmac("sha256", key).update(body).digest("hex");
 
@@ -49,11 +53,19 @@ test("an admin creates a token hook (201 with its secret, once), replaces it (20
   const shown = await ask(t, "GET", `${hooks}/ci`, { as: "viewer" });
   assert.equal((shown.body as { event_type: string }).event_type, "ci.finished");
   assert.ok(!shown.text.includes(hook.secret), "show never answers the secret");
-  assert.deepEqual(((await ask(t, "GET", hooks, { as: "viewer" })).body as Array<{ name: string }>).map((h) => h.name), ["ci"]);
+  assert.deepEqual(
+    ((await ask(t, "GET", hooks, { as: "viewer" })).body as Array<{ name: string }>).map((h) => h.name),
+    ["ci"],
+  );
   const rotated = await ask(t, "POST", `${hooks}/ci/rotate`, { as: "admin" });
   const secret = (rotated.body as { secret: string }).secret;
   assert.notEqual(secret, hook.secret);
-  await refusedDelivery("the old secret", () => deliver("ci", "{}", { "x-flow-hook-secret": hook.secret }), 401, /the secret sent is not the secret of event hook ci/);
+  await refusedDelivery(
+    "the old secret",
+    () => deliver("ci", "{}", { "x-flow-hook-secret": hook.secret }),
+    401,
+    /the secret sent is not the secret of event hook ci/,
+  );
   assert.equal((await deliver("ci", "{}", { "x-flow-hook-secret": secret })).status, 202);
   assert.equal((await ask(t, "DELETE", `${hooks}/ci`, { as: "admin" })).status, 204);
   assertError(await ask(t, "GET", `${hooks}/ci`, { as: "viewer" }), 404, /event hook ci not found in/);
@@ -68,9 +80,18 @@ test("hook management refuses callers: no token, a forged token, a member writin
   await assertCallerRefusals(t, { method: "POST", url: `${hooks}/kept/rotate` }, "admin");
   await assertCallerRefusals(t, { method: "DELETE", url: `${hooks}/kept` }, "admin");
   assert.equal(await countRows(t, "event_hooks"), 1, "the refused writes changed nothing");
-  assertError(await ask(t, "GET", `${t.other.base}/event-hooks/kept`, { as: "outsider" }), 404, new RegExp(`event hook kept not found in ${t.other.org}/p`));
+  assertError(
+    await ask(t, "GET", `${t.other.base}/event-hooks/kept`, { as: "outsider" }),
+    404,
+    new RegExp(`event hook kept not found in ${t.other.org}/p`),
+  );
   assertError(await ask(t, "POST", `${t.other.base}/event-hooks/kept/rotate`, { as: "outsider" }), 404, /event hook kept not found/);
-  await refusedDelivery("another project's hook", () => ask(t, "POST", `/api/v1/hooks/${t.other.org}/p/kept`, { as: "none", body: "{}" }), 404, new RegExp(`no event hook kept in ${t.other.org}/p`));
+  await refusedDelivery(
+    "another project's hook",
+    () => ask(t, "POST", `/api/v1/hooks/${t.other.org}/p/kept`, { as: "none", body: "{}" }),
+    404,
+    new RegExp(`no event hook kept in ${t.other.org}/p`),
+  );
 });
 
 test("a bad hook configuration is a 400 that says which flags go together", async () => {
@@ -81,7 +102,11 @@ test("a bad hook configuration is a 400 that says which flags go together", asyn
   };
   await refusedSet("h", {}, /^give --event-type <type> \(shared token\), --manifest <m> --key <k>, or --hmac-header <h> --hmac-key <k>$/);
   await refusedSet("h", { manifest: "github", hmac_key: "k" }, /^give either --manifest or --hmac-header\/--hmac-key, not both$/);
-  await refusedSet("h", { manifest: "github", key: "k", event_type: "a.b" }, /^a manifest hook derives each delivery's type \(h\.<event>\); leave out --event-type$/);
+  await refusedSet(
+    "h",
+    { manifest: "github", key: "k", event_type: "a.b" },
+    /^a manifest hook derives each delivery's type \(h\.<event>\); leave out --event-type$/,
+  );
   await refusedSet("h", { manifest: "gitlab", key: "k" }, /^unknown manifest "gitlab"; the built-in manifests are: github$/);
   await refusedSet("h", { manifest: "github" }, /^--manifest github needs --key <signing_key>/);
   await refusedSet("h", { key: "k", event_type: "a.b" }, /^--key goes with --manifest/);
@@ -105,14 +130,54 @@ test("token hook deliveries: the secret in the header or the query; none, a wron
   assert.equal(type, "tok.fired");
   const { rows } = await t.db.pool.query<{ payload: unknown }>(`select payload from events where id = $1`, [eventId]);
   assert.deepEqual(rows[0]?.payload, { body: { n: 1 }, query: { a: "1" } }, "the secret is never kept, the first of a repeated name wins");
-  await refusedDelivery("no secret", () => deliver("tok", "{}"), 401, /^no secret was sent; send the hook's secret in the X-Flow-Hook-Secret header/);
-  await refusedDelivery("a wrong secret", () => deliver("tok", "{}", { "x-flow-hook-secret": "nope" }), 401, /^the secret sent is not the secret of event hook tok/);
-  await refusedDelivery("a NUL in the body", () => deliver("tok", `{"a":"\\u0000"}`, { "x-flow-hook-secret": secret }), 400, /^body\.a holds a NUL character/);
-  await refusedDelivery("a lone surrogate", () => deliver("tok", `{"\\udc00":1}`, { "x-flow-hook-secret": secret }), 400, /lone UTF-16 surrogate/);
-  await refusedDelivery("deep nesting", () => deliver("tok", deepJson(200), { "x-flow-hook-secret": secret }), 400, /is nested more than 128 levels deep/);
-  await refusedDelivery("a NUL in the query", () => deliver("tok", "{}", { "x-flow-hook-secret": secret }, "?a=%00"), 400, /query parameter "a" holds a NUL character/);
-  await refusedDelivery("broken percent-encoding in the path", () => ask(t, "POST", `/api/v1/hooks/${t.project.org}/p/tok%E0%A4%A`, { as: "none", body: "{}" }), 400, /not valid percent-encoding/);
-  await refusedDelivery("a body over 2 MiB", () => deliver("tok", Buffer.alloc(2 * 1024 * 1024 + 1, 0x20), { "x-flow-hook-secret": secret }), 413, /the limit for POST .* is 2 MiB/);
+  await refusedDelivery(
+    "no secret",
+    () => deliver("tok", "{}"),
+    401,
+    /^no secret was sent; send the hook's secret in the X-Flow-Hook-Secret header/,
+  );
+  await refusedDelivery(
+    "a wrong secret",
+    () => deliver("tok", "{}", { "x-flow-hook-secret": "nope" }),
+    401,
+    /^the secret sent is not the secret of event hook tok/,
+  );
+  await refusedDelivery(
+    "a NUL in the body",
+    () => deliver("tok", `{"a":"\\u0000"}`, { "x-flow-hook-secret": secret }),
+    400,
+    /^body\.a holds a NUL character/,
+  );
+  await refusedDelivery(
+    "a lone surrogate",
+    () => deliver("tok", `{"\\udc00":1}`, { "x-flow-hook-secret": secret }),
+    400,
+    /lone UTF-16 surrogate/,
+  );
+  await refusedDelivery(
+    "deep nesting",
+    () => deliver("tok", deepJson(200), { "x-flow-hook-secret": secret }),
+    400,
+    /is nested more than 128 levels deep/,
+  );
+  await refusedDelivery(
+    "a NUL in the query",
+    () => deliver("tok", "{}", { "x-flow-hook-secret": secret }, "?a=%00"),
+    400,
+    /query parameter "a" holds a NUL character/,
+  );
+  await refusedDelivery(
+    "broken percent-encoding in the path",
+    () => ask(t, "POST", `/api/v1/hooks/${t.project.org}/p/tok%E0%A4%A`, { as: "none", body: "{}" }),
+    400,
+    /not valid percent-encoding/,
+  );
+  await refusedDelivery(
+    "a body over 2 MiB",
+    () => deliver("tok", Buffer.alloc(2 * 1024 * 1024 + 1, 0x20), { "x-flow-hook-secret": secret }),
+    413,
+    /the limit for POST .* is 2 MiB/,
+  );
   const text = await deliver("tok", "not json", { "x-flow-hook-secret": secret, "content-type": "text/plain" });
   assert.equal(text.status, 202, "any content type arrives verbatim");
 });
@@ -121,16 +186,38 @@ test("a GitHub hook: deliveries signed with its key are shaped by the manifest; 
   await created("gh", { manifest: "github", key: GITHUB_KEY });
   const body = JSON.stringify({ ref: "refs/heads/main", repository: { full_name: "acme/web" }, sender: { login: "octo" } });
   const headers = (signature: string | undefined, delivery = "d-1") => ({
-    "x-github-event": "push", "x-github-delivery": delivery, ...(signature === undefined ? {} : { "x-hub-signature-256": signature }),
+    "x-github-event": "push",
+    "x-github-delivery": delivery,
+    ...(signature === undefined ? {} : { "x-hub-signature-256": signature }),
   });
   const ok = await deliver("gh", body, headers(`sha256=${sign(GITHUB_KEY, body)}`));
   assert.equal(ok.status, 202, ok.text);
   assert.equal((ok.body as { event_type: string }).event_type, "gh.push");
-  await refusedDelivery("no signature", () => deliver("gh", body, headers(undefined, "d-2")), 401, /^the delivery has no X-Hub-Signature-256 header: event hook gh takes deliveries signed with its key/);
-  await refusedDelivery("a wrong signature", () => deliver("gh", body, headers(`sha256=${sign("other", body)}`, "d-3")), 401, /^the X-Hub-Signature-256 signature does not match the body/);
+  await refusedDelivery(
+    "no signature",
+    () => deliver("gh", body, headers(undefined, "d-2")),
+    401,
+    /^the delivery has no X-Hub-Signature-256 header: event hook gh takes deliveries signed with its key/,
+  );
+  await refusedDelivery(
+    "a wrong signature",
+    () => deliver("gh", body, headers(`sha256=${sign("other", body)}`, "d-3")),
+    401,
+    /^the X-Hub-Signature-256 signature does not match the body/,
+  );
   const bad = `{"ref":"\\u0000"}`;
-  await refusedDelivery("a signed NUL", () => deliver("gh", bad, headers(`sha256=${sign(GITHUB_KEY, bad)}`, "d-4")), 400, /holds a NUL character/);
-  await refusedDelivery("no delivery id", () => deliver("gh", body, { "x-github-event": "push", "x-hub-signature-256": `sha256=${sign(GITHUB_KEY, body)}` }), 400, /^the X-GitHub-Delivery header is missing or too long/);
+  await refusedDelivery(
+    "a signed NUL",
+    () => deliver("gh", bad, headers(`sha256=${sign(GITHUB_KEY, bad)}`, "d-4")),
+    400,
+    /holds a NUL character/,
+  );
+  await refusedDelivery(
+    "no delivery id",
+    () => deliver("gh", body, { "x-github-event": "push", "x-hub-signature-256": `sha256=${sign(GITHUB_KEY, body)}` }),
+    400,
+    /^the X-GitHub-Delivery header is missing or too long/,
+  );
 });
 
 test("a manual HMAC hook: the configured header carries the signature of the raw body", async () => {
@@ -138,6 +225,16 @@ test("a manual HMAC hook: the configured header carries the signature of the raw
   const body = `{"x":1}`;
   const ok = await deliver("mac", body, { "x-sig": `v1=${sign("mac-key", body)}` });
   assert.deepEqual([ok.status, (ok.body as { event_type: string }).event_type], [202, "mac"]);
-  await refusedDelivery("no signature", () => deliver("mac", body), 401, /^the x-sig header is missing or does not match the body under event hook mac's key/);
-  await refusedDelivery("an unprefixed signature", () => deliver("mac", body, { "x-sig": sign("mac-key", body) }), 401, /does not match the body/);
+  await refusedDelivery(
+    "no signature",
+    () => deliver("mac", body),
+    401,
+    /^the x-sig header is missing or does not match the body under event hook mac's key/,
+  );
+  await refusedDelivery(
+    "an unprefixed signature",
+    () => deliver("mac", body, { "x-sig": sign("mac-key", body) }),
+    401,
+    /does not match the body/,
+  );
 });

@@ -15,7 +15,16 @@ import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import { FlowError, assertEmittable, isReservedType } from "@flowsvc/core";
 import {
-  HOOK_MANIFESTS, deleteHook, getHook, hookSealName, listHooks, mintHookSecret, rotateHookSecret, upsertHook, type HookConfig, type HookRecord,
+  HOOK_MANIFESTS,
+  deleteHook,
+  getHook,
+  hookSealName,
+  listHooks,
+  mintHookSecret,
+  rotateHookSecret,
+  upsertHook,
+  type HookConfig,
+  type HookRecord,
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import { HookCache } from "../hook-cache.js";
@@ -31,7 +40,10 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/;
 const HookName = z
   .string()
   .regex(HOOK_NAME, "a hook name is 1-40 of A-Z a-z 0-9 . _ -, starting with a letter or digit")
-  .refine((n) => !isReservedType(n) && !isReservedType(`${n}.x`), "a hook name may not be a platform type or namespace (push, manual, spawn, schedule.tick, run, flow)");
+  .refine(
+    (n) => !isReservedType(n) && !isReservedType(`${n}.x`),
+    "a hook name may not be a platform type or namespace (push, manual, spawn, schedule.tick, run, flow)",
+  );
 const NameParams = z.object({ org: z.string(), project: z.string(), name: HookName });
 
 const SetBody = z
@@ -55,16 +67,24 @@ type HookSetup = { cfg: Omit<HookConfig, "keySealed">; key: string | null };
 const manifestConfig = (name: string, b: SetBody & { manifest: string }, hmac: boolean): HookSetup => {
   if (hmac) refuse("give either --manifest or --hmac-header/--hmac-key, not both");
   if (b.event_type !== undefined) refuse(`a manifest hook derives each delivery's type (${name}.<event>); leave out --event-type`);
-  if (!(HOOK_MANIFESTS as readonly string[]).includes(b.manifest)) refuse(`unknown manifest "${b.manifest}"; the built-in manifests are: ${HOOK_MANIFESTS.join(", ")}`);
+  if (!(HOOK_MANIFESTS as readonly string[]).includes(b.manifest))
+    refuse(`unknown manifest "${b.manifest}"; the built-in manifests are: ${HOOK_MANIFESTS.join(", ")}`);
   if (b.key === undefined) refuse(`--manifest ${b.manifest} needs --key <signing_key>: the secret the forge signs deliveries with`);
-  return { cfg: { mode: "manifest", eventType: null, manifest: b.manifest as HookConfig["manifest"], hmacHeader: null, hmacPrefix: null }, key: b.key! };
+  return {
+    cfg: { mode: "manifest", eventType: null, manifest: b.manifest as HookConfig["manifest"], hmacHeader: null, hmacPrefix: null },
+    key: b.key!,
+  };
 };
 
 const hmacConfig = (name: string, b: SetBody): HookSetup => {
-  if (b.hmac_header === undefined || b.hmac_key === undefined) refuse("a manual HMAC hook needs both --hmac-header and --hmac-key (--hmac-prefix is optional)");
+  if (b.hmac_header === undefined || b.hmac_key === undefined)
+    refuse("a manual HMAC hook needs both --hmac-header and --hmac-key (--hmac-prefix is optional)");
   // Without --event-type a manual HMAC hook emits its own name as the type.
   const eventType = b.event_type === undefined ? name : assertEmittable(b.event_type);
-  return { cfg: { mode: "hmac", eventType, manifest: null, hmacHeader: b.hmac_header!.toLowerCase(), hmacPrefix: b.hmac_prefix ?? "" }, key: b.hmac_key! };
+  return {
+    cfg: { mode: "hmac", eventType, manifest: null, hmacHeader: b.hmac_header!.toLowerCase(), hmacPrefix: b.hmac_prefix ?? "" },
+    key: b.hmac_key!,
+  };
 };
 
 /** The mode the flags ask for, checked for a complete and unambiguous combination. Returns the config without its sealed key. */
@@ -73,8 +93,12 @@ const configOf = (name: string, b: SetBody): HookSetup => {
   if (b.manifest !== undefined) return manifestConfig(name, { ...b, manifest: b.manifest }, hmac);
   if (b.key !== undefined) refuse("--key goes with --manifest; a manual HMAC hook takes --hmac-key");
   if (hmac) return hmacConfig(name, b);
-  if (b.event_type === undefined) refuse("give --event-type <type> (shared token), --manifest <m> --key <k>, or --hmac-header <h> --hmac-key <k>");
-  return { cfg: { mode: "token", eventType: assertEmittable(b.event_type!), manifest: null, hmacHeader: null, hmacPrefix: null }, key: null };
+  if (b.event_type === undefined)
+    refuse("give --event-type <type> (shared token), --manifest <m> --key <k>, or --hmac-header <h> --hmac-key <k>");
+  return {
+    cfg: { mode: "token", eventType: assertEmittable(b.event_type!), manifest: null, hmacHeader: null, hmacPrefix: null },
+    key: null,
+  };
 };
 
 type Where = { org: string; project: string };
@@ -98,7 +122,9 @@ const describe = ({ deps }: HookCtx, req: FastifyRequest, where: Where, h: HookR
 });
 
 const notFound = (where: Where, name: string): FlowError =>
-  new FlowError("not_found", `event hook ${name} not found in ${where.org}/${where.project}`, { hint: "list hooks with `flow event-hook ls`" });
+  new FlowError("not_found", `event hook ${name} not found in ${where.org}/${where.project}`, {
+    hint: "list hooks with `flow event-hook ls`",
+  });
 
 const listRoute = (app: FastifyInstance, ctx: HookCtx): void => {
   app.get(BASE, async (req) => {
@@ -127,12 +153,24 @@ const setRoute = (app: FastifyInstance, ctx: HookCtx): void => {
     const scope = await authorize(pool, req, "admin");
     const { name } = NameParams.parse(req.params);
     const { cfg, key } = configOf(name, SetBody.parse(req.body ?? {}));
-    const keySealed = key === null ? null : await keyring.seal(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "credential", name: hookSealName(name) }, key);
+    const keySealed =
+      key === null
+        ? null
+        : await keyring.seal(
+            scope.orgId,
+            { org: scope.orgId, project: scope.projectId, kind: "credential", name: hookSealName(name) },
+            key,
+          );
     const minted = mintHookSecret();
     const { hook, created } = await upsertHook(pool, { projectId: scope.projectId, name }, { ...cfg, keySealed }, minted.digest);
     ctx.hooks.forget(scope.org, scope.project, name);
-    req.log.info({ hook: name, mode: hook.mode, created, caller: scope.caller.userName }, created ? "event hook created" : "event hook replaced");
-    return reply.status(created ? 201 : 200).send({ ...describe(ctx, req, scope, hook), ...(created ? { secret: minted.secret } : { secret_kept: true }) });
+    req.log.info(
+      { hook: name, mode: hook.mode, created, caller: scope.caller.userName },
+      created ? "event hook created" : "event hook replaced",
+    );
+    return reply
+      .status(created ? 201 : 200)
+      .send({ ...describe(ctx, req, scope, hook), ...(created ? { secret: minted.secret } : { secret_kept: true }) });
   });
 };
 

@@ -16,7 +16,12 @@ const script = { kind: "script", source: "echo hi\n", filename: "hi.sh" };
 /** POST a submit that must be refused with `status` and `message`, and leave no run or job behind. */
 const refusedSubmit = async (body: unknown, status: number, message: RegExp): Promise<void> => {
   const before = [await countRows(t, "runs"), await countRows(t, "jobs")];
-  assertError(await ask(t, "POST", runs, { body }), status, message, `submit ${typeof body === "string" ? body.slice(0, 80) : JSON.stringify(body).slice(0, 80)}`);
+  assertError(
+    await ask(t, "POST", runs, { body }),
+    status,
+    message,
+    `submit ${typeof body === "string" ? body.slice(0, 80) : JSON.stringify(body).slice(0, 80)}`,
+  );
   assert.deepEqual([await countRows(t, "runs"), await countRows(t, "jobs")], before, "a refused submit wrote nothing");
 };
 
@@ -30,9 +35,15 @@ test("a member submits a script: 201 with the queued run, shown to a viewer, and
   assert.equal(shown.status, 200);
   assert.equal((shown.body as { id: string }).id, run.id);
   const listed = await ask(t, "GET", `${runs}?tag=a`, { as: "viewer" });
-  assert.deepEqual((listed.body as Array<{ id: string }>).map((r) => r.id), [run.id]);
+  assert.deepEqual(
+    (listed.body as Array<{ id: string }>).map((r) => r.id),
+    [run.id],
+  );
   const { rows } = await t.db.pool.query<{ type: string }>(`select type from events where payload->>'run_id' = $1`, [run.id]);
-  assert.deepEqual(rows.map((r) => r.type), ["manual"]);
+  assert.deepEqual(
+    rows.map((r) => r.type),
+    ["manual"],
+  );
 });
 
 test("a submit with an idempotency key answers the first run again, with 200", async () => {
@@ -70,7 +81,7 @@ test("a bad submit body is a 400 naming the field", async () => {
   await refusedSubmit({ ...script, env: { "1BAD": "x" } }, 400, /^env\.1BAD: env names are 1-256 letters, digits and _/);
   await refusedSubmit({ ...script, surprise: true }, 400, /surprise/);
   await refusedSubmit({ ...script, retry: { attempts: 0 } }, 400, /^retry\.attempts: /);
-  await refusedSubmit("{\"kind\":", 400, /JSON/);
+  await refusedSubmit('{"kind":', 400, /JSON/);
   await refusedSubmit("", 400, /body/i);
 });
 
@@ -79,7 +90,11 @@ test("hostile submit bodies: NUL, lone surrogates, deep nesting, huge numbers, a
   await refusedSubmit({ ...script, env: { A: "\ud800" } }, 400, /^body\.env\.A holds a lone UTF-16 surrogate/);
   await refusedSubmit({ ...script, tags: ["\udc00x"] }, 400, /^body\.tags\[0\] holds a lone UTF-16 surrogate/);
   await refusedSubmit({ ...script, env: { "A\u0000": "x" } }, 400, /^body\.env\["A\\u0000"\] has a key that holds a NUL/);
-  await refusedSubmit(`{"kind":"script","source":"x","filename":"a.sh","env":${deepJson(200)}}`, 400, /is nested more than 128 levels deep/);
+  await refusedSubmit(
+    `{"kind":"script","source":"x","filename":"a.sh","env":${deepJson(200)}}`,
+    400,
+    /is nested more than 128 levels deep/,
+  );
   await refusedSubmit({ ...script, retry: { attempts: 1e308 } }, 400, /^retry\.attempts: /);
   await refusedSubmit(`{"kind":"script","source":"x","filename":"a.sh","retry":{"attempts":1e999}}`, 400, /^retry\.attempts: /);
   await refusedSubmit({ ...script, retry: { attempts: 2, backoff_ms: Number.MAX_SAFE_INTEGER + 2 } }, 400, /^retry\.backoff_ms: /);

@@ -3,7 +3,16 @@ import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fas
 import type { Pool } from "pg";
 import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type RunRequest, type ValueMasker } from "@flowsvc/core";
 import {
-  createRun, emitEvent, getRunView, listActivities, listJournal, listRunViews, mintId, openJournal, withTransaction, type RunView,
+  createRun,
+  emitEvent,
+  getRunView,
+  listActivities,
+  listJournal,
+  listRunViews,
+  mintId,
+  openJournal,
+  withTransaction,
+  type RunView,
 } from "@flowsvc/store";
 import { authorize, type Scope } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
@@ -25,19 +34,36 @@ const checkEnvNames = (env: Record<string, string>, ctx: z.RefinementCtx): void 
   }
 };
 
-const SubmitSchema = z.object({
-  kind: z.literal("script", { error: "only kind \"script\" is available in this version (pipelines and graphs come later)" }),
-  source: z.string().max(SOURCE_LIMIT, `source is over ${SOURCE_LIMIT} bytes`),
-  filename: z.string().min(1).max(255).regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
-  interpreter: z.array(z.string().min(1)).min(1).max(16).optional(),
-  env: z.record(z.string(), z.string().max(128 * 1024)).default({}).superRefine(checkEnvNames),
-  idempotency_key: z.string().min(1).max(255).optional(),
-  tags: z.array(z.string().min(1).max(128)).max(32).default([]),
-  retry: z
-    .object({ attempts: z.number().int().min(1).max(100), backoff_ms: z.number().int().min(0).max(24 * 3600 * 1000).default(0) })
-    .strict()
-    .optional(),
-}).strict();
+const SubmitSchema = z
+  .object({
+    kind: z.literal("script", { error: 'only kind "script" is available in this version (pipelines and graphs come later)' }),
+    source: z.string().max(SOURCE_LIMIT, `source is over ${SOURCE_LIMIT} bytes`),
+    filename: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
+    interpreter: z.array(z.string().min(1)).min(1).max(16).optional(),
+    env: z
+      .record(z.string(), z.string().max(128 * 1024))
+      .default({})
+      .superRefine(checkEnvNames),
+    idempotency_key: z.string().min(1).max(255).optional(),
+    tags: z.array(z.string().min(1).max(128)).max(32).default([]),
+    retry: z
+      .object({
+        attempts: z.number().int().min(1).max(100),
+        backoff_ms: z
+          .number()
+          .int()
+          .min(0)
+          .max(24 * 3600 * 1000)
+          .default(0),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
 
 const ListQuery = z.object({
   status: z.enum(["queued", "running", "parked", "succeeded", "failed", "cancelled"]).optional(),
@@ -45,7 +71,12 @@ const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 
-const LogQuery = z.object({ follow: z.enum(["0", "1", "true", "false"]).default("0").transform((v) => v === "1" || v === "true") });
+const LogQuery = z.object({
+  follow: z
+    .enum(["0", "1", "true", "false"])
+    .default("0")
+    .transform((v) => v === "1" || v === "true"),
+});
 
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
 
@@ -77,7 +108,16 @@ const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void =
     const res = await withTransaction(pool, async (tx) => {
       const r = await createRun(tx, run);
       // Every trigger is recorded on the bus: a submit is a `manual` event.
-      if (!r.duplicate) await emitEvent(tx, { projectId: scope.projectId, type: "manual", key: null, payload: { run_id: r.id, sender: scope.caller.userName }, sourceRunId: null, trusted: run.trusted, platform: true });
+      if (!r.duplicate)
+        await emitEvent(tx, {
+          projectId: scope.projectId,
+          type: "manual",
+          key: null,
+          payload: { run_id: r.id, sender: scope.caller.userName },
+          sourceRunId: null,
+          trusted: run.trusted,
+          platform: true,
+        });
       return r;
     });
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
@@ -100,7 +140,8 @@ const viewedRun = async (pool: Pool, req: FastifyRequest): Promise<{ scope: Scop
   const scope = await authorize(pool, req, "viewer");
   const { id } = RunParams.parse(req.params);
   const run = await getRunView(pool, scope.projectId, id);
-  if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`, { hint: "list runs with `flow runs ls`" });
+  if (!run)
+    throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`, { hint: "list runs with `flow runs ls`" });
   return { scope, id, run };
 };
 
@@ -126,7 +167,10 @@ const logRoute = (app: FastifyInstance, deps: RouteDeps): void => {
   app.get(`${BASE}/:id/log`, async (req, reply) => {
     const { id } = await viewedRun(deps.pool, req);
     const { follow } = LogQuery.parse(req.query);
-    reply.header("content-type", "text/plain; charset=utf-8").header("cache-control", "no-store").header("x-content-type-options", "nosniff");
+    reply
+      .header("content-type", "text/plain; charset=utf-8")
+      .header("cache-control", "no-store")
+      .header("x-content-type-options", "nosniff");
     return reply.send(streamRunLog(deps, id, follow, req.raw));
   });
 };
@@ -141,7 +185,10 @@ export const runRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => 
  * A journal entry as `flow steps` shows it: the step's stdout size and exit code, not its bytes;
  * its name and error text masked with the project's current secrets.
  */
-const describeEntry = (e: { position: number; kind: string; name: string; ordinal: number; status: string; result: unknown }, masker: ValueMasker) => {
+const describeEntry = (
+  e: { position: number; kind: string; name: string; ordinal: number; status: string; result: unknown },
+  masker: ValueMasker,
+) => {
   const r = (e.result ?? {}) as { stdout_b64?: string; exit?: number; error?: string };
   return {
     position: e.position,

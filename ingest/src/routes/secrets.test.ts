@@ -26,7 +26,10 @@ test("an admin sets a secret; viewers see its name and time, never its value; an
   assert.equal(set.status, 200, set.text);
   assert.equal((set.body as { name: string }).name, "API_KEY");
   const list = await ask(t, "GET", secrets, { as: "viewer" });
-  assert.deepEqual((list.body as Array<{ name: string }>).map((s) => s.name), ["API_KEY"]);
+  assert.deepEqual(
+    (list.body as Array<{ name: string }>).map((s) => s.name),
+    ["API_KEY"],
+  );
   const show = await ask(t, "GET", `${secrets}/API_KEY`, { as: "viewer" });
   assert.equal(show.status, 200);
   assert.deepEqual(Object.keys(show.body as object).sort(), ["exists", "name", "set_at"]);
@@ -40,13 +43,22 @@ test("an admin sets a secret; viewers see its name and time, never its value; an
 });
 
 test("secret routes refuse callers: no token, a forged token, a role below, a non-member", async () => {
-  await t.app.inject({ method: "PUT", url: `${secrets}/KEPT`, headers: { authorization: `Bearer ${t.tokens.admin}` }, payload: { value: "v" } });
+  await t.app.inject({
+    method: "PUT",
+    url: `${secrets}/KEPT`,
+    headers: { authorization: `Bearer ${t.tokens.admin}` },
+    payload: { value: "v" },
+  });
   await assertCallerRefusals(t, { method: "GET", url: secrets }, "viewer");
   await assertCallerRefusals(t, { method: "GET", url: `${secrets}/KEPT` }, "viewer");
   await assertCallerRefusals(t, { method: "PUT", url: `${secrets}/OTHER`, body: { value: VALUE } }, "admin");
   await assertCallerRefusals(t, { method: "DELETE", url: `${secrets}/KEPT` }, "admin");
   assert.equal((await ask(t, "GET", `${secrets}/KEPT`, { as: "viewer" })).status, 200, "the refused delete removed nothing");
-  assertError(await ask(t, "GET", `${t.other.base}/secrets/KEPT`, { as: "outsider" }), 404, new RegExp(`secret KEPT is not set in ${t.other.org}/p`));
+  assertError(
+    await ask(t, "GET", `${t.other.base}/secrets/KEPT`, { as: "outsider" }),
+    404,
+    new RegExp(`secret KEPT is not set in ${t.other.org}/p`),
+  );
 });
 
 test("a bad name or body is a 400 that names what is wrong and never quotes the value", async () => {

@@ -36,7 +36,10 @@ export const secretRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done)
     const scope = await authorize(pool, req, "viewer");
     const name = lookupName(req);
     const meta = await getSecretMeta(pool, scope.projectId, name);
-    if (!meta) throw new FlowError("not_found", `secret ${name} is not set in ${scope.org}/${scope.project}`, { hint: `set it with \`flow secret set ${name} -\`` });
+    if (!meta)
+      throw new FlowError("not_found", `secret ${name} is not set in ${scope.org}/${scope.project}`, {
+        hint: `set it with \`flow secret set ${name} -\``,
+      });
     return { name: meta.name, exists: true, set_at: meta.set_at };
   });
 
@@ -53,7 +56,8 @@ export const secretRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done)
   app.delete(`${base}/:name`, async (req, reply) => {
     const scope = await authorize(pool, req, "admin");
     const name = lookupName(req);
-    if (!(await deleteSecret(pool, scope.projectId, name))) throw new FlowError("not_found", `secret ${name} is not set in ${scope.org}/${scope.project}`);
+    if (!(await deleteSecret(pool, scope.projectId, name)))
+      throw new FlowError("not_found", `secret ${name} is not set in ${scope.org}/${scope.project}`);
     return reply.status(204).send();
   });
   done();

@@ -1,7 +1,16 @@
 /** The signals plugin (routes/signals.ts) over app.inject(): signal, cancel and rerun a run, and their refusals. */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { ask, assertCallerRefusals, assertError, countRows, createTestApp, deepJson, startScriptJob, type TestApp } from "../testing/test-app.js";
+import {
+  ask,
+  assertCallerRefusals,
+  assertError,
+  countRows,
+  createTestApp,
+  deepJson,
+  startScriptJob,
+  type TestApp,
+} from "../testing/test-app.js";
 
 let t: TestApp;
 let runs: string;
@@ -26,7 +35,11 @@ test("rerun from a recorded step: 201 with the new run; an unknown site is a 404
   assert.equal(rerun.status, 201, rerun.text);
   const view = rerun.body as { id: string; rerun_of: string; status: string };
   assert.deepEqual([view.rerun_of, view.status], [job.runId, "queued"]);
-  assertError(await ask(t, "POST", `${runs}/${job.runId}/rerun`, { body: { from: "deploy" } }), 404, new RegExp(`run ${job.runId} has no recorded step deploy#0`));
+  assertError(
+    await ask(t, "POST", `${runs}/${job.runId}/rerun`, { body: { from: "deploy" } }),
+    404,
+    new RegExp(`run ${job.runId} has no recorded step deploy#0`),
+  );
   assertError(await ask(t, "POST", `${runs}/${job.runId}/rerun`, { body: {} }), 400, /^from: /);
   assertError(await ask(t, "POST", `${runs}/${job.runId}/rerun`, { body: { from: "build#99999999999999999999" } }), 400, /build/);
   assert.equal((await ask(t, "POST", `${runs}/${view.id}/cancel`, { body: {} })).status, 200);
@@ -58,15 +71,27 @@ test("signal, cancel and rerun refuse callers: no token, a forged token, a viewe
   await assertCallerRefusals(t, { method: "POST", url: `${runs}/${id}/cancel`, body: {} }, "member");
   await assertCallerRefusals(t, { method: "POST", url: `${runs}/${id}/rerun`, body: { from: "build" } }, "member");
   assert.equal(await countRows(t, "signals"), signals);
-  assert.equal(((await ask(t, "GET", `${runs}/${id}`, { as: "viewer" })).body as { status: string }).status, "queued", "the refused cancels changed nothing");
+  assert.equal(
+    ((await ask(t, "GET", `${runs}/${id}`, { as: "viewer" })).body as { status: string }).status,
+    "queued",
+    "the refused cancels changed nothing",
+  );
   await ask(t, "POST", `${runs}/${id}/cancel`, { body: {} });
 });
 
 test("another project's run is not found by its routes", async () => {
   const id = await queuedRun();
   const other = `${t.other.base}/runs/${id}`;
-  assertError(await ask(t, "POST", `${other}/signals/go`, { as: "outsider", body: {} }), 404, new RegExp(`run ${id} not found in ${t.other.org}/p`));
-  assertError(await ask(t, "POST", `${other}/cancel`, { as: "outsider", body: {} }), 404, new RegExp(`run ${id} not found in ${t.other.org}/p`));
+  assertError(
+    await ask(t, "POST", `${other}/signals/go`, { as: "outsider", body: {} }),
+    404,
+    new RegExp(`run ${id} not found in ${t.other.org}/p`),
+  );
+  assertError(
+    await ask(t, "POST", `${other}/cancel`, { as: "outsider", body: {} }),
+    404,
+    new RegExp(`run ${id} not found in ${t.other.org}/p`),
+  );
   assertError(await ask(t, "POST", `${other}/rerun`, { as: "outsider", body: { from: "build" } }), 404, new RegExp(`run ${id} not found`));
   assert.equal(((await ask(t, "GET", `${runs}/${id}`, { as: "viewer" })).body as { status: string }).status, "queued");
   await ask(t, "POST", `${runs}/${id}/cancel`, { body: {} });

@@ -10,7 +10,11 @@ const SignalParams = z.object({
   org: z.string(),
   project: z.string(),
   id: z.string().min(1).max(64),
-  name: z.string().min(1).max(512).refine((n) => !n.startsWith("event:"), "signal names starting event: are reserved for event waits"),
+  name: z
+    .string()
+    .min(1)
+    .max(512)
+    .refine((n) => !n.startsWith("event:"), "signal names starting event: are reserved for event waits"),
 });
 const SignalBody = z.object({ payload: z.unknown().optional() }).strict().default({});
 const RerunBody = z.object({ from: z.string().min(1).max(600) }).strict();
@@ -33,16 +37,24 @@ export const signalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) 
     const scope = await authorize(pool, req, "member");
     const { id, name } = SignalParams.parse(req.params);
     const { payload } = SignalBody.parse(req.body ?? {});
-    if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-    const res = await withTransaction(pool, (tx) => deliverSignal(tx, id, { name, payload: payload ?? null, sentBy: scope.caller.userName }));
+    if (!(await getRunView(pool, scope.projectId, id)))
+      throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+    const res = await withTransaction(pool, (tx) =>
+      deliverSignal(tx, id, { name, payload: payload ?? null, sentBy: scope.caller.userName }),
+    );
     return reply.status(202).send({ run_id: id, name, delivered: res.delivered });
   });
 
   app.post(`${base}/cancel`, async (req) => {
     const scope = await authorize(pool, req, "member");
     const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
-    const { reason } = z.object({ reason: z.string().max(4000).optional() }).strict().default({}).parse(req.body ?? {});
-    if (!(await getRunView(pool, scope.projectId, id))) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+    const { reason } = z
+      .object({ reason: z.string().max(4000).optional() })
+      .strict()
+      .default({})
+      .parse(req.body ?? {});
+    if (!(await getRunView(pool, scope.projectId, id)))
+      throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
     await withTransaction(pool, (tx) => cancelRun(tx, id, reason ?? `cancelled by ${scope.caller.userName}`, deps.publicUrl));
     return shown(scope.projectId, id);
   });
@@ -51,7 +63,9 @@ export const signalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) 
     const scope = await authorize(pool, req, "member");
     const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
     const { from } = RerunBody.parse(req.body);
-    const newId = await withTransaction(pool, (tx) => createRerun(tx, { projectId: scope.projectId, runId: id, site: from, createdBy: scope.caller.userId }));
+    const newId = await withTransaction(pool, (tx) =>
+      createRerun(tx, { projectId: scope.projectId, runId: id, site: from, createdBy: scope.caller.userId }),
+    );
     return reply.status(201).send(await shown(scope.projectId, newId));
   });
   done();

@@ -12,8 +12,17 @@ import { randomBytes } from "node:crypto";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { pino } from "pino";
 import {
-  Keyring, claimReadyJobs, createTestDatabase, createTestProject, createUserWithToken, mintId, mintToken, startListener,
-  type Listener, type Role, type TestDatabase,
+  Keyring,
+  claimReadyJobs,
+  createTestDatabase,
+  createTestProject,
+  createUserWithToken,
+  mintId,
+  mintToken,
+  startListener,
+  type Listener,
+  type Role,
+  type TestDatabase,
 } from "@flowsvc/store";
 import { buildApp } from "../app.js";
 
@@ -44,7 +53,10 @@ export interface TestApp {
 /** A project whose org has a data key (secrets and sealed journal entries need it). */
 const keyedProject = async (db: TestDatabase, keyring: Keyring): Promise<TestProject> => {
   const { projectId, orgId } = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [orgId, Buffer.from(await keyring.newWrappedOrgKey(orgId))]);
+  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
+    orgId,
+    Buffer.from(await keyring.newWrappedOrgKey(orgId)),
+  ]);
   // createTestProject names the org after its id and the project `p`.
   return { org: orgId, project: "p", orgId, projectId, base: `/api/v1/orgs/${orgId}/projects/p` };
 };
@@ -148,12 +160,20 @@ export interface TestJob {
  */
 export const dispatchJob = async (t: TestApp, runId: string, kind: "run" | "activity" = "run"): Promise<TestJob> => {
   const { rows } = await t.db.pool.query<{ id: string; capabilities: string[] }>(
-    `select id, capabilities from jobs where run_id = $1 and kind = $2 and status = 'queued' order by created_at limit 1`, [runId, kind]);
+    `select id, capabilities from jobs where run_id = $1 and kind = $2 and status = 'queued' order by created_at limit 1`,
+    [runId, kind],
+  );
   const queued = rows[0];
   if (!queued) throw new Error(`no queued ${kind} job for run ${runId}`);
   const { token, digest } = mintToken("job");
-  const [claimed] = await claimReadyJobs(t.db.pool, { limit: 1, leaseMs: TEST_LEASE_MS, capabilities: queued.capabilities, mintDigest: () => digest });
-  if (claimed?.id !== queued.id) throw new Error(`dispatched job ${claimed?.id ?? "(none)"}, not ${queued.id}: dispatch each job a test queues`);
+  const [claimed] = await claimReadyJobs(t.db.pool, {
+    limit: 1,
+    leaseMs: TEST_LEASE_MS,
+    capabilities: queued.capabilities,
+    mintDigest: () => digest,
+  });
+  if (claimed?.id !== queued.id)
+    throw new Error(`dispatched job ${claimed?.id ?? "(none)"}, not ${queued.id}: dispatch each job a test queues`);
   return { runId, jobId: queued.id, token };
 };
 
@@ -188,7 +208,12 @@ export const assertCallerRefusals = async (
   const below = BELOW[need];
   if (below !== undefined) {
     const low = await ask(t, method, url, { as: below, body });
-    assertError(low, 403, new RegExp(`this needs the ${need} role on ${t.project.org}/p; ${USER_OF[below]} is ${below}`), `${method} ${url} as ${below}`);
+    assertError(
+      low,
+      403,
+      new RegExp(`this needs the ${need} role on ${t.project.org}/p; ${USER_OF[below]} is ${below}`),
+      `${method} ${url} as ${below}`,
+    );
   }
   const outsider = await ask(t, method, url, { as: "outsider", body });
   assertError(outsider, 404, new RegExp(`project ${t.project.org}/p not found`), `${method} ${url} as a non-member`);

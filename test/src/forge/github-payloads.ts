@@ -100,8 +100,20 @@ export const pullRequestBody = (opts: {
       body: "Please review.",
       author_association: opts.association ?? (headRepo === opts.repo ? "MEMBER" : "NONE"),
       draft: false,
-      head: { label: `${headRepo.split("/")[0]}:${headRef}`, ref: headRef, sha: fakeSha(`${headRepo}:${headRef}`), user: user(headRepo.split("/")[0] ?? ""), repo: repository({ fullName: headRepo, fork: headRepo !== opts.repo }) },
-      base: { label: `${opts.repo.split("/")[0]}:${baseRef}`, ref: baseRef, sha: fakeSha(`${opts.repo}:${baseRef}`), user: user(opts.repo.split("/")[0] ?? ""), repo: repository({ fullName: opts.repo }) },
+      head: {
+        label: `${headRepo.split("/")[0]}:${headRef}`,
+        ref: headRef,
+        sha: fakeSha(`${headRepo}:${headRef}`),
+        user: user(headRepo.split("/")[0] ?? ""),
+        repo: repository({ fullName: headRepo, fork: headRepo !== opts.repo }),
+      },
+      base: {
+        label: `${opts.repo.split("/")[0]}:${baseRef}`,
+        ref: baseRef,
+        sha: fakeSha(`${opts.repo}:${baseRef}`),
+        user: user(opts.repo.split("/")[0] ?? ""),
+        repo: repository({ fullName: opts.repo }),
+      },
     },
     repository: repository({ fullName: opts.repo }),
     sender: user(opts.sender),
@@ -136,7 +148,13 @@ export const issueCommentBody = (opts: { repo: string; sender: string; associati
 export const pingBody = (repo: string) => ({
   zen: "Keep it logically awesome.",
   hook_id: 292430182,
-  hook: { type: "Repository", id: 292430182, active: true, events: ["push", "pull_request", "issue_comment"], config: { content_type: "json", insecure_ssl: "0" } },
+  hook: {
+    type: "Repository",
+    id: 292430182,
+    active: true,
+    events: ["push", "pull_request", "issue_comment"],
+    config: { content_type: "json", insecure_ssl: "0" },
+  },
   repository: repository({ fullName: repo }),
   sender: user(repo.split("/")[0] ?? ""),
 });

@@ -73,9 +73,15 @@ export const badRequest = (message: string): ApiError => new ApiError(400, "BadR
 
 export const gone = (message: string): ApiError => new ApiError(410, "Expired", message);
 
-export const methodNotAllowed = (): ApiError => new ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+export const methodNotAllowed = (): ApiError =>
+  new ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
 
 export const unsupportedMediaType = (type: string, accepted: string[]): ApiError =>
-  new ApiError(415, "UnsupportedMediaType", `the body of the request was in an unknown format - accepted media types include: ${accepted.join(", ")}`, {
-    kind: type,
-  });
+  new ApiError(
+    415,
+    "UnsupportedMediaType",
+    `the body of the request was in an unknown format - accepted media types include: ${accepted.join(", ")}`,
+    {
+      kind: type,
+    },
+  );

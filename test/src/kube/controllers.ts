@@ -90,7 +90,10 @@ export class Controllers {
     const left = type ? this.storage.list(type) : [];
     for (const obj of left) if (!metaOf(obj).deletionTimestamp) this.storage.delete(this.targetOf(type!, obj));
     if (left.length === 0) {
-      this.storage.force(this.targetOf(crdType, crd), (o) => void (metaOf(o).finalizers = (metaOf(o).finalizers ?? []).filter((f) => f !== CRD_CLEANUP_FINALIZER)));
+      this.storage.force(
+        this.targetOf(crdType, crd),
+        (o) => void (metaOf(o).finalizers = (metaOf(o).finalizers ?? []).filter((f) => f !== CRD_CLEANUP_FINALIZER)),
+      );
     }
   }
 
@@ -103,7 +106,8 @@ export class Controllers {
       if (metaOf(obj).namespace !== name) continue;
       left++;
       const type = this.typeOf(resource);
-      if (type && !metaOf(obj).deletionTimestamp) this.storage.delete(this.targetOf(type, obj), { gracePeriodSeconds: type.kind === "Pod" ? undefined : 0 });
+      if (type && !metaOf(obj).deletionTimestamp)
+        this.storage.delete(this.targetOf(type, obj), { gracePeriodSeconds: type.kind === "Pod" ? undefined : 0 });
     }
     this.storage.force(this.targetOf(nsType, ns), (o) => {
       o.status = { phase: "Terminating" };
@@ -162,9 +166,13 @@ export class Controllers {
   private foreground(type: ResourceType, owner: KubeObject): void {
     const uid = metaOf(owner).uid!;
     const dependents = this.dependentsOf(uid);
-    for (const [t, obj] of dependents) if (!metaOf(obj).deletionTimestamp) this.storage.delete(this.targetOf(t, obj), { propagationPolicy: "Foreground" });
+    for (const [t, obj] of dependents)
+      if (!metaOf(obj).deletionTimestamp) this.storage.delete(this.targetOf(t, obj), { propagationPolicy: "Foreground" });
     if (dependents.length === 0) {
-      this.storage.force(this.targetOf(type, owner), (o) => void (metaOf(o).finalizers = (metaOf(o).finalizers ?? []).filter((f) => f !== "foregroundDeletion")));
+      this.storage.force(
+        this.targetOf(type, owner),
+        (o) => void (metaOf(o).finalizers = (metaOf(o).finalizers ?? []).filter((f) => f !== "foregroundDeletion")),
+      );
     }
   }
 
@@ -172,7 +180,10 @@ export class Controllers {
   orphan(owner: KubeObject): void {
     const uid = metaOf(owner).uid!;
     for (const [type, obj] of this.dependentsOf(uid)) {
-      this.storage.force(this.targetOf(type, obj), (o) => void (metaOf(o).ownerReferences = (metaOf(o).ownerReferences ?? []).filter((r) => r.uid !== uid)));
+      this.storage.force(
+        this.targetOf(type, obj),
+        (o) => void (metaOf(o).ownerReferences = (metaOf(o).ownerReferences ?? []).filter((r) => r.uid !== uid)),
+      );
     }
   }
 }

@@ -21,19 +21,24 @@ const validateNames = (spec: Obj, name: string): Cause[] => {
   if (names.plural && spec.group && name !== `${str(names.plural)}.${str(spec.group)}`) {
     causes.push({ field: "metadata.name", message: `Invalid value: "${name}": must be spec.names.plural+"."+spec.group` });
   }
-  if (spec.scope !== "Namespaced" && spec.scope !== "Cluster") causes.push({ field: "spec.scope", message: `Unsupported value: "${str(spec.scope)}": supported values: "Cluster", "Namespaced"` });
+  if (spec.scope !== "Namespaced" && spec.scope !== "Cluster")
+    causes.push({ field: "spec.scope", message: `Unsupported value: "${str(spec.scope)}": supported values: "Cluster", "Namespaced"` });
   return causes;
 };
 
 const validateVersions = (spec: Obj): Cause[] => {
   const versions = Array.isArray(spec.versions) ? (spec.versions as Obj[]) : [];
   const causes: Cause[] = [];
-  if (versions.length === 0) causes.push({ field: "spec.versions", message: "Invalid value: must have exactly one version marked as storage version" });
-  else if (versions.filter((v) => v.storage === true).length !== 1) causes.push({ field: "spec.versions", message: "Invalid value: must have exactly one version marked as storage version" });
+  if (versions.length === 0)
+    causes.push({ field: "spec.versions", message: "Invalid value: must have exactly one version marked as storage version" });
+  else if (versions.filter((v) => v.storage === true).length !== 1)
+    causes.push({ field: "spec.versions", message: "Invalid value: must have exactly one version marked as storage version" });
   versions.forEach((v, i) => {
     if (!v.name) causes.push({ field: `spec.versions[${i}].name`, message: "Required value" });
-    if (!rec(v.schema).openAPIV3Schema) causes.push({ field: `spec.versions[${i}].schema.openAPIV3Schema`, message: "Required value: schemas are required" });
-    else if (rec(rec(v.schema).openAPIV3Schema).type !== "object") causes.push({ field: `spec.versions[${i}].schema.openAPIV3Schema.type`, message: 'Unsupported value: must be "object" at the root' });
+    if (!rec(v.schema).openAPIV3Schema)
+      causes.push({ field: `spec.versions[${i}].schema.openAPIV3Schema`, message: "Required value: schemas are required" });
+    else if (rec(rec(v.schema).openAPIV3Schema).type !== "object")
+      causes.push({ field: `spec.versions[${i}].schema.openAPIV3Schema.type`, message: 'Unsupported value: must be "object" at the root' });
   });
   return causes;
 };
@@ -67,7 +72,9 @@ export const crdTypes = (crd: KubeObject): ResourceType[] => {
     statusSubresource: rec(v.subresources).status !== undefined,
     builtin: false,
     columns: columnsOf(v),
-    selectableFields: (Array.isArray(v.selectableFields) ? (v.selectableFields as Obj[]) : []).map((f) => str(f.jsonPath).replace(/^\./, "")),
+    selectableFields: (Array.isArray(v.selectableFields) ? (v.selectableFields as Obj[]) : []).map((f) =>
+      str(f.jsonPath).replace(/^\./, ""),
+    ),
     schema: rec(rec(v.schema).openAPIV3Schema),
   }));
 };
@@ -76,12 +83,25 @@ export const crdTypes = (crd: KubeObject): ResourceType[] => {
 export const establishedStatus = (crd: KubeObject, now: string): Obj => {
   const spec = rec(crd.spec);
   const names = rec(spec.names);
-  const accepted = { ...names, singular: names.singular ?? str(names.kind).toLowerCase(), listKind: names.listKind ?? `${str(names.kind)}List` };
+  const accepted = {
+    ...names,
+    singular: names.singular ?? str(names.kind).toLowerCase(),
+    listKind: names.listKind ?? `${str(names.kind)}List`,
+  };
   const storage = (Array.isArray(spec.versions) ? (spec.versions as Obj[]) : []).find((v) => v.storage === true);
-  const condition = (type: string, reason: string, message: string): Obj => ({ type, status: "True", lastTransitionTime: now, reason, message });
+  const condition = (type: string, reason: string, message: string): Obj => ({
+    type,
+    status: "True",
+    lastTransitionTime: now,
+    reason,
+    message,
+  });
   return {
     acceptedNames: accepted,
     storedVersions: storage ? [storage.name] : [],
-    conditions: [condition("NamesAccepted", "NoConflicts", "no conflicts found"), condition("Established", "InitialNamesAccepted", "the initial names have been accepted")],
+    conditions: [
+      condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+      condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+    ],
   };
 };

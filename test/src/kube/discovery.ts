@@ -50,8 +50,10 @@ const resourceEntries = (t: ResourceType): KubeObject[] => {
     ...(t.categories.length ? { categories: t.categories } : {}),
   };
   const subs: KubeObject[] = [];
-  if (t.statusSubresource) subs.push({ name: `${t.plural}/status`, singularName: "", namespaced: t.namespaced, kind: t.kind, verbs: ["get", "patch", "update"] });
-  if (t.builtin && t.kind === "Pod") subs.push({ name: "pods/binding", singularName: "", namespaced: true, kind: "Binding", verbs: ["create"] });
+  if (t.statusSubresource)
+    subs.push({ name: `${t.plural}/status`, singularName: "", namespaced: t.namespaced, kind: t.kind, verbs: ["get", "patch", "update"] });
+  if (t.builtin && t.kind === "Pod")
+    subs.push({ name: "pods/binding", singularName: "", namespaced: true, kind: "Binding", verbs: ["create"] });
   return [main, ...subs];
 };
 

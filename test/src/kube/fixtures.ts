@@ -69,7 +69,10 @@ export const refusal = async (call: Promise<unknown>): Promise<{ code: number; s
 };
 
 /** A GET over HTTPS with the fake's CA and token, answering status and parsed body (for protocol checks). */
-export const rawGet = (api: { url: string; caPem: string; token: string }, path: string): Promise<{ status: number; body: Record<string, unknown> }> =>
+export const rawGet = (
+  api: { url: string; caPem: string; token: string },
+  path: string,
+): Promise<{ status: number; body: Record<string, unknown> }> =>
   new Promise((resolve, reject) => {
     const req = httpsGet(`${api.url}${path}`, { ca: api.caPem, headers: { authorization: `Bearer ${api.token}` } }, (res) => {
       const chunks: Buffer[] = [];

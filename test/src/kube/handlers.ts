@@ -35,7 +35,11 @@ export const wantsTable = (req: IncomingMessage): boolean => /as=Table/.test(req
 /** The list filter of a request: namespace, labelSelector, fieldSelector. */
 export const filterOf = (r: Pick<ResourceRequest, "url" | "type" | "namespace">): ((obj: KubeObject) => boolean) => {
   const labels = parseLabelSelector(r.url.searchParams.get("labelSelector"));
-  const fields = parseFieldSelector(r.url.searchParams.get("fieldSelector"), ["metadata.name", "metadata.namespace", ...r.type.selectableFields]);
+  const fields = parseFieldSelector(r.url.searchParams.get("fieldSelector"), [
+    "metadata.name",
+    "metadata.namespace",
+    ...r.type.selectableFields,
+  ]);
   return (obj) => (!r.namespace || metaOf(obj).namespace === r.namespace) && labels(metaOf(obj).labels ?? {}) && fields(obj);
 };
 
@@ -64,7 +68,12 @@ const list = (deps: Deps, r: ResourceRequest): Reply => {
   }
   return {
     status: 200,
-    body: { kind: r.type.listKind, apiVersion: apiVersionOf(r.type), metadata: { resourceVersion: rv, ...(next ? { continue: next } : {}) }, items: page.map((o) => listItem(r.type, o)) },
+    body: {
+      kind: r.type.listKind,
+      apiVersion: apiVersionOf(r.type),
+      metadata: { resourceVersion: rv, ...(next ? { continue: next } : {}) },
+      items: page.map((o) => listItem(r.type, o)),
+    },
   };
 };
 
@@ -113,10 +122,18 @@ const patch = async (deps: Deps, r: ResourceRequest): Promise<Reply> => {
   const change = await patcher(r.type, contentType, text);
   const sub = subresourceOf(r);
   if (contentType === "application/apply-patch+yaml") {
-    if (!r.url.searchParams.get("fieldManager")) throw badRequest("PATCH requests with application/apply-patch+yaml must have fieldManager set");
+    if (!r.url.searchParams.get("fieldManager"))
+      throw badRequest("PATCH requests with application/apply-patch+yaml must have fieldManager set");
     if (!deps.storage.find(target(r))) {
       const applied = await parseObject(text, true);
-      return { status: 201, body: deps.storage.create({ type: r.type, namespace: r.namespace }, { ...applied, metadata: { ...metaOf(applied), name: r.name } }, writeOptions(r)) };
+      return {
+        status: 201,
+        body: deps.storage.create(
+          { type: r.type, namespace: r.namespace },
+          { ...applied, metadata: { ...metaOf(applied), name: r.name } },
+          writeOptions(r),
+        ),
+      };
     }
   }
   return { status: 200, body: deps.storage.modify(target(r), change, sub, writeOptions(r)) };
@@ -137,7 +154,11 @@ const deleteOptions = async (r: ResourceRequest): Promise<DeleteOptions> => {
 const remove = async (deps: Deps, r: ResourceRequest): Promise<Reply> => {
   const opts = await deleteOptions(r);
   if (opts.propagationPolicy && !["Orphan", "Background", "Foreground"].includes(opts.propagationPolicy)) {
-    throw new ApiError(422, "Invalid", `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${opts.propagationPolicy}"`);
+    throw new ApiError(
+      422,
+      "Invalid",
+      `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${opts.propagationPolicy}"`,
+    );
   }
   if (opts.propagationPolicy === "Orphan") deps.controllers.orphan(deps.storage.get(target(r)));
   return { status: 200, body: deps.storage.delete(target(r), opts) };
@@ -147,8 +168,18 @@ const removeCollection = async (deps: Deps, r: ResourceRequest): Promise<Reply> 
   const opts = await deleteOptions(r);
   const filter = filterOf(r);
   const items = deps.storage.list(r.type, r.namespace).filter(filter);
-  const done = items.map((obj) => deps.storage.delete({ type: r.type, namespace: metaOf(obj).namespace ?? "", name: metaOf(obj).name! }, opts));
-  return { status: 200, body: { kind: r.type.listKind, apiVersion: apiVersionOf(r.type), metadata: { resourceVersion: String(deps.storage.resourceVersion) }, items: done } };
+  const done = items.map((obj) =>
+    deps.storage.delete({ type: r.type, namespace: metaOf(obj).namespace ?? "", name: metaOf(obj).name! }, opts),
+  );
+  return {
+    status: 200,
+    body: {
+      kind: r.type.listKind,
+      apiVersion: apiVersionOf(r.type),
+      metadata: { resourceVersion: String(deps.storage.resourceVersion) },
+      items: done,
+    },
+  };
 };
 
 /** POST pods/<name>/binding: the scheduler's way to set spec.nodeName, once. */
@@ -158,7 +189,12 @@ const bind = async (deps: Deps, r: ResourceRequest): Promise<Reply> => {
   if (!node) throw new ApiError(422, "Invalid", "Binding.target.name: Required value");
   const pod = deps.storage.get(target(r));
   const bound = (pod.spec as { nodeName?: string }).nodeName;
-  if (bound) throw new ApiError(409, "Conflict", `Operation cannot be fulfilled on pods/binding "${r.name}": pod ${r.name} is already assigned to node "${bound}"`);
+  if (bound)
+    throw new ApiError(
+      409,
+      "Conflict",
+      `Operation cannot be fulfilled on pods/binding "${r.name}": pod ${r.name} is already assigned to node "${bound}"`,
+    );
   deps.storage.force(target(r), (o) => void ((o.spec as Record<string, unknown>).nodeName = node));
   return { status: 201, body: { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", code: 201 } };
 };
@@ -168,7 +204,15 @@ const onCollection = async (deps: Deps, r: ResourceRequest): Promise<Reply> => {
     case "GET":
       return list(deps, r);
     case "POST":
-      if (!r.type.namespaced || r.namespace) return { status: 201, body: deps.storage.create({ type: r.type, namespace: r.namespace }, await parseObject(await readBody(r.req), false), writeOptions(r)) };
+      if (!r.type.namespaced || r.namespace)
+        return {
+          status: 201,
+          body: deps.storage.create(
+            { type: r.type, namespace: r.namespace },
+            await parseObject(await readBody(r.req), false),
+            writeOptions(r),
+          ),
+        };
       break;
     case "DELETE":
       return removeCollection(deps, r);
@@ -183,7 +227,10 @@ const onObject = async (deps: Deps, r: ResourceRequest): Promise<Reply> => {
       subresourceOf(r);
       return get(deps, r);
     case "PUT":
-      return { status: 200, body: deps.storage.update(target(r), await parseObject(await readBody(r.req), false), subresourceOf(r), writeOptions(r)) };
+      return {
+        status: 200,
+        body: deps.storage.update(target(r), await parseObject(await readBody(r.req), false), subresourceOf(r), writeOptions(r)),
+      };
     case "PATCH":
       return patch(deps, r);
     case "DELETE":

@@ -26,7 +26,13 @@ const preparePod = (type: ResourceType, obj: KubeObject): void => {
     if (!c.image) causes.push({ field: `spec.containers[${i}].image`, message: "Required value" });
   });
   fail(type, obj, causes);
-  obj.spec = { restartPolicy: "Always", terminationGracePeriodSeconds: 30, dnsPolicy: "ClusterFirst", schedulerName: "default-scheduler", ...spec };
+  obj.spec = {
+    restartPolicy: "Always",
+    terminationGracePeriodSeconds: 30,
+    dnsPolicy: "ClusterFirst",
+    schedulerName: "default-scheduler",
+    ...spec,
+  };
   obj.status = { phase: "Pending", qosClass: "BestEffort" };
 };
 
@@ -36,7 +42,8 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const prepareSecret = (obj: KubeObject): void => {
   const data = { ...rec(obj.data) };
   for (const [k, v] of Object.entries(data)) {
-    if (typeof v !== "string" || v.length % 4 !== 0 || !BASE64.test(v)) throw badRequest(`Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 0 (data.${k})`);
+    if (typeof v !== "string" || v.length % 4 !== 0 || !BASE64.test(v))
+      throw badRequest(`Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 0 (data.${k})`);
   }
   for (const [k, v] of Object.entries(rec(obj.stringData))) data[k] = Buffer.from(String(v as string), "utf8").toString("base64");
   delete obj.stringData;
@@ -74,19 +81,27 @@ const prepareBuiltinCreate = (type: ResourceType, obj: KubeObject): void => {
 };
 
 /** A status write of a custom resource is pruned and validated like any other write. */
-export const prepareStatus = (type: ResourceType, obj: KubeObject): string[] => (!type.builtin && type.schema ? pruneAndValidate(type, obj) : []);
+export const prepareStatus = (type: ResourceType, obj: KubeObject): string[] =>
+  !type.builtin && type.schema ? pruneAndValidate(type, obj) : [];
 
 /** Pod spec is immutable but for container images, activeDeadlineSeconds and added tolerations. */
 const checkPodUpdate = (type: ResourceType, obj: KubeObject, old: KubeObject): void => {
   const strip = (o: KubeObject): Obj => {
     const spec = clone(rec(o.spec));
-    for (const key of ["containers", "initContainers"]) if (Array.isArray(spec[key])) spec[key] = (spec[key] as Obj[]).map(({ image: _i, ...c }) => c);
+    for (const key of ["containers", "initContainers"])
+      if (Array.isArray(spec[key])) spec[key] = (spec[key] as Obj[]).map(({ image: _i, ...c }) => c);
     delete spec.activeDeadlineSeconds;
     delete spec.tolerations;
     return spec;
   };
   if (JSON.stringify(strip(obj)) !== JSON.stringify(strip(old))) {
-    fail(type, obj, [{ field: "spec", message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)" }]);
+    fail(type, obj, [
+      {
+        field: "spec",
+        message:
+          "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+      },
+    ]);
   }
 };
 
@@ -111,14 +126,15 @@ const prepareBuiltinUpdate = (type: ResourceType, obj: KubeObject, old: KubeObje
       return;
     case "CustomResourceDefinition":
       fail(type, obj, validateCrd(obj));
-      if (rec(obj.spec).group !== rec(old.spec).group) fail(type, obj, [{ field: "spec.group", message: "Invalid value: field is immutable" }]);
+      if (rec(obj.spec).group !== rec(old.spec).group)
+        fail(type, obj, [{ field: "spec.group", message: "Invalid value: field is immutable" }]);
       return;
   }
 };
 
 /** Finalizers that hold a deletion: metadata.finalizers, and a Namespace's spec.finalizers. */
 export const pendingFinalizers = (type: ResourceType, obj: KubeObject): string[] => {
-  const meta = (metaOf(obj).finalizers ?? []);
+  const meta = metaOf(obj).finalizers ?? [];
   const spec = type.builtin && type.kind === "Namespace" ? ((rec(obj.spec).finalizers ?? []) as string[]) : [];
   return [...meta, ...spec];
 };
@@ -129,7 +145,8 @@ export const pendingFinalizers = (type: ResourceType, obj: KubeObject): string[]
  */
 export const deleteGraceSeconds = (type: ResourceType, obj: KubeObject, requested: number | undefined): number | undefined => {
   if (!type.builtin || type.kind !== "Pod") return undefined;
-  if (requested !== undefined && (!Number.isInteger(requested) || requested < 0)) throw new ApiError(422, "Invalid", "gracePeriodSeconds must be a non-negative integer");
+  if (requested !== undefined && (!Number.isInteger(requested) || requested < 0))
+    throw new ApiError(422, "Invalid", "gracePeriodSeconds must be a non-negative integer");
   const spec = rec(obj.spec);
   const phase = rec(obj.status).phase;
   if (!spec.nodeName || phase === "Succeeded" || phase === "Failed") return 0;

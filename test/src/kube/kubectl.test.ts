@@ -41,7 +41,11 @@ const ok = async (args: string[], stdin?: string): Promise<string> => {
 };
 
 /** Rows of kubectl's table output, split on runs of spaces. */
-const rows = (out: string): string[][] => out.trim().split("\n").map((l) => l.trim().split(/\s{2,}/));
+const rows = (out: string): string[][] =>
+  out
+    .trim()
+    .split("\n")
+    .map((l) => l.trim().split(/\s{2,}/));
 
 const widgetYaml = (name: string, size: number, extra = ""): string => `apiVersion: ${GROUP}/v1alpha1
 kind: Widget
@@ -122,7 +126,10 @@ describe("kubectl against the fake API server", () => {
     await ok(["apply", "-f", "-"], widgetYaml("gone", 1));
     assert.match(await ok(["delete", "wdg", "gone"]), /widget.demo.flowsvc.io "gone" deleted/);
     assert.equal((await kubectl(["get", "wdg", "gone"])).code, 1);
-    assert.match(await ok(["delete", "-f", join(dir, "crd.yaml")]), /customresourcedefinition.apiextensions.k8s.io "widgets.demo.flowsvc.io" deleted/);
+    assert.match(
+      await ok(["delete", "-f", join(dir, "crd.yaml")]),
+      /customresourcedefinition.apiextensions.k8s.io "widgets.demo.flowsvc.io" deleted/,
+    );
     const after = await kubectl(["get", "wdg"]);
     assert.equal(after.code, 1);
     // with kubectl's discovery cache still fresh it tries the old path (as against a real cluster)

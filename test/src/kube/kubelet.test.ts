@@ -37,9 +37,14 @@ describe("kubelet simulator", () => {
   test("a Pod runs with its env, a secretKeyRef and a mounted Secret (path remapped), and goes Pending -> Running -> Failed with its exit code", async () => {
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "job-token" }, stringData: { token: "tok-123" } } });
     const phases: string[] = [];
-    const watch = await new Watch(kc).watch(`/api/v1/namespaces/${ns}/pods`, { fieldSelector: "metadata.name=env" }, (_t, p: V1Pod) => {
-      if (phases.at(-1) !== p.status?.phase) phases.push(p.status?.phase ?? "");
-    }, () => undefined);
+    const watch = await new Watch(kc).watch(
+      `/api/v1/namespaces/${ns}/pods`,
+      { fieldSelector: "metadata.name=env" },
+      (_t, p: V1Pod) => {
+        if (phases.at(-1) !== p.status?.phase) phases.push(p.status?.phase ?? "");
+      },
+      () => undefined,
+    );
     try {
       await core.createNamespacedPod({
         namespace: ns,
@@ -48,17 +53,20 @@ describe("kubelet simulator", () => {
           spec: {
             restartPolicy: "Never",
             volumes: [{ name: "token", secret: { secretName: "job-token" } }],
-            containers: [{
-              name: "agent", image: "flowsvc/agent:test",
-              command: ["sh", "-c", 'echo "plain=$PLAIN ref=$REF pod=$POD"; echo "file=$(cat "$TOKEN_FILE")"; exit 3'],
-              env: [
-                { name: "PLAIN", value: "v1" },
-                { name: "REF", valueFrom: { secretKeyRef: { name: "job-token", key: "token" } } },
-                { name: "POD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
-                { name: "TOKEN_FILE", value: "/var/run/flowsvc/token" },
-              ],
-              volumeMounts: [{ name: "token", mountPath: "/var/run/flowsvc", readOnly: true }],
-            }],
+            containers: [
+              {
+                name: "agent",
+                image: "flowsvc/agent:test",
+                command: ["sh", "-c", 'echo "plain=$PLAIN ref=$REF pod=$POD"; echo "file=$(cat "$TOKEN_FILE")"; exit 3'],
+                env: [
+                  { name: "PLAIN", value: "v1" },
+                  { name: "REF", valueFrom: { secretKeyRef: { name: "job-token", key: "token" } } },
+                  { name: "POD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+                  { name: "TOKEN_FILE", value: "/var/run/flowsvc/token" },
+                ],
+                volumeMounts: [{ name: "token", mountPath: "/var/run/flowsvc", readOnly: true }],
+              },
+            ],
           },
         },
       });
@@ -82,13 +90,23 @@ describe("kubelet simulator", () => {
     await waitFor("success", async () => (await read("ok")).status?.phase === "Succeeded");
     assert.equal((await read("ok")).status?.containerStatuses?.[0]?.state?.terminated?.reason, "Completed");
 
-    await core.createNamespacedPod({ namespace: ns, body: shPod("flaky", 'n=$(cat "$FAKE_KUBELET_POD_DIR/n" 2>/dev/null || echo 0); echo $((n+1)) > "$FAKE_KUBELET_POD_DIR/n"; [ "$n" -ge 1 ]', { restartPolicy: "OnFailure" }) });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: shPod(
+        "flaky",
+        'n=$(cat "$FAKE_KUBELET_POD_DIR/n" 2>/dev/null || echo 0); echo $((n+1)) > "$FAKE_KUBELET_POD_DIR/n"; [ "$n" -ge 1 ]',
+        { restartPolicy: "OnFailure" },
+      ),
+    });
     await waitFor("the second run to succeed", async () => (await read("flaky")).status?.phase === "Succeeded");
     assert.equal((await read("flaky")).status?.containerStatuses?.[0]?.restartCount, 1);
   });
 
   test("deleting a running Pod sends SIGTERM, waits for the process, then the Pod is gone", async () => {
-    await core.createNamespacedPod({ namespace: ns, body: shPod("long", 'trap "echo got-term; exit 0" TERM; echo started; while true; do sleep 0.1; done') });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: shPod("long", 'trap "echo got-term; exit 0" TERM; echo started; while true; do sleep 0.1; done'),
+    });
     await waitFor("the process to run", () => kubelet.logs(ns, "long").includes("started"));
     const pid = kubelet.pid(ns, "long")!;
     assert.ok(alive(pid));
@@ -99,12 +117,21 @@ describe("kubelet simulator", () => {
   });
 
   test("a Pod whose nodeSelector no node satisfies stays Pending as Unschedulable and runs nothing", async () => {
-    await core.createNamespacedPod({ namespace: ns, body: shPod("gpu", "echo ran", { nodeSelector: { "flowsvc.io/capability-gpu": "true" } }) });
-    await waitFor("the Unschedulable condition", async () => (await read("gpu")).status?.conditions?.some((c) => c.type === "PodScheduled" && c.reason === "Unschedulable") === true);
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: shPod("gpu", "echo ran", { nodeSelector: { "flowsvc.io/capability-gpu": "true" } }),
+    });
+    await waitFor(
+      "the Unschedulable condition",
+      async () => (await read("gpu")).status?.conditions?.some((c) => c.type === "PodScheduled" && c.reason === "Unschedulable") === true,
+    );
     const pod = await read("gpu");
     assert.equal(pod.status?.phase, "Pending");
     assert.equal(pod.spec?.nodeName, undefined);
-    assert.match(pod.status?.conditions?.[0]?.message ?? "", /0\/1 nodes are available: 1 node\(s\) didn't match Pod's node affinity\/selector/);
+    assert.match(
+      pod.status?.conditions?.[0]?.message ?? "",
+      /0\/1 nodes are available: 1 node\(s\) didn't match Pod's node affinity\/selector/,
+    );
     assert.equal(kubelet.pid(ns, "gpu"), undefined);
     await core.deleteNamespacedPod({ name: "gpu", namespace: ns });
     assert.equal((await refusal(read("gpu"))).code, 404, "an unbound Pod is deleted at once");
@@ -113,9 +140,25 @@ describe("kubelet simulator", () => {
   test("a missing Secret keeps the container waiting in CreateContainerConfigError until it exists; an evicted Pod ends Failed/Evicted", async () => {
     await core.createNamespacedPod({
       namespace: ns,
-      body: { ...shPod("late", "echo late=$S; sleep 30"), spec: { restartPolicy: "Never", containers: [{ name: "agent", image: "x", command: ["sh", "-c", "echo late=$S; sleep 30"], env: [{ name: "S", valueFrom: { secretKeyRef: { name: "later", key: "k" } } }] }] } },
+      body: {
+        ...shPod("late", "echo late=$S; sleep 30"),
+        spec: {
+          restartPolicy: "Never",
+          containers: [
+            {
+              name: "agent",
+              image: "x",
+              command: ["sh", "-c", "echo late=$S; sleep 30"],
+              env: [{ name: "S", valueFrom: { secretKeyRef: { name: "later", key: "k" } } }],
+            },
+          ],
+        },
+      },
     });
-    await waitFor("CreateContainerConfigError", async () => (await read("late")).status?.containerStatuses?.[0]?.state?.waiting?.reason === "CreateContainerConfigError");
+    await waitFor(
+      "CreateContainerConfigError",
+      async () => (await read("late")).status?.containerStatuses?.[0]?.state?.waiting?.reason === "CreateContainerConfigError",
+    );
     assert.match((await read("late")).status?.containerStatuses?.[0]?.state?.waiting?.message ?? "", /secret "later" not found/);
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "later" }, stringData: { k: "now" } } });
     await waitFor("the pod to run", () => kubelet.logs(ns, "late").includes("late=now"));

@@ -13,7 +13,15 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { constants, tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig, PatchStrategy, makeInformer, setHeaderOptions, type V1Pod, type V1PodStatus } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  KubeConfig,
+  PatchStrategy,
+  makeInformer,
+  setHeaderOptions,
+  type V1Pod,
+  type V1PodStatus,
+} from "@kubernetes/client-node";
 import { ContainerConfigError, prepareLaunch } from "./pod-process.js";
 import { fits, unschedulableMessage, type SimNode } from "./scheduler.js";
 
@@ -41,7 +49,12 @@ const now = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
 const keyOf = (pod: V1Pod): string => `${pod.metadata!.namespace}/${pod.metadata!.name}`;
 const MAX_LOG = 1 << 20;
 
-const condition = (type: string, status: boolean, reason?: string) => ({ type, status: status ? "True" : "False", lastTransitionTime: new Date(), ...(reason ? { reason } : {}) });
+const condition = (type: string, status: boolean, reason?: string) => ({
+  type,
+  status: status ? "True" : "False",
+  lastTransitionTime: new Date(),
+  ...(reason ? { reason } : {}),
+});
 
 /** The Pod status after its container exited: terminal, or Running again when it restarts. */
 const exitStatus = (pod: V1Pod, run: PodRun, exit: { exitCode: number; restart: boolean }): V1PodStatus => {
@@ -60,7 +73,16 @@ const exitStatus = (pod: V1Pod, run: PodRun, exit: { exitCode: number; restart: 
       condition("PodScheduled", true),
     ],
     containerStatuses: [
-      { name: c.name, image: c.image ?? "", imageID: "", ready: false, started: false, restartCount: run.restarts, state: { terminated }, ...(exit.restart ? { lastState: { terminated } } : {}) },
+      {
+        name: c.name,
+        image: c.image ?? "",
+        imageID: "",
+        ready: false,
+        started: false,
+        restartCount: run.restarts,
+        state: { terminated },
+        ...(exit.restart ? { lastState: { terminated } } : {}),
+      },
     ],
   };
 };
@@ -91,7 +113,15 @@ export class Kubelet {
   async start(): Promise<void> {
     for (const n of this.nodes) {
       const labels = { "kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux", ...n.labels };
-      await this.core.createNode({ body: { metadata: { name: n.name, labels }, spec: { taints: n.taints ?? [] }, status: { conditions: [{ type: "Ready", status: "True" }] } } }).catch(() => undefined);
+      await this.core
+        .createNode({
+          body: {
+            metadata: { name: n.name, labels },
+            spec: { taints: n.taints ?? [] },
+            status: { conditions: [{ type: "Ready", status: "True" }] },
+          },
+        })
+        .catch(() => undefined);
     }
     await this.informer.start();
   }
@@ -119,7 +149,11 @@ export class Kubelet {
     const node = this.nodes.find((n) => fits(pod, n));
     const { name, namespace } = pod.metadata as { name: string; namespace: string };
     if (node) {
-      await this.core.createNamespacedPodBinding({ name, namespace, body: { metadata: { name }, target: { apiVersion: "v1", kind: "Node", name: node.name } } });
+      await this.core.createNamespacedPodBinding({
+        name,
+        namespace,
+        body: { metadata: { name }, target: { apiVersion: "v1", kind: "Node", name: node.name } },
+      });
       return;
     }
     const message = unschedulableMessage(pod, this.nodes);
@@ -147,7 +181,19 @@ export class Kubelet {
     } catch (err) {
       if (!(err instanceof ContainerConfigError)) throw err;
       this.runs.delete(keyOf(pod));
-      await this.patchStatus(pod, { phase: "Pending", containerStatuses: [{ name: c.name, image: c.image ?? "", imageID: "", ready: false, restartCount: 0, state: { waiting: { reason: "CreateContainerConfigError", message: err.message } } }] });
+      await this.patchStatus(pod, {
+        phase: "Pending",
+        containerStatuses: [
+          {
+            name: c.name,
+            image: c.image ?? "",
+            imageID: "",
+            ready: false,
+            restartCount: 0,
+            state: { waiting: { reason: "CreateContainerConfigError", message: err.message } },
+          },
+        ],
+      });
       setTimeout(() => this.enqueue(pod, () => this.retry(pod)), 500).unref();
       return;
     }
@@ -168,14 +214,37 @@ export class Kubelet {
       });
     });
     await this.patchStatus(pod, {
-      phase: "Running", hostIP: "127.0.0.1", podIP: "127.0.0.1", podIPs: [{ ip: "127.0.0.1" }], startTime: new Date(),
-      conditions: [condition("PodReadyToStartContainers", true), condition("Initialized", true), condition("Ready", true), condition("ContainersReady", true), condition("PodScheduled", true)],
-      containerStatuses: [{ name: c.name, image: c.image ?? "", imageID: "", containerID: `sim://${proc.pid}`, ready: true, started: true, restartCount: run.restarts, state: { running: { startedAt: new Date(run.startedAt) } } }],
+      phase: "Running",
+      hostIP: "127.0.0.1",
+      podIP: "127.0.0.1",
+      podIPs: [{ ip: "127.0.0.1" }],
+      startTime: new Date(),
+      conditions: [
+        condition("PodReadyToStartContainers", true),
+        condition("Initialized", true),
+        condition("Ready", true),
+        condition("ContainersReady", true),
+        condition("PodScheduled", true),
+      ],
+      containerStatuses: [
+        {
+          name: c.name,
+          image: c.image ?? "",
+          imageID: "",
+          containerID: `sim://${proc.pid}`,
+          ready: true,
+          started: true,
+          restartCount: run.restarts,
+          state: { running: { startedAt: new Date(run.startedAt) } },
+        },
+      ],
     }).catch(() => undefined);
   }
 
   private async retry(pod: V1Pod): Promise<void> {
-    const fresh = await this.core.readNamespacedPod({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace! }).catch(() => undefined);
+    const fresh = await this.core
+      .readNamespacedPod({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace! })
+      .catch(() => undefined);
     if (fresh && fresh.metadata?.uid === pod.metadata?.uid) await this.sync(fresh);
   }
 
@@ -204,7 +273,9 @@ export class Kubelet {
       return;
     }
     const { name, namespace, uid } = pod.metadata as { name: string; namespace: string; uid: string };
-    await this.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid } } }).catch(() => undefined);
+    await this.core
+      .deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid } } })
+      .catch(() => undefined);
   }
 
   private async gone(pod: V1Pod): Promise<void> {

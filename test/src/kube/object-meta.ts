@@ -28,7 +28,8 @@ export interface OwnerReference {
 }
 
 /** The value as an object (an empty one if it is not a plain object). */
-export const rec = (v: unknown): Record<string, unknown> => (v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+export const rec = (v: unknown): Record<string, unknown> =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 
 /** A scalar as text ("" for anything else). */
 export const str = (v: unknown): string => (typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : "");
@@ -70,7 +71,9 @@ export const comparable = (obj: KubeObject): unknown => {
 /** JSON with object keys sorted, so that two equal objects built in a different order compare equal. */
 export const canonicalJson = (v: unknown): string =>
   JSON.stringify(v, (_k, x: unknown) =>
-    x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+    x && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : x,
   );
 
 export const sameJson = (a: unknown, b: unknown): boolean => canonicalJson(a) === canonicalJson(b);

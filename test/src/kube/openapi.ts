@@ -11,17 +11,28 @@ const gvPath = (group: string, version: string): string => (group ? `apis/${grou
 export const openApiRoot = (registry: TypeRegistry, rv: number): KubeObject => {
   const paths: Record<string, unknown> = {};
   for (const [group, versions] of registry.groups()) {
-    for (const v of versions) paths[gvPath(group, v)] = { serverRelativeURL: `/openapi/v3/${gvPath(group, v)}?hash=${rv.toString(16).padStart(16, "0")}` };
+    for (const v of versions)
+      paths[gvPath(group, v)] = { serverRelativeURL: `/openapi/v3/${gvPath(group, v)}?hash=${rv.toString(16).padStart(16, "0")}` };
   }
   return { paths };
 };
 
-const PARAMS = ["fieldValidation", "fieldManager", "dryRun", "force"].map((name) => ({ name, in: "query", schema: { type: name === "force" ? "boolean" : "string" }, uniqueItems: true }));
+const PARAMS = ["fieldValidation", "fieldManager", "dryRun", "force"].map((name) => ({
+  name,
+  in: "query",
+  schema: { type: name === "force" ? "boolean" : "string" },
+  uniqueItems: true,
+}));
 
 const operationsOf = (t: ResourceType): [string, unknown][] => {
   const base = `/${gvPath(t.group, t.version)}${t.namespaced ? "/namespaces/{namespace}" : ""}/${t.plural}`;
   const gvk = { group: t.group, version: t.version, kind: t.kind };
-  const op = (action: string): Record<string, unknown> => ({ "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk, parameters: PARAMS, responses: {} });
+  const op = (action: string): Record<string, unknown> => ({
+    "x-kubernetes-action": action,
+    "x-kubernetes-group-version-kind": gvk,
+    parameters: PARAMS,
+    responses: {},
+  });
   return [
     [base, { get: op("list"), post: op("post") }],
     [`${base}/{name}`, { get: op("get"), put: op("put"), patch: op("patch"), delete: op("delete") }],

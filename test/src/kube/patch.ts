@@ -33,21 +33,26 @@ interface Op {
 const pointer = (path: string): string[] => {
   if (path === "") return [];
   if (!path.startsWith("/")) throw badRequest(`invalid JSON pointer "${path}"`);
-  return path.slice(1).split("/").map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"));
+  return path
+    .slice(1)
+    .split("/")
+    .map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"));
 };
 
 const parentOf = (doc: Json, parts: string[], path: string): Json => {
   let cur = doc;
   for (const p of parts.slice(0, -1)) {
     cur = Array.isArray(cur) ? cur[Number(p)] : isObj(cur) ? cur[p] : undefined;
-    if (cur === undefined) throw new ApiError(422, "Invalid", `the server rejected our request due to an error in our request: doc is missing path: "${path}"`);
+    if (cur === undefined)
+      throw new ApiError(422, "Invalid", `the server rejected our request due to an error in our request: doc is missing path: "${path}"`);
   }
   return cur;
 };
 
 const indexIn = (arr: Json[], key: string, forAdd: boolean, path: string): number => {
   const i = key === "-" && forAdd ? arr.length : /^(0|[1-9][0-9]*)$/.test(key) ? Number(key) : -1;
-  if (i < 0 || i > arr.length || (!forAdd && i === arr.length)) throw new ApiError(422, "Invalid", `the server rejected our request: index out of range in "${path}"`);
+  if (i < 0 || i > arr.length || (!forAdd && i === arr.length))
+    throw new ApiError(422, "Invalid", `the server rejected our request: index out of range in "${path}"`);
   return i;
 };
 
@@ -56,8 +61,13 @@ const readAt = (doc: Json, path: string): Json => {
   if (parts.length === 0) return doc;
   const parent = parentOf(doc, parts, path);
   const key = parts[parts.length - 1]!;
-  const v: unknown = Array.isArray(parent) ? (parent as unknown[])[indexIn(parent, key, false, path)] : isObj(parent) ? parent[key] : undefined;
-  if (v === undefined) throw new ApiError(422, "Invalid", `the server rejected our request due to an error in our request: missing value at "${path}"`);
+  const v: unknown = Array.isArray(parent)
+    ? (parent as unknown[])[indexIn(parent, key, false, path)]
+    : isObj(parent)
+      ? parent[key]
+      : undefined;
+  if (v === undefined)
+    throw new ApiError(422, "Invalid", `the server rejected our request due to an error in our request: missing value at "${path}"`);
   return v;
 };
 
@@ -98,7 +108,8 @@ const applyOp = (doc: Json, op: Op): Json => {
       return addAt(removeAt(doc, op.from ?? ""), op.path, v, false);
     }
     case "test":
-      if (JSON.stringify(readAt(doc, op.path)) !== JSON.stringify(op.value)) throw new ApiError(422, "Invalid", `the server rejected our request: testing value ${op.path} failed`);
+      if (JSON.stringify(readAt(doc, op.path)) !== JSON.stringify(op.value))
+        throw new ApiError(422, "Invalid", `the server rejected our request: testing value ${op.path} failed`);
       return doc;
     default:
       throw badRequest(`Unexpected kind: ${op.op}`);

@@ -79,8 +79,13 @@ const buildEnv = async (core: CoreV1Api, pod: V1Pod, c: V1Container): Promise<Re
   const env: Record<string, string> = {};
   for (const src of c.envFrom ?? []) {
     const ns = pod.metadata!.namespace!;
-    const data = src.secretRef ? await secretData(core, ns, src.secretRef.name!) : src.configMapRef ? await configMapData(core, ns, src.configMapRef.name!) : {};
-    for (const [k, v] of Object.entries(data)) env[`${src.prefix ?? ""}${k}`] = src.secretRef ? Buffer.from(v, "base64").toString("utf8") : v;
+    const data = src.secretRef
+      ? await secretData(core, ns, src.secretRef.name!)
+      : src.configMapRef
+        ? await configMapData(core, ns, src.configMapRef.name!)
+        : {};
+    for (const [k, v] of Object.entries(data))
+      env[`${src.prefix ?? ""}${k}`] = src.secretRef ? Buffer.from(v, "base64").toString("utf8") : v;
   }
   for (const e of c.env ?? []) {
     const v = await envValue(core, pod, e);
@@ -95,7 +100,8 @@ const writeVolume = async (core: CoreV1Api, pod: V1Pod, v: V1Volume, dir: string
   if (v.secret) {
     const data = await secretData(core, ns, v.secret.secretName!).catch((err: Error) => (v.secret!.optional ? none : Promise.reject(err)));
     const items = v.secret.items ?? Object.keys(data).map((key) => ({ key, path: key }));
-    for (const item of items) if (data[item.key] !== undefined) writeFileSync(join(dir, item.path), Buffer.from(data[item.key]!, "base64"), { mode: 0o400 });
+    for (const item of items)
+      if (data[item.key] !== undefined) writeFileSync(join(dir, item.path), Buffer.from(data[item.key]!, "base64"), { mode: 0o400 });
   } else if (v.configMap) {
     const data = await configMapData(core, ns, v.configMap.name!);
     for (const [k, val] of Object.entries(data)) writeFileSync(join(dir, k), val);
@@ -103,7 +109,11 @@ const writeVolume = async (core: CoreV1Api, pod: V1Pod, v: V1Volume, dir: string
 };
 
 /** Writes the Pod's volumes under `podDir` and resolves what to run; ContainerConfigError when a reference is missing. */
-export const prepareLaunch = async (core: CoreV1Api, pod: V1Pod, opts: { podDir: string; images: Record<string, string[]> }): Promise<Launch> => {
+export const prepareLaunch = async (
+  core: CoreV1Api,
+  pod: V1Pod,
+  opts: { podDir: string; images: Record<string, string[]> },
+): Promise<Launch> => {
   const c = pod.spec!.containers[0]!;
   const mounts: Mounts = [];
   for (const vm of c.volumeMounts ?? []) {
@@ -115,7 +125,10 @@ export const prepareLaunch = async (core: CoreV1Api, pod: V1Pod, opts: { podDir:
   }
   mounts.sort((a, b) => b[0].length - a[0].length);
   const entry = c.command ?? opts.images[c.image ?? ""];
-  if (!entry?.length) throw new ContainerConfigError(`no command for image "${c.image}": give the container a command or map the image in the kubelet's images option`);
+  if (!entry?.length)
+    throw new ContainerConfigError(
+      `no command for image "${c.image}": give the container a command or map the image in the kubelet's images option`,
+    );
   const env = Object.fromEntries(Object.entries(await buildEnv(core, pod, c)).map(([k, v]) => [k, remap(v, mounts)]));
   const cwd = c.workingDir ? remap(c.workingDir, mounts) : opts.podDir;
   mkdirSync(cwd, { recursive: true });

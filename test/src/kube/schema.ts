@@ -40,30 +40,49 @@ const bare = (path: string): string => path.replace(/^\./, "");
 
 const checkString = (schema: Schema, v: string, path: string, found: Found): void => {
   const shown = JSON.stringify(v);
-  if (typeof schema.maxLength === "number" && v.length > schema.maxLength) found.causes.push({ field: path, message: `Too long: may not be more than ${schema.maxLength} bytes` });
-  if (typeof schema.minLength === "number" && v.length < schema.minLength) found.causes.push({ field: path, message: `Invalid value: ${shown}: ${bare(path)} in body should be at least ${schema.minLength} chars long` });
-  if (typeof schema.pattern === "string" && !new RegExp(schema.pattern, "u").test(v)) found.causes.push({ field: path, message: `Invalid value: ${shown}: ${bare(path)} in body should match '${schema.pattern}'` });
+  if (typeof schema.maxLength === "number" && v.length > schema.maxLength)
+    found.causes.push({ field: path, message: `Too long: may not be more than ${schema.maxLength} bytes` });
+  if (typeof schema.minLength === "number" && v.length < schema.minLength)
+    found.causes.push({
+      field: path,
+      message: `Invalid value: ${shown}: ${bare(path)} in body should be at least ${schema.minLength} chars long`,
+    });
+  if (typeof schema.pattern === "string" && !new RegExp(schema.pattern, "u").test(v))
+    found.causes.push({ field: path, message: `Invalid value: ${shown}: ${bare(path)} in body should match '${schema.pattern}'` });
 };
 
 const checkNumber = (schema: Schema, v: number, path: string, found: Found): void => {
-  if (typeof schema.minimum === "number" && v < schema.minimum) found.causes.push({ field: path, message: `Invalid value: ${v}: ${bare(path)} in body should be greater than or equal to ${schema.minimum}` });
-  if (typeof schema.maximum === "number" && v > schema.maximum) found.causes.push({ field: path, message: `Invalid value: ${v}: ${bare(path)} in body should be less than or equal to ${schema.maximum}` });
+  if (typeof schema.minimum === "number" && v < schema.minimum)
+    found.causes.push({
+      field: path,
+      message: `Invalid value: ${v}: ${bare(path)} in body should be greater than or equal to ${schema.minimum}`,
+    });
+  if (typeof schema.maximum === "number" && v > schema.maximum)
+    found.causes.push({
+      field: path,
+      message: `Invalid value: ${v}: ${bare(path)} in body should be less than or equal to ${schema.maximum}`,
+    });
 };
 
 const checkScalar = (schema: Schema, v: unknown, path: string, found: Found): void => {
   const shown = JSON.stringify(v);
   if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === shown)) {
-    found.causes.push({ field: path, message: `Unsupported value: ${shown}: supported values: ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}` });
+    found.causes.push({
+      field: path,
+      message: `Unsupported value: ${shown}: supported values: ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`,
+    });
   }
   if (typeof v === "string") checkString(schema, v, path, found);
   if (typeof v === "number") checkNumber(schema, v, path, found);
 };
 
 const fillDefaults = (props: Obj, out: Obj): void => {
-  for (const [k, sub] of Object.entries(props)) if (!(k in out) && rec(sub).default !== undefined) out[k] = structuredClone(rec(sub).default);
+  for (const [k, sub] of Object.entries(props))
+    if (!(k in out) && rec(sub).default !== undefined) out[k] = structuredClone(rec(sub).default);
 };
 
-const keepUnknown = (schema: Schema): boolean => schema["x-kubernetes-preserve-unknown-fields"] === true || schema.additionalProperties === true;
+const keepUnknown = (schema: Schema): boolean =>
+  schema["x-kubernetes-preserve-unknown-fields"] === true || schema.additionalProperties === true;
 
 const walkObject = (schema: Schema, value: Obj, path: string, found: Found): Obj => {
   const props = rec(schema.properties);
@@ -76,12 +95,14 @@ const walkObject = (schema: Schema, value: Obj, path: string, found: Found): Obj
     else found.pruned.push(`${path}.${k}`);
   }
   fillDefaults(props, out);
-  for (const r of Array.isArray(schema.required) ? (schema.required as string[]) : []) if (!(r in out)) found.causes.push({ field: `${path}.${r}`, message: "Required value" });
+  for (const r of Array.isArray(schema.required) ? (schema.required as string[]) : [])
+    if (!(r in out)) found.causes.push({ field: `${path}.${r}`, message: "Required value" });
   return out;
 };
 
 const walkArray = (schema: Schema, value: unknown[], path: string, found: Found): unknown[] => {
-  if (typeof schema.maxItems === "number" && value.length > schema.maxItems) found.causes.push({ field: path, message: `Too many: ${value.length}: must have at most ${schema.maxItems} items` });
+  if (typeof schema.maxItems === "number" && value.length > schema.maxItems)
+    found.causes.push({ field: path, message: `Too many: ${value.length}: must have at most ${schema.maxItems} items` });
   const items = rec(schema.items);
   return value.map((v, i) => walk(items, v, `${path}[${i}]`, found));
 };
@@ -90,7 +111,10 @@ const walk = (schema: Schema, value: unknown, path: string, found: Found): unkno
   if (value === null && schema.nullable === true) return null;
   if (!typeMatches(schema, value)) {
     const actual = typeOfValue(value);
-    found.causes.push({ field: path, message: `Invalid value: "${actual}": ${path.replace(/^\./, "")} in body must be of type ${str(schema.type)}: "${actual}"` });
+    found.causes.push({
+      field: path,
+      message: `Invalid value: "${actual}": ${path.replace(/^\./, "")} in body must be of type ${str(schema.type)}: "${actual}"`,
+    });
     return value;
   }
   if (isObj(value)) return walkObject(schema, value, path, found);
@@ -109,7 +133,9 @@ export const pruneAndValidate = (type: ResourceType, obj: KubeObject): string[] 
   const found: Found = { causes: [], pruned: [] };
   const bodySchema: Schema = { ...schema, properties: { ...rec(schema.properties) } };
   for (const k of ["apiVersion", "kind", "metadata"]) delete rec(bodySchema.properties)[k];
-  bodySchema.required = (Array.isArray(schema.required) ? (schema.required as string[]) : []).filter((r) => !["apiVersion", "kind", "metadata"].includes(r));
+  bodySchema.required = (Array.isArray(schema.required) ? (schema.required as string[]) : []).filter(
+    (r) => !["apiVersion", "kind", "metadata"].includes(r),
+  );
   const pruned = walkObject(bodySchema, rest, "", found);
   for (const k of Object.keys(obj)) delete obj[k];
   Object.assign(obj, { apiVersion, kind, metadata }, pruned);

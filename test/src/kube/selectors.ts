@@ -89,11 +89,13 @@ export const parseLabelSelector = (text: string | null): Selector => {
 export type FieldGetter = (obj: Record<string, unknown>) => string;
 
 /** Reads a dotted path as the string the field selector compares with. */
-export const fieldAt = (path: string): FieldGetter => (obj) => {
-  let cur: unknown = obj;
-  for (const part of path.split(".")) cur = cur && typeof cur === "object" ? (cur as Record<string, unknown>)[part] : undefined;
-  return typeof cur === "string" || typeof cur === "number" || typeof cur === "boolean" ? String(cur) : "";
-};
+export const fieldAt =
+  (path: string): FieldGetter =>
+  (obj) => {
+    let cur: unknown = obj;
+    for (const part of path.split(".")) cur = cur && typeof cur === "object" ? (cur as Record<string, unknown>)[part] : undefined;
+    return typeof cur === "string" || typeof cur === "number" || typeof cur === "boolean" ? String(cur) : "";
+  };
 
 /** Parses a fieldSelector over the fields a resource supports (always metadata.name and metadata.namespace). */
 export const parseFieldSelector = (text: string | null, supported: readonly string[]): ((obj: Record<string, unknown>) => boolean) => {

@@ -111,7 +111,14 @@ const dispatch = async (ctx: Context, req: IncomingMessage, res: ServerResponse)
   const url = new URL(req.url ?? "/", "http://fake");
   const r = route(ctx.registry, url.pathname);
   if (r.kind !== "resource") return serveDiscovery(ctx, { req, res, url }, r);
-  const rr: ResourceRequest = { req, url, type: r.type, namespace: r.namespace, ...(r.name ? { name: r.name } : {}), ...(r.sub ? { sub: r.sub } : {}) };
+  const rr: ResourceRequest = {
+    req,
+    url,
+    type: r.type,
+    namespace: r.namespace,
+    ...(r.name ? { name: r.name } : {}),
+    ...(r.sub ? { sub: r.sub } : {}),
+  };
   if (req.method === "GET" && !r.name && isWatch(url)) {
     serveWatch(ctx, rr, res);
     return 200;
@@ -150,13 +157,19 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
   const registry = new TypeRegistry();
   const controllers = new Controllers(storage, registry);
   const nsType = registry.get("", "v1", "namespaces")!;
-  for (const ns of opts.namespaces ?? ["default", "kube-system"]) storage.create({ type: nsType, namespace: "" }, { metadata: { name: ns } });
+  for (const ns of opts.namespaces ?? ["default", "kube-system"])
+    storage.create({ type: nsType, namespace: "" }, { metadata: { name: ns } });
   const token = opts.token ?? "fake-token";
   const requests: RequestRecord[] = [];
   const ctx: Context = { storage, controllers, hub, registry, token, bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000, host: "" };
   const tls = servingCert();
   const server: Server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
-    const record: RequestRecord = { method: req.method ?? "", path: req.url ?? "", status: 0, ...(req.headers["content-type"] ? { contentType: req.headers["content-type"] } : {}) };
+    const record: RequestRecord = {
+      method: req.method ?? "",
+      path: req.url ?? "",
+      status: 0,
+      ...(req.headers["content-type"] ? { contentType: req.headers["content-type"] } : {}),
+    };
     requests.push(record);
     dispatch(ctx, req, res).then(
       (status) => void (record.status = status),

@@ -105,7 +105,13 @@ export class Storage {
     const key = objectKey({ type, namespace: metaOf(obj).namespace ?? "", name: metaOf(obj).name! });
     if (evType === "DELETED") this.objects.delete(key);
     else this.objects.set(key, obj);
-    const ev: StoredEvent = { rv: this.rv, type: evType, resource: resourceKey(type), obj: clone(obj), ...(prev ? { prev: clone(prev) } : {}) };
+    const ev: StoredEvent = {
+      rv: this.rv,
+      type: evType,
+      resource: resourceKey(type),
+      obj: clone(obj),
+      ...(prev ? { prev: clone(prev) } : {}),
+    };
     this.hub.publish(ev);
     for (const l of this.listeners) l(ev);
     return this.present(type, obj);
@@ -118,7 +124,10 @@ export class Storage {
     if (!meta.name && meta.generateName) meta.name = `${meta.generateName}${randomSuffix()}`;
     this.checkNamespace(t, meta);
     const name = meta.name ?? "";
-    if (!name) throw invalid({ group: t.type.group, kind: t.type.kind, name }, [{ field: "metadata.name", message: "Required value: name or generateName is required" }]);
+    if (!name)
+      throw invalid({ group: t.type.group, kind: t.type.kind, name }, [
+        { field: "metadata.name", message: "Required value: name or generateName is required" },
+      ]);
     const problem = nameProblem(name, t.type.kind === "Namespace");
     if (problem) throw invalid({ group: t.type.group, kind: t.type.kind, name }, [{ field: "metadata.name", message: problem }]);
     if (this.objects.has(objectKey({ ...t, name }))) throw alreadyExists(t.type.group, t.type.plural, name);
@@ -130,9 +139,12 @@ export class Storage {
   }
 
   private checkKind(type: ResourceType, obj: KubeObject): void {
-    if (obj.kind !== undefined && obj.kind !== type.kind) throw badRequest(`the kind of the provided object (${JSON.stringify(obj.kind)}) does not match the resource (${type.kind})`);
+    if (obj.kind !== undefined && obj.kind !== type.kind)
+      throw badRequest(`the kind of the provided object (${JSON.stringify(obj.kind)}) does not match the resource (${type.kind})`);
     if (obj.apiVersion !== undefined && obj.apiVersion !== apiVersionOf(type)) {
-      throw badRequest(`the API version in the data (${JSON.stringify(obj.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`);
+      throw badRequest(
+        `the API version in the data (${JSON.stringify(obj.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`,
+      );
     }
     obj.kind = type.kind;
     obj.apiVersion = apiVersionOf(type);
@@ -143,19 +155,27 @@ export class Storage {
       delete meta.namespace;
       return;
     }
-    if (meta.namespace && meta.namespace !== t.namespace) throw badRequest("the namespace of the provided object does not match the namespace sent on the request");
+    if (meta.namespace && meta.namespace !== t.namespace)
+      throw badRequest("the namespace of the provided object does not match the namespace sent on the request");
     meta.namespace = t.namespace;
     const ns = this.objects.get(`/namespaces//${t.namespace}`);
     if (!ns) throw notFound("", "namespaces", t.namespace);
     if (metaOf(ns).deletionTimestamp) {
-      throw new ApiError(403, "Forbidden", `unable to create new content in namespace ${t.namespace} because it is being terminated`, { name: t.namespace, kind: "namespaces" });
+      throw new ApiError(403, "Forbidden", `unable to create new content in namespace ${t.namespace} because it is being terminated`, {
+        name: t.namespace,
+        kind: "namespaces",
+      });
     }
   }
 
   private checkPreconditions(t: Target, old: KubeObject, want: { uid?: string; resourceVersion?: string }): void {
     const meta = metaOf(old);
     if (want.uid && want.uid !== meta.uid) {
-      throw new ApiError(409, "Conflict", `Operation cannot be fulfilled on ${t.type.plural} "${t.name}": Precondition failed: UID in precondition: ${want.uid}, UID in object meta: ${meta.uid}`);
+      throw new ApiError(
+        409,
+        "Conflict",
+        `Operation cannot be fulfilled on ${t.type.plural} "${t.name}": Precondition failed: UID in precondition: ${want.uid}, UID in object meta: ${meta.uid}`,
+      );
     }
     if (want.resourceVersion && want.resourceVersion !== meta.resourceVersion) throw conflict(t.type.group, t.type.plural, t.name);
   }
@@ -167,7 +187,8 @@ export class Storage {
     const obj = clone(body);
     this.checkKind(t.type, obj);
     const meta = metaOf(obj);
-    if (meta.name !== undefined && meta.name !== t.name) throw badRequest(`the name of the object (${meta.name}) does not match the name on the URL (${t.name})`);
+    if (meta.name !== undefined && meta.name !== t.name)
+      throw badRequest(`the name of the object (${meta.name}) does not match the name on the URL (${t.name})`);
     this.checkPreconditions(t, old, { uid: meta.uid, resourceVersion: meta.resourceVersion });
     const next = sub === "status" ? this.statusOnly(t.type, old, obj, opts) : this.mainOnly(t, old, obj, opts);
     return this.write(t, next, old);
@@ -197,7 +218,16 @@ export class Storage {
   private mainOnly(t: Target, old: KubeObject, obj: KubeObject, opts: WriteOptions): KubeObject {
     const oldMeta = metaOf(old);
     const meta = metaOf(obj);
-    const keep = ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "resourceVersion"] as const;
+    const keep = [
+      "name",
+      "namespace",
+      "uid",
+      "creationTimestamp",
+      "deletionTimestamp",
+      "deletionGracePeriodSeconds",
+      "generation",
+      "resourceVersion",
+    ] as const;
     for (const k of keep) {
       if (oldMeta[k] === undefined) delete meta[k];
       else meta[k] = oldMeta[k] as never;
@@ -208,7 +238,13 @@ export class Storage {
     }
     if (oldMeta.deletionTimestamp) {
       const added = (meta.finalizers ?? []).filter((f) => !(oldMeta.finalizers ?? []).includes(f));
-      if (added.length) throw invalid({ group: t.type.group, kind: t.type.kind, name: t.name }, [{ field: "metadata.finalizers", message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{"${added.join('", "')}"}` }]);
+      if (added.length)
+        throw invalid({ group: t.type.group, kind: t.type.kind, name: t.name }, [
+          {
+            field: "metadata.finalizers",
+            message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{"${added.join('", "')}"}`,
+          },
+        ]);
     }
     refuseUnknown(t.type, prepareUpdate(t.type, obj, old), opts);
     if (!sameJson(specPart(t.type, obj), specPart(t.type, old))) meta.generation = (oldMeta.generation ?? 1) + 1;
@@ -247,7 +283,8 @@ export class Storage {
     this.checkPreconditions(t, old, opts.preconditions ?? {});
     const next = clone(old);
     const meta = metaOf(next);
-    if (opts.propagationPolicy === "Foreground" && !(meta.finalizers ?? []).includes("foregroundDeletion")) meta.finalizers = [...(meta.finalizers ?? []), "foregroundDeletion"];
+    if (opts.propagationPolicy === "Foreground" && !(meta.finalizers ?? []).includes("foregroundDeletion"))
+      meta.finalizers = [...(meta.finalizers ?? []), "foregroundDeletion"];
     const grace = deleteGraceSeconds(t.type, next, opts.gracePeriodSeconds) ?? 0;
     if (pendingFinalizers(t.type, next).length === 0 && grace === 0) return this.commit(t.type, "DELETED", next, old);
     markDeleting(meta, grace);

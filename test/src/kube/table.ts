@@ -7,7 +7,11 @@ import type { PrinterColumn, ResourceType } from "./resource-types.js";
 
 /** `.status.phase`, `.spec.items[0].name`, `{.status.x}`: the path forms printer columns use. */
 export const evalJsonPath = (obj: unknown, path: string): unknown => {
-  const steps = path.replace(/^\{|\}$/g, "").replace(/^\./, "").match(/[^.[\]]+|\[\d+\]/g) ?? [];
+  const steps =
+    path
+      .replace(/^\{|\}$/g, "")
+      .replace(/^\./, "")
+      .match(/[^.[\]]+|\[\d+\]/g) ?? [];
   let cur: unknown = obj;
   for (const step of steps) {
     if (cur === null || typeof cur !== "object") return undefined;
@@ -25,7 +29,8 @@ export const humanAge = (sinceIso: string, now = Date.now()): string => {
   const m = Math.floor(s / 60);
   const h = Math.floor(s / 3600);
   const d = Math.floor(s / 86400);
-  const pair = (big: number, bigUnit: string, small: number, smallUnit: string): string => (small === 0 ? `${big}${bigUnit}` : `${big}${bigUnit}${small}${smallUnit}`);
+  const pair = (big: number, bigUnit: string, small: number, smallUnit: string): string =>
+    small === 0 ? `${big}${bigUnit}` : `${big}${bigUnit}${small}${smallUnit}`;
   if (s < 120) return `${s}s`;
   if (m < 10) return pair(m, "m", s % 60, "s");
   if (h < 3) return `${m}m`;
@@ -51,9 +56,19 @@ const rowObject = (obj: KubeObject, include: IncludeObject): KubeObject | undefi
   return { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: obj.metadata };
 };
 
-export const toTable = (type: ResourceType, objects: KubeObject[], opts: { resourceVersion: string; include: IncludeObject }): KubeObject => {
+export const toTable = (
+  type: ResourceType,
+  objects: KubeObject[],
+  opts: { resourceVersion: string; include: IncludeObject },
+): KubeObject => {
   const nameCol = { name: "Name", type: "string", format: "name", description: "Name must be unique within a namespace.", priority: 0 };
-  const columns = type.columns.map((c) => ({ name: c.name, type: c.type, format: c.format ?? "", description: c.description ?? "", priority: c.priority ?? 0 }));
+  const columns = type.columns.map((c) => ({
+    name: c.name,
+    type: c.type,
+    format: c.format ?? "",
+    description: c.description ?? "",
+    priority: c.priority ?? 0,
+  }));
   return {
     kind: "Table",
     apiVersion: "meta.k8s.io/v1",

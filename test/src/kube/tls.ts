@@ -19,8 +19,25 @@ export const servingCert = (): ServingCert => {
   try {
     execFileSync(
       "openssl",
-      ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"),
-        "-days", "1", "-subj", "/CN=fake-kube-apiserver", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        join(dir, "key.pem"),
+        "-out",
+        join(dir, "cert.pem"),
+        "-days",
+        "1",
+        "-subj",
+        "/CN=fake-kube-apiserver",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+      ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     cached = { cert: readFileSync(join(dir, "cert.pem"), "utf8"), key: readFileSync(join(dir, "key.pem"), "utf8") };

@@ -31,7 +31,10 @@ export const serveWatch = (deps: WatchDeps, r: ResourceRequest, res: ServerRespo
   const from = startVersion(r);
   const table = wantsTable(r.req);
   const encode = (type: string, obj: KubeObject): string => {
-    const object = table && type !== "BOOKMARK" ? toTable(r.type, [obj], { resourceVersion: String(metaOf(obj).resourceVersion), include: "Metadata" }) : obj;
+    const object =
+      table && type !== "BOOKMARK"
+        ? toTable(r.type, [obj], { resourceVersion: String(metaOf(obj).resourceVersion), include: "Metadata" })
+        : obj;
     return `${JSON.stringify({ type, object })}\n`;
   };
   const present = (obj: KubeObject): KubeObject => ({ ...obj, apiVersion: apiVersionOf(r.type) });
@@ -49,7 +52,10 @@ export const serveWatch = (deps: WatchDeps, r: ResourceRequest, res: ServerRespo
   };
   const send = (type: EventType | "BOOKMARK", obj: KubeObject): void => void (closed || res.write(encode(type, present(obj))));
   const bookmark = (extra: Record<string, string> = {}): void =>
-    send("BOOKMARK", { kind: r.type.kind, metadata: { resourceVersion: String(deps.storage.resourceVersion), ...(Object.keys(extra).length ? { annotations: extra } : {}) } });
+    send("BOOKMARK", {
+      kind: r.type.kind,
+      metadata: { resourceVersion: String(deps.storage.resourceVersion), ...(Object.keys(extra).length ? { annotations: extra } : {}) },
+    });
   // 410 before the response starts, as the apiserver's watch cache answers a too-old version
   const startAt = from ?? deps.storage.resourceVersion;
   deps.hub.checkVersion(startAt);

@@ -3,7 +3,16 @@
 // raw watch protocol (replay from a resourceVersion, 410 in the Status shape, selectors, bookmarks).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { CustomObjectsApi, KubeConfig, PatchStrategy, Watch, makeInformer, setHeaderOptions, type KubernetesListObject, type KubernetesObject } from "@kubernetes/client-node";
+import {
+  CustomObjectsApi,
+  KubeConfig,
+  PatchStrategy,
+  Watch,
+  makeInformer,
+  setHeaderOptions,
+  type KubernetesListObject,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
 import { waitFor } from "../support/wait.js";
 import { GROUP, PLURAL, VERSION, rawGet, widgetCrd } from "./fixtures.js";
 import { startFakeApiServer, type FakeApiServer } from "./server.js";
@@ -13,7 +22,12 @@ let kc: KubeConfig;
 let custom: CustomObjectsApi;
 const cr = { group: GROUP, version: VERSION, plural: PLURAL, namespace: "default" };
 const path = `/apis/${GROUP}/${VERSION}/namespaces/default/${PLURAL}`;
-const widget = (name: string, labels: Record<string, string> = {}) => ({ apiVersion: `${GROUP}/${VERSION}`, kind: "Widget", metadata: { name, labels }, spec: { size: 1 } });
+const widget = (name: string, labels: Record<string, string> = {}) => ({
+  apiVersion: `${GROUP}/${VERSION}`,
+  kind: "Widget",
+  metadata: { name, labels },
+  spec: { size: 1 },
+});
 const jsonPatch = setHeaderOptions("Content-Type", PatchStrategy.JsonPatch);
 const widgetType = () => api.registry.get(GROUP, VERSION, PLURAL)!;
 
@@ -22,7 +36,12 @@ before(async () => {
   kc = new KubeConfig();
   kc.loadFromFile(api.kubeconfigPath);
   custom = kc.makeApiClient(CustomObjectsApi);
-  await custom.createClusterCustomObject({ group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions", body: widgetCrd() });
+  await custom.createClusterCustomObject({
+    group: "apiextensions.k8s.io",
+    version: "v1",
+    plural: "customresourcedefinitions",
+    body: widgetCrd(),
+  });
 });
 after(() => api.close());
 
@@ -55,12 +74,25 @@ describe("watches against the fake API server", () => {
       api.storage.create({ type: widgetType(), namespace: "default" }, widget("unseen-add"));
       api.storage.delete({ type: widgetType(), namespace: "default", name: "before" });
       api.compact();
-      await waitFor("the relist after 410 to report the unseen add and delete", () => seen.includes("add unseen-add") && seen.includes("delete before"), 20_000);
-      assert.ok(api.requests.some((r) => r.path.startsWith(path) && r.path.includes("watch=") && r.status === 410), "the watch from the old resourceVersion got 410");
+      await waitFor(
+        "the relist after 410 to report the unseen add and delete",
+        () => seen.includes("add unseen-add") && seen.includes("delete before"),
+        20_000,
+      );
+      assert.ok(
+        api.requests.some((r) => r.path.startsWith(path) && r.path.includes("watch=") && r.status === 410),
+        "the watch from the old resourceVersion got 410",
+      );
       assert.equal(lists() - listsBefore, 1, "exactly one relist");
       assert.equal(seen.filter((s) => s.startsWith("error")).length, 0, seen.join("\n"));
       assert.equal(seen.filter((s) => s === "add unseen-add").length, 1);
-      assert.deepEqual(informer.list().map((o) => o.metadata!.name).sort(), ["during-drop", "unseen-add", "w1"]);
+      assert.deepEqual(
+        informer
+          .list()
+          .map((o) => o.metadata!.name)
+          .sort(),
+        ["during-drop", "unseen-add", "w1"],
+      );
     } finally {
       await informer.stop();
     }
@@ -72,14 +104,24 @@ describe("watches against the fake API server", () => {
     await custom.patchNamespacedCustomObject({ ...cr, name: "raw1", body: [{ op: "replace", path: "/spec/size", value: 3 }] }, jsonPatch);
     const events: string[] = [];
     const watch = new Watch(kc);
-    const req = await watch.watch(path, { resourceVersion: from }, (type, obj: KubernetesObject) => events.push(`${type} ${obj.metadata?.name}`), () => undefined);
+    const req = await watch.watch(
+      path,
+      { resourceVersion: from },
+      (type, obj: KubernetesObject) => events.push(`${type} ${obj.metadata?.name}`),
+      () => undefined,
+    );
     await waitFor("the replayed MODIFIED", () => events.includes("MODIFIED raw1"));
     assert.ok(!events.includes("ADDED raw1"), "events at or before the start version are not replayed");
     req.abort();
 
     api.compact();
     let expired: { statusCode?: number } | undefined;
-    await watch.watch(path, { resourceVersion: from }, () => undefined, (err: { statusCode?: number }) => (expired = err));
+    await watch.watch(
+      path,
+      { resourceVersion: from },
+      () => undefined,
+      (err: { statusCode?: number }) => (expired = err),
+    );
     await waitFor("the 410", () => expired !== undefined);
     assert.equal(expired?.statusCode, 410);
     const raw = await rawGet(api, `${path}?watch=1&resourceVersion=${from}`);
@@ -95,12 +137,23 @@ describe("watches against the fake API server", () => {
     await custom.createNamespacedCustomObject({ ...cr, body: widget("sel", { tier: "web" }) });
     const events: string[] = [];
     const watch = new Watch(kc);
-    const req = await watch.watch(path, { labelSelector: "tier=web", allowWatchBookmarks: true }, (type, obj: KubernetesObject) => events.push(`${type} ${obj.metadata?.name ?? ""}`), () => undefined);
+    const req = await watch.watch(
+      path,
+      { labelSelector: "tier=web", allowWatchBookmarks: true },
+      (type, obj: KubernetesObject) => events.push(`${type} ${obj.metadata?.name ?? ""}`),
+      () => undefined,
+    );
     try {
       await waitFor("the synthetic ADDED of what exists", () => events.includes("ADDED sel"));
-      await custom.patchNamespacedCustomObject({ ...cr, name: "sel", body: { metadata: { labels: { tier: "db" } } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch));
+      await custom.patchNamespacedCustomObject(
+        { ...cr, name: "sel", body: { metadata: { labels: { tier: "db" } } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
       await waitFor("leaving the selector", () => events.includes("DELETED sel"));
-      await custom.patchNamespacedCustomObject({ ...cr, name: "sel", body: [{ op: "replace", path: "/metadata/labels/tier", value: "web" }] }, jsonPatch);
+      await custom.patchNamespacedCustomObject(
+        { ...cr, name: "sel", body: [{ op: "replace", path: "/metadata/labels/tier", value: "web" }] },
+        jsonPatch,
+      );
       await waitFor("entering it again", () => events.filter((e) => e === "ADDED sel").length === 2);
       await waitFor("a bookmark", () => events.some((e) => e.startsWith("BOOKMARK")));
     } finally {

@@ -7,15 +7,17 @@ import { DEBIAN_POSTGRES_BIN, startDebianPostgres } from "./debian-postgres.js";
 
 /** Live (not zombie) processes with their argv. */
 function liveProcesses(): { pid: number; argv: string[] }[] {
-  return readdirSync("/proc").filter((n) => /^\d+$/.test(n)).flatMap((n) => {
-    try {
-      const stat = readFileSync(`/proc/${n}/stat`, "utf8");
-      if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") return [];
-      return [{ pid: Number(n), argv: readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0") }];
-    } catch {
-      return [];
-    }
-  });
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .flatMap((n) => {
+      try {
+        const stat = readFileSync(`/proc/${n}/stat`, "utf8");
+        if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") return [];
+        return [{ pid: Number(n), argv: readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0") }];
+      } catch {
+        return [];
+      }
+    });
 }
 
 test("flowsvc migrates a Debian PostgreSQL 15 server it did not start, and migrating again is a no-op", async (t) => {
@@ -41,6 +43,9 @@ test("stop leaves no Debian postgres process and removes its data dir", async ()
   assert.match(pgDir, /flowsvc-debian-pg-/);
 
   await server.stop();
-  assert.deepEqual(liveProcesses().filter((p) => p.argv.some((a) => a.includes(pgDir))), []);
+  assert.deepEqual(
+    liveProcesses().filter((p) => p.argv.some((a) => a.includes(pgDir))),
+    [],
+  );
   assert.equal(existsSync(dirname(pgDir)), false);
 });

@@ -15,7 +15,9 @@ export type DebianPostgres = { url: string; stop(): Promise<void> };
 export async function startDebianPostgres(opts: { log?: (msg: string) => void } = {}): Promise<DebianPostgres> {
   for (const bin of ["initdb", "postgres"]) {
     if (!existsSync(join(DEBIAN_POSTGRES_BIN, bin))) {
-      throw new Error(`Debian's PostgreSQL 15 server is not installed (no ${join(DEBIAN_POSTGRES_BIN, bin)}): apt-get install postgresql-15`);
+      throw new Error(
+        `Debian's PostgreSQL 15 server is not installed (no ${join(DEBIAN_POSTGRES_BIN, bin)}): apt-get install postgresql-15`,
+      );
     }
   }
   const dataDir = mkdtempSync(join(tmpdir(), "flowsvc-debian-pg-"));

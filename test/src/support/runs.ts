@@ -39,7 +39,11 @@ export const ok = (r: CliResult): CliResult => {
 export const count = (text: string, part: string): number => text.split(part).length - 1;
 
 /** A waitFor check: the file exists. */
-export const exists = (path: string) => (): Promise<boolean> => readFile(path).then(() => true, () => false);
+export const exists = (path: string) => (): Promise<boolean> =>
+  readFile(path).then(
+    () => true,
+    () => false,
+  );
 
 /** The run id in a CLI's output; fails the test when there is none. */
 export const runIdIn = (text: string): string => {
@@ -51,11 +55,15 @@ export const runIdIn = (text: string): string => {
 /** Waits until the run has ended (succeeded, failed or cancelled) and answers that status. */
 export const ended = async (server: TestServer, run: string, timeoutMs = 60_000): Promise<string> => {
   let status = "";
-  await waitFor(`run ${run} to end`, async () => {
-    const r = await server.cli(["status", run, "-o", "json"]);
-    status = r.code === 0 ? (JSON.parse(r.stdout) as { status: string }).status : `error: ${r.stderr}`;
-    return isTerminalStatus(status);
-  }, timeoutMs);
+  await waitFor(
+    `run ${run} to end`,
+    async () => {
+      const r = await server.cli(["status", run, "-o", "json"]);
+      status = r.code === 0 ? (JSON.parse(r.stdout) as { status: string }).status : `error: ${r.stderr}`;
+      return isTerminalStatus(status);
+    },
+    timeoutMs,
+  );
   return status;
 };
 
@@ -64,7 +72,10 @@ export const storedLog = async (server: TestServer, run: string): Promise<string
   const client = new pg.Client({ connectionString: server.databaseUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ data: string }>(`select data from run_logs where run_id = $1 and stream <> 'system' order by id`, [run]);
+    const { rows } = await client.query<{ data: string }>(
+      `select data from run_logs where run_id = $1 and stream <> 'system' order by id`,
+      [run],
+    );
     return rows.map((r) => r.data).join("");
   } finally {
     await client.end();

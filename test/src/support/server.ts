@@ -110,7 +110,18 @@ export const startTestServer = async (opts: TestServerOptions = {}): Promise<Tes
     out.text = "";
     child = spawn(
       process.execPath,
-      [FLOW_BIN, "server", "--port", port, "--data-dir", dataDir, "--agents", String(opts.agents ?? 4), "--lease-ms", String(opts.leaseMs ?? 3000)],
+      [
+        FLOW_BIN,
+        "server",
+        "--port",
+        port,
+        "--data-dir",
+        dataDir,
+        "--agents",
+        String(opts.agents ?? 4),
+        "--lease-ms",
+        String(opts.leaseMs ?? 3000),
+      ],
       { env: serverEnv, stdio: ["ignore", "pipe", "pipe"] },
     );
     url = await waitForBanner(child, out);
@@ -122,15 +133,20 @@ export const startTestServer = async (opts: TestServerOptions = {}): Promise<Tes
     new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once("exit", () => r())));
 
   const server: TestServer = {
-    get url() { return url; },
+    get url() {
+      return url;
+    },
     token,
     project: "default/default",
     dataDir,
     databaseUrl,
     configPath,
     output: () => out.text,
-    get process() { return child; },
-    cli: (args, cliOpts) => runFlow(args, { FLOWSVC_CONFIG: configPath, FLOWSVC_URL: undefined, FLOWSVC_TOKEN: undefined, FLOWSVC_PROJECT: undefined }, cliOpts),
+    get process() {
+      return child;
+    },
+    cli: (args, cliOpts) =>
+      runFlow(args, { FLOWSVC_CONFIG: configPath, FLOWSVC_URL: undefined, FLOWSVC_TOKEN: undefined, FLOWSVC_PROJECT: undefined }, cliOpts),
     async kill(signal) {
       child.kill(signal);
       await exited();
