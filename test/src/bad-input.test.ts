@@ -9,11 +9,11 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
-import { connect } from "node:net";
 import { join } from "node:path";
 import pg from "pg";
 import { request } from "undici";
 import { JSON_DEPTH_LIMIT, MAX_STEP_ORDINAL } from "@flowsvc/core";
+import { rawRequest as rawHttp } from "./support/raw-http.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 
@@ -356,15 +356,7 @@ void test("an overlong path segment is a 414 in the one error shape", async () =
 });
 
 /** Node's HTTP parser answers oversized headers itself, before Fastify: this reads its raw answer. */
-const rawRequest = (text: string): Promise<string> =>
-  new Promise((resolve, reject) => {
-    const { hostname, port } = new URL(server.url);
-    const socket = connect(Number(port), hostname, () => socket.write(text));
-    let out = "";
-    socket.setEncoding("utf8").on("data", (d: string) => (out += d));
-    socket.on("error", reject);
-    socket.on("close", () => resolve(out));
-  });
+const rawRequest = (text: string): Promise<string> => rawHttp(server.url, text);
 
 void test("oversized headers and an oversized URL are 431s with a JSON body in the one error shape", async () => {
   for (const [what, text] of [
