@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { digestToken, listEvents } from "@flowsvc/store";
 import { FakeLauncher } from "./testing/fake-launcher.js";
 import { openTestStore, startDispatcher, submitRun, type TestStore } from "./testing/dispatch-kit.js";
-import { waitFor } from "./testing/wait.js";
+import { waitFor } from "@flowsvc/store";
 
 const withStore = async (fn: (store: TestStore) => Promise<void>): Promise<void> => {
   const store = await openTestStore();

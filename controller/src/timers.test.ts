@@ -7,7 +7,7 @@ import type { CallRequest } from "@flowsvc/core";
 import { deliverSignal, markJobRunning, performCall, startRunIfNeeded, suspendJob, withTransaction } from "@flowsvc/store";
 import { FakeLauncher } from "./testing/fake-launcher.js";
 import { openTestStore, startDispatcher, submitRun, type TestStore } from "./testing/dispatch-kit.js";
-import { waitFor } from "./testing/wait.js";
+import { waitFor } from "@flowsvc/store";
 import { TimerLoop } from "./timers.js";
 
 const HOUR = 3_600_000;

@@ -2,7 +2,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { FlowError } from "@flowsvc/core";
-import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
+import { createTestDatabase, createTestProject, waitFor, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { StaleHookError, emitEvent, emitEvents, handlerRunId, type EmitInput } from "./emit.js";
 import { performCall } from "./calls.js";
@@ -56,9 +56,7 @@ const waitForLockWait = async (): Promise<void> => {
         `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
       )
     ).rows[0]!.n;
-  for (const until = Date.now() + 10_000; (await count()) === 0; await new Promise((r) => setTimeout(r, 10))) {
-    assert.ok(Date.now() < until, "no session waits for a lock");
-  }
+  await waitFor("a session waiting for a lock", async () => (await count()) > 0, 10_000, 10);
 };
 
 const runsOf = async (projectId: string) =>

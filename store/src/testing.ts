@@ -144,3 +144,16 @@ export const createTestProject = async (pool: pg.Pool): Promise<{ projectId: str
   await pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p')`, [projectId, orgId]);
   return { projectId, orgId };
 };
+
+/**
+ * Polls `check` every `everyMs` until it holds; throws, naming `what`, after `timeoutMs`. The one
+ * condition wait of the tests (test/src/support/wait.ts re-exports it): a test waits on a row, a
+ * file or a log line, never a fixed time.
+ */
+export const waitFor = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000, everyMs = 100): Promise<void> => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+};

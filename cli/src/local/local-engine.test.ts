@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { FlowError, newId } from "@flowsvc/core";
+import { waitFor } from "@flowsvc/store";
 import { localStateDir } from "./config.js";
 import { createLocalRunDir, localRunDir } from "./local-run-dir.js";
 import type { LocalRunDir } from "./local-run-dir.js";
@@ -39,12 +40,8 @@ const newRun = async (pid = process.pid): Promise<LocalRunDir> => {
 
 const never = new AbortController().signal;
 
-/** Polls `check` every 10 ms until it holds; fails after 10 s. */
-const until = async (what: string, check: () => Promise<boolean>): Promise<void> => {
-  for (const deadline = Date.now() + 10_000; !(await check()); await new Promise((r) => setTimeout(r, 10))) {
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-  }
-};
+/** Waits for `check` (polled every 10 ms; fails after 10 s). */
+const until = (what: string, check: () => Promise<boolean>): Promise<void> => waitFor(what, check, 10_000, 10);
 
 /** The entries of a lock group's queue (one file per holder or waiter). */
 const queued = (dir: string) =>

@@ -5,12 +5,12 @@ import {
   mintId,
   startListener,
   withTransaction,
+  waitFor,
   type Listener,
   type TestDatabase,
 } from "@flowsvc/store";
 import { Dispatcher, type DispatcherOptions } from "../dispatcher.js";
 import type { FakeLauncher } from "./fake-launcher.js";
-import { waitFor } from "./wait.js";
 
 export interface TestStore {
   db: TestDatabase;

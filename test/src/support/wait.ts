@@ -1,13 +1,7 @@
 import { readFileSync } from "node:fs";
 
-/** Polls `check` every 100 ms until it holds; throws, naming `what`, after `timeoutMs`. */
-export const waitFor = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> => {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
+/** The one condition wait, from the store's test kit (polls every 100 ms, 30 s by default). */
+export { waitFor } from "@flowsvc/store";
 
 /** Live (not a zombie) per /proc: an orphan whose parent died may linger as a zombie until init reaps it. */
 export const alive = (pid: number): boolean => {
