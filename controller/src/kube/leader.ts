@@ -51,6 +51,8 @@ export class LeaderElector {
   #timer: NodeJS.Timeout | undefined;
   #deadline: NodeJS.Timeout | undefined;
   #lastHolder: string | undefined;
+  /** The acquire or renewal under way, if any. */
+  #inFlight: Promise<boolean> | undefined;
 
   constructor(opts: LeaderElectorOptions) {
     this.#o = opts;
@@ -76,7 +78,8 @@ export class LeaderElector {
     if (this.#stopped) return;
     let ok = false;
     try {
-      ok = await within(this.#tryAcquireOrRenew(), Math.max(100, this.#retryMs * 2, this.#renewDeadlineMs / 2));
+      this.#inFlight = this.#tryAcquireOrRenew();
+      ok = await within(this.#inFlight, Math.max(100, this.#retryMs * 2, this.#renewDeadlineMs / 2));
     } catch (err) {
       const level = this.#leading ? "warn" : "info";
       this.#o.logger[level]({ err: apiMessage(err) }, this.#leading ? "could not renew the lease" : "could not read or take the lease");
@@ -176,19 +179,27 @@ export class LeaderElector {
     clearTimeout(this.#deadline);
     if (!this.#leading) return;
     this.#leading = false;
+    await this.#inFlight?.catch(() => undefined); // a renewal under way would make the release a 409
+    for (let attempt = 1; ; attempt++) {
+      try {
+        if (await this.#release()) this.#o.logger.info({ lease: this.#o.settings.leaseName }, "released the lease");
+        return;
+      } catch (err) {
+        if (apiStatus(err) === 409 && attempt < 3) continue;
+        this.#o.logger.warn({ err: apiMessage(err) }, "could not release the lease; a successor waits out its duration");
+        return;
+      }
+    }
+  }
+
+  /** Clears the holder if it is still this replica; answers whether it did. */
+  async #release(): Promise<boolean> {
     const { coordination, namespace } = this.#o;
     const name = this.#o.settings.leaseName;
-    try {
-      const lease = await coordination.readNamespacedLease({ name, namespace });
-      if (lease.spec?.holderIdentity !== this.#o.identity) return;
-      await coordination.replaceNamespacedLease({
-        name,
-        namespace,
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: new Date() } },
-      });
-      this.#o.logger.info({ lease: name }, "released the lease");
-    } catch (err) {
-      this.#o.logger.warn({ err: apiMessage(err) }, "could not release the lease; a successor waits out its duration");
-    }
+    const lease = await coordination.readNamespacedLease({ name, namespace });
+    if (lease.spec?.holderIdentity !== this.#o.identity) return false;
+    const spec = { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: new Date() };
+    await coordination.replaceNamespacedLease({ name, namespace, body: { ...lease, spec } });
+    return true;
   }
 }
