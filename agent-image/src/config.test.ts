@@ -1,4 +1,7 @@
 import { test } from "node:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import assert from "node:assert/strict";
 import { FlowError } from "@flowsvc/core";
 import { parseAgentConfig } from "./config.js";
@@ -74,4 +77,23 @@ void test("FLOW_AGENT_LOG_LEVEL sets the least level of the agent's lines (info 
   assert.deepEqual(problemsOf({ ...good, FLOW_AGENT_LOG_LEVEL: "verbose" }), [
     'FLOW_AGENT_LOG_LEVEL: must be "debug", "info", "warn" or "error"',
   ]);
+});
+
+void test("FLOW_JOB_TOKEN_FILE: the token is read from the file (a Pod's mounted Secret); both ways at once, a missing file or hostile content are refused", () => {
+  const dir = mkdtempSync(join(tmpdir(), "agent-token-"));
+  try {
+    const file = join(dir, "token");
+    writeFileSync(file, "job_abc\n");
+    const base = { FLOW_SERVER_URL: "http://127.0.0.1:8080", FLOW_AGENT_ID: "job-1" };
+    const c = parseAgentConfig({ ...base, FLOW_JOB_TOKEN_FILE: file });
+    assert.ok(c.mode === "job");
+    assert.equal(c.jobToken, "job_abc");
+    assert.match(problemsOf({ ...base, FLOW_JOB_TOKEN_FILE: file, FLOW_JOB_TOKEN: "x" })[0]!, /^FLOW_JOB_TOKEN: must not be set together/);
+    assert.match(problemsOf({ ...base, FLOW_JOB_TOKEN_FILE: join(dir, "missing") })[0]!, /^FLOW_JOB_TOKEN_FILE: cannot read .*ENOENT/);
+    writeFileSync(file, "job_a\u0000b");
+    assert.match(problemsOf({ ...base, FLOW_JOB_TOKEN_FILE: file })[0]!, /^FLOW_JOB_TOKEN_FILE: .* does not hold one token/);
+    assert.match(problemsOf({ ...base, FLOW_JOB_TOKEN_FILE: "relative/token" })[0]!, /^FLOW_JOB_TOKEN_FILE: must be an absolute path/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -2,7 +2,7 @@
  * The agent's entry point: `node agent-image/dist/main.js`. Diagnostics go to stderr as JSON lines.
  *
  * One-job mode (the default; a Kubernetes Pod): started by a launcher once per job with
- * FLOW_SERVER_URL, FLOW_JOB_TOKEN, FLOW_AGENT_ID (and optionally FLOW_AGENT_CAPABILITIES,
+ * FLOW_SERVER_URL, FLOW_JOB_TOKEN_FILE (a Pod's mounted token Secret) or FLOW_JOB_TOKEN, FLOW_AGENT_ID (and optionally FLOW_AGENT_CAPABILITIES,
  * FLOW_AGENT_WORKDIR, FLOW_CLIENT_DIR); runs that job and exits. Exit status: 0 when the job ended
  * as it should (finished, suspended because the run parked, lost to another agent, stopped by
  * SIGTERM, or already taken at claim); 1 on an agent failure; 2 on a bad environment.

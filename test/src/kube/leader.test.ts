@@ -1,0 +1,179 @@
+// Two real controller processes (`node controller/dist/main.js`) against the fake API server and a
+// real Postgres: only the Lease holder dispatches (its Pods carry its identity), the standby waits,
+// and after a kill -9 of the leader (no release) the standby takes over within the lease duration,
+// adopts the Pod in flight and dispatches the next job. Also: a controller without a master key
+// refuses to start, naming the variable.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { ApiextensionsV1Api, CoordinationV1Api, CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { createRun, createTestDatabase, mintId, withTransaction, type TestDatabase } from "@flowsvc/store";
+import { waitFor } from "../support/wait.js";
+import { flowRunCrd } from "./launcher-peers.js";
+import { startFakeApiServer, type FakeApiServer } from "./server.js";
+
+const CONTROLLER_MAIN = join(dirname(fileURLToPath(import.meta.resolve("@flowsvc/controller"))), "main.js");
+const LEASE_SECONDS = 4;
+
+interface Replica {
+  name: string;
+  proc: ChildProcess;
+  lines: Array<{ msg: string; time: number; [k: string]: unknown }>;
+  exited: Promise<number | null>;
+}
+
+let api: FakeApiServer;
+let db: TestDatabase;
+let core: CoreV1Api;
+let kc: KubeConfig;
+let dir: string;
+let projectId: string;
+const masterKey = randomBytes(32).toString("base64");
+
+const env = (name: string): NodeJS.ProcessEnv => ({
+  PATH: process.env.PATH,
+  KUBECONFIG: api.kubeconfigPath,
+  FLOWSVC_DATABASE_URL: db.url,
+  FLOWSVC_MASTER_KEY: masterKey,
+  FLOWSVC_CONFIG_FILE: join(dir, "config.json"),
+  FLOWSVC_POD_NAME: name,
+  FLOWSVC_POD_NAMESPACE: "default",
+  FLOWSVC_HEALTH_HOST: "127.0.0.1",
+  FLOWSVC_HEALTH_PORT: "0",
+});
+
+const startReplica = (name: string, extraEnv: NodeJS.ProcessEnv = env(name)): Replica => {
+  const proc = spawn(process.execPath, [CONTROLLER_MAIN], { env: extraEnv, stdio: ["ignore", "ignore", "pipe"] });
+  const lines: Replica["lines"] = [];
+  let buf = "";
+  proc.stderr.setEncoding("utf8");
+  proc.stderr.on("data", (d: string) => {
+    buf += d;
+    let i: number;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      try {
+        lines.push(JSON.parse(line) as Replica["lines"][number]);
+      } catch {
+        lines.push({ msg: line, time: Date.now() });
+      }
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)));
+  return { name, proc, lines, exited };
+};
+
+const said = (r: Replica, msg: string): boolean => r.lines.some((l) => l.msg === msg);
+
+const submit = (): Promise<string> =>
+  withTransaction(db.pool, async (tx) => {
+    const { id } = await createRun(tx, {
+      projectId,
+      source: "true\n",
+      filename: "t.sh",
+      trusted: true,
+      trigger: { type: "manual", sender: "test" },
+    });
+    return (await tx.query<{ id: string }>(`select id from jobs where run_id = $1`, [id])).rows[0]!.id;
+  });
+
+/** The agent Pod of a job (Pending for ever: no kubelet runs here), once the leader made it. */
+const podOf = async (jobId: string) => {
+  let launchedBy: string | undefined;
+  await waitFor(`a Pod for ${jobId}`, async () => {
+    const pods = await core.listNamespacedPod({ namespace: "team-a", labelSelector: `flowsvc.io/job-id=${jobId}` });
+    launchedBy = pods.items[0]?.metadata?.annotations?.["flowsvc.io/launched-by"];
+    return launchedBy !== undefined;
+  });
+  return launchedBy;
+};
+
+before(async () => {
+  api = await startFakeApiServer({ namespaces: ["default", "team-a"] });
+  kc = new KubeConfig();
+  kc.loadFromFile(api.kubeconfigPath);
+  core = kc.makeApiClient(CoreV1Api);
+  await kc.makeApiClient(ApiextensionsV1Api).createCustomResourceDefinition({ body: flowRunCrd() });
+  db = await createTestDatabase();
+  const orgId = mintId("org");
+  projectId = mintId("prj");
+  await db.pool.query(`insert into orgs (id, name) values ($1, 'acme')`, [orgId]);
+  await db.pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'team-a')`, [projectId, orgId]);
+  dir = mkdtempSync(join(tmpdir(), "leader-test-"));
+  writeFileSync(
+    join(dir, "config.json"),
+    JSON.stringify({
+      agentServerUrl: "http://127.0.0.1:9",
+      agent: { image: "ghcr.io/flowsvc/agent:test" },
+      leaderElection: {
+        leaseName: "flowsvc-controller",
+        leaseDurationSeconds: LEASE_SECONDS,
+        renewDeadlineSeconds: 2,
+        retryPeriodSeconds: 0.25,
+      },
+    }),
+  );
+});
+after(async () => {
+  await db?.drop();
+  await api?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("controller leader election", () => {
+  test("only the Lease holder dispatches; after a kill -9 the standby takes over within the lease duration", async () => {
+    const a = startReplica("ctl-a");
+    let b: Replica | undefined;
+    try {
+      await waitFor("ctl-a to lead", () => said(a, "leading: dispatcher, timers and agent Pod launcher started"));
+      b = startReplica("ctl-b");
+      await waitFor("ctl-b to see ctl-a hold the lease", () =>
+        b!.lines.some((l) => l.msg === "the lease is held by another replica" && l["holder"] === "ctl-a"),
+      );
+      const first = await submit();
+      const story = (): string =>
+        [a, b!]
+          .map(
+            (r) => `${r.name}: ${r.lines.map((l) => `${l.time} ${l.msg}${l["err"] ? ` (${JSON.stringify(l["err"])})` : ""}`).join("; ")}`,
+          )
+          .join("\n");
+      assert.equal(await podOf(first), "ctl-a", story());
+      assert.ok(!said(b, "became the leader"), "the standby never led while the leader lived");
+
+      a.proc.kill("SIGKILL");
+      const killedAt = Date.now();
+      await a.exited;
+      await waitFor("ctl-b to lead", () => said(b!, "leading: dispatcher, timers and agent Pod launcher started"));
+      const tookOver = b.lines.find((l) => l.msg === "became the leader")!.time;
+      assert.ok(tookOver - killedAt < (LEASE_SECONDS + 2) * 1000, `took over ${tookOver - killedAt} ms after the kill`);
+      const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
+      assert.equal(lease.spec?.holderIdentity, "ctl-b");
+      assert.equal(lease.spec?.leaseTransitions, 1);
+      await waitFor("ctl-b to adopt ctl-a's Pod", () => b!.lines.some((l) => l.msg === "adopted an agent Pod" && l["jobId"] === first));
+      assert.equal(await podOf(await submit()), "ctl-b");
+
+      b.proc.kill("SIGTERM");
+      assert.equal(await b.exited, 0);
+      const released = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
+      assert.ok(!released.spec?.holderIdentity, `a stopped leader releases the lease\n${story()}`);
+    } finally {
+      a.proc.kill("SIGKILL");
+      b?.proc.kill("SIGKILL");
+    }
+  });
+
+  test("a controller without a master key, or with a bad value, refuses to start and names the variable", async () => {
+    const { FLOWSVC_MASTER_KEY: _key, ...rest } = env("ctl-c");
+    const r = startReplica("ctl-c", { ...rest, FLOWSVC_HEALTH_PORT: "99999" });
+    assert.equal(await r.exited, 2);
+    const text = r.lines.map((l) => l.msg).join("\n");
+    assert.match(text, /FLOWSVC_MASTER_KEY: is required/);
+    assert.match(text, /FLOWSVC_HEALTH_PORT: /);
+  });
+});
