@@ -30,3 +30,5 @@ export * from "./handlers.js";
 export * from "./catalog.js";
 export * from "./hooks.js";
 export * from "./group-commit.js";
+export * from "./kube-tenancy.js";
+export * from "./kube-runs.js";
