@@ -1,0 +1,45 @@
+// The run submission body (`POST .../runs`, spec "Submit") and a FlowRun's spec: one schema.
+import { z } from "zod";
+import { ScriptFilename, SOURCE_LIMIT } from "./handler.js";
+
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Checked after parsing, so the message names the variable (`env.1BAD: ...`): zod reports a record
+ * key that fails its own schema only as "Invalid key in record".
+ */
+const checkEnvNames = (env: Record<string, string>, ctx: z.RefinementCtx): void => {
+  for (const name of Object.keys(env)) {
+    if (!ENV_NAME.test(name) || name.length > 256) {
+      ctx.addIssue({ code: "custom", path: [name], message: "env names are 1-256 letters, digits and _, not starting with a digit" });
+    }
+  }
+};
+
+export const RunSubmission = z
+  .object({
+    kind: z.literal("script", { error: 'only kind "script" is available in this version (pipelines and graphs come later)' }),
+    source: z.string().max(SOURCE_LIMIT, `source is over ${SOURCE_LIMIT} bytes`),
+    filename: ScriptFilename,
+    interpreter: z.array(z.string().min(1)).min(1).max(16).optional(),
+    env: z
+      .record(z.string(), z.string().max(128 * 1024))
+      .default({})
+      .superRefine(checkEnvNames),
+    idempotency_key: z.string().min(1).max(255).optional(),
+    tags: z.array(z.string().min(1).max(128)).max(32).default([]),
+    retry: z
+      .object({
+        attempts: z.number().int().min(1).max(100),
+        backoff_ms: z
+          .number()
+          .int()
+          .min(0)
+          .max(24 * 3600 * 1000)
+          .default(0),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+export type RunSubmission = z.output<typeof RunSubmission>;
