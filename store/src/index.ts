@@ -32,3 +32,4 @@ export * from "./hooks.js";
 export * from "./group-commit.js";
 export * from "./kube-tenancy.js";
 export * from "./kube-runs.js";
+export * from "./kube-secrets.js";

@@ -51,3 +51,11 @@ export const ensureProject = async (
   if (!made) throw new Error(`project ${names.org}/${names.project} was not created`);
   return made;
 };
+
+/** Every project with its org's name (the reconcilers' list diff keeps those of watched namespaces). */
+export const listProjects = async (pool: Pool): Promise<ProjectRef[]> => {
+  const { rows } = await pool.query<{ org_id: string; project_id: string; org: string; project: string }>(
+    `select o.id as org_id, p.id as project_id, o.name as org, p.name as project from projects p join orgs o on o.id = p.org_id`,
+  );
+  return rows.map((r) => ({ orgId: r.org_id, projectId: r.project_id, org: r.org, project: r.project }));
+};

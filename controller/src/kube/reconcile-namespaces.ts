@@ -16,6 +16,11 @@ export class NamespaceIndex {
     private readonly deps: { pool: Pool; keyring: Keyring; watchNamespaces: readonly string[] },
   ) {}
 
+  /** Resolves once the Namespace informer has listed (a namespace's org is known only then). */
+  ready(): Promise<void> {
+    return this.namespaces?.synced ?? Promise.resolve();
+  }
+
   /** The org of a namespace: its label, else `default`. */
   orgOf(namespace: string): string {
     return this.namespaces?.get("", namespace)?.metadata?.labels?.[ORG_LABEL] || DEFAULT_ORG;
