@@ -46,6 +46,8 @@ export interface ConfigDeps {
   log: KubeLog;
   namespaces: NamespaceIndex;
   watchNamespaces: readonly string[];
+  /** Every CR is reconciled again this often (a level-based safety net; a pass that finds nothing to change writes nothing). Default 10 min. */
+  resyncMs?: number;
 }
 
 export interface ConfigReconciler<O extends FlowObject> {
@@ -153,13 +155,17 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
       deps.log.warn({ err, kind: k.kind }, "list diff failed; the next list retries it");
     }
   };
+  const requeue = (filter?: (o: O) => boolean): void => {
+    for (const o of objects.list()) if (!filter || filter(o)) queue.add(`${o.metadata!.namespace}/${o.metadata!.name}`);
+  };
+  const resync = setInterval(() => requeue(), deps.resyncMs ?? 600_000);
+  resync.unref();
   return {
     objects,
     queue,
-    requeue: (filter) => {
-      for (const o of objects.list()) if (!filter || filter(o)) queue.add(`${o.metadata!.namespace}/${o.metadata!.name}`);
-    },
+    requeue,
     stop: async () => {
+      clearInterval(resync);
       queue.stop();
       await objects.stop();
     },

@@ -1,0 +1,7 @@
+// @flowsvc/controller/kube: everything of the controller that talks to the Kubernetes API.
+export * from "./run-owners.js";
+export * from "./reconcilers.js";
+export * from "./kube-resource-store.js";
+export * from "./reconcile-kinds.js";
+export * from "./reconcile-names.js";
+export * from "./flowrun-summary.js";
