@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import type { ResourceStore } from "@flowsvc/core";
 import type { Keyring, Listener } from "@flowsvc/store";
 import type { RunMaskers } from "./run-masker.js";
 
@@ -6,6 +7,8 @@ import type { RunMaskers } from "./run-masker.js";
 export interface IngestDeps {
   pool: Pool;
   keyring: Keyring;
+  /** Where handler, event-hook and secret writes go (core's port): Postgres in local mode, the custom resources in kubernetes mode. */
+  resources: ResourceStore;
   listener: Listener;
   /** FLOWSVC_PUBLIC_URL: when set, lifecycle events carry run_url. */
   publicUrl: string | undefined;

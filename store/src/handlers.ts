@@ -1,31 +1,10 @@
 // Handlers: registered reactions to event types (spec "Handler"). emit.ts reads the table at
-// delivery; these are the queries behind `flow handler set|ls|show|rm`.
+// delivery; these are the queries behind `flow handler set|ls|show|rm`. The rules of a handler are
+// core's (core/src/resources/handler.ts); writes come through the ResourceStore (resource-store.ts).
 import type { Pool, PoolClient } from "pg";
+import type { HandlerInput, HandlerRecord, ScriptReaction } from "@flowsvc/core";
 
 type Db = Pool | PoolClient;
-
-export interface ScriptReaction {
-  kind: "script";
-  source: string;
-  filename: string;
-}
-
-export interface HandlerInput {
-  name: string;
-  /** Type patterns: exact, `prefix.*` or `*`; validated by the caller. */
-  on: string[];
-  /** A CEL predicate over `event` that compiled when the handler was set; null for none. */
-  when: string | null;
-  reaction: ScriptReaction;
-  tags: string[];
-  /** ENV_VAR -> credential name, resolved at claim. Names only, never values. */
-  credentials: Record<string, string>;
-}
-
-export interface HandlerRecord extends HandlerInput {
-  created_at: string;
-  updated_at: string;
-}
 
 interface HandlerRaw {
   name: string;

@@ -4,16 +4,10 @@
 // it is sealed with the org key under the name `hook:<name>` (kind "credential").
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { Pool, PoolClient } from "pg";
+import type { HookMode, HookRecord, HookSpec } from "@flowsvc/core";
 import { digestToken } from "./mint.js";
 
 type Db = Pool | PoolClient;
-
-export const HOOK_MODES = ["token", "manifest", "hmac"] as const;
-export type HookMode = (typeof HOOK_MODES)[number];
-
-/** The built-in manifests. Only GitHub's exists. */
-export const HOOK_MANIFESTS = ["github"] as const;
-export type HookManifest = (typeof HOOK_MANIFESTS)[number];
 
 /** Name under which a hook's signing key is sealed (kind "credential"). */
 export const hookSealName = (name: string): string => `hook:${name}`;
@@ -30,28 +24,14 @@ export const hookSecretMatches = (presented: string, digest: Uint8Array): boolea
   return got.length === digest.length && timingSafeEqual(got, digest);
 };
 
-export interface HookConfig {
-  mode: HookMode;
-  /** The type a token or manual-HMAC hook emits; null for a manifest hook (it derives one per delivery). */
-  eventType: string | null;
-  manifest: HookManifest | null;
-  /** The sealed signing key (manifest and manual-HMAC modes). */
-  keySealed: Uint8Array | null;
-  /** Lower-case header name (manual HMAC). */
-  hmacHeader: string | null;
-  hmacPrefix: string | null;
-}
-
-/** What management answers show: never the secret, never the key. */
-export interface HookRecord {
-  name: string;
-  mode: HookMode;
-  event_type: string | null;
-  manifest: string | null;
-  hmac_header: string | null;
-  hmac_prefix: string | null;
-  created_at: string;
-  rotated_at: string | null;
+/**
+ * A hook's secret material as stored: the signing key sealed (or `keep` the existing one), and the
+ * shared secret's digest, which replaces an existing hook's only when `replaceSecret`.
+ */
+export interface HookMaterial {
+  keySealed: Uint8Array | null | "keep";
+  secretDigest: Uint8Array;
+  replaceSecret: boolean;
 }
 
 /** The row as pg returns it: the same fields, with timestamps as Dates. */
@@ -71,34 +51,41 @@ const toRecord = (r: HookRaw): HookRecord => ({
 });
 
 /**
- * Creates a hook with the secret behind `secretDigest`, or replaces an existing hook's
- * configuration and keeps its secret (senders keep working; `rotate` changes the secret).
+ * Creates a hook with the secret behind `material.secretDigest`, or replaces an existing hook's
+ * configuration and keeps its secret (senders keep working; `rotate` changes the secret) unless
+ * `material.replaceSecret` (a secret given from a Kubernetes Secret; rotated_at moves when it changed).
  * `created` tells which happened: only a created hook's secret is new.
  */
 export const upsertHook = async (
   db: Db,
   ref: { readonly projectId: string; readonly name: string },
-  cfg: HookConfig,
-  secretDigest: Uint8Array,
+  spec: HookSpec,
+  material: HookMaterial,
 ): Promise<{ hook: HookRecord; created: boolean }> => {
   const { projectId, name } = ref;
+  const keep = material.keySealed === "keep";
   const { rows } = await db.query<HookRaw & { created: boolean }>(
     `insert into event_hooks (project_id, name, mode, event_type, manifest, secret_digest, key_sealed, hmac_header, hmac_prefix)
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      on conflict (project_id, name) do update
-       set mode = excluded.mode, event_type = excluded.event_type, manifest = excluded.manifest, key_sealed = excluded.key_sealed,
-           hmac_header = excluded.hmac_header, hmac_prefix = excluded.hmac_prefix
+       set mode = excluded.mode, event_type = excluded.event_type, manifest = excluded.manifest,
+           key_sealed = case when $10 then event_hooks.key_sealed else excluded.key_sealed end,
+           hmac_header = excluded.hmac_header, hmac_prefix = excluded.hmac_prefix,
+           secret_digest = case when $11 then excluded.secret_digest else event_hooks.secret_digest end,
+           rotated_at = case when $11 and event_hooks.secret_digest <> excluded.secret_digest then now() else event_hooks.rotated_at end
      returning ${COLUMNS}, (xmax = 0) as created`,
     [
       projectId,
       name,
-      cfg.mode,
-      cfg.eventType,
-      cfg.manifest,
-      Buffer.from(secretDigest),
-      cfg.keySealed ? Buffer.from(cfg.keySealed) : null,
-      cfg.hmacHeader,
-      cfg.hmacPrefix,
+      spec.mode,
+      spec.eventType,
+      spec.manifest,
+      Buffer.from(material.secretDigest),
+      material.keySealed === null || keep ? null : Buffer.from(material.keySealed as Uint8Array),
+      spec.hmacHeader,
+      spec.hmacPrefix,
+      keep,
+      material.replaceSecret,
     ],
   );
   const row = rows[0]!;

@@ -30,6 +30,7 @@ export * from "./handlers.js";
 export * from "./catalog.js";
 export * from "./hooks.js";
 export * from "./group-commit.js";
+export * from "./resource-store.js";
 export * from "./kube-tenancy.js";
 export * from "./kube-runs.js";
 export * from "./kube-secrets.js";

@@ -1,13 +1,8 @@
 import type { Pool, PoolClient } from "pg";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, type SecretMeta } from "@flowsvc/core";
 import type { Keyring } from "./keyring.js";
 
 type Db = Pool | PoolClient;
-
-export interface SecretMeta {
-  name: string;
-  set_at: string;
-}
 
 export const upsertSecret = async (db: Db, projectId: string, name: string, sealed: Uint8Array): Promise<SecretMeta> => {
   const { rows } = await db.query<{ name: string; set_at: Date }>(

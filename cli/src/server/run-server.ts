@@ -5,6 +5,7 @@ import pino from "pino";
 import { FlowError, redactSecretQuery } from "@flowsvc/core";
 import {
   Keyring,
+  createPgResourceStore,
   createPool,
   migrate,
   startEmbeddedPostgres,
@@ -186,7 +187,9 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     const listener = startListener(databaseUrl, (msg, err) => logger.warn({ err }, msg));
     cleanups.push(() => listener.close());
 
-    const app = buildApp({ pool, keyring, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+    // Local mode: resource writes go straight to Postgres (kubernetes mode writes the custom resources).
+    const resources = createPgResourceStore(pool, keyring);
+    const app = buildApp({ pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());
     const url = address.replace("://[::1]", "://localhost");

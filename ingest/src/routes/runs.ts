@@ -1,7 +1,16 @@
 import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import type { Pool } from "pg";
-import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type RunRequest, type ValueMasker } from "@flowsvc/core";
+import {
+  FlowError,
+  RunSubmission,
+  SCRIPT_WORKFLOW,
+  SOURCE_LIMIT,
+  pickInterpreter,
+  trustOf,
+  type RunRequest,
+  type ValueMasker,
+} from "@flowsvc/core";
 import {
   createRun,
   emitEvent,
@@ -19,51 +28,8 @@ import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
 import { maskRunView } from "../run-masker.js";
 
-export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const SOURCE_LIMIT = 1024 * 1024;
-
-/**
- * Checked after parsing, so the message names the variable (`env.1BAD: ...`): zod reports a record
- * key that fails its own schema only as "Invalid key in record".
- */
-const checkEnvNames = (env: Record<string, string>, ctx: z.RefinementCtx): void => {
-  for (const name of Object.keys(env)) {
-    if (!ENV_NAME.test(name) || name.length > 256) {
-      ctx.addIssue({ code: "custom", path: [name], message: "env names are 1-256 letters, digits and _, not starting with a digit" });
-    }
-  }
-};
-
-const SubmitSchema = z
-  .object({
-    kind: z.literal("script", { error: 'only kind "script" is available in this version (pipelines and graphs come later)' }),
-    source: z.string().max(SOURCE_LIMIT, `source is over ${SOURCE_LIMIT} bytes`),
-    filename: z
-      .string()
-      .min(1)
-      .max(255)
-      .regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes"),
-    interpreter: z.array(z.string().min(1)).min(1).max(16).optional(),
-    env: z
-      .record(z.string(), z.string().max(128 * 1024))
-      .default({})
-      .superRefine(checkEnvNames),
-    idempotency_key: z.string().min(1).max(255).optional(),
-    tags: z.array(z.string().min(1).max(128)).max(32).default([]),
-    retry: z
-      .object({
-        attempts: z.number().int().min(1).max(100),
-        backoff_ms: z
-          .number()
-          .int()
-          .min(0)
-          .max(24 * 3600 * 1000)
-          .default(0),
-      })
-      .strict()
-      .optional(),
-  })
-  .strict();
+// The submission body's schema is core's (core/src/resources/run.ts), shared with the FlowRun CRD.
+const SubmitSchema = RunSubmission;
 
 const ListQuery = z.object({
   status: z.enum(["queued", "running", "parked", "succeeded", "failed", "cancelled"]).optional(),

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
-import { FlowError, assertSecretName, assertSecretValue, envNameProblem } from "@flowsvc/core";
-import { deleteSecret, getSecretMeta, listSecrets, upsertSecret } from "@flowsvc/store";
+import { FlowError, envNameProblem, parseSecretValue } from "@flowsvc/core";
+import { getSecretMeta, listSecrets } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 
@@ -19,12 +19,9 @@ const lookupName = (req: FastifyRequest): string => {
   return name;
 };
 
-// The value's rules (NUL, lone surrogates, size) are core's assertSecretValue, whose messages never quote it.
-const SetBody = z.object({ value: z.string({ error: "the value must be a JSON string" }) }).strict();
-
 /** Secrets are write-only: no route answers with a value, only names and set times. */
 export const secretRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
-  const { pool, keyring } = deps;
+  const { pool, resources } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/secrets";
 
   app.get(base, async (req) => {
@@ -46,17 +43,13 @@ export const secretRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done)
   app.put(`${base}/:name`, async (req) => {
     const scope = await authorize(pool, req, "admin");
     const { name } = NameParams.parse(req.params);
-    assertSecretName(name);
-    const { value } = SetBody.parse(req.body);
-    assertSecretValue(name, value);
-    const sealed = await keyring.seal(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "secret", name }, value);
-    return upsertSecret(pool, scope.projectId, name, sealed);
+    return resources.putSecret(scope, name, parseSecretValue(name, req.body));
   });
 
   app.delete(`${base}/:name`, async (req, reply) => {
     const scope = await authorize(pool, req, "admin");
     const name = lookupName(req);
-    if (!(await deleteSecret(pool, scope.projectId, name)))
+    if (!(await resources.deleteSecret(scope, name)))
       throw new FlowError("not_found", `secret ${name} is not set in ${scope.org}/${scope.project}`);
     return reply.status(204).send();
   });

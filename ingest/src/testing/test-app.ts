@@ -14,6 +14,7 @@ import { pino } from "pino";
 import {
   Keyring,
   claimReadyJobs,
+  createPgResourceStore,
   createTestDatabase,
   createTestProject,
   createUserWithToken,
@@ -80,7 +81,11 @@ export const createTestApp = async (opts: { publicUrl?: string } = {}): Promise<
     outsider: await userToken(db, other.projectId, "olga", "admin"),
   };
   const listener: Listener = startListener(db.url, () => {});
-  const app = buildApp({ pool: db.pool, keyring, listener, publicUrl: opts.publicUrl, leaseMs: TEST_LEASE_MS }, pino({ level: "silent" }));
+  const resources = createPgResourceStore(db.pool, keyring);
+  const app = buildApp(
+    { pool: db.pool, keyring, resources, listener, publicUrl: opts.publicUrl, leaseMs: TEST_LEASE_MS },
+    pino({ level: "silent" }),
+  );
   await app.ready();
   const close = async (): Promise<void> => {
     await app.close();
