@@ -9,7 +9,10 @@ type Scope = { readonly orgId: string; readonly projectId: string };
 
 /** A secret's value, opened; undefined when it is not set or does not open. */
 export const openSecretValue = async (pool: Pool, keyring: Keyring, scope: Scope, name: string): Promise<string | undefined> => {
-  const { rows } = await pool.query<{ sealed: Buffer }>(`select sealed from secrets where project_id = $1 and name = $2`, [scope.projectId, name]);
+  const { rows } = await pool.query<{ sealed: Buffer }>(`select sealed from secrets where project_id = $1 and name = $2`, [
+    scope.projectId,
+    name,
+  ]);
   if (!rows[0]) return undefined;
   return keyring
     .open(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "secret", name }, rows[0].sealed)

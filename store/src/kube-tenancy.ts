@@ -32,11 +32,10 @@ export const ensureProject = async (
     const org = rows[0]!.id;
     if (org === orgId) await tx.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [orgId, Buffer.from(wrapped)]);
     const projectId = mintId("prj");
-    const { rowCount } = await tx.query(`insert into projects (id, org_id, name) values ($1, $2, $3) on conflict (org_id, name) do nothing`, [
-      projectId,
-      org,
-      names.project,
-    ]);
+    const { rowCount } = await tx.query(
+      `insert into projects (id, org_id, name) values ($1, $2, $3) on conflict (org_id, name) do nothing`,
+      [projectId, org, names.project],
+    );
     if (rowCount === 0) return;
     await tx.query(
       `insert into memberships (project_id, user_id, role)

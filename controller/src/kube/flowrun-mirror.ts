@@ -124,14 +124,19 @@ export class FlowRunMirror {
       if (isTerminalStatus(run.status) && run.finished_at! < this.#startedAt) return;
       fr = await this.owners.ensure(run);
     }
+    await this.#writeStatus(run, fr, now);
+  }
+
+  async #writeStatus(run: MirroredRun, fr: FlowRunObject, now: Date): Promise<void> {
     const previous = fr.status;
+    const ended = isTerminalStatus(run.status);
     const desired = flowRunStatus(run, {
       ...(previous ? { previous } : {}),
-      ...(isTerminalStatus(run.status) ? { summary: await this.#summary(run, previous) } : {}),
+      ...(ended ? { summary: await this.#summary(run, previous) } : {}),
       ...(fr.metadata?.generation !== undefined ? { generation: fr.metadata.generation } : {}),
       now,
     });
-    if (isTerminalStatus(run.status)) this.#ended.add(run.id);
+    if (ended) this.#ended.add(run.id);
     if (sameStatus(previous, desired)) return;
     const text = canonicalJson(desired);
     if (this.#written.get(run.id) === text) return;

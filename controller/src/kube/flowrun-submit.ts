@@ -38,7 +38,9 @@ export const submitFlowRun = async (deps: SubmitDeps, o: FlowRunObject): Promise
     const generation = o.metadata?.generation;
     await deps.api.patchStatus("run", namespace, o.metadata!.name!, {
       ...(generation !== undefined ? { observedGeneration: generation } : {}),
-      conditions: [{ type: "Succeeded", status: "False", reason: "InvalidSpec", message: problem, lastTransitionTime: kubeTime(new Date()) }],
+      conditions: [
+        { type: "Succeeded", status: "False", reason: "InvalidSpec", message: problem, lastTransitionTime: kubeTime(new Date()) },
+      ],
     });
     return undefined;
   }

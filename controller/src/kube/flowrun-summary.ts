@@ -71,7 +71,10 @@ export const succeededCondition = (run: MirroredRun, previous: Condition | undef
 };
 
 /** The whole status of the FlowRun mirroring `run` (summary only once it has ended). */
-export const flowRunStatus = (run: MirroredRun, ctx: { previous?: FlowRunStatus; summary?: string; generation?: number; now: Date }): FlowRunStatus => {
+export const flowRunStatus = (
+  run: MirroredRun,
+  ctx: { previous?: FlowRunStatus; summary?: string; generation?: number; now: Date },
+): FlowRunStatus => {
   const prevCond = ctx.previous?.conditions?.find((c) => c.type === "Succeeded");
   const sub = substateText(run.substate);
   return {

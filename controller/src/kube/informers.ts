@@ -7,7 +7,14 @@
 //     here see every change; `onRelist` then lets a reconciler resync (its list diff);
 //   - any other error (the API server down, a 5xx): ListWatch stops and reports it; we start it
 //     again with a capped, jittered backoff, from the resourceVersion it had.
-import { makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject, type Informer, type ObjectCache } from "@kubernetes/client-node";
+import {
+  makeInformer,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type Informer,
+  type ObjectCache,
+} from "@kubernetes/client-node";
 import type { KubeLog } from "./reconcile-log.js";
 
 export type ChangeVerb = "add" | "update" | "delete";
@@ -76,7 +83,7 @@ export const startInformers = <T extends KubernetesObject>(kc: KubeConfig, spec:
     };
     const informer = makeInformer<T>(kc, source.path, list, spec.labelSelector);
     for (const verb of ["add", "update", "delete"] as const) informer.on(verb, (obj: T) => spec.onChange(verb, obj));
-    restartWithBackoff(informer as unknown as Informer<KubernetesObject>, { name: spec.name, log, stopped: () => stopped });
+    restartWithBackoff(informer, { name: spec.name, log, stopped: () => stopped });
     caches.push(informer);
     informer.start().catch((err: unknown) => log.warn({ err, informer: spec.name }, "watch did not start"));
     return first;

@@ -45,6 +45,16 @@ const refText = (namespace: string, ref: unknown): string => {
   return `Secret ${namespace}/${r.name ?? "?"} key ${r.key ?? "?"}`;
 };
 
+/** A FlowEventHook's spec for what the API set: the fields, and the refs the CR already had (a GitOps-managed hook whose configuration the API changed). */
+const hookCrSpec = (input: PutHookInput, refs: Spec): Spec => {
+  const s = input.spec;
+  const fields: Spec = { event_type: s.mode === "manifest" ? null : s.eventType, manifest: s.manifest, hmac_header: s.hmacHeader };
+  if (s.mode === "hmac") fields["hmac_prefix"] = s.hmacPrefix;
+  if (refs["secretRef"]) fields["secretRef"] = refs["secretRef"];
+  if (refs["signingKeyRef"] && input.signingKey.kind !== "none") fields["signingKeyRef"] = refs["signingKeyRef"];
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== null && v !== undefined));
+};
+
 export class KubeResourceStore implements ResourceStore {
   readonly #api: FlowApi;
 
@@ -57,7 +67,13 @@ export class KubeResourceStore implements ResourceStore {
 
   async putHandler(scope: ResourceScope, h: HandlerInput) {
     const res = await this.pg.putHandler(scope, h);
-    const spec: Spec = { on: h.on, ...(h.when !== null ? { when: h.when } : {}), reaction: h.reaction, tags: h.tags, credentials: h.credentials };
+    const spec: Spec = {
+      on: h.on,
+      ...(h.when !== null ? { when: h.when } : {}),
+      reaction: h.reaction,
+      tags: h.tags,
+      credentials: h.credentials,
+    };
     await this.#write("handler", scope, h.name, { spec, created: res.created, undo: () => this.pg.deleteHandler(scope, h.name) });
     return res;
   }
@@ -74,17 +90,13 @@ export class KubeResourceStore implements ResourceStore {
     const secret: HookSecretSource = input.secret;
     if (secret.kind === "given" && refs["secretRef"]) throw this.#fromSecret(scope, `event hook ${input.name}'s secret`, refs["secretRef"]);
     const res = await this.pg.putHook(scope, input);
-    const s = input.spec;
-    const spec: Spec = {
-      ...(s.mode !== "manifest" && s.eventType !== null ? { event_type: s.eventType } : {}),
-      ...(s.manifest !== null ? { manifest: s.manifest } : {}),
-      ...(s.hmacHeader !== null ? { hmac_header: s.hmacHeader } : {}),
-      ...(s.hmacPrefix !== null && s.mode === "hmac" ? { hmac_prefix: s.hmacPrefix } : {}),
-      // Refs the CR had stay (a GitOps-managed hook whose configuration the API changed).
-      ...(refs["secretRef"] ? { secretRef: refs["secretRef"] } : {}),
-      ...(refs["signingKeyRef"] && input.signingKey.kind !== "none" ? { signingKeyRef: refs["signingKeyRef"] } : {}),
-    };
-    await this.#write("hook", scope, input.name, { spec, created: res.created, undo: () => this.pg.deleteHook(scope, input.name), existing });
+    const spec = hookCrSpec(input, refs);
+    await this.#write("hook", scope, input.name, {
+      spec,
+      created: res.created,
+      undo: () => this.pg.deleteHook(scope, input.name),
+      existing,
+    });
     return res;
   }
 
@@ -165,7 +177,9 @@ export class KubeResourceStore implements ResourceStore {
   /** A metadata-only change, so the controller reconciles a CR whose spec stayed (a new value, a rotated secret). */
   async #touch(kind: FlowKindName, scope: ResourceScope, existing: Cr): Promise<void> {
     try {
-      await this.#api.patch(kind, scope.project, existing.metadata!.name!, { metadata: { annotations: { [WRITTEN_AT_ANNOTATION]: new Date().toISOString() } } });
+      await this.#api.patch(kind, scope.project, existing.metadata!.name!, {
+        metadata: { annotations: { [WRITTEN_AT_ANNOTATION]: new Date().toISOString() } },
+      });
     } catch (err) {
       throw unavailable(err, `writing ${FLOW_KINDS[kind].kind} ${scope.project}/${existing.metadata!.name}`);
     }

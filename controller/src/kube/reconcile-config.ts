@@ -26,8 +26,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 
 /** What a pass concluded: Ready, or not with a reason; plus the kind's own status fields. */
 export type Outcome =
-  | { ready: true; fields?: Record<string, unknown> }
-  | { ready: false; reason: string; message: string; fields?: Record<string, unknown> };
+  { ready: true; fields?: Record<string, unknown> } | { ready: false; reason: string; message: string; fields?: Record<string, unknown> };
 
 export interface ConfigKind<O extends FlowObject> {
   kind: FlowKindName;
@@ -90,7 +89,7 @@ const sameStatus = (a: StatusOf | undefined, b: StatusOf): boolean => {
   return a !== undefined && canonicalJson(strip({ ...b, ...pick(a, b) })) === canonicalJson(strip(b));
 };
 /** The fields of `a` that `b` has: a status may carry fields another writer added; only ours are compared. */
-const pick = (a: StatusOf, b: StatusOf): StatusOf => Object.fromEntries(Object.keys(b).map((k) => [k, a[k]])) as StatusOf;
+const pick = (a: StatusOf, b: StatusOf): StatusOf => Object.fromEntries(Object.keys(b).map((k) => [k, a[k]]));
 
 export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(deps: ConfigDeps, k: ConfigKind<O>): ConfigReconciler<O> => {
   const lastName = new Map<string, { namespace: string; name: string }>();
@@ -132,6 +131,7 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
     await deps.api.patchStatus(k.kind, obj.metadata!.namespace!, obj.metadata!.name!, status);
   };
   const queue = new ReconcileQueue(work, deps.log, { name: k.kind });
+  let stopped = false;
   let listStartedAt = new Date();
   const objects: WatchedObjects<O> = startInformers<O>(
     deps.kc,
@@ -140,17 +140,27 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
       sources: deps.api.sources<O>(k.kind, deps.watchNamespaces),
       onChange: (verb, obj: KubernetesObject) => {
         const key = `${obj.metadata?.namespace}/${obj.metadata?.name}`;
-        if (verb === "delete" && !lastName.has(key)) lastName.set(key, { namespace: obj.metadata!.namespace!, name: flowNameOf(k.kind, obj) });
+        if (verb === "delete" && !lastName.has(key))
+          lastName.set(key, { namespace: obj.metadata!.namespace!, name: flowNameOf(k.kind, obj) });
         queue.add(key);
       },
       onRelist: () => void listDiff(listStartedAt).finally(() => (listStartedAt = new Date())),
     },
     deps.log,
   );
+  let again: NodeJS.Timeout | undefined;
+  // A resource written within the margin before the list may have its CR still on its way (the API
+  // writes Postgres, then the CR): it is looked at again once the margin has passed, against the
+  // cache as it is then (the watch kept it current).
   const listDiff = async (since: Date): Promise<void> => {
     try {
       await deps.namespaces.ready();
-      await removeOrphans(deps, k, objects, new Date(since.getTime() - DIFF_MARGIN_MS));
+      const young = await removeOrphans(deps, k, objects, new Date(since.getTime() - DIFF_MARGIN_MS));
+      if (young > 0 && !stopped) {
+        clearTimeout(again);
+        again = setTimeout(() => void listDiff(new Date()), DIFF_MARGIN_MS + 200);
+        again.unref();
+      }
     } catch (err) {
       deps.log.warn({ err, kind: k.kind }, "list diff failed; the next list retries it");
     }
@@ -165,6 +175,8 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
     queue,
     requeue,
     stop: async () => {
+      stopped = true;
+      clearTimeout(again);
       clearInterval(resync);
       queue.stop();
       await objects.stop();
@@ -172,20 +184,27 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
   };
 };
 
-/** Removes the Postgres resources of watched projects that no CR names and that were written before `before`. */
+/**
+ * Removes the Postgres resources of watched projects that no CR names and that were written before
+ * `before`; answers how many without a CR were younger (to look at again).
+ */
 const removeOrphans = async <O extends FlowObject>(
   deps: ConfigDeps,
   k: ConfigKind<O>,
   objects: WatchedObjects<O>,
   before: Date,
-): Promise<void> => {
+): Promise<number> => {
   const named = new Set(objects.list().map((o) => `${o.metadata!.namespace}/${flowNameOf(k.kind, o)}`));
+  let young = 0;
   for (const p of await listProjects(deps.pool)) {
     const namespace = deps.namespaces.namespaceOf(p.org, p.project);
     if (!namespace) continue;
     for (const r of await k.stored(p.projectId)) {
-      if (named.has(`${namespace}/${r.name}`) || r.writtenAt >= before) continue;
-      if (await k.remove(scopeOf(p), r.name)) deps.log.info({ kind: k.kind, namespace, name: r.name }, "resource without a CR removed (list diff)");
+      if (named.has(`${namespace}/${r.name}`)) continue;
+      if (r.writtenAt >= before) young++;
+      else if (await k.remove(scopeOf(p), r.name))
+        deps.log.info({ kind: k.kind, namespace, name: r.name }, "resource without a CR removed (list diff)");
     }
   }
+  return young;
 };

@@ -10,7 +10,8 @@ import { canonicalJson } from "./flowrun-summary.js";
 
 export type FlowHandlerObject = FlowObject<HandlerSpec, Record<string, unknown>>;
 
-const stored = (h: HandlerInput) => canonicalJson({ on: h.on, when: h.when, reaction: h.reaction, tags: h.tags, credentials: h.credentials });
+const stored = (h: HandlerInput) =>
+  canonicalJson({ on: h.on, when: h.when, reaction: h.reaction, tags: h.tags, credentials: h.credentials });
 
 export const handlerKind = (pool: Pool, store: ResourceStore): ConfigKind<FlowHandlerObject> => ({
   kind: "handler",

@@ -37,7 +37,11 @@ export const hookUrl = (publicUrl: string | undefined, scope: ResourceScope, nam
 type Material = { secret: HookSecretSource; signingKey: SigningKeySource };
 
 /** The secret and key sources the spec names, or the Outcome saying which Secret is missing. */
-const materialOf = async (deps: HookDeps, scope: ResourceScope, setup: ReturnType<typeof parseHookResource>): Promise<Material | Outcome> => {
+const materialOf = async (
+  deps: HookDeps,
+  scope: ResourceScope,
+  setup: ReturnType<typeof parseHookResource>,
+): Promise<Material | Outcome> => {
   let secret: HookSecretSource = { kind: "mint" };
   let signingKey: SigningKeySource = setup.spec.mode === "token" ? { kind: "none" } : { kind: "keep" };
   if (setup.secretRef) {
@@ -53,8 +57,15 @@ const materialOf = async (deps: HookDeps, scope: ResourceScope, setup: ReturnTyp
   return { secret, signingKey };
 };
 
-const sameSpec = (a: { mode: string; event_type: string | null; manifest: string | null; hmac_header: string | null; hmac_prefix: string | null }, b: HookSpec): boolean =>
-  a.mode === b.mode && a.event_type === b.eventType && a.manifest === b.manifest && a.hmac_header === b.hmacHeader && a.hmac_prefix === b.hmacPrefix;
+const sameSpec = (
+  a: { mode: string; event_type: string | null; manifest: string | null; hmac_header: string | null; hmac_prefix: string | null },
+  b: HookSpec,
+): boolean =>
+  a.mode === b.mode &&
+  a.event_type === b.eventType &&
+  a.manifest === b.manifest &&
+  a.hmac_header === b.hmacHeader &&
+  a.hmac_prefix === b.hmacPrefix;
 
 /** Whether Postgres already holds this spec and material (a resync writes nothing). */
 const unchanged = async (deps: HookDeps, scope: ResourceScope, name: string, want: { spec: HookSpec } & Material): Promise<boolean> => {

@@ -27,7 +27,12 @@ export const objectNameFor = (kind: FlowKindName, name: string): { name: string;
   let objectName = name.toLowerCase().replace(/_/g, "-");
   if (!KUBE_NAME.test(objectName) || objectName.length > 253) {
     const digest = createHash("sha256").update(name).digest("hex").slice(0, 8);
-    objectName = `${objectName.replace(/[^a-z0-9.-]/g, "-").replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "").slice(0, 200) || "x"}-${digest}`;
+    objectName = `${
+      objectName
+        .replace(/[^a-z0-9.-]/g, "-")
+        .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "")
+        .slice(0, 200) || "x"
+    }-${digest}`;
   }
   return implicitName(kind, objectName) === name ? { name: objectName } : { name: objectName, annotations: { [NAME_ANNOTATION]: name } };
 };

@@ -24,6 +24,10 @@ export class SecretRefs {
 
 /** The refs a CR's spec holds (valueFrom.secretKeyRef, secretRef, signingKeyRef), by Secret name. */
 export const referencedSecrets = (spec: unknown): string[] => {
-  const s = (spec ?? {}) as { valueFrom?: { secretKeyRef?: { name?: unknown } }; secretRef?: { name?: unknown }; signingKeyRef?: { name?: unknown } };
+  const s = (spec ?? {}) as {
+    valueFrom?: { secretKeyRef?: { name?: unknown } };
+    secretRef?: { name?: unknown };
+    signingKeyRef?: { name?: unknown };
+  };
   return [s.valueFrom?.secretKeyRef?.name, s.secretRef?.name, s.signingKeyRef?.name].filter((n): n is string => typeof n === "string");
 };

@@ -11,7 +11,12 @@ import type { SecretRefs } from "./reconcile-secret-refs.js";
 
 export type FlowSecretObject = FlowObject<SecretResourceSpec, Record<string, unknown>>;
 
-export const secretKind = (deps: { pool: Pool; keyring: Keyring; store: ResourceStore; refs: SecretRefs }): ConfigKind<FlowSecretObject> => ({
+export const secretKind = (deps: {
+  pool: Pool;
+  keyring: Keyring;
+  store: ResourceStore;
+  refs: SecretRefs;
+}): ConfigKind<FlowSecretObject> => ({
   kind: "secret",
   apply: async (obj, scope, name) => {
     assertSecretName(name);
@@ -21,7 +26,8 @@ export const secretKind = (deps: { pool: Pool; keyring: Keyring; store: Resource
       const found = await deps.refs.lookup(scope.project, ref);
       if (!found.found) return { ready: false, reason: "SecretNotFound", message: found.message };
       assertSecretValue(name, found.value);
-      if ((await openSecretValue(deps.pool, deps.keyring, scope, name)) !== found.value) await deps.store.putSecret(scope, name, found.value);
+      if ((await openSecretValue(deps.pool, deps.keyring, scope, name)) !== found.value)
+        await deps.store.putSecret(scope, name, found.value);
     }
     const meta = await getSecretMeta(deps.pool, scope.projectId, name);
     if (!meta) return { ready: false, reason: "ValueNotSet", message: `no value yet: set one with \`flow secret set ${name} -\`` };

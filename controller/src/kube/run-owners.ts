@@ -24,5 +24,5 @@ export interface RunOwners {
 }
 
 /** The Pod's ownerReference to its FlowRun: not the controller (controller is unset), never blocking deletion. */
-export const FLOW_RUN_API_VERSION = 'flowsvc.io/v1alpha1';
-export const FLOW_RUN_KIND = 'FlowRun';
+export const FLOW_RUN_API_VERSION = "flowsvc.io/v1alpha1";
+export const FLOW_RUN_KIND = "FlowRun";
