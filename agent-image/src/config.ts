@@ -3,11 +3,13 @@
  * only file of the agent that reads `process.env`; everything else gets an AgentConfig.
  *
  * Two modes (FLOW_AGENT_MODE):
- * - `job` (the default; what a Kubernetes Pod runs): FLOW_JOB_TOKEN and FLOW_AGENT_ID name the one
- *   job this process runs, then it exits;
+ * - `job` (the default; what a Kubernetes Pod runs): FLOW_AGENT_ID and the job's token name the one
+ *   job this process runs, then it exits. The token comes from FLOW_JOB_TOKEN_FILE (a Pod mounts it
+ *   from the job's Secret, so it is never in the Pod spec) or from FLOW_JOB_TOKEN, never both;
  * - `worker` (the local launcher only): no job in the environment; jobs arrive one at a time over
  *   the IPC channel, each with its own token, agent id and working directory (worker.ts).
  */
+import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { isAbsolute } from "node:path";
 import { z } from "zod";
@@ -24,13 +26,47 @@ const CommonEnv = {
   FLOW_AGENT_LOG_LEVEL: z.enum(["debug", "info", "warn", "error"], { error: 'must be "debug", "info", "warn" or "error"' }).optional(),
 };
 
-const JobEnvSchema = z.object({
+const JobEnv = {
   ...CommonEnv,
   FLOW_AGENT_MODE: z.literal("job", { error: 'must be "job" (the default) or "worker"' }).optional(),
-  FLOW_JOB_TOKEN: required("is required (the token of the one job this agent runs; only FLOW_AGENT_MODE=worker runs without one)"),
   FLOW_AGENT_ID: required().max(64),
   FLOW_AGENT_WORKDIR: absoluteDir.optional(),
+};
+
+const JobEnvSchema = z.object({
+  ...JobEnv,
+  FLOW_JOB_TOKEN: required(
+    "is required (the token of the one job this agent runs, or FLOW_JOB_TOKEN_FILE naming a file that holds it; only FLOW_AGENT_MODE=worker runs without one)",
+  ),
 });
+
+/** The token in a file (a Pod mounts the job's Secret): the file is read once the environment parsed. */
+const JobFileEnvSchema = z.object({
+  ...JobEnv,
+  FLOW_JOB_TOKEN_FILE: absoluteDir,
+  FLOW_JOB_TOKEN: z.undefined({ error: "must not be set together with FLOW_JOB_TOKEN_FILE (give the token one way)" }).optional(),
+});
+
+/** Longest token file read (a job token is about 60 bytes). */
+const MAX_TOKEN_FILE = 4096;
+
+/** The token in FLOW_JOB_TOKEN_FILE, trailing white space dropped; a FlowError("config") naming the variable otherwise. */
+const readTokenFile = (path: string): string => {
+  const problem = (message: string): FlowError =>
+    new FlowError("config", `invalid agent environment: FLOW_JOB_TOKEN_FILE: ${message}`, {
+      details: { problems: [`FLOW_JOB_TOKEN_FILE: ${message}`] },
+    });
+  let text: string;
+  try {
+    text = readFileSync(path, { encoding: "utf8", flag: "r" });
+  } catch (err) {
+    throw problem(`cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  const token = text.trimEnd();
+  if (token === "" || token.length > MAX_TOKEN_FILE || /[\s\0]/.test(token))
+    throw problem(`${path} does not hold one token (empty, over ${MAX_TOKEN_FILE} bytes, or white space inside)`);
+  return token;
+};
 
 const WorkerEnvSchema = z.object({
   ...CommonEnv,
@@ -70,7 +106,12 @@ const problemsOf = (issues: readonly z.core.$ZodIssue[]): string[] => issues.map
 
 /** Parses the environment; throws FlowError("config") listing every problem. */
 export const parseAgentConfig = (env: Readonly<Record<string, string | undefined>>): AgentConfig => {
-  const parsed = env["FLOW_AGENT_MODE"] === "worker" ? WorkerEnvSchema.safeParse(env) : JobEnvSchema.safeParse(env);
+  const parsed =
+    env["FLOW_AGENT_MODE"] === "worker"
+      ? WorkerEnvSchema.safeParse(env)
+      : env["FLOW_JOB_TOKEN_FILE"] !== undefined
+        ? JobFileEnvSchema.safeParse(env)
+        : JobEnvSchema.safeParse(env);
   if (!parsed.success) {
     throw new FlowError("config", `invalid agent environment: ${describeIssues(parsed.error.issues)}`, {
       details: { problems: problemsOf(parsed.error.issues) },
@@ -88,7 +129,8 @@ export const parseAgentConfig = (env: Readonly<Record<string, string | undefined
     logLevel: e.FLOW_AGENT_LOG_LEVEL ?? "info",
   };
   if (e.FLOW_AGENT_MODE === "worker") return { ...common, mode: "worker" };
-  return { ...common, mode: "job", jobToken: e.FLOW_JOB_TOKEN, agentId: e.FLOW_AGENT_ID, workdir: e.FLOW_AGENT_WORKDIR ?? tmpdir() };
+  const token = "FLOW_JOB_TOKEN_FILE" in e ? readTokenFile(e.FLOW_JOB_TOKEN_FILE) : e.FLOW_JOB_TOKEN;
+  return { ...common, mode: "job", jobToken: token, agentId: e.FLOW_AGENT_ID, workdir: e.FLOW_AGENT_WORKDIR ?? tmpdir() };
 };
 
 /** Reads process.env once; on a bad value prints every problem to stderr and exits 2. */

@@ -41,7 +41,10 @@ test("a queued job is launched once, with a token whose digest is the job row's"
       const { runId, jobId } = await submitRun(store);
       await waitFor("the job's launch", () => pool.launches.length === 1);
       const [launch] = pool.launches;
-      assert.deepEqual({ ...launch, token: undefined }, { jobId, runId, attempt: 1, token: undefined, capabilities: [] });
+      assert.deepEqual(
+        { ...launch, token: undefined },
+        { jobId, runId, attempt: 1, token: undefined, capabilities: [], org: store.orgName, project: "p" },
+      );
       assert.match(launch!.token, /^job_/);
       const row = await jobRow(store, jobId);
       assert.equal(row.status, "dispatched");
@@ -145,6 +148,26 @@ test("an agent that ends without finishing gets its job requeued and launched ag
       dispatcher.agentExited(first);
       await dispatcher.drain();
       assert.deepEqual(await jobRow(store, jobId), { status: "dispatched", attempt: 2, token_digest: digestToken(again.token) });
+    } finally {
+      dispatcher.stop();
+    }
+  }));
+
+test("an agent that never started (launchFailed) gives its job back after the delay without spending an attempt", () =>
+  withStore(async (store) => {
+    const pool = new FakeLauncher({ slots: 1 });
+    const { dispatcher, warnings } = await startDispatcher(store, [pool], { maxAttempts: 1, intervals: { pollMs: 50 } });
+    try {
+      const { jobId } = await submitRun(store);
+      await waitFor("the first launch", () => pool.launchesOf(jobId).length === 1);
+      const before = Date.now();
+      pool.failLaunch(jobId, "0/1 nodes are available", 300);
+      await waitFor("the second launch", () => pool.launchesOf(jobId).length === 2);
+      // The same attempt again: with maxAttempts 1 a burnt attempt would have failed the run instead.
+      assert.equal(pool.launchesOf(jobId)[1]!.attempt, 1);
+      assert.ok(Date.now() - before >= 250, "not dispatched again before its delay");
+      assert.equal((await jobRow(store, jobId)).status, "dispatched");
+      assert.ok(warnings.some((w) => w.msg.startsWith("agent did not start") && w.obj["reason"] === "0/1 nodes are available"));
     } finally {
       dispatcher.stop();
     }

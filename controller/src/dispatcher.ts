@@ -7,10 +7,22 @@ import {
   readyJobCapabilities,
   requeueExpiredJobs,
   requeueJobAttempt,
+  returnUnstartedJob,
+  runPlacements,
   withTransaction,
   type Listener,
 } from "@flowsvc/store";
 import type { LaunchRequest, Launcher } from "./launcher.js";
+
+/**
+ * The controller's levelled logger (a pino logger fits): info for what happened, warn for what an
+ * operator must act on, error for a pass that failed (these reach stderr).
+ */
+export interface ControllerLogger {
+  info(obj: Record<string, unknown>, msg: string): void;
+  warn(obj: Record<string, unknown>, msg: string): void;
+  error(obj: Record<string, unknown>, msg: string): void;
+}
 
 export interface DispatcherOptions {
   pool: Pool;
@@ -21,9 +33,7 @@ export interface DispatcherOptions {
   /** A job dispatched more often than this without finishing fails its run. */
   maxAttempts: number;
   publicUrl: string | undefined;
-  log: (obj: Record<string, unknown>, msg: string) => void;
-  /** Problems an operator must act on (default: log). */
-  warn?: (obj: Record<string, unknown>, msg: string) => void;
+  logger: ControllerLogger;
   /** Test seams, unset in production: the poll (1 s), the lease reaper (a quarter lease, 250 ms at least), the unserved check (10 s). */
   intervals?: { pollMs?: number; reapMs?: number; unservedCheckMs?: number };
 }
@@ -56,7 +66,8 @@ export class Dispatcher {
 
   async start(): Promise<void> {
     const graced = await graceLeasesAfterRestart(this.#o.pool, this.#o.leaseMs);
-    if (graced > 0) this.#o.log({ jobs: graced }, "jobs still leased from before the restart keep their agents for one more lease");
+    for (const launcher of this.#o.launchers) await launcher.adopt?.();
+    if (graced > 0) this.#o.logger.info({ jobs: graced }, "jobs still leased from before the restart keep their agents for one more lease");
     this.#off.push(this.#o.listener.on("flowsvc_jobs", () => this.nudge()));
     this.#off.push(this.#o.listener.onReconnect(() => this.nudge()));
     const every = this.#o.intervals;
@@ -84,17 +95,39 @@ export class Dispatcher {
   }
 
   /** The launcher saw an agent end: if its job was not finished, it goes back to the queue now. */
-  agentExited(req: LaunchRequest): void {
+  agentExited(req: LaunchRequest, _code?: number | null, _signal?: string | null): void {
     const p = requeueJobAttempt(this.#o.pool, req.jobId, req.attempt).then(
       (requeued) => {
         if (requeued)
-          this.#o.log(
+          this.#o.logger.info(
             { jobId: req.jobId, runId: req.runId, attempt: req.attempt },
             "agent ended without finishing its job; dispatching again",
           );
       },
-      (err: unknown) => this.#o.log({ err, jobId: req.jobId }, "could not requeue the job of an ended agent"),
+      (err: unknown) => this.#o.logger.error({ err, jobId: req.jobId }, "could not requeue the job of an ended agent"),
     );
+    this.#track(p);
+  }
+
+  /**
+   * The launcher could not start an agent for this dispatch: the job goes back to the queue after
+   * `retryAfterMs` without spending its attempt (a Pod that never scheduled is not an agent death).
+   */
+  launchFailed(req: LaunchRequest, reason: string, retryAfterMs: number): void {
+    const p = returnUnstartedJob(this.#o.pool, req.jobId, req.attempt, retryAfterMs).then(
+      (returned) => {
+        if (returned)
+          this.#o.logger.warn(
+            { jobId: req.jobId, runId: req.runId, attempt: req.attempt, reason, retryAfterMs },
+            "agent did not start; job returned to the queue",
+          );
+      },
+      (err: unknown) => this.#o.logger.error({ err, jobId: req.jobId }, "could not return the job of an agent that did not start"),
+    );
+    this.#track(p);
+  }
+
+  #track(p: Promise<void>): void {
     this.#pending.add(p);
     void p.finally(() => this.#pending.delete(p));
   }
@@ -108,7 +141,7 @@ export class Dispatcher {
     try {
       for (const launcher of this.#o.launchers) await this.#fill(launcher);
     } catch (err) {
-      this.#o.log({ err }, "dispatch pass failed; retrying on the next tick");
+      this.#o.logger.error({ err }, "dispatch pass failed; retrying on the next tick");
     }
   }
 
@@ -120,7 +153,7 @@ export class Dispatcher {
       const tokens = new Map<string, string>();
       const claimed = await claimReadyJobs(this.#o.pool, {
         limit: free,
-        leaseMs: this.#o.leaseMs,
+        leaseMs: launcher.dispatchLeaseMs ?? this.#o.leaseMs,
         capabilities: launcher.capabilities,
         mintDigest: () => {
           const t = mintToken("job");
@@ -129,13 +162,15 @@ export class Dispatcher {
         },
       });
       if (claimed.length === 0) return;
+      const placements = await runPlacements(this.#o.pool, [...new Set(claimed.map((j) => j.run_id))]);
       for (const job of claimed) {
         if (job.attempt > this.#o.maxAttempts) {
           await this.#giveUp(job, job.attempt - 1);
           continue;
         }
         const token = tokens.get(job.digest.toString("hex"))!;
-        launcher.launch({ jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities });
+        const where = placements.get(job.run_id) ?? { org: "", project: "" };
+        this.#launch(launcher, { jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities, ...where });
       }
       // Fewer ready than free slots: none is left (one queued meanwhile nudges another pass), so no
       // empty claim, and no tokens minted for it.
@@ -143,10 +178,20 @@ export class Dispatcher {
     }
   }
 
+  /** Starts the agent without waiting for it (a Pod takes API calls); a launch that throws gives the job back. */
+  #launch(launcher: Launcher, req: LaunchRequest): void {
+    this.#track(
+      launcher.launch(req).catch((err: unknown) => {
+        this.#o.logger.error({ err, jobId: req.jobId }, "launch failed");
+        this.launchFailed(req, err instanceof Error ? err.message : String(err), 1000);
+      }),
+    );
+  }
+
   /** A job whose agents kept dying: an activity child fails (its parent decides), a script run fails. */
   async #giveUp(job: { id: string; run_id: string; kind: string; activity_id: string | null }, attempts: number): Promise<void> {
     await withTransaction(this.#o.pool, (tx) => giveUpJob(tx, { job, attempts, publicUrl: this.#o.publicUrl }));
-    this.#o.log({ jobId: job.id, runId: job.run_id, attempts }, "gave up on a job whose agents kept dying");
+    this.#o.logger.warn({ jobId: job.id, runId: job.run_id, attempts }, "gave up on a job whose agents kept dying");
   }
 
   /**
@@ -160,22 +205,22 @@ export class Dispatcher {
         if (this.#warnedUnserved.has(key)) continue;
         if (this.#o.launchers.some((l) => needs.every((c) => l.capabilities.includes(c)))) continue;
         this.#warnedUnserved.add(key);
-        (this.#o.warn ?? this.#o.log)(
+        this.#o.logger.warn(
           { needs, pools: this.#o.launchers.map((l) => l.capabilities) },
           `jobs wait for an agent with capabilities ${key}, which no agent pool of this server advertises; start one with --agent-pool ${key}:<n>`,
         );
       }
     } catch (err) {
-      this.#o.log({ err }, "checking for jobs no agent pool can serve failed");
+      this.#o.logger.error({ err }, "checking for jobs no agent pool can serve failed");
     }
   }
 
   async #reap(): Promise<void> {
     try {
       const runs = await requeueExpiredJobs(this.#o.pool);
-      if (runs.length > 0) this.#o.log({ runs }, "agent leases expired; dispatching those jobs again");
+      if (runs.length > 0) this.#o.logger.info({ runs }, "agent leases expired; dispatching those jobs again");
     } catch (err) {
-      this.#o.log({ err }, "lease reaper pass failed");
+      this.#o.logger.error({ err }, "lease reaper pass failed");
     }
   }
 

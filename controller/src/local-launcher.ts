@@ -113,7 +113,8 @@ export class LocalLauncher implements Launcher {
     return Math.max(0, this.#opts.agents - busy);
   }
 
-  launch(req: LaunchRequest): void {
+  /** Settles at once: the job goes to an idle agent (or a new one) over IPC; an agent that dies reports agentExited. */
+  launch(req: LaunchRequest): Promise<void> {
     const agentId = newId("agt", Date.now(), randomBytes(10));
     // The agent makes it (0700) when it prepares the job's scratch directory: a synchronous mkdir
     // here held up the server's event loop on every dispatch.
@@ -121,6 +122,7 @@ export class LocalLauncher implements Launcher {
     const agent = this.#idleAgent() ?? this.#spawn();
     this.#assign(agent, { req, agentId, workdir });
     if (!this.#idleAgent()) this.#spawnIfRoom();
+    return Promise.resolve();
   }
 
   /** Starts an agent if the pool (not counting agents on their way out) has room for it. */

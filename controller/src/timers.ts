@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import { dueWaits, resolveDueWait, withTransaction } from "@flowsvc/store";
+import type { ControllerLogger } from "./dispatcher.js";
 
 const TICK_MS = 200;
 
@@ -10,13 +11,14 @@ const TICK_MS = 200;
  */
 export class TimerLoop {
   readonly #pool: Pool;
-  readonly #log: (obj: Record<string, unknown>, msg: string) => void;
+  readonly #error: (obj: Record<string, unknown>, msg: string) => void;
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
 
-  constructor(pool: Pool, log: (obj: Record<string, unknown>, msg: string) => void) {
+  /** A failed pass is logged at error through a levelled logger, or given to `log`. */
+  constructor(pool: Pool, log: ControllerLogger | ((obj: Record<string, unknown>, msg: string) => void)) {
     this.#pool = pool;
-    this.#log = log;
+    this.#error = typeof log === "function" ? log : (obj, msg) => log.error(obj, msg);
   }
 
   start(): void {
@@ -31,7 +33,7 @@ export class TimerLoop {
         await withTransaction(this.#pool, (tx) => resolveDueWait(tx, w.run_id, w.position));
       }
     } catch (err) {
-      this.#log({ err }, "timer pass failed; retrying on the next tick");
+      this.#error({ err }, "timer pass failed; retrying on the next tick");
     } finally {
       this.#busy = false;
     }

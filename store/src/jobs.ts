@@ -149,3 +149,30 @@ export const graceLeasesAfterRestart = async (db: Db, leaseMs: number): Promise<
   );
   return rowCount ?? 0;
 };
+
+/** Where each run lives (its org's and project's names), for launchers that place agents by project. */
+export const runPlacements = async (db: Db, runIds: readonly string[]): Promise<Map<string, { org: string; project: string }>> => {
+  const { rows } = await db.query<{ id: string; org: string; project: string }>(
+    `select r.id, o.name as org, p.name as project
+       from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
+      where r.id = any($1::text[])`,
+    [runIds],
+  );
+  return new Map(rows.map((r) => [r.id, { org: r.org, project: r.project }]));
+};
+
+/**
+ * A launch that never started an agent (a Pod never scheduled, an image never pulled, a project at
+ * its cap): the job goes back to the queue after `delayMs` without spending the attempt. Only while
+ * no agent claimed it (status dispatched, this attempt); answers whether it went back.
+ */
+export const returnUnstartedJob = async (db: Db, jobId: string, attempt: number, delayMs: number): Promise<boolean> => {
+  const { rowCount } = await db.query(
+    `update jobs set status = 'queued', attempt = attempt - 1, token_digest = null, lease_expires_at = null, agent_id = null,
+            not_before = now() + ($3::int * interval '1 millisecond'), updated_at = now()
+      where id = $1 and attempt = $2 and status = 'dispatched'`,
+    [jobId, attempt, Math.max(0, Math.round(delayMs))],
+  );
+  if ((rowCount ?? 0) > 0) await db.query(`select pg_notify('flowsvc_jobs', '')`);
+  return (rowCount ?? 0) > 0;
+};

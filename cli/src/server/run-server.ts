@@ -215,7 +215,11 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           // At debug the agents' own lines (each script's pid, say) join the server's.
           agentLogLevel: config.logLevel === "debug" || config.logLevel === "trace" ? "info" : "warn",
           log,
-          events: { agentExited: (req) => events.dispatcher?.agentExited(req), slotFreed: () => events.dispatcher?.nudge() },
+          events: {
+            agentExited: (req) => events.dispatcher?.agentExited(req),
+            launchFailed: (req, reason, retryAfterMs) => events.dispatcher?.launchFailed(req, reason, retryAfterMs),
+            slotFreed: () => events.dispatcher?.nudge(),
+          },
         }),
     );
     const d = new Dispatcher({
@@ -225,11 +229,10 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       leaseMs: config.leaseMs,
       maxAttempts: 5,
       publicUrl: config.publicUrl,
-      log,
-      warn: (obj, msg) => logger.warn(obj, msg),
+      logger,
     });
     events.dispatcher = d;
-    const timers = new TimerLoop(pool, log);
+    const timers = new TimerLoop(pool, logger);
     cleanups.push(async () => {
       timers.stop();
       d.stop();

@@ -6,8 +6,9 @@ import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
 import { getMirroredRun, type MirroredRun } from "@flowsvc/store";
 import type { RunOwner, RunOwners } from "./run-owners.js";
+import { RUN_ID_LABEL } from "./pods.js";
 import { apiStatus, type FlowApi } from "./reconcile-api.js";
-import { FLOWSVC_API_VERSION, FLOW_KINDS, RUN_ID_LABEL, type FlowObject } from "./reconcile-kinds.js";
+import { FLOWSVC_API_VERSION, FLOW_KINDS, type FlowObject } from "./reconcile-kinds.js";
 import type { NamespaceIndex } from "./reconcile-namespaces.js";
 import type { FlowRunStatus } from "./flowrun-summary.js";
 

@@ -12,8 +12,9 @@ import type { FlowApi } from "./reconcile-api.js";
 import type { KubeLog } from "./reconcile-log.js";
 import type { NamespaceIndex } from "./reconcile-namespaces.js";
 import { specProblem } from "./reconcile-config.js";
-import { RUN_ID_LABEL, kubeTime } from "./reconcile-kinds.js";
+import { kubeTime } from "./reconcile-kinds.js";
 import type { FlowRunObject } from "./flowrun-owners.js";
+import { RUN_ID_LABEL } from "./pods.js";
 
 export interface SubmitDeps {
   pool: Pool;

@@ -9,8 +9,6 @@ export const FLOWSVC_API_VERSION = `${FLOWSVC_GROUP}/${FLOWSVC_VERSION}`;
 /** The namespace label naming a project's org (contract: one namespace is one project). */
 export const ORG_LABEL = "flowsvc.io/org";
 export const DEFAULT_ORG = "default";
-/** Carried by every FlowRun the controller creates: the run it mirrors. */
-export const RUN_ID_LABEL = "flowsvc.io/run-id";
 
 export const FLOW_KINDS = {
   handler: { kind: "FlowHandler", plural: "flowhandlers" },

@@ -26,3 +26,7 @@ export interface RunOwners {
 /** The Pod's ownerReference to its FlowRun: not the controller (controller is unset), never blocking deletion. */
 export const FLOW_RUN_API_VERSION = "flowsvc.io/v1alpha1";
 export const FLOW_RUN_KIND = "FlowRun";
+
+export const FLOW_RUN_GROUP = "flowsvc.io";
+export const FLOW_RUN_VERSION = "v1alpha1";
+export const FLOW_RUN_PLURAL = "flowruns";

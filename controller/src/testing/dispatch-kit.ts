@@ -15,6 +15,8 @@ import type { FakeLauncher } from "./fake-launcher.js";
 export interface TestStore {
   db: TestDatabase;
   projectId: string;
+  /** The project's org's name (its project is named "p"). */
+  orgName: string;
   /** A real LISTEN connection, already receiving (a NOTIFY sent now reaches its subscribers). */
   listener: Listener;
   close(): Promise<void>;
@@ -23,7 +25,7 @@ export interface TestStore {
 /** A test database with one project and a listener on it that is known to hear NOTIFY. */
 export const openTestStore = async (): Promise<TestStore> => {
   const db = await createTestDatabase();
-  const { projectId } = await createTestProject(db.pool);
+  const { projectId, orgId } = await createTestProject(db.pool);
   const listener = startListener(db.url, () => undefined);
   let heard = false;
   const off = listener.on("flowsvc_jobs", () => (heard = true));
@@ -36,6 +38,7 @@ export const openTestStore = async (): Promise<TestStore> => {
   return {
     db,
     projectId,
+    orgName: orgId,
     listener,
     async close() {
       await listener.close();
@@ -94,12 +97,20 @@ export const startDispatcher = async (
     leaseMs: 3_600_000,
     maxAttempts: 5,
     publicUrl: undefined,
-    log: (obj, msg) => logs.push({ obj, msg }),
-    warn: (obj, msg) => warnings.push({ obj, msg }),
+    logger: {
+      info: (obj, msg) => logs.push({ obj, msg }),
+      warn: (obj, msg) => warnings.push({ obj, msg }),
+      error: (obj, msg) => warnings.push({ obj, msg }),
+    },
     ...options,
     intervals: { pollMs: 3_600_000, reapMs: 3_600_000, unservedCheckMs: 3_600_000, ...options.intervals },
   });
-  for (const l of launchers) l.attach({ agentExited: (req) => dispatcher.agentExited(req), slotFreed: () => dispatcher.nudge() });
+  for (const l of launchers)
+    l.attach({
+      agentExited: (req) => dispatcher.agentExited(req),
+      launchFailed: (req, reason, retryAfterMs) => dispatcher.launchFailed(req, reason, retryAfterMs),
+      slotFreed: () => dispatcher.nudge(),
+    });
   await dispatcher.start();
   return { dispatcher, logs, warnings };
 };

@@ -37,10 +37,18 @@ export class FakeLauncher implements Launcher {
     this.#slots = slots;
   }
 
-  launch(req: LaunchRequest): void {
+  launch(req: LaunchRequest): Promise<void> {
     if (this.free() <= 0) this.overbooked++;
     this.launches.push(req);
     this.#running.set(req.jobId, req);
+    return Promise.resolve();
+  }
+
+  /** The agent of `jobId` never started: reported as a launch failure, and the slot frees. */
+  failLaunch(jobId: string, reason = "never scheduled", retryAfterMs = 0): void {
+    const req = this.#take(jobId);
+    this.#events?.launchFailed(req, reason, retryAfterMs);
+    this.#events?.slotFreed();
   }
 
   /** The launches of one job, in order (one per dispatch). */

@@ -8,6 +8,15 @@ export const whoamiRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done)
     const caller = await authenticateUser(deps.pool, req);
     return { user: caller.userName, projects: await listMemberships(deps.pool, caller.userId) };
   });
+  // Liveness: the process answers (no I/O). Readiness: Postgres answers too.
   app.get("/healthz", (_req, reply) => reply.send({ ok: true }));
+  app.get("/readyz", async (_req, reply) => {
+    try {
+      await deps.pool.query("select 1");
+      return await reply.send({ ok: true });
+    } catch {
+      return reply.code(503).send({ ok: false, error: { code: "unavailable", message: "postgres does not answer" } });
+    }
+  });
   done();
 };
