@@ -33,6 +33,7 @@ const pct = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[M
 
 const applyToReady = async (h: Harness): Promise<void> => {
   const times: number[] = [];
+  const reconcile: number[] = [];
   for (let i = 0; i < 50; i++) {
     const yaml = [
       "apiVersion: flowsvc.io/v1alpha1",
@@ -46,6 +47,7 @@ const applyToReady = async (h: Harness): Promise<void> => {
     ].join("\n");
     const t0 = performance.now();
     await kubectlApply(h, yaml);
+    const t1 = performance.now();
     await waitFor(
       "Ready",
       async () => {
@@ -56,8 +58,12 @@ const applyToReady = async (h: Harness): Promise<void> => {
       5,
     );
     times.push(performance.now() - t0);
+    reconcile.push(performance.now() - t1);
   }
   console.log(`kubectl apply -> Ready=True over 50 applies: p50 ${pct(times, 50).toFixed(0)} ms, p99 ${pct(times, 99).toFixed(0)} ms`);
+  console.log(
+    `  of which after kubectl exited (watch -> reconcile -> status): p50 ${pct(reconcile, 50).toFixed(0)} ms, p99 ${pct(reconcile, 99).toFixed(0)} ms`,
+  );
 };
 
 const newRun = async (h: Harness, projectId: string): Promise<string> =>
