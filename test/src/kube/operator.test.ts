@@ -57,7 +57,7 @@ const startBin = (bin: string, env: Record<string, string>, ready: RegExp): Prom
     const child = spawn(process.execPath, [join(REPO_ROOT, bin)], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
     procs.push(child);
     let err = "";
-    child.stderr!.on("data", (d: Buffer) => {
+    child.stderr.on("data", (d: Buffer) => {
       err += d.toString();
       if (ready.test(err)) resolve(err);
     });
@@ -147,7 +147,7 @@ before(async () => {
 
 after(async () => {
   for (const p of procs) p.kill("SIGTERM");
-  await Promise.all(procs.map((p) => (p.exitCode === null ? new Promise((r) => p.once("exit", r)) : undefined)));
+  await Promise.all(procs.map((p) => (p.exitCode === null ? new Promise<void>((r) => p.once("exit", () => r())) : Promise.resolve())));
   await kubelet?.stop();
   await db?.drop();
   await api?.close();

@@ -48,7 +48,12 @@ describe("reconcilers", () => {
       { ...cr("flowhandlers"), name: "on-deploy", body: { spec: { when: "event.payload.env ==" } } },
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
-    await waitFor("InvalidSpec", async () => readyOf(await getCr(h, "flowhandlers", NS, "on-deploy"))?.reason === "InvalidSpec", 2000, 20);
+    await waitFor(
+      "InvalidSpec",
+      async () => readyOf(await getCr(h, "flowhandlers", NS, "on-deploy"))?.reason === "InvalidSpec",
+      10_000,
+      20,
+    );
     const bad = readyOf(await getCr(h, "flowhandlers", NS, "on-deploy"))!;
     assert.equal(bad.status, "False");
     assert.match(bad.message ?? "", /^when: /);
@@ -73,8 +78,8 @@ describe("reconcilers", () => {
     );
     await h.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: "creds" }, stringData: { token: value } } });
     const s = await scope();
-    await waitFor("sealed", async () => (await openSecretValue(h.db.pool, h.keyring, s, "API_TOKEN")) === value, 3000, 20);
-    await waitFor("Ready", async () => readyOf(await getCr(h, "flowsecrets", NS, "api-token"))?.status === "True", 3000, 20);
+    await waitFor("sealed", async () => (await openSecretValue(h.db.pool, h.keyring, s, "API_TOKEN")) === value, 10_000, 20);
+    await waitFor("Ready", async () => readyOf(await getCr(h, "flowsecrets", NS, "api-token"))?.status === "True", 10_000, 20);
     const setAt = (await getSecretMeta(h.db.pool, s.projectId, "API_TOKEN"))!.set_at;
 
     await h.core.replaceNamespacedSecret({
@@ -82,9 +87,14 @@ describe("reconcilers", () => {
       namespace: NS,
       body: { metadata: { name: "creds" }, stringData: { token: "rotated-value-2" } },
     });
-    await waitFor("re-sealed", async () => (await openSecretValue(h.db.pool, h.keyring, s, "API_TOKEN")) === "rotated-value-2", 3000, 20);
+    await waitFor("re-sealed", async () => (await openSecretValue(h.db.pool, h.keyring, s, "API_TOKEN")) === "rotated-value-2", 10_000, 20);
     assert.notEqual((await getSecretMeta(h.db.pool, s.projectId, "API_TOKEN"))!.set_at, setAt);
-    await waitFor("status setAt follows", async () => (await getCr(h, "flowsecrets", NS, "api-token"))?.status?.setAt !== setAt, 3000, 20);
+    await waitFor(
+      "status setAt follows",
+      async () => (await getCr(h, "flowsecrets", NS, "api-token"))?.status?.setAt !== setAt,
+      10_000,
+      20,
+    );
 
     const all = JSON.stringify(await h.custom.listNamespacedCustomObject(cr("flowsecrets")));
     assert.ok(!all.includes(value) && !all.includes("rotated-value-2"), "no value in a FlowSecret");
@@ -104,9 +114,14 @@ describe("reconcilers", () => {
     assert.equal(res.created, true);
     const fh = await getCr(h, "flowhandlers", NS, "nightly-job");
     assert.equal(fh?.metadata.annotations?.["flowsvc.io/name"], "Nightly_Job");
-    await waitFor("API handler Ready", async () => readyOf(await getCr(h, "flowhandlers", NS, "nightly-job"))?.status === "True", 3000, 20);
+    await waitFor(
+      "API handler Ready",
+      async () => readyOf(await getCr(h, "flowhandlers", NS, "nightly-job"))?.status === "True",
+      10_000,
+      20,
+    );
     await store.putSecret(s, "DB_PASS", "pw-from-api-123");
-    await waitFor("setAt shown", async () => typeof (await getCr(h, "flowsecrets", NS, "db-pass"))?.status?.setAt === "string", 3000, 20);
+    await waitFor("setAt shown", async () => typeof (await getCr(h, "flowsecrets", NS, "db-pass"))?.status?.setAt === "string", 10_000, 20);
     assert.ok(!JSON.stringify(await getCr(h, "flowsecrets", NS, "db-pass")).includes("pw-from-api-123"));
     await assert.rejects(store.putSecret(s, "API_TOKEN", "x-value-xyz"), /comes from Secret team-a\/creds key token/);
     assert.equal(await store.deleteHandler(s, "Nightly_Job"), true);
@@ -116,12 +131,12 @@ describe("reconcilers", () => {
   test("a handler deleted while the controller was down is removed on start (list diff)", async () => {
     await apply("flowhandlers", "FlowHandler", "short-lived", handlerSpec());
     const p = await project();
-    await waitFor("in Postgres", async () => (await getHandler(h.db.pool, p.projectId, "short-lived")) !== undefined, 3000, 20);
+    await waitFor("in Postgres", async () => (await getHandler(h.db.pool, p.projectId, "short-lived")) !== undefined, 10_000, 20);
     await h.stopReconcilers();
     await h.custom.deleteNamespacedCustomObject({ ...cr("flowhandlers"), name: "short-lived" });
     assert.ok(await getHandler(h.db.pool, p.projectId, "short-lived"), "still there while the controller is down");
     await h.restart();
-    await waitFor("removed on start", async () => (await getHandler(h.db.pool, p.projectId, "short-lived")) === undefined, 5000, 20);
+    await waitFor("removed on start", async () => (await getHandler(h.db.pool, p.projectId, "short-lived")) === undefined, 15_000, 20);
   });
 
   test("a run gets a small FlowRun that follows it through a dropped watch and a 410, then goes after its TTL", async () => {
@@ -146,7 +161,7 @@ describe("reconcilers", () => {
           })
         ).id,
     );
-    await waitFor("FlowRun queued", async () => (await getCr(h, "flowruns", NS, runId))?.status?.status === "queued", 5000, 20);
+    await waitFor("FlowRun queued", async () => (await getCr(h, "flowruns", NS, runId))?.status?.status === "queued", 15_000, 20);
     const owner = await h.reconcilers.runOwners.ownerOf(runId);
     assert.equal(owner.name, runId);
     assert.equal(owner.namespace, NS);
@@ -158,13 +173,18 @@ describe("reconcilers", () => {
       await finishRun(tx, runId, { status: "succeeded", output: null, error: null });
     });
     let fr: Cr | undefined;
-    await waitFor("FlowRun succeeded", async () => (fr = await getCr(h, "flowruns", NS, runId))?.status?.status === "succeeded", 5000, 20);
+    await waitFor(
+      "FlowRun succeeded",
+      async () => (fr = await getCr(h, "flowruns", NS, runId))?.status?.status === "succeeded",
+      15_000,
+      20,
+    );
     fr = fr!;
     assert.ok(Buffer.byteLength(JSON.stringify(fr)) < 4096, `FlowRun is ${Buffer.byteLength(JSON.stringify(fr))} bytes`);
     assert.match(fr.status?.summary ?? "", /last line$/);
     assert.equal(fr.status?.conditions?.[0]?.status, "True");
-    await waitFor("relisted after the 410", () => h.reconcilers.lists() > lists, 5000, 20);
-    await waitFor("FlowRun gone after its TTL", async () => (await getCr(h, "flowruns", NS, runId)) === undefined, 5000, 50);
+    await waitFor("relisted after the 410", () => h.reconcilers.lists() > lists, 15_000, 20);
+    await waitFor("FlowRun gone after its TTL", async () => (await getCr(h, "flowruns", NS, runId)) === undefined, 15_000, 50);
     const { rows } = await h.db.pool.query<{ status: string }>(`select status from runs where id = $1`, [runId]);
     assert.equal(rows[0]?.status, "succeeded", "the run stays in Postgres");
   });
