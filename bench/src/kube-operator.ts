@@ -40,7 +40,7 @@ const applyToReady = async (h: Harness): Promise<void> => {
       "kind: FlowHandler",
       "metadata: {name: bench-handler, namespace: bench}",
       "spec:",
-      "  'on': [deploy.*]",
+      "  events: [deploy.*]",
       `  when: 'event.payload.n != ${i}'`,
       "  reaction: {kind: script, filename: h.sh, source: 'echo hi'}",
       "",

@@ -34,8 +34,13 @@ export class FlowRunIndex {
   }
 }
 
-/** The spec of a FlowRun the controller creates for a run: what it runs, never its source (it may be 1 MiB) or env. */
+/**
+ * The spec of a FlowRun the controller creates for a run: what it runs, never its source (it may be
+ * 1 MiB; the run's own copy stays in Postgres, so `source` is empty) or its env.
+ */
 export const mirrorSpec = (run: MirroredRun): Record<string, unknown> => ({
+  kind: "script",
+  source: "",
   filename: run.filename,
   interpreter: run.interpreter,
   ...(run.tags.length ? { tags: run.tags } : {}),

@@ -13,6 +13,8 @@ export interface FlowRunStatus {
   substate?: string;
   startedAt?: string;
   finishedAt?: string;
+  /** From start to finish, e.g. `1m23s` (the Duration column). */
+  duration?: string;
   summary?: string;
   observedGeneration?: number;
   conditions?: Condition[];
@@ -54,7 +56,7 @@ const REASONS: Record<string, { status: Condition["status"]; reason: string }> =
 
 /** `kind:name` of a parked run's activity (the Substate column), or its name alone. */
 export const substateText = (s: MirroredRun["substate"]): string | undefined =>
-  s ? clipUtf8(s.kind ? `${s.kind}:${s.name}` : s.name, 253) : undefined;
+  s ? clipUtf8(s.kind ? `${s.kind}:${s.name}` : s.name, 64) : undefined;
 
 /** The Succeeded condition; its transition time stays while its status does not change. */
 export const succeededCondition = (run: MirroredRun, previous: Condition | undefined, now: Date, generation?: number): Condition => {
@@ -70,6 +72,13 @@ export const succeededCondition = (run: MirroredRun, previous: Condition | undef
   };
 };
 
+/** `1h2m3s`, `4m5s`, `6s` (kubectl's style); under a second is `0s`. */
+export const durationText = (ms: number): string => {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  const [h, m, sec] = [Math.floor(s / 3600), Math.floor((s % 3600) / 60), s % 60];
+  return h ? `${h}h${m}m${sec}s` : m ? `${m}m${sec}s` : `${sec}s`;
+};
+
 /** The whole status of the FlowRun mirroring `run` (summary only once it has ended). */
 export const flowRunStatus = (
   run: MirroredRun,
@@ -83,6 +92,7 @@ export const flowRunStatus = (
     ...(sub ? { substate: sub } : {}),
     ...(run.started_at ? { startedAt: kubeTime(run.started_at) } : {}),
     ...(run.finished_at ? { finishedAt: kubeTime(run.finished_at) } : {}),
+    ...(run.started_at && run.finished_at ? { duration: durationText(run.finished_at.getTime() - run.started_at.getTime()) } : {}),
     ...(ctx.summary !== undefined ? { summary: ctx.summary } : {}),
     ...(ctx.generation !== undefined ? { observedGeneration: ctx.generation } : {}),
     conditions: [succeededCondition(run, prevCond, ctx.now, ctx.generation)],

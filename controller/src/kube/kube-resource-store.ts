@@ -19,6 +19,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import {
   FlowError,
+  handlerResourceSpecOf,
   type HandlerInput,
   type PutHookInput,
   type ResourceScope,
@@ -27,7 +28,7 @@ import {
 } from "@flowsvc/core";
 import { FlowApi, apiStatus } from "./reconcile-api.js";
 import { FLOWSVC_API_VERSION, FLOW_KINDS, type FlowKindName, type FlowObject } from "./reconcile-kinds.js";
-import { objectNameFor } from "./reconcile-names.js";
+import { objectNameFor, secretObjectFor } from "./reconcile-names.js";
 
 export const WRITTEN_AT_ANNOTATION = "flowsvc.io/written-at";
 
@@ -117,8 +118,9 @@ export class KubeResourceStore implements ResourceStore {
     const ref = (existing?.spec?.["valueFrom"] as { secretKeyRef?: unknown } | undefined)?.secretKeyRef;
     if (ref) throw this.#fromSecret(scope, `secret ${name}`, ref);
     const meta = await this.pg.putSecret(scope, name, value);
+    const { secretName } = secretObjectFor(name);
     await this.#write("secret", scope, name, {
-      spec: {},
+      spec: secretName === undefined ? {} : { secretName },
       created: existing === undefined,
       undo: () => this.pg.deleteSecret(scope, name),
       existing,

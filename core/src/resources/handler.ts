@@ -26,15 +26,16 @@ export const ScriptFilename = z
 export const HandlerSpec = z
   .object({
     on: z.array(z.string()).min(1, "give at least one type pattern (an exact type, prefix.* or *)").max(64),
-    when: z.string().nullable().optional(),
+    when: z.string().nullable().optional().describe("A CEL predicate over `event`; the handler runs only when it is true."),
     reaction: z
       .object({
         kind: z.literal("script", { error: 'only "script" is available in this version (yaml pipelines, graphs and nodes arrive later)' }),
         source: z.string().max(SOURCE_LIMIT, `the source is over ${SOURCE_LIMIT} bytes`),
         filename: ScriptFilename,
       })
-      .strict(),
-    tags: z.array(z.string().min(1).max(128)).max(32).default([]),
+      .strict()
+      .describe("What runs: a script (run under bash -eu by an agent with the polyglot capability)."),
+    tags: z.array(z.string().min(1).max(128)).max(32).default([]).describe("Tags given to every run the handler starts."),
     credentials: z
       .record(
         // The variable a credential is injected as follows the rule of a secret's name (checked after
@@ -42,7 +43,8 @@ export const HandlerSpec = z
         z.string(),
         z.string().regex(CREDENTIAL_NAME, "a credential name is 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit"),
       )
-      .default({}),
+      .default({})
+      .describe("ENV_VAR -> credential name, resolved when the job is claimed."),
   })
   .strict();
 export type HandlerSpec = z.input<typeof HandlerSpec>;
@@ -101,3 +103,31 @@ export const parseHandler = (name: string, body: unknown): HandlerInput => {
   const when = spec.when === undefined || spec.when === null ? null : compileWhen(spec.when);
   return { name, on, when, reaction: spec.reaction, tags: spec.tags, credentials: spec.credentials };
 };
+
+/**
+ * A FlowHandler's spec: the API body with `on` named `events`. kubectl reads YAML 1.1, where a bare
+ * `on:` key is the boolean true (sigs.k8s.io/yaml turns it into the key "true"), so no field of a
+ * custom resource may be called on/off/yes/no/y/n.
+ */
+export const HandlerResourceSpec = z
+  .object({
+    events: HandlerSpec.shape.on.describe("Event type patterns that start the handler: an exact type, prefix.* or *."),
+    ...HandlerSpec.omit({ on: true }).shape,
+  })
+  .strict();
+export type HandlerResourceSpec = z.input<typeof HandlerResourceSpec>;
+
+/** A FlowHandler's spec checked by the API's rules (parseHandler): ZodErrors name `events`, not `on`. */
+export const parseHandlerResource = (name: string, raw: unknown): HandlerInput => {
+  const { events, ...rest } = HandlerResourceSpec.parse(raw);
+  return parseHandler(name, { ...rest, on: events });
+};
+
+/** The FlowHandler spec that stands for a handler (what the Kubernetes ResourceStore writes). */
+export const handlerResourceSpecOf = (h: HandlerInput): HandlerResourceSpec => ({
+  events: h.on,
+  when: h.when,
+  reaction: h.reaction,
+  tags: h.tags,
+  credentials: h.credentials,
+});

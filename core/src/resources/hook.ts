@@ -30,10 +30,20 @@ export const HookName = z
 
 /** What a hook accepts and emits, without secret material: shared by the API body and the CR spec. */
 const hookFields = {
-  event_type: z.string().optional(),
-  manifest: z.string().optional(),
-  hmac_header: z.string().regex(HEADER_NAME, "hmac_header must be an HTTP header name").optional(),
-  hmac_prefix: z.string().max(64).optional(),
+  event_type: z
+    .string()
+    .optional()
+    .describe("The event type a shared-token or manual-HMAC hook emits (default for HMAC: the hook's name)."),
+  manifest: z
+    .string()
+    .optional()
+    .describe("A built-in manifest (github): verifies the forge's signature and derives each delivery's type."),
+  hmac_header: z
+    .string()
+    .regex(HEADER_NAME, "hmac_header must be an HTTP header name")
+    .optional()
+    .describe("Manual HMAC: the header carrying the hex HMAC-SHA256 of the body."),
+  hmac_prefix: z.string().max(64).optional().describe("Manual HMAC: a prefix before the hex digest (e.g. sha256=)."),
 };
 
 /** The body of `PUT .../event-hooks/{name}`: the fields plus the signing key in the clear (it is sealed at once). */
@@ -54,8 +64,10 @@ export type HookSetBody = z.infer<typeof HookSetBody>;
 export const HookResourceSpec = z
   .object({
     ...hookFields,
-    secretRef: SecretKeyRef.optional(),
-    signingKeyRef: SecretKeyRef.optional(),
+    secretRef: SecretKeyRef.optional().describe("A key of a Secret in this namespace holding the shared secret; without it one is minted."),
+    signingKeyRef: SecretKeyRef.optional().describe(
+      "A key of a Secret in this namespace holding the signing key (manifest and manual-HMAC hooks).",
+    ),
   })
   .strict();
 export type HookResourceSpec = z.infer<typeof HookResourceSpec>;
@@ -159,3 +171,15 @@ export const parseHookResource = (name: string, raw: unknown, keyKept = false): 
   const { spec } = parseHook(name, body);
   return { spec, secretRef: secretRef ?? null, signingKeyRef: spec.mode === "token" ? null : (signingKeyRef ?? null) };
 };
+
+/** The FlowEventHook spec that stands for a hook's configuration (no secret material: refs, if any, are the caller's). */
+export const hookResourceSpecOf = (spec: HookSpec): HookResourceSpec => ({
+  ...(spec.mode === "manifest" ? {} : { event_type: spec.eventType ?? undefined }),
+  ...(spec.manifest === null ? {} : { manifest: spec.manifest }),
+  ...(spec.hmacHeader === null ? {} : { hmac_header: spec.hmacHeader }),
+  ...(spec.hmacPrefix === null ? {} : { hmac_prefix: spec.hmacPrefix }),
+});
+
+/** Where senders post a hook's deliveries: `<base>/api/v1/hooks/<org>/<project>/<name>`, each part percent-encoded. */
+export const hookIngestUrl = (baseUrl: string, org: string, project: string, name: string): string =>
+  `${baseUrl.replace(/\/+$/, "")}/api/v1/hooks/${[org, project, name].map(encodeURIComponent).join("/")}`;

@@ -5,3 +5,4 @@ export * from "./secret.js";
 export * from "./run.js";
 export * from "./status.js";
 export * from "./resource-store.js";
+export * from "./crds.js";

@@ -19,7 +19,15 @@ export type Condition = z.infer<typeof Condition>;
 
 const common = {
   observedGeneration: z.number().int().min(0).optional(),
-  conditions: z.array(Condition).max(8).optional(),
+  conditions: z
+    .array(Condition)
+    .max(8)
+    .optional()
+    .meta({
+      "x-kubernetes-list-type": "map",
+      "x-kubernetes-list-map-keys": ["type"],
+      description: "Kubernetes-style conditions, one per type.",
+    }),
 };
 
 export const HandlerStatus = z.object({ ...common }).strict();
@@ -48,6 +56,8 @@ export const RunResourceStatus = z
     substate: z.string().max(64).optional(),
     startedAt: z.iso.datetime().optional(),
     finishedAt: z.iso.datetime().optional(),
+    /** From start to finish, short (`1m12s`): the Duration column (a printer column cannot subtract dates). */
+    duration: z.string().max(32).optional(),
     summary: z.string().max(RUN_SUMMARY_MAX).optional(),
     ...common,
   })

@@ -13,7 +13,7 @@
  */
 import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
-import { FlowError, HookName, parseHook, type HookRecord } from "@flowsvc/core";
+import { FlowError, HookName, hookIngestUrl, parseHook, type HookRecord } from "@flowsvc/core";
 import { getHook, listHooks } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import { HookCache } from "../hook-cache.js";
@@ -35,7 +35,7 @@ interface HookCtx {
 const BASE = "/api/v1/orgs/:org/projects/:project/event-hooks";
 
 const ingestUrl = (publicUrl: string | undefined, req: FastifyRequest, where: Where, name: string): string =>
-  `${publicUrl?.replace(/\/+$/, "") ?? `${req.protocol}://${req.host}`}/api/v1/hooks/${[where.org, where.project, name].map(encodeURIComponent).join("/")}`;
+  hookIngestUrl(publicUrl ?? `${req.protocol}://${req.host}`, where.org, where.project, name);
 
 /** A hook as answered: what it emits and the URL senders post to. */
 const describe = ({ deps }: HookCtx, req: FastifyRequest, where: Where, h: HookRecord) => ({

@@ -1,8 +1,9 @@
 // The OpenAPI v3 discovery kubectl reads before apply/create: /openapi/v3 lists a document per
 // group-version, and each document's PATCH operations carry their group-version-kind and the
 // `fieldValidation` query parameter, so kubectl leaves validation to the server (it sends
-// fieldValidation=Strict). No schemas are published: kubectl then computes client-side apply patches
-// from its compiled-in types (built-in kinds: strategic merge) or as JSON merge patches (custom kinds).
+// fieldValidation=Strict). Only custom kinds' schemas are published (for `kubectl explain`); the PATCH
+// operations declare no strategic-merge body, so kubectl computes client-side apply patches from its
+// compiled-in types (built-in kinds: strategic merge) or as JSON merge patches (custom kinds).
 import type { KubeObject } from "./api-error.js";
 import type { ResourceType, TypeRegistry } from "./resource-types.js";
 
@@ -39,6 +40,11 @@ const operationsOf = (t: ResourceType): [string, unknown][] => {
   ];
 };
 
+const schemaOf = (t: ResourceType): [string, unknown] => [
+  `${t.group.split(".").reverse().join(".")}.${t.version}.${t.kind}`,
+  { ...t.schema, "x-kubernetes-group-version-kind": [{ group: t.group, version: t.version, kind: t.kind }] },
+];
+
 export const openApiGroupVersion = (registry: TypeRegistry, path: string): KubeObject | undefined => {
   const types = registry.all().filter((t) => gvPath(t.group, t.version) === path);
   if (types.length === 0) return undefined;
@@ -46,6 +52,7 @@ export const openApiGroupVersion = (registry: TypeRegistry, path: string): KubeO
     openapi: "3.0.0",
     info: { title: "Kubernetes", version: "v1.32.0" },
     paths: Object.fromEntries(types.flatMap(operationsOf)),
-    components: { schemas: {} },
+    // A custom kind's schema, so `kubectl explain` can walk it (as a real apiserver publishes CRD schemas).
+    components: { schemas: Object.fromEntries(types.filter((t) => !t.builtin && t.schema).map(schemaOf)) },
   };
 };

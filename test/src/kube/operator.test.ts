@@ -83,7 +83,7 @@ apiVersion: flowsvc.io/v1alpha1
 kind: FlowHandler
 metadata: {name: on-order, namespace: ${NS}}
 spec:
-  'on': [order.*]
+  events: [order.*]
   reaction:
     kind: script
     filename: order.sh

@@ -18,7 +18,7 @@ const cr = (plural: string) => ({ group: GROUP, version: VERSION, plural, namesp
 const apply = (plural: string, kind: string, name: string, spec: object) =>
   h.custom.createNamespacedCustomObject({ ...cr(plural), body: { apiVersion: `${GROUP}/${VERSION}`, kind, metadata: { name }, spec } });
 const handlerSpec = (when?: string) => ({
-  on: ["deploy.*"],
+  events: ["deploy.*"],
   ...(when ? { when } : {}),
   reaction: { kind: "script", source: "echo hi\n", filename: "h.sh" },
 });

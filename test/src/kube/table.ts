@@ -5,18 +5,21 @@ import type { KubeObject } from "./api-error.js";
 import { metaOf } from "./object-meta.js";
 import type { PrinterColumn, ResourceType } from "./resource-types.js";
 
-/** `.status.phase`, `.spec.items[0].name`, `{.status.x}`: the path forms printer columns use. */
+/** `.status.phase`, `.spec.items[0].name`, `{.status.x}`, `.status.conditions[?(@.type=="Ready")].status`: the path forms printer columns use. */
 export const evalJsonPath = (obj: unknown, path: string): unknown => {
   const steps =
     path
       .replace(/^\{|\}$/g, "")
       .replace(/^\./, "")
-      .match(/[^.[\]]+|\[\d+\]/g) ?? [];
+      .match(/\[\?\(@\.\w+==(?:"[^"]*"|'[^']*')\)\]|[^.[\]]+|\[\d+\]/g) ?? [];
   let cur: unknown = obj;
   for (const step of steps) {
     if (cur === null || typeof cur !== "object") return undefined;
+    // A filter picks the first element whose field equals the literal (a real apiserver prints all matches; conditions have one).
+    const filter = /^\[\?\(@\.(\w+)==["'](.*)["']\)\]$/.exec(step);
     const index = /^\[(\d+)\]$/.exec(step);
-    cur = index ? (Array.isArray(cur) ? cur[Number(index[1])] : undefined) : (cur as Record<string, unknown>)[step];
+    if (filter) cur = Array.isArray(cur) ? cur.find((e) => (e as Record<string, unknown> | null)?.[filter[1]!] === filter[2]) : undefined;
+    else cur = index ? (Array.isArray(cur) ? cur[Number(index[1])] : undefined) : (cur as Record<string, unknown>)[step];
   }
   return cur;
 };

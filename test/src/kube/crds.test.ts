@@ -1,0 +1,148 @@
+// flowsvc's generated CRDs (crds/, from core's zod schemas) with the real kubectl against the fake
+// API server: crds/ is fresh; `kubectl apply -f crds/` and a sample of each kind; `kubectl get flowsvc`
+// lists them with their printer columns; `kubectl explain` walks the schema; the apiserver's schema
+// validation refuses an unknown field, a wrong type, and the YAML 1.1 `on:` trap.
+import assert from "node:assert/strict";
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { startFakeApiServer, type FakeApiServer } from "./server.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..", "..", "..");
+const crdsDir = join(root, "crds");
+const fixtures = join(root, "test", "fixtures", "k8s");
+const KINDS = ["flowhandler", "floweventhook", "flowsecret", "flowrun"];
+
+let api: FakeApiServer;
+let dir: string;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const kubectl = (args: string[], stdin?: string): Promise<Run> =>
+  new Promise((resolve, reject) => {
+    const child = spawn("kubectl", ["--kubeconfig", api.kubeconfigPath, "--cache-dir", join(dir, "cache"), ...args], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(stdin ?? "");
+  });
+
+const ok = async (args: string[], stdin?: string): Promise<string> => {
+  const r = await kubectl(args, stdin);
+  assert.equal(r.code, 0, `kubectl ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout;
+};
+
+/** The table kubectl prints for one kind (the block whose header has `column`): header and rows, split on runs of spaces. */
+const tableOf = (out: string, column: string): string[][] => {
+  const block = out.split(/\n\s*\n/).find((b) => b.trimStart().split("\n")[0]!.split(/\s+/).includes(column)) ?? "";
+  return block
+    .trim()
+    .split("\n")
+    .map((l) => l.trim().split(/\s{2,}/));
+};
+
+const fixture = (kind: string): string => readFileSync(join(fixtures, `${kind}.yaml`), "utf8");
+
+before(async () => {
+  api = await startFakeApiServer();
+  dir = mkdtempSync(join(tmpdir(), "crds-test-"));
+  await ok(["apply", "-f", crdsDir]);
+});
+after(async () => {
+  await api?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("flowsvc's CRDs with kubectl", () => {
+  test("crds/ is what scripts/gen-crds.mjs generates from core's schemas", async () => {
+    const r = await new Promise<{ code: number; out: string }>((resolve) =>
+      execFile(process.execPath, [join(root, "scripts", "gen-crds.mjs"), "--check"], (err, stdout, stderr) =>
+        resolve({ code: err ? Number(err.code ?? 1) : 0, out: stdout + stderr }),
+      ),
+    );
+    assert.equal(r.code, 0, r.out);
+  });
+
+  test("a sample of each kind applies; `kubectl get flowsvc` lists them with their printer columns; status shows in Ready", async () => {
+    for (const kind of KINDS) assert.match(await ok(["apply", "-f", join(fixtures, `${kind}.yaml`)]), / created$/m, kind);
+    await ok([
+      "patch",
+      "fh",
+      "deploy",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({
+        status: {
+          observedGeneration: 1,
+          conditions: [{ type: "Ready", status: "True", reason: "Reconciled", message: "", lastTransitionTime: "2026-11-24T06:00:00Z" }],
+        },
+      }),
+    ]);
+    await ok(["patch", "fr", "hello", "--subresource=status", "--type=merge", "-p", '{"status":{"status":"succeeded","duration":"3s"}}']);
+    const all = await ok(["get", "flowsvc"]);
+    const handlers = tableOf(all, "EVENTS");
+    assert.deepEqual(handlers[0], ["NAME", "EVENTS", "READY", "AGE"], all);
+    assert.deepEqual(handlers[1]?.slice(0, 3), ["flowhandler.flowsvc.io/deploy", '["deploy.*"]', "True"], all);
+    assert.deepEqual(tableOf(all, "URL")[0], ["NAME", "URL", "READY", "AGE"], all);
+    const secrets = tableOf(all, "SOURCE");
+    assert.deepEqual(secrets[0], ["NAME", "SOURCE", "SET", "READY", "AGE"]);
+    assert.deepEqual(secrets[1]?.slice(0, 2), ["flowsecret.flowsvc.io/api-token", "api-credentials"]);
+    const runs = tableOf(all, "STATUS");
+    assert.deepEqual(runs[0], ["NAME", "STATUS", "SUBSTATE", "AGE", "DURATION"]);
+    // SUBSTATE is empty: the row's cells are split on runs of spaces, so the duration is the last one.
+    assert.deepEqual([runs[1]?.[0], runs[1]?.[1], runs[1]?.at(-1)], ["flowrun.flowsvc.io/hello", "succeeded", "3s"]);
+    for (const kind of KINDS) assert.match(all, new RegExp(`^${kind}\\.flowsvc\\.io/`, "m"), `kubectl get flowsvc lists ${kind}`);
+    // A YAML 1.1 word as a value stays a string where the schema says string (quoted in the fixture).
+    assert.match(await ok(["get", "fr", "hello", "-o", "jsonpath={.spec.env.GREETING}"]), /^yes$/);
+  });
+
+  test("kubectl explain walks a kind's schema", async () => {
+    const out = await ok(["explain", "flowhandler.spec"]);
+    assert.match(out, /KIND:\s+FlowHandler/);
+    assert.match(out, /events\s+<\[\]string> -required-/);
+    assert.match(out, /Event type patterns that start the handler/);
+    assert.match(await ok(["explain", "floweventhook.spec.signingKeyRef"]), /key\s+<string> -required-/);
+  });
+
+  test("the apiserver's schema validation refuses an unknown field, a wrong type, a missing field and `on:` (YAML 1.1 reads it as true)", async () => {
+    const handler = fixture("flowhandler").replace("name: deploy", "name: bad");
+    const unknown = await kubectl(
+      ["apply", "--validate=strict", "-f", "-"],
+      handler.replace("  tags: [gitops]", "  tags: [gitops]\n  retries: 3"),
+    );
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /unknown field "spec.retries"/);
+    const wrongType = await kubectl(["apply", "-f", "-"], handler.replace("tags: [gitops]", "tags: gitops"));
+    assert.equal(wrongType.code, 1);
+    assert.match(wrongType.stderr, /spec.tags: Invalid value: "string": spec.tags in body must be of type array/);
+    // Written as the API's field next to `events`: the only fault left is the key YAML 1.1 reads as a boolean.
+    const trap = await kubectl(
+      ["apply", "--validate=strict", "-f", "-"],
+      handler.replace('  events: ["deploy.*"]', '  events: ["deploy.*"]\n  on: ["deploy.*"]'),
+    );
+    assert.equal(trap.code, 1);
+    assert.match(trap.stderr, /unknown field "spec.true"/, "kubectl turned the key `on` into `true`");
+    const missing = await kubectl(["apply", "-f", "-"], handler.replace('  events: ["deploy.*"]\n', ""));
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /spec.events: Required value/);
+    const badRef = await kubectl(["apply", "-f", "-"], fixture("flowsecret").replace("name: api-credentials", "name: Not_A_Secret"));
+    assert.equal(badRef.code, 1);
+    assert.match(badRef.stderr, /spec.valueFrom.secretKeyRef.name in body should match/);
+    assert.equal((await kubectl(["get", "fh", "bad"])).code, 1, "nothing was written");
+  });
+});
