@@ -6,8 +6,9 @@
  * - a Pod that ends (Succeeded or Failed, evicted included) or vanishes: `agentExited`, which
  *   requeues the job if its agent did not finish it, as an agent death is today; the Pod is deleted
  *   (its Secret goes with it, by the garbage collector);
- * - a Pod still Pending after `pendingTimeoutSeconds`, or whose image cannot be pulled: deleted, and
- *   `launchFailed`, which gives the job back without spending an attempt;
+ * - a Pod not scheduled within `pendingTimeoutSeconds`, or whose image cannot be pulled: deleted, and
+ *   `launchFailed`, which gives the job back without spending an attempt (a scheduled Pod that is
+ *   slow to start is left to the dispatch lease, which covers the pending timeout too);
  * - a project at `maxPodsPerProject`: `launchFailed` at once (no Pod is made); `free()` stops at
  *   `maxPods`.
  * Its first list adopts the Pods a previous controller made (by label), so a restarted controller
@@ -160,8 +161,8 @@ export class PodLauncher implements Launcher {
     const s = podState(pod);
     if (s.state === "ended") this.#ended(name, tracked, s.exitCode, s.reason);
     else if (s.state === "cannotStart") this.#cannotStart(name, tracked, s.reason);
-    else if (s.state === "pending" && Date.now() - Math.min(s.since, tracked.since) > this.#pendingMs)
-      this.#cannotStart(name, tracked, s.unschedulable ?? `still Pending after ${this.#pendingMs / 1000} s`);
+    else if (s.state === "pending" && !s.scheduled && Date.now() - Math.min(s.since, tracked.since) > this.#pendingMs)
+      this.#cannotStart(name, tracked, s.unschedulable ?? `not scheduled after ${this.#pendingMs / 1000} s`);
   }
 
   /** A Pod this launcher did not make (a previous controller did): tracked from its labels. */

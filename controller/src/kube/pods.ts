@@ -149,7 +149,7 @@ export const dispatchOf = (pod: V1Pod): Omit<LaunchRequest, "token"> | undefined
 const IMAGE_FAILURES = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"]);
 
 export type PodState =
-  | { state: "pending"; since: number; unschedulable?: string }
+  | { state: "pending"; since: number; scheduled: boolean; unschedulable?: string }
   | { state: "cannotStart"; reason: string }
   | { state: "running" }
   | { state: "ended"; exitCode: number | null; reason: string };
@@ -170,14 +170,22 @@ const imageFailure = (pod: V1Pod): string | undefined => {
   return `${waiting.reason}: ${waiting.message ?? `image ${pod.spec?.containers[0]?.image ?? "?"} cannot be pulled`}`;
 };
 
+/** Why the scheduler left it unscheduled (its PodScheduled=False message), if it said. */
+const unschedulableReason = (pod: V1Pod): string | undefined => {
+  const scheduled = (pod.status?.conditions ?? []).find((c) => c.type === "PodScheduled");
+  if (scheduled?.status !== "False") return undefined;
+  return scheduled.message ?? scheduled.reason ?? "Unschedulable";
+};
+
 const pendingState = (pod: V1Pod): PodState => {
   const failure = imageFailure(pod);
   if (failure) return { state: "cannotStart", reason: failure };
-  const scheduled = (pod.status?.conditions ?? []).find((c) => c.type === "PodScheduled");
   const created = pod.metadata?.creationTimestamp;
   const since = created ? new Date(created).getTime() : Date.now();
-  if (scheduled?.status !== "False") return { state: "pending", since };
-  return { state: "pending", since, unschedulable: scheduled.message ?? scheduled.reason ?? "Unschedulable" };
+  const bound = Boolean(pod.spec?.nodeName) || (pod.status?.conditions ?? []).some((c) => c.type === "PodScheduled" && c.status === "True");
+  if (bound) return { state: "pending", since, scheduled: true };
+  const unschedulable = unschedulableReason(pod);
+  return { state: "pending", since, scheduled: false, ...(unschedulable ? { unschedulable } : {}) };
 };
 
 /** What a Pod's status says about its agent. */

@@ -111,19 +111,32 @@ export class Kubelet {
   }
 
   async start(): Promise<void> {
-    for (const n of this.nodes) {
-      const labels = { "kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux", ...n.labels };
-      await this.core
-        .createNode({
-          body: {
-            metadata: { name: n.name, labels },
-            spec: { taints: n.taints ?? [] },
-            status: { conditions: [{ type: "Ready", status: "True" }] },
-          },
-        })
-        .catch(() => undefined);
-    }
+    for (const n of this.nodes) await this.registerNode(n);
     await this.informer.start();
+  }
+
+  private async registerNode(n: SimNode): Promise<void> {
+    const labels = { "kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux", ...n.labels };
+    await this.core
+      .createNode({
+        body: {
+          metadata: { name: n.name, labels },
+          spec: { taints: n.taints ?? [] },
+          status: { conditions: [{ type: "Ready", status: "True" }] },
+        },
+      })
+      .catch(() => undefined);
+  }
+
+  /**
+   * A node joins (a cluster scaling up): it is registered, and Pods left Pending are scheduled again,
+   * as the scheduler retries unschedulable Pods when a node is added.
+   */
+  async addNode(node: SimNode): Promise<void> {
+    this.nodes.push(node);
+    await this.registerNode(node);
+    for (const pod of this.informer.list())
+      if (!pod.spec?.nodeName && !pod.metadata?.deletionTimestamp) this.enqueue(pod, () => this.sync(pod));
   }
 
   /** Per-Pod serial work: events of one Pod are handled in order, Pods in parallel. */

@@ -1,0 +1,94 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FlowError } from "@flowsvc/core";
+import { loadControllerConfig } from "./config.js";
+
+const KEY = Buffer.alloc(32, 7).toString("base64");
+const good = { FLOWSVC_DATABASE_URL: "postgres://u@127.0.0.1:5432/flowsvc", FLOWSVC_MASTER_KEY: KEY };
+
+/** The problems a refused configuration lists (its FlowError("config") details). */
+const problemsOf = (env: NodeJS.ProcessEnv): string[] => {
+  try {
+    loadControllerConfig(env);
+  } catch (err) {
+    assert.ok(err instanceof FlowError);
+    assert.equal(err.code, "config");
+    return err.details?.["problems"] as string[];
+  }
+  assert.fail("the configuration was accepted");
+};
+
+const withConfigFile = (text: string, fn: (path: string) => void): void => {
+  const dir = mkdtempSync(join(tmpdir(), "controller-config-"));
+  try {
+    writeFileSync(join(dir, "config.json"), text);
+    fn(join(dir, "config.json"));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+};
+
+void test("defaults: the contract's config file values, health on 8081, info logs", () => {
+  const c = loadControllerConfig({ ...good, FLOWSVC_POD_NAME: "ctl-0", FLOWSVC_POD_NAMESPACE: "flowsvc" });
+  assert.equal(c.podName, "ctl-0");
+  assert.equal(c.podNamespace, "flowsvc");
+  assert.equal(c.healthPort, 8081);
+  assert.equal(c.logLevel, "info");
+  assert.equal(c.masterKey.length, 32);
+  assert.equal(c.file.agentServerUrl, "http://flowsvc-ingest:8080");
+  assert.deepEqual(c.file.agent.resources, { requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "512Mi" } });
+  assert.equal(c.file.agent.maxPods, 50);
+  assert.equal(c.file.agent.maxPodsPerProject, 10);
+  assert.deepEqual(c.file.leaderElection, {
+    enabled: true,
+    leaseName: "flowsvc-controller",
+    leaseDurationSeconds: 15,
+    renewDeadlineSeconds: 10,
+    retryPeriodSeconds: 2,
+  });
+});
+
+void test("no master key and no database refuse the start, naming each variable and never echoing a bad key", () => {
+  assert.deepEqual(
+    problemsOf({}).map((p) => p.split(":")[0]),
+    ["FLOWSVC_DATABASE_URL", "FLOWSVC_MASTER_KEY"],
+  );
+  const secretish = "c2VjcmV0LXRoYXQtaXMtbm90LTMyLWJ5dGVz\u0000";
+  const problems = problemsOf({ ...good, FLOWSVC_MASTER_KEY: secretish, FLOWSVC_HEALTH_PORT: "1e99", FLOWSVC_LOG_LEVEL: "loud" });
+  assert.ok(problems.some((p) => p.startsWith("FLOWSVC_MASTER_KEY: ")));
+  assert.ok(problems.some((p) => p.startsWith("FLOWSVC_HEALTH_PORT: ")));
+  assert.ok(problems.some((p) => p.startsWith("FLOWSVC_LOG_LEVEL: ")));
+  assert.ok(!problems.join("\n").includes(secretish.slice(0, 12)), "the bad key is not repeated");
+});
+
+void test("a bad config file names the JSON path of each problem; unknown fields and hostile values are refused", () => {
+  withConfigFile(
+    JSON.stringify({
+      agent: { maxPods: 0, image: "bad image\u0000", capabilityScheduling: { gpu: { nodeSelector: { "a/b/c": "x" } } }, extra: 1 },
+      leaderElection: { leaseDurationSeconds: 5, renewDeadlineSeconds: 9 },
+      watchNamespaces: ["Team_A"],
+    }),
+    (path) => {
+      const problems = problemsOf({ ...good, FLOWSVC_CONFIG_FILE: path });
+      for (const where of [
+        "agent.maxPods: ",
+        "agent.image: ",
+        "agent.capabilityScheduling.gpu.nodeSelector.a/b/c",
+        "agent: ",
+        "leaderElection.renewDeadlineSeconds: must be less than leaseDurationSeconds",
+        "watchNamespaces.0: ",
+      ])
+        assert.ok(
+          problems.some((p) => p.startsWith(where)),
+          `${where} in ${problems.join(" | ")}`,
+        );
+    },
+  );
+  withConfigFile("{not json", (path) =>
+    assert.match(problemsOf({ ...good, FLOWSVC_CONFIG_FILE: path })[0]!, /^FLOWSVC_CONFIG_FILE \(.*\): not JSON/),
+  );
+  assert.match(problemsOf({ ...good, FLOWSVC_CONFIG_FILE: "/nonexistent/config.json" })[0]!, /cannot read it \(ENOENT\)/);
+});
