@@ -68,13 +68,8 @@ export class KubeResourceStore implements ResourceStore {
 
   async putHandler(scope: ResourceScope, h: HandlerInput) {
     const res = await this.pg.putHandler(scope, h);
-    const spec: Spec = {
-      on: h.on,
-      ...(h.when !== null ? { when: h.when } : {}),
-      reaction: h.reaction,
-      tags: h.tags,
-      credentials: h.credentials,
-    };
+    const { when, ...rest } = handlerResourceSpecOf(h);
+    const spec: Spec = { ...rest, ...(when !== null && when !== undefined ? { when } : {}) };
     await this.#write("handler", scope, h.name, { spec, created: res.created, undo: () => this.pg.deleteHandler(scope, h.name) });
     return res;
   }

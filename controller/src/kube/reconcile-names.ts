@@ -10,14 +10,14 @@
 //     not one (a trailing `-` or `.` dropped, a short digest appended so two names never meet).
 import { createHash } from "node:crypto";
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { KUBE_NAME, resourceOfSecretName, secretNameOfResource, type SecretResourceSpec } from "@flowsvc/core";
+import { KUBE_NAME, resourceOfSecretName, secretNameOfResource } from "@flowsvc/core";
 import type { FlowKindName } from "./reconcile-kinds.js";
 
 export const NAME_ANNOTATION = "flowsvc.io/name";
 
 /** The flowsvc name of a custom resource (a FlowSecret's is core's rule: spec.secretName, else `api-token` -> `API_TOKEN`). */
 export const flowNameOf = (kind: FlowKindName, o: KubernetesObject & { spec?: unknown }): string => {
-  if (kind === "secret") return secretNameOfResource(o.metadata?.name ?? "", (o.spec ?? {}) as SecretResourceSpec);
+  if (kind === "secret") return secretNameOfResource(o.metadata?.name ?? "", o.spec ?? {});
   return o.metadata?.annotations?.[NAME_ANNOTATION] ?? o.metadata?.name ?? "";
 };
 
