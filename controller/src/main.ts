@@ -17,7 +17,8 @@ import { TimerLoop } from "./timers.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
-import { BasicRunOwners } from "./kube/basic-run-owners.js";
+import { startReconcilers } from "./kube/reconcilers.js";
+import { createPgResourceStore } from "@flowsvc/store";
 
 interface Shared {
   config: ControllerConfig;
@@ -38,10 +39,23 @@ interface Leading {
 /** What only the leader runs. */
 const startLeading = async (s: Shared): Promise<Leading> => {
   const { config, logger, pool, listener, clients } = s;
+  // The reconcilers (controller/src/kube/reconcilers.ts): CRs -> Postgres, status back, and the
+  // FlowRun mirror, which is the launcher's RunOwners.
+  const reconcilers = startReconcilers({
+    kc: clients.kc,
+    pool,
+    keyring: s.keyring,
+    listener,
+    store: createPgResourceStore(pool, s.keyring),
+    log: logger,
+    publicUrl: config.publicUrl,
+    watchNamespaces: config.file.watchNamespaces,
+    runTtlSecondsAfterFinished: config.file.runTtlSecondsAfterFinished,
+  });
   const events = { dispatcher: undefined as Dispatcher | undefined };
   const launcher = new PodLauncher({
     clients,
-    owners: new BasicRunOwners(pool, clients),
+    owners: reconcilers.runOwners,
     settings: config.file.agent,
     serverUrl: config.file.agentServerUrl,
     watchNamespaces: config.file.watchNamespaces,
@@ -68,11 +82,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
 
-  // ---- Reconcilers (H6, controller/src/kube/reconcilers.ts): the leader starts them here, e.g.
-  //   const reconcilers = await startReconcilers({ pool, keyring: s.keyring, clients, config, logger });
-  // and stops them in halt()/stop() below. ----
-
-  logger.info({ identity: config.podName }, "leading: dispatcher, timers and agent Pod launcher started");
+  logger.info({ identity: config.podName }, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
   const halt = (): void => {
     dispatcher.stop();
     timers.stop();
@@ -83,6 +93,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       halt();
       await launcher.stop();
       await dispatcher.drain();
+      await reconcilers.stop();
     },
   };
 };

@@ -7,7 +7,8 @@
  */
 import pino from "pino";
 import { FlowError, redactSecretQuery } from "@flowsvc/core";
-import { Keyring, createPool, migrate, startListener } from "@flowsvc/store";
+import { Keyring, createPgResourceStore, createPool, migrate, startListener } from "@flowsvc/store";
+import { KubeResourceStore, loadKubeConfig } from "@flowsvc/controller/kube";
 import { buildApp } from "./app.js";
 import { loadIngestConfig, type IngestConfig } from "./config.js";
 
@@ -18,8 +19,9 @@ const run = async (config: IngestConfig, logger: pino.Logger): Promise<void> => 
   await migrate(pool, (m) => logger.info(m));
   const keyring = await Keyring.create(pool, config.masterKey);
   const listener = startListener(config.databaseUrl, (msg, err) => logger.warn({ err }, msg));
-  // ---- The Kubernetes ResourceStore (H3/H6, @flowsvc/controller/kube) joins these deps when merged. ----
-  const app = buildApp({ pool, keyring, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+  // Kubernetes mode: resource writes go to Postgres and to their custom resource (kube-resource-store.ts).
+  const resources = new KubeResourceStore(loadKubeConfig(), createPgResourceStore(pool, keyring));
+  const app = buildApp({ pool, keyring, listener, resources, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
   const url = await app.listen({ host: config.host, port: config.port });
   logger.info({ url }, "flowsvc-ingest listening");
   let stopping = false;

@@ -31,3 +31,6 @@ export * from "./catalog.js";
 export * from "./hooks.js";
 export * from "./group-commit.js";
 export * from "./resource-store.js";
+export * from "./kube-tenancy.js";
+export * from "./kube-runs.js";
+export * from "./kube-secrets.js";

@@ -5,3 +5,8 @@ export * from "./pod-launcher.js";
 export * from "./leader.js";
 export * from "./run-owners.js";
 export * from "./basic-run-owners.js";
+export * from "./reconcilers.js";
+export * from "./kube-resource-store.js";
+export * from "./reconcile-kinds.js";
+export * from "./reconcile-names.js";
+export * from "./flowrun-summary.js";

@@ -10,6 +10,7 @@ import { pino } from "pino";
 import type { FastifyInstance } from "fastify";
 import {
   Keyring,
+  createPgResourceStore,
   createRun,
   createTestDatabase,
   mintId,
@@ -95,7 +96,10 @@ export const startPeers = async (opts: { nodes?: SimNode[]; leaseMs: number }): 
   const keyring = await Keyring.create(db.pool, masterKey);
   const projects = await keyedProjects(db, keyring);
   const listener = startListener(db.url, () => undefined);
-  const ingest = buildApp({ pool: db.pool, keyring, listener, publicUrl: undefined, leaseMs: opts.leaseMs }, pino({ level: "silent" }));
+  const ingest = buildApp(
+    { pool: db.pool, keyring, listener, resources: createPgResourceStore(db.pool, keyring), publicUrl: undefined, leaseMs: opts.leaseMs },
+    pino({ level: "silent" }),
+  );
   const ingestUrl = await ingest.listen({ host: "127.0.0.1", port: 0 });
   return {
     api,

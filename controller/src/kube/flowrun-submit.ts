@@ -1,0 +1,81 @@
+// A FlowRun applied with kubectl (no `flowsvc.io/run-id` label, no status.runId) is a submission:
+// its spec is core's RunSubmission (the API's body and rules), and the run is created with the
+// FlowRun's metadata.uid as idempotency key, so a resync, a restart or a second replica resolve to
+// the same run. As `POST .../runs`, the run is a person's (whoever may create FlowRuns in the
+// namespace) and its trigger is recorded on the bus as a `manual` event. The mirror then finds the
+// FlowRun by that uid and writes its status (runId first). A spec that breaks a rule gets
+// Succeeded=False/InvalidSpec and no run.
+import type { Pool } from "pg";
+import { RunSubmission, SCRIPT_WORKFLOW, pickInterpreter, trustOf } from "@flowsvc/core";
+import { createRun, emitEvent, withTransaction } from "@flowsvc/store";
+import type { FlowApi } from "./reconcile-api.js";
+import type { KubeLog } from "./reconcile-log.js";
+import type { NamespaceIndex } from "./reconcile-namespaces.js";
+import { specProblem } from "./reconcile-config.js";
+import { kubeTime } from "./reconcile-kinds.js";
+import type { FlowRunObject } from "./flowrun-owners.js";
+import { RUN_ID_LABEL } from "./pods.js";
+
+export interface SubmitDeps {
+  pool: Pool;
+  api: FlowApi;
+  log: KubeLog;
+  namespaces: NamespaceIndex;
+}
+
+/** Whether a FlowRun asks to be submitted (one the controller made, or already submitted, does not). */
+export const isSubmission = (o: FlowRunObject): boolean => !o.metadata?.labels?.[RUN_ID_LABEL] && !o.status?.runId;
+
+/** Submits a kubectl-applied FlowRun once; answers the run id (an existing one on a repeat). */
+export const submitFlowRun = async (deps: SubmitDeps, o: FlowRunObject): Promise<string | undefined> => {
+  const namespace = o.metadata!.namespace!;
+  const uid = o.metadata!.uid!;
+  let body: RunSubmission;
+  try {
+    body = RunSubmission.parse(o.spec ?? {});
+  } catch (err) {
+    const problem = specProblem(err);
+    if (problem === undefined) throw err;
+    const generation = o.metadata?.generation;
+    await deps.api.patchStatus("run", namespace, o.metadata!.name!, {
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      conditions: [
+        { type: "Succeeded", status: "False", reason: "InvalidSpec", message: problem, lastTransitionTime: kubeTime(new Date()) },
+      ],
+    });
+    return undefined;
+  }
+  await deps.namespaces.ready();
+  const scope = await deps.namespaces.project(namespace);
+  const trusted = trustOf({ by: "person" });
+  const sender = `kubernetes:${namespace}/${o.metadata!.name}`;
+  const res = await withTransaction(deps.pool, async (tx) => {
+    const r = await createRun(tx, {
+      projectId: scope.projectId,
+      workflow: SCRIPT_WORKFLOW,
+      source: body.source,
+      filename: body.filename,
+      interpreter: body.interpreter ?? pickInterpreter(body.filename),
+      env: body.env,
+      tags: body.tags,
+      trigger: { type: "manual", sender },
+      idempotencyKey: uid,
+      createdBy: null,
+      retry: body.retry ?? null,
+      trusted,
+    });
+    if (!r.duplicate)
+      await emitEvent(tx, {
+        projectId: scope.projectId,
+        type: "manual",
+        key: null,
+        payload: { run_id: r.id, sender },
+        sourceRunId: null,
+        trusted,
+        platform: true,
+      });
+    return r;
+  });
+  if (!res.duplicate) deps.log.info({ runId: res.id, flowRun: `${namespace}/${o.metadata!.name}` }, "FlowRun submitted");
+  return res.id;
+};

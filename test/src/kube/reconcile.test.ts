@@ -1,0 +1,191 @@
+// The reconcilers against the fake API server, with the real client-node and a real Postgres:
+// CR -> Postgres with status back (Ready, InvalidSpec), secretKeyRef sealing and rotation with no
+// value in any CR, deletions missed while the controller was down, the Kubernetes ResourceStore,
+// and the FlowRun mirror (size, TTL) through a dropped watch and a 410.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { SCRIPT_WORKFLOW, trustOf } from "@flowsvc/core";
+import { appendLogs, createRun, findProject, finishRun, getHandler, getSecretMeta, openSecretValue, withTransaction } from "@flowsvc/store";
+import { KubeResourceStore } from "@flowsvc/controller/kube";
+import { waitFor } from "../support/wait.js";
+import { GROUP, VERSION, getCr, readyOf, startHarness, type Cr, type Harness } from "./reconcile-harness.js";
+
+const NS = "team-a";
+let h: Harness;
+
+const cr = (plural: string) => ({ group: GROUP, version: VERSION, plural, namespace: NS });
+const apply = (plural: string, kind: string, name: string, spec: object) =>
+  h.custom.createNamespacedCustomObject({ ...cr(plural), body: { apiVersion: `${GROUP}/${VERSION}`, kind, metadata: { name }, spec } });
+const handlerSpec = (when?: string) => ({
+  events: ["deploy.*"],
+  ...(when ? { when } : {}),
+  reaction: { kind: "script", source: "echo hi\n", filename: "h.sh" },
+});
+const project = async () => (await findProject(h.db.pool, "acme", NS))!;
+const scope = async () => {
+  const p = await project();
+  return { ...p };
+};
+
+before(async () => {
+  h = await startHarness({ namespaces: [{ name: NS, org: "acme" }], ttlSeconds: 1, publicUrl: "https://flow.example" });
+});
+after(() => h.close());
+
+describe("reconcilers", () => {
+  test("a FlowHandler is in Postgres and Ready within 2 s; a bad `when` is Ready=False/InvalidSpec; delete removes it", async () => {
+    const t0 = Date.now();
+    await apply("flowhandlers", "FlowHandler", "on-deploy", handlerSpec('event.payload.env == "prod"'));
+    await waitFor("handler Ready", async () => readyOf(await getCr(h, "flowhandlers", NS, "on-deploy"))?.status === "True", 2000, 20);
+    assert.ok(Date.now() - t0 < 2000);
+    const p = await project();
+    assert.equal((await getHandler(h.db.pool, p.projectId, "on-deploy"))?.when, 'event.payload.env == "prod"');
+    const fh = (await getCr(h, "flowhandlers", NS, "on-deploy"))!;
+    assert.equal(fh.status?.observedGeneration, fh.metadata.generation);
+
+    await h.custom.patchNamespacedCustomObject(
+      { ...cr("flowhandlers"), name: "on-deploy", body: { spec: { when: "event.payload.env ==" } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await waitFor(
+      "InvalidSpec",
+      async () => readyOf(await getCr(h, "flowhandlers", NS, "on-deploy"))?.reason === "InvalidSpec",
+      10_000,
+      20,
+    );
+    const bad = readyOf(await getCr(h, "flowhandlers", NS, "on-deploy"))!;
+    assert.equal(bad.status, "False");
+    assert.match(bad.message ?? "", /^when: /);
+    assert.equal(
+      (await getHandler(h.db.pool, p.projectId, "on-deploy"))?.when,
+      'event.payload.env == "prod"',
+      "the last good handler stays",
+    );
+
+    await h.custom.deleteNamespacedCustomObject({ ...cr("flowhandlers"), name: "on-deploy" });
+    await waitFor("handler removed", async () => (await getHandler(h.db.pool, p.projectId, "on-deploy")) === undefined, 2000, 20);
+  });
+
+  test("a FlowSecret from a secretKeyRef is sealed, re-sealed on rotation, and no CR ever holds the value", async () => {
+    const value = "s3cr3t-" + "v".repeat(20);
+    await apply("flowsecrets", "FlowSecret", "api-token", { valueFrom: { secretKeyRef: { name: "creds", key: "token" } } });
+    await waitFor(
+      "SecretNotFound",
+      async () => readyOf(await getCr(h, "flowsecrets", NS, "api-token"))?.reason === "SecretNotFound",
+      3000,
+      20,
+    );
+    await h.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: "creds" }, stringData: { token: value } } });
+    const s = await scope();
+    await waitFor("sealed", async () => (await openSecretValue(h.db.pool, h.keyring, s, "API_TOKEN")) === value, 10_000, 20);
+    await waitFor("Ready", async () => readyOf(await getCr(h, "flowsecrets", NS, "api-token"))?.status === "True", 10_000, 20);
+    const setAt = (await getSecretMeta(h.db.pool, s.projectId, "API_TOKEN"))!.set_at;
+
+    await h.core.replaceNamespacedSecret({
+      name: "creds",
+      namespace: NS,
+      body: { metadata: { name: "creds" }, stringData: { token: "rotated-value-2" } },
+    });
+    await waitFor("re-sealed", async () => (await openSecretValue(h.db.pool, h.keyring, s, "API_TOKEN")) === "rotated-value-2", 10_000, 20);
+    assert.notEqual((await getSecretMeta(h.db.pool, s.projectId, "API_TOKEN"))!.set_at, setAt);
+    await waitFor(
+      "status setAt follows",
+      async () => (await getCr(h, "flowsecrets", NS, "api-token"))?.status?.setAt !== setAt,
+      10_000,
+      20,
+    );
+
+    const all = JSON.stringify(await h.custom.listNamespacedCustomObject(cr("flowsecrets")));
+    assert.ok(!all.includes(value) && !all.includes("rotated-value-2"), "no value in a FlowSecret");
+  });
+
+  test("the Kubernetes ResourceStore writes the CR; a value for a Secret-fed FlowSecret is refused", async () => {
+    const store = new KubeResourceStore(h.kc, h.pgStore);
+    const s = await scope();
+    const res = await store.putHandler(s, {
+      name: "Nightly_Job",
+      on: ["cron.*"],
+      when: null,
+      reaction: { kind: "script", source: "true\n", filename: "n.sh" },
+      tags: [],
+      credentials: {},
+    });
+    assert.equal(res.created, true);
+    const fh = await getCr(h, "flowhandlers", NS, "nightly-job");
+    assert.equal(fh?.metadata.annotations?.["flowsvc.io/name"], "Nightly_Job");
+    await waitFor(
+      "API handler Ready",
+      async () => readyOf(await getCr(h, "flowhandlers", NS, "nightly-job"))?.status === "True",
+      10_000,
+      20,
+    );
+    await store.putSecret(s, "DB_PASS", "pw-from-api-123");
+    await waitFor("setAt shown", async () => typeof (await getCr(h, "flowsecrets", NS, "db-pass"))?.status?.setAt === "string", 10_000, 20);
+    assert.ok(!JSON.stringify(await getCr(h, "flowsecrets", NS, "db-pass")).includes("pw-from-api-123"));
+    await assert.rejects(store.putSecret(s, "API_TOKEN", "x-value-xyz"), /comes from Secret team-a\/creds key token/);
+    assert.equal(await store.deleteHandler(s, "Nightly_Job"), true);
+    assert.equal(await getCr(h, "flowhandlers", NS, "nightly-job"), undefined);
+  });
+
+  test("a handler deleted while the controller was down is removed on start (list diff)", async () => {
+    await apply("flowhandlers", "FlowHandler", "short-lived", handlerSpec());
+    const p = await project();
+    await waitFor("in Postgres", async () => (await getHandler(h.db.pool, p.projectId, "short-lived")) !== undefined, 10_000, 20);
+    await h.stopReconcilers();
+    await h.custom.deleteNamespacedCustomObject({ ...cr("flowhandlers"), name: "short-lived" });
+    assert.ok(await getHandler(h.db.pool, p.projectId, "short-lived"), "still there while the controller is down");
+    await h.restart();
+    await waitFor("removed on start", async () => (await getHandler(h.db.pool, p.projectId, "short-lived")) === undefined, 15_000, 20);
+  });
+
+  test("a run gets a small FlowRun that follows it through a dropped watch and a 410, then goes after its TTL", async () => {
+    const p = await project();
+    const runId = await withTransaction(
+      h.db.pool,
+      async (tx) =>
+        (
+          await createRun(tx, {
+            projectId: p.projectId,
+            workflow: SCRIPT_WORKFLOW,
+            source: "echo hi\n",
+            filename: "r.sh",
+            interpreter: ["bash"],
+            env: {},
+            tags: [],
+            trigger: { type: "manual" },
+            idempotencyKey: null,
+            createdBy: null,
+            retry: null,
+            trusted: trustOf({ by: "person" }),
+          })
+        ).id,
+    );
+    await waitFor("FlowRun queued", async () => (await getCr(h, "flowruns", NS, runId))?.status?.status === "queued", 15_000, 20);
+    const owner = await h.reconcilers.runOwners.ownerOf(runId);
+    assert.equal(owner.name, runId);
+    assert.equal(owner.namespace, NS);
+    const lists = h.reconcilers.lists();
+    h.api.dropWatches();
+    h.api.compact();
+    await withTransaction(h.db.pool, async (tx) => {
+      await appendLogs(tx, runId, null, [{ stream: "stdout", data: "x".repeat(512 * 1024) + "\nlast line\n" }]);
+      await finishRun(tx, runId, { status: "succeeded", output: null, error: null });
+    });
+    let fr: Cr | undefined;
+    await waitFor(
+      "FlowRun succeeded",
+      async () => (fr = await getCr(h, "flowruns", NS, runId))?.status?.status === "succeeded",
+      15_000,
+      20,
+    );
+    fr = fr!;
+    assert.ok(Buffer.byteLength(JSON.stringify(fr)) < 4096, `FlowRun is ${Buffer.byteLength(JSON.stringify(fr))} bytes`);
+    assert.match(fr.status?.summary ?? "", /last line$/);
+    assert.equal(fr.status?.conditions?.[0]?.status, "True");
+    await waitFor("relisted after the 410", () => h.reconcilers.lists() > lists, 15_000, 20);
+    await waitFor("FlowRun gone after its TTL", async () => (await getCr(h, "flowruns", NS, runId)) === undefined, 15_000, 50);
+    const { rows } = await h.db.pool.query<{ status: string }>(`select status from runs where id = $1`, [runId]);
+    assert.equal(rows[0]?.status, "succeeded", "the run stays in Postgres");
+  });
+});
