@@ -25,3 +25,4 @@ export * from "./run-status.js";
 export * from "./run-defaults.js";
 export * from "./waits.js";
 export * from "./locks.js";
+export * from "./credentials/index.js";

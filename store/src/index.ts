@@ -30,3 +30,4 @@ export * from "./handlers.js";
 export * from "./catalog.js";
 export * from "./hooks.js";
 export * from "./group-commit.js";
+export * from "./credentials.js";

@@ -1,7 +1,15 @@
 import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import type { Pool } from "pg";
-import { FlowError, SCRIPT_WORKFLOW, pickInterpreter, trustOf, type RunRequest, type ValueMasker } from "@flowsvc/core";
+import {
+  FlowError,
+  SCRIPT_WORKFLOW,
+  credentialMapProblems,
+  pickInterpreter,
+  trustOf,
+  type RunRequest,
+  type ValueMasker,
+} from "@flowsvc/core";
 import {
   createRun,
   emitEvent,
@@ -11,6 +19,7 @@ import {
   listRunViews,
   mintId,
   openJournal,
+  setRunCredentials,
   withTransaction,
   type RunView,
 } from "@flowsvc/store";
@@ -48,6 +57,13 @@ const SubmitSchema = z
       .record(z.string(), z.string().max(128 * 1024))
       .default({})
       .superRefine(checkEnvNames),
+    // ENV_VAR -> credential name (`flow submit --credential`): names only, resolved at claim (core's resolver).
+    credentials: z
+      .record(z.string(), z.string())
+      .default({})
+      .superRefine((map, ctx) => {
+        for (const message of credentialMapProblems(map, "")) ctx.addIssue({ code: "custom", message: message.replace(/^\./, "") });
+      }),
     idempotency_key: z.string().min(1).max(255).optional(),
     tags: z.array(z.string().min(1).max(128)).max(32).default([]),
     retry: z
@@ -104,9 +120,11 @@ const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest =>
 const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
   app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
-    const run = newRun(scope, SubmitSchema.parse(req.body));
+    const body = SubmitSchema.parse(req.body);
+    const run = newRun(scope, body);
     const res = await withTransaction(pool, async (tx) => {
       const r = await createRun(tx, run);
+      if (!r.duplicate) await setRunCredentials(tx, r.id, body.credentials);
       // Every trigger is recorded on the bus: a submit is a `manual` event.
       if (!r.duplicate)
         await emitEvent(tx, {
