@@ -104,6 +104,20 @@ export const credentialBody = async (io: Stdio, name: string, opts: SetOptions):
   return body;
 };
 
+/**
+ * `--token` is also the program's global option (the API token), and commander hands it to the
+ * program wherever it appears: for a kind that takes a token, the program's `--token` is this
+ * command's, and the API token comes from FLOWSVC_TOKEN or the saved config instead.
+ */
+const takeTokenFlag = (cmd: Command, opts: SetOptions): SetOptions => {
+  const kind = parseCredentialKind(opts.kind);
+  const root = cmd.parent?.parent;
+  if (kind === undefined || !KIND_FIELDS[kind].includes("token") || root?.getOptionValueSource("token") !== "cli") return opts;
+  const token = root.getOptionValue("token") as string | undefined;
+  root.setOptionValueWithSource("token", undefined, "default");
+  return { ...opts, token };
+};
+
 const setCommand = (deps: CommandDeps): Command =>
   new Command("set")
     .description("create or replace a credential (admin); secret fields are read from stdin with -")
@@ -111,7 +125,7 @@ const setCommand = (deps: CommandDeps): Command =>
     .addOption(
       new Option("--kind <kind>", "how it authenticates").choices(CREDENTIAL_KINDS.map((k) => CLI_KIND_SPELLINGS[k])).makeOptionMandatory(),
     )
-    .option("--token <->", "bearer, url-token: - reads the token from stdin")
+    .option("--token <->", "bearer, url-token: - reads the token from stdin (the API token then comes from FLOWSVC_TOKEN or flow login)")
     .option("--header <H>", "api-key: the header that carries the key (e.g. X-Api-Key)")
     .option("--value <V>", "api-key: the key, or - to read it from stdin")
     .option("--username <U>", "basic: the username")
@@ -126,7 +140,7 @@ const setCommand = (deps: CommandDeps): Command =>
       ),
     )
     .action(async (name: string, opts: SetOptions, cmd: Command) => {
-      const body = await credentialBody(deps.io, name, opts);
+      const body = await credentialBody(deps.io, name, takeTokenFlag(cmd, opts));
       await withApi(deps, cmd, async (ctx) => {
         const set = await ctx.api.call<CredentialInfo>("PUT", scopedPath(ctx, "credentials", name), body);
         ctx.io.note(`credential ${name} set (${CLI_KIND_SPELLINGS[parseCredentialKind(set.kind) ?? "bearer"]})`);
