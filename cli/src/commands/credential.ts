@@ -60,7 +60,7 @@ const kindOfFlag = (text: string): CredentialKind => {
 
 const usage = (kind: CredentialKind): string => {
   const spelling = CLI_KIND_SPELLINGS[kind];
-  return `a ${spelling} credential takes ${KIND_FIELDS[kind].map((f) => `--${f}`).join(" and ")}`;
+  return `${/^[aeiou]/.test(spelling) ? "an" : "a"} ${spelling} credential takes ${KIND_FIELDS[kind].map((f) => `--${f}`).join(" and ")}`;
 };
 
 /** The flags given, checked against the kind: each of its fields once, no other, stdin for the secret ones. */
