@@ -125,6 +125,22 @@ export interface RunCredentials {
   holdings: Map<string, ResolvedHolding>;
 }
 
+/**
+ * One sealed row, opened: its value, or undefined when it does not open (a wrong key, a row moved
+ * or edited) or its sealed kind is not its row's. A database error still fails the caller.
+ */
+const openCredential = async (
+  keyring: Keyring,
+  scope: CredentialScope,
+  row: { name: string; kind: CredentialKind; sealed: Buffer },
+): Promise<CredentialValue | undefined> => {
+  const text = await keyring.open(scope.orgId, sealContext(scope, row.name), row.sealed).catch((err: unknown) => {
+    if (err instanceof FlowError) return undefined;
+    throw err;
+  });
+  return text === undefined ? undefined : credentialFromSealedText(text, row.kind);
+};
+
 type DeclaredRow = { variable: string; name: string; kind: CredentialKind | null; sealed: Buffer | null };
 
 /**
@@ -145,11 +161,8 @@ export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string
   for (const r of rows) {
     declared[r.variable] = r.name;
     if (r.kind === null || r.sealed === null || holdings.has(r.name)) continue;
-    const text = await keyring.open(scope.orgId, sealContext(scope, r.name), r.sealed).catch((err: unknown) => {
-      if (err instanceof FlowError) return undefined; // does not open: the resolver says so
-      throw err;
-    });
-    const value = text === undefined ? undefined : credentialFromSealedText(text, r.kind);
+    // A value that does not open is held without one: the resolver fails the job on it.
+    const value = await openCredential(keyring, scope, { name: r.name, kind: r.kind, sealed: r.sealed });
     holdings.set(r.name, { credential: { kind: r.kind }, ...(value ? { value } : {}) });
   }
   return { declared, holdings };
@@ -161,15 +174,7 @@ export const openProjectCredentials = async (db: Db, keyring: Keyring, scope: Cr
     `select name, kind, sealed from credentials where project_id = $1 order by name`,
     [scope.projectId],
   );
-  const opened = await Promise.all(
-    rows.map(async (r) => {
-      const text = await keyring.open(scope.orgId, sealContext(scope, r.name), r.sealed).catch((err: unknown) => {
-        if (err instanceof FlowError) return undefined;
-        throw err;
-      });
-      return text === undefined ? undefined : credentialFromSealedText(text, r.kind);
-    }),
-  );
+  const opened = await Promise.all(rows.map((r) => openCredential(keyring, scope, r)));
   return opened.filter((v): v is CredentialValue => v !== undefined);
 };
 

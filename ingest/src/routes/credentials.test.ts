@@ -150,12 +150,23 @@ test("a submit's credentials reach the claim by the spec's precedence, masked; n
   for (const m of [TOKEN, KEY, PASSWORD, `ci:${PASSWORD}`]) assert.ok(c.masks.includes(m), `masks ${m}`);
   // What the run writes back is masked with the credentials too.
   const agentAsk = (path: string, body: unknown) => ask(t, "POST", `/agent/v1/${path}`, { as: { token: job.token }, body });
+  const stepResult = { stdout_b64: Buffer.from("built").toString("base64"), exit: 0 };
+  assert.equal((await agentAsk("journal", { position: 0, kind: "step", name: "build", ordinal: 0, result: stepResult })).status, 200);
   assert.equal((await agentAsk("annotate", { markdown: `token ${TOKEN} key ${KEY}` })).status, 200);
   const fin = await agentAsk("finish", { exit_code: 0, outputs: { pw: PASSWORD }, duration_ms: 1 });
   assert.equal(fin.status, 200, fin.text);
   const view = await ask(t, "GET", `${t.project.base}/runs/${job.runId}`, { as: "viewer" });
   for (const secret of [TOKEN, KEY, PASSWORD]) assert.ok(!view.text.includes(secret), `the run shows ${secret}`);
   assert.match(view.text, /token \*\*\* key \*\*\*/);
+  // A rerun declares what its run declared (names only), and its claim resolves them again.
+  const rerun = await ask(t, "POST", `${t.project.base}/runs/${job.runId}/rerun`, { body: { from: "build" } });
+  assert.equal(rerun.status, 201, rerun.text);
+  const rerunId = (rerun.body as { id: string }).id;
+  const copied = await t.db.pool.query<{ credentials: unknown }>(`select credentials from runs where id = $1`, [rerunId]);
+  assert.deepEqual(copied.rows[0]!.credentials, { GH_TOKEN: "gh", REG: "reg", KEY: "llm" });
+  const again = await claim(await dispatchJob(t, rerunId));
+  assert.equal(again.status, 200, again.text);
+  assert.equal((again.body as { env: Record<string, string> }).env["GH_TOKEN"], TOKEN);
   await ask(t, "DELETE", `${t.project.base}/secrets/GH_TOKEN`, { as: "admin" });
 });
 
