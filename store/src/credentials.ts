@@ -113,6 +113,22 @@ export const setRunCredentials = async (tx: PoolClient, runId: string, declared:
   if (Object.keys(declared).length > 0) await tx.query(`update runs set credentials = $2 where id = $1`, [runId, JSON.stringify(declared)]);
 };
 
+/**
+ * Records what each of many new runs declares, in one statement (handler runs: their handler's
+ * `--credential` map). Runs that declare nothing are not touched; an empty list costs no query.
+ */
+export const setRunsCredentials = async (
+  tx: PoolClient,
+  runs: ReadonlyArray<{ runId: string; declared: Readonly<Record<string, string>> }>,
+): Promise<void> => {
+  const some = runs.filter((r) => Object.keys(r.declared).length > 0);
+  if (some.length === 0) return;
+  await tx.query(`update runs r set credentials = v.declared from unnest($1::text[], $2::jsonb[]) as v(id, declared) where r.id = v.id`, [
+    some.map((r) => r.runId),
+    some.map((r) => JSON.stringify(r.declared)),
+  ]);
+};
+
 /** A rerun declares what the run it reruns declared. */
 export const copyRunCredentials = async (tx: PoolClient, fromRunId: string, toRunId: string): Promise<void> => {
   await tx.query(`update runs set credentials = (select credentials from runs where id = $1) where id = $2`, [fromRunId, toRunId]);

@@ -170,6 +170,21 @@ test("a submit's credentials reach the claim by the spec's precedence, masked; n
   await ask(t, "DELETE", `${t.project.base}/secrets/GH_TOKEN`, { as: "admin" });
 });
 
+test("a handler's --credential map is declared by each run it starts and resolved at its claim", async () => {
+  const handler = await ask(t, "PUT", `${t.project.base}/handlers/notify`, {
+    body: { on: ["cred.test"], reaction: { kind: "script", source: "echo hi\n", filename: "notify.sh" }, credentials: { CHAT: "gh" } },
+  });
+  assert.equal(handler.status, 201, handler.text);
+  const emitted = await ask(t, "POST", `${t.project.base}/events`, { body: { type: "cred.test" } });
+  assert.equal(emitted.status, 201, emitted.text);
+  const [runId] = (emitted.body as { handler_runs: string[] }).handler_runs;
+  assert.ok(runId);
+  const claimed = await claim(await dispatchJob(t, runId));
+  assert.equal(claimed.status, 200, claimed.text);
+  assert.equal((claimed.body as { env: Record<string, string> }).env["CHAT"], TOKEN);
+  assert.equal((await ask(t, "DELETE", `${t.project.base}/handlers/notify`, { as: "admin" })).status, 204);
+});
+
 test("a missing credential fails the job at claim: nothing handed out, the run failed with the reason in its log", async () => {
   const job = await submitted({ credentials: { GH_TOKEN: "gh", NOPE: "missing-one" } });
   const claimed = await claim(job);
