@@ -26,3 +26,4 @@ export * from "./run-defaults.js";
 export * from "./waits.js";
 export * from "./locks.js";
 export * from "./resources/index.js";
+export * from "./credentials/index.js";

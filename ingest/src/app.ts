@@ -5,6 +5,7 @@ import { createRunMaskers } from "./run-masker.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
+import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
 import { handlerRoutes } from "./routes/handlers.js";
@@ -65,6 +66,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     whoamiRoutes,
     runRoutes,
     secretRoutes,
+    credentialRoutes,
     signalRoutes,
     eventRoutes,
     emitRoutes,

@@ -1,6 +1,15 @@
 import type { Pool } from "pg";
-import { createValueMasker, FlowError, type ValueMasker } from "@flowsvc/core";
-import { openProjectSecrets, projectSecretScope, runSecretScope, type Keyring, type RunView } from "@flowsvc/store";
+import { createValueMasker, credentialMaskValues, FlowError, type ValueMasker } from "@flowsvc/core";
+import {
+  credentialStamp,
+  openProjectCredentials,
+  openProjectSecrets,
+  projectSecretScope,
+  runCredentialStamp,
+  runSecretScope,
+  type Keyring,
+  type RunView,
+} from "@flowsvc/store";
 
 /** A project's secrets as a one-shot masker, with the scope that seals and opens its journal. */
 export interface RunMaskScope {
@@ -17,7 +26,7 @@ export interface RunMaskers {
 
 /**
  * What a run hands the server (outputs, annotations, emitted payloads, the error text) is masked
- * with every secret of its project before it is stored, and what the API shows is masked again
+ * with every secret and credential of its project before it is stored, and what the API shows is masked again
  * with the current ones (SECURITY.md "Secrets and masking"). An untrusted run was given no
  * secrets and cannot know them, but masking its values too costs one look-up.
  *
@@ -31,8 +40,17 @@ export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
 
   // A value that does not open was never injected (the claim leaves it out and says so in the
   // run's log), so no run can have written it: it is left out here too.
-  const open = async (projectId: string, orgId: string): Promise<ValueMasker> =>
-    createValueMasker((await openProjectSecrets(pool, keyring, projectId, orgId)).flatMap((s) => (s.value === undefined ? [] : [s.value])));
+  // The project's credentials are masked as its secrets are (their raw values, a Basic header's base64).
+  const open = async (projectId: string, orgId: string): Promise<ValueMasker> => {
+    const [secrets, credentials] = await Promise.all([
+      openProjectSecrets(pool, keyring, projectId, orgId),
+      openProjectCredentials(pool, keyring, { projectId, orgId }),
+    ]);
+    return createValueMasker([
+      ...secrets.flatMap((s) => (s.value === undefined ? [] : [s.value])),
+      ...credentials.flatMap(credentialMaskValues),
+    ]);
+  };
 
   const maskerOf = (scope: { projectId: string; orgId: string; stamp: string }): Promise<ValueMasker> => {
     const hit = cache.get(scope.projectId);
@@ -51,14 +69,14 @@ export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
 
   return {
     async forRun(runId) {
-      const scope = await runSecretScope(pool, runId);
+      const [scope, credentials] = await Promise.all([runSecretScope(pool, runId), runCredentialStamp(pool, runId)]);
       if (!scope) throw new FlowError("not_found", `run ${runId} not found`);
-      return withMasker(scope);
+      return withMasker({ ...scope, stamp: `${scope.stamp}/${credentials}` });
     },
     async forProject(projectId) {
-      const scope = await projectSecretScope(pool, projectId);
+      const [scope, credentials] = await Promise.all([projectSecretScope(pool, projectId), credentialStamp(pool, projectId)]);
       if (!scope) throw new FlowError("not_found", `project ${projectId} not found`);
-      return withMasker(scope);
+      return withMasker({ ...scope, stamp: `${scope.stamp}/${credentials}` });
     },
   };
 };

@@ -19,6 +19,7 @@ import {
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
 import { createRuns } from "./run-lifecycle.js";
+import { setRunsCredentials } from "./credentials.js";
 import { wakeRun } from "./wake.js";
 
 export interface EmitInput {
@@ -427,6 +428,14 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
     );
   }
   for (const r of requests) if (created.has(r.request.id)) results[r.index]!.handlerRuns.push(r.request.id);
+  // A handler's `--credential` map is declared by each run it starts, resolved at claim (store/src/credentials.ts).
+  const declaring = planned.flatMap(({ d, handlers }) =>
+    handlers.map((h) => ({ runId: handlerRunId(d.eventId, h.name), declared: h.credentials })),
+  );
+  await setRunsCredentials(
+    tx,
+    declaring.filter((r) => created.has(r.runId)),
+  );
 };
 
 /**

@@ -34,3 +34,4 @@ export * from "./resource-store.js";
 export * from "./kube-tenancy.js";
 export * from "./kube-runs.js";
 export * from "./kube-secrets.js";
+export * from "./credentials.js";

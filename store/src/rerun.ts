@@ -1,5 +1,6 @@
 import type { PoolClient } from "pg";
 import { FlowError, parseSite, trustOf } from "@flowsvc/core";
+import { copyRunCredentials } from "./credentials.js";
 import { createRun } from "./run-lifecycle.js";
 import { getRunInternal } from "./runs.js";
 
@@ -44,6 +45,7 @@ export const createRerun = async (
     // It replays the source run's script and recorded results: as trusted as that run, even at a person's request.
     trusted: trustOf({ by: "run", run: source }),
   });
+  await copyRunCredentials(tx, runId, created.id);
   await tx.query(
     `insert into journal (run_id, position, kind, name, ordinal, status, result, created_at, resolved_at, deadline, args)
      select $1, position, kind, name, ordinal, status, result, created_at, resolved_at, deadline, args from journal where run_id = $2 and position < $3`,

@@ -16,6 +16,7 @@ import { loginCommand } from "./login.js";
 import { examples, parseProjectFlag, parseUrlFlag } from "./options.js";
 import { needsServerCommand } from "./route.js";
 import { cancelCommand } from "./cancel.js";
+import { credentialCommand } from "./credential.js";
 import { rerunCommand } from "./rerun.js";
 import { runCommand } from "./run.js";
 import { runsCommand } from "./runs.js";
@@ -80,6 +81,7 @@ export const buildProgram = (deps: CommandDeps, server?: Command): Command => {
     rerunCommand,
     cancelCommand,
     secretCommand,
+    credentialCommand,
     eventsCommand,
     emitCommand,
     eventHookCommand,

@@ -16,6 +16,7 @@ export const USER_COMMANDS: readonly string[] = [
   "cancel",
   "run",
   "secret",
+  "credential",
   "events",
   "emit",
   "event-hook",

@@ -4,7 +4,7 @@
  */
 import { basename } from "node:path";
 import { Command, Option } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, parseCredentialFlag } from "@flowsvc/core";
 import type { SubmitAnswer } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";
@@ -18,17 +18,19 @@ interface SubmitOptions {
   follow?: boolean;
   idempotencyKey?: string;
   env?: Record<string, string>;
+  credential?: Record<string, string>;
   tag?: string[];
   retry?: { attempts: number; backoff_ms: number };
 }
 
-/** The submit body of docs/internals.md: `{kind, source, filename, interpreter?, env, idempotency_key?, tags}`. */
+/** The submit body of docs/internals.md: `{kind, source, filename, interpreter?, env, credentials?, idempotency_key?, tags}`. */
 export const submitBody = (file: string, source: string, opts: Omit<SubmitOptions, "as" | "follow">): Record<string, unknown> => ({
   kind: "script",
   source,
   filename: basename(file),
   ...(opts.interpreter === undefined ? {} : { interpreter: splitInterpreter(opts.interpreter) }),
   env: opts.env ?? {},
+  ...(opts.credential === undefined ? {} : { credentials: opts.credential }),
   ...(opts.idempotencyKey === undefined ? {} : { idempotency_key: opts.idempotencyKey }),
   tags: opts.tag ?? [],
   ...(opts.retry === undefined ? {} : { retry: opts.retry }),
@@ -46,6 +48,12 @@ export const submitCommand = (deps: CommandDeps): Command =>
     .option("--follow", "stream the run's log to stdout; exit 0 if it succeeds, 1 if it fails or is cancelled")
     .option("--idempotency-key <key>", "a repeat submit under the same key answers the first run's id instead of a new run")
     .option("--env <NAME=VALUE>", "set a variable in the run's environment (repeatable)", collectEnv)
+    .option(
+      "--credential <ENV=name>",
+      "give the script the credential <name> as variable ENV, resolved when the job starts; a missing one fails the job (repeatable)",
+      (text: string, previous: Record<string, string> | undefined) =>
+        Object.fromEntries([...Object.entries(previous ?? {}), parseCredentialFlag(text)]),
+    )
     .option("--tag <tag>", "tag the run (repeatable)", collectList)
     .option(
       "--retry <attempts[,backoff]>",
@@ -57,6 +65,7 @@ export const submitCommand = (deps: CommandDeps): Command =>
       examples(
         "run=$(flow submit build.sh)",
         "flow submit deploy.py --env TARGET=staging --tag deploy --follow",
+        "flow submit release.sh --credential GH_TOKEN=github",
         "flow submit nightly.sh --idempotency-key nightly-2025-01-31",
         "flow submit flaky.sh --retry 3,10s --follow",
         'flow submit job.js --interpreter "node --enable-source-maps"',

@@ -1,5 +1,6 @@
 // The run submission body (`POST .../runs`, spec "Submit") and a FlowRun's spec: one schema.
 import { z } from "zod";
+import { credentialMapProblems } from "../credentials/resolve.js";
 import { ScriptFilename, SOURCE_LIMIT } from "./handler.js";
 
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -26,6 +27,13 @@ export const RunSubmission = z
       .record(z.string(), z.string().max(128 * 1024))
       .default({})
       .superRefine(checkEnvNames),
+    // ENV_VAR -> credential name (`flow submit --credential`): names only, resolved at claim (core's resolver).
+    credentials: z
+      .record(z.string(), z.string())
+      .default({})
+      .superRefine((map, ctx) => {
+        for (const message of credentialMapProblems(map, "")) ctx.addIssue({ code: "custom", message: message.replace(/^\./, "") });
+      }),
     idempotency_key: z.string().min(1).max(255).optional(),
     tags: z.array(z.string().min(1).max(128)).max(32).default([]),
     retry: z

@@ -1,7 +1,10 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
 import {
   ClaimRequestSchema,
+  FlowError,
   buildEnvelope,
+  layerJobEnv,
+  resolveJobCredentials,
   secretNameProblem,
   secretValueProblem,
   type ActivityClaim,
@@ -14,9 +17,11 @@ import {
   getEventForEnvelope,
   listJournal,
   markActivityRunning,
+  failJobAtClaim,
   markJobRunning,
   openJournal,
   openProjectSecrets,
+  openRunCredentials,
   startRunIfNeeded,
   withTransaction,
   type LeasedJob,
@@ -70,16 +75,36 @@ const resolveSecrets = async (
   return secrets;
 };
 
-/** The run's project and the secrets its job gets. */
-const scopeOf = async (
-  deps: RouteDeps,
-  log: FastifyBaseLogger,
-  run: RunInternal,
-): Promise<{ project: ProjectRef; secrets: Record<string, string> }> => {
+/** What a job runs with besides the run's own env: its project's secrets and its declared credentials. */
+interface JobScope {
+  project: ProjectRef;
+  secrets: Record<string, string>;
+  credentials: { env: Record<string, string>; masks: string[] };
+}
+
+/**
+ * The credentials the run declares (`--credential ENV=name`), resolved by core's one resolver:
+ * all of them, or the job fails here, before the agent starts anything (fail closed; an untrusted
+ * run that declares one fails too).
+ */
+const resolveCredentials = async (deps: RouteDeps, claim: Claim, orgId: string): Promise<JobScope["credentials"]> => {
+  const { job, run } = claim;
+  const { declared, holdings } = await openRunCredentials(deps.pool, deps.keyring, run.id, { orgId, projectId: run.project_id });
+  const resolved = resolveJobCredentials({ declared, trusted: run.trusted, holdings });
+  if (resolved.ok) return resolved;
+  const error = `the job failed before it ran: its credentials do not resolve: ${resolved.problems.join("; ")}`;
+  await withTransaction(deps.pool, (tx) => failJobAtClaim(tx, { job, error, publicUrl: deps.publicUrl }));
+  throw new FlowError("job_lost", error);
+};
+
+/** The run's project, the secrets its job gets, and its credentials (or the job fails). */
+const scopeOf = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Claim): Promise<JobScope> => {
+  const { run } = claim;
   const project = await findProjectById(deps.pool, run.project_id);
   if (!project) throw jobLost();
+  const credentials = await resolveCredentials(deps, claim, project.orgId);
   // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-  return { project, secrets: run.trusted ? await resolveSecrets(deps, log, run, project.orgId) : {} };
+  return { project, secrets: run.trusted ? await resolveSecrets(deps, log, run, project.orgId) : {}, credentials };
 };
 
 /** A handler run reads the whole envelope of its event from FLOW_INPUT_FILE. */
@@ -90,15 +115,18 @@ const envelopeOf = async (deps: RouteDeps, eventId: string | null): Promise<{ in
     : {};
 };
 
-/** What the agent runs with: the secrets under the run's env (the run's own env wins), and the values to mask. */
-const environment = (run: RunInternal, secrets: Record<string, string>) => ({
-  env: { ...secrets, ...run.env },
-  masks: Object.values(secrets),
+/**
+ * What the agent runs with, by the spec's precedence (core's layerJobEnv: the secrets, the run's
+ * env over them, its credentials over both), and the values to mask.
+ */
+const environment = (run: RunInternal, { secrets, credentials }: JobScope) => ({
+  env: layerJobEnv(secrets, run.env, credentials.env),
+  masks: [...Object.values(secrets), ...credentials.masks],
 });
 
 /**
- * A script job's claim: the run starts (and its job runs under this agent) while the run's
- * project, secrets, journal and trigger envelope are read, each on its own connection.
+ * A script job's claim: the run's project, secrets, credentials, journal and trigger envelope are
+ * read, each on its own connection; then the run starts and its job runs under this agent.
  */
 const claimScript = async (
   deps: RouteDeps,
@@ -106,15 +134,17 @@ const claimScript = async (
   { job, run, agentId }: Claim,
 ): Promise<ClaimResponse & { kind: "script" }> => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
-  const [{ project, secrets }, sealedJournal, envelope] = await Promise.all([
-    scopeOf(deps, req.log, run),
+  const [scope, sealedJournal, envelope] = await Promise.all([
+    scopeOf(deps, req.log, { job, run, agentId }),
     listJournal(pool, run.id),
     envelopeOf(deps, run.event_id),
-    withTransaction(pool, async (tx) => {
-      await markJobRunning(tx, job.id, agentId, leaseMs);
-      await startRunIfNeeded(tx, run.id, publicUrl);
-    }),
   ]);
+  // After the scope: a job whose credentials do not resolve has failed, and its run never started.
+  await withTransaction(pool, async (tx) => {
+    await markJobRunning(tx, job.id, agentId, leaseMs);
+    await startRunIfNeeded(tx, run.id, publicUrl);
+  });
+  const { project } = scope;
   // Step and activity output is sealed at rest; the agent replays it as recorded.
   const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
   req.log.info({ runId: run.id, jobId: job.id, attempt: job.attempt, agentId, replaying: journal.length }, "job claimed");
@@ -127,7 +157,7 @@ const claimScript = async (
     source: run.source,
     filename: run.filename,
     interpreter: run.interpreter,
-    ...environment(run, secrets),
+    ...environment(run, scope),
     journal,
     lease_ms: leaseMs,
     trigger: run.trigger,
@@ -138,7 +168,8 @@ const claimScript = async (
 /** An activity job's claim: its command, with the run's env and secrets. */
 const claimActivity = async (deps: RouteDeps, req: FastifyRequest, { job, run, agentId }: Claim): Promise<ActivityClaim> => {
   const { pool, leaseMs } = deps;
-  const { project, secrets } = await scopeOf(deps, req.log, run);
+  const scope = await scopeOf(deps, req.log, { job, run, agentId });
+  const { project } = scope;
   const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
   if (!activity) throw jobLost();
   await markJobRunning(pool, job.id, agentId, leaseMs);
@@ -153,7 +184,7 @@ const claimActivity = async (deps: RouteDeps, req: FastifyRequest, { job, run, a
     project: `${project.org}/${project.project}`,
     attempt: job.attempt,
     argv: activity.argv,
-    ...environment(run, secrets),
+    ...environment(run, scope),
     lease_ms: leaseMs,
   };
 };

@@ -20,6 +20,7 @@ import {
   listRunViews,
   mintId,
   openJournal,
+  setRunCredentials,
   withTransaction,
   type RunView,
 } from "@flowsvc/store";
@@ -70,9 +71,11 @@ const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest =>
 const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
   app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
-    const run = newRun(scope, SubmitSchema.parse(req.body));
+    const body = SubmitSchema.parse(req.body);
+    const run = newRun(scope, body);
     const res = await withTransaction(pool, async (tx) => {
       const r = await createRun(tx, run);
+      if (!r.duplicate) await setRunCredentials(tx, r.id, body.credentials);
       // Every trigger is recorded on the bus: a submit is a `manual` event.
       if (!r.duplicate)
         await emitEvent(tx, {

@@ -1,0 +1,3 @@
+export * from "./kinds.js";
+export * from "./render.js";
+export * from "./resolve.js";

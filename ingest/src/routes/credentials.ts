@@ -1,0 +1,59 @@
+import { z } from "zod";
+import type { FastifyPluginCallback, FastifyRequest } from "fastify";
+import { FlowError, assertCredentialName, parseCredentialValue } from "@flowsvc/core";
+import { deleteCredential, listCredentials, setCredential } from "@flowsvc/store";
+import { authorize } from "../auth.js";
+import type { IngestDeps } from "../deps.js";
+
+const NameParams = z.object({ name: z.string() });
+
+const nameOf = (req: FastifyRequest): string => {
+  const { name } = NameParams.parse(req.params);
+  assertCredentialName(name);
+  return name;
+};
+
+/**
+ * `{scoped}/credentials`: typed, write-only values (spec, "Credential"). Like secrets, no route
+ * answers with a value or any stored field: only names, kinds and set times. Roles as for secrets:
+ * viewer lists, admin sets and removes.
+ */
+export const credentialRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
+  const { pool, keyring } = deps;
+  const base = "/api/v1/orgs/:org/projects/:project/credentials";
+
+  app.get(base, async (req) => {
+    const scope = await authorize(pool, req, "viewer");
+    return listCredentials(pool, scope.projectId);
+  });
+
+  app.get(`${base}/:name`, async (req) => {
+    const scope = await authorize(pool, req, "viewer");
+    const name = nameOf(req);
+    const found = (await listCredentials(pool, scope.projectId)).find((c) => c.name === name);
+    if (!found)
+      throw new FlowError("not_found", `credential ${name} is not set in ${scope.org}/${scope.project}`, {
+        hint: `set it with \`flow credential set ${name} --kind bearer --token -\``,
+      });
+    return found;
+  });
+
+  // `{kind, ...fields}`: core's parseCredentialValue names every bad field at once; nothing is written before it passes.
+  app.put(`${base}/:name`, async (req) => {
+    const scope = await authorize(pool, req, "admin");
+    const name = nameOf(req);
+    const value = parseCredentialValue(name, req.body);
+    return setCredential(pool, keyring, { scope: { orgId: scope.orgId, projectId: scope.projectId }, name, value });
+  });
+
+  app.delete(`${base}/:name`, async (req, reply) => {
+    const scope = await authorize(pool, req, "admin");
+    const name = nameOf(req);
+    if (!(await deleteCredential(pool, scope.projectId, name)))
+      throw new FlowError("not_found", `credential ${name} is not set in ${scope.org}/${scope.project}`, {
+        hint: "list them with `flow credential list`",
+      });
+    return reply.status(204).send();
+  });
+  done();
+};

@@ -1,0 +1,240 @@
+/**
+ * Credentials in Postgres (migration 008): the shared name space with connected accounts, the
+ * sealed rows, and what a run declares. Values are sealed and opened here with the keyring
+ * (kind "credential", bound to org, project and name); no function answers a value to a route
+ * except `openRunCredentials`, which the claim hands to the job's agent.
+ */
+import type { Pool, PoolClient } from "pg";
+import {
+  FlowError,
+  credentialFromSealedText,
+  credentialToSealedText,
+  type CredentialKind,
+  type CredentialValue,
+  type ResolvedHolding,
+} from "@flowsvc/core";
+import { finishActivity } from "./activities.js";
+import type { Keyring } from "./keyring.js";
+import { appendLogs } from "./logs.js";
+import { withTransaction } from "./pool.js";
+import { completeRun } from "./run-lifecycle.js";
+
+type Db = Pool | PoolClient;
+
+/** What `list` shows of a credential: never a value, nor any field. */
+export interface CredentialMeta {
+  name: string;
+  kind: CredentialKind;
+  set_at: string;
+}
+
+type MetaRow = { name: string; kind: CredentialKind; set_at: Date };
+const meta = (r: MetaRow): CredentialMeta => ({ name: r.name, kind: r.kind, set_at: r.set_at.toISOString() });
+
+export interface CredentialScope {
+  orgId: string;
+  projectId: string;
+}
+
+const sealContext = (s: CredentialScope, name: string) => ({ org: s.orgId, project: s.projectId, kind: "credential" as const, name });
+
+/**
+ * Claims `name` for `holder` in the project's one name space (credentials and connected accounts),
+ * or refuses it with `conflict` when the other holder has it. The caller's transaction keeps the
+ * claim and the holder's row together. Connected accounts call this with "account".
+ */
+export const claimConnectionName = async (
+  tx: PoolClient,
+  projectId: string,
+  name: string,
+  holder: "credential" | "account",
+): Promise<void> => {
+  await tx.query(`insert into connection_names (project_id, name, holder) values ($1, $2, $3) on conflict (project_id, name) do nothing`, [
+    projectId,
+    name,
+    holder,
+  ]);
+  const { rows } = await tx.query<{ holder: string }>(
+    `select holder from connection_names where project_id = $1 and name = $2 for update`,
+    [projectId, name],
+  );
+  const held = rows[0]?.holder;
+  if (held !== holder) {
+    const other = held === "account" ? "a connected account" : "a credential";
+    throw new FlowError(
+      "conflict",
+      `the name ${name} is already taken by ${other} in this project: credentials and connected accounts share one name space`,
+      {
+        hint:
+          held === "account"
+            ? "choose another name, or remove the account first (flow account rm)"
+            : `choose another name, or remove the credential first (flow credential rm ${name})`,
+        details: { field: "name", held_by: held },
+      },
+    );
+  }
+};
+
+/** Creates or replaces a credential: sealed, bound to its org, project and name. */
+export const setCredential = async (
+  pool: Pool,
+  keyring: Keyring,
+  { scope, name, value }: { scope: CredentialScope; name: string; value: CredentialValue },
+): Promise<CredentialMeta> => {
+  const sealed = await keyring.seal(scope.orgId, sealContext(scope, name), credentialToSealedText(value));
+  return withTransaction(pool, async (tx) => {
+    await claimConnectionName(tx, scope.projectId, name, "credential");
+    const { rows } = await tx.query<MetaRow>(
+      `insert into credentials (project_id, name, kind, sealed, set_at) values ($1, $2, $3, $4, now())
+       on conflict (project_id, name) do update set kind = excluded.kind, sealed = excluded.sealed, set_at = now()
+       returning name, kind, set_at`,
+      [scope.projectId, name, value.kind, Buffer.from(sealed)],
+    );
+    return meta(rows[0]!);
+  });
+};
+
+export const listCredentials = async (db: Db, projectId: string): Promise<CredentialMeta[]> => {
+  const { rows } = await db.query<MetaRow>(`select name, kind, set_at from credentials where project_id = $1 order by name`, [projectId]);
+  return rows.map(meta);
+};
+
+/** Deletes a credential and frees its name; false when the project has no credential of that name. */
+export const deleteCredential = async (db: Db, projectId: string, name: string): Promise<boolean> => {
+  const { rowCount } = await db.query(`delete from connection_names where project_id = $1 and name = $2 and holder = 'credential'`, [
+    projectId,
+    name,
+  ]);
+  return (rowCount ?? 0) > 0;
+};
+
+/** Records the credentials a new run declares (`ENV_VAR -> name`), in the transaction that created it. */
+export const setRunCredentials = async (tx: PoolClient, runId: string, declared: Readonly<Record<string, string>>): Promise<void> => {
+  if (Object.keys(declared).length > 0) await tx.query(`update runs set credentials = $2 where id = $1`, [runId, JSON.stringify(declared)]);
+};
+
+/**
+ * Records what each of many new runs declares, in one statement (handler runs: their handler's
+ * `--credential` map). Runs that declare nothing are not touched; an empty list costs no query.
+ */
+export const setRunsCredentials = async (
+  tx: PoolClient,
+  runs: ReadonlyArray<{ runId: string; declared: Readonly<Record<string, string>> }>,
+): Promise<void> => {
+  const some = runs.filter((r) => Object.keys(r.declared).length > 0);
+  if (some.length === 0) return;
+  await tx.query(`update runs r set credentials = v.declared from unnest($1::text[], $2::jsonb[]) as v(id, declared) where r.id = v.id`, [
+    some.map((r) => r.runId),
+    some.map((r) => JSON.stringify(r.declared)),
+  ]);
+};
+
+/** A rerun declares what the run it reruns declared. */
+export const copyRunCredentials = async (tx: PoolClient, fromRunId: string, toRunId: string): Promise<void> => {
+  await tx.query(`update runs set credentials = (select credentials from runs where id = $1) where id = $2`, [fromRunId, toRunId]);
+};
+
+export interface RunCredentials {
+  /** `ENV_VAR -> name`, as the run declares it. */
+  declared: Record<string, string>;
+  /** What the project holds under each declared name, opened. */
+  holdings: Map<string, ResolvedHolding>;
+}
+
+/**
+ * One sealed row, opened: its value, or undefined when it does not open (a wrong key, a row moved
+ * or edited) or its sealed kind is not its row's. A database error still fails the caller.
+ */
+const openCredential = async (
+  keyring: Keyring,
+  scope: CredentialScope,
+  row: { name: string; kind: CredentialKind; sealed: Buffer },
+): Promise<CredentialValue | undefined> => {
+  const text = await keyring.open(scope.orgId, sealContext(scope, row.name), row.sealed).catch((err: unknown) => {
+    if (err instanceof FlowError) return undefined;
+    throw err;
+  });
+  return text === undefined ? undefined : credentialFromSealedText(text, row.kind);
+};
+
+type DeclaredRow = { variable: string; name: string; kind: CredentialKind | null; sealed: Buffer | null };
+
+/**
+ * What a run declares and what its project holds under those names, opened for the claim (one
+ * query; a run that declares nothing costs no decryption). A value that does not open (a wrong key,
+ * a row moved or edited) is left without a value: the resolver fails the job on it.
+ */
+export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string, scope: CredentialScope): Promise<RunCredentials> => {
+  const { rows } = await db.query<DeclaredRow>(
+    `select d.key as variable, d.value as name, c.kind, c.sealed
+       from runs r cross join lateral jsonb_each_text(r.credentials) d
+       left join credentials c on c.project_id = r.project_id and c.name = d.value
+      where r.id = $1`,
+    [runId],
+  );
+  const declared: Record<string, string> = {};
+  const holdings = new Map<string, ResolvedHolding>();
+  for (const r of rows) {
+    declared[r.variable] = r.name;
+    if (r.kind === null || r.sealed === null || holdings.has(r.name)) continue;
+    // A value that does not open is held without one: the resolver fails the job on it.
+    const value = await openCredential(keyring, scope, { name: r.name, kind: r.kind, sealed: r.sealed });
+    holdings.set(r.name, { credential: { kind: r.kind }, ...(value ? { value } : {}) });
+  }
+  return { declared, holdings };
+};
+
+/** Every credential of a project, opened, for the run maskers; a value that does not open is left out. */
+export const openProjectCredentials = async (db: Db, keyring: Keyring, scope: CredentialScope): Promise<CredentialValue[]> => {
+  const { rows } = await db.query<{ name: string; kind: CredentialKind; sealed: Buffer }>(
+    `select name, kind, sealed from credentials where project_id = $1 order by name`,
+    [scope.projectId],
+  );
+  const opened = await Promise.all(rows.map((r) => openCredential(keyring, scope, r)));
+  return opened.filter((v): v is CredentialValue => v !== undefined);
+};
+
+/**
+ * A stamp of a project's credentials: (name, set_at) of each, digested. Setting, replacing or
+ * deleting one changes it, so the run maskers' cache knows when to open them again.
+ */
+export const credentialStamp = async (db: Db, projectId: string): Promise<string> => {
+  const { rows } = await db.query<{ stamp: string }>(
+    `select coalesce(md5(string_agg(name || '@' || set_at::text, ',' order by name)), '') as stamp from credentials where project_id = $1`,
+    [projectId],
+  );
+  return rows[0]?.stamp ?? "";
+};
+
+/** credentialStamp of a run's project, by the run's id (one query, beside the secrets' stamp). */
+export const runCredentialStamp = async (db: Db, runId: string): Promise<string> => {
+  const { rows } = await db.query<{ stamp: string }>(
+    `select coalesce(md5(string_agg(c.name || '@' || c.set_at::text, ',' order by c.name)), '') as stamp
+       from runs r join credentials c on c.project_id = r.project_id where r.id = $1`,
+    [runId],
+  );
+  return rows[0]?.stamp ?? "";
+};
+
+/**
+ * A job whose credentials do not resolve fails at claim, before anything runs (spec, Errors: "the
+ * job fails; variable never left unset"): the job ends, a script job fails its run (no retry: the
+ * same claim would fail again), an activity fails for its parent to see, and the run's log says
+ * why. False when the job was no longer live (another claim or finish came first).
+ */
+export const failJobAtClaim = async (
+  tx: PoolClient,
+  f: { job: { id: string; run_id: string; kind: string; activity_id: string | null }; error: string; publicUrl: string | undefined },
+): Promise<boolean> => {
+  const { rowCount } = await tx.query(
+    `update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
+      where id = $1 and status in ('dispatched', 'running')`,
+    [f.job.id],
+  );
+  if ((rowCount ?? 0) === 0) return false;
+  await appendLogs(tx, f.job.run_id, f.job.id, [{ stream: "system", data: `flowsvc: ${f.error}\n` }]);
+  if (f.job.kind === "activity" && f.job.activity_id)
+    await finishActivity(tx, f.job.activity_id, { exit_code: 1, stdout_b64: "", error: f.error });
+  else await completeRun(tx, f.job.run_id, { status: "failed", error: f.error }, f.publicUrl);
+  return true;
+};
