@@ -5,7 +5,7 @@
 // `.go` runs under `go run` on the agent host; the SDK is imported as flowsvc.dev/sdk (see
 // agent-image/sdk/go/README.md for putting it where `go run` finds it). The sleep parks the run and
 // the script is replayed from the top: the steps return their records without running again.
-// Answer the wait with `flow signal <run> approve --payload '{"by":"ann"}'` within 5 seconds, or it
+// Answer the wait with `flow signal <run> approve --payload '{"by":"ann"}'` within 2 seconds, or it
 // times out.
 package main
 
@@ -45,7 +45,7 @@ func run(ctx context.Context) error {
 	if err := flowsvc.Sleep(ctx, time.Second); err != nil {
 		return err
 	}
-	payload, ok, err := flowsvc.WaitSignal(ctx, "approve", 5*time.Second)
+	payload, ok, err := flowsvc.WaitSignal(ctx, "approve", 2*time.Second)
 	if err != nil {
 		return err
 	}

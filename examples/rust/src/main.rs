@@ -5,7 +5,7 @@
 //!
 //! The sleep parks the run and the program is run again from the top: the steps return their
 //! records without running again. Answer the wait with
-//! `flow signal <run> approve --payload '{"by":"ann"}'` within 5 seconds, or it times out.
+//! `flow signal <run> approve --payload '{"by":"ann"}'` within 2 seconds, or it times out.
 
 use flowsvc::{obj, Json};
 use std::time::Duration;
@@ -26,7 +26,7 @@ fn run() -> flowsvc::Result<()> {
     })?;
     println!("version {}, targets {}", version, plan.get("targets").unwrap_or(&Json::Null));
     flowsvc::sleep(Duration::from_secs(1))?;
-    match flowsvc::wait_signal("approve", Some(Duration::from_secs(5)))? {
+    match flowsvc::wait_signal("approve", Some(Duration::from_secs(2)))? {
         Some(payload) => println!("approval: by {}", payload.get("by").and_then(Json::as_str).unwrap_or("?")),
         None => println!("approval: timed out"),
     }
