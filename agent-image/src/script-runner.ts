@@ -96,8 +96,8 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
   const exited = new Promise<ScriptExit>((resolve) => {
     child.once("error", (err) => {
       // Only a failed start reaches here without an exit: report it as a shell would (127).
-      // A program that is not there (ENOENT) gets what to install (issue 13: `.ts` without bun).
-      const hint = (err as NodeJS.ErrnoException).code === "ENOENT" ? `; ${missingInterpreterHint(command)}` : "";
+      // A program not found on PATH (ENOENT, or EACCES from a PATH dir it may not search) gets what to install (issue 13).
+      const hint = ["ENOENT", "EACCES"].includes(String((err as NodeJS.ErrnoException).code)) ? `; ${missingInterpreterHint(command)}` : "";
       if (child.pid === undefined)
         resolve({ exitCode: 127, signal: null, startError: `cannot start ${JSON.stringify(command)}: ${err.message}${hint}` });
     });
