@@ -239,7 +239,7 @@ func unescapeLineSeparators(text []byte) []byte {
 			continue
 		}
 		if text[i+1] == 'u' && i+5 < len(text) && (string(text[i+2:i+6]) == "2028" || string(text[i+2:i+6]) == "2029") {
-			out = utf8.AppendRune(out, rune(0x2000+(int(text[i+4]-'0')*10+int(text[i+5]-'0'))))
+			out = utf8.AppendRune(out, rune(0x2028+int(text[i+5]-'8'))) // U+2028 or U+2029
 			i += 5
 			continue
 		}

@@ -17,6 +17,9 @@ if (go.path === undefined) {
 } else {
   const driver = join(buildCache(repoRoot, "go"), "sdk-driver");
   execFileSync(go.path, ["build", "-o", driver, "."], { cwd: join(repoRoot, "agent-image", "protocol", "go"), stdio: "inherit" });
+  void test("Go SDK: its own tests (go test: durations, JSON as JSON.stringify writes it, refusals before sending)", () => {
+    execFileSync(go.path, ["test", "-count=1", "."], { cwd: join(repoRoot, "agent-image", "sdk", "go"), stdio: "inherit" });
+  });
   replayTranscript({
     name: "Go SDK",
     ids: "any-integer",

@@ -20,6 +20,10 @@ if (cargo.path === undefined) {
   const manifest = join(repoRoot, "agent-image", "protocol", "rust", "Cargo.toml");
   execFileSync(cargo.path, ["build", "--quiet", "--offline", "--manifest-path", manifest, "--target-dir", target], { stdio: "inherit" });
   const driver = join(target, "debug", "flowsvc-sdk-driver");
+  void test("Rust SDK: its own tests (cargo test: JSON with hostile input, base64, durations, refusals before sending)", () => {
+    const sdk = join(repoRoot, "agent-image", "sdk", "rust", "Cargo.toml");
+    execFileSync(cargo.path, ["test", "--quiet", "--offline", "--manifest-path", sdk, "--target-dir", target], { stdio: "inherit" });
+  });
   replayTranscript({
     name: "Rust SDK",
     ids: "any-integer",

@@ -389,3 +389,37 @@ pub mod state {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_their_largest_whole_unit() {
+        let cases = [(0, "0ms"), (1500, "1500ms"), (90_000, "90s"), (300_000, "5m"), (7_200_000, "2h"), (2_592_000_000, "30d")];
+        for (ms, want) in cases {
+            assert_eq!(duration_text(Duration::from_millis(ms)), want);
+        }
+        assert_eq!(duration_text(Duration::from_micros(1499)), "1ms");
+    }
+
+    #[test]
+    fn refused_before_anything_is_sent() {
+        std::env::set_var("FLOW_AGENT_SOCKET", "/nonexistent/agent.sock");
+        for t in ["", "deploy done", "tick\0\n", "déploy", &"x".repeat(65)] {
+            let e = emit(t, None, None).unwrap_err();
+            assert_eq!((e.code.as_str(), e.exit), ("invalid_argument", Some(2)), "{:?}", t);
+        }
+        assert_eq!(emit("ok", Some(&Json::Number(f64::NAN)), None).unwrap_err().code, "invalid_argument");
+        assert_eq!(wait_signal("event:deploy.done", None).unwrap_err().code, "invalid_argument");
+        assert_eq!(step("build", &[]).unwrap_err().code, "invalid_argument");
+        assert_eq!(sleep_text(" ").unwrap_err().code, "invalid_argument");
+        assert_eq!(step("build", &["true"]).unwrap_err().code, "agent_unreachable");
+    }
+
+    #[test]
+    fn request_lines_are_written_as_json_stringify() {
+        let line = wire::encode_request("step", &[Field::text("name", Some("é \"q\" \\ \u{0}\u{1f}\u{7f}\u{2028}")), Field::text("label", None)], 7);
+        assert_eq!(line, "{\"v\":2,\"id\":7,\"op\":\"step\",\"name\":\"é \\\"q\\\" \\\\ \\u0000\\u001f\u{7f}\u{2028}\"}\n");
+    }
+}
