@@ -138,7 +138,7 @@ void describe("interpreters", () => {
     const ids = await Promise.all(
       runs.map(async (s) => {
         await writeFile(join(dir, s.file), s.source);
-        return runIdIn(ok(await withBun.cli(["submit", join(dir, s.file)])).stdout);
+        return runIdIn(ok(await withBun.cli(["submit", join(dir, s.file)], FOLLOW_TIMEOUT)).stdout);
       }),
     );
     for (const [i, s] of runs.entries()) {
