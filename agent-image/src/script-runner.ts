@@ -5,6 +5,7 @@
  * The command is looked up as execvp does, on the PATH of `env`.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { missingInterpreterHint } from "@flowsvc/core";
 import { groupHasLiveMember } from "./process-group.js";
 import { constants as osConstants } from "node:os";
 import { Readable } from "node:stream";
@@ -95,8 +96,10 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
   const exited = new Promise<ScriptExit>((resolve) => {
     child.once("error", (err) => {
       // Only a failed start reaches here without an exit: report it as a shell would (127).
+      // A program not found on PATH (ENOENT, or EACCES from a PATH dir it may not search) gets what to install (issue 13).
+      const hint = ["ENOENT", "EACCES"].includes(String((err as NodeJS.ErrnoException).code)) ? `; ${missingInterpreterHint(command)}` : "";
       if (child.pid === undefined)
-        resolve({ exitCode: 127, signal: null, startError: `cannot start ${JSON.stringify(command)}: ${err.message}` });
+        resolve({ exitCode: 127, signal: null, startError: `cannot start ${JSON.stringify(command)}: ${err.message}${hint}` });
     });
     child.once("exit", (code, signal) => {
       resolve({ exitCode: code ?? (signal ? exitStatusFromSignal(signal) : 1), signal });

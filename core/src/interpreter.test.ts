@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { FlowError } from "./errors.js";
-import { PIPELINE_WORKFLOW, SCRIPT_WORKFLOW, pickInterpreter } from "./interpreter.js";
+import { PIPELINE_WORKFLOW, SCRIPT_WORKFLOW, missingInterpreterHint, pickInterpreter } from "./interpreter.js";
 
 void test("the interpreter is picked by the file's extension", () => {
   assert.deepEqual(pickInterpreter("etl.py"), ["python3"]);
@@ -47,4 +47,22 @@ void test("the returned command can be changed without changing later picks", ()
 void test("script and pipeline runs carry their workflow names", () => {
   assert.equal(SCRIPT_WORKFLOW, "flowsvc/script/v1");
   assert.equal(PIPELINE_WORKFLOW, "flowsvc/pipeline/v1");
+});
+
+void test("a missing runtime is named with how to install it; bun comes from the npm package bun", () => {
+  assert.match(missingInterpreterHint("bun"), /npm install -g bun.*npm package bun ships the binary/);
+  assert.match(missingInterpreterHint("go"), /apt-get install golang-go/);
+  assert.match(missingInterpreterHint("/usr/local/bin/python3"), /apt-get install python3/);
+  assert.match(missingInterpreterHint("node"), /install Node\.js/);
+  for (const other of ["zsh", "bun\0x", "../../bin/sh", "é\u2028"]) {
+    const hint = missingInterpreterHint(other);
+    assert.ok(hint.includes(JSON.stringify(other)) && hint.includes("--interpreter"), hint);
+  }
+});
+
+void test("every runtime of the extension table has an install hint of its own", () => {
+  for (const file of ["a.py", "a.ts", "a.js", "a.mjs", "a.go"]) {
+    const [program] = pickInterpreter(file);
+    assert.doesNotMatch(missingInterpreterHint(program!), /^install "/, file);
+  }
 });

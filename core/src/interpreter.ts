@@ -45,3 +45,20 @@ export const pickInterpreter = (filename: string, override?: string): string[] =
   }
   return [...(BY_EXTENSION[extensionOf(filename)] ?? DEFAULT_INTERPRETER)];
 };
+
+const INSTALL_HINTS: Readonly<Record<string, string>> = {
+  bun: "bun runs .ts scripts: install it on the agent host with `npm install -g bun` (the npm package bun ships the binary), or submit with --interpreter",
+  go: "go runs .go scripts (`go run`): install Go on the agent host (Debian: apt-get install golang-go), or submit with --interpreter",
+  python3: "python3 runs .py scripts: install Python 3 on the agent host (Debian: apt-get install python3), or submit with --interpreter",
+  node: "node runs .js and .mjs scripts: install Node.js on the agent host, or submit with --interpreter",
+};
+
+/**
+ * What to do when a script's runtime is not on the agent host (spec: "The runtime must exist on
+ * the agent host"): how to install the default runtimes (`bun` ships in the npm package `bun`),
+ * else to install the program or pick another with --interpreter.
+ */
+export const missingInterpreterHint = (program: string): string => {
+  const name = program.slice(program.lastIndexOf("/") + 1);
+  return INSTALL_HINTS[name] ?? `install ${JSON.stringify(program)} on the agent host, or submit with --interpreter`;
+};

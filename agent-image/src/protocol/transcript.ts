@@ -1,7 +1,7 @@
 /**
  * The protocol transcript (agent-image/protocol/transcript.json; docs/internals.md, "Protocol
  * transcript"): the in-script socket protocol as exact frames, one case per call a speaker makes.
- * Every speaker (the native client, the Node client, the TypeScript SDK, the Python SDK) replays
+ * Every speaker (the native client, the Node client, the TypeScript, Python, Go and Rust SDKs) replays
  * the cases it has a call for against a TranscriptPeer and must send exactly the recorded
  * requests and make of the recorded answers what the case expects.
  */
@@ -37,7 +37,7 @@ export interface CliOutcome {
 export type SdkOutcome =
   { readonly returns: Json } | { readonly throws: { readonly code: string; readonly exit?: number; readonly message?: string } };
 
-/** An SDK call, the same in both languages: options are the TypeScript options object, the Python keyword arguments. */
+/** An SDK call, the same in every language: options are the TypeScript options object, the Python keyword arguments (the Go and Rust drivers map them). */
 export interface SdkCall {
   /** step, stepFn, sleep, waitSignal, emit, state.get, state.set, state.delete, state.list. */
   readonly call: string;

@@ -1,0 +1,3 @@
+module flowsvc.dev/sdk
+
+go 1.19
