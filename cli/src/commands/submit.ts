@@ -4,7 +4,7 @@
  */
 import { basename } from "node:path";
 import { Command, Option } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 import type { SubmitAnswer } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";
