@@ -5,6 +5,7 @@
  * from spawn to the request's arrival at a stand-in API on 127.0.0.1 (a plain node:http server in
  * this process that answers what each command expects); the total wall to exit is printed beside it.
  * Target: every command within 1.5x `node -e 0` (medians). Figures only, nothing asserted.
+ * CLI_START_ROUNDS (default 20) sets the rounds; CLI_START_FLOW another flow.js to time.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -17,7 +18,8 @@ import { fileURLToPath } from "node:url";
 import { fmt, median, percentile } from "./support.js";
 
 const ROUNDS = Number(process.env.CLI_START_ROUNDS ?? 20);
-const FLOW = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "cli", "bin", "flow.js");
+// CLI_START_FLOW times another build's flow.js (say, main's) the same way, for a before/after.
+const FLOW = process.env.CLI_START_FLOW ?? join(dirname(fileURLToPath(import.meta.url)), "..", "..", "cli", "bin", "flow.js");
 const RUN = {
   id: "run-01jd8k2m3n4p5q6r7s8t9v0w1x",
   status: "succeeded",
