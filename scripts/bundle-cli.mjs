@@ -17,7 +17,7 @@
 // syntax are minified, names kept; source maps are written beside each file (node
 // --enable-source-maps maps a stack trace back to cli/src).
 import { build } from "esbuild";
-import { rmSync } from "node:fs";
+import { renameSync, rmSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -47,10 +47,14 @@ const externals = {
   },
 };
 
-rmSync(outdir, { recursive: true, force: true });
+// Built beside and swapped in, so a `flow` started meanwhile finds the old bundle or none (then
+// cli/dist/bin/flow.js runs tsc's output), never half a bundle.
+const fresh = `${outdir}.${process.pid}.tmp`;
+const stale = `${outdir}.${process.pid}.old`;
+rmSync(fresh, { recursive: true, force: true });
 await build({
   entryPoints: [join(src, "bin", "main.ts")],
-  outdir,
+  outdir: fresh,
   bundle: true,
   splitting: true,
   format: "esm",
@@ -64,3 +68,10 @@ await build({
   plugins: [externals],
   logLevel: "warning",
 });
+try {
+  renameSync(outdir, stale);
+} catch (err) {
+  if (err.code !== "ENOENT") throw err;
+}
+renameSync(fresh, outdir);
+rmSync(stale, { recursive: true, force: true });

