@@ -5,9 +5,9 @@
 import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
-import { z } from "zod";
-import { FlowError, describeIssues } from "@flowsvc/core";
-import { PROJECT_REF_PATTERN } from "./config.js";
+import { FlowError, describeIssues } from "@flowsvc/core/errors";
+import { PROJECT_REF_PATTERN, httpUrlProblem } from "./config.js";
+import type { Issue } from "./config.js";
 
 export interface CliConfig {
   url: string;
@@ -16,11 +16,18 @@ export interface CliConfig {
   project: string;
 }
 
-const CliConfigSchema = z.object({
-  url: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }),
-  token: z.string(),
-  project: z.string().regex(PROJECT_REF_PATTERN, "must be org/project"),
-});
+/** The problems of a parsed config file, field by field (plain checks: no zod on the CLI's start-up path). */
+const configIssues = (json: unknown): Issue[] => {
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return [{ path: [], message: "expected an object" }];
+  const { url, token, project } = json as Record<string, unknown>;
+  const issues: Issue[] = [];
+  const urlProblem = typeof url === "string" ? httpUrlProblem(url) : "expected a string";
+  if (urlProblem) issues.push({ path: ["url"], message: urlProblem });
+  if (typeof token !== "string") issues.push({ path: ["token"], message: "expected a string" });
+  if (typeof project !== "string") issues.push({ path: ["project"], message: "expected a string" });
+  else if (!PROJECT_REF_PATTERN.test(project)) issues.push({ path: ["project"], message: "must be org/project" });
+  return issues;
+};
 
 /** FLOWSVC_CONFIG, else $XDG_CONFIG_HOME/flowsvc/config.json, else ~/.config/flowsvc/config.json. */
 export const resolveCliConfigPath = (env: { FLOWSVC_CONFIG?: string; XDG_CONFIG_HOME?: string; HOME?: string }): string => {
@@ -47,9 +54,10 @@ export const readCliConfig = async (path: string): Promise<CliConfig | undefined
   } catch (err) {
     throw new FlowError("config", `the CLI config ${path} is not valid JSON`, { hint, cause: err });
   }
-  const parsed = CliConfigSchema.safeParse(json);
-  if (!parsed.success) throw new FlowError("config", `the CLI config ${path} is invalid: ${describeIssues(parsed.error.issues)}`, { hint });
-  return parsed.data;
+  const issues = configIssues(json);
+  if (issues.length > 0) throw new FlowError("config", `the CLI config ${path} is invalid: ${describeIssues(issues)}`, { hint });
+  const { url, token, project } = json as CliConfig;
+  return { url, token, project };
 };
 
 /** Writes the config atomically (temp file + rename), readable by its owner only (0600). */

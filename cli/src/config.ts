@@ -5,9 +5,9 @@
  * (FLOWSVC_URL, FLOWSVC_TOKEN, FLOWSVC_PROJECT), the saved config file (written by `flow login` and
  * by `flow server` at first start), then the defaults below.
  *
- * zod and core are imported lazily, inside `parseCliEnv`: bin/flow.ts imports this file on the
- * in-script fast path (every durable call of a script, on every replay), where zod's ~60 ms
- * import would double the cost of a call.
+ * No zod and no static import of core here: bin/flow.ts imports this file on the in-script fast
+ * path (every durable call of a script, on every replay), and every user command reads it before
+ * its first request; the few checks below are plain code, and core's errors load only to report one.
  */
 import type { CliConfig } from "./cli-config.js";
 
@@ -32,25 +32,51 @@ export interface CliEnv {
   HOME?: string;
 }
 
+/** Why `text` is not an http(s) URL, or undefined when it is one. */
+export const httpUrlProblem = (text: string): string | undefined => {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return "must be an http:// or https:// URL";
+  }
+  return url.protocol === "http:" || url.protocol === "https:" ? undefined : "must be an http:// or https:// URL";
+};
+
+/** One problem with a value, as core's describeIssues prints it (`NAME: message`). */
+export interface Issue {
+  path: string[];
+  message: string;
+}
+
+const CLI_ENV_NAMES = ["FLOWSVC_URL", "FLOWSVC_TOKEN", "FLOWSVC_PROJECT", "FLOWSVC_CONFIG", "XDG_CONFIG_HOME", "HOME"] as const;
+
+/** The check of each variable that has one: a problem message, or undefined. */
+const ENV_CHECKS: Partial<Record<keyof CliEnv, (value: string) => string | undefined>> = {
+  FLOWSVC_URL: httpUrlProblem,
+  FLOWSVC_PROJECT: (value) => (PROJECT_REF_PATTERN.test(value) ? undefined : "must be org/project"),
+};
+
+/** Values that are trimmed before use (a token or project pasted with a stray space). */
+const TRIMMED: ReadonlySet<string> = new Set(["FLOWSVC_TOKEN", "FLOWSVC_PROJECT"]);
+
 /** Parses the environment once; a bad value is a `config` error (exit 2) naming the variable. */
 export const parseCliEnv = async (env: Environment): Promise<CliEnv> => {
-  const [{ z }, { FlowError, describeIssues }] = await Promise.all([import("zod"), import("@flowsvc/core")]);
-  const unsetIfBlank = (v: unknown): unknown => (typeof v === "string" && v.trim() === "" ? undefined : v);
-  const schema = z.object({
-    FLOWSVC_URL: z.preprocess(unsetIfBlank, z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional()),
-    FLOWSVC_TOKEN: z.preprocess(unsetIfBlank, z.string().trim().optional()),
-    FLOWSVC_PROJECT: z.preprocess(unsetIfBlank, z.string().trim().regex(PROJECT_REF_PATTERN, "must be org/project").optional()),
-    FLOWSVC_CONFIG: z.preprocess(unsetIfBlank, z.string().optional()),
-    XDG_CONFIG_HOME: z.preprocess(unsetIfBlank, z.string().optional()),
-    HOME: z.preprocess(unsetIfBlank, z.string().optional()),
-  });
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    throw new FlowError("config", `bad environment: ${describeIssues(parsed.error.issues)}`, {
-      hint: "fix or unset the variable named above",
-    });
+  const parsed: CliEnv = {};
+  const issues: Issue[] = [];
+  for (const name of CLI_ENV_NAMES) {
+    const raw = env[name];
+    if (raw === undefined || raw.trim() === "") continue;
+    const value = TRIMMED.has(name) ? raw.trim() : raw;
+    const problem = ENV_CHECKS[name]?.(value);
+    if (problem === undefined) parsed[name] = value;
+    else issues.push({ path: [name], message: problem });
   }
-  return parsed.data;
+  if (issues.length > 0) {
+    const { FlowError, describeIssues } = await import("@flowsvc/core/errors");
+    throw new FlowError("config", `bad environment: ${describeIssues(issues)}`, { hint: "fix or unset the variable named above" });
+  }
+  return parsed;
 };
 
 export interface SettingFlags {
@@ -75,7 +101,7 @@ const pick = <T>(candidates: ReadonlyArray<readonly [T | undefined, SettingSourc
   return [fallback, "default"];
 };
 
-/** Applies the precedence; inputs are already validated (flags by their parsers, env by zod, file by cli-config). */
+/** Applies the precedence; inputs are already validated (flags by their parsers, env by parseCliEnv, file by cli-config). */
 export const resolveSettings = (flags: SettingFlags, env: CliEnv, saved: CliConfig | undefined): Settings => {
   const [url, urlFrom] = pick(
     [

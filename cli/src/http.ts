@@ -1,11 +1,15 @@
 /**
  * The user CLI's HTTP client for `/api/v1`: bearer token, JSON in and out, and every failure turned
  * into the FlowError the user should see (the server's own error body when it sent one).
+ *
+ * Built on node:http (node:https only for an https:// URL), not undici: importing undici cost a
+ * user command about 170 ms of its start-up, node:http a few ms, and one request per command needs
+ * nothing more (README, "How fast the CLI starts").
  */
-import { Agent, request } from "undici";
-import type { Dispatcher } from "undici";
-import { ERROR_CODES, FlowError, errorFromBody } from "@flowsvc/core";
-import type { ErrorCode } from "@flowsvc/core";
+import type * as Http from "node:http";
+import type { Agent, ClientRequest, IncomingMessage } from "node:http";
+import { ERROR_CODES, FlowError, errorFromBody } from "@flowsvc/core/errors";
+import type { ErrorCode } from "@flowsvc/core/errors";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "DELETE";
 
@@ -24,7 +28,10 @@ export interface ApiClientOptions {
   token: string;
 }
 
-const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ECONNECT_TIMEOUT"]);
+
+/** How long connecting may take before the server counts as unreachable. */
+const CONNECT_TIMEOUT_MS = 10_000;
 
 /** Query string from the defined values only: `withQuery("/runs", { limit: 5, tag: undefined })` is `/runs?limit=5`. */
 export const withQuery = (path: string, params: Record<string, string | number | undefined>): string => {
@@ -116,31 +123,67 @@ export const answerError = (to: AnsweredRequest, status: number, text: string): 
   return err;
 };
 
+interface Transport {
+  request: typeof Http.request;
+  agent: Agent;
+}
+
+/** node:http or node:https with a keep-alive agent, loaded on first use. */
+const loadTransport = async (url: string): Promise<Transport> => {
+  const lib = url.startsWith("https:") ? await import("node:https") : await import("node:http");
+  return { request: lib.request, agent: new lib.Agent({ keepAlive: true }) };
+};
+
+/** Fails the request when the socket has not connected within CONNECT_TIMEOUT_MS. */
+const guardConnect = (req: ClientRequest): void => {
+  req.once("socket", (socket) => {
+    if (!socket.connecting) return;
+    const timer = setTimeout(() => {
+      req.destroy(Object.assign(new Error(`connect timeout after ${CONNECT_TIMEOUT_MS} ms`), { code: "ECONNECT_TIMEOUT" }));
+    }, CONNECT_TIMEOUT_MS);
+    socket.once("connect", () => clearTimeout(timer));
+    socket.once("close", () => clearTimeout(timer));
+  });
+};
+
+/** Reads a response body to its end as UTF-8 text. */
+const readText = async (res: IncomingMessage): Promise<string> => {
+  const chunks: Buffer[] = [];
+  for await (const chunk of res) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+};
+
 export const createApiClient = (options: ApiClientOptions): ApiClient => {
   const url = options.url.replace(/\/+$/, "");
-  const dispatcher = new Agent({ connect: { timeout: 10_000 } });
-  const headers = (json: boolean): Record<string, string> => ({
+  let transport: Promise<Transport> | undefined;
+  const headers = (payload: string | undefined): Record<string, string> => ({
     accept: "application/json, text/plain",
     ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
-    ...(json ? { "content-type": "application/json" } : {}),
+    ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": String(Buffer.byteLength(payload)) }),
   });
 
-  const send = async (method: HttpMethod, path: string, body: unknown, bodyTimeout?: number): Promise<Dispatcher.ResponseData> => {
-    let res: Dispatcher.ResponseData;
+  const exchange = async (method: HttpMethod, path: string, payload: string | undefined): Promise<IncomingMessage> => {
+    const { request, agent } = await (transport ??= loadTransport(url));
+    return new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request(`${url}${path}`, { method, agent, headers: headers(payload) });
+      guardConnect(req);
+      req.once("response", resolve);
+      req.once("error", reject);
+      req.end(payload);
+    });
+  };
+
+  const send = async (method: HttpMethod, path: string, body: unknown): Promise<IncomingMessage> => {
+    let res: IncomingMessage;
     try {
-      res = await request(`${url}${path}`, {
-        method,
-        dispatcher,
-        headers: headers(body !== undefined),
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        ...(bodyTimeout === undefined ? {} : { bodyTimeout }),
-      });
+      res = await exchange(method, path, body === undefined ? undefined : JSON.stringify(body));
     } catch (err) {
       throw networkError(url, err);
     }
-    if (res.statusCode >= 200 && res.statusCode < 300) return res;
-    const text = await res.body.text().catch(() => "");
-    throw answerError({ url, method, path }, res.statusCode, text);
+    const status = res.statusCode ?? 0;
+    if (status >= 200 && status < 300) return res;
+    const text = await readText(res).catch(() => "");
+    throw answerError({ url, method, path }, status, text);
   };
 
   return {
@@ -149,7 +192,7 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
       const res = await send(method, path, body);
       let text: string;
       try {
-        text = await res.body.text();
+        text = await readText(res);
       } catch (err) {
         throw networkError(url, err);
       }
@@ -160,8 +203,8 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
       return parsed as T;
     },
     stream: async (path, sink) => {
-      const res = await send("GET", path, undefined, 0);
-      const chunks = res.body[Symbol.asyncIterator]();
+      const res = await send("GET", path, undefined);
+      const chunks = res[Symbol.asyncIterator]();
       for (;;) {
         let next: IteratorResult<unknown>;
         try {
@@ -173,12 +216,14 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
         try {
           await sink(next.value as Uint8Array);
         } catch (err) {
-          res.body.destroy();
+          res.destroy();
           throw err;
         }
       }
     },
-    // destroy, not close: close waits for a stream a failed sink left open.
-    close: () => dispatcher.destroy(),
+    // destroy, not a graceful end: a stream a failed sink left open must not hold the process.
+    close: async () => {
+      if (transport) (await transport).agent.destroy();
+    },
   };
 };

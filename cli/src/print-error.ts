@@ -2,7 +2,7 @@
  * How the CLI reports a failure: one line `error: <message>` on stderr, then the hint on its own
  * line, and the exit status the error code maps to (core's exitStatusOf, the one table).
  */
-import { FlowError, exitStatusOf } from "@flowsvc/core";
+import { FlowError, exitStatusOf } from "@flowsvc/core/errors";
 import type { Stdio } from "./print.js";
 
 const BUG_HINT = "this is a bug in flow: please report it with the command you ran";

@@ -2,7 +2,12 @@
  * Pure formatting for the CLI's output: aligned tables and key/value details for people, one JSON
  * or YAML document for scripts. Time comes in as a parameter.
  */
-import { stringify } from "yaml";
+import { createRequire } from "node:module";
+import type { stringify as Stringify } from "yaml";
+
+/** yaml's stringify, loaded on the first `-o yaml` only: a table or JSON never pays for the yaml package. */
+const yamlStringify = (value: unknown): string =>
+  (createRequire(import.meta.url)("yaml") as { stringify: typeof Stringify }).stringify(value);
 
 export const OUTPUT_FORMATS = ["json", "yaml"] as const;
 export type DocumentFormat = (typeof OUTPUT_FORMATS)[number];
@@ -15,7 +20,7 @@ export interface Column<T> {
 
 /** One JSON document (pretty, newline-terminated) or one YAML document, fields as given. */
 export const formatDocument = (value: unknown, format: DocumentFormat): string =>
-  format === "json" ? `${JSON.stringify(value ?? null, null, 2)}\n` : stringify(value ?? null);
+  format === "json" ? `${JSON.stringify(value ?? null, null, 2)}\n` : yamlStringify(value ?? null);
 
 const cell = (text: string): string => text.replace(/\s*\n\s*/g, " ");
 

@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 
 /** A script's text, or a usage-level error that says which file could not be read and why. */
 export const readSource = async (file: string): Promise<string> => {

@@ -1,42 +1,18 @@
 #!/usr/bin/env node
 /**
- * The `flow` binary. In-script calls (step, sleep, wait-signal, ...) take a fast path to the
- * in-script client without loading commander, undici or zod: a script runs them on every replay.
- * Everything else is the user CLI in ../commands/program.ts.
+ * The `flow` binary. It runs main.ts from the bundle `npm run build` writes (scripts/bundle-cli.mjs:
+ * one file per command, commander inlined, so a command starts in about the time of `node -e 0`),
+ * or from tsc's output when there is no bundle or tsc ran after it (`tsc -b` alone leaves the
+ * bundle stale: the unbundled files are then the current ones).
  */
-import { processEnvironment } from "../config.js";
-import type { Environment } from "../config.js";
-import { mayBeInScript } from "../commands/route.js";
+import { statSync } from "node:fs";
 
-interface InScriptClient {
-  IN_SCRIPT_COMMANDS: readonly string[];
-  runInScriptCommand(argv: string[], env: Record<string, string | undefined>): Promise<number>;
-}
+const BUNDLE = new URL("../bundle/main.js", import.meta.url);
+// tsc -b rewrites the CLI's build info whenever it emits any file of it.
+const BUILD_INFO = new URL("../../tsconfig.tsbuildinfo", import.meta.url);
 
-// A variable, not a literal: the user CLI must build while the in-script client is unfinished.
-const IN_SCRIPT_PACKAGE = "@flowsvc/agent/client";
+const mtimeOf = (url: URL): number => statSync(url, { throwIfNoEntry: false })?.mtimeMs ?? -1;
 
-const loadInScriptClient = async (): Promise<InScriptClient | undefined> => {
-  const mod = (await import(IN_SCRIPT_PACKAGE)) as Partial<InScriptClient>;
-  return Array.isArray(mod.IN_SCRIPT_COMMANDS) && typeof mod.runInScriptCommand === "function" ? (mod as InScriptClient) : undefined;
-};
-
-const runUserCli = async (argv: string[], env: Environment): Promise<number> => {
-  const [{ runCli }, { processStdio }] = await Promise.all([import("../commands/program.js"), import("../print.js")]);
-  return runCli(argv, { env, io: processStdio(), now: () => new Date() });
-};
-
-// `flow ... | head` closes stdout early: stop quietly instead of crashing on EPIPE.
-process.stdout.on("error", (err: NodeJS.ErrnoException) => {
-  if (err.code === "EPIPE") process.exit(0);
-  throw err;
-});
-
-const env = processEnvironment();
-const argv = process.argv;
-const command = argv[2] ?? "";
-const client = mayBeInScript(argv, env) ? await loadInScriptClient() : undefined;
-if (client?.IN_SCRIPT_COMMANDS.includes(command)) {
-  process.exit(await client.runInScriptCommand(argv.slice(2), { ...env }));
-}
-process.exitCode = await runUserCli(argv, env);
+const bundleMtime = mtimeOf(BUNDLE);
+if (bundleMtime >= 0 && bundleMtime >= mtimeOf(BUILD_INFO)) await import(BUNDLE.href);
+else await import("./main.js");

@@ -2,7 +2,7 @@
  * The shapes the CLI reads from the user API (docs/internals.md, "User API"). Fields the CLI only
  * passes through to `-o json|yaml` are not listed: those documents are printed as the API sent them.
  */
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 
 export interface RunRecord {
   id: string;
@@ -24,7 +24,7 @@ export interface RunRecord {
   activities?: Array<{ name: string; status: string; exit_code: number | null }>;
 }
 
-export { TERMINAL_STATUSES, isTerminalStatus } from "@flowsvc/core";
+export { TERMINAL_STATUSES, isTerminalStatus } from "@flowsvc/core/run-status";
 
 export interface SubmitAnswer {
   id: string;

@@ -3,7 +3,7 @@
  * Inside a script bin/flow.ts hands `emit` to the in-script client instead (checkpointed there).
  */
 import { Command } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 import type { Settings } from "../config.js";
 import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";

@@ -4,7 +4,7 @@
  * shared secret, once: the server keeps only its digest.
  */
 import { Command } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 import { formatAge, formatDetails, formatDocument, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";

@@ -1,6 +1,6 @@
 /** `flow events ls|show|catalog`: the project's event bus, newest first, one full event, and the types it knows. */
 import { Command, InvalidArgumentError } from "commander";
-import { parseDuration } from "@flowsvc/core";
+import { parseDuration } from "@flowsvc/core/duration";
 import { formatAge, formatDetails, formatDocument, formatJsonCell, formatTable, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";

@@ -3,7 +3,7 @@
  * succeeded and 1 when it failed or was cancelled. `flow submit --follow` uses followRun.
  */
 import { Command } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 import { isTerminalStatus } from "./api-types.js";
 import type { RunRecord } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";

@@ -6,7 +6,8 @@
 import { readFile } from "node:fs/promises";
 import { basename, extname } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
-import { FlowError, parsePatterns } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
+import { parsePatterns } from "@flowsvc/core/events";
 import { formatAge, formatDetails, formatDocument, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";

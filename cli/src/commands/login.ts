@@ -3,7 +3,7 @@
  * project to the CLI config file (0600), so later commands need no flags.
  */
 import { Command } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 import { writeCliConfig } from "../cli-config.js";
 import { DEFAULT_PROJECT } from "../config.js";
 import type { Settings } from "../config.js";

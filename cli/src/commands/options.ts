@@ -3,7 +3,8 @@
  * which commander reports naming the flag; program.ts turns it into a usage error (exit 2).
  */
 import { InvalidArgumentError, Option } from "commander";
-import { FlowError, parseDuration } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
+import { parseDuration } from "@flowsvc/core/duration";
 import { PROJECT_REF_PATTERN } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";

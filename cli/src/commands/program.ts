@@ -4,27 +4,64 @@
  */
 import { createRequire } from "node:module";
 import { Command, CommanderError } from "commander";
-import { FlowError } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 import { printError } from "../print-error.js";
 import type { CliDeps, CommandDeps } from "./context.js";
-import { emitCommand } from "./emit.js";
-import { eventHookCommand } from "./event-hook.js";
-import { eventsCommand } from "./events.js";
-import { followCommand } from "./follow.js";
-import { handlerCommand } from "./handler.js";
-import { loginCommand } from "./login.js";
 import { examples, parseProjectFlag, parseUrlFlag } from "./options.js";
-import { needsServerCommand } from "./route.js";
-import { cancelCommand } from "./cancel.js";
-import { credentialCommand } from "./credential.js";
-import { rerunCommand } from "./rerun.js";
-import { runCommand } from "./run.js";
-import { runsCommand } from "./runs.js";
-import { signalCommand } from "./signal.js";
-import { secretCommand } from "./secret.js";
-import { statusCommand } from "./status.js";
-import { stepsCommand } from "./steps.js";
-import { submitCommand } from "./submit.js";
+import { topCommandOf } from "./route.js";
+
+/** What a command module exports: the commander definition of one top-level command, its action included. */
+export type CommandFactory = (deps: CommandDeps) => Command;
+
+/** One top-level command: its name, how to import its module, and whether it needs every other command (to describe them). */
+interface CommandEntry {
+  readonly name: string;
+  readonly load: () => Promise<CommandFactory>;
+  readonly needsAll?: boolean;
+}
+
+/**
+ * The user CLI's top-level commands, in help order. Each module is imported only when its command
+ * runs (or for the top-level help), so `flow status` loads status.ts and not the server, the local
+ * engine or the other commands. A new command is one line here plus its name in route.ts's
+ * USER_COMMANDS (route.test.ts checks the two agree).
+ */
+const COMMANDS: readonly CommandEntry[] = [
+  { name: "submit", load: async () => (await import("./submit.js")).submitCommand },
+  { name: "follow", load: async () => (await import("./follow.js")).followCommand },
+  { name: "runs", load: async () => (await import("./runs.js")).runsCommand },
+  { name: "status", load: async () => (await import("./status.js")).statusCommand },
+  { name: "steps", load: async () => (await import("./steps.js")).stepsCommand },
+  { name: "signal", load: async () => (await import("./signal.js")).signalCommand },
+  { name: "rerun", load: async () => (await import("./rerun.js")).rerunCommand },
+  { name: "cancel", load: async () => (await import("./cancel.js")).cancelCommand },
+  { name: "secret", load: async () => (await import("./secret.js")).secretCommand },
+  { name: "credential", load: async () => (await import("./credential.js")).credentialCommand },
+  { name: "events", load: async () => (await import("./events.js")).eventsCommand },
+  { name: "emit", load: async () => (await import("./emit.js")).emitCommand },
+  { name: "event-hook", load: async () => (await import("./event-hook.js")).eventHookCommand },
+  { name: "handler", load: async () => (await import("./handler.js")).handlerCommand },
+  { name: "login", load: async () => (await import("./login.js")).loginCommand },
+  { name: "run", load: async () => (await import("./run.js")).runCommand },
+  { name: "completion", load: async () => (await import("./completion.js")).completionCommand, needsAll: true },
+  // The definition only: server/command.ts imports the server itself when `flow server` runs.
+  { name: "server", load: async () => (await import("../server/command.js")).serverCommand },
+];
+
+const VERSION_FLAGS: readonly string[] = ["-V", "--version"];
+
+/**
+ * The commands an invocation needs: its own; none for `flow --version`; all of them for help, a
+ * bare `flow`, a name commander must call unknown (it suggests the nearest), and `flow completion`.
+ */
+export const commandsFor = (argv?: readonly string[]): readonly CommandEntry[] => {
+  if (argv === undefined) return COMMANDS;
+  const top = topCommandOf(argv);
+  const entry = COMMANDS.find((c) => c.name === top);
+  if (entry) return entry.needsAll ? COMMANDS : [entry];
+  if (top === undefined && argv.slice(2).some((a) => VERSION_FLAGS.includes(a))) return [];
+  return COMMANDS;
+};
 
 const version = (): string => (createRequire(import.meta.url)("../../package.json") as { version: string }).version;
 
@@ -52,11 +89,9 @@ const configure = (cmd: Command, deps: CliDeps): void => {
   for (const sub of cmd.commands) configure(sub, deps);
 };
 
-/**
- * The program; `server` is the lead's `flow server` command when this invocation needs it
- * (see needsServerCommand), else left out.
- */
-export const buildProgram = (deps: CommandDeps, server?: Command): Command => {
+/** The program, with the commands `argv` needs (commandsFor), or with all of them when no argv is given. */
+export const buildProgram = async (deps: CommandDeps, argv?: readonly string[]): Promise<Command> => {
+  const factories = await Promise.all(commandsFor(argv).map((c) => c.load()));
   const program = new Command("flow")
     .description("flowsvc: submit and inspect durable workflow runs, manage secrets and events")
     .version(version(), "-V, --version")
@@ -71,27 +106,7 @@ export const buildProgram = (deps: CommandDeps, server?: Command): Command => {
       "after",
       examples("flow server", 'run=$(flow submit build.sh) && flow follow "$run"', "flow runs ls --status failed -o json"),
     );
-  for (const make of [
-    submitCommand,
-    followCommand,
-    runsCommand,
-    statusCommand,
-    stepsCommand,
-    signalCommand,
-    rerunCommand,
-    cancelCommand,
-    secretCommand,
-    credentialCommand,
-    eventsCommand,
-    emitCommand,
-    eventHookCommand,
-    handlerCommand,
-    loginCommand,
-  ]) {
-    program.addCommand(make(deps));
-  }
-  program.addCommand(runCommand(deps));
-  if (server) program.addCommand(server);
+  for (const make of factories) program.addCommand(make(deps));
   configure(program, deps);
   return program;
 };
@@ -100,8 +115,7 @@ export const buildProgram = (deps: CommandDeps, server?: Command): Command => {
 export const runCli = async (argv: readonly string[], deps: CliDeps): Promise<number> => {
   let status = 0;
   try {
-    const server = needsServerCommand(argv) ? (await import("../server/command.js")).serverCommand() : undefined;
-    const program = buildProgram({ ...deps, setExitCode: (code) => (status = code) }, server);
+    const program = await buildProgram({ ...deps, setExitCode: (code) => (status = code) }, argv);
     await program.parseAsync([...argv]);
     return status;
   } catch (err) {

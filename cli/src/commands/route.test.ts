@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Command } from "commander";
-import { buildProgram } from "./program.js";
-import { USER_COMMANDS, mayBeInScript, needsServerCommand, topCommandOf } from "./route.js";
+import { buildProgram, commandsFor } from "./program.js";
+import { USER_COMMANDS, mayBeInScript, topCommandOf } from "./route.js";
 import type { Stdio } from "../print.js";
 
 const argv = (...args: string[]): string[] => ["node", "flow", ...args];
@@ -24,9 +23,9 @@ void test("emit is the user command outside a script and the in-script one insid
   assert.equal(mayBeInScript(argv("emit", "x"), { FLOW_IDEMPOTENCY_KEY: "k" }), true);
 });
 
-void test("USER_COMMANDS lists exactly the program's top-level commands", () => {
+void test("USER_COMMANDS lists exactly the program's top-level commands", async () => {
   const io = {} as Stdio;
-  const program = buildProgram({ env: {}, io, now: () => new Date(), setExitCode: () => undefined }, new Command("server"));
+  const program = await buildProgram({ env: {}, io, now: () => new Date(), setExitCode: () => undefined });
   assert.deepEqual([...program.commands.map((c) => c.name()), "help"].sort(), [...USER_COMMANDS].sort());
 });
 
@@ -35,12 +34,13 @@ void test("the top-level command is found past the global options and their valu
   assert.equal(topCommandOf(argv("--help")), undefined);
 });
 
-void test("only `flow server`, help and a bare `flow` load the server command", () => {
-  assert.equal(needsServerCommand(argv("server")), true);
-  assert.equal(needsServerCommand(argv("--token", "t", "server")), true);
-  assert.equal(needsServerCommand(argv("--help")), true);
-  assert.equal(needsServerCommand(argv("help", "server")), true);
-  assert.equal(needsServerCommand(argv()), true);
-  assert.equal(needsServerCommand(argv("submit", "server")), false);
-  assert.equal(needsServerCommand(argv("runs", "ls")), false);
+void test("a command loads only its own module; help, a bare `flow`, an unknown name and completion load them all", () => {
+  const names = (...args: string[]): string[] => commandsFor(argv(...args)).map((c) => c.name);
+  assert.deepEqual(names("--token", "t", "server"), ["server"]);
+  assert.deepEqual(names("submit", "server"), ["submit"]);
+  assert.deepEqual(names("runs", "ls"), ["runs"]);
+  assert.deepEqual(names("--version"), []);
+  const all = [...USER_COMMANDS].filter((n) => n !== "help").sort();
+  for (const args of [["--help"], ["help", "server"], [], ["stauts"], ["completion", "bash"]])
+    assert.deepEqual(names(...args).sort(), all, args.join(" "));
 });

@@ -1,6 +1,6 @@
 /**
  * Which client runs an invocation, decided from argv and the environment alone. bin/flow.ts calls
- * this before loading commander, undici or zod: it runs for every durable call of every script.
+ * this before loading commander or zod: it runs for every durable call of every script.
  */
 import type { Environment } from "../config.js";
 
@@ -22,6 +22,7 @@ export const USER_COMMANDS: readonly string[] = [
   "event-hook",
   "handler",
   "login",
+  "completion",
   "server",
   "help",
 ];
@@ -54,13 +55,4 @@ export const topCommandOf = (argv: readonly string[]): string | undefined => {
     else if (!arg.startsWith("-")) return arg;
   }
   return undefined;
-};
-
-/**
- * True when commander needs the real `flow server` command: to run it, or to list it in the
- * top-level help. Importing it loads the whole server (about a second), so other commands skip it.
- */
-export const needsServerCommand = (argv: readonly string[]): boolean => {
-  const top = topCommandOf(argv);
-  return top === undefined || top === "server" || top === "help";
 };

@@ -3,7 +3,7 @@
  * value: `set` confirms the name, `list` and `get` show names and set times only.
  */
 import { Command } from "commander";
-import { assertSecretName, assertSecretValue } from "@flowsvc/core";
+import { assertSecretName, assertSecretValue } from "@flowsvc/core/secret-rules";
 import { formatAge, formatDocument, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";

@@ -4,7 +4,7 @@
  */
 import { basename } from "node:path";
 import { Command, Option } from "commander";
-import { FlowError, parseCredentialFlag } from "@flowsvc/core";
+import { FlowError } from "@flowsvc/core/errors";
 import type { SubmitAnswer } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";
@@ -18,13 +18,26 @@ interface SubmitOptions {
   follow?: boolean;
   idempotencyKey?: string;
   env?: Record<string, string>;
-  credential?: Record<string, string>;
+  /** `ENV=name` as typed; parsed by core's rules in the action (only then is core's credential module loaded). */
+  credential?: string[];
   tag?: string[];
   retry?: { attempts: number; backoff_ms: number };
 }
 
 /** The submit body of docs/internals.md: `{kind, source, filename, interpreter?, env, credentials?, idempotency_key?, tags}`. */
-export const submitBody = (file: string, source: string, opts: Omit<SubmitOptions, "as" | "follow">): Record<string, unknown> => ({
+type BodyOptions = Omit<SubmitOptions, "as" | "follow" | "credential"> & { credential?: Record<string, string> };
+
+/**
+ * `--credential ENV=name` flags as core's rules read them. core's credential rules load zod, so they
+ * are imported only when a flag is given: a plain `flow submit` stays on the fast path.
+ */
+const parseCredentialFlags = async (flags: readonly string[] | undefined): Promise<Record<string, string> | undefined> => {
+  if (flags === undefined || flags.length === 0) return undefined;
+  const { parseCredentialFlag } = await import("@flowsvc/core");
+  return Object.fromEntries(flags.map((text) => parseCredentialFlag(text)));
+};
+
+export const submitBody = (file: string, source: string, opts: BodyOptions): Record<string, unknown> => ({
   kind: "script",
   source,
   filename: basename(file),
@@ -51,8 +64,7 @@ export const submitCommand = (deps: CommandDeps): Command =>
     .option(
       "--credential <ENV=name>",
       "give the script the credential <name> as variable ENV, resolved when the job starts; a missing one fails the job (repeatable)",
-      (text: string, previous: Record<string, string> | undefined) =>
-        Object.fromEntries([...Object.entries(previous ?? {}), parseCredentialFlag(text)]),
+      collectList,
     )
     .option("--tag <tag>", "tag the run (repeatable)", collectList)
     .option(
@@ -77,7 +89,7 @@ export const submitCommand = (deps: CommandDeps): Command =>
           hint: "submit a script (the default, --as script)",
         });
       }
-      const body = submitBody(file, await readSource(file), opts);
+      const body = submitBody(file, await readSource(file), { ...opts, credential: await parseCredentialFlags(opts.credential) });
       await withApi(deps, cmd, async (ctx) => {
         const run = await ctx.api.call<SubmitAnswer>("POST", scopedPath(ctx, "runs"), body);
         if (run.duplicate) ctx.io.note(`duplicate: run ${run.id} was already submitted under this idempotency key`);

@@ -1,8 +1,6 @@
 import { Command } from "commander";
-import { FlowError, exitStatusOf } from "@flowsvc/core";
-import { loadServerConfig, type ServerFlags } from "./config.js";
-import { printServerError } from "./print-banner.js";
-import { runServer } from "./run-server.js";
+import { FlowError, exitStatusOf } from "@flowsvc/core/errors";
+import type { ServerFlags } from "./config.js";
 
 /** `flow server`: the all-in-one local mode (what `npm start` runs). */
 export const serverCommand = (): Command =>
@@ -27,6 +25,12 @@ export const serverCommand = (): Command =>
       "\nExamples:\n  flow server\n  flow server --port 9090 --data-dir ./.flowsvc --agents 8\n  flow server --agent-pool gpu:1 --agent-pool gpu,arm64:2\n  FLOWSVC_DATABASE_URL=postgres://... FLOWSVC_MASTER_KEY=... flow server",
     )
     .action(async (flags: ServerFlags) => {
+      // Imported here: `flow --help` lists this command without loading the server.
+      const [{ loadServerConfig }, { printServerError }, { runServer }] = await Promise.all([
+        import("./config.js"),
+        import("./print-banner.js"),
+        import("./run-server.js"),
+      ]);
       let stopping = false;
       try {
         const server = await runServer(loadServerConfig(flags));

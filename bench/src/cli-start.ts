@@ -1,0 +1,116 @@
+/**
+ * How fast the user CLI starts (issue 15 item 1), in one run: `node -e 0` beside `flow --version`,
+ * `flow status <id>`, `flow runs ls` and `flow submit <file>`, each spawned ROUNDS times, the cases
+ * interleaved so a load spike hits them alike. For the three API commands the figure is the time
+ * from spawn to the request's arrival at a stand-in API on 127.0.0.1 (a plain node:http server in
+ * this process that answers what each command expects); the total wall to exit is printed beside it.
+ * Target: every command within 1.5x `node -e 0` (medians). Figures only, nothing asserted.
+ * CLI_START_ROUNDS (default 20) sets the rounds; CLI_START_FLOW another flow.js to time.
+ */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { fmt, median, percentile } from "./support.js";
+
+const ROUNDS = Number(process.env.CLI_START_ROUNDS ?? 20);
+// CLI_START_FLOW times another build's flow.js (say, main's) the same way, for a before/after.
+const FLOW = process.env.CLI_START_FLOW ?? join(dirname(fileURLToPath(import.meta.url)), "..", "..", "cli", "bin", "flow.js");
+const RUN = {
+  id: "run-01jd8k2m3n4p5q6r7s8t9v0w1x",
+  status: "succeeded",
+  created_at: new Date().toISOString(),
+  started_at: null,
+  finished_at: null,
+  output: null,
+  error: null,
+};
+
+interface Sample {
+  firstRequest?: number;
+  wall: number;
+}
+
+/** The stand-in API: notes when each request arrives (performance.now of this process) and answers it. */
+const startApi = async (): Promise<{ url: string; arrivals: number[]; stop: () => Promise<void> }> => {
+  const arrivals: number[] = [];
+  const server = createServer((req, res) => {
+    arrivals.push(performance.now());
+    req.resume();
+    req.on("end", () => {
+      const path = req.url ?? "";
+      const body = req.method === "POST" ? { id: RUN.id } : path.endsWith("/runs") || path.includes("/runs?") ? { runs: [RUN] } : RUN;
+      res.writeHead(req.method === "POST" ? 201 : 200, { "content-type": "application/json" }).end(JSON.stringify(body));
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    arrivals,
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+};
+
+/** Spawns one process and answers its wall time and, when it sent one, the time to its first request. */
+const timeOne = async (args: string[], env: NodeJS.ProcessEnv, arrivals: number[]): Promise<Sample> => {
+  const seen = arrivals.length;
+  const start = performance.now();
+  const child = spawn(process.execPath, args, { env, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  const [code] = (await once(child, "close")) as [number | null];
+  const wall = performance.now() - start;
+  if (code !== 0) throw new Error(`${args.join(" ")} exited ${code}: ${stderr}`);
+  const arrival = arrivals[seen];
+  return { wall, ...(arrival === undefined ? {} : { firstRequest: arrival - start }) };
+};
+
+const main = async (): Promise<void> => {
+  const dir = await mkdtemp(join(tmpdir(), "flowsvc-bench-cli-"));
+  const api = await startApi();
+  const script = join(dir, "job.sh");
+  await writeFile(script, "echo hi\n");
+  const env = { PATH: process.env.PATH, HOME: dir, FLOWSVC_URL: api.url, FLOWSVC_TOKEN: "bench", FLOWSVC_CONFIG: join(dir, "none.json") };
+  const cases: Array<[string, string[]]> = [
+    ["node -e 0", ["-e", "0"]],
+    ["flow --version", [FLOW, "--version"]],
+    ["flow status <id>", [FLOW, "status", RUN.id]],
+    ["flow runs ls", [FLOW, "runs", "ls"]],
+    ["flow submit <file>", [FLOW, "submit", script]],
+  ];
+  const samples = new Map<string, Sample[]>(cases.map(([label]) => [label, []]));
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let i = 0; i < cases.length; i++) {
+        const [label, args] = cases[(i + round) % cases.length]!;
+        samples.get(label)!.push(await timeOne(args, env, api.arrivals));
+      }
+    }
+  } finally {
+    await api.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+  const base = median(samples.get("node -e 0")!.map((s) => s.wall));
+  console.log(`CLI start-up, ${ROUNDS} rounds interleaved; "ready" is the first request as the API saw it (else the exit)`);
+  console.log(
+    `  ${"".padEnd(20)} ${"ready p50".padStart(10)} ${"ready p90".padStart(10)} ${"wall p50".padStart(10)} ${"x node -e 0".padStart(12)}`,
+  );
+  for (const [label] of cases) {
+    const list = samples.get(label)!;
+    const ready = list.map((s) => s.firstRequest ?? s.wall);
+    const wall = list.map((s) => s.wall);
+    const ratio = (median(ready) / base).toFixed(2);
+    console.log(
+      `  ${label.padEnd(20)} ${fmt(median(ready)).padStart(10)} ${fmt(percentile(ready, 90)).padStart(10)} ${fmt(median(wall)).padStart(10)} ${`${ratio}x`.padStart(12)}`,
+    );
+  }
+  console.log("  target (issue 15): each flow command ready within 1.5x node -e 0");
+};
+
+await main();

