@@ -37,8 +37,10 @@ export interface SoakOptions {
   deliveries: number;
   /** Over how long the workload and the faults are spread. */
   workloadMs: number;
-  /** Bound on the whole soak: workload, faults and the wait for everything to finish. */
+  /** Bound on the workload and its faults (submits retried while the server is down give up then). */
   deadlineMs: number;
+  /** Bound on the wait, after the last fault, for everything acknowledged to finish; what has not is counted. */
+  settleMs: number;
   log?: (line: string) => void;
   /** A directory to copy the data dir's server.log and postgres.log to before it is removed. */
   keepLogs?: string;
@@ -379,7 +381,7 @@ export const runSoak = async (opts: SoakOptions): Promise<SoakFigures> => {
     await waitFor(
       "everything acknowledged to finish",
       async () => settled(await snapshot(server.dataDir), tally),
-      Math.max(10_000, deadline - Date.now()),
+      opts.settleMs,
       500,
     ).catch((err: Error) => log(`${err.message}: counting what there is`));
     const snap = await snapshot(server.dataDir);

@@ -28,7 +28,8 @@ void test(
       steps: 5,
       deliveries: 4,
       workloadMs: 8_000,
-      deadlineMs: 120_000,
+      deadlineMs: 60_000,
+      settleMs: 90_000,
     });
     const detail = f.details.join("\n");
     assert.ok(f.serverKills === 2 && f.agentKills >= 1 && f.scriptsAcknowledged === 4, JSON.stringify(f));
