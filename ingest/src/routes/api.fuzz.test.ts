@@ -17,7 +17,7 @@ before(async () => {
 after(() => t.close());
 
 const CASE_MS = 10_000;
-const RUNS_PER_ROUTE = 20;
+const RUNS_PER_ROUTE = 15;
 const WRITTEN = ["runs", "jobs", "journal", "events", "signals", "secrets", "handlers", "event_hooks", "api_tokens"];
 
 const counts = async (): Promise<Record<string, number>> => {

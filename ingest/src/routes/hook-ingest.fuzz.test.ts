@@ -114,7 +114,7 @@ void test("any delivery (body, headers, signature, secret, query) to any hook: n
       const clean = Object.fromEntries(Object.entries(hs).map(([k, v]) => [k, v.replace(/[^\x20-\x7e]/g, "")]));
       assertDelivery(await deliver(name, body, { "content-type": "application/json", ...clean }, q), `${name} ${q}`);
     }),
-    { seed: 1531, numRuns: 120 },
+    { seed: 1531, numRuns: 80 },
   );
 });
 
@@ -137,7 +137,7 @@ void test("a correctly authenticated delivery of any body: 202 with one event, o
         if (d.res.status !== 202) assert.equal(d.res.status === 400 || d.res.status === 413 || d.res.status === 415, true, d.res.text);
       },
     ),
-    { seed: 1532, numRuns: 120 },
+    { seed: 1532, numRuns: 80 },
   );
 });
 

@@ -188,11 +188,11 @@ const deliverOnce = async (api: Api, secret: string, tally: Tally): Promise<void
   else tally.refusedWhileDown++;
 };
 
-/** Spreads `n` actions over `ms`, one after another. */
+/** Spreads `n` actions over `ms`, one after another, the first after one interval (faults meet work already in flight). */
 const spread = async (n: number, ms: number, act: (i: number) => Promise<void>): Promise<void> => {
   for (let i = 0; i < n; i++) {
-    await act(i);
     await new Promise((r) => setTimeout(r, ms / Math.max(1, n)));
+    await act(i);
   }
 };
 
@@ -370,7 +370,7 @@ export const runSoak = async (opts: SoakOptions): Promise<SoakFigures> => {
   const tally: Tally = { runs: [], deliveries: [], refusedWhileDown: 0, serverKills: 0, agentKills: 0, terminated: 0 };
   try {
     const secret = await setUp(api, effects);
-    const deadline = t0 + opts.deadlineMs;
+    const deadline = Date.now() + opts.deadlineMs;
     const { workloadMs } = opts;
     await Promise.all([
       spread(opts.scripts, workloadMs, () => submitUntilAcknowledged(api, stepScript(effects, opts.steps), tally, deadline)),
