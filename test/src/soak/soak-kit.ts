@@ -178,14 +178,24 @@ const submitUntilAcknowledged = async (api: Api, source: string, tally: Tally, d
   }
 };
 
-/** One delivery; counted only when answered 202 (a refused or unanswered one is the sender's to retry). */
-const deliverOnce = async (api: Api, secret: string, tally: Tally): Promise<void> => {
+/**
+ * One delivery, sent again (as a sender does) until answered 202 or the deadline passes; each 202
+ * is counted. A resend after an unanswered try may record the event twice (token hooks have no
+ * delivery id): each copy then has its own chain, so nothing is counted twice for it.
+ */
+const deliverUntilAcknowledged = async (api: Api, secret: string, tally: Tally, deadline: number): Promise<void> => {
   const id = randomUUID();
-  const res = await api("POST", "/api/v1/hooks/default/default/soak", { id }, { "x-flow-hook-secret": secret, authorization: "" }).catch(
-    () => undefined,
-  );
-  if (res?.status === 202) tally.deliveries.push(id);
-  else tally.refusedWhileDown++;
+  while (Date.now() < deadline) {
+    const res = await api("POST", "/api/v1/hooks/default/default/soak", { id }, { "x-flow-hook-secret": secret, authorization: "" }).catch(
+      () => undefined,
+    );
+    if (res?.status === 202) {
+      tally.deliveries.push(id);
+      return;
+    }
+    tally.refusedWhileDown++;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 };
 
 /** Spreads `n` actions over `ms`, one after another, the first after one interval (faults meet work already in flight). */
@@ -374,7 +384,7 @@ export const runSoak = async (opts: SoakOptions): Promise<SoakFigures> => {
     const { workloadMs } = opts;
     await Promise.all([
       spread(opts.scripts, workloadMs, () => submitUntilAcknowledged(api, stepScript(effects, opts.steps), tally, deadline)),
-      spread(opts.deliveries, workloadMs, () => deliverOnce(api, secret, tally)),
+      spread(opts.deliveries, workloadMs, () => deliverUntilAcknowledged(api, secret, tally, deadline)),
       injectFaults(server, opts, tally, workloadMs),
     ]);
     log(`workload sent: ${tally.runs.length} runs, ${tally.deliveries.length} deliveries acknowledged; waiting for them to finish`);

@@ -28,16 +28,16 @@ void test(
       steps: 5,
       deliveries: 4,
       workloadMs: 8_000,
-      deadlineMs: 60_000,
+      deadlineMs: 120_000,
       settleMs: 90_000,
     });
     const detail = f.details.join("\n");
     assert.ok(f.serverKills === 2 && f.agentKills >= 1 && f.scriptsAcknowledged === 4, JSON.stringify(f));
-    assert.ok(f.deliveriesAcknowledged > 0, `some deliveries were acknowledged: ${JSON.stringify(f)}`);
+    assert.equal(f.deliveriesAcknowledged, 4, `every delivery was acknowledged in the end: ${JSON.stringify(f)}`);
     assert.equal(f.runsLost, 0, detail);
     assert.equal(f.stepsRunTwice, 0, detail);
     assert.equal(f.acceptedWithoutEvent, 0, detail);
     assert.equal(f.eventsDeliveredTwice, 0, detail);
-    assert.ok(f.stepExecutions >= 4 * 5 + 2 * f.deliveriesAcknowledged, `every step ran: ${JSON.stringify(f)}`);
+    assert.ok(f.stepExecutions >= 4 * 5 + 2 * 4, `every step ran: ${JSON.stringify(f)}`);
   },
 );
