@@ -60,3 +60,19 @@ void test("assertStorableJson throws invalid_argument naming the place, with a s
   const ok = { a: 1 };
   assert.equal(assertStorableJson(ok), ok);
 });
+
+void test("a number past double range (1e400 parses to Infinity) is refused at its path, not stored as null", () => {
+  const value = JSON.parse('{"payload":{"ok":1e308,"tiny":1e-400,"list":[0,-1e400]}}') as unknown;
+  assert.deepEqual(findJsonProblem(value), {
+    path: "body.payload.list[1]",
+    problem: "is a number outside the range a JSON number can be stored in (about ±1.8e308; it would become null)",
+    kind: "number",
+  });
+  assert.equal(findJsonProblem(JSON.parse("1e400"), "body")?.path, "body");
+  assert.equal(findJsonProblem({ n: Number.NaN })?.path, "body.n");
+  assert.throws(
+    () => assertStorableJson(JSON.parse('{"payload":{"big":1e400}}'), "body"),
+    (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && /^body\.payload\.big is a number outside/.test(e.message),
+  );
+  assert.equal(findJsonProblem({ n: Number.MAX_VALUE, m: -Number.MAX_VALUE, z: -0 }), undefined);
+});

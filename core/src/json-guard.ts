@@ -3,7 +3,8 @@
  * U+0000, and `jsonb` refuses a lone UTF-16 surrogate ("x\ud800y" is valid JSON but not Unicode);
  * a value nested thousands deep overflows the stack of every recursive walk after the parse
  * (JSON.stringify among them). Each was a 500 once; through these checks it is a 400 that names
- * the place.
+ * the place. A number past double range (`1e400`) parses to Infinity, which JSON.stringify and
+ * jsonb write as null: it is refused too, not stored as something the sender did not send.
  */
 import { FlowError } from "./errors.js";
 
@@ -23,6 +24,8 @@ export const textProblem = (s: string): string | undefined => {
   return undefined;
 };
 
+const NON_FINITE = "is a number outside the range a JSON number can be stored in (about ±1.8e308; it would become null)";
+
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
 export interface JsonProblem {
@@ -30,7 +33,7 @@ export interface JsonProblem {
   path: string;
   /** What, as a phrase after the path. */
   problem: string;
-  kind: "text" | "depth";
+  kind: "text" | "depth" | "number";
 }
 
 /** A place in the value: its parent and its own key or index. Paths are spelled only for a problem. */
@@ -77,21 +80,27 @@ const pushChildren = (stack: WalkItem[], v: object, item: WalkItem): void => {
     stack.push({ v: (v as Record<string, unknown>)[keys[i]!], at: { parent: at, seg: keys[i]! }, depth: depth + 1 });
 };
 
+/** A string that cannot be stored as text, or a number that is not finite. */
+const leafProblem = (v: unknown, at: Place): JsonProblem | undefined => {
+  if (typeof v === "number") return Number.isFinite(v) ? undefined : { path: spell(at), problem: NON_FINITE, kind: "number" };
+  const p = typeof v === "string" ? textProblem(v) : undefined;
+  return p ? { path: spell(at), problem: p, kind: "text" } : undefined;
+};
+
 /**
  * The first place in a parsed JSON value that cannot be stored: a string or object key with NUL
- * or a lone surrogate, or nesting deeper than `limit`. Walks with its own stack, never recursion,
+ * or a lone surrogate, a number that is not finite, or nesting deeper than `limit`. Walks with its own stack, never recursion,
  * so a value nested 100,000 deep is measured, not a stack overflow.
  */
 export const findJsonProblem = (value: unknown, root = "body", limit = JSON_DEPTH_LIMIT): JsonProblem | undefined => {
   const stack: WalkItem[] = [{ v: value, at: { parent: undefined, seg: root }, depth: 0 }];
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const { v, at, depth } = item;
-    if (typeof v === "string") {
-      const p = textProblem(v);
-      if (p) return { path: spell(at), problem: p, kind: "text" };
+    if (v === null || typeof v !== "object") {
+      const leaf = leafProblem(v, at);
+      if (leaf) return leaf;
       continue;
     }
-    if (v === null || typeof v !== "object") continue;
     if (depth + 1 > limit) return { path: spell(at), problem: `is nested more than ${limit} levels deep`, kind: "depth" };
     const badKey = Array.isArray(v) ? undefined : keyProblem(v, at);
     if (badKey) return badKey;

@@ -52,10 +52,19 @@ const fromFastify = (fe: Partial<FastifyError>, req: FastifyRequest | undefined)
   }
 };
 
+/** SQLSTATE disk_full: Postgres could not extend a file; the statement (and its transaction) wrote nothing. */
+const PG_DISK_FULL = "53100";
+
 /** The one place where an error becomes an HTTP status and a body `{error: {code, message, hint?}}`. */
 export const toFlowError = (err: unknown, req?: FastifyRequest): FlowError => {
   if (err instanceof FlowError) return err;
   if (err instanceof ZodError) return new FlowError("invalid_argument", describeIssues(err.issues), { details: { issues: err.issues } });
+  if ((err as { code?: unknown } | null)?.code === PG_DISK_FULL) {
+    return new FlowError("unavailable", "the database's disk is full: nothing was recorded", {
+      hint: "free space where the server's data dir (or its Postgres) lives, then send it again",
+      cause: err,
+    });
+  }
   const fe = err as Partial<FastifyError>;
   const known = fromFastify(fe, req);
   if (known) return known;

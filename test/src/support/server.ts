@@ -52,6 +52,8 @@ export interface TestServerOptions {
   agents?: number;
   leaseMs?: number;
   env?: Record<string, string | undefined>;
+  /** Where the data dir is made (a small filesystem, to fill it); the system temp dir by default. */
+  dataDirParent?: string;
 }
 
 /** Runs `flow <args>` with the given environment and collects its output. */
@@ -89,7 +91,7 @@ const waitForBanner = (child: ChildProcess, out: { text: string }): Promise<stri
 
 /** A real `flow server` process on a free port with its own data dir and CLI config. */
 export const startTestServer = async (opts: TestServerOptions = {}): Promise<TestServer> => {
-  const dataDir = await mkdtemp(join(tmpdir(), "flowsvc-test-"));
+  const dataDir = await mkdtemp(join(opts.dataDirParent ?? tmpdir(), "flowsvc-test-"));
   const configPath = join(dataDir, "cli-config.json");
   const db = opts.embedded || opts.databaseUrl ? undefined : await createTestDatabase();
   const databaseUrl = opts.databaseUrl ?? db?.url;
