@@ -9,7 +9,7 @@ import { CRD_KINDS, flowsvcCrds, structural } from "./crds.js";
 import { handlerResourceSpecOf, parseHandler, parseHandlerResource } from "./handler.js";
 import { hookIngestUrl, hookResourceSpecOf, parseHook, parseHookResource } from "./hook.js";
 import { RunSubmission } from "./run.js";
-import { SecretResourceSpec, parseSecretValue } from "./secret.js";
+import { SecretResourceSpec, parseSecretValue, resourceOfSecretName, secretNameOfResource } from "./secret.js";
 
 const script = { kind: "script", source: "echo hi\n", filename: "h.sh" };
 
@@ -129,6 +129,16 @@ void test("a secret: the value's and the name's rules, never quoting the value; 
   assert.deepEqual(SecretResourceSpec.parse({}), {});
   zodAt(() => SecretResourceSpec.parse({ value: "s3cr3t" }), "");
   zodAt(() => SecretResourceSpec.parse({ valueFrom: { secretKeyRef: { name: "x" } } }), "valueFrom.secretKeyRef.key");
+  // Secret names are environment variable names, metadata.name a DNS name: they map both ways.
+  assert.deepEqual(resourceOfSecretName("API_TOKEN"), { metadataName: "api-token" });
+  assert.equal(secretNameOfResource("api-token", {}), "API_TOKEN");
+  for (const name of ["Api_Token", "_X", "A__B_", "x".repeat(100)]) {
+    const r = resourceOfSecretName(name);
+    assert.match(r.metadataName, /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, name);
+    assert.ok(r.metadataName.length <= 63, name);
+    assert.equal(secretNameOfResource(r.metadataName, { secretName: r.secretName }), name);
+  }
+  assert.notEqual(resourceOfSecretName("Api_Token").metadataName, resourceOfSecretName("API_TOKEN").metadataName);
 });
 
 void test("a run submission: env names checked by name, retry bounds, defaults", () => {

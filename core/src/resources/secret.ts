@@ -3,7 +3,7 @@
 // core/src/secret-rules.ts (assertSecretName, assertSecretValue).
 import { z } from "zod";
 import { assertSecretName, assertSecretValue } from "../secret-rules.js";
-import { SecretKeyRef } from "./refs.js";
+import { KUBE_NAME, SecretKeyRef } from "./refs.js";
 
 // The value's rules (NUL, lone surrogates, size) are assertSecretValue's, whose messages never quote it.
 export const SecretSetBody = z.object({ value: z.string({ error: "the value must be a JSON string" }) }).strict();
@@ -15,6 +15,12 @@ export const SecretSetBody = z.object({ value: z.string({ error: "the value must
  */
 export const SecretResourceSpec = z
   .object({
+    secretName: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe("The secret's name in flowsvc (an environment variable name); default: metadata.name upper-cased, - as _."),
     valueFrom: z
       .object({ secretKeyRef: SecretKeyRef })
       .strict()
@@ -38,4 +44,31 @@ export const parseSecretValue = (name: string, body: unknown): string => {
   const { value } = SecretSetBody.parse(body);
   assertSecretValue(name, value);
   return value;
+};
+
+/** The flowsvc secret a FlowSecret stands for: spec.secretName, else `api-token` -> `API_TOKEN`. */
+export const secretNameOfResource = (metadataName: string, spec: SecretResourceSpec): string =>
+  spec.secretName ?? metadataName.toUpperCase().replaceAll("-", "_");
+
+/** FNV-1a, 32 bits, hex: a short stable suffix (not a security property). */
+const fnv = (s: string): string => {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return h.toString(16).padStart(8, "0");
+};
+
+/**
+ * The FlowSecret that stands for a flowsvc secret (what the Kubernetes ResourceStore writes):
+ * `API_TOKEN` -> metadata.name `api-token`; a name that does not map back (mixed case, a leading _)
+ * gets a derived metadata.name with a hash suffix and spec.secretName.
+ */
+export const resourceOfSecretName = (name: string): { metadataName: string; secretName?: string } => {
+  const derived = name.toLowerCase().replaceAll("_", "-");
+  if (KUBE_NAME.test(derived) && derived.length <= 63 && secretNameOfResource(derived, {}) === name) return { metadataName: derived };
+  const base =
+    derived
+      .replace(/[^a-z0-9-]/g, "-")
+      .replace(/^-+|-+$/g, "")
+      .slice(0, 40) || "secret";
+  return { metadataName: `${base}-${fnv(name)}`, secretName: name };
 };
