@@ -8,16 +8,16 @@
  * reads stdin there too).
  */
 import { Command, Option } from "commander";
+import { FlowError } from "@flowsvc/core/errors";
 import {
   CLI_KIND_SPELLINGS,
   CREDENTIAL_KINDS,
-  FlowError,
   KIND_FIELDS,
   assertCredentialName,
   parseCredentialKind,
   parseCredentialValue,
   type CredentialKind,
-} from "@flowsvc/core";
+} from "@flowsvc/core/credentials";
 import { formatAge } from "../print-format.js";
 import type { Column } from "../print-format.js";
 import { printList } from "../print.js";

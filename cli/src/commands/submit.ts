@@ -28,12 +28,11 @@ interface SubmitOptions {
 type BodyOptions = Omit<SubmitOptions, "as" | "follow" | "credential"> & { credential?: Record<string, string> };
 
 /**
- * `--credential ENV=name` flags as core's rules read them. core's credential rules load zod, so they
- * are imported only when a flag is given: a plain `flow submit` stays on the fast path.
+ * `--credential ENV=name` flags as core's rules read them, imported only when a flag is given.
  */
 const parseCredentialFlags = async (flags: readonly string[] | undefined): Promise<Record<string, string> | undefined> => {
   if (flags === undefined || flags.length === 0) return undefined;
-  const { parseCredentialFlag } = await import("@flowsvc/core");
+  const { parseCredentialFlag } = await import("@flowsvc/core/credentials");
   return Object.fromEntries(flags.map((text) => parseCredentialFlag(text)));
 };
 
@@ -89,7 +88,8 @@ export const submitCommand = (deps: CommandDeps): Command =>
           hint: "submit a script (the default, --as script)",
         });
       }
-      const body = submitBody(file, await readSource(file), { ...opts, credential: await parseCredentialFlags(opts.credential) });
+      const credential = await parseCredentialFlags(opts.credential); // a bad flag is refused before the file is read
+      const body = submitBody(file, await readSource(file), { ...opts, credential });
       await withApi(deps, cmd, async (ctx) => {
         const run = await ctx.api.call<SubmitAnswer>("POST", scopedPath(ctx, "runs"), body);
         if (run.duplicate) ctx.io.note(`duplicate: run ${run.id} was already submitted under this idempotency key`);

@@ -7,8 +7,7 @@
  * Problems are sentences that name the credential and the field, never a value: a message can
  * reach a log, a terminal or an HTTP body.
  */
-import { z } from "zod";
-import { FlowError, describeIssues } from "../errors.js";
+import { FlowError } from "../errors.js";
 import { secretValueProblem } from "../secret-rules.js";
 
 /** The stored spellings, in the spec's order. */
@@ -143,8 +142,20 @@ export const credentialFieldProblem = (field: string, value: string): string | u
   return problem === undefined ? undefined : `${field}: ${problem}`;
 };
 
-/** The body of `PUT {scoped}/credentials/<name>`: the kind (either spelling) and its fields, all strings. */
-const SetBodyShape = z.record(z.string(), z.string({ error: "must be a JSON string" }), { error: "the body must be a JSON object" });
+/**
+ * The body of `PUT {scoped}/credentials/<name>`: the kind (either spelling) and its fields, all
+ * strings. Checked by hand, not with zod: the CLI runs these rules too, and a `flow` command does
+ * not load zod (cli/src/bin/flow-imports.test.ts).
+ */
+const setBodyOf = (name: string, body: unknown): Record<string, string> => {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw new FlowError("invalid_argument", `credential ${name}: (body): the body must be a JSON object`);
+  const problems = Object.entries(body)
+    .filter(([, value]) => typeof value !== "string")
+    .map(([key]) => `${key}: must be a JSON string`);
+  if (problems.length > 0) throw new FlowError("invalid_argument", `credential ${name}: ${problems.join("; ")}`);
+  return body as Record<string, string>;
+};
 
 const kindOf = (body: Record<string, string>, name: string): CredentialKind => {
   const text = body["kind"];
@@ -160,24 +171,23 @@ const kindOf = (body: Record<string, string>, name: string): CredentialKind => {
  * named by its field. Nothing is sealed before this passes.
  */
 export const parseCredentialValue = (name: string, body: unknown): CredentialValue => {
-  const parsed = SetBodyShape.safeParse(body);
-  if (!parsed.success) throw new FlowError("invalid_argument", `credential ${name}: ${describeIssues(parsed.error.issues)}`);
-  const kind = kindOf(parsed.data, name);
+  const data = setBodyOf(name, body);
+  const kind = kindOf(data, name);
   const fields = KIND_FIELDS[kind];
   const problems: string[] = [];
-  for (const key of Object.keys(parsed.data)) {
+  for (const key of Object.keys(data)) {
     if (key !== "kind" && !fields.includes(key))
       problems.push(`${key}: a ${CLI_KIND_SPELLINGS[kind]} credential has no such field (it takes ${fields.join(", ")})`);
   }
   for (const field of fields) {
-    const value = parsed.data[field];
+    const value = data[field];
     const problem =
       value === undefined ? `${field}: required for a ${CLI_KIND_SPELLINGS[kind]} credential` : credentialFieldProblem(field, value);
     if (problem !== undefined) problems.push(problem);
   }
   if (problems.length > 0)
     throw new FlowError("invalid_argument", `credential ${name}: ${problems.join("; ")}`, { details: { fields: problems } });
-  return { kind, ...Object.fromEntries(fields.map((f) => [f, parsed.data[f]])) } as CredentialValue;
+  return { kind, ...Object.fromEntries(fields.map((f) => [f, data[f]])) } as CredentialValue;
 };
 
 /** The text a credential is sealed as: its kind and fields, as JSON. */
