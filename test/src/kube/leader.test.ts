@@ -11,10 +11,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { ApiextensionsV1Api, CoordinationV1Api, CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { ApiextensionsV1Api, CoordinationV1Api, CoreV1Api, KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
 import { createRun, createTestDatabase, mintId, withTransaction, type TestDatabase } from "@flowsvc/store";
 import { waitFor } from "../support/wait.js";
-import { flowRunCrd } from "./launcher-peers.js";
+import { flowCrds } from "./reconcile-harness.js";
 import { startFakeApiServer, type FakeApiServer } from "./server.js";
 
 const CONTROLLER_MAIN = join(dirname(fileURLToPath(import.meta.resolve("@flowsvc/controller"))), "main.js");
@@ -99,7 +99,13 @@ before(async () => {
   kc = new KubeConfig();
   kc.loadFromFile(api.kubeconfigPath);
   core = kc.makeApiClient(CoreV1Api);
-  await kc.makeApiClient(ApiextensionsV1Api).createCustomResourceDefinition({ body: flowRunCrd() });
+  // Every kind, as a chart install applies them: the leader starts the reconcilers, which watch them all.
+  const crds = kc.makeApiClient(ApiextensionsV1Api);
+  for (const body of flowCrds()) await crds.createCustomResourceDefinition({ body: body as V1CustomResourceDefinition });
+  // The project is acme/team-a: the namespace says its org with the label, as the reconcilers read it.
+  const ns = await core.readNamespace({ name: "team-a" });
+  ns.metadata!.labels = { ...ns.metadata!.labels, "flowsvc.io/org": "acme" };
+  await core.replaceNamespace({ name: "team-a", body: ns });
   db = await createTestDatabase();
   const orgId = mintId("org");
   projectId = mintId("prj");
@@ -131,7 +137,7 @@ describe("controller leader election", () => {
     const a = startReplica("ctl-a");
     let b: Replica | undefined;
     try {
-      await waitFor("ctl-a to lead", () => said(a, "leading: dispatcher, timers and agent Pod launcher started"));
+      await waitFor("ctl-a to lead", () => said(a, "leading: reconcilers, dispatcher, timers and agent Pod launcher started"));
       b = startReplica("ctl-b");
       await waitFor("ctl-b to see ctl-a hold the lease", () =>
         b!.lines.some((l) => l.msg === "the lease is held by another replica" && l["holder"] === "ctl-a"),
@@ -140,16 +146,18 @@ describe("controller leader election", () => {
       const story = (): string =>
         [a, b!]
           .map(
-            (r) => `${r.name}: ${r.lines.map((l) => `${l.time} ${l.msg}${l["err"] ? ` (${JSON.stringify(l["err"])})` : ""}`).join("; ")}`,
+            (r) =>
+              `${r.name}: ${r.lines.map((l) => `${l.time} ${l.msg}${l["err"] ? ` (${JSON.stringify(l["err"])})` : ""}${l["reason"] ? ` (${String(l["reason"])})` : ""}`).join("; ")}`,
           )
           .join("\n");
-      assert.equal(await podOf(first), "ctl-a", story());
+      const firstBy = await podOf(first).catch((err: Error) => assert.fail(`${err.message}\n${story()}`));
+      assert.equal(firstBy, "ctl-a", story());
       assert.ok(!said(b, "became the leader"), "the standby never led while the leader lived");
 
       a.proc.kill("SIGKILL");
       const killedAt = Date.now();
       await a.exited;
-      await waitFor("ctl-b to lead", () => said(b!, "leading: dispatcher, timers and agent Pod launcher started"));
+      await waitFor("ctl-b to lead", () => said(b!, "leading: reconcilers, dispatcher, timers and agent Pod launcher started"));
       const tookOver = b.lines.find((l) => l.msg === "became the leader")!.time;
       assert.ok(tookOver - killedAt < (LEASE_SECONDS + 2) * 1000, `took over ${tookOver - killedAt} ms after the kill`);
       const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
