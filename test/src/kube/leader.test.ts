@@ -147,7 +147,7 @@ describe("controller leader election", () => {
         [a, b!]
           .map(
             (r) =>
-              `${r.name}: ${r.lines.map((l) => `${l.time} ${l.msg}${l["err"] ? ` (${JSON.stringify(l["err"])})` : ""}${l["reason"] ? ` (${String(l["reason"])})` : ""}`).join("; ")}`,
+              `${r.name}: ${r.lines.map((l) => `${l.time} ${l.msg}${l["err"] ? ` (${JSON.stringify(l["err"])})` : ""}${l["reason"] ? ` (${JSON.stringify(l["reason"])})` : ""}`).join("; ")}`,
           )
           .join("\n");
       const firstBy = await podOf(first).catch((err: Error) => assert.fail(`${err.message}\n${story()}`));
