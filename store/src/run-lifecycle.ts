@@ -21,6 +21,7 @@ import {
   type RunRequest,
   type ValueMasker,
 } from "@flowsvc/core";
+import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
 import { findProjectById } from "./tenancy.js";
 import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
@@ -156,6 +157,32 @@ export const createRun = async (
   ]);
   if (!rows[0]) throw new FlowError("conflict", `run ${id} already exists`);
   return { id: rows[0].id, duplicate: true };
+};
+
+/**
+ * A person's submit (`POST {scoped}/runs`, or a FlowRun applied with kubectl): the run, the
+ * credentials it declares (names only, resolved at claim), and the `manual` event every trigger
+ * leaves on the bus, in the caller's transaction. A repeat under the same idempotency key writes
+ * nothing and answers the first run.
+ */
+export const submitRun = async (
+  tx: PoolClient,
+  request: Omit<RunRequest, "id"> & { id?: string },
+  submitted: { sender: string; credentials: Readonly<Record<string, string>> },
+): Promise<{ id: string; duplicate: boolean }> => {
+  const r = await createRun(tx, request);
+  if (r.duplicate) return r;
+  await setRunCredentials(tx, r.id, submitted.credentials);
+  await emitEvent(tx, {
+    projectId: request.projectId,
+    type: "manual",
+    key: null,
+    payload: { run_id: r.id, sender: submitted.sender },
+    sourceRunId: null,
+    trusted: request.trusted,
+    platform: true,
+  });
+  return r;
 };
 
 interface LifecycleEvent {

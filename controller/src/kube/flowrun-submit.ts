@@ -7,7 +7,7 @@
 // Succeeded=False/InvalidSpec and no run.
 import type { Pool } from "pg";
 import { RunSubmission, SCRIPT_WORKFLOW, pickInterpreter, trustOf } from "@flowsvc/core";
-import { createRun, emitEvent, withTransaction } from "@flowsvc/store";
+import { submitRun, withTransaction } from "@flowsvc/store";
 import type { FlowApi } from "./reconcile-api.js";
 import type { KubeLog } from "./reconcile-log.js";
 import type { NamespaceIndex } from "./reconcile-namespaces.js";
@@ -49,33 +49,26 @@ export const submitFlowRun = async (deps: SubmitDeps, o: FlowRunObject): Promise
   const scope = await deps.namespaces.project(namespace);
   const trusted = trustOf({ by: "person" });
   const sender = `kubernetes:${namespace}/${o.metadata!.name}`;
-  const res = await withTransaction(deps.pool, async (tx) => {
-    const r = await createRun(tx, {
-      projectId: scope.projectId,
-      workflow: SCRIPT_WORKFLOW,
-      source: body.source,
-      filename: body.filename,
-      interpreter: body.interpreter ?? pickInterpreter(body.filename),
-      env: body.env,
-      tags: body.tags,
-      trigger: { type: "manual", sender },
-      idempotencyKey: uid,
-      createdBy: null,
-      retry: body.retry ?? null,
-      trusted,
-    });
-    if (!r.duplicate)
-      await emitEvent(tx, {
+  const res = await withTransaction(deps.pool, (tx) =>
+    submitRun(
+      tx,
+      {
         projectId: scope.projectId,
-        type: "manual",
-        key: null,
-        payload: { run_id: r.id, sender },
-        sourceRunId: null,
+        workflow: SCRIPT_WORKFLOW,
+        source: body.source,
+        filename: body.filename,
+        interpreter: body.interpreter ?? pickInterpreter(body.filename),
+        env: body.env,
+        tags: body.tags,
+        trigger: { type: "manual", sender },
+        idempotencyKey: uid,
+        createdBy: null,
+        retry: body.retry ?? null,
         trusted,
-        platform: true,
-      });
-    return r;
-  });
+      },
+      { sender, credentials: body.credentials },
+    ),
+  );
   if (!res.duplicate) deps.log.info({ runId: res.id, flowRun: `${namespace}/${o.metadata!.name}` }, "FlowRun submitted");
   return res.id;
 };

@@ -12,15 +12,13 @@ import {
   type ValueMasker,
 } from "@flowsvc/core";
 import {
-  createRun,
-  emitEvent,
   getRunView,
   listActivities,
   listJournal,
   listRunViews,
   mintId,
   openJournal,
-  setRunCredentials,
+  submitRun,
   withTransaction,
   type RunView,
 } from "@flowsvc/store";
@@ -73,22 +71,7 @@ const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void =
     const scope = await authorize(pool, req, "member");
     const body = SubmitSchema.parse(req.body);
     const run = newRun(scope, body);
-    const res = await withTransaction(pool, async (tx) => {
-      const r = await createRun(tx, run);
-      if (!r.duplicate) await setRunCredentials(tx, r.id, body.credentials);
-      // Every trigger is recorded on the bus: a submit is a `manual` event.
-      if (!r.duplicate)
-        await emitEvent(tx, {
-          projectId: scope.projectId,
-          type: "manual",
-          key: null,
-          payload: { run_id: r.id, sender: scope.caller.userName },
-          sourceRunId: null,
-          trusted: run.trusted,
-          platform: true,
-        });
-      return r;
-    });
+    const res = await withTransaction(pool, (tx) => submitRun(tx, run, { sender: scope.caller.userName, credentials: body.credentials }));
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
     const { masker } = await maskers.forProject(scope.projectId);
     const view = await getRunView(pool, scope.projectId, res.id);

@@ -188,4 +188,52 @@ describe("reconcilers", () => {
     const { rows } = await h.db.pool.query<{ status: string }>(`select status from runs where id = $1`, [runId]);
     assert.equal(rows[0]?.status, "succeeded", "the run stays in Postgres");
   });
+
+  test("an applied FlowRun is submitted once, with its uid as idempotency key and its credentials; a bad spec is Succeeded=False", async () => {
+    const p = await project();
+    const spec = { kind: "script", source: "echo applied\n", filename: "a.sh", credentials: { GH_TOKEN: "github" } };
+    const made = (await apply("flowruns", "FlowRun", "applied-run", spec)) as Cr;
+    const uid = made.metadata.uid!;
+    const runs = async () =>
+      (
+        await h.db.pool.query<{ id: string; credentials: unknown; trusted: boolean }>(
+          `select id, credentials, trusted from runs where project_id = $1 and idempotency_key = $2`,
+          [p.projectId, uid],
+        )
+      ).rows;
+    await waitFor("the applied FlowRun submitted", async () => (await runs()).length === 1, 15_000, 20);
+    const [run] = await runs();
+    assert.deepEqual(run!.credentials, { GH_TOKEN: "github" }, "the declared credentials (names only) reach the run");
+    assert.equal(run!.trusted, true, "a FlowRun applied by a person is trusted, as a submit is");
+    const manual = await h.db.pool.query(`select 1 from events where project_id = $1 and type = 'manual' and payload->>'run_id' = $2`, [
+      p.projectId,
+      run!.id,
+    ]);
+    assert.equal(manual.rowCount, 1, "one manual event on the bus");
+    // A change that makes the object reconcile again never submits a second run.
+    await h.custom.patchNamespacedCustomObject(
+      { ...cr("flowruns"), name: "applied-run", body: { metadata: { labels: { touched: "yes" } } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await waitFor(
+      "the FlowRun's status names its run",
+      async () => (await getCr(h, "flowruns", NS, "applied-run"))?.status?.runId === run!.id,
+      15_000,
+      20,
+    );
+    assert.equal((await runs()).length, 1);
+
+    await apply("flowruns", "FlowRun", "bad-run", { kind: "script", source: "x", filename: "b.sh", credentials: { LD_PRELOAD: "x" } });
+    await waitFor(
+      "the bad FlowRun refused in its status",
+      async () => (await getCr(h, "flowruns", NS, "bad-run"))?.status?.conditions?.[0]?.reason === "InvalidSpec",
+      15_000,
+      20,
+    );
+    const bad = (await getCr(h, "flowruns", NS, "bad-run"))!.status!.conditions![0]!;
+    assert.equal(bad.status, "False");
+    assert.match(bad.message ?? "", /LD_PRELOAD/);
+    const refused = await h.db.pool.query(`select 1 from runs where project_id = $1 and filename = 'b.sh'`, [p.projectId]);
+    assert.equal(refused.rowCount, 0, "a refused FlowRun writes no run");
+  });
 });
