@@ -193,7 +193,7 @@ describe("reconcilers", () => {
     const p = await project();
     const spec = { kind: "script", source: "echo applied\n", filename: "a.sh", credentials: { GH_TOKEN: "github" } };
     const made = (await apply("flowruns", "FlowRun", "applied-run", spec)) as Cr;
-    const uid = made.metadata.uid!;
+    const uid = made.metadata.uid;
     const runs = async () =>
       (
         await h.db.pool.query<{ id: string; credentials: unknown; trusted: boolean }>(
