@@ -3,8 +3,9 @@
 // envFrom), and its secret / emptyDir / configMap volumes written under a directory per Pod.
 //
 // Path rule: a container cannot mount at /var/run/... on this host, so each volume lives in
-// <podDir>/volumes/<volume name>, and every env value, command word and workingDir that starts with a
-// volumeMount's mountPath gets that prefix replaced by the volume's directory. The process also gets
+// <podDir>/volumes/<volume name>, and every env value, command word and workingDir of the Pod spec
+// that starts with a volumeMount's mountPath gets that prefix replaced by the volume's directory (an
+// image's mapped entrypoint is the image's own files, left as it is). The process also gets
 // FAKE_KUBELET_POD_DIR.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -26,6 +27,12 @@ const remap = (value: string, mounts: Mounts): string => {
   for (const [path, dir] of mounts) if (value === path || value.startsWith(`${path}/`)) return dir + value.slice(path.length);
   return value;
 };
+
+const remapAll = (values: readonly string[], mounts: Mounts): string[] => values.map((v) => remap(v, mounts));
+
+/** The container's command (remapped), else its image's mapped entrypoint (the image's own files, as they are). */
+const entryOf = (c: V1Container, images: Record<string, string[]>, mounts: Mounts): string[] | undefined =>
+  c.command ? remapAll(c.command, mounts) : images[c.image ?? ""];
 
 const secretData = async (core: CoreV1Api, namespace: string, name: string): Promise<Record<string, string>> => {
   try {
@@ -124,7 +131,7 @@ export const prepareLaunch = async (
     mounts.push([vm.mountPath.replace(/\/$/, ""), vm.subPath ? join(dir, vm.subPath) : dir]);
   }
   mounts.sort((a, b) => b[0].length - a[0].length);
-  const entry = c.command ?? opts.images[c.image ?? ""];
+  const entry = entryOf(c, opts.images, mounts);
   if (!entry?.length)
     throw new ContainerConfigError(
       `no command for image "${c.image}": give the container a command or map the image in the kubelet's images option`,
@@ -132,5 +139,8 @@ export const prepareLaunch = async (
   const env = Object.fromEntries(Object.entries(await buildEnv(core, pod, c)).map(([k, v]) => [k, remap(v, mounts)]));
   const cwd = c.workingDir ? remap(c.workingDir, mounts) : opts.podDir;
   mkdirSync(cwd, { recursive: true });
-  return { argv: [...entry, ...(c.args ?? [])].map((a) => remap(a, mounts)), env: { ...env, FAKE_KUBELET_POD_DIR: opts.podDir }, cwd };
+  // An image's mapped entrypoint names the image's own files (host paths here), never a mount: only
+  // the Pod spec's command and args are remapped (a checkout under /tmp is not the Pod's /tmp emptyDir).
+  const argv = [...entry, ...remapAll(c.args ?? [], mounts)];
+  return { argv, env: { ...env, FAKE_KUBELET_POD_DIR: opts.podDir }, cwd };
 };
