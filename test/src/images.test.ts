@@ -118,13 +118,7 @@ test("the parser reads instructions and stages and refuses what Docker would", (
       ["b:2.0.1", undefined, [["ENTRYPOINT", '["tini", "--"]']]],
     ],
   );
-  for (const bad of [
-    "RUN x\n",
-    "FROM a:1.0.0\nFROBNICATE x\n",
-    "FROM a:1.0.0 AS\n",
-    'FROM a:1.0.0\nENTRYPOINT ["tini",\n',
-    "FROM\n",
-  ])
+  for (const bad of ["RUN x\n", "FROM a:1.0.0\nFROBNICATE x\n", "FROM a:1.0.0 AS\n", 'FROM a:1.0.0\nENTRYPOINT ["tini",\n', "FROM\n"])
     assert.throws(() => parseDockerfile(bad), Error, JSON.stringify(bad));
   assert.deepEqual(
     ["node:20.20.2-bookworm-slim", `node@sha256:${"a".repeat(64)}`, "node:20-slim", "node:latest", "node", "node:lts"].map(pinned),
