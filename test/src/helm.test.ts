@@ -423,6 +423,21 @@ test("kubectl apply of the rendered objects to the API server (validated against
     const cm = JSON.parse(await ok(["get", "configmap", "r-flowsvc-config", "-n", "flowsvc", "-o", "json"])) as Obj;
     assert.deepEqual(JSON.parse(cm.data["config.json"] as string).watchNamespaces, ["team-a", "team-b"]);
 
+    // The example manifests of the README, against the generated CRDs (when crds/ is generated).
+    if (crds.length > 0) {
+      const examples = join(REPO_ROOT, "examples", "k8s");
+      const namespaced = ["-n", "team-a"];
+      for (const f of ["handler.yaml", "event-hook.yaml", "secret.yaml"])
+        await ok(["apply", "--validate=strict", ...namespaced, "-f", join(examples, f)]);
+      assert.match(
+        await ok(["create", "--validate=strict", ...namespaced, "-f", join(examples, "run.yaml")]),
+        /flowrun\.flowsvc\.io\/hello-\S+ created/,
+      );
+      const all = await ok(["get", "flowsvc", ...namespaced]);
+      for (const name of ["flowhandler.flowsvc.io/announce-deploy", "floweventhook.flowsvc.io/ci", "flowsecret.flowsvc.io/slack-token"])
+        assert.ok(all.includes(name), `${name} in\n${all}`);
+    }
+
     // NOTES.txt, as `helm install` prints it. A client-side dry run still maps every kind through the
     // server's discovery: without RBAC and the demo StatefulSet, which this server does not serve, in a
     // namespace of its own (helm refuses to adopt the objects applied above).
