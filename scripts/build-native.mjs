@@ -3,10 +3,16 @@
 // (docs/internals.md, "In-script socket protocol"; shared/ARCHITECTURE.md, "Decisions").
 //
 //   agent-image/bin/flow-native  agent-image/native/flow.c compiled with `cc` (or $CC), when a
-//                                compiler is found; the user CLI's paths are baked in with -D
+//                                compiler is found; no path is baked in (it finds the user CLI
+//                                on PATH or in $FLOW_USER_CLI at run time)
 //   agent-image/bin/flow         flow-native when it was built, else a shim that execs the Node
 //                                fallback; FLOW_CLIENT=node at build time forces the shim
 //   agent-image/bin-node/flow    always the shim, so tests can point FLOW_CLIENT_DIR at either
+//
+// The shim names the Node fallback relative to its own location, so agent-image/ can be copied
+// or moved (the agent image, the local server's agent-runtime copy) and still work; its Node is
+// the one that built it when that still exists, else `node` on PATH. Nothing here points at cli/:
+// the agent runs with only agent-image/ and core/ (test/src/images.test.ts checks the imports).
 //
 // Runs in `npm run build` after `tsc -b`. A host without a compiler gets a one-line notice and
 // the Node fallback; a flow.c that does not compile fails the build.
@@ -21,16 +27,12 @@ const source = join(root, "agent-image", "native", "flow.c");
 const binDir = join(root, "agent-image", "bin");
 const nodeBinDir = join(root, "agent-image", "bin-node");
 const nativeOut = join(binDir, "flow-native");
-const nodeEntry = join(root, "agent-image", "dist", "bin", "flow-inscript.js");
-const userCli = join(root, "cli", "dist", "bin", "flow.js");
 
 // `CC` may carry words (`ccache gcc`, `gcc -m64`), as make and node-gyp allow.
 const ccWords = (process.env.CC ?? "").trim().split(/\s+/).filter(Boolean);
 const [cc, ...ccArgs] = ccWords.length ? ccWords : ["cc"];
 
 const shellQuote = (s) => `'${s.replaceAll("'", `'\\''`)}'`;
-// JSON string syntax is a valid C string literal for a path (quotes and backslashes escaped).
-const cString = (s) => JSON.stringify(s);
 
 /** Writes a file next to its final place, then renames it: a running binary is never rewritten. */
 const install = (dest, write) => {
@@ -65,15 +67,7 @@ const buildNative = () => {
     console.error(`build-native: no working C compiler (${cc}); agent-image/bin/flow is the Node fallback`);
     return false;
   }
-  const flags = [
-    "-std=c11",
-    "-O2",
-    "-Wall",
-    "-Wextra",
-    "-s",
-    `-DFLOW_NODE=${cString(process.execPath)}`,
-    `-DFLOW_USER_CLI=${cString(userCli)}`,
-  ];
+  const flags = ["-std=c11", "-O2", "-Wall", "-Wextra", "-s"];
   // Static when the host has libc.a: no dynamic loader to run on every call. Measured: a
   // replayed step takes 1.72 ms median static, 1.94 ms dynamic, /bin/true 1.59 ms (1000 calls
   // each, round-robin, spawnSync from Node). Dynamic otherwise.
@@ -86,7 +80,17 @@ const buildNative = () => {
   return true;
 };
 
-const nodeShim = `#!/bin/sh\n# The in-script flow client, Node fallback (written by scripts/build-native.mjs).\nexec ${shellQuote(process.execPath)} ${shellQuote(nodeEntry)} "$@"\n`;
+// <agent-image>/bin*/flow -> <agent-image>/dist/bin/flow-inscript.js; $0 is the path the shell
+// found the shim by, resolved only when it is a link (readlink costs a process).
+const nodeShim = [
+  "#!/bin/sh",
+  "# The in-script flow client, Node fallback (written by scripts/build-native.mjs).",
+  `node=${shellQuote(process.execPath)}`,
+  '[ -x "$node" ] || node=node',
+  'self=$0; [ -L "$self" ] && self=$(readlink -f "$self")',
+  'exec "$node" "${self%/*}/../dist/bin/flow-inscript.js" "$@"',
+  "",
+].join("\n");
 
 let native;
 try {

@@ -5,7 +5,7 @@
  * call, so this binary does the least it can: a replayed step is one connect, one write, one
  * read and an exit. It speaks socket protocol v2 (docs/internals.md, "In-script socket
  * protocol") to the agent at $FLOW_AGENT_SOCKET. Commands that are not in-script are handed to
- * the user CLI (`FLOW_NODE FLOW_USER_CLI args...`, paths baked in by scripts/build-native.mjs).
+ * the user CLI found on PATH or in $FLOW_USER_CLI (run_user_cli); no path is baked in.
  *
  * The Node fallback (agent-image/src/client/) must behave byte for byte the same: the same
  * requests on the wire, the same messages and exit codes. Change both together; the tests in
@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,12 +28,6 @@
 
 #include "wire.h"
 
-#ifndef FLOW_NODE
-#define FLOW_NODE "node"
-#endif
-#ifndef FLOW_USER_CLI
-#define FLOW_USER_CLI ""
-#endif
 
 #define STEP_OUTPUT_LIMIT ((size_t)2 * 1024 * 1024)
 
@@ -1028,25 +1023,86 @@ static int cmd_wait_event(int argc, char **argv) {
 
 /* ---- everything else: the user CLI ----------------------------------------------------------- */
 
-static int run_user_cli(int argc, char **argv) {
-  if (access(FLOW_USER_CLI, R_OK) != 0) {
-    say(2, "error: the flow user CLI is not built (", FLOW_USER_CLI[0] ? FLOW_USER_CLI : "no path", " is missing)", NULL);
-    say(2, "run `npm run build` in the flowsvc repository", NULL);
+/* The agent does not ship the user CLI: it is $FLOW_USER_CLI when set, else the first `flow` on
+ * PATH that is not an in-script client, i.e. whose real file is not in this agent's bin/ or
+ * bin-node/ (this binary is <agent-image>/bin/flow). The same rule and messages as
+ * agent-image/src/client/user-cli.ts. */
+
+static int executable_file(const char *path) {
+  struct stat st;
+  return access(path, X_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Whether the real file of `path` lies in <root>/bin or <root>/bin-node; root is this binary's. */
+static int in_script_client(const char *path, const char *root) {
+  char real[PATH_MAX];
+  if (!root || !realpath(path, real)) return 0;
+  char *slash = strrchr(real, '/');
+  if (!slash) return 0;
+  *slash = '\0';
+  size_t n = strlen(root);
+  if (strncmp(real, root, n) != 0) return 0;
+  return strcmp(real + n, "/bin") == 0 || strcmp(real + n, "/bin-node") == 0;
+}
+
+/* <agent-image>: two levels above this binary's real file, in buf; NULL when unknown. */
+static const char *agent_root(char *buf, size_t size) {
+  ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+  if (n <= 0) return NULL;
+  buf[n] = '\0';
+  for (int up = 0; up < 2; up++) {
+    char *slash = strrchr(buf, '/');
+    if (!slash) return NULL;
+    *slash = '\0';
+  }
+  return buf;
+}
+
+/* The user CLI's path in out (size PATH_MAX), or NULL when there is none. */
+static const char *find_user_cli(char *out) {
+  const char *given = getenv("FLOW_USER_CLI");
+  if (given && *given) return given;
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+  char rootbuf[PATH_MAX];
+  const char *root = agent_root(rootbuf, sizeof rootbuf);
+  for (const char *p = path; *p;) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    /* an empty or relative entry would search the script's cwd */
+    if (p[0] == '/' && len + sizeof "/flow" <= PATH_MAX) {
+      memcpy(out, p, len);
+      memcpy(out + len, "/flow", sizeof "/flow");
+      if (executable_file(out) && !in_script_client(out, root)) return out;
+    }
+    p += len + (end ? 1 : 0);
+  }
+  return NULL;
+}
+
+static int run_user_cli(char **argv) {
+  char found[PATH_MAX];
+  const char *cli = find_user_cli(found);
+  if (!cli) {
+    say(2, "error: the flow user CLI is not installed here: no flow on PATH but the in-script client, and FLOW_USER_CLI is not set",
+        NULL);
+    say(2, "put the flow CLI on PATH or set FLOW_USER_CLI to its path; in-script commands (flow step, flow sleep, ...) work without it",
+        NULL);
     return 1;
   }
-  char **args = malloc(((size_t)argc + 2) * sizeof *args);
-  if (!args) die_oom();
-  args[0] = (char *)FLOW_NODE;
-  args[1] = (char *)FLOW_USER_CLI;
-  for (int i = 1; i <= argc; i++) args[i + 1] = argv[i];
-  execv(FLOW_NODE, args);
-  say(2, "error: cannot run node (", FLOW_NODE, "): ", strerror(errno), NULL);
+  if (!executable_file(cli)) {
+    say(2, "error: FLOW_USER_CLI=", cli, " is not an executable file", NULL);
+    return 1;
+  }
+  argv[0] = (char *)cli;
+  execv(cli, argv);
+  say(2, "error: cannot run the flow user CLI (", cli, "): ", strerror(errno), NULL);
   return 1;
 }
 
 int main(int argc, char **argv) {
   const char *name = argc > 1 ? argv[1] : "";
-  if (!runs_in_script(name)) return run_user_cli(argc, argv);
+  if (!runs_in_script(name)) return run_user_cli(argv);
   const command *c = find_command(name);
   signal(SIGPIPE, SIG_IGN); /* a closed stdout or agent is an error to report, not a death */
   if (c && wants_help(argc - 1, argv + 1)) {

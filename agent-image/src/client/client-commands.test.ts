@@ -5,8 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { copyFileSync, cpSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { b64, clients, forBoth, repoRoot, run, runClient, runShell, scratchPath } from "./client-test-kit.js";
 import type { Client } from "./client-test-kit.js";
@@ -130,87 +130,115 @@ forBoth("a malformed or missing answer is an error of the client, exit 1", async
   }
 });
 
-/** A copy of the Node fallback's dist beside a fake user CLI, and a native client pointing at it. */
-const userCliTree = (withCli: boolean): { node: Client; native?: Client; cli: string } => {
-  const tree = scratchPath("tree");
-  for (const part of ["bin", "client"])
-    cpSync(join(repoRoot, "agent-image", "dist", part), join(tree, "agent-image", "dist", part), { recursive: true });
-  const cli = join(tree, "cli", "dist", "bin", "flow.js");
-  if (withCli) {
-    mkdirSync(join(tree, "cli", "dist", "bin"), { recursive: true });
-    writeFileSync(cli, "process.stdout.write(JSON.stringify(process.argv.slice(1)) + '\\n'); process.exitCode = 9;\n");
-  }
-  const node: Client = { name: "node", bin: join(tree, "flow-node") };
-  writeFileSync(
-    node.bin,
-    `#!/bin/sh\nexec '${process.execPath}' '${join(tree, "agent-image", "dist", "bin", "flow-inscript.js")}' "$@"\n`,
-    { mode: 0o755 },
-  );
-  if (clients.length < 2) return { node, cli };
-  const native: Client = { name: "native", bin: join(tree, "flow-native") };
-  const source = join(repoRoot, "agent-image", "native", "flow.c");
-  const cc = spawnSync("cc", [
-    "-std=c11",
-    "-O2",
-    `-DFLOW_NODE=${JSON.stringify(process.execPath)}`,
-    `-DFLOW_USER_CLI=${JSON.stringify(cli)}`,
-    "-o",
-    native.bin,
-    source,
-  ]);
+let nativeBin: string | undefined;
+/** flow.c compiled once, with no -D at all: nothing about its location is baked in. */
+const nativeBuild = (): string => {
+  if (nativeBin) return nativeBin;
+  const out = scratchPath("flow-native");
+  const cc = spawnSync("cc", ["-std=c11", "-O2", "-o", out, join(repoRoot, "agent-image", "native", "flow.c")]);
   assert.equal(cc.status, 0, cc.stderr?.toString());
-  return { node, native, cli };
+  return (nativeBin = out);
 };
 
-void test("commands that are not in-script go to the user CLI with their arguments", async () => {
-  const { node, native, cli } = userCliTree(true);
-  for (const client of native ? [native, node] : [node]) {
+/**
+ * A copy of the agent's in-script clients laid out as in the image (<tree>/agent-image/bin/flow,
+ * bin-node/flow, dist/), and a directory holding a fake user CLI named `flow`. No cli/ anywhere:
+ * the clients find the user CLI on PATH (skipping themselves) or in FLOW_USER_CLI.
+ */
+const userCliTree = (): { clients: Client[]; cliDir: string; cli: string; path: (...dirs: string[]) => string } => {
+  const tree = join(scratchPath("tree"), "agent-image");
+  for (const part of ["bin", "client"]) cpSync(join(repoRoot, "agent-image", "dist", part), join(tree, "dist", part), { recursive: true });
+  cpSync(join(repoRoot, "agent-image", "bin-node"), join(tree, "bin-node"), { recursive: true });
+  const node: Client = { name: "node", bin: join(tree, "bin-node", "flow") };
+  const cliDir = scratchPath("user-cli");
+  mkdirSync(cliDir);
+  const cli = join(cliDir, "flow");
+  writeFileSync(cli, '#!/bin/sh\nprintf \'%s\\n\' "$0" "$@"\nexit 9\n', { mode: 0o755 });
+  const path = (...dirs: string[]): string => [...dirs, "/usr/local/bin:/usr/bin:/bin"].join(":");
+  if (clients.length < 2) return { clients: [node], cliDir, cli, path };
+  mkdirSync(join(tree, "bin"));
+  const native: Client = { name: "native", bin: join(tree, "bin", "flow") };
+  copyFileSync(nativeBuild(), native.bin);
+  return { clients: [native, node], cliDir, cli, path };
+};
+
+const NO_USER_CLI =
+  "error: the flow user CLI is not installed here: no flow on PATH but the in-script client, and FLOW_USER_CLI is not set\n" +
+  "put the flow CLI on PATH or set FLOW_USER_CLI to its path; in-script commands (flow step, flow sleep, ...) work without it\n";
+
+const lines = (...words: string[]): string => words.map((w) => `${w}\n`).join("");
+
+void test("commands that are not in-script go to the first user CLI on PATH with their arguments, skipping the in-script clients", async () => {
+  const { clients: both, cliDir, cli, path } = userCliTree();
+  for (const client of both) {
+    // the in-script clients' own directories come first on PATH, as in a script's environment
+    const PATH = path(dirname(both[0]!.bin), dirname(client.bin), cliDir);
     for (const args of [["submit", "f.sh", "--follow"], ["events", "ls"], []]) {
-      const r = await run(client.bin, args, { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
+      const r = await run(client.bin, args, { env: { PATH, FLOW_AGENT_SOCKET: "/nowhere" } });
+      assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [9, lines(cli, ...args), ""], `${client.name} ${args.join(" ")}`);
+    }
+  }
+});
+
+void test("FLOW_USER_CLI names the user CLI; a JavaScript CLI is run too; one that is not executable is refused", async () => {
+  const { clients: both, cliDir, cli } = userCliTree();
+  const js = join(cliDir, "flow.js");
+  writeFileSync(js, "#!/usr/bin/env node\nprocess.stdout.write(JSON.stringify(process.argv.slice(2)) + '\\n'); process.exitCode = 7;\n", {
+    mode: 0o755,
+  });
+  const plain = join(cliDir, "not-executable");
+  writeFileSync(plain, "#!/bin/sh\nexit 0\n", { mode: 0o644 });
+  for (const client of both) {
+    const given = await run(client.bin, ["secret", "ls"], { env: { FLOW_USER_CLI: cli } });
+    assert.deepEqual([given.code, given.stdout.toString(), given.stderr], [9, lines(cli, "secret", "ls"), ""], client.name);
+    const javascript = await run(client.bin, ["status", "run-1", "é\u2028"], { env: { FLOW_USER_CLI: js } });
+    assert.deepEqual(
+      [javascript.code, javascript.stdout.toString(), javascript.stderr],
+      [7, '["status","run-1","é\u2028"]\n', ""],
+      client.name,
+    );
+    for (const bad of [plain, join(cliDir, "missing"), cliDir]) {
+      const r = await run(client.bin, ["submit", "f.sh"], { env: { FLOW_USER_CLI: bad } });
       assert.deepEqual(
         [r.code, r.stdout.toString(), r.stderr],
-        [9, `${JSON.stringify([cli, ...args])}\n`, ""],
-        `${client.name} ${args.join(" ")}`,
+        [1, "", `error: FLOW_USER_CLI=${bad} is not an executable file\n`],
+        client.name,
       );
     }
   }
 });
 
 void test("emit is the user CLI's outside a script, and the in-script client's inside one and in a step body", async () => {
-  const { node, native, cli } = userCliTree(true);
+  const { clients: both, cliDir, cli, path } = userCliTree();
   const args = ["emit", "deploy.done", "--payload", "{}"];
-  for (const client of native ? [native, node] : [node]) {
-    const outside: Array<Record<string, string>> = [{}, { FLOW_AGENT_SOCKET: "", FLOW_IDEMPOTENCY_KEY: "" }];
+  for (const client of both) {
+    const PATH = path(dirname(client.bin), cliDir);
+    const outside: Array<Record<string, string>> = [{ PATH }, { PATH, FLOW_AGENT_SOCKET: "", FLOW_IDEMPOTENCY_KEY: "" }];
     for (const env of outside) {
       const r = await run(client.bin, args, { env });
-      assert.deepEqual(
-        [r.code, r.stdout.toString(), r.stderr],
-        [9, `${JSON.stringify([cli, ...args])}\n`, ""],
-        `${client.name} ${JSON.stringify(env)}`,
-      );
+      assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [9, lines(cli, ...args), ""], `${client.name} ${JSON.stringify(env)}`);
     }
-    const inScript = await run(client.bin, args, { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
+    const inScript = await run(client.bin, args, { env: { PATH, FLOW_AGENT_SOCKET: "/nowhere" } });
     assert.deepEqual(
       [inScript.code, inScript.stderr],
       [1, "error: cannot connect to the agent at /nowhere: No such file or directory\n"],
       client.name,
     );
-    const stepBody = await run(client.bin, args, { env: { FLOW_IDEMPOTENCY_KEY: "k" } });
+    const stepBody = await run(client.bin, args, { env: { PATH, FLOW_IDEMPOTENCY_KEY: "k" } });
     assert.deepEqual([stepBody.code, stepBody.stdout.toString(), stepBody.stderr], [1, "", NOT_SET("emit")], client.name);
     const help = await run(client.bin, ["emit", "--help"], { env: { FLOW_AGENT_SOCKET: "/nowhere" } });
     assert.match(help.stdout.toString(), /^usage: flow emit <type> \[--key <subject>\] \[--payload <json>\]\n/, client.name);
   }
 });
 
-void test("a missing user CLI is reported with what to do", async () => {
-  const { node, native, cli } = userCliTree(false);
-  for (const client of native ? [native, node] : [node]) {
-    const r = await run(client.bin, ["submit", "f.sh"]);
-    assert.deepEqual(
-      [r.code, r.stderr],
-      [1, `error: the flow user CLI is not built (${cli} is missing)\nrun \`npm run build\` in the flowsvc repository\n`],
-      client.name,
-    );
+void test("with no user CLI (only the in-script clients on PATH, a relative entry, a directory named flow) the clients say what to do", async () => {
+  const { clients: both, cliDir } = userCliTree();
+  mkdirSync(join(cliDir, "sub", "flow"), { recursive: true }); // a directory is not a CLI
+  for (const client of both) {
+    // the cwd holds a user CLI: an empty or relative entry, which would find it, is never searched
+    const PATH = [dirname(both[0]!.bin), dirname(client.bin), "", ".", join(cliDir, "sub"), "/usr/bin:/bin"].join(":");
+    const r = await run(client.bin, ["submit", "f.sh"], { env: { PATH }, cwd: cliDir });
+    assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [1, "", NO_USER_CLI], client.name);
   }
 });
 

@@ -1,0 +1,468 @@
+/**
+ * The Helm chart helm/flowsvc with the real helm (scripts/fetch-helm.mjs puts it in .tools/) and the
+ * real kubectl against the fake API server (test/src/kube/): `helm lint --strict` with the demo flags
+ * and with custom values, the refusals (no master key, no Postgres, values the schema refuses), and
+ * the rendered objects: the names, images, ports, env, probes and securityContexts of the operator
+ * contract (briefs: k8s-contract.md), RBAC verbs exactly as needed, and `kubectl apply` of them.
+ */
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
+   rendered manifests are untyped YAML; the assertions are their type checks */
+import assert from "node:assert/strict";
+import { execFile, execFileSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { parseAllDocuments, stringify } from "yaml";
+import { builtinTypes } from "./kube/resource-types.js";
+import { startFakeApiServer, type FakeApiServer } from "./kube/server.js";
+import { REPO_ROOT } from "./support/server.js";
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- rendered manifests
+
+const CHART = join(REPO_ROOT, "helm", "flowsvc");
+const ROOT_CRDS = join(REPO_ROOT, "crds");
+const DEMO = ["--set", "demo.insecureMasterKey=true", "--set", "postgres.demo.enabled=true"];
+
+let dir: string;
+let chart: string;
+let helmBin: string;
+
+const runCmd = (file: string, args: string[], env: Record<string, string> = {}): Promise<Run> =>
+  new Promise((resolve) => {
+    execFile(file, args, { env: { ...process.env, ...env }, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+
+const helm = (args: string[]): Promise<Run> =>
+  runCmd(helmBin, args, { HELM_CACHE_HOME: join(dir, "cache"), HELM_CONFIG_HOME: join(dir, "config"), HELM_DATA_HOME: join(dir, "data") });
+
+/** A values file (JSON is YAML); the same name always holds the same values. */
+const valuesFile = (name: string, values: Obj): string => {
+  const path = join(dir, `${name}.json`);
+  writeFileSync(path, JSON.stringify(values));
+  return path;
+};
+
+const renders = new Map<string, Promise<Obj[]>>();
+
+/** `helm template` of the chart as release `r` in namespace `flowsvc`: its objects (one helm run per set of arguments). */
+const render = (args: string[]): Promise<Obj[]> => {
+  const key = JSON.stringify(args);
+  const cached = renders.get(key);
+  if (cached) return cached;
+  const objs = helm(["template", "r", chart, "--namespace", "flowsvc", ...args]).then((r) => {
+    assert.equal(r.code, 0, r.stderr);
+    return parseAllDocuments(r.stdout)
+      .map((d) => d.toJS() as Obj | null)
+      .filter((o): o is Obj => o !== null);
+  });
+  renders.set(key, objs);
+  return objs;
+};
+
+const find = (objs: Obj[], kind: string, name: string, namespace?: string): Obj => {
+  const o = objs.find(
+    (x) => x.kind === kind && x.metadata.name === name && (namespace === undefined || x.metadata.namespace === namespace),
+  );
+  assert.ok(o, `no ${kind} ${namespace ?? ""}/${name} in ${objs.map((x) => `${x.kind}/${x.metadata?.name}`).join(", ")}`);
+  return o;
+};
+
+const CUSTOM = {
+  image: { registry: "registry.example.com/platform/", tag: "1.2.3", pullPolicy: "Always" },
+  publicUrl: "https://flows.example.com",
+  watchNamespaces: ["team-a", "team-b"],
+  rbac: { create: true, clusterWide: false },
+  postgres: { existingSecret: "pg", existingSecretKey: "dsn" },
+  masterKey: { existingSecret: "mk", existingSecretKey: "key" },
+  controller: { replicas: 3, leaderElection: { leaseName: "my-lease", leaseDurationSeconds: 30 } },
+  ingest: { replicas: 4, ingress: { enabled: true, className: "nginx", host: "flows.example.com", tls: { enabled: true } } },
+  agent: {
+    image: "registry.example.com/agent@sha256:" + "a".repeat(64),
+    capabilities: ["polyglot", "gpu"],
+    capabilityScheduling: { gpu: { nodeSelector: { "nvidia.com/gpu": "true" }, tolerations: [{ key: "gpu", operator: "Exists" }] } },
+    maxPods: 5,
+  },
+  pdb: { enabled: false },
+};
+
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), "helm-test-"));
+  helmBin = join(REPO_ROOT, ".tools", "helm");
+  if (!existsSync(helmBin)) execFileSync(process.execPath, [join(REPO_ROOT, "scripts", "fetch-helm.mjs")], { stdio: "inherit" });
+  // The chart's crds/ is a link to the generated crds/ at the root; copied with the files it names
+  // (none when crds/ is not generated yet).
+  chart = join(dir, "flowsvc");
+  cpSync(CHART, chart, { recursive: true, filter: (src) => src !== join(CHART, "crds") });
+  mkdirSync(join(chart, "crds"));
+  if (existsSync(ROOT_CRDS)) cpSync(ROOT_CRDS, join(chart, "crds"), { recursive: true });
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test("crds/ is the generated crds/ at the root (a link, so never stale)", () => {
+  assert.equal(execFileSync("readlink", [join(CHART, "crds")], { encoding: "utf8" }).trim(), "../../crds");
+});
+
+test("helm lint --strict is clean with the demo flags and with custom values", async () => {
+  for (const args of [DEMO, ["-f", valuesFile("custom", CUSTOM)]]) {
+    const r = await helm(["lint", "--strict", chart, ...args]);
+    assert.equal(r.code, 0, `${args.join(" ")}\n${r.stdout}${r.stderr}`);
+    assert.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+    assert.doesNotMatch(r.stdout, /\[(WARNING|ERROR)\]/);
+  }
+});
+
+test("helm template refuses without a master key, without a Postgres, and RBAC that cannot work", async () => {
+  const cases: Array<[string[], RegExp]> = [
+    [["--set", "postgres.url=postgres://u:p@db/flowsvc"], /needs a master key: .*masterKey\.existingSecret.*demo\.insecureMasterKey=true/],
+    [[], /needs a master key/],
+    [
+      ["--set", "masterKey.existingSecret=mk"],
+      /needs a Postgres: set postgres\.url, postgres\.existingSecret .*postgres\.demo\.enabled=true/,
+    ],
+    [[...DEMO, "--set", "rbac.clusterWide=false"], /watchNamespaces is \[\] \(every namespace\), which needs rbac\.clusterWide=true/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await helm(["template", "r", chart, ...args]);
+    assert.notEqual(r.code, 0, args.join(" "));
+    assert.match(r.stderr, message, args.join(" "));
+    assert.equal(r.stdout, "", "nothing is rendered");
+  }
+});
+
+test("values the schema refuses: hostile names, URLs, numbers and unknown keys, each named", async () => {
+  // helm reports every schema violation at once: one run per file
+  const hostile: Array<[Obj, RegExp[]]> = [
+    [
+      {
+        watchNamespaces: ["../kube-system", "a\u0000b", "x".repeat(64)],
+        publicUrl: "javascript:alert(1)",
+        image: { registry: "ghcr.io/flowsvc", tag: "1.0; rm -rf /", pullPolicy: "IfNotPresent" },
+        controller: { replicas: 1e300 },
+        agent: { maxPods: -1, resources: { limits: { cpu: "1\u00a0" } } },
+        postgres: { url: "mysql://x" },
+        masterKey: { existingSecret: "Bad_Name" },
+        LD_PRELOAD: "/tmp/x.so",
+      },
+      [
+        /watchNamespaces\.0/,
+        /watchNamespaces\.1/,
+        /watchNamespaces\.2/,
+        /publicUrl/,
+        /image\.tag/,
+        /controller\.replicas/,
+        /agent\.maxPods/,
+        /agent\.resources\.limits\.cpu/,
+        /postgres\.url/,
+        /masterKey\.existingSecret/,
+        /Additional property LD_PRELOAD is not allowed/,
+      ],
+    ],
+    [
+      { controller: { replicas: 0 }, ingest: { replicas: "2" }, pdb: { minAvailable: "1%%" } },
+      [/controller\.replicas/, /ingest\.replicas/, /pdb\.minAvailable/],
+    ],
+    // a lone surrogate cannot even be read
+    [{ agent: { image: "\ud800" } }, [/invalid Unicode/]],
+  ];
+  for (const [i, [values, messages]] of hostile.entries()) {
+    const r = await helm(["template", "r", chart, ...DEMO, "-f", valuesFile(`bad-${i}`, values)]);
+    assert.notEqual(r.code, 0, JSON.stringify(values));
+    assert.equal(r.stdout, "");
+    for (const m of messages) assert.match(r.stderr, m);
+  }
+});
+
+test("every rendered object parses and is named, once", async () => {
+  const objs = await render(DEMO);
+  for (const o of objs) {
+    assert.ok(o.apiVersion && o.kind && o.metadata?.name, JSON.stringify(o).slice(0, 200));
+    assert.ok(o.metadata.name.length <= 63 && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(o.metadata.name), o.metadata.name);
+  }
+  const keys = objs.map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`);
+  assert.equal(new Set(keys).size, keys.length, "no object is rendered twice");
+});
+
+test("the Deployments run the contract's images, ports and probes, the Service and PDBs select them", async () => {
+  const objs = await render(DEMO);
+  const controller = find(objs, "Deployment", "r-flowsvc-controller", "flowsvc");
+  const ingest = find(objs, "Deployment", "r-flowsvc-ingest", "flowsvc");
+  assert.equal(controller.spec.replicas, 2);
+  assert.equal(ingest.spec.replicas, 2);
+  const c = controller.spec.template.spec.containers[0];
+  const i = ingest.spec.template.spec.containers[0];
+  assert.equal(c.image, "ghcr.io/flowsvc/controller:0.1.0");
+  assert.equal(i.image, "ghcr.io/flowsvc/ingest:0.1.0");
+  // no command: the image's entrypoint runs (tini -- node /opt/flowsvc/<part>/dist/main.js; images.test.ts)
+  assert.deepEqual([c.command, c.args, i.command, i.args], [undefined, undefined, undefined, undefined]);
+  assert.deepEqual(c.ports, [{ name: "health", containerPort: 8081, protocol: "TCP" }]);
+  assert.deepEqual(i.ports, [{ name: "http", containerPort: 8080, protocol: "TCP" }]);
+  for (const [container, port] of [
+    [c, "health"],
+    [i, "http"],
+  ] as const) {
+    assert.deepEqual(container.livenessProbe.httpGet, { path: "/healthz", port });
+    assert.deepEqual(container.readinessProbe.httpGet, { path: "/readyz", port });
+    assert.ok(container.resources.requests.cpu && container.resources.limits.memory);
+  }
+  const svc = find(objs, "Service", "r-flowsvc-ingest", "flowsvc");
+  assert.deepEqual(svc.spec.ports, [{ name: "http", port: 8080, targetPort: "http", protocol: "TCP" }]);
+  assert.deepEqual(svc.spec.selector, ingest.spec.selector.matchLabels);
+  assert.notDeepEqual(controller.spec.selector.matchLabels, ingest.spec.selector.matchLabels);
+  for (const name of ["r-flowsvc-controller", "r-flowsvc-ingest"]) {
+    const pdb = find(objs, "PodDisruptionBudget", name, "flowsvc");
+    assert.equal(pdb.spec.minAvailable, 1);
+  }
+  find(objs, "StatefulSet", "r-flowsvc-postgres", "flowsvc");
+  assert.equal(objs.filter((o) => o.kind === "Ingress").length, 0, "no Ingress unless enabled");
+});
+
+test("the Deployments' env: the contract's variables, the downward API, Secrets by reference, the config file mounted", async () => {
+  const objs = await render(DEMO);
+  const controller = find(objs, "Deployment", "r-flowsvc-controller", "flowsvc");
+  const ingest = find(objs, "Deployment", "r-flowsvc-ingest", "flowsvc");
+  /** name -> env entry; a missing name fails the test on access. */
+  const env = (d: Obj): Obj => Object.fromEntries((d.spec.template.spec.containers[0].env as Obj[]).map((e) => [e.name as string, e]));
+  const ce = env(controller);
+  const ie = env(ingest);
+  assert.deepEqual(ce.FLOWSVC_POD_NAME.valueFrom, { fieldRef: { fieldPath: "metadata.name" } });
+  assert.deepEqual(ce.FLOWSVC_POD_NAMESPACE.valueFrom, { fieldRef: { fieldPath: "metadata.namespace" } });
+  assert.equal(ce.FLOWSVC_HEALTH_PORT.value, "8081");
+  assert.equal(ie.FLOWSVC_HOST.value, "0.0.0.0");
+  assert.equal(ie.FLOWSVC_PORT.value, "8080");
+  for (const e of [ce, ie]) {
+    assert.deepEqual(e.FLOWSVC_DATABASE_URL.valueFrom, { secretKeyRef: { name: "r-flowsvc-postgres", key: "url" } });
+    assert.deepEqual(e.FLOWSVC_MASTER_KEY.valueFrom, { secretKeyRef: { name: "r-flowsvc-master-key", key: "master-key" } });
+    assert.equal(e.FLOWSVC_CONFIG_FILE.value, "/etc/flowsvc/config.json");
+    assert.equal(e.FLOWSVC_LOG_LEVEL.value, "info");
+    assert.equal(e.FLOWSVC_PUBLIC_URL.value, "http://r-flowsvc-ingest.flowsvc.svc:8080");
+    for (const v of Object.values(e) as Obj[])
+      assert.ok(v.value === undefined || !/postgres:\/\//.test(String(v.value)), "no URL with a password in env");
+  }
+  for (const d of [controller, ingest]) {
+    const pod = d.spec.template.spec;
+    assert.deepEqual(
+      pod.containers[0].volumeMounts.find((m: Obj) => m.name === "config"),
+      {
+        name: "config",
+        mountPath: "/etc/flowsvc",
+        readOnly: true,
+      },
+    );
+    assert.deepEqual(pod.volumes.find((v: Obj) => v.name === "config").configMap, { name: "r-flowsvc-config" });
+  }
+});
+
+test("securityContexts: non-root 10001, read-only root, no privilege escalation, all capabilities dropped", async () => {
+  for (const d of (await render(DEMO)).filter((o) => o.kind === "Deployment")) {
+    const pod = d.spec.template.spec;
+    assert.deepEqual(pod.securityContext, {
+      runAsNonRoot: true,
+      runAsUser: 10001,
+      runAsGroup: 10001,
+      fsGroup: 10001,
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    assert.deepEqual(pod.containers[0].securityContext, {
+      runAsNonRoot: true,
+      runAsUser: 10001,
+      runAsGroup: 10001,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      privileged: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    assert.deepEqual(pod.containers[0].volumeMounts.find((m: Obj) => m.mountPath === "/tmp")?.name, "tmp", "a writable /tmp");
+  }
+});
+
+test("the ConfigMap holds the contract's config file: the defaults, then custom values", async () => {
+  const config = (objs: Obj[]): Obj => JSON.parse(find(objs, "ConfigMap", "r-flowsvc-config").data["config.json"] as string) as Obj;
+  assert.deepEqual(config(await render(DEMO)), {
+    watchNamespaces: [],
+    agentServerUrl: "http://r-flowsvc-ingest.flowsvc.svc:8080",
+    agent: {
+      image: "ghcr.io/flowsvc/agent:0.1.0",
+      imagePullPolicy: "IfNotPresent",
+      resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "512Mi" } },
+      capabilities: ["polyglot"],
+      capabilityScheduling: { gpu: { nodeSelector: {}, tolerations: [] } },
+      maxPods: 50,
+      maxPodsPerProject: 10,
+      pendingTimeoutSeconds: 120,
+    },
+    runTtlSecondsAfterFinished: 3600,
+    leaderElection: {
+      enabled: true,
+      leaseName: "r-flowsvc-controller",
+      leaseDurationSeconds: 15,
+      renewDeadlineSeconds: 10,
+      retryPeriodSeconds: 2,
+    },
+  });
+  const objs = await render(["-f", valuesFile("custom", CUSTOM)]);
+  const custom = config(objs);
+  assert.deepEqual(custom.watchNamespaces, ["team-a", "team-b"]);
+  assert.equal(custom.agent.image, CUSTOM.agent.image);
+  assert.equal(custom.agent.imagePullPolicy, "Always");
+  assert.deepEqual(custom.agent.capabilityScheduling, CUSTOM.agent.capabilityScheduling);
+  assert.equal(custom.agent.maxPods, 5);
+  assert.deepEqual(custom.leaderElection, { ...custom.leaderElection, leaseName: "my-lease", leaseDurationSeconds: 30 });
+  const c = find(objs, "Deployment", "r-flowsvc-controller").spec.template.spec.containers[0];
+  assert.equal(c.image, "registry.example.com/platform/controller:1.2.3");
+  const env = new Map((c.env as Obj[]).map((e) => [e.name as string, e]));
+  assert.deepEqual(env.get("FLOWSVC_DATABASE_URL")?.valueFrom, { secretKeyRef: { name: "pg", key: "dsn" } });
+  assert.deepEqual(env.get("FLOWSVC_MASTER_KEY")?.valueFrom, { secretKeyRef: { name: "mk", key: "key" } });
+  assert.equal(env.get("FLOWSVC_PUBLIC_URL")?.value, "https://flows.example.com");
+  assert.equal(objs.filter((o) => o.kind === "Secret").length, 0, "existing Secrets: the chart renders none");
+  assert.equal(objs.filter((o) => o.kind === "PodDisruptionBudget").length, 0);
+  const ingress = find(objs, "Ingress", "r-flowsvc-ingest");
+  assert.deepEqual(ingress.spec.tls, [{ hosts: ["flows.example.com"], secretName: "r-flowsvc-ingest-tls" }]);
+  assert.deepEqual(ingress.spec.rules[0].http.paths[0].backend, { service: { name: "r-flowsvc-ingest", port: { name: "http" } } });
+});
+
+test("a postgres.url is kept in a Secret; the generated master key is 32 random bytes, base64", async () => {
+  const objs = await render(["--set", "postgres.url=postgres://u:p%40ss@db:5432/flowsvc", "--set", "demo.insecureMasterKey=true"]);
+  const db = find(objs, "Secret", "r-flowsvc-database");
+  assert.equal(Buffer.from(db.data.url as string, "base64").toString(), "postgres://u:p%40ss@db:5432/flowsvc");
+  const key = Buffer.from(find(objs, "Secret", "r-flowsvc-master-key").data["master-key"] as string, "base64").toString();
+  assert.equal(Buffer.from(key, "base64").length, 32);
+  assert.equal(Buffer.from(key, "base64").toString("base64"), key);
+  assert.equal(objs.filter((o) => o.kind === "StatefulSet").length, 0, "no demo Postgres with an external one");
+});
+
+test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per watched namespace", async () => {
+  const kinds = ["flowhandlers", "floweventhooks", "flowsecrets", "flowruns"];
+  const controllerRules = [
+    { apiGroups: ["flowsvc.io"], resources: kinds, verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
+    { apiGroups: ["flowsvc.io"], resources: kinds.map((k) => `${k}/status`), verbs: ["get", "update", "patch"] },
+    { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "create", "delete"] },
+    { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "delete"] },
+    { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+  ];
+  const ingestRules = [{ apiGroups: ["flowsvc.io"], resources: kinds, verbs: ["get", "create", "update", "patch", "delete"] }];
+  const wide = await render(DEMO);
+  assert.deepEqual(find(wide, "ClusterRole", "r-flowsvc-controller").rules, controllerRules);
+  assert.deepEqual(find(wide, "ClusterRole", "r-flowsvc-ingest").rules, ingestRules);
+  assert.deepEqual(find(wide, "ClusterRole", "r-flowsvc-controller-namespaces").rules, [
+    { apiGroups: [""], resources: ["namespaces"], verbs: ["get", "list", "watch"] },
+  ]);
+  assert.deepEqual(find(wide, "Role", "r-flowsvc-controller-leader-election", "flowsvc").rules, [
+    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
+    {
+      apiGroups: ["coordination.k8s.io"],
+      resources: ["leases"],
+      resourceNames: ["r-flowsvc-controller"],
+      verbs: ["get", "update", "patch"],
+    },
+  ]);
+  const binding = find(wide, "ClusterRoleBinding", "r-flowsvc-ingest");
+  assert.deepEqual(binding.subjects, [{ kind: "ServiceAccount", name: "r-flowsvc-ingest", namespace: "flowsvc" }]);
+  assert.deepEqual(binding.roleRef, { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "r-flowsvc-ingest" });
+  find(wide, "ServiceAccount", "r-flowsvc-controller", "flowsvc");
+
+  const scoped = await render(["-f", valuesFile("custom", CUSTOM)]);
+  for (const ns of CUSTOM.watchNamespaces) {
+    assert.deepEqual(find(scoped, "Role", "r-flowsvc-controller", ns).rules, controllerRules);
+    assert.deepEqual(find(scoped, "Role", "r-flowsvc-ingest", ns).rules, ingestRules);
+    assert.deepEqual(find(scoped, "RoleBinding", "r-flowsvc-controller", ns).subjects, [
+      { kind: "ServiceAccount", name: "r-flowsvc-controller", namespace: "flowsvc" },
+    ]);
+  }
+  assert.deepEqual(
+    scoped.filter((o) => o.kind === "ClusterRole").map((o) => o.metadata.name),
+    ["r-flowsvc-controller-namespaces"],
+    "no cluster-wide access to pods, secrets or flowsvc kinds",
+  );
+  assert.equal(find(scoped, "Role", "r-flowsvc-controller-leader-election").rules[1].resourceNames[0], "my-lease");
+  for (const o of [...wide, ...scoped].filter((x) => /Role$/.test(x.kind as string))) {
+    for (const rule of o.rules as Obj[])
+      assert.ok(![...rule.verbs, ...rule.resources, ...rule.apiGroups].includes("*"), `no wildcard in ${o.metadata.name}`);
+  }
+  const none = await render([...DEMO, "--set", "rbac.create=false"]);
+  assert.equal(none.filter((o) => /Role/.test(o.kind as string)).length, 0);
+});
+
+test("kubectl apply of the rendered objects to the API server (validated against its OpenAPI) creates them; NOTES.txt prints the next commands", async () => {
+  const api: FakeApiServer = await startFakeApiServer();
+  try {
+    const kubectl = (args: string[]): Promise<Run> =>
+      runCmd("kubectl", ["--kubeconfig", api.kubeconfigPath, "--cache-dir", join(dir, "kube-cache"), ...args]);
+    const ok = async (args: string[]): Promise<string> => {
+      const r = await kubectl(args);
+      assert.equal(r.code, 0, `kubectl ${args.join(" ")}: ${r.stderr}`);
+      return r.stdout;
+    };
+    const crds = readdirSync(join(chart, "crds")).filter((f) => /\.ya?ml$/.test(f));
+    for (const f of crds) await ok(["apply", "-f", join(chart, "crds", f)]);
+    const namespaces = ["flowsvc", ...CUSTOM.watchNamespaces].map((name) => ({
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name },
+    }));
+    // The kinds this API server serves; RBAC and StatefulSets it does not (checked above from the render).
+    const served = new Set(builtinTypes().map((t) => `${t.group ? `${t.group}/` : ""}${t.version}/${t.kind}`));
+    const objs = [...(await render(DEMO)), ...(await render(["-f", valuesFile("custom", CUSTOM), "--set", "pdb.enabled=true"]))];
+    const applied = objs.filter((o) => served.has(`${o.apiVersion}/${o.kind}`));
+    assert.ok(applied.length >= 10, `applied ${applied.length}`);
+    const file = join(dir, "rendered.yaml");
+    writeFileSync(file, [...namespaces, ...applied].map((o) => stringify(o)).join("---\n"));
+    const out = await ok(["apply", "--validate=strict", "-f", file]);
+    assert.match(out, /deployment\.apps\/r-flowsvc-controller (created|configured)/);
+    const deployments = JSON.parse(await ok(["get", "deployments", "-n", "flowsvc", "-o", "json"])) as Obj;
+    assert.deepEqual(deployments.items.map((d: Obj) => d.metadata.name).sort(), ["r-flowsvc-controller", "r-flowsvc-ingest"]);
+    const cm = JSON.parse(await ok(["get", "configmap", "r-flowsvc-config", "-n", "flowsvc", "-o", "json"])) as Obj;
+    assert.deepEqual(JSON.parse(cm.data["config.json"] as string).watchNamespaces, ["team-a", "team-b"]);
+
+    // The example manifests of the README, against the generated CRDs (when crds/ is generated).
+    if (crds.length > 0) {
+      const examples = join(REPO_ROOT, "examples", "k8s");
+      const namespaced = ["-n", "team-a"];
+      for (const f of ["handler.yaml", "event-hook.yaml", "secret.yaml"])
+        await ok(["apply", "--validate=strict", ...namespaced, "-f", join(examples, f)]);
+      assert.match(
+        await ok(["create", "--validate=strict", ...namespaced, "-f", join(examples, "run.yaml")]),
+        /flowrun\.flowsvc\.io\/hello-\S+ created/,
+      );
+      const all = await ok(["get", "flowsvc", ...namespaced]);
+      for (const name of ["flowhandler.flowsvc.io/announce-deploy", "floweventhook.flowsvc.io/ci", "flowsecret.flowsvc.io/slack-token"])
+        assert.ok(all.includes(name), `${name} in\n${all}`);
+    }
+
+    // NOTES.txt, as `helm install` prints it. A client-side dry run still maps every kind through the
+    // server's discovery: without RBAC and the demo StatefulSet, which this server does not serve, in a
+    // namespace of its own (helm refuses to adopt the objects applied above).
+    const install = ["install", "r", chart, "--namespace", "notes", "--dry-run=client", "--disable-openapi-validation"];
+    const values = ["--set", "demo.insecureMasterKey=true", "--set", "postgres.url=postgres://u@db/f", "--set", "rbac.create=false"];
+    const r = await helm([...install, ...values, "--kubeconfig", api.kubeconfigPath]);
+    assert.equal(r.code, 0, r.stderr);
+    const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+    for (const line of [
+      "kubectl -n notes rollout status deployment/r-flowsvc-controller",
+      "kubectl get flowsvc --all-namespaces",
+      "kubectl -n demo get flowruns -w",
+      "(every namespace is watched)",
+      "kubectl -n notes port-forward service/r-flowsvc-ingest 8080:8080",
+      "helm uninstall r -n notes",
+    ])
+      assert.ok(notes.includes(line), `NOTES.txt: ${line}\n${notes}`);
+    assert.match(notes, /WARNING: demo\.insecureMasterKey/);
+  } finally {
+    await api.close();
+  }
+});
+
+test("the chart's version and appVersion are the repository's", () => {
+  const chartYaml = readFileSync(join(CHART, "Chart.yaml"), "utf8");
+  const version = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
+  assert.match(chartYaml, new RegExp(`^appVersion: "${version.replaceAll(".", "\\.")}"$`, "m"));
+});
