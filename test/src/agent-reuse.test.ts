@@ -13,7 +13,7 @@ import { startTestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
 import type { TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { runKit, type RunKit } from "./support/runs.js";
+import { runKit, storedLog, type RunKit } from "./support/runs.js";
 
 let server: TestServer;
 let dir: string;
@@ -159,6 +159,9 @@ echo "end"
   );
   const [sleepPid = 0, agentPid = 0] = (await readFile(pidsFile, "utf8")).trim().split(" ").map(Number);
   assert.ok(alive(sleepPid) && alive(agentPid));
+  // Agents ship output every 50 ms; a line not yet shipped dies with a SIGKILLed agent, as a
+  // container's unflushed output would. Kill only once the first pass's line is stored.
+  await waitFor("the first pass's line to be stored", async () => (await storedLog(server, run)).includes(`pass pid=${agentPid}`));
   process.kill(agentPid, "SIGKILL");
   await waitFor("the orphaned sleep to be ended", () => !alive(sleepPid), 10_000);
 
