@@ -71,9 +71,19 @@ const slowFirst = (files) =>
     .map(({ f }) => f);
 const only = process.argv.slice(2);
 const pick = (files) => slowFirst(only.length ? files.filter((f) => only.some((o) => f.includes(o))) : files);
+// Files run at once per phase. FLOWSVC_TEST_CONCURRENCY (one number, or `unit,cross` e.g. `3,4`) overrides, to measure.
+const [unitConcurrency, crossConcurrency] = (process.env.FLOWSVC_TEST_CONCURRENCY ?? "2,2").split(",").map(Number);
+if (![unitConcurrency, crossConcurrency ?? 1].every((n) => Number.isInteger(n) && n >= 1 && n <= 16)) {
+  console.error(`error: FLOWSVC_TEST_CONCURRENCY=${process.env.FLOWSVC_TEST_CONCURRENCY}: want one or two integers 1-16, e.g. 3,4`);
+  process.exit(2);
+}
 const phases = [
-  { name: "unit", files: pick(["core", "store", "controller", "ingest", "agent-image", "cli"].flatMap((w) => walk(join(w, "dist")))) },
-  { name: "cross-part", files: pick(walk(join("test", "dist"))) },
+  {
+    name: "unit",
+    concurrency: unitConcurrency,
+    files: pick(["core", "store", "controller", "ingest", "agent-image", "cli"].flatMap((w) => walk(join(w, "dist")))),
+  },
+  { name: "cross-part", concurrency: crossConcurrency ?? unitConcurrency, files: pick(walk(join("test", "dist"))) },
 ].filter((p) => p.files.length > 0);
 if (phases.length === 0) {
   console.error("no test files found");
@@ -122,7 +132,7 @@ for (const sig of ["SIGINT", "SIGTERM"]) {
 const runPhase = (phase) =>
   new Promise((resolve) => {
     console.log(`# phase ${phase.name}: ${phase.files.length} test files`);
-    child = spawn(process.execPath, ["--test", "--test-concurrency=2", ...phase.files], {
+    child = spawn(process.execPath, ["--test", `--test-concurrency=${phase.concurrency}`, ...phase.files], {
       stdio: "inherit",
       env: { ...process.env, FLOWSVC_TEST_PG_URL: adminUrl },
     });

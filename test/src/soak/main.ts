@@ -33,7 +33,8 @@ if (!args.includes("--disk-only")) {
   for (const d of details) console.log(`  ${d}`);
   bad += figures.runsLost + figures.stepsRunTwice + figures.acceptedWithoutEvent + figures.eventsDeliveredTwice;
   console.log(
-    `soak: runs lost ${figures.runsLost}, steps run twice ${figures.stepsRunTwice}, 202s without an event ${figures.acceptedWithoutEvent}, ` +
+    `soak: runs lost ${figures.runsLost}, steps run twice ${figures.stepsRunTwice} (and ${figures.stepsRerunAfterAgentKill} re-run after the soak killed their agent before it recorded them, same idempotency key), ` +
+      `202s without an event ${figures.acceptedWithoutEvent}, ` +
       `events delivered twice ${figures.eventsDeliveredTwice} (${(figures.wallMs / 1000).toFixed(1)} s)`,
   );
 }
