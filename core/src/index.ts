@@ -13,6 +13,7 @@ export * from "./seal.js";
 export * from "./duration.js";
 export * from "./interpreter.js";
 export * from "./cel.js";
+export * from "./cron.js";
 export * from "./events.js";
 export * from "./envelope.js";
 export * from "./hmac.js";

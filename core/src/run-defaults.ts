@@ -43,6 +43,11 @@ export interface RunRequest {
   /** The capabilities its jobs need. Default: none. A handler's run ignores it. */
   capabilities?: readonly string[];
   handler?: HandlerOrigin;
+  /**
+   * The event that started a run that is not a handler's (a schedule's tick): the run reads its
+   * envelope from FLOW_INPUT_FILE. A handler's run takes its handler's event.
+   */
+  eventId?: string | null;
 }
 
 /** A run with every field decided: what the store inserts. */
@@ -82,7 +87,7 @@ const handlerFields = (r: RunRequest): Pick<NewRun, "interpreter" | "capabilitie
         interpreter: r.interpreter ? [...r.interpreter] : pickInterpreter(r.filename),
         capabilities: [...(r.capabilities ?? [])],
         handlerName: null,
-        eventId: null,
+        eventId: r.eventId ?? null,
         generation: 0,
       };
 

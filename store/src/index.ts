@@ -27,6 +27,7 @@ export * from "./rerun.js";
 export * from "./emit.js";
 export * from "./cancel.js";
 export * from "./handlers.js";
+export * from "./schedules.js";
 export * from "./catalog.js";
 export * from "./hooks.js";
 export * from "./group-commit.js";

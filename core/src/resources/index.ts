@@ -1,5 +1,6 @@
 export * from "./refs.js";
 export * from "./handler.js";
+export * from "./schedule.js";
 export * from "./hook.js";
 export * from "./secret.js";
 export * from "./run.js";
