@@ -3,8 +3,17 @@
 // for the clock), and the loop must wake the run, which the dispatcher then hands to an agent.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import type { CallRequest } from "@flowsvc/core";
-import { deliverSignal, markJobRunning, performCall, startRunIfNeeded, suspendJob, withTransaction } from "@flowsvc/store";
+import { parseSchedule, type CallRequest } from "@flowsvc/core";
+import {
+  deliverSignal,
+  getSchedule,
+  markJobRunning,
+  performCall,
+  startRunIfNeeded,
+  suspendJob,
+  upsertSchedule,
+  withTransaction,
+} from "@flowsvc/store";
 import { FakeLauncher } from "./testing/fake-launcher.js";
 import { openTestStore, startDispatcher, submitRun, type TestStore } from "./testing/dispatch-kit.js";
 import { waitFor } from "@flowsvc/store";
@@ -118,3 +127,33 @@ test("a wait with no timeout never times out", () =>
     await withTransaction(p.store.db.pool, (tx) => deliverSignal(tx, p.runId, { name: "go", payload: { n: 1 }, sentBy: "test" }));
     assert.deepEqual(await state(p), { run: "queued", entry: "done", result: { payload: { n: 1 } }, jobs: 2 });
   }));
+
+test("the loop fires a schedule by its injected clock, once per tick, and the dispatcher launches the run", async () => {
+  const store = await openTestStore();
+  const launcher = new FakeLauncher({ slots: 2 });
+  const { dispatcher } = await startDispatcher(store, [launcher]);
+  let now = new Date("2026-06-01T10:00:30Z");
+  const timers = new TimerLoop(store.db.pool, () => assert.fail("no pass fails"), { now: () => now });
+  try {
+    await upsertSchedule(store.db.pool, store.projectId, {
+      ...parseSchedule("m", { cron: "* * * * *", reaction: { kind: "script", source: "true\n", filename: "m.sh" } }, now),
+      createdBy: null,
+    });
+    await timers.tick();
+    assert.equal((await getSchedule(store.db.pool, store.projectId, "m"))?.last_run_id, null, "not due at 10:00:30");
+    now = new Date("2026-06-01T10:05:10Z"); // five ticks missed: one fires
+    await timers.tick();
+    await timers.tick();
+    const s = await getSchedule(store.db.pool, store.projectId, "m");
+    assert.equal(s?.next_fire_at, "2026-06-01T10:06:00.000Z");
+    await waitFor("the tick's run to be launched", () => launcher.launches.some((l) => l.runId === s?.last_run_id));
+    const { rows } = await store.db.pool.query<{ n: number }>(`select count(*)::int as n from runs where project_id = $1`, [
+      store.projectId,
+    ]);
+    assert.equal(rows[0]!.n, 1);
+  } finally {
+    timers.stop();
+    dispatcher.stop();
+    await store.close();
+  }
+});

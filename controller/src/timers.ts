@@ -1,24 +1,38 @@
 import type { Pool } from "pg";
-import { dueWaits, resolveDueWait, withTransaction } from "@flowsvc/store";
+import { dueWaits, fireDueSchedules, resolveDueWait, withTransaction } from "@flowsvc/store";
 import type { ControllerLogger } from "./dispatcher.js";
 
 const TICK_MS = 200;
 
+type LogFn = (obj: Record<string, unknown>, msg: string) => void;
+
+export interface TimerLoopOptions {
+  /** The clock schedules are fired by (a test moves it); the system clock by default. */
+  now?: () => Date;
+}
+
 /**
  * Fires timers: a sleep whose wake time came, a bounded wait whose timeout passed. Each resolves
  * in its own transaction (run row first, then its journal row, the order every wake path uses)
- * and wakes the run.
+ * and wakes the run. Then due schedules: each tick records `schedule.tick`, submits its run and
+ * moves the schedule's next fire time, in one transaction that holds the schedule's row
+ * (store/src/schedules.ts), so two controllers never fire one tick. In kubernetes mode only the
+ * leader runs this loop.
  */
 export class TimerLoop {
   readonly #pool: Pool;
-  readonly #error: (obj: Record<string, unknown>, msg: string) => void;
+  readonly #error: LogFn;
+  readonly #info: LogFn;
+  readonly #now: () => Date;
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
 
   /** A failed pass is logged at error through a levelled logger, or given to `log`. */
-  constructor(pool: Pool, log: ControllerLogger | ((obj: Record<string, unknown>, msg: string) => void)) {
+  constructor(pool: Pool, log: ControllerLogger | LogFn, opts: TimerLoopOptions = {}) {
     this.#pool = pool;
     this.#error = typeof log === "function" ? log : (obj, msg) => log.error(obj, msg);
+    this.#info = typeof log === "function" ? () => undefined : (obj, msg) => log.info(obj, msg);
+    this.#now = opts.now ?? (() => new Date());
   }
 
   start(): void {
@@ -31,6 +45,18 @@ export class TimerLoop {
     try {
       for (const w of await dueWaits(this.#pool)) {
         await withTransaction(this.#pool, (tx) => resolveDueWait(tx, w.run_id, w.position));
+      }
+      for (const t of await fireDueSchedules(this.#pool, this.#now())) {
+        this.#info(
+          {
+            schedule: t.name,
+            scheduleId: t.scheduleId,
+            eventId: t.eventId,
+            runId: t.runId,
+            nextFireAt: t.nextFireAt?.toISOString() ?? null,
+          },
+          "schedule fired",
+        );
       }
     } catch (err) {
       this.#error({ err }, "timer pass failed; retrying on the next tick");
