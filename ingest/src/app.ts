@@ -11,6 +11,7 @@ import { eventRoutes } from "./routes/events.js";
 import { handlerRoutes } from "./routes/handlers.js";
 import { hookRoutes } from "./routes/hooks.js";
 import { runRoutes } from "./routes/runs.js";
+import { scheduleRoutes } from "./routes/schedules.js";
 import { secretRoutes } from "./routes/secrets.js";
 import { signalRoutes } from "./routes/signals.js";
 import { whoamiRoutes } from "./routes/whoami.js";
@@ -71,6 +72,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     eventRoutes,
     emitRoutes,
     handlerRoutes,
+    scheduleRoutes,
     hookRoutes,
     agentRoutes,
     agentCallRoutes,

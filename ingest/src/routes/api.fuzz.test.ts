@@ -18,7 +18,7 @@ after(() => t.close());
 
 const CASE_MS = 10_000;
 const RUNS_PER_ROUTE = 15;
-const WRITTEN = ["runs", "jobs", "journal", "events", "signals", "secrets", "handlers", "event_hooks", "api_tokens"];
+const WRITTEN = ["runs", "jobs", "journal", "events", "signals", "secrets", "handlers", "schedules", "event_hooks", "api_tokens"];
 
 const counts = async (): Promise<Record<string, number>> => {
   const sql = `select ${WRITTEN.map((n) => `(select count(*) from ${n})::int as ${n}`).join(", ")}`;
@@ -138,6 +138,12 @@ const ROUTES: Route[] = [
   { method: "GET", path: "{base}/handlers/:name" },
   { method: "PUT", path: "{base}/handlers/:name", keys: ["on", "when", "reaction", "tags", "credentials"] },
   { method: "DELETE", path: "{base}/handlers/:name" },
+  { method: "GET", path: "{base}/schedules" },
+  { method: "GET", path: "{base}/schedules/:name" },
+  { method: "PUT", path: "{base}/schedules/:name", keys: ["cron", "tz", "reaction", "tags", "credentials"] },
+  { method: "POST", path: "{base}/schedules/:name/pause", keys: [] },
+  { method: "POST", path: "{base}/schedules/:name/resume", keys: [] },
+  { method: "DELETE", path: "{base}/schedules/:name" },
   { method: "GET", path: "{base}/event-hooks" },
   { method: "GET", path: "{base}/event-hooks/:name" },
   { method: "PUT", path: "{base}/event-hooks/:name", keys: ["event_type", "manifest", "key", "hmac_header", "hmac_key", "hmac_prefix"] },
