@@ -5,8 +5,8 @@
  */
 import { afterEach, beforeEach, test } from "node:test";
 import assert from "node:assert/strict";
-import pg from "pg";
 import { parseSchedule } from "@flowsvc/core";
+import { createPool } from "./pool.js";
 import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { fireDueSchedules, getSchedule, setSchedulePaused, upsertSchedule } from "./schedules.js";
 
@@ -98,8 +98,9 @@ test("two controllers racing over the same due ticks fire each tick exactly once
   const { projectId } = await createTestProject(db.pool);
   const names = Array.from({ length: 12 }, (_v, i) => `race-${i}`);
   for (const name of names) await setSchedule(projectId, name);
-  // Two controllers: two pools, as two processes would have.
-  const pools = [new pg.Pool({ connectionString: db.url, max: 2 }), new pg.Pool({ connectionString: db.url, max: 2 })];
+  // Two controllers: two pools, as two processes would have (createPool: an idle connection the
+  // database drop ends after the test must not crash the process).
+  const pools = [createPool(db.url, { max: 2 }), createPool(db.url, { max: 2 })];
   try {
     let total = 0;
     for (let round = 1; round <= 5; round++) {
