@@ -46,7 +46,9 @@ export class TimerLoop {
       for (const w of await dueWaits(this.#pool)) {
         await withTransaction(this.#pool, (tx) => resolveDueWait(tx, w.run_id, w.position));
       }
-      for (const t of await fireDueSchedules(this.#pool, this.#now())) {
+      const { fired, failed } = await fireDueSchedules(this.#pool, this.#now());
+      for (const f of failed) this.#error({ err: f.err, scheduleId: f.scheduleId }, "schedule tick failed; retrying on the next tick");
+      for (const t of fired) {
         this.#info(
           {
             schedule: t.name,

@@ -39,15 +39,15 @@ test("a schedule down over three ticks fires once at now: the tick event, the ru
   );
   const s = await setSchedule(projectId, "every-minute");
   assert.equal(s.next_fire_at, "2026-06-01T10:01:00.000Z", "the first match after the set");
-  assert.deepEqual(await fireDueSchedules(db.pool, T0), [], "nothing is due before its time");
+  assert.deepEqual((await fireDueSchedules(db.pool, T0)).fired, [], "nothing is due before its time");
 
   const now = minutes(3.2); // 10:03:42: the 10:01, 10:02 and 10:03 ticks were missed
-  const fired = await fireDueSchedules(db.pool, now);
+  const { fired } = await fireDueSchedules(db.pool, now);
   assert.equal(fired.length, 1, "missed ticks fire once, not once each");
   const tick = fired[0]!;
   assert.equal(tick.scheduledAt.toISOString(), "2026-06-01T10:01:00.000Z");
   assert.equal(tick.nextFireAt?.toISOString(), "2026-06-01T10:04:00.000Z", "the first match after now");
-  assert.deepEqual(await fireDueSchedules(db.pool, now), [], "the same now fires nothing more");
+  assert.deepEqual((await fireDueSchedules(db.pool, now)).fired, [], "the same now fires nothing more");
 
   const { rows: runs } = await db.pool.query<{ trigger: Record<string, unknown>; event_id: string; tags: string[]; trusted: boolean }>(
     `select trigger, event_id, tags, trusted from runs where id = $1`,
@@ -79,7 +79,7 @@ test("pause stops ticks; resume waits for the first match after now, without mak
   await setSchedule(projectId, "p");
   const paused = await setSchedulePaused(db.pool, { projectId, name: "p", paused: true, now: T0 });
   assert.deepEqual([paused?.paused, paused?.next_fire_at], [true, null]);
-  assert.deepEqual(await fireDueSchedules(db.pool, minutes(10)), []);
+  assert.deepEqual((await fireDueSchedules(db.pool, minutes(10))).fired, []);
   const resumed = await setSchedulePaused(db.pool, { projectId, name: "p", paused: false, now: minutes(10) });
   assert.equal(resumed?.next_fire_at, "2026-06-01T10:11:00.000Z");
   assert.equal(await setSchedulePaused(db.pool, { projectId, name: "nope", paused: true, now: T0 }), undefined);
@@ -105,7 +105,7 @@ test("two controllers racing over the same due ticks fire each tick exactly once
     let total = 0;
     for (let round = 1; round <= 5; round++) {
       const now = minutes(round);
-      const [a, b] = await Promise.all(pools.map((p) => fireDueSchedules(p, now)));
+      const [a, b] = await Promise.all(pools.map(async (p) => (await fireDueSchedules(p, now)).fired));
       assert.equal(a!.length + b!.length, names.length, `round ${round}: every due schedule fired once between the two`);
       total += a!.length + b!.length;
     }
@@ -118,4 +118,22 @@ test("two controllers racing over the same due ticks fire each tick exactly once
   } finally {
     await Promise.all(pools.map((p) => p.end()));
   }
+});
+
+test("a schedule whose tick fails is rolled back and reported; the others still fire", async () => {
+  const { projectId } = await createTestProject(db.pool);
+  await setSchedule(projectId, "a-broken");
+  await setSchedule(projectId, "b-fine");
+  // A zone this server no longer knows (a row from an older ICU, say): computing its next fire throws.
+  await db.pool.query(`update schedules set time_zone = 'Mars/Olympus' where name = 'a-broken'`);
+  const { fired, failed } = await fireDueSchedules(db.pool, minutes(1));
+  assert.deepEqual(
+    fired.map((f) => f.name),
+    ["b-fine"],
+  );
+  assert.equal(failed.length, 1);
+  assert.match(String(failed[0]!.err), /Mars\/Olympus/);
+  const ticks = await countOf(`select 1 from events where project_id = $1 and payload->>'name' = 'a-broken'`, [projectId]);
+  const broken = await getSchedule(db.pool, projectId, "a-broken");
+  assert.deepEqual([ticks, broken?.last_run_id, broken?.next_fire_at], [0, null, "2026-06-01T10:01:00.000Z"], "nothing half-written");
 });

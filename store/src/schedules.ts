@@ -173,15 +173,20 @@ export const scheduleRunId = (scheduleId: string, scheduledAt: Date): string =>
  * match after `now`: a server that was down over several ticks fires once, not once per tick.
  * Undefined when nothing is due.
  */
-export const fireDueSchedule = async (tx: PoolClient, now: Date): Promise<FiredTick | undefined> => {
+export const fireDueSchedule = async (
+  tx: PoolClient,
+  now: Date,
+  pass: { skip?: readonly string[]; claimed?: { id?: string } } = {},
+): Promise<FiredTick | undefined> => {
   const { rows } = await tx.query<DueRow>(
     `select id, project_id, name, cron, time_zone, reaction, tags, credentials, next_fire_at, created_by
-       from schedules where not paused and next_fire_at <= $1
+       from schedules where not paused and next_fire_at <= $1 and not (id = any($2::text[]))
       order by next_fire_at limit 1 for update skip locked`,
-    [now],
+    [now, pass.skip ?? []],
   );
   const s = rows[0];
   if (!s) return undefined;
+  if (pass.claimed) pass.claimed.id = s.id;
   const runId = scheduleRunId(s.id, s.next_fire_at);
   // A schedule is set by a person (a member, through the user API): its ticks are that person's act.
   const trusted = trustOf({ by: "person" });
@@ -224,13 +229,31 @@ export const fireDueSchedule = async (tx: PoolClient, now: Date): Promise<FiredT
 /** How many ticks one pass fires at most; the rest wait for the next pass. */
 export const TICKS_PER_PASS = 100;
 
-/** Fires every schedule due at `now`, each in its own transaction (fireDueSchedule). */
-export const fireDueSchedules = async (pool: Pool, now: Date, limit = TICKS_PER_PASS): Promise<FiredTick[]> => {
-  const fired: FiredTick[] = [];
-  while (fired.length < limit) {
-    const tick = await withTransaction(pool, (tx) => fireDueSchedule(tx, now));
-    if (!tick) break;
-    fired.push(tick);
+export interface FiringPass {
+  fired: FiredTick[];
+  /** Schedules whose tick failed (rolled back: still due, tried again next pass); the others still fired. */
+  failed: Array<{ scheduleId: string; err: unknown }>;
+}
+
+/**
+ * Fires every schedule due at `now`, each in its own transaction (fireDueSchedule). One whose
+ * firing fails is rolled back, reported and skipped for the rest of the pass, so it cannot hold up
+ * the others; an error before any row was claimed (the database is gone) is thrown.
+ */
+export const fireDueSchedules = async (pool: Pool, now: Date, limit = TICKS_PER_PASS): Promise<FiringPass> => {
+  const pass: FiringPass = { fired: [], failed: [] };
+  const skip: string[] = [];
+  while (pass.fired.length + pass.failed.length < limit) {
+    const claimed: { id?: string } = {};
+    try {
+      const tick = await withTransaction(pool, (tx) => fireDueSchedule(tx, now, { skip, claimed }));
+      if (!tick) break;
+      pass.fired.push(tick);
+    } catch (err) {
+      if (claimed.id === undefined) throw err;
+      skip.push(claimed.id);
+      pass.failed.push({ scheduleId: claimed.id, err });
+    }
   }
-  return fired;
+  return pass;
 };
