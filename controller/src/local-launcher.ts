@@ -108,9 +108,14 @@ export class LocalLauncher implements Launcher {
 
   free(): number {
     if (this.#stopping) return 0;
+    return Math.max(0, this.#opts.agents - this.usage().busy);
+  }
+
+  /** Agents running a job now, and the most jobs the pool runs at once (its metrics, store's ServiceMetrics). */
+  usage(): { busy: number; size: number } {
     let busy = 0;
     for (const a of this.#pool) if (a.job) busy++;
-    return Math.max(0, this.#opts.agents - busy);
+    return { busy, size: this.#opts.agents };
   }
 
   /** Settles at once: the job goes to an idle agent (or a new one) over IPC; an agent that dies reports agentExited. */

@@ -1,7 +1,9 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { FlowError, assertStorableJson, pathParamProblem, queryProblem } from "@flowsvc/core";
+import { ServiceMetrics } from "@flowsvc/store";
 import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
+import { observe } from "./observability.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
@@ -59,7 +61,9 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   guardInput(app);
-  const routeDeps: RouteDeps = { ...deps, maskers: createRunMaskers(deps.pool, deps.keyring) };
+  const metrics = deps.metrics ?? new ServiceMetrics({ pool: deps.pool });
+  observe(app, metrics);
+  const routeDeps: RouteDeps = { ...deps, metrics, maskers: createRunMaskers(deps.pool, deps.keyring) };
   // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
   // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).
   const plugins = [

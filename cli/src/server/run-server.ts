@@ -5,6 +5,7 @@ import pino from "pino";
 import { FlowError, redactSecretQuery } from "@flowsvc/core";
 import {
   Keyring,
+  ServiceMetrics,
   createPgResourceStore,
   createPool,
   migrate,
@@ -189,7 +190,9 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
 
     // Local mode: resource writes go straight to Postgres (kubernetes mode writes the custom resources).
     const resources = createPgResourceStore(pool, keyring);
-    const app = buildApp({ pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+    // One registry for the process: the app's counters and the local agent pools, scraped at /metrics.
+    const metrics = new ServiceMetrics({ pool });
+    const app = buildApp({ pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics }, logger);
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());
     const url = address.replace("://[::1]", "://localhost");
@@ -222,6 +225,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           },
         }),
     );
+    metrics.trackAgentPools(launchers);
     const d = new Dispatcher({
       pool,
       listener,

@@ -43,6 +43,7 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
         trusted: trustOf({ by: "person" }),
       }),
     );
+    deps.metrics?.handlersDelivered(result);
     for (const d of result.declined) {
       req.log.info(
         { eventId: result.eventId, type, handler: d.handler, err: d.error },
