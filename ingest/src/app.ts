@@ -4,6 +4,8 @@ import { ServiceMetrics } from "@flowsvc/store";
 import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
 import { observe } from "./observability.js";
+import { catalogRoutes } from "./openapi/document.js";
+import { openApiRoutes } from "./openapi/routes.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
@@ -61,6 +63,8 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   guardInput(app);
+  // Every route registered from here on, for the OpenAPI document (openapi/document.ts).
+  const routes = catalogRoutes(app);
   const metrics = deps.metrics ?? new ServiceMetrics({ pool: deps.pool });
   observe(app, metrics);
   const routeDeps: RouteDeps = { ...deps, metrics, maskers: createRunMaskers(deps.pool, deps.keyring) };
@@ -79,6 +83,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     agentRoutes,
     agentCallRoutes,
   ];
-  for (const routes of plugins) void app.register(routes, routeDeps);
+  for (const plugin of plugins) void app.register(plugin, routeDeps);
+  void app.register(openApiRoutes, { routes, version: "v1" });
   return app;
 };

@@ -33,6 +33,7 @@ import {
 import type { HookCache } from "../hook-cache.js";
 import type { IngestDeps } from "../deps.js";
 import { toFlowError } from "../errors.js";
+import { api } from "../openapi/route-doc.js";
 
 export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
 const SECRET_HELP =
@@ -239,7 +240,16 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
   });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, parsed) => parsed(null, body));
-  app.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT }, async (req, reply) => {
+  const doc = api({
+    summary: "Deliver an event to a hook; 202 once it is committed",
+    description: "Any content type: the raw bytes are what a signature covers. JSON bodies keep their types, others arrive as a string.",
+    tag: "event-hooks",
+    auth: "hook",
+    body: {},
+    bodyType: "*/*",
+    response: { status: 202, description: "`{event_id, event_type}`" },
+  });
+  app.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
     const target = req.params as Target;
     const qs = req.url.indexOf("?");
     const query = new URLSearchParams(qs < 0 ? "" : req.url.slice(qs + 1));
