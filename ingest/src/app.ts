@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import { FlowError, assertStorableJson, pathParamProblem, queryProblem } from "@flowsvc/core";
-import { ServiceMetrics } from "@flowsvc/store";
+import { FlowError, REQUEST_ID_HEADER, assertStorableJson, pathParamProblem, queryProblem, saneRequestId } from "@flowsvc/core";
+import { ServiceMetrics, mintId } from "@flowsvc/store";
 import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
 import { observe } from "./observability.js";
@@ -52,13 +52,20 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     loggerInstance: logger,
     bodyLimit: 1024 * 1024,
     // Agents post logs every 50 ms: per-request lines would drown the log. Errors are still logged.
-    logController: new LogController({ disableRequestLogging: true }),
+    // Every line of a request carries its id as `requestId` (see genReqId below).
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "requestId" }),
     // A shutdown must not wait for `flow follow` streams of runs that are still going.
     forceCloseConnections: true,
     // The router's and Node's own refusals (bad percent-encoding, an overlong segment, oversized
     // headers) answer in the same error shape as every other error.
     frameworkErrors: (err, req, reply) => errorHandler(err, req, reply),
     clientErrorHandler,
+    // A request id per request, on every log line of it (`requestId`) and in X-Request-Id (core/src/request-id.ts).
+    genReqId: (req) => saneRequestId(req.headers[REQUEST_ID_HEADER]) ?? mintId("req"),
+  });
+  app.addHook("onSend", (req, reply, _payload, done) => {
+    void reply.header(REQUEST_ID_HEADER, req.id);
+    done();
   });
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
