@@ -9,6 +9,7 @@ import { openApiRoutes } from "./openapi/routes.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
+import { agentListRoutes } from "./routes/agents.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
@@ -89,6 +90,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     hookRoutes,
     agentRoutes,
     agentCallRoutes,
+    agentListRoutes,
   ];
   for (const plugin of plugins) void app.register(plugin, routeDeps);
   void app.register(openApiRoutes, { routes, version: "v1" });

@@ -192,7 +192,11 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     const resources = createPgResourceStore(pool, keyring);
     // One registry for the process: the app's counters and the local agent pools, scraped at /metrics.
     const metrics = new ServiceMetrics({ pool });
-    const app = buildApp({ pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics }, logger);
+    // The launchers start after the server listens (their agents need its URL): `flow agents ls` reads them once they are.
+    const roster: { launchers: LocalLauncher[] } = { launchers: [] };
+    const localAgents = () => roster.launchers.flatMap((l) => l.agents());
+    const deps = { pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics, localAgents };
+    const app = buildApp(deps, logger);
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());
     const url = address.replace("://[::1]", "://localhost");
@@ -226,6 +230,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
         }),
     );
     metrics.trackAgentPools(launchers);
+    roster.launchers = launchers;
     const d = new Dispatcher({
       pool,
       listener,
