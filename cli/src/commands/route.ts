@@ -22,6 +22,7 @@ export const USER_COMMANDS: readonly string[] = [
   "event-hook",
   "handler",
   "schedule",
+  "agents",
   "login",
   "completion",
   "server",
