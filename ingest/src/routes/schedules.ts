@@ -1,9 +1,10 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { FlowError, SOURCE_LIMIT, ScheduleName, parseSchedule, type ScheduleRecord } from "@flowsvc/core";
+import { FlowError, SOURCE_LIMIT, ScheduleName, ScheduleSpec, parseSchedule, type ScheduleRecord } from "@flowsvc/core";
 import { deleteSchedule, getSchedule, listSchedules, setSchedulePaused, upsertSchedule } from "@flowsvc/store";
 import { authorize, type Scope } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { api } from "../openapi/route-doc.js";
 
 const NameParams = z.object({ org: z.string(), project: z.string(), name: ScheduleName });
 
@@ -31,20 +32,32 @@ export const scheduleRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, don
   const { pool } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/schedules";
 
-  app.get(base, async (req) => {
+  app.get(base, api({ summary: "List schedules", tag: "schedules", auth: "viewer" }), async (req) => {
     const scope = await authorize(pool, req, "viewer");
     return (await listSchedules(pool, scope.projectId)).map(summarise);
   });
 
-  app.get(`${base}/:name`, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    const { name } = NameParams.parse(req.params);
-    const s = await getSchedule(pool, scope.projectId, name);
-    if (!s) throw notFound(scope, name);
-    return describe(s);
-  });
+  app.get(
+    `${base}/:name`,
+    api({ summary: "Show a schedule with its script", tag: "schedules", auth: "viewer", params: NameParams }),
+    async (req) => {
+      const scope = await authorize(pool, req, "viewer");
+      const { name } = NameParams.parse(req.params);
+      const s = await getSchedule(pool, scope.projectId, name);
+      if (!s) throw notFound(scope, name);
+      return describe(s);
+    },
+  );
 
-  app.put(`${base}/:name`, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
+  const setDoc = api({
+    summary: "Create (201) or replace (200) a schedule",
+    tag: "schedules",
+    auth: "member",
+    params: NameParams,
+    body: ScheduleSpec,
+    response: { status: 201, description: "the schedule; 200 when it replaced one" },
+  });
+  app.put(`${base}/:name`, { bodyLimit: 2 * SOURCE_LIMIT, ...setDoc }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const { name } = NameParams.parse(req.params);
     const input = parseSchedule(name, req.body, new Date());
@@ -56,7 +69,8 @@ export const scheduleRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, don
     return reply.status(created ? 201 : 200).send(describe(schedule));
   });
 
-  app.delete(`${base}/:name`, async (req, reply) => {
+  const removeDoc = api({ summary: "Delete a schedule", tag: "schedules", auth: "member", params: NameParams, response: { status: 204 } });
+  app.delete(`${base}/:name`, removeDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const { name } = NameParams.parse(req.params);
     if (!(await deleteSchedule(pool, scope.projectId, name))) throw notFound(scope, name);
@@ -65,7 +79,14 @@ export const scheduleRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, don
   });
 
   for (const action of ["pause", "resume"] as const) {
-    app.post(`${base}/:name/${action}`, async (req) => {
+    const doc = api({
+      summary: action === "pause" ? "Pause a schedule (no ticks until resumed)" : "Resume a schedule (the next fire after now)",
+      tag: "schedules",
+      auth: "member",
+      params: NameParams,
+      body: null,
+    });
+    app.post(`${base}/:name/${action}`, doc, async (req) => {
       const scope = await authorize(pool, req, "member");
       const { name } = NameParams.parse(req.params);
       const s = await setSchedulePaused(pool, { projectId: scope.projectId, name, paused: action === "pause", now: new Date() });
