@@ -13,6 +13,7 @@ import { open } from "node:fs/promises";
 import { extname } from "node:path";
 import { Command } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
+import type * as GraphModel from "@flowsvc/core/graph";
 import type { CommandDeps } from "./context.js";
 import { examples } from "./options.js";
 
@@ -49,7 +50,7 @@ const kindOf = (file: string): "json" | "yaml" | "other" => {
 };
 
 /** Connector manifests, once core/src/graph/connectors.ts exports them (issue 10, part D); until then dotted types pass unchecked. */
-type GraphModule = typeof import("@flowsvc/core/graph") & {
+type GraphModule = typeof GraphModel & {
   connectorManifest?: (type: string) => { type: string; credential: { kinds: readonly string[]; required: boolean } } | undefined;
 };
 

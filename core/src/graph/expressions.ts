@@ -86,9 +86,10 @@ export const templateParts = (template: string): TemplatePart[] => {
   return parts;
 };
 
-/** A value out of CEL as JSON, or why it cannot be one. */
-export const celToJson = (value: unknown, depth = 0): { ok: true; value: unknown } | { ok: false; error: string } => {
-  if (depth > WALK_DEPTH_LIMIT) return { ok: false, error: `the value is nested more than ${WALK_DEPTH_LIMIT} levels deep` };
+type JsonResult = { ok: true; value: unknown } | { ok: false; error: string };
+
+/** A scalar CEL value as JSON; undefined when the value is a list or map. */
+const scalarToJson = (value: unknown): JsonResult | undefined => {
   if (value === null || typeof value === "string" || typeof value === "boolean") return { ok: true, value };
   if (typeof value === "number")
     return Number.isFinite(value) ? { ok: true, value } : { ok: false, error: `${String(value)} is not a JSON number` };
@@ -100,6 +101,14 @@ export const celToJson = (value: unknown, depth = 0): { ok: true; value: unknown
   }
   if (value instanceof Date) return { ok: true, value: value.toISOString() };
   if (value instanceof Uint8Array) return { ok: true, value: Buffer.from(value).toString("base64") };
+  return undefined;
+};
+
+/** A value out of CEL as JSON, or why it cannot be one. */
+export const celToJson = (value: unknown, depth = 0): JsonResult => {
+  if (depth > WALK_DEPTH_LIMIT) return { ok: false, error: `the value is nested more than ${WALK_DEPTH_LIMIT} levels deep` };
+  const scalar = scalarToJson(value);
+  if (scalar) return scalar;
   if (Array.isArray(value)) return jsonList(value, depth);
   if (value instanceof Map) return jsonMap([...(value as Map<unknown, unknown>).entries()], depth);
   if (isPlainObject(value) && Object.getPrototypeOf(value) === Object.prototype) return jsonMap(Object.entries(value), depth);

@@ -231,7 +231,7 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
   const shape = GraphDocumentShape.safeParse(doc, { reportInput: true });
   if (!shape.success) {
     for (const issue of shape.error.issues) {
-      const p = issueProblem(issue as unknown as Issue);
+      const p = issueProblem(issue);
       problems.add(p.path, p.message);
     }
     return { ok: false, problems: problems.done() };
