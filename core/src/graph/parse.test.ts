@@ -387,6 +387,22 @@ void test("connector types: checked against the manifests when given, accepted u
   assert.ok(parseGraph(one("slack.post_message", { credential: "slack" }), { manifestOf }).ok);
   assert.ok(parseGraph(one("slack.post_message", { credential: { $expr: "input.c" } }), { manifestOf }).ok);
   assert.ok(parseGraph(one("demo.echo", {}), { manifestOf }).ok);
+  // With the connector's own config check, its problems replace the credential check, at their paths.
+  const connectorProblems = (type: string, config: Record<string, unknown>): string[] =>
+    type === "slack.post_message" && config["with"] === undefined
+      ? ["config.with.channel: required", "config.credential: required (bearer)"]
+      : [];
+  const r = parseGraph(one("slack.post_message", { credential: "bad name" }), { manifestOf, connectorProblems });
+  assert.deepEqual(!r.ok && r.problems, [
+    { path: "nodes[0].config.with.channel", message: "required" },
+    { path: "nodes[0].config.credential", message: "required (bearer)" },
+    {
+      path: "nodes[0].config.credential",
+      message: 'credential name "bad name" is not allowed: use ASCII letters, digits, ".", "_" and "-", starting with a letter or digit',
+    },
+  ]);
+  assert.ok(parseGraph(one("slack.post_message", { with: {} }), { manifestOf, connectorProblems }).ok);
+  assert.deepEqual(problemsOf(one("nope.nope", {}), manifestOf), ['nodes[0].type: no connector has type "nope.nope"']);
 });
 
 void test("hostile input: NUL, lone surrogates, deep nesting, 1e400, huge counts: refused with a path, never thrown", () => {

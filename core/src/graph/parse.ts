@@ -245,11 +245,12 @@ const checkConfig = (
     config: Record<string, unknown>;
     path: string;
     ids: ReadonlySet<string>;
-    manifestOf: ParseGraphOptions["manifestOf"];
+    options: ParseGraphOptions;
   },
   problems: Problems,
 ): void => {
-  const configProblems = checkNodeConfig(at.type, at.config, { manifestOf: at.manifestOf });
+  const { manifestOf, connectorProblems } = at.options;
+  const configProblems = checkNodeConfig(at.type, at.config, { manifestOf, connectorProblems });
   for (const p of configProblems) problems.add(p.onType ? `${at.path}.type` : `${at.path}.config${p.path}`, p.message);
   if (configProblems.length > 0) return;
   for (const w of whenTexts(at.type, at.config)) {
@@ -262,6 +263,8 @@ const checkConfig = (
 export interface ParseGraphOptions {
   /** A connector type's manifest; absent: dotted types are accepted unchecked. */
   manifestOf?: NodeConfigContext["manifestOf"];
+  /** A connector node's whole config check (connectors.ts's `connectorConfigProblems`); absent: only its credential is checked. */
+  connectorProblems?: NodeConfigContext["connectorProblems"];
 }
 
 /** Checks a parsed JSON value as a graph document. Never throws. */
@@ -303,7 +306,7 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
       if (p !== undefined) problems.add(`${path}.if`, p);
     }
     checkConfigExpressions(config, `${path}.config`, ids, problems);
-    checkConfig({ type: n.type, config, path, ids, manifestOf: options.manifestOf }, problems);
+    checkConfig({ type: n.type, config, path, ids, options }, problems);
     const node: GraphNode = { id: n.id, type: n.type, config };
     if (n.if !== undefined) node.if = n.if;
     if (n.retry) node.retry = retryOf(n.retry, `${path}.retry`, problems);
