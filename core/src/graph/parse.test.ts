@@ -447,6 +447,18 @@ void test("hostile input: NUL, lone surrogates, deep nesting, 1e400, huge counts
   const capped = problemsOf(doc(bad));
   assert.equal(capped.length, GRAPH_LIMITS.problems + 1);
   assert.equal(capped.at(-1), "(document): 200 more problems not shown");
+  // Expressions: at most 5000 in a document, 256 holes in a template; counted before any is compiled.
+  const exprs = Object.fromEntries(Array.from({ length: GRAPH_LIMITS.expressions + 1 }, (_, i) => [`k${i}`, { $expr: "input.x" }]));
+  assert.deepEqual(problemsOf(doc([{ id: "a", type: "http", config: { url: "http://x", body: exprs } }])), [
+    "nodes: a graph holds at most 5000 expressions; this one has 5001",
+  ]);
+  const holes = "{{ input.x }}".repeat(GRAPH_LIMITS.templateHoles + 1);
+  assert.deepEqual(problemsOf(doc([{ id: "a", type: "shell", config: { command: { $template: holes } } }])), [
+    "nodes[0].config.command.$template: a template has at most 256 {{ }} holes",
+  ]);
+  assert.ok(parseGraph(doc([{ id: "a", type: "shell", config: { command: { $template: "{{ input.x }}".repeat(256) } } }])).ok);
+  // A wide list is walked without recursion or spread (a call takes about 120k arguments at most).
+  assert.ok(parseGraph(doc([{ id: "a", type: "http", config: { url: "http://x", body: new Array(200_000).fill([1]) } }])).ok);
   // A __proto__ key does not reach the prototype.
   const r = parseGraphText(
     `{"version":"${GRAPH_VERSION}","nodes":[{"id":"a","type":"http","config":{"url":"http://x","body":{"__proto__":{"polluted":1}}}}]}`,
