@@ -246,6 +246,21 @@ void test("an expression reading a node id that no node has is refused where it 
     doc(nodes({ type: "event", config: { event: "x.y", when: "event.a == nodes.nope.output" } })),
     /^nodes\[1\]\.config\.when: no node has id "nope"/,
   );
+  // An id with "-" read with a dot is a subtraction: the refusal says how to write it.
+  hasProblems(
+    doc([
+      { id: "deploy-prod", type: "shell", config: { command: "x" } },
+      { id: "b", type: "shell", config: { command: "x" }, if: 'nodes.deploy-prod.status == "success"' },
+    ]),
+    /^nodes\[1\]\.if: Unknown variable: prod at line 1, column 14; to read node "deploy-prod" write nodes\["deploy-prod"\]$/,
+  );
+  hasProblems(
+    doc([
+      { id: "a-b", type: "shell", config: { command: "x" } },
+      { id: "b", type: "shell", config: { command: { $expr: "nodes.a.output" } } },
+    ]),
+    /^nodes\[1\]\.config\.command\.\$expr: no node has id "a" \(read as nodes\.a\); to read node "a-b" write nodes\["a-b"\]$/,
+  );
   // Inside a string literal it is text, not a read.
   assert.ok(
     parseGraph(doc(nodes({ type: "shell", config: { command: { $expr: '"nodes.nope"' } }, if: "nodes.fetch.status == 'nodes.zz'" }))).ok,

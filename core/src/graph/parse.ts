@@ -81,17 +81,27 @@ export const expressionProblem = (source: string, variables: readonly string[] =
   }
 };
 
+/** For an id read with a dot that is the start of a dashed id (`nodes.deploy-prod` reads nodes.deploy minus prod): how to write it. */
+const dashedHint = (unknown: string, ids: ReadonlySet<string>): string => {
+  const dashed = [...ids].find((id) => id.startsWith(`${unknown}-`));
+  return dashed === undefined ? "" : `; to read node "${dashed}" write nodes[${JSON.stringify(dashed)}]`;
+};
+
 /** An id the expression reads that no node has (`nodes.fecth`). */
 const unknownNodeProblem = (source: string, ids: ReadonlySet<string>): string | undefined => {
   const unknown = referencedNodeIds(source).find((id) => !ids.has(id));
   if (unknown === undefined) return undefined;
   const read = /^[A-Za-z_][A-Za-z0-9_]*$/.test(unknown) ? `nodes.${unknown}` : `nodes[${JSON.stringify(unknown)}]`;
-  return `no node has id ${JSON.stringify(unknown)} (read as ${read})`;
+  return `no node has id ${JSON.stringify(unknown)} (read as ${read})${dashedHint(unknown, ids)}`;
 };
 
-/** Compiles, then checks the node ids read. */
-const sourceProblem = (source: string, ids: ReadonlySet<string>, variables: readonly string[] = GRAPH_VARIABLES): string | undefined =>
-  expressionProblem(source, variables) ?? unknownNodeProblem(source, ids);
+/** Compiles, then checks the node ids read; a compile error gets the dashed-id hint too (`Unknown variable: prod`). */
+const sourceProblem = (source: string, ids: ReadonlySet<string>, variables: readonly string[] = GRAPH_VARIABLES): string | undefined => {
+  const compiled = expressionProblem(source, variables);
+  if (compiled === undefined) return unknownNodeProblem(source, ids);
+  const unknown = referencedNodeIds(source).find((id) => !ids.has(id));
+  return unknown === undefined ? compiled : `${compiled}${dashedHint(unknown, ids)}`;
+};
 
 /** Problems of a `$template`: an unclosed `{{`, an empty hole, or a hole that does not compile. */
 const templateProblem = (template: string, ids: ReadonlySet<string>): string | undefined => {
