@@ -36,3 +36,4 @@ export * from "./kube-runs.js";
 export * from "./kube-secrets.js";
 export * from "./credentials.js";
 export * from "./graph-runs.js";
+export * from "./graphs.js";
