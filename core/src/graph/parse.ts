@@ -1,0 +1,283 @@
+/**
+ * Checking a graph document (spec, "Graph document shape"; graph contract, "core (A)"). parseGraph
+ * never throws: it returns the graph, or every problem it found (at most GRAPH_LIMITS.problems),
+ * each with the path of the value at fault (`nodes[3].config.url: required`).
+ *
+ * Order: storable JSON (NUL, lone surrogates, 1e400, nesting; core's json-guard), then the shape
+ * (zod), then what needs the whole document: unique ids, edges naming known nodes, no self-edge
+ * and no cycle, each node's config against its type (node-configs.ts), and every expression
+ * compiling through core's CEL wrapper.
+ */
+import { FlowError } from "../errors.js";
+import { findJsonProblem } from "../json-guard.js";
+import { parseDuration } from "../duration.js";
+import { GRAPH_VARIABLES, asConfigExpression, compileGraphExpression, configExpressionProblem, templateParts } from "./expressions.js";
+import {
+  DEFAULT_RETRY_BACKOFF_MS,
+  GRAPH_LIMITS,
+  GraphDocumentShape,
+  type GraphDocument,
+  type GraphEdge,
+  type GraphNode,
+  type GraphParseResult,
+  type GraphProblem,
+} from "./model.js";
+import { checkNodeConfig, type NodeConfigContext } from "./node-configs.js";
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A path from zod's segments: `nodes[3].config.url`, `config["a b"]`. */
+export const formatPath = (segments: ReadonlyArray<PropertyKey>): string => {
+  let out = "";
+  for (const seg of segments) {
+    if (typeof seg === "number") out += `[${seg}]`;
+    else if (typeof seg === "string" && IDENT.test(seg)) out += out === "" ? seg : `.${seg}`;
+    else out += `[${JSON.stringify(String(seg))}]`;
+  }
+  return out === "" ? "(document)" : out;
+};
+
+/** Problems, capped: past the cap one last problem says how many more there were. */
+class Problems {
+  readonly list: GraphProblem[] = [];
+  private dropped = 0;
+  add(path: string, message: string): void {
+    if (this.list.length < GRAPH_LIMITS.problems) this.list.push({ path, message });
+    else this.dropped++;
+  }
+  done(): GraphProblem[] {
+    return this.dropped === 0 ? this.list : [...this.list, { path: "(document)", message: `${this.dropped} more problems not shown` }];
+  }
+}
+
+type Issue = { code: string; path: PropertyKey[]; message: string; input?: unknown; keys?: string[] };
+
+/** zod's issue as a problem: a missing value is `required`, an unknown key names the key. */
+const issueProblem = (issue: Issue): GraphProblem => {
+  if (issue.code === "unrecognized_keys" && issue.keys)
+    return {
+      path: formatPath(issue.path),
+      message: `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => JSON.stringify(k)).join(", ")}`,
+    };
+  if (issue.code === "invalid_type" && issue.input === undefined) return { path: formatPath(issue.path), message: "required" };
+  return { path: formatPath(issue.path), message: issue.message };
+};
+
+/** Checks one expression (compiled through core/src/cel.ts); the message keeps CEL's line and column. */
+export const expressionProblem = (source: string, variables: readonly string[] = GRAPH_VARIABLES): string | undefined => {
+  try {
+    compileGraphExpression(source, variables);
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
+};
+
+/** Problems of a `$template`: an unclosed `{{`, an empty hole, or a hole that does not compile. */
+const templateProblem = (template: string): string | undefined => {
+  let parts;
+  try {
+    parts = templateParts(template);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  for (const part of parts) {
+    if (!("expr" in part)) continue;
+    const p = expressionProblem(part.expr);
+    if (p !== undefined) return `{{${part.expr}}}: ${p}`;
+  }
+  return undefined;
+};
+
+/** Every `$expr`/`$template` in a config value, checked; walks with its own stack (depth was checked before). */
+const checkConfigExpressions = (config: Record<string, unknown>, path: string, problems: Problems): void => {
+  const stack: Array<{ v: unknown; path: string }> = [{ v: config, path }];
+  for (let item = stack.pop(); item; item = stack.pop()) {
+    const { v } = item;
+    if (typeof v !== "object" || v === null) continue;
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: `${item.path}[${i}]` });
+      continue;
+    }
+    const record = v as Record<string, unknown>;
+    const shapeProblem = configExpressionProblem(record);
+    if (shapeProblem) {
+      problems.add(item.path, shapeProblem);
+      continue;
+    }
+    const expression = asConfigExpression(record);
+    if (expression) {
+      const p = expression.kind === "$expr" ? expressionProblem(expression.source) : templateProblem(expression.source);
+      if (p !== undefined) problems.add(`${item.path}.${expression.kind}`, p);
+      continue;
+    }
+    const keys = Object.keys(record);
+    for (let i = keys.length - 1; i >= 0; i--)
+      stack.push({ v: record[keys[i]!], path: `${item.path}${formatPath([keys[i]!]).replace(/^(?!\[)/, ".")}` });
+  }
+};
+
+/** Each cycle's ids once: Kahn's algorithm leaves the nodes on or behind a cycle; one walk names a cycle. */
+export const findCycle = (ids: readonly string[], edges: readonly GraphEdge[]): string[] | undefined => {
+  const out = new Map<string, string[]>(ids.map((id) => [id, []]));
+  const indegree = new Map<string, number>(ids.map((id) => [id, 0]));
+  for (const e of edges) {
+    out.get(e.from)?.push(e.to);
+    indegree.set(e.to, (indegree.get(e.to) ?? 0) + 1);
+  }
+  const queue = ids.filter((id) => indegree.get(id) === 0);
+  for (let id = queue.pop(); id !== undefined; id = queue.pop()) {
+    for (const next of out.get(id) ?? []) {
+      const d = indegree.get(next)! - 1;
+      indegree.set(next, d);
+      if (d === 0) queue.push(next);
+    }
+  }
+  const left = ids.filter((id) => indegree.get(id)! > 0);
+  if (left.length === 0) return undefined;
+  // From any node left, follow edges into nodes left until one repeats: that repeat closes a cycle.
+  const leftSet = new Set(left);
+  const seenAt = new Map<string, number>();
+  const path: string[] = [];
+  let at = left[0]!;
+  while (!seenAt.has(at)) {
+    seenAt.set(at, path.length);
+    path.push(at);
+    at = (out.get(at) ?? []).find((n) => leftSet.has(n))!;
+  }
+  return [...path.slice(seenAt.get(at)), at];
+};
+
+const checkIds = (nodes: readonly { id: string }[], problems: Problems): void => {
+  const first = new Map<string, number>();
+  nodes.forEach((n, i) => {
+    const seen = first.get(n.id);
+    if (seen === undefined) first.set(n.id, i);
+    else problems.add(`nodes[${i}].id`, `duplicate id "${n.id}" (also nodes[${seen}])`);
+  });
+};
+
+const checkEdges = (ids: ReadonlySet<string>, edges: readonly GraphEdge[], problems: Problems): boolean => {
+  let ok = true;
+  const seen = new Set<string>();
+  edges.forEach((e, i) => {
+    for (const end of ["from", "to"] as const) {
+      if (!ids.has(e[end])) {
+        problems.add(`edges[${i}].${end}`, `no node has id ${JSON.stringify(e[end])}`);
+        ok = false;
+      }
+    }
+    if (e.from === e.to) {
+      problems.add(`edges[${i}]`, `an edge from "${e.from}" to itself`);
+      ok = false;
+    }
+    const key = `${e.from}\u0000${e.to}`;
+    if (seen.has(key)) problems.add(`edges[${i}]`, `duplicate edge from "${e.from}" to "${e.to}"`);
+    seen.add(key);
+  });
+  return ok;
+};
+
+const retryOf = (retry: { attempts: number; backoff?: string | undefined }, path: string, problems: Problems): GraphNode["retry"] => {
+  let backoff_ms = DEFAULT_RETRY_BACKOFF_MS;
+  if (retry.backoff !== undefined) {
+    try {
+      backoff_ms = parseDuration(retry.backoff);
+    } catch (error) {
+      problems.add(`${path}.backoff`, (error as Error).message);
+    }
+    if (backoff_ms > GRAPH_LIMITS.retryBackoffMs) problems.add(`${path}.backoff`, `at most 1h`);
+  }
+  return { attempts: retry.attempts, backoff_ms };
+};
+
+/** Options of a check: the connector manifests (D's `connectorManifest`) when the caller has them. */
+export interface ParseGraphOptions {
+  /** A connector type's manifest; absent: dotted types are accepted unchecked. */
+  manifestOf?: NodeConfigContext["manifestOf"];
+}
+
+/** Checks a parsed JSON value as a graph document. Never throws. */
+export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): GraphParseResult => {
+  const problems = new Problems();
+  const stored = findJsonProblem(doc, "(document)", GRAPH_LIMITS.configDepth + 3);
+  if (stored) {
+    const path = stored.path.replace(/^\(document\)\.?/, "") || "(document)";
+    return { ok: false, problems: [{ path: path.length > 200 ? `${path.slice(0, 200)}...` : path, message: stored.problem }] };
+  }
+  const shape = GraphDocumentShape.safeParse(doc, { reportInput: true });
+  if (!shape.success) {
+    for (const issue of shape.error.issues) {
+      const p = issueProblem(issue as unknown as Issue);
+      problems.add(p.path, p.message);
+    }
+    return { ok: false, problems: problems.done() };
+  }
+  const { nodes: shapeNodes, edges = [] } = shape.data;
+  checkIds(shapeNodes, problems);
+  const ids = new Set(shapeNodes.map((n) => n.id));
+  if (checkEdges(ids, edges, problems)) {
+    const cycle = findCycle([...ids], edges);
+    if (cycle) problems.add("edges", `the edges make a cycle: ${cycle.join(" -> ")}`);
+  }
+  const nodes: GraphNode[] = shapeNodes.map((n, i) => {
+    const path = `nodes[${i}]`;
+    const config = n.config ?? {};
+    if (n.if !== undefined) {
+      const p = expressionProblem(n.if);
+      if (p !== undefined) problems.add(`${path}.if`, p);
+    }
+    checkConfigExpressions(config, `${path}.config`, problems);
+    for (const p of checkNodeConfig(n.type, config, { manifestOf: options.manifestOf }))
+      problems.add(p.path === "" ? `${path}.type` : `${path}.config${p.path}`, p.message);
+    const node: GraphNode = { id: n.id, type: n.type, config };
+    if (n.if !== undefined) node.if = n.if;
+    if (n.retry) node.retry = retryOf(n.retry, `${path}.retry`, problems);
+    return node;
+  });
+  if (problems.list.length > 0) return { ok: false, problems: problems.done() };
+  const graph: GraphDocument = { version: shape.data.version, nodes, edges: edges.map((e) => ({ from: e.from, to: e.to })) };
+  return { ok: true, graph };
+};
+
+/** Line and column (both from 1) of a character offset. */
+const lineColumn = (text: string, offset: number): string => {
+  const before = text.slice(0, offset).split("\n");
+  return `line ${before.length}, column ${before.at(-1)!.length + 1}`;
+};
+
+/** JSON text to a checked graph: text over the size limit or not JSON is a problem with where. */
+export const parseGraphText = (text: string, options: ParseGraphOptions = {}): GraphParseResult => {
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes > GRAPH_LIMITS.textBytes)
+    return {
+      ok: false,
+      problems: [{ path: "(document)", message: `the document is ${bytes} bytes; the limit is ${GRAPH_LIMITS.textBytes} (1 MiB)` }],
+    };
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (error) {
+    const message = (error as Error).message;
+    const at = /position (\d+)/.exec(message);
+    const where = at ? ` at ${lineColumn(text, Number(at[1]))}` : "";
+    return {
+      ok: false,
+      problems: [{ path: "(document)", message: `not valid JSON: ${message.replace(/ in JSON at position \d+.*$/, "")}${where}` }],
+    };
+  }
+  return parseGraph(doc, options);
+};
+
+/** The error for a refused document: invalid_argument, `nodes[3].config.url: required; ...`, problems in details. */
+export const graphError = (problems: readonly GraphProblem[]): FlowError =>
+  new FlowError("invalid_argument", problems.map((p) => `${p.path}: ${p.message}`).join("; "), {
+    details: { problems: problems.map((p) => ({ path: p.path, message: p.message })) },
+  });
+
+/** Throws graphError when the document is refused; returns the checked graph. */
+export const assertGraph = (doc: unknown, options: ParseGraphOptions = {}): GraphDocument => {
+  const r = parseGraph(doc, options);
+  if (!r.ok) throw graphError(r.problems);
+  return r.graph;
+};
