@@ -18,6 +18,7 @@ import type { Keyring } from "./keyring.js";
 import { appendLogs } from "./logs.js";
 import { withTransaction } from "./pool.js";
 import { completeRun } from "./run-lifecycle.js";
+import { settleNodeJob } from "./graph-runs.js";
 
 type Db = Pool | PoolClient;
 
@@ -233,7 +234,8 @@ export const failJobAtClaim = async (
   );
   if ((rowCount ?? 0) === 0) return false;
   await appendLogs(tx, f.job.run_id, f.job.id, [{ stream: "system", data: `flowsvc: ${f.error}\n` }]);
-  if (f.job.kind === "activity" && f.job.activity_id)
+  if (f.job.kind === "node") await settleNodeJob(tx, f.job.id, { ok: false, error: f.error });
+  else if (f.job.kind === "activity" && f.job.activity_id)
     await finishActivity(tx, f.job.activity_id, { exit_code: 1, stdout_b64: "", error: f.error });
   else await completeRun(tx, f.job.run_id, { status: "failed", error: f.error }, f.publicUrl);
   return true;
