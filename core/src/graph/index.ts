@@ -5,3 +5,5 @@ export * from "./node-configs.js";
 export * from "./parse.js";
 export * from "./plan.js";
 export * from "./requirements.js";
+export * from "./approval-fields.js";
+export * from "./connectors.js";
