@@ -14,6 +14,7 @@ import type { Pool } from "pg";
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { TimerLoop } from "./timers.js";
+import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
@@ -68,6 +69,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       slotFreed: () => events.dispatcher?.nudge(),
     },
   });
+  setConnectorBaseUrls(config.connectorBaseUrls);
   const dispatcher = new Dispatcher({
     pool,
     listener,

@@ -14,6 +14,7 @@ import {
   type EmbeddedPostgres,
 } from "@flowsvc/store";
 import { Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import { setConnectorBaseUrls } from "@flowsvc/controller/graph/nodes/connector";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
@@ -232,6 +233,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       logger,
     });
     events.dispatcher = d;
+    setConnectorBaseUrls(config.connectorBaseUrls);
     const timers = new TimerLoop(pool, logger);
     cleanups.push(async () => {
       timers.stop();
