@@ -3,12 +3,14 @@
  * line each so merges stay easy). The driver picks the first whose `type` matches.
  */
 import type { NodeExecutor } from "./types.js";
+import { httpExecutor } from "./http.js";
+import { codeExecutor, shellExecutor } from "./code.js";
+import { switchExecutor } from "./switch.js";
+import { emitExecutor } from "./emit.js";
 
 export * from "./types.js";
 
-export const EXECUTORS: NodeExecutor[] = [
-  // one line per executor, e.g. httpExecutor,
-];
+export const EXECUTORS: NodeExecutor[] = [httpExecutor, codeExecutor, shellExecutor, switchExecutor, emitExecutor];
 
 /** The executor of a node type, or undefined (the driver fails the node: no executor). */
 export const executorFor = (type: string): NodeExecutor | undefined =>
