@@ -8,6 +8,8 @@ import { agentCallRoutes } from "./routes/agent-calls.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
+import { graphEndpointRoutes } from "./routes/graph-endpoints.js";
+import { graphRoutes } from "./routes/graphs.js";
 import { handlerRoutes } from "./routes/handlers.js";
 import { hookRoutes } from "./routes/hooks.js";
 import { runRoutes } from "./routes/runs.js";
@@ -72,6 +74,8 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     emitRoutes,
     handlerRoutes,
     hookRoutes,
+    graphRoutes,
+    graphEndpointRoutes,
     agentRoutes,
     agentCallRoutes,
   ];

@@ -36,6 +36,7 @@ before(async () => {
   api.routes.set(`GET ${SCOPED}/runs`, () => ({ status: 200, json: { runs: [run] } }));
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
+  api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
 });
 after(async () => {
   await api.stop();
@@ -63,6 +64,7 @@ void test("no client command loads a server module", async () => {
     ["runs", "ls"],
     ["submit", script],
     ["secret", "ls"],
+    ["graph", "ls"],
     ["completion", "bash"],
   ];
   for (const args of commands) {

@@ -21,6 +21,7 @@ export const USER_COMMANDS: readonly string[] = [
   "emit",
   "event-hook",
   "handler",
+  "graph",
   "login",
   "completion",
   "server",

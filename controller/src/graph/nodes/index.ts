@@ -7,10 +7,21 @@ import { httpExecutor } from "./http.js";
 import { codeExecutor, shellExecutor } from "./code.js";
 import { switchExecutor } from "./switch.js";
 import { emitExecutor } from "./emit.js";
+import { approvalExecutor } from "./approval.js";
+import { connectorExecutor } from "./connector.js";
 
 export * from "./types.js";
 
-export const EXECUTORS: NodeExecutor[] = [httpExecutor, codeExecutor, shellExecutor, switchExecutor, emitExecutor];
+export const EXECUTORS: NodeExecutor[] = [
+  // one line per executor
+  httpExecutor,
+  codeExecutor,
+  shellExecutor,
+  switchExecutor,
+  emitExecutor,
+  approvalExecutor,
+  connectorExecutor,
+];
 
 /** The executor of a node type, or undefined (the driver fails the node: no executor). */
 export const executorFor = (type: string): NodeExecutor | undefined =>
