@@ -33,6 +33,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "status", load: async () => (await import("./status.js")).statusCommand },
   { name: "steps", load: async () => (await import("./steps.js")).stepsCommand },
   { name: "signal", load: async () => (await import("./signal.js")).signalCommand },
+  { name: "approve", load: async () => (await import("./approve.js")).approveCommand },
   { name: "rerun", load: async () => (await import("./rerun.js")).rerunCommand },
   { name: "cancel", load: async () => (await import("./cancel.js")).cancelCommand },
   { name: "secret", load: async () => (await import("./secret.js")).secretCommand },

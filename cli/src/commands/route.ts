@@ -12,6 +12,7 @@ export const USER_COMMANDS: readonly string[] = [
   "status",
   "steps",
   "signal",
+  "approve",
   "rerun",
   "cancel",
   "run",
