@@ -53,6 +53,7 @@ import {
 import type { ControllerLogger } from "../dispatcher.js";
 import { nodeContext } from "./context.js";
 import { executorFor, type NodeOutcome } from "./nodes/index.js";
+import { approvalWakeOutcome } from "./nodes/approval.js";
 
 export interface GraphDriverOptions {
   pool: Pool;
@@ -241,7 +242,7 @@ export class GraphDriver {
     const { run, graph } = p;
     let rows = p.rows;
     const starts: Start[] = [];
-    for (let changed = true; changed; ) {
+    for (let changed = true; changed;) {
       changed = false;
       const statuses = statusesOf(rows);
       for (const id of blockedNodes(graph, statuses)) {
@@ -312,20 +313,31 @@ export class GraphDriver {
     return starts;
   }
 
+  /** A parked node whose wait resolved: its answer (a timeout appends run.wait_expired on a root run). */
+  async #woken(
+    tx: PoolClient,
+    run: GraphRunRow,
+    w: { node_id: string; type: string; attempt: number; kind: string; result: unknown },
+  ): Promise<void> {
+    const result = (w.result ?? {}) as { timed_out?: boolean; payload?: unknown };
+    if (result.timed_out === true && run.parent_run_id === null)
+      await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
+    const output = result.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (result.payload ?? null) : result;
+    // An approval answered `reject` fails its gate (D's approvalWakeOutcome); every other wake succeeds with its payload.
+    const woken = w.type === "approval" ? approvalWakeOutcome(output) : ({ kind: "succeeded", output } as const);
+    const settled =
+      woken.kind === "failed" ? { ok: false as const, error: woken.error, output: woken.output } : { ok: true as const, output };
+    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: settled });
+  }
+
   /** Parked nodes whose wait resolved, and workflow nodes whose child run ended, settle. */
   async #collect(tx: PoolClient, run: GraphRunRow): Promise<void> {
-    const { rows } = await tx.query<{ node_id: string; attempt: number; kind: string; result: unknown }>(
-      `select n.node_id, n.attempt, j.kind, j.result from graph_nodes n join journal j on j.run_id = n.run_id and j.position = n.wait_position
+    const { rows } = await tx.query<{ node_id: string; type: string; attempt: number; kind: string; result: unknown }>(
+      `select n.node_id, n.type, n.attempt, j.kind, j.result from graph_nodes n join journal j on j.run_id = n.run_id and j.position = n.wait_position
         where n.run_id = $1 and n.status = 'parked' and j.status = 'done'`,
       [run.id],
     );
-    for (const w of rows) {
-      const result = (w.result ?? {}) as { timed_out?: boolean; payload?: unknown };
-      if (result.timed_out === true && run.parent_run_id === null)
-        await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
-      const output = result.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (result.payload ?? null) : result;
-      await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: { ok: true, output } });
-    }
+    for (const w of rows) await this.#woken(tx, run, w);
     const { rows: children } = await tx.query<{ node_id: string; attempt: number; status: string; output: unknown; error: string | null }>(
       `select n.node_id, n.attempt, c.status, c.output, c.error from graph_nodes n join runs c on c.id = n.child_run_id
         where n.run_id = $1 and n.status = 'running' and n.mode = 'child' and c.status in ('succeeded', 'failed', 'cancelled')`,
