@@ -192,6 +192,11 @@ void test("a DAG: parallel branches, an if skip that still satisfies its depende
   assert.equal(right["answer"], "42");
   assert.match(String(right["stdout"]), /right ran/);
   assert.deepEqual(Object.keys(v.output?.["nodes"] as object), ["join"]);
+  const steps = ok(await server.cli(["steps", run])).stdout;
+  assert.match(steps, /^NODE\s+TYPE\s+STATUS\s+ATTEMPT\s+OUTPUT/m);
+  assert.match(steps, /^never\s+http\s+skipped\s+0\s+-$/m);
+  assert.match(steps, /^right\s+code\s+success\s+1\s+\{"answer":"42"/m);
+  assert.match(ok(await server.cli(["status", run])).stdout, /join {2}http {2}success/);
 });
 
 void test("http credentials: each kind reaches the peer as its auth, an explicit header wins, nothing leaks into the run", async () => {
@@ -319,6 +324,7 @@ void test("switch routes by exact CEL, a parked node waits for its signal, emit 
   const parked = await view(run);
   assert.deepEqual((parked as unknown as { substate: unknown }).substate, { name: "gate", kind: "approval" });
   assert.equal(node(parked, "gate").status, "parked");
+  assert.match(ok(await server.cli(["status", run])).stdout, /gate {2}approval {2}parked \(approval\)/);
   ok(await server.cli(["signal", run, "gate", "--payload", '{"decision":"approve","approved_by":"ada"}']));
   const v = await endsAs(run, "succeeded");
   assert.equal(node(v, "route").output?.["branch"], "human");
