@@ -14,6 +14,7 @@ import type { Pool } from "pg";
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { TimerLoop } from "./timers.js";
+import { GraphDriver } from "./graph/driver.js";
 import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
@@ -81,13 +82,16 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   });
   events.dispatcher = dispatcher;
   const timers = new TimerLoop(pool, logger);
+  const graphs = new GraphDriver({ pool, keyring: s.keyring, listener, logger, publicUrl: config.publicUrl });
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
+  graphs.start();
 
   logger.info({ identity: config.podName }, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
   const halt = (): void => {
     dispatcher.stop();
     timers.stop();
+    graphs.stop();
   };
   return {
     halt,
@@ -95,6 +99,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       halt();
       await launcher.stop();
       await dispatcher.drain();
+      await graphs.drain();
       await reconcilers.stop();
     },
   };

@@ -9,6 +9,8 @@ import { approvalRoutes } from "./routes/approvals.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
+import { graphEndpointRoutes } from "./routes/graph-endpoints.js";
+import { graphRoutes } from "./routes/graphs.js";
 import { handlerRoutes } from "./routes/handlers.js";
 import { hookRoutes } from "./routes/hooks.js";
 import { runRoutes } from "./routes/runs.js";
@@ -74,6 +76,8 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     emitRoutes,
     handlerRoutes,
     hookRoutes,
+    graphRoutes,
+    graphEndpointRoutes,
     agentRoutes,
     agentCallRoutes,
   ];

@@ -240,3 +240,23 @@ export const failJobAtClaim = async (
   else await completeRun(tx, f.job.run_id, { status: "failed", error: f.error }, f.publicUrl);
   return true;
 };
+
+/**
+ * One named credential of a project, with its value when it opens (http and connector nodes at
+ * dispatch): what the resolver's checkConnection needs, and nothing when the name holds nothing.
+ */
+export const openNamedCredential = async (
+  db: Db,
+  keyring: Keyring,
+  scope: CredentialScope,
+  name: string,
+): Promise<ResolvedHolding | undefined> => {
+  const { rows } = await db.query<{ name: string; kind: CredentialKind; sealed: Buffer }>(
+    `select name, kind, sealed from credentials where project_id = $1 and name = $2`,
+    [scope.projectId, name],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const value = await openCredential(keyring, scope, row);
+  return { credential: { kind: row.kind }, ...(value ? { value } : {}) };
+};

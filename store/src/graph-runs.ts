@@ -6,7 +6,7 @@
  * `flowsvc_graphs` with the run id: the controller's graph driver advances the run on it.
  */
 import type { Pool, PoolClient } from "pg";
-import { assertStorableJson, type ValueMasker } from "@flowsvc/core";
+import { FlowError, assertStorableJson, type CredentialKind, type NameHolding, type ValueMasker } from "@flowsvc/core";
 import { mintId } from "./mint.js";
 
 type Db = Pool | PoolClient;
@@ -273,6 +273,14 @@ export const finishNodeJob = async (
     masker: Pick<ValueMasker, "text" | "json">;
   },
 ): Promise<string | undefined> => {
+  assertStorableJson({ outputs: f.outputs, error: f.error }, "finish");
+  const { rowCount } = await tx.query(
+    `update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
+      where id = $1 and status in ('dispatched', 'running')`,
+    [f.jobId],
+  );
+  if ((rowCount ?? 0) === 0)
+    throw new FlowError("job_lost", `job ${f.jobId} has already finished, or was dispatched again: its finish is not taken twice`);
   const stdout = f.masker.text(await jobStdoutTail(tx, f.jobId));
   const output = { ...(f.masker.json(f.outputs) as Record<string, string>), exit_code: f.exitCode, stdout };
   const result: AttemptResult =
@@ -336,4 +344,14 @@ export const cancelGraphNodes = async (tx: PoolClient, runId: string): Promise<v
     [runId],
   );
   await notifyGraph(tx, runId);
+};
+
+/** What a project holds under each of `names` (the submit-time check needs kinds only: nothing is opened). */
+export const credentialHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
+  if (names.length === 0) return new Map();
+  const { rows } = await db.query<{ name: string; kind: CredentialKind }>(
+    `select name, kind from credentials where project_id = $1 and name = any($2::text[])`,
+    [projectId, [...new Set(names)]],
+  );
+  return new Map(rows.map((r) => [r.name, { credential: { kind: r.kind } }]));
 };

@@ -5,7 +5,8 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
-import { deleteStoredGraph, getStoredGraph, listGraphEndpoints, listStoredGraphs, putStoredGraph, type GraphDocument } from "./graphs.js";
+import { deleteStoredGraph, getStoredGraph, listGraphEndpoints, listStoredGraphs, putStoredGraph } from "./graphs.js";
+import type { GraphDocument } from "@flowsvc/core";
 import { hookSecretMatches } from "./hooks.js";
 import { mintId } from "./mint.js";
 

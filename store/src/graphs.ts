@@ -5,26 +5,11 @@
  * endpoints in step with its nodes, in the transaction that writes the graph.
  */
 import type { Pool, PoolClient } from "pg";
+import type { CredentialKind, GraphDocument, NameHolding } from "@flowsvc/core";
 import { mintHookSecret } from "./hooks.js";
 import { withTransaction } from "./pool.js";
 
 type Db = Pool | PoolClient;
-
-/**
- * core's GraphDocument, as the graph contract states it (helper A's `@flowsvc/core/graph`); this
- * local copy becomes a re-export of core's once that lands on this branch.
- */
-export interface GraphDocument {
-  version: "flowsvc-graph/v1";
-  nodes: Array<{
-    id: string;
-    type: string;
-    config: Record<string, unknown>;
-    if?: string;
-    retry?: { attempts: number; backoff_ms: number };
-  }>;
-  edges: Array<{ from: string; to: string }>;
-}
 
 export interface StoredGraph {
   name: string;
@@ -190,4 +175,26 @@ export const findGraphEndpoint = async (
   return r
     ? { orgId: r.org_id, projectId: r.project_id, graphName: where.graph, nodeId: where.node, kind: r.kind, secretDigest: r.secret_digest }
     : undefined;
+};
+
+/**
+ * What a project holds under each of `names`, as the credential resolver reads it (core's
+ * NameHolding): a credential's kind, or a connected account. Connected accounts have no table of
+ * their own yet (only their claim in connection_names, migration 008): a name claimed by an account
+ * is reported with status `needs_reauth`, since no usable grant can be found for it; the resolver
+ * then answers `needs_reconnect`, as it does for an account whose grant is gone.
+ */
+export const readNameHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
+  const { rows } = await db.query<{ name: string; holder: "credential" | "account"; kind: CredentialKind | null }>(
+    `select n.name, n.holder, c.kind
+       from connection_names n left join credentials c on c.project_id = n.project_id and c.name = n.name
+      where n.project_id = $1 and n.name = any($2::text[])`,
+    [projectId, [...new Set(names)]],
+  );
+  const out = new Map<string, NameHolding>();
+  for (const r of rows) {
+    if (r.holder === "credential" && r.kind !== null) out.set(r.name, { credential: { kind: r.kind } });
+    else if (r.holder === "account") out.set(r.name, { account: { status: "needs_reauth" } });
+  }
+  return out;
 };

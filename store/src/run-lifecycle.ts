@@ -31,7 +31,7 @@ import { releaseSignalClaims } from "./signals.js";
 import { queueRunJob } from "./wake.js";
 import { appendLogs } from "./logs.js";
 import { mintId } from "./mint.js";
-import { GRAPH_WORKFLOW, settleNodeJob } from "./graph-runs.js";
+import { GRAPH_WORKFLOW, insertGraphNodes, settleNodeJob } from "./graph-runs.js";
 
 /** The statuses of a run still in flight, as a SQL list (the partial index runs_handler_in_flight is on these). */
 const LIVE_STATUSES_SQL = RUN_STATUSES.filter((s) => !isTerminalStatus(s))
@@ -187,15 +187,35 @@ export const submitRun = async (
   return r;
 };
 
-interface LifecycleEvent {
+/**
+ * A graph's submit (`POST {scoped}/runs` with a graph): the run (workflow flowsvc-graph/v1, no
+ * script job), its nodes, all pending, and its input, with the `manual` event, in the caller's
+ * transaction; the graph driver starts its first nodes on the notify. A repeat under the same
+ * idempotency key writes nothing and answers the first run.
+ */
+export const submitGraphRun = async (
+  tx: PoolClient,
+  request: Omit<RunRequest, "id" | "workflow"> & { id?: string },
+  submitted: {
+    sender: string;
+    nodes: ReadonlyArray<{ id: string; type: string; retry?: { attempts: number; backoff_ms: number } }>;
+    input: unknown;
+  },
+): Promise<{ id: string; duplicate: boolean }> => {
+  const r = await submitRun(tx, { ...request, workflow: GRAPH_WORKFLOW, interpreter: [] }, { sender: submitted.sender, credentials: {} });
+  if (!r.duplicate) await insertGraphNodes(tx, r.id, { nodes: submitted.nodes, input: submitted.input });
+  return r;
+};
+
+export interface LifecycleEvent {
   runId: string;
   type: LifecycleType;
   extra: Record<string, unknown>;
   publicUrl: string | undefined;
 }
 
-/** Appends a `run.*` event for a run in the same transaction as the state change it reports. */
-const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
+/** Appends a `run.*` event for a run in the same transaction as the state change it reports (the graph driver's run.awaiting and run.wait_expired too). */
+export const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
   const run = await getRunInternal(db, runId);
   if (!run) return;
   const project = await findProjectById(db, run.project_id);

@@ -44,6 +44,7 @@ before(async () => {
     status: 200,
     json: { run_id: RUN_ID, gate: "g", decision: "approve", approved_by: "ada", fields: {} },
   }));
+  api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
 });
 after(async () => {
   await api.stop();
@@ -72,6 +73,7 @@ void test("no client command loads a server module", async () => {
     ["runs", "ls"],
     ["submit", script],
     ["secret", "ls"],
+    ["graph", "ls"],
     ["completion", "bash"],
   ];
   for (const args of commands) {

@@ -42,6 +42,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "emit", load: async () => (await import("./emit.js")).emitCommand },
   { name: "event-hook", load: async () => (await import("./event-hook.js")).eventHookCommand },
   { name: "handler", load: async () => (await import("./handler.js")).handlerCommand },
+  { name: "graph", load: async () => (await import("./graph.js")).graphCommand },
   { name: "login", load: async () => (await import("./login.js")).loginCommand },
   { name: "run", load: async () => (await import("./run.js")).runCommand },
   { name: "completion", load: async () => (await import("./completion.js")).completionCommand, needsAll: true },

@@ -22,6 +22,7 @@ export const USER_COMMANDS: readonly string[] = [
   "emit",
   "event-hook",
   "handler",
+  "graph",
   "login",
   "completion",
   "server",

@@ -13,7 +13,7 @@ import {
   stopPostgresSync,
   type EmbeddedPostgres,
 } from "@flowsvc/store";
-import { Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import { Dispatcher, GraphDriver, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
 import { setConnectorBaseUrls } from "@flowsvc/controller/graph/nodes/connector";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
@@ -235,14 +235,18 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     events.dispatcher = d;
     setConnectorBaseUrls(config.connectorBaseUrls);
     const timers = new TimerLoop(pool, logger);
+    const graphs = new GraphDriver({ pool, keyring, listener, logger, publicUrl: config.publicUrl });
     cleanups.push(async () => {
       timers.stop();
+      graphs.stop();
       d.stop();
       await Promise.all(launchers.map((l) => l.stop()));
       await d.drain();
+      await graphs.drain();
     });
     await d.start();
     timers.start();
+    graphs.start();
 
     const cliConfig = { path: config.cliConfigPath, written: await saveLocalLogin(config.cliConfigPath, url, boot.token) };
     printBanner({

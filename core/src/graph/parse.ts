@@ -8,6 +8,7 @@
  * and no cycle, each node's config against its type (node-configs.ts), and every expression
  * compiling through core's CEL wrapper.
  */
+import { celPosition } from "../cel.js";
 import { FlowError } from "../errors.js";
 import { findJsonProblem } from "../json-guard.js";
 import { parseDuration } from "../duration.js";
@@ -83,8 +84,18 @@ const templateProblem = (template: string): string | undefined => {
   }
   for (const part of parts) {
     if (!("expr" in part)) continue;
-    const p = expressionProblem(part.expr);
-    if (p !== undefined) return `{{${part.expr}}}: ${p}`;
+    try {
+      compileGraphExpression(part.expr);
+    } catch (error) {
+      // CEL's position is within the hole: say where that is in the whole template.
+      const offset = error instanceof FlowError ? error.details?.["offset"] : undefined;
+      const message = (error as Error).message.replace(/ at line \d+, column \d+$/, "");
+      const where =
+        typeof offset === "number"
+          ? ` at ${celPosition(template, part.offset + offset)}`
+          : ` in the hole at ${celPosition(template, part.offset)}`;
+      return `${message}${where}`;
+    }
   }
   return undefined;
 };
@@ -157,25 +168,21 @@ const checkIds = (nodes: readonly { id: string }[], problems: Problems): void =>
   });
 };
 
-const checkEdges = (ids: ReadonlySet<string>, edges: readonly GraphEdge[], problems: Problems): boolean => {
-  let ok = true;
+const checkEdges = (ids: ReadonlySet<string>, edges: readonly GraphEdge[], problems: Problems): void => {
   const seen = new Set<string>();
   edges.forEach((e, i) => {
     for (const end of ["from", "to"] as const) {
       if (!ids.has(e[end])) {
         problems.add(`edges[${i}].${end}`, `no node has id ${JSON.stringify(e[end])}`);
-        ok = false;
       }
     }
     if (e.from === e.to) {
       problems.add(`edges[${i}]`, `an edge from "${e.from}" to itself`);
-      ok = false;
     }
     const key = `${e.from}\u0000${e.to}`;
     if (seen.has(key)) problems.add(`edges[${i}]`, `duplicate edge from "${e.from}" to "${e.to}"`);
     seen.add(key);
   });
-  return ok;
 };
 
 const retryOf = (retry: { attempts: number; backoff?: string | undefined }, path: string, problems: Problems): GraphNode["retry"] => {
@@ -191,6 +198,17 @@ const retryOf = (retry: { attempts: number; backoff?: string | undefined }, path
   return { attempts: retry.attempts, backoff_ms };
 };
 
+/** Too many nodes or edges, told before anything walks them. */
+const countProblem = (doc: unknown): GraphProblem | undefined => {
+  if (typeof doc !== "object" || doc === null) return undefined;
+  const { nodes, edges } = doc as { nodes?: unknown; edges?: unknown };
+  if (Array.isArray(nodes) && nodes.length > GRAPH_LIMITS.nodes)
+    return { path: "nodes", message: `a graph has at most ${GRAPH_LIMITS.nodes} nodes; this one has ${nodes.length}` };
+  if (Array.isArray(edges) && edges.length > GRAPH_LIMITS.edges)
+    return { path: "edges", message: `a graph has at most ${GRAPH_LIMITS.edges} edges; this one has ${edges.length}` };
+  return undefined;
+};
+
 /** Options of a check: the connector manifests (D's `connectorManifest`) when the caller has them. */
 export interface ParseGraphOptions {
   /** A connector type's manifest; absent: dotted types are accepted unchecked. */
@@ -200,10 +218,15 @@ export interface ParseGraphOptions {
 /** Checks a parsed JSON value as a graph document. Never throws. */
 export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): GraphParseResult => {
   const problems = new Problems();
+  const tooMany = countProblem(doc);
+  if (tooMany) return { ok: false, problems: [tooMany] };
+  // The document, a node list, a node, then its config: the config's own levels start at 4.
   const stored = findJsonProblem(doc, "(document)", GRAPH_LIMITS.configDepth + 3);
   if (stored) {
     const path = stored.path.replace(/^\(document\)\.?/, "") || "(document)";
-    return { ok: false, problems: [{ path: path.length > 200 ? `${path.slice(0, 200)}...` : path, message: stored.problem }] };
+    const message =
+      stored.kind === "depth" ? `is nested too deep: a node's config nests at most ${GRAPH_LIMITS.configDepth} levels` : stored.problem;
+    return { ok: false, problems: [{ path: path.length > 200 ? `${path.slice(0, 200)}...` : path, message }] };
   }
   const shape = GraphDocumentShape.safeParse(doc, { reportInput: true });
   if (!shape.success) {
@@ -216,10 +239,13 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
   const { nodes: shapeNodes, edges = [] } = shape.data;
   checkIds(shapeNodes, problems);
   const ids = new Set(shapeNodes.map((n) => n.id));
-  if (checkEdges(ids, edges, problems)) {
-    const cycle = findCycle([...ids], edges);
-    if (cycle) problems.add("edges", `the edges make a cycle: ${cycle.join(" -> ")}`);
-  }
+  checkEdges(ids, edges, problems);
+  // A cycle among the edges that name known nodes (the others are reported above).
+  const cycle = findCycle(
+    [...ids],
+    edges.filter((e) => ids.has(e.from) && ids.has(e.to) && e.from !== e.to),
+  );
+  if (cycle) problems.add("edges", `the edges make a cycle: ${cycle.join(" -> ")}`);
   const nodes: GraphNode[] = shapeNodes.map((n, i) => {
     const path = `nodes[${i}]`;
     const config = n.config ?? {};
@@ -229,7 +255,7 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
     }
     checkConfigExpressions(config, `${path}.config`, problems);
     for (const p of checkNodeConfig(n.type, config, { manifestOf: options.manifestOf }))
-      problems.add(p.path === "" ? `${path}.type` : `${path}.config${p.path}`, p.message);
+      problems.add(p.onType ? `${path}.type` : `${path}.config${p.path}`, p.message);
     const node: GraphNode = { id: n.id, type: n.type, config };
     if (n.if !== undefined) node.if = n.if;
     if (n.retry) node.retry = retryOf(n.retry, `${path}.retry`, problems);
@@ -246,6 +272,46 @@ const lineColumn = (text: string, offset: number): string => {
   return `line ${before.length}, column ${before.at(-1)!.length + 1}`;
 };
 
+/** V8 (Node 20; later versions add the line and column) ends most messages with the offset. */
+const JSON_POSITION = /(?: in JSON)? at position (\d+)(?: \(line \d+ column \d+\))?$/;
+
+/** Whether JSON.parse's error on a prefix says only that the text ended early (so the prefix is a start of valid JSON). */
+const endsEarly = (prefix: string): boolean => {
+  try {
+    JSON.parse(prefix);
+    return true;
+  } catch (error) {
+    const message = (error as Error).message;
+    const at = message.startsWith("Unexpected token") ? null : JSON_POSITION.exec(message);
+    return at ? Number(at[1]) >= prefix.length : message.startsWith("Unexpected end of JSON input");
+  }
+};
+
+/**
+ * Where JSON.parse failed: its message's position when it gives one, else (V8's `Unexpected token`
+ * names no position) the end of the longest prefix that is still a start of valid JSON, found by
+ * bisection (a start of valid JSON only has starts of valid JSON before it).
+ */
+const jsonErrorOffset = (text: string, message: string): number => {
+  const at = message.startsWith("Unexpected token") ? null : JSON_POSITION.exec(message);
+  if (at) return Number(at[1]);
+  let lo = 0;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (endsEarly(text.slice(0, mid))) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+};
+
+/** JSON.parse's reason without its excerpt of the text (which may be long, or hold anything). */
+const jsonReason = (message: string): string =>
+  message
+    .replace(JSON_POSITION, "")
+    .replace(/, (?:\.\.\.)?".*" is not valid JSON$/s, "")
+    .replace(/^Unexpected end of JSON input$/, "the text ends too early");
+
 /** JSON text to a checked graph: text over the size limit or not JSON is a problem with where. */
 export const parseGraphText = (text: string, options: ParseGraphOptions = {}): GraphParseResult => {
   const bytes = Buffer.byteLength(text, "utf8");
@@ -259,12 +325,8 @@ export const parseGraphText = (text: string, options: ParseGraphOptions = {}): G
     doc = JSON.parse(text);
   } catch (error) {
     const message = (error as Error).message;
-    const at = /position (\d+)/.exec(message);
-    const where = at ? ` at ${lineColumn(text, Number(at[1]))}` : "";
-    return {
-      ok: false,
-      problems: [{ path: "(document)", message: `not valid JSON: ${message.replace(/ in JSON at position \d+.*$/, "")}${where}` }],
-    };
+    const where = lineColumn(text, jsonErrorOffset(text, message));
+    return { ok: false, problems: [{ path: "(document)", message: `not valid JSON at ${where}: ${jsonReason(message)}` }] };
   }
   return parseGraph(doc, options);
 };

@@ -3,13 +3,22 @@
  * line each so merges stay easy). The driver picks the first whose `type` matches.
  */
 import type { NodeExecutor } from "./types.js";
+import { httpExecutor } from "./http.js";
+import { codeExecutor, shellExecutor } from "./code.js";
+import { switchExecutor } from "./switch.js";
+import { emitExecutor } from "./emit.js";
 import { approvalExecutor } from "./approval.js";
 import { connectorExecutor } from "./connector.js";
 
 export * from "./types.js";
 
 export const EXECUTORS: NodeExecutor[] = [
-  // one line per executor, e.g. httpExecutor,
+  // one line per executor
+  httpExecutor,
+  codeExecutor,
+  shellExecutor,
+  switchExecutor,
+  emitExecutor,
   approvalExecutor,
   connectorExecutor,
 ];

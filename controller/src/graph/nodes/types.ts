@@ -5,24 +5,11 @@
  * itself: the driver records it (node state commits before any dependent starts).
  */
 import type { Pool } from "pg";
-import type { CredentialKind, CredentialValue } from "@flowsvc/core";
+import type { CredentialKind, CredentialValue, GraphNode, GraphScope, NodeStatus } from "@flowsvc/core";
 import type { Keyring } from "@flowsvc/store";
 import type { ControllerLogger } from "../../dispatcher.js";
 
-// Until core's graph model (@flowsvc/core/graph, helper A) is merged, its two types as the contract
-// states them; the engine switches to core's exports when it merges s4-graph-core.
-export type NodeStatus = "pending" | "running" | "parked" | "success" | "failed" | "skipped" | "cancelled";
-export interface GraphNode {
-  id: string;
-  type: string;
-  config: Record<string, unknown>;
-  if?: string;
-  retry?: { attempts: number; backoff_ms: number };
-}
-export interface GraphScope {
-  input: unknown;
-  nodes: Record<string, { status: NodeStatus; output: unknown }>;
-}
+export type { GraphNode, GraphScope, NodeStatus };
 
 /** A field an approval node asks for (D's core/src/graph/approval-fields.ts has the one definition; this mirrors its shape). */
 export interface AwaitingField {
