@@ -16,6 +16,7 @@ export const USER_COMMANDS: readonly string[] = [
   "rerun",
   "cancel",
   "run",
+  "check",
   "secret",
   "credential",
   "events",

@@ -221,6 +221,37 @@ void test("every expression compiles through core's CEL: if, $expr, $template ho
   );
 });
 
+void test("an expression reading a node id that no node has is refused where it is read", () => {
+  const nodes = (extra: Record<string, unknown>) => [
+    { id: "fetch", type: "http", config: { url: "http://x" } },
+    { id: "b", ...extra },
+  ];
+  hasProblems(
+    doc(nodes({ type: "shell", config: { command: "x" }, if: 'nodes.fecth.status == "success"' })),
+    /^nodes\[1\]\.if: no node has id "fecth" \(read as nodes\.fecth\)$/,
+  );
+  hasProblems(
+    doc(nodes({ type: "shell", config: { command: { $expr: 'nodes["x-y"].output' } } })),
+    /^nodes\[1\]\.config\.command\.\$expr: no node has id "x-y" \(read as nodes\["x-y"\]\)$/,
+  );
+  hasProblems(
+    doc(nodes({ type: "shell", config: { command: { $template: "echo {{ nodes.fetch.output }} {{ nodes.nope.output }}" } } })),
+    /^nodes\[1\]\.config\.command\.\$template: no node has id "nope" \(read as nodes\.nope\) in the hole at line 1, column 33$/,
+  );
+  hasProblems(
+    doc(nodes({ type: "switch", config: { cases: [{ name: "a", when: "nodes.nope.output == 1.0" }] } })),
+    /^nodes\[1\]\.config\.cases\[0\]\.when: no node has id "nope"/,
+  );
+  hasProblems(
+    doc(nodes({ type: "event", config: { event: "x.y", when: "event.a == nodes.nope.output" } })),
+    /^nodes\[1\]\.config\.when: no node has id "nope"/,
+  );
+  // Inside a string literal it is text, not a read.
+  assert.ok(
+    parseGraph(doc(nodes({ type: "shell", config: { command: { $expr: '"nodes.nope"' } }, if: "nodes.fetch.status == 'nodes.zz'" }))).ok,
+  );
+});
+
 void test("per-type config rules, each problem at its path", () => {
   const one = (type: string, config: unknown) => doc([{ id: "n", type, config }]);
   // http
@@ -366,7 +397,7 @@ void test("hostile input: NUL, lone surrogates, deep nesting, 1e400, huge counts
     /^nodes\[0\]\.config\.headers\["X-\\udc00"\]: has a key that holds a lone/,
   );
   hasProblems(
-    doc([{ id: "a", type: "http", config: { url: "http://x", body: { n: 1e400 } } }]),
+    doc([{ id: "a", type: "http", config: { url: "http://x", body: { n: Infinity } } }]),
     /^nodes\[0\]\.config\.body\.n: is a number outside the range/,
   );
   const text = `{"version":"${GRAPH_VERSION}","nodes":[{"id":"a","type":"http","config":{"url":"http://x","body":{"n":1e400}}}]}`;

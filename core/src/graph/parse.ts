@@ -12,7 +12,14 @@ import { celPosition } from "../cel.js";
 import { FlowError } from "../errors.js";
 import { findJsonProblem } from "../json-guard.js";
 import { parseDuration } from "../duration.js";
-import { GRAPH_VARIABLES, asConfigExpression, compileGraphExpression, configExpressionProblem, templateParts } from "./expressions.js";
+import {
+  GRAPH_VARIABLES,
+  asConfigExpression,
+  compileGraphExpression,
+  configExpressionProblem,
+  referencedNodeIds,
+  templateParts,
+} from "./expressions.js";
 import {
   DEFAULT_RETRY_BACKOFF_MS,
   GRAPH_LIMITS,
@@ -74,8 +81,20 @@ export const expressionProblem = (source: string, variables: readonly string[] =
   }
 };
 
+/** An id the expression reads that no node has (`nodes.fecth`). */
+const unknownNodeProblem = (source: string, ids: ReadonlySet<string>): string | undefined => {
+  const unknown = referencedNodeIds(source).find((id) => !ids.has(id));
+  if (unknown === undefined) return undefined;
+  const read = /^[A-Za-z_][A-Za-z0-9_]*$/.test(unknown) ? `nodes.${unknown}` : `nodes[${JSON.stringify(unknown)}]`;
+  return `no node has id ${JSON.stringify(unknown)} (read as ${read})`;
+};
+
+/** Compiles, then checks the node ids read. */
+const sourceProblem = (source: string, ids: ReadonlySet<string>, variables: readonly string[] = GRAPH_VARIABLES): string | undefined =>
+  expressionProblem(source, variables) ?? unknownNodeProblem(source, ids);
+
 /** Problems of a `$template`: an unclosed `{{`, an empty hole, or a hole that does not compile. */
-const templateProblem = (template: string): string | undefined => {
+const templateProblem = (template: string, ids: ReadonlySet<string>): string | undefined => {
   let parts;
   try {
     parts = templateParts(template);
@@ -96,12 +115,22 @@ const templateProblem = (template: string): string | undefined => {
           : ` in the hole at ${celPosition(template, part.offset)}`;
       return `${message}${where}`;
     }
+    const unknown = unknownNodeProblem(part.expr, ids);
+    if (unknown !== undefined) return `${unknown} in the hole at ${celPosition(template, part.offset)}`;
   }
   return undefined;
 };
 
+/** The CEL texts a valid switch or event config holds as plain strings (compiled by node-configs.ts). */
+const whenTexts = (type: string, config: Record<string, unknown>): Array<{ path: string; source: string }> => {
+  if (type === "event" && typeof config["when"] === "string") return [{ path: ".when", source: config["when"] }];
+  if (type !== "switch") return [];
+  const cases = config["cases"] as Array<{ when: string }>;
+  return cases.map((c, i) => ({ path: `.cases[${i}].when`, source: c.when }));
+};
+
 /** Every `$expr`/`$template` in a config value, checked; walks with its own stack (depth was checked before). */
-const checkConfigExpressions = (config: Record<string, unknown>, path: string, problems: Problems): void => {
+const checkConfigExpressions = (config: Record<string, unknown>, path: string, ids: ReadonlySet<string>, problems: Problems): void => {
   const stack: Array<{ v: unknown; path: string }> = [{ v: config, path }];
   for (let item = stack.pop(); item; item = stack.pop()) {
     const { v } = item;
@@ -118,7 +147,7 @@ const checkConfigExpressions = (config: Record<string, unknown>, path: string, p
     }
     const expression = asConfigExpression(record);
     if (expression) {
-      const p = expression.kind === "$expr" ? expressionProblem(expression.source) : templateProblem(expression.source);
+      const p = expression.kind === "$expr" ? sourceProblem(expression.source, ids) : templateProblem(expression.source, ids);
       if (p !== undefined) problems.add(`${item.path}.${expression.kind}`, p);
       continue;
     }
@@ -231,7 +260,7 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
   const shape = GraphDocumentShape.safeParse(doc, { reportInput: true });
   if (!shape.success) {
     for (const issue of shape.error.issues) {
-      const p = issueProblem(issue as unknown as Issue);
+      const p = issueProblem(issue);
       problems.add(p.path, p.message);
     }
     return { ok: false, problems: problems.done() };
@@ -250,12 +279,18 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
     const path = `nodes[${i}]`;
     const config = n.config ?? {};
     if (n.if !== undefined) {
-      const p = expressionProblem(n.if);
+      const p = sourceProblem(n.if, ids);
       if (p !== undefined) problems.add(`${path}.if`, p);
     }
-    checkConfigExpressions(config, `${path}.config`, problems);
-    for (const p of checkNodeConfig(n.type, config, { manifestOf: options.manifestOf }))
-      problems.add(p.onType ? `${path}.type` : `${path}.config${p.path}`, p.message);
+    checkConfigExpressions(config, `${path}.config`, ids, problems);
+    const configProblems = checkNodeConfig(n.type, config, { manifestOf: options.manifestOf });
+    for (const p of configProblems) problems.add(p.onType ? `${path}.type` : `${path}.config${p.path}`, p.message);
+    if (configProblems.length === 0) {
+      for (const w of whenTexts(n.type, config)) {
+        const p = unknownNodeProblem(w.source, ids);
+        if (p !== undefined) problems.add(`${path}.config${w.path}`, p);
+      }
+    }
     const node: GraphNode = { id: n.id, type: n.type, config };
     if (n.if !== undefined) node.if = n.if;
     if (n.retry) node.retry = retryOf(n.retry, `${path}.retry`, problems);

@@ -7,7 +7,8 @@
  * graph (store/src/graphs.ts). It takes deliveries exactly as a shared-token event hook does: the
  * secret in `X-Flow-Hook-Secret` or the `secret` query parameter (401 without it or with a wrong
  * one), any body up to 2 MiB, payload `{body, query}`, 202 `{event_id, event_type}` once the event
- * is committed. The event's type is `graph.<graph>.<node>.delivery`; an unknown endpoint is a 404.
+ * is committed. The event's type is `graph.<graph>.<node>.delivery` (or `.<config.event_type>`); an unknown
+ * endpoint is a 404.
  */
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import { EMIT_BODY_LIMIT, FlowError, assertStorableJson, redactSecretQuery, trustOf } from "@flowsvc/core";
@@ -15,8 +16,12 @@ import { emitEvent, findGraphEndpoint, hookSecretMatches, withTransaction } from
 import type { IngestDeps } from "../deps.js";
 import { HOOK_SECRET_HEADER } from "./hook-ingest.js";
 
-/** The one event type a graph endpoint emits. */
-export const graphEndpointType = (graph: string, node: string): string => `graph.${graph}.${node}.delivery`;
+/**
+ * The event type a graph endpoint emits: `graph.<graph>.<node>.<suffix>`, the suffix being the
+ * node's `config.event_type` when it names one, else `delivery`.
+ */
+export const graphEndpointType = (graph: string, node: string, suffix: unknown = undefined): string =>
+  `graph.${graph}.${node}.${typeof suffix === "string" && suffix !== "" ? suffix : "delivery"}`;
 
 /** Where a graph endpoint takes deliveries. */
 export const graphEndpointUrl = (baseUrl: string, where: { org: string; project: string; graph: string; node: string }): string =>
@@ -70,7 +75,7 @@ export const graphEndpointRoutes: FastifyPluginCallback<IngestDeps> = (app, deps
       );
     }
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const type = graphEndpointType(endpoint.graphName, endpoint.nodeId);
+    const type = endpoint.eventType;
     const payload = { body: assertStorableJson(bodyValue(raw)), query: queryObject(query) };
     const result = await withTransaction(deps.pool, (tx) =>
       emitEvent(tx, {
