@@ -22,6 +22,8 @@ export interface RunRecord {
   rerun_of?: string | null;
   parent_run_id?: string | null;
   activities?: Array<{ name: string; status: string; exit_code: number | null }>;
+  /** A graph run's nodes (store's getGraphRunNodes). */
+  nodes?: Array<{ node_id: string; type: string; status: string; output?: unknown; error?: string | null }>;
 }
 
 export { TERMINAL_STATUSES, isTerminalStatus } from "@flowsvc/core/run-status";
