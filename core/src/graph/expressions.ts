@@ -295,28 +295,22 @@ export const referencedNodeIds = (source: string): string[] => {
   let i = 0;
   while (i < source.length) {
     const c = source[i]!;
-    if (c === '"' || c === "'") {
-      i = skipString(source, i, false);
-      continue;
-    }
-    if (!IDENT_START.test(c)) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < source.length && IDENT_PART.test(source[j]!)) j++;
-    const word = source.slice(i, j);
-    const quoted = source[j] === '"' || source[j] === "'";
-    if (quoted && /^(?:[rR][bB]?|[bB][rR]?)$/.test(word)) {
-      i = skipString(source, j, /[rR]/.test(word));
-      continue;
-    }
-    const before = source.slice(0, i).trimEnd();
-    if (word === "nodes" && !before.endsWith(".")) {
-      const id = nodeRefAt(source, j);
-      if (id !== undefined) ids.push(id);
-    }
-    i = j;
+    if (c === '"' || c === "'") i = skipString(source, i, false);
+    else if (IDENT_START.test(c)) i = scanWord(source, i, ids);
+    else i++;
   }
   return ids;
+};
+
+/** Reads the word at `i`: a string prefix (r, b, rb...) skips its literal, `nodes` adds the id it reads. */
+const scanWord = (source: string, i: number, ids: string[]): number => {
+  let j = i;
+  while (j < source.length && IDENT_PART.test(source[j]!)) j++;
+  const word = source.slice(i, j);
+  if ((source[j] === '"' || source[j] === "'") && /^(?:[rR][bB]?|[bB][rR]?)$/.test(word)) return skipString(source, j, /[rR]/.test(word));
+  if (word === "nodes" && !source.slice(0, i).trimEnd().endsWith(".")) {
+    const id = nodeRefAt(source, j);
+    if (id !== undefined) ids.push(id);
+  }
+  return j;
 };

@@ -238,6 +238,26 @@ const countProblem = (doc: unknown): GraphProblem | undefined => {
   return undefined;
 };
 
+/** A node's config against its type, then the node ids its `when` texts read. */
+const checkConfig = (
+  at: {
+    type: string;
+    config: Record<string, unknown>;
+    path: string;
+    ids: ReadonlySet<string>;
+    manifestOf: ParseGraphOptions["manifestOf"];
+  },
+  problems: Problems,
+): void => {
+  const configProblems = checkNodeConfig(at.type, at.config, { manifestOf: at.manifestOf });
+  for (const p of configProblems) problems.add(p.onType ? `${at.path}.type` : `${at.path}.config${p.path}`, p.message);
+  if (configProblems.length > 0) return;
+  for (const w of whenTexts(at.type, at.config)) {
+    const p = unknownNodeProblem(w.source, at.ids);
+    if (p !== undefined) problems.add(`${at.path}.config${w.path}`, p);
+  }
+};
+
 /** Options of a check: the connector manifests (D's `connectorManifest`) when the caller has them. */
 export interface ParseGraphOptions {
   /** A connector type's manifest; absent: dotted types are accepted unchecked. */
@@ -283,14 +303,7 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
       if (p !== undefined) problems.add(`${path}.if`, p);
     }
     checkConfigExpressions(config, `${path}.config`, ids, problems);
-    const configProblems = checkNodeConfig(n.type, config, { manifestOf: options.manifestOf });
-    for (const p of configProblems) problems.add(p.onType ? `${path}.type` : `${path}.config${p.path}`, p.message);
-    if (configProblems.length === 0) {
-      for (const w of whenTexts(n.type, config)) {
-        const p = unknownNodeProblem(w.source, ids);
-        if (p !== undefined) problems.add(`${path}.config${w.path}`, p);
-      }
-    }
+    checkConfig({ type: n.type, config, path, ids, manifestOf: options.manifestOf }, problems);
     const node: GraphNode = { id: n.id, type: n.type, config };
     if (n.if !== undefined) node.if = n.if;
     if (n.retry) node.retry = retryOf(n.retry, `${path}.retry`, problems);
