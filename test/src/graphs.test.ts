@@ -10,11 +10,12 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { rm } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
 import { ended, ok, runIdIn, runKit } from "./support/runs.js";
+import { waitFor } from "./support/wait.js";
 
 const TOKEN = "graph-Bearer-tok-8812";
 const KEY = "graph-api-Key-3307";
@@ -54,7 +55,7 @@ class Peer {
           return reply(n <= 2 ? 503 : 200, { try: n });
         }
         if (path.startsWith("/hold")) return void this.#open.push(() => reply(200, { held: true }));
-        reply(200, { ok: true, path, echo: { n: 7, word: "seven" } });
+        reply(200, { ok: true, echo: { n: 7, word: "seven" } });
       });
     });
     await new Promise<void>((r) => this.#server!.listen(0, "127.0.0.1", r));
@@ -191,4 +192,203 @@ void test("a DAG: parallel branches, an if skip that still satisfies its depende
   assert.equal(right["answer"], "42");
   assert.match(String(right["stdout"]), /right ran/);
   assert.deepEqual(Object.keys(v.output?.["nodes"] as object), ["join"]);
+  const steps = ok(await server.cli(["steps", run])).stdout;
+  assert.match(steps, /^NODE\s+TYPE\s+STATUS\s+ATTEMPT\s+OUTPUT/m);
+  assert.match(steps, /^never\s+http\s+skipped\s+0\s+-$/m);
+  assert.match(steps, /^right\s+code\s+success\s+1\s+\{"answer":"42"/m);
+  assert.match(ok(await server.cli(["status", run])).stdout, /join {2}http {2}success/);
+});
+
+void test("http credentials: each kind reaches the peer as its auth, an explicit header wins, nothing leaks into the run", async () => {
+  const get = (id: string, path: string, extra: Record<string, unknown> = {}): unknown => ({
+    id,
+    type: "http",
+    config: { url: `${peer.url}${path}`, ...extra },
+  });
+  const doc = graph([
+    get("bearer", "/auth/bearer", { credential: "tok" }),
+    get("apikey", "/auth/apikey", { credential: "key" }),
+    get("basic", "/auth/basic", { credential: "basic" }),
+    get("urltok", "/auth/url/{credential}/x", { credential: "urltok" }),
+    get("explicit", "/auth/explicit", { credential: "tok", headers: { authorization: "Custom mine" } }),
+  ]);
+  const run = await submitGraph("auth", doc);
+  const v = await endsAs(run, "succeeded");
+  const seen = (path: string): Seen => {
+    const s = peer.seen.find((x) => x.path.startsWith(path));
+    assert.ok(s, `the peer saw no ${path}`);
+    return s;
+  };
+  assert.equal(seen("/auth/bearer").headers.authorization, `Bearer ${TOKEN}`);
+  assert.equal(seen("/auth/apikey").headers["x-api-key"], KEY);
+  assert.equal(seen("/auth/basic").headers.authorization, `Basic ${Buffer.from(`ci:${PASSWORD}`).toString("base64")}`);
+  assert.equal(seen("/auth/url/").path, `/auth/url/${encodeURIComponent(URLTOK)}/x`);
+  assert.equal(seen("/auth/explicit").headers.authorization, "Custom mine");
+  const shown = JSON.stringify(v);
+  for (const secret of [TOKEN, KEY, PASSWORD, encodeURIComponent(URLTOK)]) assert.ok(!shown.includes(secret), `the run shows ${secret}`);
+});
+
+void test("fail closed: a missing credential is refused at submit naming the node; a dynamic name that matches nothing fails its node and nothing is sent", async () => {
+  const before = peer.seen.length;
+  const refused = await server.cli([
+    "submit",
+    await kit.script("missing.json", graph([{ id: "call", type: "http", config: { url: `${peer.url}/missing`, credential: "nope" } }])),
+  ]);
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /node call: credential "nope" is missing/);
+  const dynamic = graph(
+    [
+      { id: "call", type: "http", config: { url: `${peer.url}/dynamic`, credential: { $expr: "input.cred" } } },
+      { id: "after", type: "http", config: { url: `${peer.url}/after-dynamic` } },
+    ],
+    [["call", "after"]],
+  );
+  const run = await submitGraph("dynamic", dynamic, ["--input", '{"cred":"ghost"}']);
+  const v = await endsAs(run, "failed");
+  assert.equal(node(v, "call").status, "failed");
+  assert.match(node(v, "call").error ?? "", /credential "ghost" is not set in this project/);
+  assert.equal(node(v, "after").status, "cancelled");
+  assert.equal(peer.seen.length, before, "the peer got a request");
+});
+
+void test("code and shell nodes get their credentials as variables, masked in the log and the output; a missing one fails before the script runs", async () => {
+  const marker = `${dir}/missing-ran`;
+  const doc = graph([
+    {
+      id: "code",
+      type: "code",
+      config: { source: 'echo "token=$GH"\nprintf "%s" "$GH" | sha256sum | cut -c1-16\n', credentials: { GH: "tok" } },
+    },
+    { id: "shell", type: "shell", config: { command: 'echo "key=$K"', credentials: { K: "key" } } },
+  ]);
+  const run = await submitGraph("creds", doc);
+  const v = await endsAs(run, "succeeded");
+  const log = ok(await server.cli(["follow", run])).stdout;
+  const sha = (await import("node:crypto")).createHash("sha256").update(TOKEN).digest("hex").slice(0, 16);
+  assert.match(log, /token=\*\*\*/);
+  assert.match(log, /key=\*\*\*/);
+  assert.ok(log.includes(sha), "the script did not get the token");
+  for (const s of [TOKEN, KEY]) assert.ok(!log.includes(s) && !JSON.stringify(v).includes(s), `${s} leaked`);
+  assert.match(String(node(v, "code").output?.["stdout"]), /token=\*\*\*/);
+  // Declared but not stored: the claim fails the node's job; the script never runs.
+  const missing = graph([
+    { id: "code", type: "code", config: { source: `touch ${marker}\n`, credentials: { GH: "tok", X: "not-stored" } } },
+  ]);
+  const refused = await server.cli(["submit", await kit.script("code-missing.json", missing)]);
+  assert.equal(refused.code, 2, "a named credential is checked at submit");
+  assert.match(refused.stderr, /node code: credential "not-stored" is missing/);
+});
+
+void test("retry: a failing http node runs again after its backoff until it succeeds; exhausted, the node fails and keeps the response", async () => {
+  const doc = graph([
+    { id: "flaky", type: "http", retry: { attempts: 3, backoff: "200ms" }, config: { url: `${peer.url}/flaky/a` } },
+    { id: "broken", type: "http", retry: { attempts: 2, backoff: "100ms" }, config: { url: `${peer.url}/status/500` } },
+  ]);
+  const run = await submitGraph("retry", doc);
+  const v = await endsAs(run, "failed");
+  assert.deepEqual([node(v, "flaky").status, node(v, "flaky").attempt], ["success", 3]);
+  assert.equal(peer.count("/flaky/a"), 3);
+  assert.deepEqual([node(v, "broken").status, node(v, "broken").attempt], ["failed", 2]);
+  assert.equal(node(v, "broken").output?.["status"], 500);
+  assert.match(node(v, "broken").error ?? "", /HTTP 500/);
+  assert.match(v.error ?? "", /node broken failed/);
+});
+
+void test("switch routes by exact CEL, a parked node waits for its signal, emit records its event", async () => {
+  const doc = graph(
+    [
+      {
+        id: "route",
+        type: "switch",
+        config: {
+          cases: [
+            { name: "deploy", when: "input.reply == 'deploy'" },
+            { name: "human", when: "false" },
+          ],
+          default: "human",
+        },
+      },
+      { id: "gate", type: "approval", if: "nodes.route.output.branch == 'human'", config: { prompt: "ship it?" } },
+      { id: "auto", type: "http", if: "nodes.route.output.branch == 'deploy'", config: { url: `${peer.url}/auto` } },
+      { id: "note", type: "emit", config: { type: "graph.test.done", payload: { by: { $expr: "nodes.gate.output.approved_by" } } } },
+    ],
+    [
+      ["route", "gate"],
+      ["route", "auto"],
+      ["gate", "note"],
+      ["auto", "note"],
+    ],
+  );
+  const run = await submitGraph("switch", doc, ["--input", '{"reply":"I think we should deploy"}']);
+  await waitFor("the gate to park the run", async () => (await view(run)).status === "parked", 20_000);
+  const parked = await view(run);
+  assert.deepEqual((parked as unknown as { substate: unknown }).substate, { name: "gate", kind: "approval" });
+  assert.equal(node(parked, "gate").status, "parked");
+  assert.match(ok(await server.cli(["status", run])).stdout, /gate {2}approval {2}parked \(approval\)/);
+  ok(await server.cli(["signal", run, "gate", "--payload", '{"decision":"approve","approved_by":"ada"}']));
+  const v = await endsAs(run, "succeeded");
+  assert.equal(node(v, "route").output?.["branch"], "human");
+  assert.equal(node(v, "auto").status, "skipped");
+  assert.equal(node(v, "gate").output?.["approved_by"], "ada");
+  assert.match(String(node(v, "note").output?.["event_id"]), /^evt-/);
+  const events = ok(await server.cli(["events", "ls", "-o", "json"])).stdout;
+  assert.equal(events.split('"run.awaiting"').length - 1, 1, "one run.awaiting for the one wait");
+});
+
+void test("flow cancel: a graph run is cancelled with its running and pending nodes", async () => {
+  const doc = graph(
+    [
+      { id: "wait", type: "http", config: { url: `${peer.url}/hold/cancel` } },
+      { id: "then", type: "http", config: { url: `${peer.url}/after-cancel` } },
+    ],
+    [["wait", "then"]],
+  );
+  const run = await submitGraph("cancel", doc);
+  await waitFor("the held request", () => Promise.resolve(peer.count("/hold/cancel") === 1), 20_000);
+  ok(await server.cli(["cancel", run]));
+  const v = await endsAs(run, "cancelled");
+  assert.deepEqual(
+    v.nodes.map((n) => n.status),
+    ["cancelled", "cancelled"],
+  );
+  peer.release();
+  assert.equal(peer.count("/after-cancel"), 0);
+});
+
+void test("kill -9 mid-graph, restart on the same data: no finished node runs again; the one in flight runs again", async () => {
+  const counter = `${dir}/first.count`;
+  const doc = graph(
+    [
+      { id: "first", type: "code", config: { source: `echo ran >> ${counter}\n` } },
+      { id: "one", type: "http", config: { url: `${peer.url}/count/one` } },
+      { id: "held", type: "http", config: { url: `${peer.url}/hold/kill` } },
+      { id: "last", type: "http", config: { url: `${peer.url}/count/last` } },
+    ],
+    [
+      ["first", "held"],
+      ["one", "held"],
+      ["held", "last"],
+    ],
+  );
+  const run = await submitGraph("kill", doc);
+  await waitFor("the held request", () => Promise.resolve(peer.count("/hold/kill") === 1), 30_000);
+  await server.kill("SIGKILL");
+  peer.release();
+  await server.restart();
+  // The attempt in flight when the server died runs again (at least once), the finished ones never.
+  await waitFor("the held request again", () => Promise.resolve(peer.count("/hold/kill") === 2), 30_000);
+  peer.release();
+  const v = await endsAs(run, "succeeded");
+  assert.equal((await readFile(counter, "utf8")).split("\n").filter(Boolean).length, 1, "the code node ran again");
+  assert.equal(peer.count("/count/one"), 1);
+  assert.equal(peer.count("/count/last"), 1);
+  assert.deepEqual(
+    v.nodes.map((n) => [n.node_id, n.status, n.attempt]),
+    [
+      ["first", "success", 1],
+      ["one", "success", 1],
+      ["held", "success", 1],
+      ["last", "success", 1],
+    ],
+  );
 });

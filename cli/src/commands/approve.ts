@@ -57,14 +57,16 @@ const pickGate = (runId: string, gates: readonly ParkedGate[], named: string | u
   );
 };
 
+const title = (field: ApprovalField): string => `${field.label ?? field.name}${field.required ? " (required)" : ""}`;
+
 const shownDefault = (field: ApprovalField): string => (field.default ? ` [${field.default}]` : "");
 
 const askText = async (field: ApprovalField, read: LineReader): Promise<string | undefined> =>
-  read(`${field.name}${field.required ? " (required)" : ""}${shownDefault(field)}: `);
+  read(`${title(field)}${shownDefault(field)}: `);
 
 const askTextarea = async (field: ApprovalField, read: LineReader): Promise<string | undefined> => {
   const lines: string[] = [];
-  let line = await read(`${field.name}${field.required ? " (required)" : ""}${shownDefault(field)} (end with a blank line or Ctrl-D):\n`);
+  let line = await read(`${title(field)}${shownDefault(field)} (end with a blank line or Ctrl-D):\n`);
   while (line !== undefined && line !== "") {
     lines.push(line);
     line = await read("");
@@ -75,7 +77,7 @@ const askTextarea = async (field: ApprovalField, read: LineReader): Promise<stri
 /** A select's answer: its number or its text; anything else is asked again (end of input: not answered). */
 const askSelect = async (field: ApprovalField, read: LineReader, io: Stdio): Promise<string | undefined> => {
   const options = field.options ?? [];
-  io.note(`${field.name}${field.required ? " (required)" : ""}:`);
+  io.note(`${title(field)}:`);
   options.forEach((o, i) => io.note(`  ${i + 1}) ${o}${o === field.default ? " (default)" : ""}`));
   for (;;) {
     const line = await read(`choose 1-${options.length}${shownDefault(field)}: `);
