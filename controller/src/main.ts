@@ -14,8 +14,9 @@ import type { Pool } from "pg";
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { TimerLoop } from "./timers.js";
-import { GraphDriver } from "./graph/driver.js";
 import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
+import { setForgeBaseUrls } from "./graph/nodes/workflow.js";
+import { GraphDriver } from "./graph/driver.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
@@ -71,6 +72,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
     },
   });
   setConnectorBaseUrls(config.connectorBaseUrls);
+  setForgeBaseUrls(config.connectorBaseUrls);
   const dispatcher = new Dispatcher({
     pool,
     listener,

@@ -6,7 +6,9 @@
  */
 import type { Pool, PoolClient } from "pg";
 import type { CredentialKind, GraphDocument, NameHolding } from "@flowsvc/core";
+import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { mintHookSecret } from "./hooks.js";
+import { createRun } from "./run-lifecycle.js";
 import { withTransaction } from "./pool.js";
 
 type Db = Pool | PoolClient;
@@ -219,4 +221,49 @@ export const readNameHoldings = async (db: Db, projectId: string, names: readonl
     else if (r.holder === "account") out.set(r.name, { account: { status: "needs_reauth" } });
   }
   return out;
+};
+
+/**
+ * The event type a graph endpoint emits: `graph.<graph>.<node>.<suffix>`, the suffix being the
+ * node's `config.event_type` when it names one, else `delivery`.
+ */
+export const graphEndpointType = (graph: string, node: string, suffix: unknown = undefined): string =>
+  `graph.${graph}.${node}.${typeof suffix === "string" && suffix !== "" ? suffix : "delivery"}`;
+
+/** What starting a run of a graph needs, beside the transaction: the graph, its input, and what started it. */
+export interface GraphRunStart {
+  projectId: string;
+  /** The stored graph's name (the run's filename is `graph:<name>`). */
+  name: string;
+  source: string;
+  document: GraphDocument;
+  input: unknown;
+  trigger: Record<string, unknown>;
+  trusted: boolean;
+  parentRunId: string | null;
+  /** A repeat under the same key answers the first run and writes nothing. */
+  idempotencyKey: string | null;
+}
+
+/**
+ * A run of a graph that no person submitted: a workflow node's child, or a trigger endpoint's
+ * delivery. The run and its pending nodes, in the caller's transaction; the graph driver picks it up.
+ */
+export const startGraphRun = async (tx: PoolClient, s: GraphRunStart): Promise<{ id: string; duplicate: boolean }> => {
+  const r = await createRun(tx, {
+    projectId: s.projectId,
+    workflow: GRAPH_WORKFLOW,
+    source: s.source,
+    filename: `graph:${s.name}`,
+    interpreter: [],
+    trigger: s.trigger,
+    trusted: s.trusted,
+    parentRunId: s.parentRunId,
+    idempotencyKey: s.idempotencyKey,
+  });
+  if (!r.duplicate) {
+    const nodes = s.document.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
+    await insertGraphNodes(tx, r.id, { nodes, input: s.input });
+  }
+  return r;
 };

@@ -10,7 +10,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { rm } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
@@ -192,6 +192,11 @@ void test("a DAG: parallel branches, an if skip that still satisfies its depende
   assert.equal(right["answer"], "42");
   assert.match(String(right["stdout"]), /right ran/);
   assert.deepEqual(Object.keys(v.output?.["nodes"] as object), ["join"]);
+  const steps = ok(await server.cli(["steps", run])).stdout;
+  assert.match(steps, /^NODE\s+TYPE\s+STATUS\s+ATTEMPT\s+OUTPUT/m);
+  assert.match(steps, /^never\s+http\s+skipped\s+0\s+-$/m);
+  assert.match(steps, /^right\s+code\s+success\s+1\s+\{"answer":"42"/m);
+  assert.match(ok(await server.cli(["status", run])).stdout, /join {2}http {2}success/);
 });
 
 void test("http credentials: each kind reaches the peer as its auth, an explicit header wins, nothing leaks into the run", async () => {
@@ -319,6 +324,7 @@ void test("switch routes by exact CEL, a parked node waits for its signal, emit 
   const parked = await view(run);
   assert.deepEqual((parked as unknown as { substate: unknown }).substate, { name: "gate", kind: "approval" });
   assert.equal(node(parked, "gate").status, "parked");
+  assert.match(ok(await server.cli(["status", run])).stdout, /gate {2}approval {2}parked \(approval\)/);
   ok(await server.cli(["signal", run, "gate", "--payload", '{"decision":"approve","approved_by":"ada"}']));
   const v = await endsAs(run, "succeeded");
   assert.equal(node(v, "route").output?.["branch"], "human");
@@ -327,4 +333,62 @@ void test("switch routes by exact CEL, a parked node waits for its signal, emit 
   assert.match(String(node(v, "note").output?.["event_id"]), /^evt-/);
   const events = ok(await server.cli(["events", "ls", "-o", "json"])).stdout;
   assert.equal(events.split('"run.awaiting"').length - 1, 1, "one run.awaiting for the one wait");
+});
+
+void test("flow cancel: a graph run is cancelled with its running and pending nodes", async () => {
+  const doc = graph(
+    [
+      { id: "wait", type: "http", config: { url: `${peer.url}/hold/cancel` } },
+      { id: "then", type: "http", config: { url: `${peer.url}/after-cancel` } },
+    ],
+    [["wait", "then"]],
+  );
+  const run = await submitGraph("cancel", doc);
+  await waitFor("the held request", () => Promise.resolve(peer.count("/hold/cancel") === 1), 20_000);
+  ok(await server.cli(["cancel", run]));
+  const v = await endsAs(run, "cancelled");
+  assert.deepEqual(
+    v.nodes.map((n) => n.status),
+    ["cancelled", "cancelled"],
+  );
+  peer.release();
+  assert.equal(peer.count("/after-cancel"), 0);
+});
+
+void test("kill -9 mid-graph, restart on the same data: no finished node runs again; the one in flight runs again", async () => {
+  const counter = `${dir}/first.count`;
+  const doc = graph(
+    [
+      { id: "first", type: "code", config: { source: `echo ran >> ${counter}\n` } },
+      { id: "one", type: "http", config: { url: `${peer.url}/count/one` } },
+      { id: "held", type: "http", config: { url: `${peer.url}/hold/kill` } },
+      { id: "last", type: "http", config: { url: `${peer.url}/count/last` } },
+    ],
+    [
+      ["first", "held"],
+      ["one", "held"],
+      ["held", "last"],
+    ],
+  );
+  const run = await submitGraph("kill", doc);
+  await waitFor("the held request", () => Promise.resolve(peer.count("/hold/kill") === 1), 30_000);
+  await server.kill("SIGKILL");
+  peer.release();
+  await server.restart();
+  // The attempt in flight when the server died runs again (at least once), the finished ones never.
+  await waitFor("the held request again", () => Promise.resolve(peer.count("/hold/kill") === 2), 30_000);
+  peer.release();
+  const v = await endsAs(run, "succeeded");
+  assert.equal((await readFile(counter, "utf8")).split("\n").filter(Boolean).length, 1, "the code node ran again");
+  assert.equal(peer.count("/count/one"), 1);
+  assert.equal(peer.count("/count/last"), 1);
+  assert.deepEqual(
+    v.nodes.map((n) => [n.node_id, n.status, n.attempt]),
+    [
+      ["first", "success", 1],
+      ["one", "success", 1],
+      ["held", "success", 1],
+      ["last", "success", 1],
+    ],
+  );
 });

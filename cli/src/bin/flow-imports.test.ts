@@ -37,6 +37,7 @@ before(async () => {
   api.routes.set(`GET ${SCOPED}/runs`, () => ({ status: 200, json: { runs: [run] } }));
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
+  api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
   api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/approvals`, () => ({
     status: 200,
     json: { run_id: RUN_ID, gates: [{ gate: "g", prompt: "p", fields: [] }] },
@@ -45,7 +46,6 @@ before(async () => {
     status: 200,
     json: { run_id: RUN_ID, gate: "g", decision: "approve", approved_by: "ada", fields: {} },
   }));
-  api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
 });
 after(async () => {
   await api.stop();

@@ -49,9 +49,31 @@ const kindOf = (file: string): "json" | "yaml" | "other" => {
   return "other";
 };
 
-/** Connector manifests, once core/src/graph/connectors.ts exports them (issue 10, part D); until then dotted types pass unchecked. */
+/** A connector's manifest, as far as this command passes it on. */
+interface Manifest {
+  type: string;
+  credential: { kinds: readonly string[]; required: boolean };
+}
+/**
+ * Connector manifests and their config check, once core/src/graph/connectors.ts is exported from
+ * the graph model (issue 10, part D); until then dotted types pass unchecked.
+ */
 type GraphModule = typeof GraphModel & {
-  connectorManifest?: (type: string) => { type: string; credential: { kinds: readonly string[]; required: boolean } } | undefined;
+  connectorManifest?: (type: string) => Manifest | undefined;
+  connectorConfigProblems?: (manifest: Manifest, config: unknown) => string[];
+};
+
+const connectorChecks = (graph: GraphModule): GraphModel.ParseGraphOptions => {
+  const { connectorManifest: manifestOf, connectorConfigProblems: problemsOf } = graph;
+  if (!manifestOf) return {};
+  if (!problemsOf) return { manifestOf };
+  return {
+    manifestOf,
+    connectorProblems: (type, config) => {
+      const manifest = manifestOf(type);
+      return manifest ? problemsOf(manifest, config) : [];
+    },
+  };
 };
 
 export const checkCommand = (deps: CommandDeps): Command =>
@@ -79,7 +101,7 @@ YAML pipelines (.yaml, .yml) are not available yet.
         );
       const text = file === "-" ? await deps.io.readStdin() : await readGraphFile(file);
       const graph = (await import("@flowsvc/core/graph")) as GraphModule;
-      const result = graph.parseGraphText(text, { manifestOf: graph.connectorManifest });
+      const result = graph.parseGraphText(text, connectorChecks(graph));
       if (!result.ok) {
         for (const p of result.problems) deps.io.note(`error: ${p.path}: ${p.message}`);
         deps.setExitCode(2);

@@ -17,6 +17,16 @@ const annotationText = (a: unknown): string => {
 const activityLines = (list: RunRecord["activities"]): string =>
   list?.length ? list.map((a) => `${a.name}  ${a.status}${a.exit_code === null ? "" : `  exit ${a.exit_code}`}`).join("\n") : "-";
 
+/** The Nodes panel of a graph run: id, type, status (a parked node's wait kind), attempt, error. */
+const nodeLines = (list: NonNullable<RunRecord["nodes"]>): string =>
+  list
+    .map((n) => {
+      const wait = n.status === "parked" && n.substate?.kind ? ` (${n.substate.kind})` : "";
+      const attempt = n.attempt > 1 ? `  attempt ${n.attempt}` : "";
+      return `${n.node_id}  ${n.type}  ${n.status}${wait}${attempt}${n.error ? `  ${n.error}` : ""}`;
+    })
+    .join("\n");
+
 /** A graph run's approval gates: who answered each (the approver is recorded in the gate's output), or that it waits. */
 const approvalLines = (nodes: RunRecord["nodes"]): Array<[string, string]> => {
   const gates = (nodes ?? []).filter((n) => n.type === "approval");
@@ -50,6 +60,10 @@ export const formatRunDetails = (run: RunRecord, now: Date): string => {
     ...(run.retry ? [["attempt", `${run.attempt ?? 1} of ${run.retry.attempts}`] as [string, string]] : []),
     ...(run.rerun_of ? [["rerun of", run.rerun_of] as [string, string]] : []),
     ...(run.parent_run_id ? [["spawned by", run.parent_run_id] as [string, string]] : []),
+    ...(run.nodes
+      ? [["nodes", nodeLines(run.nodes)] as [string, string]]
+      : [["activities", activityLines(run.activities)] as [string, string]]),
+
     ["activities", activityLines(run.activities)],
     ...approvalLines(run.nodes),
     ["annotations", annotations],

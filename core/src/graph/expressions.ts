@@ -8,7 +8,7 @@
  */
 import { celTypeName, compileCel, type CompiledCel } from "../cel.js";
 import { FlowError } from "../errors.js";
-import type { GraphScope } from "./model.js";
+import { GRAPH_LIMITS, type GraphScope } from "./model.js";
 
 /** The variables of `if`, `$expr` and `$template`. */
 export const GRAPH_VARIABLES: readonly string[] = ["input", "nodes"];
@@ -73,12 +73,15 @@ export type TemplatePart = { text: string } | { expr: string; offset: number };
 export const templateParts = (template: string): TemplatePart[] => {
   const parts: TemplatePart[] = [];
   let at = 0;
+  let holes = 0;
   for (let open = template.indexOf("{{", at); open !== -1; open = template.indexOf("{{", at)) {
     if (open > at) parts.push({ text: template.slice(at, open) });
     const close = template.indexOf("}}", open + 2);
     if (close === -1) throw new FlowError("invalid_argument", `"{{" at character ${open + 1} has no closing "}}"`);
     const expr = template.slice(open + 2, close);
     if (expr.trim() === "") throw new FlowError("invalid_argument", `the hole at character ${open + 1} is empty`);
+    if (++holes > GRAPH_LIMITS.templateHoles)
+      throw new FlowError("invalid_argument", `a template has at most ${GRAPH_LIMITS.templateHoles} {{ }} holes`);
     parts.push({ expr, offset: open + 2 });
     at = close + 2;
   }

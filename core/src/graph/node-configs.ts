@@ -27,6 +27,11 @@ export interface ManifestInfo {
 export interface NodeConfigContext {
   /** The manifest of a connector type (core/src/graph/connectors.ts's `connectorManifest`); absent: dotted types pass unchecked. */
   readonly manifestOf?: ((type: string) => ManifestInfo | undefined) | undefined;
+  /**
+   * Every problem of a connector node's config, each `config.<path>: <message>` (connectors.ts's
+   * `connectorConfigProblems(manifest, config)`); given, it replaces the credential check below.
+   */
+  readonly connectorProblems?: ((type: string, config: Record<string, unknown>) => readonly string[]) | undefined;
 }
 
 export interface ConfigProblem {
@@ -278,11 +283,25 @@ export const configIssueProblem = (issue: Issue): ConfigProblem => {
   return { path, message: issue.message };
 };
 
+/** `config.with.model: required` as a config problem (`.with.model`, `required`). */
+const connectorProblem = (text: string): ConfigProblem => {
+  const m = /^config((?:[.[][^:]*)?): (.*)$/s.exec(text);
+  return m ? { path: m[1]!, message: m[2]! } : { path: "", message: text };
+};
+
+/** A literal credential name by the credential name rule. */
+const credentialNameProblems = (config: Record<string, unknown>): ConfigProblem[] => {
+  const credential = config["credential"];
+  const problem = typeof credential === "string" ? credentialNameProblem(credential) : undefined;
+  return problem === undefined ? [] : [{ path: ".credential", message: problem }];
+};
+
 /** A connector node: `credential` when its manifest requires one; the rest of its config is the connector's (checked when it runs). */
 const checkConnector = (type: string, config: Record<string, unknown>, ctx: NodeConfigContext): ConfigProblem[] => {
   if (!ctx.manifestOf) return [];
   const manifest = ctx.manifestOf(type);
   if (!manifest) return [{ path: "", message: `no connector has type "${type}"`, onType: true }];
+  if (ctx.connectorProblems) return [...ctx.connectorProblems(type, config).map(connectorProblem), ...credentialNameProblems(config)];
   const credential = config["credential"];
   if (credential === undefined)
     return manifest.credential.required

@@ -172,6 +172,19 @@ test("a trigger and a webhook node get endpoints: secret shown once, deliveries 
   assert.equal(event_type, "graph.hooked.start.delivery");
   const { rows } = await t.db.pool.query<{ payload: unknown }>(`select payload from events where id = $1`, [event_id]);
   assert.deepEqual(rows[0]!.payload, { body: { n: 1 }, query: { x: "1" } });
+  // A trigger's delivery starts a run of the stored graph, its input the event's envelope.
+  const runId = ok.json<{ run_id: string }>().run_id;
+  const run = await t.db.pool.query<{ workflow: string; filename: string; input: unknown; trusted: boolean }>(
+    `select workflow, filename, input, trusted from runs where id = $1`,
+    [runId],
+  );
+  assert.deepEqual(run.rows[0], {
+    workflow: "flowsvc-graph/v1",
+    filename: "graph:hooked",
+    input: { type: "graph.hooked.start.delivery", event: event_id, payload: { body: { n: 1 }, query: { x: "1" } } },
+    trusted: true,
+  });
+  assert.equal(await countRows(t, `graph_nodes where run_id = '${runId}'`), 2);
   assert.equal((await deliver({ secret, body: '{"n":1e400}' })).statusCode, 400);
   // Saved again without the trigger: its endpoint is gone, the webhook's keeps its secret (none
   // answered) and now emits its config's event_type under the graph's prefix.

@@ -28,6 +28,7 @@ import {
 import {
   deleteStoredGraph,
   getStoredGraph,
+  graphEndpointType,
   listGraphEndpoints,
   listStoredGraphs,
   putStoredGraph,
@@ -37,7 +38,7 @@ import {
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
-import { graphEndpointType, graphEndpointUrl } from "./graph-endpoints.js";
+import { graphEndpointUrl } from "./graph-endpoints.js";
 
 /** A connector type's manifest (D's connectorManifest), or undefined. */
 export type ManifestLookup = (type: string) => ManifestInfo | undefined;

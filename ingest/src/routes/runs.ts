@@ -118,7 +118,9 @@ const showRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => 
 
 const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
   app.get(`${BASE}/:id/steps`, async (req) => {
-    const { scope, id } = await viewedRun(pool, req);
+    const { scope, id, run } = await viewedRun(pool, req);
+    // A graph run's steps are its nodes, their outputs masked.
+    if (run.workflow === GRAPH_WORKFLOW) return (await maskers.forProject(scope.projectId)).masker.json(await getGraphRunNodes(pool, id));
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
     const journal = await openJournal(pool, keyring, project, { runId: id, entries: await listJournal(pool, id) });
