@@ -15,6 +15,9 @@ import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { startHealthServer } from "./health-server.js";
 import { TimerLoop } from "./timers.js";
+import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
+import { setForgeBaseUrls } from "./graph/nodes/workflow.js";
+import { GraphDriver } from "./graph/driver.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
@@ -69,6 +72,8 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       slotFreed: () => events.dispatcher?.nudge(),
     },
   });
+  setConnectorBaseUrls(config.connectorBaseUrls);
+  setForgeBaseUrls(config.connectorBaseUrls);
   const dispatcher = new Dispatcher({
     pool,
     listener,
@@ -80,13 +85,16 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   });
   events.dispatcher = dispatcher;
   const timers = new TimerLoop(pool, logger);
+  const graphs = new GraphDriver({ pool, keyring: s.keyring, listener, logger, publicUrl: config.publicUrl });
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
+  graphs.start();
 
   logger.info({ identity: config.podName }, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
   const halt = (): void => {
     dispatcher.stop();
     timers.stop();
+    graphs.stop();
   };
   return {
     halt,
@@ -94,6 +102,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       halt();
       await launcher.stop();
       await dispatcher.drain();
+      await graphs.drain();
       await reconcilers.stop();
     },
   };

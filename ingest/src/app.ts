@@ -10,9 +10,12 @@ import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
 import { agentListRoutes } from "./routes/agents.js";
+import { approvalRoutes } from "./routes/approvals.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
+import { graphEndpointRoutes } from "./routes/graph-endpoints.js";
+import { graphRoutes } from "./routes/graphs.js";
 import { handlerRoutes } from "./routes/handlers.js";
 import { hookRoutes } from "./routes/hooks.js";
 import { runRoutes } from "./routes/runs.js";
@@ -85,11 +88,14 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     secretRoutes,
     credentialRoutes,
     signalRoutes,
+    approvalRoutes,
     eventRoutes,
     emitRoutes,
     handlerRoutes,
     scheduleRoutes,
     hookRoutes,
+    graphRoutes,
+    graphEndpointRoutes,
     agentRoutes,
     agentCallRoutes,
     agentListRoutes,

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { PoolClient } from "pg";
 import {
+  evaluateWhen,
   CHAIN_DEPTH_LIMIT,
   FlowError,
   HANDLER_RUNS_IN_FLIGHT_LIMIT,
@@ -21,6 +22,7 @@ import { mintId } from "./mint.js";
 import { createRuns } from "./run-lifecycle.js";
 import { setRunsCredentials } from "./credentials.js";
 import { wakeRun } from "./wake.js";
+import { graphScope } from "./graph-runs.js";
 
 export interface EmitInput {
   projectId: string;
@@ -443,9 +445,13 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
  * envelope. A keyed event reaches a run only when the run has no subject or the same one. An
  * untrusted event makes each run it reaches untrusted, in the transaction that resolves the wait.
  */
+/** A graph event node's bare-CEL `when` over the arriving envelope (and the run's input and nodes): true only for `true`. */
+const graphWaitAccepts = async (tx: PoolClient, runId: string, when: string, envelope: Envelope): Promise<boolean> =>
+  evaluateWhen(when, await graphScope(tx, runId), envelope).matched;
+
 const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: string, envelope: Envelope): Promise<void> => {
-  const { rows } = await tx.query<{ run_id: string; position: number }>(
-    `select j.run_id, j.position from journal j join runs r on r.id = j.run_id
+  const { rows } = await tx.query<{ run_id: string; position: number; when: string | null }>(
+    `select j.run_id, j.position, j.args->>'when' as when from journal j join runs r on r.id = j.run_id
       where r.project_id = $1 and j.kind = 'wait-event' and j.name = $2 and j.status = 'pending'
         and (j.args->>'after_seq')::bigint < (select seq from events where id = $3)
         and ($4::text is null or r.trigger->>'key' is null or r.trigger->>'key' = $4)
@@ -455,6 +461,8 @@ const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: strin
   const woken = new Set<string>();
   for (const w of rows) {
     const { rows: run } = await tx.query<{ trusted: boolean }>(`select trusted from runs where id = $1 for update`, [w.run_id]);
+    // A graph's event node with `when`: an event it declines leaves it parked, privately (no trace, no trust change).
+    if (w.when !== null && !(await graphWaitAccepts(tx, w.run_id, w.when, envelope))) continue;
     // A run that takes in an untrusted event is untrusted from then on: its later passes get no secrets.
     if (run[0]?.trusted && !trustAfterReceiving(run[0], input)) await tx.query(`update runs set trusted = false where id = $1`, [w.run_id]);
     await resolveEntry(tx, w.run_id, w.position, { envelope });

@@ -38,3 +38,6 @@ export * from "./kube-secrets.js";
 export * from "./credentials.js";
 export * from "./metrics.js";
 export * from "./agents.js";
+export * from "./graph-runs.js";
+export * from "./graphs.js";
+export * from "./approval-gates.js";

@@ -38,6 +38,15 @@ before(async () => {
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
   api.routes.set(`GET ${SCOPED}/schedules`, () => ({ status: 200, json: [] }));
+  api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
+  api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/approvals`, () => ({
+    status: 200,
+    json: { run_id: RUN_ID, gates: [{ gate: "g", prompt: "p", fields: [] }] },
+  }));
+  api.routes.set(`POST ${SCOPED}/runs/${RUN_ID}/approvals/g`, () => ({
+    status: 200,
+    json: { run_id: RUN_ID, gate: "g", decision: "approve", approved_by: "ada", fields: {} },
+  }));
 });
 after(async () => {
   await api.stop();
@@ -62,10 +71,12 @@ void test("no client command loads a server module", async () => {
     ["--version"],
     ["--help"],
     ["status", RUN_ID],
+    ["approve", RUN_ID],
     ["runs", "ls"],
     ["submit", script],
     ["secret", "ls"],
     ["schedule", "ls"],
+    ["graph", "ls"],
     ["completion", "bash"],
   ];
   for (const args of commands) {

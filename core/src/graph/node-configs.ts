@@ -14,6 +14,7 @@ import { MAX_DECLARED_CREDENTIALS, credentialMapProblems } from "../credentials/
 import { parseDuration } from "../duration.js";
 import { FlowError } from "../errors.js";
 import { assertEmittable, validateEventType } from "../events.js";
+import { APPROVAL_FIELD_TYPES } from "./approval-fields.js";
 import { CONNECTOR_TYPE, NODE_TYPES } from "./model.js";
 import { EVENT_WHEN_VARIABLES, GRAPH_VARIABLES, asConfigExpression, compileGraphExpression } from "./expressions.js";
 
@@ -43,8 +44,6 @@ export interface ConfigProblem {
 
 /** The HTTP methods an http node may use. */
 export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
-/** The approval field types (spec: text, textarea, select). */
-export const APPROVAL_FIELD_TYPES = ["text", "textarea", "select"] as const;
 /** Keys of an approval's output that a field may not take: the route sets them. */
 export const RESERVED_APPROVAL_FIELDS: readonly string[] = ["decision", "approved_by"];
 /** A case or field name: an identifier, so it reads well in CEL (`nodes.s.output.branch == "deploy"`). */
