@@ -7,7 +7,8 @@ import { HandlerResourceSpec } from "./handler.js";
 import { HookResourceSpec } from "./hook.js";
 import { RunSubmission } from "./run.js";
 import { SecretResourceSpec } from "./secret.js";
-import { HandlerStatus, HookStatus, RunResourceStatus, SecretStatus } from "./status.js";
+import { CredentialResourceSpec } from "./credential.js";
+import { CredentialStatus, HandlerStatus, HookStatus, RunResourceStatus, SecretStatus } from "./status.js";
 
 export const CRD_GROUP = "flowsvc.io";
 export const CRD_VERSION = "v1alpha1";
@@ -44,7 +45,7 @@ const condition = (type: string): PrinterColumn => ({
   description: `The ${type} condition's status`,
 });
 
-/** The kinds, in the contract's order (docs: k8s-contract "CRDs"). FlowCredential and FlowGraph arrive with their features. */
+/** The kinds, in the contract's order (docs: k8s-contract "CRDs"). FlowGraph arrives with its feature. */
 export const CRD_KINDS: readonly CrdKind[] = [
   {
     kind: "FlowHandler",
@@ -81,6 +82,22 @@ export const CRD_KINDS: readonly CrdKind[] = [
       { name: "Source", type: "string", jsonPath: ".spec.valueFrom.secretKeyRef.name", description: "The Kubernetes Secret read" },
       { name: "Set", type: "date", jsonPath: ".status.setAt", description: "When the value was last sealed" },
       condition("Ready"),
+      age,
+    ],
+  },
+  {
+    kind: "FlowCredential",
+    plural: "flowcredentials",
+    singular: "flowcredential",
+    shortNames: ["fcred"],
+    description:
+      "A credential (bearer, api-key, basic, url-token). Never a value: either spec.valueFrom.secretKeyRef, or a value set through the API (status.setAt).",
+    spec: CredentialResourceSpec,
+    status: CredentialStatus,
+    columns: [
+      { name: "Kind", type: "string", jsonPath: ".spec.kind", description: "bearer, api-key, basic or url-token" },
+      condition("Ready"),
+      { name: "Set", type: "date", jsonPath: ".status.setAt", description: "When the value was last sealed" },
       age,
     ],
   },

@@ -20,6 +20,7 @@ const KINDS = [
   { kind: "FlowHandler", plural: "flowhandlers", short: "fh" },
   { kind: "FlowEventHook", plural: "floweventhooks", short: "feh" },
   { kind: "FlowSecret", plural: "flowsecrets", short: "fsec" },
+  { kind: "FlowCredential", plural: "flowcredentials", short: "fcred" },
   { kind: "FlowRun", plural: "flowruns", short: "fr" },
 ];
 
