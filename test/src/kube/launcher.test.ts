@@ -196,6 +196,33 @@ describe("the Pod launcher", () => {
     }
   });
 
+  test("a Pod whose image cannot be pulled is deleted and its job given back without spending its attempt, the reason logged", async () => {
+    const c = await startController("controller-1", { image: "ghcr.io/flowsvc/agent:no-such-tag" });
+    const { runId, jobId } = await submitScript(peers, "team-b", "true\n");
+    try {
+      const givenBack = () => c.log.lines.filter((l) => l.msg.startsWith("agent did not start") && l.obj["jobId"] === jobId);
+      await waitFor("the job given back", () => givenBack().length >= 1);
+      assert.match(
+        String(givenBack()[0]!.obj["reason"]),
+        /^(ErrImagePull: failed to pull and unpack image "ghcr.io\/flowsvc\/agent:no-such-tag"|ImagePullBackOff: Back-off pulling image "ghcr.io\/flowsvc\/agent:no-such-tag")/,
+      );
+      await waitFor("its Pod deleted", async () => (await podsOf(peers, "team-b", jobId)).every((p) => p.metadata?.deletionTimestamp));
+      const row = await jobRow(peers, jobId);
+      assert.ok(row.attempt <= 1, `the attempt was returned (attempt ${row.attempt})`);
+      assert.notEqual(await runStatus(peers, runId), "failed");
+    } finally {
+      await c.stop();
+    }
+    // With the image fixed (a new controller release), the same job runs on its first attempt.
+    const fixed = await startController("controller-2");
+    try {
+      await waitFor("the run to succeed", async () => (await runStatus(peers, runId)) === "succeeded");
+      assert.equal((await jobRow(peers, jobId)).attempt, 1);
+    } finally {
+      await fixed.stop();
+    }
+  });
+
   test("a restarted launcher adopts the running Pod (nothing launched twice); an evicted and then a deleted Pod get the job redispatched", async () => {
     const first = await startController("controller-1");
     const { runId, jobId } = await submitScript(peers, "team-a", "sleep 60\n");

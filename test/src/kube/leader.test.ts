@@ -176,6 +176,52 @@ describe("controller leader election", () => {
     }
   });
 
+  test("a leader whose Lease is stolen, then one whose renewals are refused, stops dispatching within renewDeadline and exits 1", async () => {
+    const RENEW_DEADLINE_MS = 2000;
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    const leads = (r: Replica) => said(r, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
+    const c = startReplica("ctl-c");
+    const d = startReplica("ctl-d");
+    const exitedAt = (r: Replica) => r.exited.then((code) => ({ code, at: Date.now() }));
+    try {
+      await waitFor("ctl-c to lead", () => leads(c));
+      await waitFor("ctl-d to stand by", () => d.lines.some((l) => l.msg === "the lease is held by another replica"));
+      // Stolen: another holder writes the Lease (as a replica with a skewed view would); ctl-c's next renewal sees it.
+      const lease = await leases.readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
+      lease.spec = { ...lease.spec, holderIdentity: "thief", renewTime: new Date() };
+      await leases.replaceNamespacedLease({ name: "flowsvc-controller", namespace: "default", body: lease });
+      const stolenAt = Date.now();
+      const cEnd = await exitedAt(c);
+      assert.equal(cEnd.code, 1, "a leader that lost its Lease exits 1");
+      assert.ok(said(c, "lost the lease; stopped leading"));
+      assert.ok(cEnd.at - stolenAt < RENEW_DEADLINE_MS + 1500, `ctl-c stopped ${cEnd.at - stolenAt} ms after the steal`);
+      const after = await leases.readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
+      assert.equal(after.spec?.holderIdentity, "thief", "the old leader wrote nothing over the new holder");
+      // The thief releases it (as a stopping leader does): ctl-d takes over at its next try, and dispatches.
+      after.spec = { ...after.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: new Date() };
+      await leases.replaceNamespacedLease({ name: "flowsvc-controller", namespace: "default", body: after });
+      await waitFor("ctl-d to lead", () => leads(d), 15_000);
+      assert.equal(await podOf(await submit()), "ctl-d");
+
+      // Refused: the apiserver answers every Lease write 503; ctl-d must step down on its own clock.
+      api.refuse((r) => r.method === "PUT" && r.path.includes("/leases/flowsvc-controller"));
+      const refusedAt = Date.now();
+      const dEnd = await exitedAt(d);
+      assert.equal(dEnd.code, 1);
+      assert.ok(
+        d.lines.some((l) => l.msg === "could not renew the lease"),
+        "the failed renewals are logged",
+      );
+      assert.ok(dEnd.at - refusedAt < RENEW_DEADLINE_MS + 1500, `ctl-d stopped ${dEnd.at - refusedAt} ms after the refusals began`);
+      const stepped = d.lines.find((l) => l.msg === "lost the lease; stopped leading")!;
+      assert.equal(stepped["renewDeadlineMs"], RENEW_DEADLINE_MS);
+    } finally {
+      api.refuse(undefined);
+      c.proc.kill("SIGKILL");
+      d.proc.kill("SIGKILL");
+    }
+  });
+
   test("a controller without a master key, or with a bad value, refuses to start and names the variable", async () => {
     const { FLOWSVC_MASTER_KEY: _key, ...rest } = env("ctl-c");
     const r = startReplica("ctl-c", { ...rest, FLOWSVC_HEALTH_PORT: "99999" });
