@@ -105,7 +105,7 @@ export const credentialKind = (deps: CredentialDeps): ConfigKind<FlowCredentialO
       return {
         ready: false,
         reason: "KindMismatch",
-        message: `the value set is a ${CLI_KIND_SPELLINGS[meta.kind]} credential; spec.kind says ${spec.kind}`,
+        message: `the value set through the API is of kind ${CLI_KIND_SPELLINGS[meta.kind]}; spec.kind says ${spec.kind}`,
         fields: { setAt: meta.set_at },
       };
     return { ready: true, fields: { setAt: meta.set_at } };

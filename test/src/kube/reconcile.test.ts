@@ -225,6 +225,19 @@ describe("reconcilers", () => {
     const yaml = await kubectlYaml("flowcredentials");
     for (const v of [key, "rotated-pw-9", "leak-me", "xoxb-not-sealed", "api-set-value-77", "X-Deploy-Header", "ops"])
       assert.ok(!yaml.includes(v), `kubectl get -o yaml shows no value (${v.slice(0, 4)}...)`);
+    // kubectl edits the kind away from the value's: KindMismatch; a FlowCredential with no value yet: ValueNotSet.
+    await h.custom.patchNamespacedCustomObject(
+      { ...cr("flowcredentials"), name: "deploy-key", body: { spec: { kind: "bearer" } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await readyIs("flowcredentials", "deploy-key", (c) => c?.reason === "KindMismatch");
+    assert.equal(
+      readyOf(await getCr(h, "flowcredentials", NS, "deploy-key"))?.message,
+      "the value set through the API is of kind api-key; spec.kind says bearer",
+    );
+    await apply("flowcredentials", "FlowCredential", "later", { kind: "url-token" });
+    await readyIs("flowcredentials", "later", (c) => c?.reason === "ValueNotSet");
+    assert.match(readyOf(await getCr(h, "flowcredentials", NS, "later"))?.message ?? "", /flow credential set later --kind url-token/);
     assert.equal(await store.deleteCredential(s, "Deploy_Key"), true);
     assert.equal(await getCr(h, "flowcredentials", NS, "deploy-key"), undefined);
     assert.equal(await openCredentialValue(h.db.pool, h.keyring, s, "Deploy_Key"), undefined);
