@@ -26,6 +26,7 @@ import { waitFor } from "../support/wait.js";
 import { GROUP, VERSION, getCr, readyOf, startHarness, type Cr, type Harness } from "./reconcile-harness.js";
 
 const NS = "team-a";
+const BILLING_KEY = "k3y-" + "q".repeat(24);
 let h: Harness;
 
 const cr = (plural: string) => ({ group: GROUP, version: VERSION, plural, namespace: NS });
@@ -148,7 +149,7 @@ describe("reconcilers", () => {
 
   test("a FlowCredential from Secrets: sealed, re-sealed on rotation, Ready=False saying what is wrong, never a value in a CR", async () => {
     const s = await scope();
-    const key = "k3y-" + "q".repeat(24);
+    const key = BILLING_KEY;
     await apply("flowcredentials", "FlowCredential", "billing", {
       kind: "basic",
       usernameFrom: { secretKeyRef: { name: "billing", key: "user" } },
@@ -210,7 +211,10 @@ describe("reconcilers", () => {
     await readyIs("flowcredentials", "slack", (c) => c?.reason === "NameTaken");
     assert.match(readyOf(await getCr(h, "flowcredentials", NS, "slack"))?.message ?? "", /already taken by a connected account/);
     assert.equal(await openCredentialValue(h.db.pool, h.keyring, s, "slack"), undefined);
+  });
 
+  test("a credential set through the API: its FlowCredential says the kind only; a Secret-fed one refuses a value; no value in kubectl's YAML", async () => {
+    const s = await scope();
     // Set through the API: the CR says the kind only; a Secret-fed one refuses a value; delete removes both.
     const store = new KubeResourceStore(h.kc, h.pgStore);
     await store.putCredential(s, "Deploy_Key", { kind: "api_key", header: "X-Deploy-Header", value: "api-set-value-77" });
@@ -223,7 +227,7 @@ describe("reconcilers", () => {
       (e: unknown) => e instanceof Error && /credential billing comes from Secret team-a\/billing key password/.test(e.message),
     );
     const yaml = await kubectlYaml("flowcredentials");
-    for (const v of [key, "rotated-pw-9", "leak-me", "xoxb-not-sealed", "api-set-value-77", "X-Deploy-Header", "ops"])
+    for (const v of [BILLING_KEY, "rotated-pw-9", "leak-me", "xoxb-not-sealed", "api-set-value-77", "X-Deploy-Header", "ops"])
       assert.ok(!yaml.includes(v), `kubectl get -o yaml shows no value (${v.slice(0, 4)}...)`);
     // kubectl edits the kind away from the value's: KindMismatch; a FlowCredential with no value yet: ValueNotSet.
     await h.custom.patchNamespacedCustomObject(
