@@ -4,4 +4,6 @@ export * from "./local-launcher.js";
 export * from "./agent-work-root.js";
 export * from "./dispatcher.js";
 export * from "./timers.js";
+export * from "./graph/driver.js";
+export * from "./graph/nodes/index.js";
 export * from "./config.js";

@@ -11,6 +11,9 @@ import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { runDeployable, type Started } from "./deployable.js";
 import { Dispatcher } from "./dispatcher.js";
 import { TimerLoop } from "./timers.js";
+import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
+import { setForgeBaseUrls } from "./graph/nodes/workflow.js";
+import { GraphDriver } from "./graph/driver.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
@@ -60,6 +63,8 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       slotFreed: () => events.dispatcher?.nudge(),
     },
   });
+  setConnectorBaseUrls(config.connectorBaseUrls);
+  setForgeBaseUrls(config.connectorBaseUrls);
   const dispatcher = new Dispatcher({
     pool,
     listener,
@@ -71,13 +76,16 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   });
   events.dispatcher = dispatcher;
   const timers = new TimerLoop(pool, logger);
+  const graphs = new GraphDriver({ pool, keyring: s.keyring, listener, logger, publicUrl: config.publicUrl });
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
+  graphs.start();
 
   logger.info({ identity: config.podName }, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
   const halt = (): void => {
     dispatcher.stop();
     timers.stop();
+    graphs.stop();
   };
   return {
     halt,
@@ -85,6 +93,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       halt();
       await launcher.stop();
       await dispatcher.drain();
+      await graphs.drain();
       await reconcilers.stop();
     },
   };

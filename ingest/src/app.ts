@@ -5,9 +5,12 @@ import { createRunMaskers } from "./run-masker.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
+import { approvalRoutes } from "./routes/approvals.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
+import { graphEndpointRoutes } from "./routes/graph-endpoints.js";
+import { graphRoutes } from "./routes/graphs.js";
 import { handlerRoutes } from "./routes/handlers.js";
 import { hookRoutes } from "./routes/hooks.js";
 import { runRoutes } from "./routes/runs.js";
@@ -68,10 +71,13 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     secretRoutes,
     credentialRoutes,
     signalRoutes,
+    approvalRoutes,
     eventRoutes,
     emitRoutes,
     handlerRoutes,
     hookRoutes,
+    graphRoutes,
+    graphEndpointRoutes,
     agentRoutes,
     agentCallRoutes,
   ];

@@ -1,6 +1,7 @@
 import type { PoolClient } from "pg";
 import { FlowError, isTerminalStatus } from "@flowsvc/core";
 import { completeRun } from "./run-lifecycle.js";
+import { cancelGraphNodes } from "./graph-runs.js";
 
 /**
  * Cancels a run: every live job's token is revoked (its agent's next call or heartbeat answers
@@ -21,5 +22,7 @@ export const cancelRun = async (tx: PoolClient, runId: string, reason: string, p
     `update activities set status = 'failed', error = 'the run was cancelled', finished_at = now() where run_id = $1 and status in ('queued', 'running')`,
     [runId],
   );
+  // A graph run's nodes not yet ended are cancelled (the driver aborts the ones running in it).
+  await cancelGraphNodes(tx, runId);
   await completeRun(tx, runId, { status: "cancelled", reason }, publicUrl);
 };

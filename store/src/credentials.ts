@@ -19,6 +19,7 @@ import type { Keyring } from "./keyring.js";
 import { appendLogs } from "./logs.js";
 import { withTransaction } from "./pool.js";
 import { completeRun } from "./run-lifecycle.js";
+import { settleNodeJob } from "./graph-runs.js";
 
 type Db = Pool | PoolClient;
 
@@ -247,8 +248,29 @@ export const failJobAtClaim = async (
   );
   if ((rowCount ?? 0) === 0) return false;
   await appendLogs(tx, f.job.run_id, f.job.id, [{ stream: "system", data: `flowsvc: ${f.error}\n` }]);
-  if (f.job.kind === "activity" && f.job.activity_id)
+  if (f.job.kind === "node") await settleNodeJob(tx, f.job.id, { ok: false, error: f.error });
+  else if (f.job.kind === "activity" && f.job.activity_id)
     await finishActivity(tx, f.job.activity_id, { exit_code: 1, stdout_b64: "", error: f.error });
   else await completeRun(tx, f.job.run_id, { status: "failed", error: f.error }, f.publicUrl);
   return true;
+};
+
+/**
+ * One named credential of a project, with its value when it opens (http and connector nodes at
+ * dispatch): what the resolver's checkConnection needs, and nothing when the name holds nothing.
+ */
+export const openNamedCredential = async (
+  db: Db,
+  keyring: Keyring,
+  scope: CredentialScope,
+  name: string,
+): Promise<ResolvedHolding | undefined> => {
+  const { rows } = await db.query<{ name: string; kind: CredentialKind; sealed: Buffer }>(
+    `select name, kind, sealed from credentials where project_id = $1 and name = $2`,
+    [scope.projectId, name],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const value = await openCredential(keyring, scope, row);
+  return { credential: { kind: row.kind }, ...(value ? { value } : {}) };
 };

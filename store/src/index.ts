@@ -35,3 +35,6 @@ export * from "./kube-tenancy.js";
 export * from "./kube-runs.js";
 export * from "./kube-secrets.js";
 export * from "./credentials.js";
+export * from "./graph-runs.js";
+export * from "./graphs.js";
+export * from "./approval-gates.js";

@@ -8,7 +8,7 @@ export interface ClaimedJob {
   run_id: string;
   attempt: number;
   capabilities: string[];
-  kind: "run" | "activity";
+  kind: "run" | "activity" | "node";
   activity_id: string | null;
 }
 
@@ -65,7 +65,7 @@ export interface LeasedJob {
   run_id: string;
   attempt: number;
   status: string;
-  kind: "run" | "activity";
+  kind: "run" | "activity" | "node";
   activity_id: string | null;
 }
 

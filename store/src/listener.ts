@@ -1,7 +1,7 @@
 import pg from "pg";
 
-export type NotifyChannel = "flowsvc_jobs" | "flowsvc_logs" | "flowsvc_runs";
-const CHANNELS: readonly NotifyChannel[] = ["flowsvc_jobs", "flowsvc_logs", "flowsvc_runs"];
+export type NotifyChannel = "flowsvc_jobs" | "flowsvc_logs" | "flowsvc_runs" | "flowsvc_graphs";
+const CHANNELS: readonly NotifyChannel[] = ["flowsvc_jobs", "flowsvc_logs", "flowsvc_runs", "flowsvc_graphs"];
 
 export interface Listener {
   /** Calls `fn(payload)` on each NOTIFY of `channel`; returns an unsubscribe function. */

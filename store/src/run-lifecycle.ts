@@ -3,7 +3,7 @@
  * jobs, defaults from core's `newRunDefaults`), a job's claim starts the run (`startRunIfNeeded`), a script
  * job's finish ends it or retries it (`finishScriptJob`), an activity job's finish wakes its
  * parent (`finishActivityJob`), the dispatcher gives up on a job whose agents kept dying
- * (`giveUpJob`), and `completeRun` is the one way a run reaches a terminal status. Every state
+ * (`giveUpJob`; a graph's node job fails its node instead), and `completeRun` is the one way a run reaches a terminal status. Every state
  * change appends its `run.*` event in the caller's transaction.
  */
 import type { PoolClient } from "pg";
@@ -31,6 +31,7 @@ import { releaseSignalClaims } from "./signals.js";
 import { queueRunJob } from "./wake.js";
 import { appendLogs } from "./logs.js";
 import { mintId } from "./mint.js";
+import { GRAPH_WORKFLOW, insertGraphNodes, settleNodeJob } from "./graph-runs.js";
 
 /** The statuses of a run still in flight, as a SQL list (the partial index runs_handler_in_flight is on these). */
 const LIVE_STATUSES_SQL = RUN_STATUSES.filter((s) => !isTerminalStatus(s))
@@ -66,7 +67,7 @@ const runColumns = (runs: readonly NewRun[]): unknown[] => {
 };
 
 /**
- * Every run and its first job, in one statement. A handler's run counts against its project's
+ * Every run and its first job (a graph run has none: the graph driver runs its nodes), in one statement. A handler's run counts against its project's
  * handler runs in flight: where the batch's would pass HANDLER_RUNS_IN_FLIGHT_LIMIT, none of that
  * project's handler runs is inserted, and the project comes back with its count (`over`). A run
  * whose id or idempotency key is taken is not inserted (not returned as `run`).
@@ -98,6 +99,7 @@ const CREATE_RUNS_SQL = `with input as (
    j as (
      insert into jobs (id, run_id, status, kind, capabilities)
      select i.job_id, r.id, 'queued', 'run', array(select jsonb_array_elements_text(i.capabilities::jsonb)) from r join input i on i.id = r.id
+      where i.workflow <> '${GRAPH_WORKFLOW}'
    )
    select 'run' as kind, r.id, 0 as n from r cross join lateral (select pg_notify('flowsvc_jobs', '')) wake
    union all
@@ -185,15 +187,35 @@ export const submitRun = async (
   return r;
 };
 
-interface LifecycleEvent {
+/**
+ * A graph's submit (`POST {scoped}/runs` with a graph): the run (workflow flowsvc-graph/v1, no
+ * script job), its nodes, all pending, and its input, with the `manual` event, in the caller's
+ * transaction; the graph driver starts its first nodes on the notify. A repeat under the same
+ * idempotency key writes nothing and answers the first run.
+ */
+export const submitGraphRun = async (
+  tx: PoolClient,
+  request: Omit<RunRequest, "id" | "workflow"> & { id?: string },
+  submitted: {
+    sender: string;
+    nodes: ReadonlyArray<{ id: string; type: string; retry?: { attempts: number; backoff_ms: number } }>;
+    input: unknown;
+  },
+): Promise<{ id: string; duplicate: boolean }> => {
+  const r = await submitRun(tx, { ...request, workflow: GRAPH_WORKFLOW, interpreter: [] }, { sender: submitted.sender, credentials: {} });
+  if (!r.duplicate) await insertGraphNodes(tx, r.id, { nodes: submitted.nodes, input: submitted.input });
+  return r;
+};
+
+export interface LifecycleEvent {
   runId: string;
   type: LifecycleType;
   extra: Record<string, unknown>;
   publicUrl: string | undefined;
 }
 
-/** Appends a `run.*` event for a run in the same transaction as the state change it reports. */
-const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
+/** Appends a `run.*` event for a run in the same transaction as the state change it reports (the graph driver's run.awaiting and run.wait_expired too). */
+export const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
   const run = await getRunInternal(db, runId);
   if (!run) return;
   const project = await findProjectById(db, run.project_id);
@@ -359,7 +381,9 @@ export const giveUpJob = async (
 ): Promise<string | undefined> => {
   const error = `the job was dispatched ${g.attempts} times and no agent finished it`;
   if (!(await endLiveJob(tx, g.job.id))) return undefined;
-  if (g.job.kind === "activity" && g.job.activity_id) await finishActivity(tx, g.job.activity_id, { exit_code: 1, stdout_b64: "", error });
+  if (g.job.kind === "node") await settleNodeJob(tx, g.job.id, { ok: false, error });
+  else if (g.job.kind === "activity" && g.job.activity_id)
+    await finishActivity(tx, g.job.activity_id, { exit_code: 1, stdout_b64: "", error });
   else await completeRun(tx, g.job.run_id, { status: "failed", error }, g.publicUrl);
   return error;
 };

@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from "pg";
 import { EXPIRED_RESULTS, decideSuspend, isTerminalStatus, substateOf, wakeAction } from "@flowsvc/core";
 import { mintId } from "./mint.js";
+import { GRAPH_WORKFLOW, notifyGraph } from "./graph-runs.js";
 
 export { substateOf };
 
@@ -30,7 +31,14 @@ export const queueRunJob = async (tx: PoolClient, runId: string, delayMs = 0): P
 };
 
 export const wakeRun = async (tx: PoolClient, runId: string): Promise<"queued" | "flagged" | "none"> => {
-  const { rows } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [runId]);
+  const { rows } = await tx.query<{ status: string; workflow: string }>(`select status, workflow from runs where id = $1 for update`, [
+    runId,
+  ]);
+  // A graph run has no script to requeue: its driver takes the resolved wait as its parked node's end.
+  if (rows[0]?.workflow === GRAPH_WORKFLOW) {
+    await notifyGraph(tx, runId);
+    return "queued";
+  }
   const action = wakeAction(rows[0]?.status);
   if (action === "queue") {
     await queueRunJob(tx, runId);

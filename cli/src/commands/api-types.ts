@@ -22,6 +22,19 @@ export interface RunRecord {
   rerun_of?: string | null;
   parent_run_id?: string | null;
   activities?: Array<{ name: string; status: string; exit_code: number | null }>;
+  /** A graph run's nodes (GET {scoped}/runs/<id> of a flowsvc-graph/v1 run). */
+  nodes?: NodeRecord[];
+}
+
+/** One node of a graph run, as `flow status` and `flow steps` show it. */
+export interface NodeRecord {
+  node_id: string;
+  type: string;
+  status: string;
+  attempt: number;
+  output?: unknown;
+  error?: string | null;
+  substate?: { name?: string; kind?: string } | null;
 }
 
 export { TERMINAL_STATUSES, isTerminalStatus } from "@flowsvc/core/run-status";

@@ -17,6 +17,30 @@ const annotationText = (a: unknown): string => {
 const activityLines = (list: RunRecord["activities"]): string =>
   list?.length ? list.map((a) => `${a.name}  ${a.status}${a.exit_code === null ? "" : `  exit ${a.exit_code}`}`).join("\n") : "-";
 
+/** The Nodes panel of a graph run: id, type, status (a parked node's wait kind), attempt, error. */
+const nodeLines = (list: NonNullable<RunRecord["nodes"]>): string =>
+  list
+    .map((n) => {
+      const wait = n.status === "parked" && n.substate?.kind ? ` (${n.substate.kind})` : "";
+      const attempt = n.attempt > 1 ? `  attempt ${n.attempt}` : "";
+      return `${n.node_id}  ${n.type}  ${n.status}${wait}${attempt}${n.error ? `  ${n.error}` : ""}`;
+    })
+    .join("\n");
+
+/** A graph run's approval gates: who answered each (the approver is recorded in the gate's output), or that it waits. */
+const approvalLines = (nodes: RunRecord["nodes"]): Array<[string, string]> => {
+  const gates = (nodes ?? []).filter((n) => n.type === "approval");
+  if (gates.length === 0) return [];
+  const line = (n: NonNullable<RunRecord["nodes"]>[number]): string => {
+    const out = (n.output ?? {}) as { decision?: unknown; approved_by?: unknown; timed_out?: unknown };
+    if (out.timed_out === true) return `${n.node_id}  timed out`;
+    if (typeof out.approved_by === "string")
+      return `${n.node_id}  ${out.decision === "reject" ? "rejected" : "approved"} by ${out.approved_by}`;
+    return `${n.node_id}  ${n.status}`;
+  };
+  return [["approvals", gates.map(line).join("\n")]];
+};
+
 /** The status table: one `key: value` line per field, times as ISO with their age. */
 export const formatRunDetails = (run: RunRecord, now: Date): string => {
   const substate = run.substate?.name ? `${run.substate.name}${run.substate.kind ? ` (${run.substate.kind})` : ""}` : "-";
@@ -36,7 +60,12 @@ export const formatRunDetails = (run: RunRecord, now: Date): string => {
     ...(run.retry ? [["attempt", `${run.attempt ?? 1} of ${run.retry.attempts}`] as [string, string]] : []),
     ...(run.rerun_of ? [["rerun of", run.rerun_of] as [string, string]] : []),
     ...(run.parent_run_id ? [["spawned by", run.parent_run_id] as [string, string]] : []),
+    ...(run.nodes
+      ? [["nodes", nodeLines(run.nodes)] as [string, string]]
+      : [["activities", activityLines(run.activities)] as [string, string]]),
+
     ["activities", activityLines(run.activities)],
+    ...approvalLines(run.nodes),
     ["annotations", annotations],
   ]);
 };

@@ -3,7 +3,7 @@ import { Command } from "commander";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
-import type { StepRecord } from "./api-types.js";
+import type { NodeRecord, StepRecord } from "./api-types.js";
 import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";
 import { examples, formatOf, outputOption } from "./options.js";
@@ -31,19 +31,42 @@ export const STEP_COLUMNS: ReadonlyArray<Column<StepRecord>> = [
   { header: "BYTES", value: (s) => String(bytesOf(s) ?? "-") },
 ];
 
+/** A node's output in a few characters: its JSON, cut short. */
+export const shortOutput = (output: unknown, width = 60): string => {
+  if (output === undefined || output === null) return "-";
+  const text = JSON.stringify(output);
+  return text.length > width ? `${text.slice(0, width - 3)}...` : text;
+};
+
+/** A graph run's steps are its nodes. */
+export const NODE_COLUMNS: ReadonlyArray<Column<NodeRecord>> = [
+  { header: "NODE", value: (n) => n.node_id },
+  { header: "TYPE", value: (n) => n.type },
+  { header: "STATUS", value: (n) => n.status },
+  { header: "ATTEMPT", value: (n) => String(n.attempt) },
+  { header: "OUTPUT", value: (n) => (n.error ? `error: ${n.error}` : shortOutput(n.output)) },
+];
+
+const isNode = (x: StepRecord | NodeRecord): x is NodeRecord => typeof x === "object" && x !== null && "node_id" in x;
+
 export const stepsCommand = (deps: CommandDeps): Command =>
   new Command("steps")
-    .description("list a run's recorded durable calls: position, kind, name#ordinal, status, exit code, bytes of output")
+    .description(
+      "list a run's recorded durable calls (position, kind, name#ordinal, status, exit code, bytes of output), or a graph run's nodes (status, attempt, output)",
+    )
     .argument("<run>", "the run id")
     .addOption(outputOption())
     .addHelpText("after", examples("flow steps run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow steps "$run" -o yaml'))
     .action(async (id: string, opts: { output?: string }, cmd: Command) => {
       await withApi(deps, cmd, async (ctx) => {
-        const steps = listFrom<StepRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), [
+        const steps = listFrom<StepRecord | NodeRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), [
           "steps",
           "journal",
           "entries",
         ]);
-        printList(ctx.io, formatOf(opts), steps, { columns: STEP_COLUMNS, empty: `no recorded steps in ${id}` });
+        const nodes = steps.filter(isNode);
+        if (nodes.length > 0 && nodes.length === steps.length)
+          printList(ctx.io, formatOf(opts), nodes, { columns: NODE_COLUMNS, empty: "" });
+        else printList(ctx.io, formatOf(opts), steps as StepRecord[], { columns: STEP_COLUMNS, empty: `no recorded steps in ${id}` });
       });
     });

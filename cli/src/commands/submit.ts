@@ -13,7 +13,9 @@ import { collectEnv, collectList, examples, parseRetryFlag, splitInterpreter } f
 import { readSource } from "../read-source.js";
 
 interface SubmitOptions {
-  as: string;
+  as?: string;
+  /** A graph's input (JSON text). */
+  input?: string;
   interpreter?: string;
   follow?: boolean;
   idempotencyKey?: string;
@@ -48,14 +50,52 @@ export const submitBody = (file: string, source: string, opts: BodyOptions): Rec
   ...(opts.retry === undefined ? {} : { retry: opts.retry }),
 });
 
+/** A `.json` file, or `--as graph`: the file is a graph document (`flowsvc-graph/v1`). */
+export const isGraphSubmit = (file: string, as: string | undefined): boolean =>
+  as === "graph" || (as === undefined && file.toLowerCase().endsWith(".json"));
+
+/** The graph submit body: `{as: "graph", source, filename, input?, idempotency_key?, tags}` (the server checks the document). */
+export const graphSubmitBody = (file: string, source: string, opts: SubmitOptions): Record<string, unknown> => {
+  const unsupported = (["interpreter", "env", "credential", "retry"] as const).filter((k) => opts[k] !== undefined);
+  if (unsupported.length > 0)
+    throw new FlowError(
+      "invalid_argument",
+      `--${unsupported[0]} applies to scripts; a graph declares its nodes' interpreters, env, credentials and retries`,
+    );
+  let input: unknown;
+  if (opts.input !== undefined) {
+    try {
+      input = JSON.parse(opts.input) as unknown;
+    } catch (err) {
+      throw new FlowError("invalid_argument", `--input: not valid JSON: ${(err as Error).message}`, { details: { field: "input" } });
+    }
+  }
+  return {
+    as: "graph",
+    source,
+    filename: basename(file),
+    ...(input === undefined ? {} : { input }),
+    ...(opts.idempotencyKey === undefined ? {} : { idempotency_key: opts.idempotencyKey }),
+    tags: opts.tag ?? [],
+  };
+};
+
 export const submitCommand = (deps: CommandDeps): Command =>
   new Command("submit")
-    .description("submit a script as a new run and print its id")
+    .description("submit a script, or a graph (a .json file or --as graph), as a new run and print its id")
     .argument(
       "<file>",
       "the script to run; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu",
     )
-    .addOption(new Option("--as <kind>", "what the file is").choices(["script", "pipeline", "yaml"]).default("script"))
+    .addOption(
+      new Option("--as <kind>", "what the file is (default: graph for .json, else script)").choices([
+        "script",
+        "graph",
+        "pipeline",
+        "yaml",
+      ]),
+    )
+    .option("--input <json>", "a graph's input, read by its expressions as input.*")
     .option("--interpreter <cmd>", "the command that runs the file, split on spaces (overrides the extension)")
     .option("--follow", "stream the run's log to stdout; exit 0 if it succeeds, 1 if it fails or is cancelled")
     .option("--idempotency-key <key>", "a repeat submit under the same key answers the first run's id instead of a new run")
@@ -79,25 +119,39 @@ export const submitCommand = (deps: CommandDeps): Command =>
         "flow submit release.sh --credential GH_TOKEN=github",
         "flow submit nightly.sh --idempotency-key nightly-2025-01-31",
         "flow submit flaky.sh --retry 3,10s --follow",
+        'flow submit deploy-graph.json --input \'{"env":"staging"}\'',
         'flow submit job.js --interpreter "node --enable-source-maps"',
       ),
     )
     .action(async (file: string, opts: SubmitOptions, cmd: Command) => {
-      if (opts.as !== "script") {
+      if (isGraphSubmit(file, opts.as)) {
+        const graphBody = graphSubmitBody(file, await readSource(file), opts);
+        return submitAndPrint(deps, cmd, { body: graphBody, follow: opts.follow });
+      }
+      if (opts.input !== undefined) throw new FlowError("invalid_argument", "--input applies to graphs (a .json file or --as graph)");
+      if (opts.as !== undefined && opts.as !== "script") {
         throw new FlowError("invalid_argument", `--as ${opts.as}: pipelines are not available in this version`, {
           hint: "submit a script (the default, --as script)",
         });
       }
       const credential = await parseCredentialFlags(opts.credential); // a bad flag is refused before the file is read
       const body = submitBody(file, await readSource(file), { ...opts, credential });
-      await withApi(deps, cmd, async (ctx) => {
-        const run = await ctx.api.call<SubmitAnswer>("POST", scopedPath(ctx, "runs"), body);
-        if (run.duplicate) ctx.io.note(`duplicate: run ${run.id} was already submitted under this idempotency key`);
-        if (!opts.follow) {
-          ctx.io.out(run.id);
-          return;
-        }
-        ctx.io.note(run.id);
-        deps.setExitCode(await followRun(ctx, run.id));
-      });
+      await submitAndPrint(deps, cmd, { body, follow: opts.follow });
     });
+
+/** POSTs the submit body; prints the id (or follows the run's log). */
+const submitAndPrint = async (
+  deps: CommandDeps,
+  cmd: Command,
+  s: { body: Record<string, unknown>; follow: boolean | undefined },
+): Promise<void> =>
+  withApi(deps, cmd, async (ctx) => {
+    const run = await ctx.api.call<SubmitAnswer>("POST", scopedPath(ctx, "runs"), s.body);
+    if (run.duplicate) ctx.io.note(`duplicate: run ${run.id} was already submitted under this idempotency key`);
+    if (!s.follow) {
+      ctx.io.out(run.id);
+      return;
+    }
+    ctx.io.note(run.id);
+    deps.setExitCode(await followRun(ctx, run.id));
+  });

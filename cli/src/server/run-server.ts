@@ -13,7 +13,9 @@ import {
   stopPostgresSync,
   type EmbeddedPostgres,
 } from "@flowsvc/store";
-import { Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import { Dispatcher, GraphDriver, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import { setConnectorBaseUrls } from "@flowsvc/controller/graph/nodes/connector";
+import { setForgeBaseUrls } from "@flowsvc/controller/graph/nodes/workflow";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
@@ -232,15 +234,21 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       logger,
     });
     events.dispatcher = d;
+    setConnectorBaseUrls(config.connectorBaseUrls);
+    setForgeBaseUrls(config.connectorBaseUrls);
     const timers = new TimerLoop(pool, logger);
+    const graphs = new GraphDriver({ pool, keyring, listener, logger, publicUrl: config.publicUrl });
     cleanups.push(async () => {
       timers.stop();
+      graphs.stop();
       d.stop();
       await Promise.all(launchers.map((l) => l.stop()));
       await d.drain();
+      await graphs.drain();
     });
     await d.start();
     timers.start();
+    graphs.start();
 
     const cliConfig = { path: config.cliConfigPath, written: await saveLocalLogin(config.cliConfigPath, url, boot.token) };
     printBanner({

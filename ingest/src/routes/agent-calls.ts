@@ -41,7 +41,11 @@ const opened = async ({ pool, keyring, maskers }: RouteDeps, runId: string, res:
 /** The job of a request that only a script job may make. */
 const scriptJob = async (pool: Pool, req: FastifyRequest): Promise<LeasedJob> => {
   const job = await jobOfRequest(pool, req);
-  if (job.kind !== "run") throw new FlowError("invalid_argument", "an activity job cannot make durable calls");
+  if (job.kind !== "run")
+    throw new FlowError(
+      "invalid_argument",
+      `${job.kind === "node" ? "a graph's code or shell node" : "an activity job"} cannot make durable calls`,
+    );
   return job;
 };
 

@@ -9,6 +9,7 @@ import {
   secretValueProblem,
   type ActivityClaim,
   type ClaimResponse,
+  type ResolvedHolding,
 } from "@flowsvc/core";
 import {
   appendLogs,
@@ -19,6 +20,8 @@ import {
   markActivityRunning,
   failJobAtClaim,
   markJobRunning,
+  nodeJobSpec,
+  openNamedCredential,
   openJournal,
   openProjectSecrets,
   openRunCredentials,
@@ -165,6 +168,51 @@ const claimScript = async (
   };
 };
 
+/**
+ * A graph's code or shell node job (kind 'node'): the node's script, its `credentials` map resolved
+ * exactly like a script's `--credential` (all of them, or the job fails here and its node's retry
+ * policy decides), the project's secrets under the node's `env`, no journal.
+ */
+const claimNode = async (
+  deps: RouteDeps,
+  req: FastifyRequest,
+  { job, run, agentId }: Claim,
+): Promise<ClaimResponse & { kind: "script" }> => {
+  const { pool, keyring, leaseMs } = deps;
+  const [spec, project] = await Promise.all([nodeJobSpec(pool, job.id), findProjectById(pool, run.project_id)]);
+  if (!spec || !project) throw jobLost();
+  const scope = { orgId: project.orgId, projectId: run.project_id };
+  const holdings = new Map<string, ResolvedHolding>();
+  for (const name of new Set(Object.values(spec.credentials))) {
+    const held = await openNamedCredential(pool, keyring, scope, name);
+    if (held) holdings.set(name, held);
+  }
+  const resolved = resolveJobCredentials({ declared: spec.credentials, trusted: run.trusted, holdings });
+  if (!resolved.ok) {
+    const error = `node ${spec.node_id}: the job failed before it ran: its credentials do not resolve: ${resolved.problems.join("; ")}`;
+    await withTransaction(pool, (tx) => failJobAtClaim(tx, { job, error, publicUrl: deps.publicUrl }));
+    throw new FlowError("job_lost", error);
+  }
+  const secrets = run.trusted ? await resolveSecrets(deps, req.log, run, project.orgId) : {};
+  await markJobRunning(pool, job.id, agentId, leaseMs);
+  req.log.info({ runId: run.id, jobId: job.id, node: spec.node_id, agentId }, "graph node job claimed");
+  return {
+    kind: "script",
+    job_id: job.id,
+    run_id: run.id,
+    project: `${project.org}/${project.project}`,
+    attempt: job.attempt,
+    source: spec.source,
+    filename: spec.filename,
+    interpreter: spec.interpreter,
+    env: layerJobEnv(secrets, spec.env, resolved.env),
+    masks: [...Object.values(secrets), ...resolved.masks],
+    journal: [],
+    lease_ms: leaseMs,
+    trigger: run.trigger,
+  };
+};
+
 /** An activity job's claim: its command, with the run's env and secrets. */
 const claimActivity = async (deps: RouteDeps, req: FastifyRequest, { job, run, agentId }: Claim): Promise<ActivityClaim> => {
   const { pool, leaseMs } = deps;
@@ -194,6 +242,7 @@ export const claimRoute = (app: FastifyInstance, deps: RouteDeps): void => {
   app.post("/agent/v1/claim", async (req): Promise<(ClaimResponse & { kind: "script" }) | ActivityClaim> => {
     const { job, run } = await jobAndRunOfRequest(deps.pool, req);
     const { agent_id: agentId } = ClaimRequestSchema.parse(req.body);
+    if (job.kind === "node") return claimNode(deps, req, { job, run, agentId });
     return job.kind === "run" ? claimScript(deps, req, { job, run, agentId }) : claimActivity(deps, req, { job, run, agentId });
   });
 };

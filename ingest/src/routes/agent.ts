@@ -11,6 +11,7 @@ import {
   appendAnnotation,
   appendLogs,
   extendLease,
+  finishNodeJob,
   finishScriptJob,
   openJournalResult,
   recordJournal,
@@ -40,6 +41,7 @@ const heartbeatRoute = (app: FastifyInstance, { pool, leaseMs }: RouteDeps): voi
 const journalRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
   app.post("/agent/v1/journal", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
     const job = await jobOfRequest(pool, req);
+    if (job.kind === "node") throw new FlowError("invalid_argument", "a graph's code or shell node cannot make durable calls");
     const entry = RecordRequestSchema.parse(req.body);
     // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
     const scope = await maskers.forRun(job.run_id);
@@ -79,6 +81,14 @@ const annotateRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void
 const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDeps): void => {
   app.post("/agent/v1/finish", async (req) => {
     const job = await jobOfRequest(pool, req);
+    if (job.kind === "node") {
+      const body = FinishRequestSchema.parse(req.body);
+      const { masker } = await maskers.forRun(job.run_id);
+      const node = { jobId: job.id, exitCode: body.exit_code, outputs: body.outputs, error: body.error, masker };
+      const status = await withTransaction(pool, (tx) => finishNodeJob(tx, node));
+      req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "graph node job finished");
+      return { status: status === "success" ? "succeeded" : (status ?? "failed") };
+    }
     if (job.kind !== "run") {
       throw new FlowError("invalid_argument", "an activity job ends with POST /agent/v1/finish-activity, not /agent/v1/finish");
     }

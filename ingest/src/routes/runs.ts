@@ -12,6 +12,8 @@ import {
   type ValueMasker,
 } from "@flowsvc/core";
 import {
+  GRAPH_WORKFLOW,
+  getGraphRunNodes,
   getRunView,
   listActivities,
   listJournal,
@@ -26,6 +28,7 @@ import { authorize, type Scope } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
 import { maskRunView } from "../run-masker.js";
+import { isGraphSubmission, submitGraph } from "./graph-submit.js";
 
 // The submission body's schema is core's (core/src/resources/run.ts), shared with the FlowRun CRD.
 const SubmitSchema = RunSubmission;
@@ -69,6 +72,13 @@ const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest =>
 const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
   app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
+    if (isGraphSubmission(req.body)) {
+      const graph = await submitGraph(pool, scope, req.body);
+      if (graph.duplicate) return reply.status(200).send({ id: graph.id, duplicate: true });
+      const { masker } = await maskers.forProject(scope.projectId);
+      const view = await getRunView(pool, scope.projectId, graph.id);
+      return reply.status(201).send(view && maskRunView(masker, view));
+    }
     const body = SubmitSchema.parse(req.body);
     const run = newRun(scope, body);
     const res = await withTransaction(pool, (tx) => submitRun(tx, run, { sender: scope.caller.userName, credentials: body.credentials }));
@@ -101,13 +111,16 @@ const showRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => 
   app.get(`${BASE}/:id`, async (req) => {
     const { scope, id, run } = await viewedRun(pool, req);
     const { masker } = await maskers.forProject(scope.projectId);
-    return { ...maskRunView(masker, run), activities: await listActivities(pool, id) };
+    const nodes = run.workflow === GRAPH_WORKFLOW ? { nodes: masker.json(await getGraphRunNodes(pool, id)) } : {};
+    return { ...maskRunView(masker, run), activities: await listActivities(pool, id), ...nodes };
   });
 };
 
 const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
   app.get(`${BASE}/:id/steps`, async (req) => {
-    const { scope, id } = await viewedRun(pool, req);
+    const { scope, id, run } = await viewedRun(pool, req);
+    // A graph run's steps are its nodes, their outputs masked.
+    if (run.workflow === GRAPH_WORKFLOW) return (await maskers.forProject(scope.projectId)).masker.json(await getGraphRunNodes(pool, id));
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
     const journal = await openJournal(pool, keyring, project, { runId: id, entries: await listJournal(pool, id) });

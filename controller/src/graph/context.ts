@@ -1,0 +1,157 @@
+/**
+ * The NodeContext an executor gets (graph contract): the run, the node's evaluated config, and the
+ * three services executors share: credentials resolved at dispatch by core's one resolver, an emit
+ * recorded once per (run, node, attempt), and the run's log, masked.
+ */
+import type { Pool } from "pg";
+import {
+  FlowError,
+  assertEmittable,
+  checkConnection,
+  createValueMasker,
+  credentialMaskValues,
+  shownName,
+  trustOf,
+  type CredentialKind,
+  type GraphNode,
+  type GraphScope,
+  type ValueMasker,
+} from "@flowsvc/core";
+import {
+  appendLogs,
+  emitEvent,
+  findProjectById,
+  openNamedCredential,
+  openProjectCredentials,
+  openProjectSecrets,
+  recordNodeEmit,
+  recordedNodeEmit,
+  withTransaction,
+  type GraphRunRow,
+  type Keyring,
+} from "@flowsvc/store";
+import type { ControllerLogger } from "../dispatcher.js";
+import type { NodeContext, ResolvedCredential } from "./nodes/types.js";
+
+export interface ContextInput {
+  pool: Pool;
+  keyring: Keyring;
+  logger: ControllerLogger;
+  publicUrl: string | undefined;
+  run: GraphRunRow;
+  node: GraphNode;
+  config: unknown;
+  scope: GraphScope;
+  attempt: number;
+  signal: AbortSignal;
+  /** The driver's cache of each project's org. */
+  orgs: Map<string, string>;
+}
+
+/** The root of a run's spawn tree (a graph run started by a node of another run has a parent). */
+const rootRunOf = async (pool: Pool, runId: string): Promise<string> => {
+  const { rows } = await pool.query<{ id: string }>(
+    `with recursive up(id, parent_run_id, depth) as (
+       select id, parent_run_id, 0 from runs where id = $1
+       union all select r.id, r.parent_run_id, up.depth + 1 from runs r join up on r.id = up.parent_run_id where up.depth < 64)
+     select id from up where parent_run_id is null limit 1`,
+    [runId],
+  );
+  return rows[0]?.id ?? runId;
+};
+
+/** A credential for an http or connector node: all checks of core's resolver, or a FlowError (the node fails, nothing is sent). */
+const resolveCredential = async (
+  input: ContextInput,
+  orgId: string,
+  req: { name: string; kinds: readonly CredentialKind[] | undefined },
+): Promise<ResolvedCredential> => {
+  const { run } = input;
+  if (!run.trusted)
+    throw new FlowError(
+      "forbidden",
+      `the run was started by an untrusted event and gets no credentials, but node ${input.node.id} names ${shownName(req.name)}`,
+    );
+  const holding = await openNamedCredential(input.pool, input.keyring, { orgId, projectId: run.project_id }, req.name);
+  const check = checkConnection(req.name, holding, req.kinds);
+  if (check.problem !== undefined) throw new FlowError("invalid_argument", check.problem);
+  if (!holding?.value)
+    throw new FlowError("invalid_argument", `credential ${shownName(req.name)} does not open with this server's keys: set it again`);
+  return { name: req.name, value: holding.value, masks: credentialMaskValues(holding.value) };
+};
+
+/** The run's log masker: the project's secrets and credentials, opened on first use. */
+const maskerOf = async (input: ContextInput, orgId: string): Promise<ValueMasker> => {
+  const [secrets, credentials] = await Promise.all([
+    openProjectSecrets(input.pool, input.keyring, input.run.project_id, orgId),
+    openProjectCredentials(input.pool, input.keyring, { projectId: input.run.project_id, orgId }),
+  ]);
+  return createValueMasker([
+    ...secrets.flatMap((s) => (s.value === undefined ? [] : [s.value])),
+    ...credentials.flatMap(credentialMaskValues),
+  ]);
+};
+
+/** An emit node's event, once per (run, node, attempt): an attempt run again answers the id recorded the first time. */
+const emitOnce = async (input: ContextInput, e: { type: string; payload: unknown; key: string | undefined }): Promise<string> => {
+  const key = { runId: input.run.id, nodeId: input.node.id, attempt: input.attempt };
+  const recorded = await recordedNodeEmit(input.pool, key);
+  if (recorded) return recorded;
+  assertEmittable(e.type);
+  return withTransaction(input.pool, async (tx) => {
+    await tx.query(`select 1 from runs where id = $1 for update`, [input.run.id]);
+    const again = await recordedNodeEmit(tx, key);
+    if (again) return again;
+    const res = await emitEvent(tx, {
+      projectId: input.run.project_id,
+      type: e.type,
+      key: e.key ?? null,
+      payload: e.payload ?? null,
+      sourceRunId: input.run.id,
+      trusted: trustOf({ by: "run", run: input.run }),
+    });
+    await recordNodeEmit(tx, { ...key, eventId: res.eventId });
+    return res.eventId;
+  });
+};
+
+export const nodeContext = async (input: ContextInput): Promise<NodeContext> => {
+  const { run } = input;
+  let orgId = input.orgs.get(run.project_id);
+  if (orgId === undefined) {
+    const found = await findProjectById(input.pool, run.project_id);
+    if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
+    orgId = found.orgId;
+    input.orgs.set(run.project_id, orgId);
+  }
+  const project = { orgId };
+  let masker: Promise<ValueMasker> | undefined;
+  return {
+    db: input.pool,
+    keyring: input.keyring,
+    log: input.logger,
+    run: {
+      id: run.id,
+      orgId: project.orgId,
+      projectId: run.project_id,
+      rootRunId: run.parent_run_id === null ? run.id : await rootRunOf(input.pool, run.id),
+      parentRunId: run.parent_run_id,
+      trusted: run.trusted,
+      input: run.input ?? {},
+      graphName: run.filename.startsWith("graph:") ? run.filename.slice("graph:".length) : null,
+    },
+    node: input.node,
+    config: input.config,
+    scope: input.scope,
+    attempt: input.attempt,
+    publicUrl: input.publicUrl,
+    credential: (name, kinds) => resolveCredential(input, project.orgId, { name, kinds }),
+    emit: (type, payload, key) => emitOnce(input, { type, payload, key }),
+    writeLog: async (text) => {
+      masker ??= maskerOf(input, project.orgId);
+      const data = (await masker).text(text.endsWith("\n") ? text : `${text}\n`);
+      await appendLogs(input.pool, run.id, null, [{ stream: "system", data }]);
+    },
+    signal: input.signal,
+  };
+};

@@ -1,0 +1,526 @@
+/**
+ * The graph driver (docs/internals.md, "Graph runs"): advances a graph run whenever something
+ * changed (the run was created, a node finished, a wait was woken, a retry's backoff or a wait's
+ * deadline came). Postgres drives it: NOTIFY flowsvc_graphs (the run id) nudges it, and a poll of
+ * graph_nodes (due retries, attempts orphaned by a dead process) covers missed nudges and restarts.
+ *
+ * Each advance runs in one transaction holding the run row's lock (`SELECT ... FOR UPDATE`), so
+ * two ticks or two controllers never start a node twice; a node's state commits before any node
+ * depending on it starts, so a server killed mid-graph never runs a finished node again. An inline
+ * attempt (http, switch, emit, connectors...) in flight when its process died runs again: at least
+ * once. Code and shell nodes are agent jobs of the run; parked nodes are journal waits of the run,
+ * woken by the existing signal, bus and timer paths.
+ */
+import { randomUUID } from "node:crypto";
+import type { Pool, PoolClient } from "pg";
+import {
+  blockedNodes,
+  evaluateConfig,
+  evaluateIf,
+  graphOutcome,
+  isTerminalStatus,
+  parseGraph,
+  readyNodes,
+  type CallRequest,
+  type GraphDocument,
+  type GraphNode,
+  type GraphScope,
+  type NodeStatus,
+} from "@flowsvc/core";
+import {
+  GRAPH_CHANNEL,
+  GRAPH_WORKFLOW,
+  cancelGraphNodes,
+  completeRun,
+  emitLifecycle,
+  graphNodeOfChild,
+  graphRunsNeedingWork,
+  lockGraphNodes,
+  lockGraphRun,
+  markRunRunning,
+  notifyGraph,
+  performCall,
+  queueNodeJob,
+  settleGraphNode,
+  startRunIfNeeded,
+  updateGraphNode,
+  withTransaction,
+  type GraphNodeRow,
+  type GraphRunRow,
+  type Keyring,
+  type Listener,
+} from "@flowsvc/store";
+import type { ControllerLogger } from "../dispatcher.js";
+import { nodeContext } from "./context.js";
+import { executorFor, type AgentJobSpec, type NodeOutcome } from "./nodes/index.js";
+import { agentJobOf } from "./nodes/code.js";
+import { approvalWakeOutcome } from "./nodes/approval.js";
+
+export interface GraphDriverOptions {
+  pool: Pool;
+  keyring: Keyring;
+  listener: Listener;
+  logger: ControllerLogger;
+  publicUrl: string | undefined;
+  /** The poll for due retries and orphaned attempts (default 250 ms). */
+  pollMs?: number;
+}
+
+/** An attempt the advance decided to start, run after its transaction commits. */
+interface Start {
+  runId: string;
+  run: GraphRunRow;
+  node: GraphNode;
+  attempt: number;
+  config: unknown;
+  scope: GraphScope;
+}
+
+const POLL_MS = 250;
+const ACTIVE: ReadonlySet<string> = new Set(["running", "parked"]);
+
+const scopeOf = (run: GraphRunRow, rows: readonly GraphNodeRow[]): GraphScope => ({
+  input: run.input ?? {},
+  nodes: Object.fromEntries(rows.map((r) => [r.node_id, { status: r.status, output: r.output ?? null }])),
+});
+
+const statusesOf = (rows: readonly GraphNodeRow[]): Record<string, NodeStatus> =>
+  Object.fromEntries(rows.map((r) => [r.node_id, r.status]));
+
+/** The run's output: each node's output that nothing depends on (the graph's results), by id. */
+const runOutput = (graph: GraphDocument, rows: readonly GraphNodeRow[]): Record<string, unknown> => {
+  const hasDependents = new Set(graph.edges.map((e) => e.from));
+  const nodes: Record<string, unknown> = {};
+  for (const r of rows) if (!hasDependents.has(r.node_id) && r.status === "success") nodes[r.node_id] = r.output ?? null;
+  return { nodes };
+};
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export class GraphDriver {
+  /** This process's mark on the inline attempts it runs (an attempt marked otherwise is an orphan after a restart). */
+  readonly owner = `drv-${randomUUID()}`;
+  readonly #o: GraphDriverOptions;
+  readonly #graphs = new Map<string, GraphDocument>();
+  /** In-process attempts by run, then node: aborted when the run ends. */
+  readonly #inflight = new Map<string, Map<string, AbortController>>();
+  readonly #busy = new Set<string>();
+  readonly #again = new Set<string>();
+  readonly #pending = new Set<Promise<void>>();
+  /** Outcomes of in-process attempts, recorded by the run's next advance in its transaction (many at once after a fan-out). */
+  readonly #outcomes = new Map<string, Array<{ s: Start; outcome: NodeOutcome }>>();
+  /** Each project's org, for the node context (a project never changes org). */
+  readonly #orgs = new Map<string, string>();
+  #off: Array<() => void> = [];
+  #timer: NodeJS.Timeout | undefined;
+  #polling = false;
+  #stopped = false;
+
+  constructor(options: GraphDriverOptions) {
+    this.#o = options;
+  }
+
+  start(): void {
+    this.#off.push(this.#o.listener.on(GRAPH_CHANNEL, (runId) => this.schedule(runId)));
+    this.#off.push(this.#o.listener.on("flowsvc_runs", (runId) => void this.#runEnded(runId)));
+    this.#off.push(this.#o.listener.onReconnect(() => void this.#poll()));
+    this.#timer = setInterval(() => void this.#poll(), this.#o.pollMs ?? POLL_MS);
+    void this.#poll();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#off.forEach((off) => off());
+    for (const nodes of this.#inflight.values()) for (const ac of nodes.values()) ac.abort();
+  }
+
+  /** Waits for the advances and attempts in flight (at shutdown, after stop). */
+  async drain(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  }
+
+  /** Coalesces nudges per run: one advance at a time, one more if nudged meanwhile. */
+  schedule(runId: string): void {
+    if (this.#stopped || runId === "") return;
+    if (this.#busy.has(runId)) {
+      this.#again.add(runId);
+      return;
+    }
+    this.#busy.add(runId);
+    this.#track(
+      this.#advance(runId).finally(() => {
+        this.#busy.delete(runId);
+        if (this.#again.delete(runId)) this.schedule(runId);
+      }),
+    );
+  }
+
+  #track(p: Promise<void>): void {
+    this.#pending.add(p);
+    void p.finally(() => this.#pending.delete(p));
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#polling || this.#stopped) return;
+    this.#polling = true;
+    try {
+      for (const runId of await graphRunsNeedingWork(this.#o.pool, this.owner)) this.schedule(runId);
+    } catch (err) {
+      this.#o.logger.error({ err }, "graph poll failed; retrying on the next tick");
+    } finally {
+      this.#polling = false;
+    }
+  }
+
+  /** A run ended: a graph run's attempts in flight are aborted; a workflow node's child run ends its node. */
+  async #runEnded(runId: string): Promise<void> {
+    if (this.#inflight.has(runId)) this.schedule(runId);
+    try {
+      const parent = await graphNodeOfChild(this.#o.pool, runId);
+      if (parent) this.schedule(parent);
+    } catch (err) {
+      this.#o.logger.error({ err, runId }, "could not look up the graph node of a finished child run");
+    }
+  }
+
+  async #advance(runId: string): Promise<void> {
+    let starts: Start[] = [];
+    const outcomes = this.#outcomes.get(runId) ?? [];
+    this.#outcomes.delete(runId);
+    try {
+      starts = await withTransaction(this.#o.pool, (tx) => this.#plan(tx, runId, outcomes));
+    } catch (err) {
+      // Not recorded: the outcomes wait for the next advance (the poll retries it).
+      if (outcomes.length > 0) this.#outcomes.set(runId, [...outcomes, ...(this.#outcomes.get(runId) ?? [])]);
+      this.#o.logger.error({ err, runId }, "graph advance failed; retrying on the next nudge");
+      return;
+    }
+    for (const s of starts) this.#track(this.#runAttempt(s));
+  }
+
+  #graphOf(run: GraphRunRow): GraphDocument | string {
+    const cached = this.#graphs.get(run.id);
+    if (cached) return cached;
+    let doc: unknown;
+    try {
+      doc = JSON.parse(run.source);
+    } catch (err) {
+      return `the graph's source is not JSON: ${message(err)}`;
+    }
+    const parsed = parseGraph(doc);
+    if (!parsed.ok) return parsed.problems.map((p) => `${p.path}: ${p.message}`).join("; ");
+    if (this.#graphs.size > 1000) this.#graphs.clear();
+    this.#graphs.set(run.id, parsed.graph);
+    return parsed.graph;
+  }
+
+  #abortRun(runId: string): void {
+    const nodes = this.#inflight.get(runId);
+    if (!nodes) return;
+    for (const ac of nodes.values()) ac.abort();
+    this.#inflight.delete(runId);
+    this.#graphs.delete(runId);
+  }
+
+  /** One advance, under the run row's lock: what ended, what is skipped, what starts, and whether the run ends. */
+  async #plan(tx: PoolClient, runId: string, outcomes: ReadonlyArray<{ s: Start; outcome: NodeOutcome }>): Promise<Start[]> {
+    const run = await lockGraphRun(tx, runId);
+    if (!run || run.workflow !== GRAPH_WORKFLOW) return [];
+    if (isTerminalStatus(run.status)) {
+      this.#abortRun(runId);
+      return [];
+    }
+    const graph = this.#graphOf(run);
+    if (typeof graph === "string") {
+      await cancelGraphNodes(tx, runId);
+      await completeRun(tx, runId, { status: "failed", error: graph }, this.#o.publicUrl);
+      return [];
+    }
+    if (run.status === "queued") await startRunIfNeeded(tx, runId, this.#o.publicUrl);
+    for (const o of outcomes) await this.#record(tx, run, o);
+    await this.#collect(tx, run);
+    let rows = await lockGraphNodes(tx, runId);
+    const starts = [...(await this.#orphans(tx, run, graph, rows)), ...(await this.#startReady(tx, { run, graph, rows }))];
+    rows = await lockGraphNodes(tx, runId);
+    await this.#conclude(tx, { run, graph, rows });
+    return starts;
+  }
+
+  /** Cancels the nodes a failure blocks, then skips or starts every ready node, until nothing more changes. */
+  async #startReady(tx: PoolClient, p: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[] }): Promise<Start[]> {
+    const { run, graph } = p;
+    let rows = p.rows;
+    const starts: Start[] = [];
+    for (let changed = true; changed;) {
+      changed = false;
+      const statuses = statusesOf(rows);
+      for (const id of blockedNodes(graph, statuses)) {
+        await updateGraphNode(tx, run.id, id, { status: "cancelled", finished_at: "now", error: "a node it depends on failed" });
+        changed = true;
+      }
+      for (const id of readyNodes(graph, statuses)) {
+        const row = rows.find((r) => r.node_id === id);
+        if (!row || starts.some((x) => x.node.id === id) || (row.not_before && row.not_before.getTime() > Date.now())) continue;
+        const start = await this.#begin(tx, { run, node: graph.nodes.find((n) => n.id === id)!, row, rows });
+        if (start) starts.push(start);
+        else changed = true;
+      }
+      if (changed) rows = await lockGraphNodes(tx, run.id);
+    }
+    // Every attempt that starts, in one statement (a fan-out of a hundred is one round trip).
+    if (starts.length > 0)
+      await tx.query(
+        `update graph_nodes set status = 'running', attempt = attempt + 1, mode = 'inline', owner = $3, not_before = null,
+                started_at = now(), finished_at = null
+          where run_id = $1 and node_id = any($2::text[])`,
+        [run.id, starts.map((x) => x.node.id), this.owner],
+      );
+    return this.#queueJobs(tx, starts);
+  }
+
+  /** Code and shell attempts become agent jobs here, in the transaction that starts them; the others run in this process. */
+  async #queueJobs(tx: PoolClient, starts: Start[]): Promise<Start[]> {
+    const inline: Start[] = [];
+    for (const s of starts) {
+      let job: AgentJobSpec | undefined;
+      try {
+        job = agentJobOf(s.node.type, s.node.id, s.config);
+      } catch (err) {
+        await settleGraphNode(tx, {
+          runId: s.runId,
+          nodeId: s.node.id,
+          attempt: s.attempt,
+          result: { ok: false, error: message(err) },
+          quiet: true,
+        });
+        continue;
+      }
+      if (!job) inline.push(s);
+      else {
+        await queueNodeJob(tx, { runId: s.runId, nodeId: s.node.id, capabilities: job.capabilities, job });
+        await updateGraphNode(tx, s.runId, s.node.id, { owner: null });
+      }
+    }
+    return inline;
+  }
+
+  /** A ready node: skipped by its `if`, failed by an expression that does not evaluate, or to start (the caller records its attempt). */
+  async #begin(
+    tx: PoolClient,
+    a: { run: GraphRunRow; node: GraphNode; row: GraphNodeRow; rows: GraphNodeRow[] },
+  ): Promise<Start | undefined> {
+    const { run, node, row } = a;
+    const scope = scopeOf(run, a.rows);
+    const fail = (error: string): Promise<void> =>
+      updateGraphNode(tx, run.id, node.id, { status: "failed", error, attempt: row.attempt + 1, started_at: "now", finished_at: "now" });
+    if (node.if !== undefined) {
+      const cond = evaluateIf(node.if, scope);
+      if (!cond.ok) return void (await fail(`if: ${cond.error}`));
+      if (!cond.value) return void (await updateGraphNode(tx, run.id, node.id, { status: "skipped", finished_at: "now" }));
+    }
+    const config = evaluateConfig(node.config, scope);
+    if (!config.ok) return void (await fail(config.error));
+    // Recorded as running by the caller, with every other attempt of this advance.
+    return { runId: run.id, run, node, attempt: row.attempt + 1, config: config.value, scope };
+  }
+
+  /** Inline attempts whose process died (another owner, after a restart) start again, as the same attempt. */
+  async #orphans(tx: PoolClient, run: GraphRunRow, graph: GraphDocument, rows: GraphNodeRow[]): Promise<Start[]> {
+    const starts: Start[] = [];
+    for (const row of rows) {
+      if (row.status !== "running" || row.mode !== "inline" || row.owner === this.owner) continue;
+      const node = graph.nodes.find((n) => n.id === row.node_id);
+      if (!node) continue;
+      const scope = scopeOf(run, rows);
+      const config = evaluateConfig(node.config, scope);
+      if (!config.ok) {
+        await updateGraphNode(tx, run.id, node.id, { status: "failed", error: config.error, finished_at: "now" });
+        continue;
+      }
+      await updateGraphNode(tx, run.id, node.id, { owner: this.owner });
+      this.#o.logger.info(
+        { runId: run.id, node: node.id, attempt: row.attempt },
+        "graph node attempt orphaned by a restart: running it again",
+      );
+      starts.push({ runId: run.id, run, node, attempt: row.attempt, config: config.value, scope });
+    }
+    return starts;
+  }
+
+  /** A parked node whose wait resolved: its answer (a timeout appends run.wait_expired on a root run). */
+  async #woken(
+    tx: PoolClient,
+    run: GraphRunRow,
+    w: { node_id: string; type: string; attempt: number; kind: string; result: unknown },
+  ): Promise<void> {
+    const result = (w.result ?? {}) as { timed_out?: boolean; payload?: unknown };
+    if (result.timed_out === true && run.parent_run_id === null)
+      await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
+    const output = result.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (result.payload ?? null) : result;
+    // An approval answered `reject` fails its gate (D's approvalWakeOutcome); every other wake succeeds with its payload.
+    const woken = w.type === "approval" ? approvalWakeOutcome(output) : ({ kind: "succeeded", output } as const);
+    const settled =
+      woken.kind === "failed" ? { ok: false as const, error: woken.error, output: woken.output } : { ok: true as const, output };
+    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: settled, quiet: true });
+  }
+
+  /** Parked nodes whose wait resolved, and workflow nodes whose child run ended, settle. */
+  async #collect(tx: PoolClient, run: GraphRunRow): Promise<void> {
+    const { rows } = await tx.query<{ node_id: string; type: string; attempt: number; kind: string; result: unknown }>(
+      `select n.node_id, n.type, n.attempt, j.kind, j.result from graph_nodes n join journal j on j.run_id = n.run_id and j.position = n.wait_position
+        where n.run_id = $1 and n.status = 'parked' and j.status = 'done'`,
+      [run.id],
+    );
+    for (const w of rows) await this.#woken(tx, run, w);
+    const { rows: children } = await tx.query<{ node_id: string; attempt: number; status: string; output: unknown; error: string | null }>(
+      `select n.node_id, n.attempt, c.status, c.output, c.error from graph_nodes n join runs c on c.id = n.child_run_id
+        where n.run_id = $1 and n.status = 'running' and n.mode = 'child' and c.status in ('succeeded', 'failed', 'cancelled')`,
+      [run.id],
+    );
+    for (const c of children) {
+      const result =
+        c.status === "succeeded"
+          ? { ok: true as const, output: c.output }
+          : { ok: false as const, error: `the child run ${c.status}${c.error ? `: ${c.error}` : ""}`, output: c.output };
+      await settleGraphNode(tx, { runId: run.id, nodeId: c.node_id, attempt: c.attempt, result, quiet: true });
+    }
+  }
+
+  /** The run ends when the plan says so; otherwise it is parked while only parked nodes are left, else running. */
+  async #conclude(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[] }): Promise<void> {
+    const { run, graph, rows } = c;
+    const outcome = graphOutcome(graph, statusesOf(rows));
+    if (outcome === "succeeded") {
+      await completeRun(tx, run.id, { status: "succeeded", output: runOutput(graph, rows) }, this.#o.publicUrl);
+      this.#graphs.delete(run.id);
+      return;
+    }
+    if (outcome === "failed") {
+      const failed = rows.find((r) => r.status === "failed");
+      const error = failed ? `node ${failed.node_id} failed: ${failed.error ?? "no error text"}` : "the graph cannot finish";
+      await cancelGraphNodes(tx, run.id);
+      await completeRun(tx, run.id, { status: "failed", error, output: runOutput(graph, rows) }, this.#o.publicUrl);
+      this.#graphs.delete(run.id);
+      return;
+    }
+    const parked = rows.filter((r) => r.status === "parked");
+    const busy = rows.some((r) => r.status === "running" || (r.status === "pending" && r.not_before !== null));
+    if (!busy && parked.length > 0 && parked.length === rows.filter((r) => ACTIVE.has(r.status)).length) {
+      const substate = parked[0]!.substate;
+      await tx.query(`update runs set status = 'parked', substate = $2 where id = $1 and status in ('running', 'queued')`, [
+        run.id,
+        substate ? JSON.stringify({ name: substate.name, kind: substate.kind }) : null,
+      ]);
+      await tx.query(`select pg_notify('flowsvc_runs', $1)`, [run.id]);
+    } else if (run.status === "parked") {
+      await markRunRunning(tx, run.id);
+    }
+  }
+
+  /** Runs one attempt in this process and records its outcome (after its advance committed). */
+  async #runAttempt(s: Start): Promise<void> {
+    const ac = new AbortController();
+    const nodes = this.#inflight.get(s.runId) ?? new Map<string, AbortController>();
+    nodes.set(s.node.id, ac);
+    this.#inflight.set(s.runId, nodes);
+    let outcome: NodeOutcome;
+    try {
+      const executor = executorFor(s.node.type);
+      if (!executor) outcome = { kind: "failed", error: `no executor runs nodes of type ${JSON.stringify(s.node.type)} in this version` };
+      else {
+        const ctx = await nodeContext({
+          ...this.#o,
+          run: s.run,
+          node: s.node,
+          config: s.config,
+          scope: s.scope,
+          attempt: s.attempt,
+          signal: ac.signal,
+          orgs: this.#orgs,
+        });
+        outcome = await executor.start(ctx);
+      }
+    } catch (err) {
+      outcome = { kind: "failed", error: message(err) };
+    } finally {
+      nodes.delete(s.node.id);
+      if (nodes.size === 0 && this.#inflight.get(s.runId) === nodes) this.#inflight.delete(s.runId);
+    }
+    if (ac.signal.aborted || this.#stopped) return;
+    const queued = this.#outcomes.get(s.runId) ?? [];
+    queued.push({ s, outcome });
+    this.#outcomes.set(s.runId, queued);
+    this.schedule(s.runId);
+  }
+
+  /** An attempt's outcome (the caller holds the run row's lock), written if the attempt is still the node's current one (else it is stale and dropped). */
+  async #record(tx: PoolClient, run: GraphRunRow, { s, outcome }: { s: Start; outcome: NodeOutcome }): Promise<void> {
+    const { rows } = await tx.query<{ status: string; attempt: number; owner: string | null }>(
+      `select status, attempt, owner from graph_nodes where run_id = $1 and node_id = $2 for update`,
+      [s.runId, s.node.id],
+    );
+    const row = rows[0];
+    if (row?.status !== "running" || row.attempt !== s.attempt || row.owner !== this.owner) return;
+    const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt };
+    switch (outcome.kind) {
+      case "succeeded":
+        await settleGraphNode(tx, { ...key, result: { ok: true, output: outcome.output }, quiet: true });
+        return;
+      case "failed":
+        await settleGraphNode(tx, { ...key, result: { ok: false, error: outcome.error, output: outcome.output }, quiet: true });
+        return;
+      case "park":
+        await this.#park(tx, { run, s, outcome });
+        return;
+      case "child":
+        await updateGraphNode(tx, s.runId, s.node.id, { mode: "child", owner: null, child_run_id: outcome.runId });
+        await notifyGraph(tx, s.runId);
+        return;
+      case "job":
+        await queueNodeJob(tx, { runId: s.runId, nodeId: s.node.id, capabilities: outcome.job.capabilities, job: outcome.job });
+        await updateGraphNode(tx, s.runId, s.node.id, { owner: null });
+        return;
+    }
+  }
+
+  /**
+   * A park outcome becomes a journal wait of the run (wait-signal named `signal`, or wait-event),
+   * made by the same call path as a script's, so `flow signal`, the bus and the timer loop wake it.
+   * An approval's `run.awaiting` is appended once, when the wait is made (root runs only).
+   */
+  async #park(tx: PoolClient, p: { run: GraphRunRow; s: Start; outcome: Extract<NodeOutcome, { kind: "park" }> }): Promise<void> {
+    const { run, s, outcome } = p;
+    const { rows } = await tx.query<{ next: number }>(`select coalesce(max(position) + 1, 0)::int as next from journal where run_id = $1`, [
+      run.id,
+    ]);
+    const position = rows[0]!.next;
+    const timeout = outcome.deadline ? { timeout_ms: Math.max(0, outcome.deadline.getTime() - Date.now()) } : {};
+    const req: CallRequest = outcome.eventWait
+      ? {
+          position,
+          kind: "wait-event",
+          name: outcome.eventWait.type,
+          ordinal: 0,
+          args: { ...timeout, ...(outcome.eventWait.when ? { when: outcome.eventWait.when } : {}), node: s.node.id },
+        }
+      : { position, kind: "wait-signal", name: outcome.signal, ordinal: 0, args: timeout };
+    const kind = outcome.awaiting ? "approval" : outcome.eventWait ? "event" : "signal";
+    const substate = {
+      name: s.node.id,
+      kind,
+      ...(outcome.awaiting ? { prompt: outcome.awaiting.prompt, fields: outcome.awaiting.fields } : {}),
+    };
+    await updateGraphNode(tx, run.id, s.node.id, { status: "parked", mode: "wait", owner: null, wait_position: position, substate });
+    const answer = await performCall(tx, run.id, req);
+    if (outcome.awaiting && run.parent_run_id === null)
+      await emitLifecycle(tx, {
+        runId: run.id,
+        type: "run.awaiting",
+        extra: { node: s.node.id, gate: s.node.id, prompt: outcome.awaiting.prompt, fields: outcome.awaiting.fields },
+        publicUrl: this.#o.publicUrl,
+      });
+    // A signal already queued answers at once: the next advance collects it.
+    if (answer.status === "done") await notifyGraph(tx, run.id);
+  }
+}

@@ -1,0 +1,363 @@
+/**
+ * Graph runs in Postgres (migration 010): each node's state, the agent jobs of code and shell
+ * nodes, and the one rule a finished attempt goes through (`settleGraphNode`: success, a retry
+ * after its backoff, or failure). Every write happens under the run row's lock (the caller's
+ * transaction holds it, `lockGraphRun`), and every change that may let the graph move on notifies
+ * `flowsvc_graphs` with the run id: the controller's graph driver advances the run on it.
+ */
+import type { Pool, PoolClient } from "pg";
+import { FlowError, assertStorableJson, type CredentialKind, type NameHolding, type ValueMasker } from "@flowsvc/core";
+import { mintId } from "./mint.js";
+
+type Db = Pool | PoolClient;
+
+/** A graph run's `runs.workflow` (core's GRAPH_VERSION). */
+export const GRAPH_WORKFLOW = "flowsvc-graph/v1";
+/** The NOTIFY channel the graph driver listens on; the payload is the run id. */
+export const GRAPH_CHANNEL = "flowsvc_graphs";
+/** A code/shell node's output keeps at most this much of the script's stdout (the tail). */
+export const NODE_STDOUT_LIMIT = 16 * 1024;
+
+export type GraphNodeStatus = "pending" | "running" | "parked" | "success" | "failed" | "skipped" | "cancelled";
+export const TERMINAL_NODE_STATUSES: readonly GraphNodeStatus[] = ["success", "failed", "skipped", "cancelled"];
+
+/** What `flow status` / `flow steps` and the approvals route read of a node (the contract's getGraphRunNodes). */
+export interface GraphNodeView {
+  node_id: string;
+  type: string;
+  status: GraphNodeStatus;
+  attempt: number;
+  output: unknown;
+  error: string | null;
+  substate: { name: string; kind: string; [k: string]: unknown } | null;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+/** A node row as the driver needs it. */
+export interface GraphNodeRow {
+  node_id: string;
+  type: string;
+  ord: number;
+  status: GraphNodeStatus;
+  attempt: number;
+  retry: { attempts: number; backoff_ms: number } | null;
+  not_before: Date | null;
+  output: unknown;
+  error: string | null;
+  mode: "inline" | "job" | "child" | "wait" | null;
+  owner: string | null;
+  job_id: string | null;
+  child_run_id: string | null;
+  wait_position: number | null;
+  substate: GraphNodeView["substate"];
+}
+
+const ROW_COLUMNS =
+  "node_id, type, ord, status, attempt, retry, not_before, output, error, mode, owner, job_id, child_run_id, wait_position, substate";
+
+export const notifyGraph = async (db: Db, runId: string): Promise<void> => {
+  await db.query(`select pg_notify('${GRAPH_CHANNEL}', $1)`, [runId]);
+};
+
+/** A new graph run's nodes, all pending, and its input, in the transaction that created the run. */
+export const insertGraphNodes = async (
+  tx: PoolClient,
+  runId: string,
+  g: { nodes: ReadonlyArray<{ id: string; type: string; retry?: { attempts: number; backoff_ms: number } | undefined }>; input: unknown },
+): Promise<void> => {
+  await tx.query(`update runs set input = $2 where id = $1`, [runId, JSON.stringify(g.input ?? null)]);
+  await tx.query(
+    `insert into graph_nodes (run_id, node_id, type, ord, retry)
+     select $1, n.id, n.type, n.ord - 1, n.retry from unnest($2::text[], $3::text[], $4::jsonb[]) with ordinality as n(id, type, retry, ord)`,
+    [runId, g.nodes.map((n) => n.id), g.nodes.map((n) => n.type), g.nodes.map((n) => (n.retry ? JSON.stringify(n.retry) : null))],
+  );
+  await notifyGraph(tx, runId);
+};
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+/** The contract's store API: every node of a graph run, in document order (empty for a script run). */
+export const getGraphRunNodes = async (db: Db, runId: string): Promise<GraphNodeView[]> => {
+  const { rows } = await db.query<
+    Omit<GraphNodeView, "started_at" | "finished_at"> & { started_at: Date | null; finished_at: Date | null }
+  >(
+    `select node_id, type, status, attempt, output, error, substate, started_at, finished_at from graph_nodes where run_id = $1 order by ord`,
+    [runId],
+  );
+  return rows.map((r) => ({ ...r, started_at: iso(r.started_at), finished_at: iso(r.finished_at) }));
+};
+
+/** The run's node rows, locked (the caller holds the run row's lock first: every path takes run, then nodes). */
+export const lockGraphNodes = async (tx: PoolClient, runId: string): Promise<GraphNodeRow[]> => {
+  const { rows } = await tx.query<GraphNodeRow>(`select ${ROW_COLUMNS} from graph_nodes where run_id = $1 order by ord for update`, [
+    runId,
+  ]);
+  return rows;
+};
+
+/** What the driver needs of a graph run, the row locked. */
+export interface GraphRunRow {
+  id: string;
+  project_id: string;
+  workflow: string;
+  status: string;
+  source: string;
+  filename: string;
+  input: unknown;
+  trusted: boolean;
+  parent_run_id: string | null;
+}
+
+export const lockGraphRun = async (tx: PoolClient, runId: string): Promise<GraphRunRow | undefined> => {
+  const { rows } = await tx.query<GraphRunRow>(
+    `select id, project_id, workflow, status, source, filename, input, trusted, parent_run_id from runs where id = $1 for update`,
+    [runId],
+  );
+  return rows[0];
+};
+
+/** The columns a node update may set. */
+export interface NodePatch {
+  status?: GraphNodeStatus;
+  attempt?: number;
+  not_before?: Date | null;
+  output?: unknown;
+  error?: string | null;
+  mode?: GraphNodeRow["mode"];
+  owner?: string | null;
+  job_id?: string | null;
+  job?: unknown;
+  child_run_id?: string | null;
+  wait_position?: number | null;
+  substate?: GraphNodeView["substate"];
+  started_at?: "now";
+  finished_at?: "now" | null;
+}
+
+const JSON_COLUMNS = new Set(["output", "job", "substate"]);
+
+/** Sets the given columns of one node (a fixed list of column names: nothing from outside becomes SQL). */
+export const updateGraphNode = async (tx: PoolClient, runId: string, nodeId: string, patch: NodePatch): Promise<void> => {
+  const sets: string[] = [];
+  const values: unknown[] = [runId, nodeId];
+  for (const [column, value] of Object.entries(patch)) {
+    if (value === undefined) continue;
+    if (value === "now") {
+      sets.push(`${column} = now()`);
+      continue;
+    }
+    values.push(JSON_COLUMNS.has(column) && value !== null ? JSON.stringify(value) : value);
+    sets.push(`${column} = $${values.length}`);
+  }
+  if (sets.length === 0) return;
+  await tx.query(`update graph_nodes set ${sets.join(", ")} where run_id = $1 and node_id = $2`, values);
+};
+
+/** How an attempt ended, before the retry policy. */
+export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: string; output?: unknown };
+
+/**
+ * A node's running or parked attempt ended: success, or failure, which becomes a retry (the node
+ * pending again, not before its backoff: the driver's durable poll starts it, so a restart loses
+ * nothing) while the node's `retry.attempts` allow. Returns what the node became, or undefined
+ * when the attempt was no longer current (a stale answer: nothing written).
+ */
+export const settleGraphNode = async (
+  tx: PoolClient,
+  s: {
+    runId: string;
+    nodeId: string;
+    attempt: number;
+    result: AttemptResult;
+    /** The graph driver, which advances the run itself. */ quiet?: boolean;
+  },
+): Promise<"success" | "retrying" | "failed" | undefined> => {
+  assertStorableJson({ output: s.result.output ?? null, error: s.result.ok ? null : s.result.error }, "node output");
+  const { rows } = await tx.query<{ status: string; attempt: number; retry: GraphNodeRow["retry"] }>(
+    `select status, attempt, retry from graph_nodes where run_id = $1 and node_id = $2 for update`,
+    [s.runId, s.nodeId],
+  );
+  const node = rows[0];
+  if (!node || node.attempt !== s.attempt || !["running", "parked"].includes(node.status)) return undefined;
+  const done: NodePatch = { mode: null, owner: null, job_id: null, wait_position: null, substate: null, output: s.result.output ?? null };
+  let became: "success" | "retrying" | "failed";
+  if (s.result.ok) {
+    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "success", error: null, finished_at: "now" });
+    became = "success";
+  } else if (node.retry && node.attempt < node.retry.attempts) {
+    const notBefore = new Date(Date.now() + node.retry.backoff_ms);
+    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "pending", error: s.result.error, not_before: notBefore });
+    became = "retrying";
+  } else {
+    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "failed", error: s.result.error, finished_at: "now" });
+    became = "failed";
+  }
+  if (!s.quiet) await notifyGraph(tx, s.runId);
+  return became;
+};
+
+/** A code or shell node's attempt becomes a queued agent job of its run (kind 'node'). */
+export const queueNodeJob = async (
+  tx: PoolClient,
+  j: { runId: string; nodeId: string; capabilities: readonly string[]; job: unknown },
+): Promise<string> => {
+  const id = mintId("job");
+  await tx.query(`insert into jobs (id, run_id, status, kind, node_id, capabilities) values ($1, $2, 'queued', 'node', $3, $4)`, [
+    id,
+    j.runId,
+    j.nodeId,
+    j.capabilities,
+  ]);
+  await updateGraphNode(tx, j.runId, j.nodeId, { mode: "job", job_id: id, job: j.job });
+  await tx.query(`select pg_notify('flowsvc_jobs', $1)`, [j.runId]);
+  return id;
+};
+
+/** What a node job runs (the claim reads it): its script and the credentials map it declares. */
+export interface NodeJobSpec {
+  node_id: string;
+  attempt: number;
+  source: string;
+  filename: string;
+  interpreter: string[];
+  env: Record<string, string>;
+  credentials: Record<string, string>;
+}
+
+export const nodeJobSpec = async (db: Db, jobId: string): Promise<NodeJobSpec | undefined> => {
+  const { rows } = await db.query<{ node_id: string; attempt: number; job: Omit<NodeJobSpec, "node_id" | "attempt"> | null }>(
+    `select n.node_id, n.attempt, n.job from jobs j join graph_nodes n on n.run_id = j.run_id and n.node_id = j.node_id and n.job_id = j.id
+      where j.id = $1`,
+    [jobId],
+  );
+  const r = rows[0];
+  return r?.job ? { node_id: r.node_id, attempt: r.attempt, ...r.job } : undefined;
+};
+
+/** The tail of a job's stdout, at most `limit` characters (a code node's `stdout` output). */
+export const jobStdoutTail = async (db: Db, jobId: string, limit = NODE_STDOUT_LIMIT): Promise<string> => {
+  const { rows } = await db.query<{ out: string | null }>(
+    `select right(string_agg(data, '' order by id), $2) as out from run_logs where job_id = $1 and stream = 'stdout'`,
+    [jobId, limit],
+  );
+  return rows[0]?.out ?? "";
+};
+
+/**
+ * A node job ended (its finish, or the dispatcher giving up, or a claim whose credentials did not
+ * resolve): the job's node settles by the retry rule. The caller ended the job and holds nothing:
+ * the run row is locked here first.
+ */
+export const settleNodeJob = async (tx: PoolClient, jobId: string, result: AttemptResult): Promise<string | undefined> => {
+  const { rows } = await tx.query<{ run_id: string; node_id: string }>(`select run_id, node_id from jobs where id = $1 and kind = 'node'`, [
+    jobId,
+  ]);
+  const j = rows[0];
+  if (!j) return undefined;
+  await tx.query(`select 1 from runs where id = $1 for update`, [j.run_id]);
+  const { rows: nodes } = await tx.query<{ attempt: number }>(
+    `select attempt from graph_nodes where run_id = $1 and node_id = $2 and job_id = $3 for update`,
+    [j.run_id, j.node_id, jobId],
+  );
+  if (!nodes[0]) return undefined;
+  return settleGraphNode(tx, { runId: j.run_id, nodeId: j.node_id, attempt: nodes[0].attempt, result });
+};
+
+/**
+ * The agent finished a code or shell node's job (POST /agent/v1/finish): output = the script's
+ * `flow output set` values (masked), `exit_code`, and the tail of its stdout; exit 0 succeeds the
+ * node, another exit fails the attempt (its retry policy applies) and keeps the output.
+ */
+export const finishNodeJob = async (
+  tx: PoolClient,
+  f: {
+    jobId: string;
+    exitCode: number;
+    outputs: Record<string, string>;
+    error?: string | undefined;
+    masker: Pick<ValueMasker, "text" | "json">;
+  },
+): Promise<string | undefined> => {
+  assertStorableJson({ outputs: f.outputs, error: f.error }, "finish");
+  const { rowCount } = await tx.query(
+    `update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
+      where id = $1 and status in ('dispatched', 'running')`,
+    [f.jobId],
+  );
+  if ((rowCount ?? 0) === 0)
+    throw new FlowError("job_lost", `job ${f.jobId} has already finished, or was dispatched again: its finish is not taken twice`);
+  const stdout = f.masker.text(await jobStdoutTail(tx, f.jobId));
+  const output = { ...(f.masker.json(f.outputs) as Record<string, string>), exit_code: f.exitCode, stdout };
+  const result: AttemptResult =
+    f.exitCode === 0
+      ? { ok: true, output }
+      : { ok: false, error: f.masker.text(f.error ?? `the script exited with code ${f.exitCode}`), output };
+  return settleNodeJob(tx, f.jobId, result);
+};
+
+/** Graph runs in flight (the driver's start-up sweep and its poll for due retries and orphaned attempts). */
+export const graphRunsNeedingWork = async (db: Db, owner: string): Promise<string[]> => {
+  const { rows } = await db.query<{ run_id: string }>(
+    `select distinct n.run_id from graph_nodes n join runs r on r.id = n.run_id
+      where r.status not in ('succeeded', 'failed', 'cancelled')
+        and ((n.status = 'pending' and n.not_before is not null and n.not_before <= now())
+          or (n.status = 'running' and n.mode = 'inline' and n.owner is distinct from $1)
+          or (r.status = 'queued'))
+      limit 500`,
+    [owner],
+  );
+  return rows.map((r) => r.run_id);
+};
+
+/** The graph run and node a child run belongs to, if a workflow node started it. */
+export const graphNodeOfChild = async (db: Db, childRunId: string): Promise<string | undefined> => {
+  const { rows } = await db.query<{ run_id: string }>(`select run_id from graph_nodes where child_run_id = $1`, [childRunId]);
+  return rows[0]?.run_id;
+};
+
+/** An emit node's event id for (run, node, attempt), if recorded. */
+export const recordedNodeEmit = async (db: Db, k: { runId: string; nodeId: string; attempt: number }): Promise<string | undefined> => {
+  const { rows } = await db.query<{ event_id: string }>(
+    `select event_id from graph_node_emits where run_id = $1 and node_id = $2 and attempt = $3`,
+    [k.runId, k.nodeId, k.attempt],
+  );
+  return rows[0]?.event_id;
+};
+
+export const recordNodeEmit = async (
+  tx: PoolClient,
+  k: { runId: string; nodeId: string; attempt: number; eventId: string },
+): Promise<void> => {
+  await tx.query(`insert into graph_node_emits (run_id, node_id, attempt, event_id) values ($1, $2, $3, $4)`, [
+    k.runId,
+    k.nodeId,
+    k.attempt,
+    k.eventId,
+  ]);
+};
+
+/** A cancelled or failed graph: every node not yet terminal is cancelled, and its queued or live jobs end. */
+export const cancelGraphNodes = async (tx: PoolClient, runId: string): Promise<void> => {
+  await tx.query(
+    `update graph_nodes set status = 'cancelled', mode = null, owner = null, finished_at = now()
+      where run_id = $1 and status in ('pending', 'running', 'parked')`,
+    [runId],
+  );
+  await tx.query(
+    `update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
+      where run_id = $1 and kind = 'node' and status in ('queued', 'dispatched', 'running')`,
+    [runId],
+  );
+  await notifyGraph(tx, runId);
+};
+
+/** What a project holds under each of `names` (the submit-time check needs kinds only: nothing is opened). */
+export const credentialHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
+  if (names.length === 0) return new Map();
+  const { rows } = await db.query<{ name: string; kind: CredentialKind }>(
+    `select name, kind from credentials where project_id = $1 and name = any($2::text[])`,
+    [projectId, [...new Set(names)]],
+  );
+  return new Map(rows.map((r) => [r.name, { credential: { kind: r.kind } }]));
+};
