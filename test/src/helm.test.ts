@@ -355,7 +355,7 @@ test("a postgres.url is kept in a Secret; the generated master key is 32 random 
 });
 
 test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per watched namespace", async () => {
-  const kinds = ["flowhandlers", "floweventhooks", "flowsecrets", "flowcredentials", "flowruns"];
+  const kinds = ["flowhandlers", "floweventhooks", "flowsecrets", "flowcredentials", "flowgraphs", "flowruns"];
   const controllerRules = [
     { apiGroups: ["flowsvc.io"], resources: kinds, verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
     { apiGroups: ["flowsvc.io"], resources: kinds.map((k) => `${k}/status`), verbs: ["get", "update", "patch"] },

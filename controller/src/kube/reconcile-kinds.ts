@@ -15,6 +15,7 @@ export const FLOW_KINDS = {
   hook: { kind: "FlowEventHook", plural: "floweventhooks" },
   secret: { kind: "FlowSecret", plural: "flowsecrets" },
   credential: { kind: "FlowCredential", plural: "flowcredentials" },
+  graph: { kind: "FlowGraph", plural: "flowgraphs" },
   run: { kind: "FlowRun", plural: "flowruns" },
 } as const;
 export type FlowKindName = keyof typeof FLOW_KINDS;

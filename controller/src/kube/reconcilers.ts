@@ -20,6 +20,7 @@ import { handlerKind } from "./reconcile-handler.js";
 import { secretKind } from "./reconcile-secret.js";
 import { hookKind } from "./reconcile-hook.js";
 import { credentialKind } from "./reconcile-credential.js";
+import { graphKind } from "./reconcile-graph.js";
 import { SecretRefs, referencedSecrets } from "./reconcile-secret-refs.js";
 import { ReconcileQueue } from "./reconcile-queue.js";
 import type { FlowObject } from "./reconcile-kinds.js";
@@ -114,6 +115,7 @@ export const startReconcilers = (deps: ReconcilerDeps): Reconcilers => {
     startConfigReconciler(base, secretKind({ pool: deps.pool, keyring: deps.keyring, store: deps.store, refs })),
     startConfigReconciler(base, hookKind({ pool: deps.pool, keyring: deps.keyring, store: deps.store, refs, publicUrl: deps.publicUrl })),
     startConfigReconciler(base, credentialKind({ pool: deps.pool, keyring: deps.keyring, store: deps.store, refs })),
+    startConfigReconciler(base, graphKind(deps.pool)),
   ] as unknown as Config;
   holder.secrets = startInformers<V1Secret>(
     deps.kc,

@@ -8,7 +8,8 @@ import { HookResourceSpec } from "./hook.js";
 import { RunSubmission } from "./run.js";
 import { SecretResourceSpec } from "./secret.js";
 import { CredentialResourceSpec } from "./credential.js";
-import { CredentialStatus, HandlerStatus, HookStatus, RunResourceStatus, SecretStatus } from "./status.js";
+import { GraphResourceSpec } from "./graph.js";
+import { CredentialStatus, GraphStatus, HandlerStatus, HookStatus, RunResourceStatus, SecretStatus } from "./status.js";
 
 export const CRD_GROUP = "flowsvc.io";
 export const CRD_VERSION = "v1alpha1";
@@ -45,7 +46,7 @@ const condition = (type: string): PrinterColumn => ({
   description: `The ${type} condition's status`,
 });
 
-/** The kinds, in the contract's order (docs: k8s-contract "CRDs"). FlowGraph arrives with its feature. */
+/** The kinds, in the contract's order (docs: k8s-contract "CRDs"). */
 export const CRD_KINDS: readonly CrdKind[] = [
   {
     kind: "FlowHandler",
@@ -100,6 +101,17 @@ export const CRD_KINDS: readonly CrdKind[] = [
       { name: "Set", type: "date", jsonPath: ".status.setAt", description: "When the value was last sealed" },
       age,
     ],
+  },
+  {
+    kind: "FlowGraph",
+    plural: "flowgraphs",
+    singular: "flowgraph",
+    shortNames: ["fg"],
+    description:
+      "A stored graph: the spec is the flowsvc-graph/v1 document (version, nodes, edges). Ready=False says which paths break a rule.",
+    spec: GraphResourceSpec,
+    status: GraphStatus,
+    columns: [condition("Ready"), age],
   },
   {
     kind: "FlowRun",

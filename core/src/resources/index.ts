@@ -3,6 +3,7 @@ export * from "./handler.js";
 export * from "./hook.js";
 export * from "./secret.js";
 export * from "./credential.js";
+export * from "./graph.js";
 export * from "./run.js";
 export * from "./status.js";
 export * from "./resource-store.js";

@@ -213,9 +213,23 @@ void test("the CRDs: the contract's names, printer columns and status; structura
   const crds = flowsvcCrds();
   assert.deepEqual(
     crds.map((c) => (c.metadata as Json).name),
-    ["flowhandlers.flowsvc.io", "floweventhooks.flowsvc.io", "flowsecrets.flowsvc.io", "flowcredentials.flowsvc.io", "flowruns.flowsvc.io"],
+    [
+      "flowhandlers.flowsvc.io",
+      "floweventhooks.flowsvc.io",
+      "flowsecrets.flowsvc.io",
+      "flowcredentials.flowsvc.io",
+      "flowgraphs.flowsvc.io",
+      "flowruns.flowsvc.io",
+    ],
   );
-  const shortNames = { FlowHandler: ["fh"], FlowEventHook: ["feh"], FlowSecret: ["fsec"], FlowCredential: ["fcred"], FlowRun: ["fr"] };
+  const shortNames = {
+    FlowHandler: ["fh"],
+    FlowEventHook: ["feh"],
+    FlowSecret: ["fsec"],
+    FlowCredential: ["fcred"],
+    FlowGraph: ["fg"],
+    FlowRun: ["fr"],
+  };
   for (const crd of crds) {
     const spec = crd.spec as { names: Json; scope: string; versions: Json[] };
     const kind = spec.names.kind as keyof typeof shortNames;

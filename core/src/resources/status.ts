@@ -46,6 +46,9 @@ export type HookStatus = z.infer<typeof HookStatus>;
 export const SecretStatus = z.object({ setAt: z.iso.datetime().optional(), ...common }).strict();
 export type SecretStatus = z.infer<typeof SecretStatus>;
 
+export const GraphStatus = z.object({ ...common }).strict();
+export type GraphStatus = z.infer<typeof GraphStatus>;
+
 export const CredentialStatus = z.object({ setAt: z.iso.datetime().optional(), ...common }).strict();
 export type CredentialStatus = z.infer<typeof CredentialStatus>;
 

@@ -15,7 +15,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..", "..");
 const crdsDir = join(root, "crds");
 const fixtures = join(root, "test", "fixtures", "k8s");
-const KINDS = ["flowhandler", "floweventhook", "flowsecret", "flowcredential", "flowrun"];
+const KINDS = ["flowhandler", "floweventhook", "flowsecret", "flowcredential", "flowgraph", "flowrun"];
 
 let api: FakeApiServer;
 let dir: string;
@@ -159,6 +159,8 @@ describe("flowsvc's CRDs with kubectl", () => {
       "kube-system",
       "-f",
       join(root, "examples", "k8s", "credential.yaml"),
+      "-f",
+      join(root, "examples", "k8s", "graph.yaml"),
     ]);
     assert.equal(example.code, 0, example.stderr);
   });

@@ -21,6 +21,7 @@ const KINDS = [
   { kind: "FlowEventHook", plural: "floweventhooks", short: "feh" },
   { kind: "FlowSecret", plural: "flowsecrets", short: "fsec" },
   { kind: "FlowCredential", plural: "flowcredentials", short: "fcred" },
+  { kind: "FlowGraph", plural: "flowgraphs", short: "fg" },
   { kind: "FlowRun", plural: "flowruns", short: "fr" },
 ];
 

@@ -16,7 +16,9 @@ import {
   finishRun,
   getHandler,
   getSecretMeta,
+  getStoredGraph,
   listCredentials,
+  listGraphEndpoints,
   openCredentialValue,
   openSecretValue,
   withTransaction,
@@ -252,6 +254,54 @@ describe("reconcilers", () => {
       2000,
       20,
     );
+  });
+
+  test("a FlowGraph is a stored graph with its endpoints; a document that breaks a rule is Ready=False with every path; delete removes it", async () => {
+    const s = await scope();
+    const doc = {
+      version: "flowsvc-graph/v1",
+      nodes: [
+        { id: "start", type: "trigger" },
+        { id: "fetch", type: "http", config: { method: "GET", url: "https://api.example.com/items" } },
+      ],
+      edges: [{ from: "start", to: "fetch" }],
+    };
+    await apply("flowgraphs", "FlowGraph", "nightly", doc);
+    await readyIs("flowgraphs", "nightly", (c) => c?.status !== undefined);
+    assert.equal(
+      readyOf(await getCr(h, "flowgraphs", NS, "nightly"))?.status,
+      "True",
+      readyOf(await getCr(h, "flowgraphs", NS, "nightly"))?.message,
+    );
+    const stored = await getStoredGraph(h.db.pool, s.projectId, "nightly");
+    assert.deepEqual(
+      stored?.document.nodes.map((n) => n.id),
+      ["start", "fetch"],
+    );
+    assert.equal(stored?.createdBy, null, "made by the controller, not a person");
+    assert.deepEqual(
+      (await listGraphEndpoints(h.db.pool, s.projectId, "nightly")).map((e) => [e.node_id, e.event_type]),
+      [["start", "graph.nightly.start.delivery"]],
+    );
+
+    await h.custom.patchNamespacedCustomObject(
+      {
+        ...cr("flowgraphs"),
+        name: "nightly",
+        body: { spec: { edges: [{ from: "start", to: "nowhere" }], nodes: [{ id: "start", type: "trigger" }] } },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await readyIs("flowgraphs", "nightly", (c) => c?.reason === "InvalidSpec");
+    assert.match(readyOf(await getCr(h, "flowgraphs", NS, "nightly"))?.message ?? "", /^spec\.edges\[0\]\.to: .*nowhere/);
+    assert.equal((await getStoredGraph(h.db.pool, s.projectId, "nightly"))?.document.nodes.length, 2, "the last good graph stays");
+
+    await apply("flowgraphs", "FlowGraph", "has.dot", doc);
+    await readyIs("flowgraphs", "has.dot", (c) => c?.reason === "InvalidSpec");
+    assert.match(readyOf(await getCr(h, "flowgraphs", NS, "has.dot"))?.message ?? "", /graph name "has.dot" is not allowed/);
+
+    await h.custom.deleteNamespacedCustomObject({ ...cr("flowgraphs"), name: "nightly" });
+    await waitFor("graph removed", async () => (await getStoredGraph(h.db.pool, s.projectId, "nightly")) === undefined, 2000, 20);
   });
 
   test("a handler deleted while the controller was down is removed on start (list diff)", async () => {
