@@ -354,10 +354,13 @@ export class GraphDriver {
     run: GraphRunRow,
     w: { node_id: string; type: string; attempt: number; kind: string; result: unknown },
   ): Promise<void> {
-    const result = (w.result ?? {}) as { timed_out?: boolean; payload?: unknown };
+    const result = (w.result ?? {}) as { timed_out?: boolean };
     if (result.timed_out === true && run.parent_run_id === null)
       await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
-    const output = result.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (result.payload ?? null) : result;
+    const answer = result as { timed_out?: boolean; payload?: unknown; envelope?: unknown };
+    // A signal's payload; an event's whole envelope (`nodes.<id>.output.payload` is the event's payload).
+    const output =
+      answer.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (answer.payload ?? null) : (answer.envelope ?? answer);
     // An approval answered `reject` fails its gate (D's approvalWakeOutcome); every other wake succeeds with its payload.
     const woken = w.type === "approval" ? approvalWakeOutcome(output) : ({ kind: "succeeded", output } as const);
     const settled =
