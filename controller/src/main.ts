@@ -1,19 +1,15 @@
 #!/usr/bin/env node
 /**
- * flowsvc-controller: the controller deployable (issue 16, item 6). It reads its configuration once
- * (config.ts), migrates Postgres, serves /healthz and /readyz on FLOWSVC_HEALTH_PORT, and campaigns
+ * flowsvc-controller: the controller deployable (issue 16, item 6). The start-up it shares with
+ * ingest (deployable.ts) reads its configuration once (config.ts), migrates Postgres, serves /healthz
+ * and /readyz on FLOWSVC_HEALTH_PORT and handles the signals; then it campaigns
  * for the Lease: only the leader runs the dispatcher, the timers, the agent Pod launcher and the
  * reconcilers. A leader that cannot renew within renewDeadline stops them at once and exits 1 (its
  * Pod restarts it as a candidate); SIGTERM stops them, releases the Lease and exits 0.
  */
-import type { Server } from "node:http";
-import pino, { type Logger } from "pino";
-import { FlowError } from "@flowsvc/core";
-import { Keyring, createPool, migrate, startListener, type Listener } from "@flowsvc/store";
-import type { Pool } from "pg";
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
+import { runDeployable, type Started } from "./deployable.js";
 import { Dispatcher } from "./dispatcher.js";
-import { startHealthServer } from "./health-server.js";
 import { TimerLoop } from "./timers.js";
 import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
 import { setForgeBaseUrls } from "./graph/nodes/workflow.js";
@@ -24,12 +20,7 @@ import { PodLauncher } from "./kube/pod-launcher.js";
 import { startReconcilers } from "./kube/reconcilers.js";
 import { createPgResourceStore } from "@flowsvc/store";
 
-interface Shared {
-  config: ControllerConfig;
-  logger: Logger;
-  pool: Pool;
-  keyring: Keyring;
-  listener: Listener;
+interface Shared extends Started<ControllerConfig> {
   clients: KubeClients;
 }
 
@@ -108,17 +99,9 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   };
 };
 
-/** /healthz, /readyz and /metrics on FLOWSVC_HEALTH_PORT (health-server.ts). */
-const startHealth = (s: Pick<Shared, "config" | "logger" | "pool">): Promise<Server> =>
-  startHealthServer({ pool: s.pool, host: s.config.healthHost, port: s.config.healthPort, logger: s.logger });
-
-const run = async (config: ControllerConfig, logger: Logger): Promise<void> => {
-  const pool = createPool(config.databaseUrl, { max: 10, applicationName: "flowsvc-controller", log: (m: string) => logger.warn(m) });
-  await migrate(pool, (m) => logger.info(m));
-  const keyring = await Keyring.create(pool, config.masterKey);
-  const listener = startListener(config.databaseUrl, (msg, err) => logger.warn({ err }, msg));
-  const shared: Shared = { config, logger, pool, keyring, listener, clients: kubeClients() };
-  const health = await startHealth(shared);
+const startController = async (s: Started<ControllerConfig>): Promise<{ stop: () => Promise<void> }> => {
+  const { config, logger } = s;
+  const shared: Shared = { ...s, clients: kubeClients() };
   let leading: Leading | undefined;
   let starting: Promise<void> | undefined;
   const elector = new LeaderElector({
@@ -136,43 +119,20 @@ const run = async (config: ControllerConfig, logger: Logger): Promise<void> => {
   });
   if (config.file.leaderElection.enabled) elector.start();
   else await (starting = startLeading(shared).then((l) => void (leading = l)));
-
-  let stopping = false;
-  const shutdown = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "stopping");
-    void (async () => {
+  return {
+    stop: async () => {
       await starting?.catch(() => undefined);
       await leading?.stop();
       await elector.stop();
-      health.close();
-      await listener.close();
-      await pool.end();
-      logger.flush();
-      process.exit(0);
-    })();
+    },
   };
-  for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => shutdown(signal));
 };
 
-const main = async (): Promise<void> => {
-  let config: ControllerConfig;
-  try {
-    config = loadControllerConfig();
-  } catch (err) {
-    process.stderr.write(`flowsvc-controller: ${err instanceof FlowError ? err.message : String(err)}\n`);
-    process.exit(2);
-  }
-  const logger = pino(
-    { level: config.logLevel, base: { service: "flowsvc-controller" }, redact: ["*.token", "*.secret", "*.value"] },
-    pino.destination(2),
-  );
-  await run(config, logger).catch((err: unknown) => {
-    logger.fatal({ err }, "the controller could not start");
-    logger.flush();
-    process.exit(1);
-  });
-};
-
-await main();
+await runDeployable<ControllerConfig>({
+  name: "flowsvc-controller",
+  loadConfig: () => loadControllerConfig(),
+  poolMax: 10,
+  logger: { redact: ["*.token", "*.secret", "*.value"] },
+  health: (config) => ({ host: config.healthHost, port: config.healthPort }),
+  start: startController,
+});

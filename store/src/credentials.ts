@@ -10,6 +10,7 @@ import {
   credentialFromSealedText,
   credentialToSealedText,
   type CredentialKind,
+  type CredentialMeta,
   type CredentialValue,
   type ResolvedHolding,
 } from "@flowsvc/core";
@@ -22,12 +23,8 @@ import { settleNodeJob } from "./graph-runs.js";
 
 type Db = Pool | PoolClient;
 
-/** What `list` shows of a credential: never a value, nor any field. */
-export interface CredentialMeta {
-  name: string;
-  kind: CredentialKind;
-  set_at: string;
-}
+/** What `list` shows of a credential: never a value, nor any field (core's type, shared with the ResourceStore port). */
+export type { CredentialMeta };
 
 type MetaRow = { name: string; kind: CredentialKind; set_at: Date };
 const meta = (r: MetaRow): CredentialMeta => ({ name: r.name, kind: r.kind, set_at: r.set_at.toISOString() });
@@ -183,6 +180,23 @@ export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string
     holdings.set(r.name, { credential: { kind: r.kind }, ...(value ? { value } : {}) });
   }
   return { declared, holdings };
+};
+
+/**
+ * One credential of a project, opened (the controller compares what a Secret says with what is
+ * sealed before sealing again); undefined when there is none or it does not open.
+ */
+export const openCredentialValue = async (
+  db: Db,
+  keyring: Keyring,
+  scope: CredentialScope,
+  name: string,
+): Promise<CredentialValue | undefined> => {
+  const { rows } = await db.query<{ name: string; kind: CredentialKind; sealed: Buffer }>(
+    `select name, kind, sealed from credentials where project_id = $1 and name = $2`,
+    [scope.projectId, name],
+  );
+  return rows[0] === undefined ? undefined : openCredential(keyring, scope, rows[0]);
 };
 
 /** Every credential of a project, opened, for the run maskers; a value that does not open is left out. */

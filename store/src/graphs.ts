@@ -5,7 +5,7 @@
  * endpoints in step with its nodes, in the transaction that writes the graph.
  */
 import type { Pool, PoolClient } from "pg";
-import type { CredentialKind, GraphDocument, NameHolding } from "@flowsvc/core";
+import type { CredentialKind, GraphDocument, GraphProblem, NameHolding } from "@flowsvc/core";
 import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { mintHookSecret } from "./hooks.js";
 import { createRun } from "./run-lifecycle.js";
@@ -100,8 +100,8 @@ export interface PutStoredGraph {
   name: string;
   document: GraphDocument;
   source: string;
-  /** The saving user's id: recorded when the graph is created, kept when it is replaced. */
-  userId: string;
+  /** The saving user's id: recorded when the graph is created, kept when it is replaced (null: a FlowGraph's reconciler). */
+  userId: string | null;
   /** The graph's trigger and webhook nodes: each gets an endpoint; an endpoint whose node is gone is removed. */
   endpoints: ReadonlyArray<{ nodeId: string; kind: GraphEndpointKind; eventType: string }>;
 }
@@ -229,6 +229,33 @@ export const readNameHoldings = async (db: Db, projectId: string, names: readonl
  */
 export const graphEndpointType = (graph: string, node: string, suffix: unknown = undefined): string =>
   `graph.${graph}.${node}.${typeof suffix === "string" && suffix !== "" ? suffix : "delivery"}`;
+
+const ENDPOINT_KINDS: readonly string[] = ["trigger", "webhook"] satisfies GraphEndpointKind[];
+
+/**
+ * What a save refuses beyond parseGraph (which, given the manifests, refuses a connector node
+ * without the credential its manifest requires): an endpoint node whose event type would be longer
+ * than an event type may be. Each problem names its path. The API's PUT and the FlowGraph
+ * reconciler both check it.
+ */
+export const graphSaveProblems = (graph: GraphDocument, name: string): GraphProblem[] => {
+  const problems: GraphProblem[] = [];
+  graph.nodes.forEach((node, i) => {
+    const type = graphEndpointType(name, node.id, node.config["event_type"]);
+    if (ENDPOINT_KINDS.includes(node.type) && type.length > 64)
+      problems.push({
+        path: `nodes[${i}].id`,
+        message: `the endpoint's event type ${type} is longer than 64 characters: shorten the graph name, the node id or its event_type`,
+      });
+  });
+  return problems;
+};
+
+/** The endpoints a graph's trigger and webhook nodes own (PutStoredGraph.endpoints). */
+export const graphEndpointsOf = (graph: GraphDocument, name: string): PutStoredGraph["endpoints"] =>
+  graph.nodes
+    .filter((n) => ENDPOINT_KINDS.includes(n.type))
+    .map((n) => ({ nodeId: n.id, kind: n.type as GraphEndpointKind, eventType: graphEndpointType(name, n.id, n.config["event_type"]) }));
 
 /** What starting a run of a graph needs, beside the transaction: the graph, its input, and what started it. */
 export interface GraphRunStart {

@@ -1,5 +1,5 @@
 // The Postgres adapter of core's ResourceStore port (core/src/resources/resource-store.ts): the
-// writes of handlers, event hooks and secrets in local mode, and the last step of every write in
+// writes of handlers, event hooks, secrets and credentials in local mode, and the last step of every write in
 // kubernetes mode (the controller reconciles a custom resource into Postgres through it). Values are
 // sealed here with the org key; a hook's shared secret is kept only as a digest.
 import type { Pool } from "pg";
@@ -18,6 +18,7 @@ import { deleteHook, hookSealName, mintHookSecret, rotateHookSecret, upsertHook,
 import type { Keyring } from "./keyring.js";
 import { digestToken } from "./mint.js";
 import { deleteSecret, upsertSecret } from "./secrets.js";
+import { deleteCredential, setCredential } from "./credentials.js";
 
 /** The digest to store for a shared secret, and the secret itself when it was minted (shown once). */
 const secretOf = (source: HookSecretSource): { digest: Uint8Array; minted?: string } => {
@@ -61,4 +62,6 @@ export const createPgResourceStore = (pool: Pool, keyring: Keyring): ResourceSto
     return upsertSecret(pool, scope.projectId, name, sealed);
   },
   deleteSecret: (scope, name) => deleteSecret(pool, scope.projectId, name),
+  putCredential: (scope, name, value) => setCredential(pool, keyring, { scope, name, value }),
+  deleteCredential: (scope, name) => deleteCredential(pool, scope.projectId, name),
 });

@@ -4,6 +4,11 @@
  * and with custom values, the refusals (no master key, no Postgres, values the schema refuses), and
  * the rendered objects: the names, images, ports, env, probes and securityContexts of the operator
  * contract (briefs: k8s-contract.md), RBAC verbs exactly as needed, and `kubectl apply` of them.
+ * Then the rendered Deployments run: applied to the fake API server with an external Postgres
+ * (`postgres.url`), their Pods made from the templates as a ReplicaSet would and run by the kubelet
+ * simulator (the images mapped to this checkout's bins; env, Secrets, the downward API and the
+ * mounted config file as the Pod spec says), ingest answers its probes, the controller takes the
+ * Lease, and a run submitted through that ingest succeeds in an agent Pod.
  */
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    rendered manifests are untyped YAML; the assertions are their type checks */
@@ -14,9 +19,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { parseAllDocuments, stringify } from "yaml";
+import { createServer } from "node:net";
+import { randomBytes } from "node:crypto";
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { createTestDatabase, mintId, mintToken, type TestDatabase } from "@flowsvc/store";
 import { builtinTypes } from "./kube/resource-types.js";
 import { startFakeApiServer, type FakeApiServer } from "./kube/server.js";
-import { REPO_ROOT } from "./support/server.js";
+import { startKubelet, type Kubelet } from "./kube/kubelet.js";
+import { applyCrds } from "./kube/reconcile-harness.js";
+import { REPO_ROOT, runFlow } from "./support/server.js";
+import { waitFor } from "./support/wait.js";
 
 interface Run {
   code: number | null;
@@ -341,7 +355,7 @@ test("a postgres.url is kept in a Secret; the generated master key is 32 random 
 });
 
 test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per watched namespace", async () => {
-  const kinds = ["flowhandlers", "floweventhooks", "flowsecrets", "flowruns"];
+  const kinds = ["flowhandlers", "floweventhooks", "flowsecrets", "flowcredentials", "flowgraphs", "flowruns"];
   const controllerRules = [
     { apiGroups: ["flowsvc.io"], resources: kinds, verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
     { apiGroups: ["flowsvc.io"], resources: kinds.map((k) => `${k}/status`), verbs: ["get", "update", "patch"] },
@@ -457,6 +471,173 @@ test("kubectl apply of the rendered objects to the API server (validated against
       assert.ok(notes.includes(line), `NOTES.txt: ${line}\n${notes}`);
     assert.match(notes, /WARNING: demo\.insecureMasterKey/);
   } finally {
+    await api.close();
+  }
+});
+
+/** A port nothing listens on now. */
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+
+/** GET on 127.0.0.1: the status, or 0 when nothing answers. */
+const probe = (port: number, path: string): Promise<number> =>
+  fetch(`http://127.0.0.1:${port}${path}`).then(
+    (r) => r.status,
+    () => 0,
+  );
+
+/**
+ * A Pod as a ReplicaSet makes it from a Deployment's template. All Pods here share the host's
+ * network (the kubelet simulator has no network namespaces), so each port variable gets a free
+ * port instead of the chart's fixed 8080/8081; nothing else of the template changes.
+ */
+const podFromTemplate = (deployment: Obj, ports: Record<string, number>): V1Pod => {
+  const template = structuredClone(deployment.spec.template) as Obj;
+  for (const c of template.spec.containers as Obj[])
+    for (const e of (c.env ?? []) as Obj[]) if (ports[e.name as string] !== undefined) e.value = String(ports[e.name as string]);
+  const pod: V1Pod = {
+    metadata: { name: `${deployment.metadata.name}-${randomBytes(4).toString("hex")}`, labels: template.metadata.labels },
+    spec: template.spec,
+  };
+  return pod;
+};
+
+test("the rendered controller and ingest Deployments, started from their Pod specs with an external Postgres, run a submitted run in a Pod", async () => {
+  const api = await startFakeApiServer({ namespaces: ["default", "kube-system", "flowsvc", "demo"] });
+  let kubelet: Kubelet | undefined;
+  let db: TestDatabase | undefined;
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromFile(api.kubeconfigPath);
+    const core = kc.makeApiClient(CoreV1Api);
+    await applyCrds(kc.makeApiClient(CustomObjectsApi));
+    db = await createTestDatabase();
+    // A person with an API token (the controller makes them an admin of each project it creates).
+    const minted = mintToken("flw");
+    const userId = mintId("usr");
+    await db.pool.query(`insert into users (id, name) values ($1, 'admin')`, [userId]);
+    await db.pool.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'chart')`, [
+      mintId("tok"),
+      userId,
+      minted.digest,
+    ]);
+    // The install of the README: the master key in a Secret of one's own, Postgres by URL.
+    await core.createNamespacedSecret({
+      namespace: "flowsvc",
+      body: { metadata: { name: "flowsvc-master-key" }, stringData: { "master-key": randomBytes(32).toString("base64") } },
+    });
+    const [ingestPort, healthPort] = [await freePort(), await freePort()];
+    const ingestUrl = `http://127.0.0.1:${ingestPort}`;
+    const agentImage = "ghcr.io/flowsvc/agent:chart-run";
+    const values = {
+      postgres: { url: db.url },
+      masterKey: { existingSecret: "flowsvc-master-key" },
+      agentServerUrl: ingestUrl,
+      publicUrl: ingestUrl,
+      agent: { image: agentImage },
+    };
+    const objs = await render(["-f", valuesFile("external-pg", values)]);
+    const served = new Set(builtinTypes().map((t) => `${t.group ? `${t.group}/` : ""}${t.version}/${t.kind}`));
+    const file = join(dir, "external-pg.yaml");
+    writeFileSync(
+      file,
+      objs
+        .filter((o) => served.has(`${o.apiVersion}/${o.kind}`))
+        .map((o) => stringify(o))
+        .join("---\n"),
+    );
+    const applied = await runCmd("kubectl", [
+      "--kubeconfig",
+      api.kubeconfigPath,
+      "--cache-dir",
+      join(dir, "kube-cache-run"),
+      "apply",
+      "-f",
+      file,
+    ]);
+    assert.equal(applied.code, 0, applied.stderr);
+
+    // The images' entrypoints (tini -- node /opt/flowsvc/<part>/dist/main.js, images.test.ts) are this checkout's bins.
+    const apps = kc.makeApiClient(AppsV1Api);
+    const deployment = async (name: string) => (await apps.readNamespacedDeployment({ name, namespace: "flowsvc" })) as Obj;
+    const [controller, ingest] = [await deployment("r-flowsvc-controller"), await deployment("r-flowsvc-ingest")];
+    const bin = (part: string) => [process.execPath, join(REPO_ROOT, part, "dist", "main.js")];
+    const agentMain = join(dirname(fileURLToPath(import.meta.resolve("@flowsvc/agent"))), "main.js");
+    kubelet = await startKubelet({
+      kubeconfigPath: api.kubeconfigPath,
+      images: {
+        [controller.spec.template.spec.containers[0].image as string]: bin("controller"),
+        [ingest.spec.template.spec.containers[0].image as string]: bin("ingest"),
+        [agentImage]: [process.execPath, agentMain],
+      },
+      // In a cluster the API comes from the ServiceAccount mount (automountServiceAccountToken: true).
+      baseEnv: { KUBECONFIG: api.kubeconfigPath },
+    });
+    const ingestPod = await core.createNamespacedPod({ namespace: "flowsvc", body: podFromTemplate(ingest, { FLOWSVC_PORT: ingestPort }) });
+    const controllerPod = await core.createNamespacedPod({
+      namespace: "flowsvc",
+      body: podFromTemplate(controller, { FLOWSVC_HEALTH_PORT: healthPort }),
+    });
+    const story = () =>
+      [ingestPod, controllerPod].map((p) => `${p.metadata!.name}:\n${kubelet!.logs("flowsvc", p.metadata!.name!)}`).join("\n");
+
+    // The probes of the Pod specs answer: ingest's /healthz and /readyz, the controller's /healthz.
+    await waitFor("ingest ready", async () => (await probe(ingestPort, "/readyz")) === 200, 30_000).catch((e: Error) =>
+      assert.fail(`${e.message}\n${story()}`),
+    );
+    assert.equal(await probe(ingestPort, "/healthz"), 200);
+    await waitFor("controller healthy", async () => (await probe(healthPort, "/healthz")) === 200, 30_000);
+    // The controller takes the Lease the chart names, as its Pod (the downward API's metadata.name).
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    await waitFor(
+      "the controller to hold the Lease",
+      async () =>
+        (await leases.readNamespacedLease({ name: "r-flowsvc-controller", namespace: "flowsvc" }).catch(() => undefined))?.spec
+          ?.holderIdentity === controllerPod.metadata!.name,
+      30_000,
+    ).catch((e: Error) => assert.fail(`${e.message}\n${story()}`));
+
+    // The README's example handler makes the project demo (org default); a run submitted through ingest succeeds in a Pod.
+    const handler = await runCmd("kubectl", [
+      "--kubeconfig",
+      api.kubeconfigPath,
+      "--cache-dir",
+      join(dir, "kube-cache-run"),
+      "apply",
+      "-n",
+      "demo",
+      "-f",
+      join(REPO_ROOT, "examples", "k8s", "handler.yaml"),
+    ]);
+    assert.equal(handler.code, 0, handler.stderr);
+    const env = {
+      FLOWSVC_URL: ingestUrl,
+      FLOWSVC_TOKEN: minted.token,
+      FLOWSVC_PROJECT: "default/demo",
+      FLOWSVC_CONFIG: join(dir, "cli-run.json"),
+    };
+    await waitFor("the project demo", async () => (await runFlow(["handler", "list"], env)).code === 0, 30_000);
+    const script = join(dir, "hello-chart.sh");
+    writeFileSync(script, 'echo "hello from agent $FLOW_AGENT_ID"\n');
+    const submitted = await runFlow(["submit", script, "--follow"], env);
+    assert.equal(submitted.code, 0, `${submitted.stdout}${submitted.stderr}\n${story()}`);
+    const runId = /run-[a-z0-9]+/.exec(submitted.stderr)?.[0];
+    assert.ok(runId, submitted.stderr);
+    // The agent ran in the job's Pod (named by the job id) in the project's namespace.
+    const { rows } = await db.pool.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId]);
+    const jobId = rows[0]!.id;
+    assert.match(submitted.stdout, /^hello from agent \S+$/m);
+    await waitFor("the agent's Pod to finish", () => /agent done/.test(kubelet!.logs("demo", jobId)));
+  } finally {
+    await kubelet?.stop();
+    await db?.drop();
     await api.close();
   }
 });

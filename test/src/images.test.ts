@@ -126,6 +126,22 @@ test("the parser reads instructions and stages and refuses what Docker would", (
   );
 });
 
+// How to bump the bases (README "Run it on Kubernetes"): change every `FROM node:<x.y.z>-bookworm[-slim]`
+// of the three Dockerfiles together, to a Node release the root package.json's engines allow; to pin
+// by digest, append `@sha256:<digest>` (`docker buildx imagetools inspect node:<x.y.z>-bookworm-slim`).
+test("one Node base for every image and stage (a bump is one version everywhere), inside package.json's engines", () => {
+  const bases = IMAGES.flatMap(({ dockerfile }) => parsed(dockerfile).map((s) => ({ dockerfile, from: s.from })));
+  const versions = new Set(bases.map((b) => /^node:(\d+\.\d+\.\d+)-bookworm(-slim)?(@sha256:[0-9a-f]{64})?$/.exec(b.from)?.[1]));
+  assert.equal(versions.size, 1, `bases: ${bases.map((b) => `${b.dockerfile}: ${b.from}`).join(", ")}`);
+  const [version] = [...versions] as [string | undefined];
+  assert.ok(version, "every base is node:<x.y.z>-bookworm[-slim], optionally @sha256:<digest>");
+  const engines = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { engines: { node: string } }).engines.node;
+  const min = /^>=(\d+)\.(\d+)$/.exec(engines);
+  assert.ok(min, `engines.node is >=x.y (${engines})`);
+  const [major, minor] = version.split(".").map(Number) as [number, number];
+  assert.ok(major > Number(min[1]) || (major === Number(min[1]) && minor >= Number(min[2])), `node ${version} satisfies ${engines}`);
+});
+
 for (const { dockerfile, part, entry } of IMAGES) {
   test(`${dockerfile}: multi-stage from pinned bases, user 10001, tini as pid 1 running ${entry}`, (t) => {
     const stages = parsed(dockerfile);

@@ -4,7 +4,6 @@ export * from "./pods.js";
 export * from "./pod-launcher.js";
 export * from "./leader.js";
 export * from "./run-owners.js";
-export * from "./basic-run-owners.js";
 export * from "./reconcilers.js";
 export * from "./kube-resource-store.js";
 export * from "./reconcile-kinds.js";

@@ -1,5 +1,5 @@
 // The Kubernetes ResourceStore (issue 16 item 3): in kubernetes mode the API's and the CLI's
-// writes of handlers, hooks and secrets also write the custom resource, so that `kubectl get` and
+// writes of handlers, hooks, secrets and credentials also write the custom resource, so that `kubectl get` and
 // GitOps see what `flow handler set` did, and the controller keeps reconciling it.
 //
 // Order: Postgres first (through the Postgres adapter: the API's answer, a minted hook secret
@@ -14,12 +14,14 @@
 // brings Postgres back to it (docs/internals.md "Reconcilers").
 //
 // A resource whose CR takes its value from a Kubernetes Secret (valueFrom.secretKeyRef,
-// secretRef, signingKeyRef) is refused a value through the API: it would be overwritten at the
+// secretRef, signingKeyRef; a FlowCredential's valueFrom) is refused a value through the API: it would be overwritten at the
 // next reconcile; the answer says where to change it.
 import type { KubeConfig } from "@kubernetes/client-node";
 import {
   FlowError,
+  credentialResourceSpecOf,
   handlerResourceSpecOf,
+  type CredentialValue,
   type HandlerInput,
   type PutHookInput,
   type ResourceScope,
@@ -125,6 +127,25 @@ export class KubeResourceStore implements ResourceStore {
 
   deleteSecret(scope: ResourceScope, name: string) {
     return this.#delete("secret", scope, name, () => this.pg.deleteSecret(scope, name));
+  }
+
+  async putCredential(scope: ResourceScope, name: string, value: CredentialValue) {
+    const existing = await this.#read("credential", scope, name);
+    const ref = (existing?.spec?.["valueFrom"] as { secretKeyRef?: unknown } | undefined)?.secretKeyRef;
+    if (ref) throw this.#fromSecret(scope, `credential ${name}`, ref);
+    const meta = await this.pg.putCredential(scope, name, value);
+    // The CR says the kind only: a credential's fields (header, username) are as write-only as its value.
+    await this.#write("credential", scope, name, {
+      spec: credentialResourceSpecOf(value.kind),
+      created: existing === undefined,
+      undo: () => this.pg.deleteCredential(scope, name),
+      existing,
+    });
+    return meta;
+  }
+
+  deleteCredential(scope: ResourceScope, name: string) {
+    return this.#delete("credential", scope, name, () => this.pg.deleteCredential(scope, name));
   }
 
   #fromSecret(scope: ResourceScope, what: string, ref: unknown): FlowError {

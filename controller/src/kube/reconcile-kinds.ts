@@ -14,6 +14,8 @@ export const FLOW_KINDS = {
   handler: { kind: "FlowHandler", plural: "flowhandlers" },
   hook: { kind: "FlowEventHook", plural: "floweventhooks" },
   secret: { kind: "FlowSecret", plural: "flowsecrets" },
+  credential: { kind: "FlowCredential", plural: "flowcredentials" },
+  graph: { kind: "FlowGraph", plural: "flowgraphs" },
   run: { kind: "FlowRun", plural: "flowruns" },
 } as const;
 export type FlowKindName = keyof typeof FLOW_KINDS;

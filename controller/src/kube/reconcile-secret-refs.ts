@@ -1,5 +1,5 @@
-// The Kubernetes Secrets that FlowSecrets (valueFrom.secretKeyRef) and FlowEventHooks (secretRef,
-// signingKeyRef) point at, read from a Secret informer. When a Secret changes, the CRs that point
+// The Kubernetes Secrets that FlowSecrets and FlowCredentials (valueFrom.secretKeyRef, usernameFrom) and
+// FlowEventHooks (secretRef, signingKeyRef) point at, read from a Secret informer. When a Secret changes, the CRs that point
 // at it are reconciled again (the value is re-sealed into Postgres: a rotation reaches the next run).
 // Values live only in this process's cache and, sealed, in Postgres; never in a CR or a log.
 import type { V1Secret } from "@kubernetes/client-node";
@@ -22,12 +22,15 @@ export class SecretRefs {
   }
 }
 
-/** The refs a CR's spec holds (valueFrom.secretKeyRef, secretRef, signingKeyRef), by Secret name. */
+/** The refs a CR's spec holds (valueFrom.secretKeyRef, usernameFrom.secretKeyRef, secretRef, signingKeyRef), by Secret name. */
 export const referencedSecrets = (spec: unknown): string[] => {
   const s = (spec ?? {}) as {
     valueFrom?: { secretKeyRef?: { name?: unknown } };
+    usernameFrom?: { secretKeyRef?: { name?: unknown } };
     secretRef?: { name?: unknown };
     signingKeyRef?: { name?: unknown };
   };
-  return [s.valueFrom?.secretKeyRef?.name, s.secretRef?.name, s.signingKeyRef?.name].filter((n): n is string => typeof n === "string");
+  return [s.valueFrom?.secretKeyRef?.name, s.usernameFrom?.secretKeyRef?.name, s.secretRef?.name, s.signingKeyRef?.name].filter(
+    (n): n is string => typeof n === "string",
+  );
 };

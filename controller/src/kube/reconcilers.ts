@@ -19,6 +19,8 @@ import { startConfigReconciler, type ConfigDeps, type ConfigReconciler } from ".
 import { handlerKind } from "./reconcile-handler.js";
 import { secretKind } from "./reconcile-secret.js";
 import { hookKind } from "./reconcile-hook.js";
+import { credentialKind } from "./reconcile-credential.js";
+import { graphKind } from "./reconcile-graph.js";
 import { SecretRefs, referencedSecrets } from "./reconcile-secret-refs.js";
 import { ReconcileQueue } from "./reconcile-queue.js";
 import type { FlowObject } from "./reconcile-kinds.js";
@@ -54,7 +56,7 @@ export interface Reconcilers {
 
 type Config = Array<ConfigReconciler<FlowObject<unknown, Record<string, unknown>>>>;
 
-/** FlowSecrets and FlowEventHooks that point at a Secret are reconciled again when it changes. */
+/** FlowSecrets, FlowEventHooks and FlowCredentials that point at a Secret are reconciled again when it changes. */
 const onSecretChange = (config: Config) => (_verb: string, s: V1Secret) => {
   const namespace = s.metadata?.namespace;
   const name = s.metadata?.name;
@@ -112,6 +114,8 @@ export const startReconcilers = (deps: ReconcilerDeps): Reconcilers => {
     startConfigReconciler(base, handlerKind(deps.pool, deps.store)),
     startConfigReconciler(base, secretKind({ pool: deps.pool, keyring: deps.keyring, store: deps.store, refs })),
     startConfigReconciler(base, hookKind({ pool: deps.pool, keyring: deps.keyring, store: deps.store, refs, publicUrl: deps.publicUrl })),
+    startConfigReconciler(base, credentialKind({ pool: deps.pool, keyring: deps.keyring, store: deps.store, refs })),
+    startConfigReconciler(base, graphKind(deps.pool)),
   ] as unknown as Config;
   holder.secrets = startInformers<V1Secret>(
     deps.kc,

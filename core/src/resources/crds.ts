@@ -7,7 +7,9 @@ import { HandlerResourceSpec } from "./handler.js";
 import { HookResourceSpec } from "./hook.js";
 import { RunSubmission } from "./run.js";
 import { SecretResourceSpec } from "./secret.js";
-import { HandlerStatus, HookStatus, RunResourceStatus, SecretStatus } from "./status.js";
+import { CredentialResourceSpec } from "./credential.js";
+import { GraphResourceSpec } from "./graph.js";
+import { CredentialStatus, GraphStatus, HandlerStatus, HookStatus, RunResourceStatus, SecretStatus } from "./status.js";
 
 export const CRD_GROUP = "flowsvc.io";
 export const CRD_VERSION = "v1alpha1";
@@ -44,7 +46,7 @@ const condition = (type: string): PrinterColumn => ({
   description: `The ${type} condition's status`,
 });
 
-/** The kinds, in the contract's order (docs: k8s-contract "CRDs"). FlowCredential and FlowGraph arrive with their features. */
+/** The kinds, in the contract's order (docs: k8s-contract "CRDs"). */
 export const CRD_KINDS: readonly CrdKind[] = [
   {
     kind: "FlowHandler",
@@ -83,6 +85,33 @@ export const CRD_KINDS: readonly CrdKind[] = [
       condition("Ready"),
       age,
     ],
+  },
+  {
+    kind: "FlowCredential",
+    plural: "flowcredentials",
+    singular: "flowcredential",
+    shortNames: ["fcred"],
+    description:
+      "A credential (bearer, api-key, basic, url-token). Never a value: either spec.valueFrom.secretKeyRef, or a value set through the API (status.setAt).",
+    spec: CredentialResourceSpec,
+    status: CredentialStatus,
+    columns: [
+      { name: "Kind", type: "string", jsonPath: ".spec.kind", description: "bearer, api-key, basic or url-token" },
+      condition("Ready"),
+      { name: "Set", type: "date", jsonPath: ".status.setAt", description: "When the value was last sealed" },
+      age,
+    ],
+  },
+  {
+    kind: "FlowGraph",
+    plural: "flowgraphs",
+    singular: "flowgraph",
+    shortNames: ["fg"],
+    description:
+      "A stored graph: the spec is the flowsvc-graph/v1 document (version, nodes, edges). Ready=False says which paths break a rule.",
+    spec: GraphResourceSpec,
+    status: GraphStatus,
+    columns: [condition("Ready"), age],
   },
   {
     kind: "FlowRun",

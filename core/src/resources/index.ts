@@ -3,6 +3,8 @@ export * from "./handler.js";
 export * from "./schedule.js";
 export * from "./hook.js";
 export * from "./secret.js";
+export * from "./credential.js";
+export * from "./graph.js";
 export * from "./run.js";
 export * from "./status.js";
 export * from "./resource-store.js";

@@ -1,11 +1,13 @@
 // The ResourceStore port (ARCHITECTURE.md "Two deployment modes, one code path"): the writes of the
-// declarative resources (handlers, event hooks, secrets). Types only. Writers (ingest's routes) parse
+// declarative resources (handlers, event hooks, secrets, credentials). Types only. Writers (ingest's routes) parse
 // with core's resources/ functions, then call the port; reads stay direct Postgres queries (the
 // runtime reads only Postgres). Adapters: store/src/resource-store.ts (Postgres, local mode) and the
 // Kubernetes one in controller/src/kube/ (writes the custom resource; the controller reconciles it).
 import type { HandlerInput, HandlerRecord } from "./handler.js";
 import type { HookRecord, HookSpec } from "./hook.js";
 import type { SecretMeta } from "./secret.js";
+import type { CredentialMeta } from "./credential.js";
+import type { CredentialValue } from "../credentials/kinds.js";
 
 /** Where a resource lives: the project (a namespace in kubernetes mode) and its org, by name and id. */
 export interface ResourceScope {
@@ -67,4 +69,12 @@ export interface ResourceStore {
   putSecret(scope: ResourceScope, name: string, value: string): Promise<SecretMeta>;
   /** False when there was no such secret. */
   deleteSecret(scope: ResourceScope, name: string): Promise<boolean>;
+
+  /**
+   * Sets a credential (validated by the caller: parseCredentialValue); the adapter seals it. A name
+   * a connected account holds is refused (`conflict`: they share one name space).
+   */
+  putCredential(scope: ResourceScope, name: string, value: CredentialValue): Promise<CredentialMeta>;
+  /** False when there was no such credential. */
+  deleteCredential(scope: ResourceScope, name: string): Promise<boolean>;
 }

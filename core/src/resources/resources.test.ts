@@ -10,6 +10,8 @@ import { handlerResourceSpecOf, parseHandler, parseHandlerResource } from "./han
 import { hookIngestUrl, hookResourceSpecOf, parseHook, parseHookResource } from "./hook.js";
 import { RunSubmission } from "./run.js";
 import { SecretResourceSpec, parseSecretValue, resourceOfSecretName, secretNameOfResource } from "./secret.js";
+import { CredentialResourceSpec, credentialBodyOfResource, credentialResourceSpecOf } from "./credential.js";
+import { parseCredentialValue } from "../credentials/kinds.js";
 
 const script = { kind: "script", source: "echo hi\n", filename: "h.sh" };
 
@@ -141,6 +143,51 @@ void test("a secret: the value's and the name's rules, never quoting the value; 
   assert.notEqual(resourceOfSecretName("Api_Token").metadataName, resourceOfSecretName("API_TOKEN").metadataName);
 });
 
+void test("a FlowCredential spec: a kind and references, never a value; each field only with its kind and valueFrom", () => {
+  const ref = { secretKeyRef: { name: "gh", key: "token" } };
+  const bearer = CredentialResourceSpec.parse({ kind: "bearer", valueFrom: ref });
+  assert.deepEqual(parseCredentialValue("gh", credentialBodyOfResource(bearer, { value: "t0k" })), { kind: "bearer", token: "t0k" });
+  const key = CredentialResourceSpec.parse({ kind: "api-key", header: "X-Api-Key", valueFrom: ref });
+  assert.deepEqual(parseCredentialValue("k", credentialBodyOfResource(key, { value: "v" })), {
+    kind: "api_key",
+    header: "X-Api-Key",
+    value: "v",
+  });
+  const basic = CredentialResourceSpec.parse({ kind: "basic", usernameFrom: ref, valueFrom: ref });
+  assert.deepEqual(parseCredentialValue("b", credentialBodyOfResource(basic, { value: "pw", username: "al" })), {
+    kind: "basic",
+    username: "al",
+    password: "pw",
+  });
+  const plain = CredentialResourceSpec.parse({ kind: "basic", username: "al", valueFrom: ref });
+  assert.equal((parseCredentialValue("b", credentialBodyOfResource(plain, { value: "pw" })) as { username: string }).username, "al");
+  // Set through the API: the spec says the kind only.
+  assert.deepEqual(CredentialResourceSpec.parse(credentialResourceSpecOf("url_token")), { kind: "url-token" });
+  zodAt(() => CredentialResourceSpec.parse({ kind: "bearer", value: "s3cr3t" }), "");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "api_key" }), "kind");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "api-key", valueFrom: ref }), "header");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "api-key", header: "Host", valueFrom: ref }), "header");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "api-key", header: "X-K\u0000", valueFrom: ref }), "header");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "bearer", header: "X-K", valueFrom: ref }), "header");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "basic", valueFrom: ref }), "username");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "basic", username: "a:b", valueFrom: ref }), "username");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "basic", username: "a", usernameFrom: ref, valueFrom: ref }), "usernameFrom");
+  zodAt(() => CredentialResourceSpec.parse({ kind: "basic", username: "a" }), "username");
+  zodAt(
+    () => CredentialResourceSpec.parse({ kind: "bearer", valueFrom: { secretKeyRef: { name: "Not_A_Name", key: "k" } } }),
+    "valueFrom.secretKeyRef.name",
+  );
+  zodAt(
+    () => CredentialResourceSpec.parse({ kind: "bearer", valueFrom: { secretKeyRef: { name: "n", key: "a/b" } } }),
+    "valueFrom.secretKeyRef.key",
+  );
+  // A value from a Secret breaks the rules like one from the API, and the message never quotes it.
+  assert.throws(
+    () => parseCredentialValue("gh", credentialBodyOfResource(bearer, { value: "line\nbreak-secret" })),
+    (e: unknown) => e instanceof FlowError && /token: /.test(e.message) && !e.message.includes("break-secret"),
+  );
+});
+
 void test("a run submission: env names checked by name, retry bounds, defaults", () => {
   const run = RunSubmission.parse({ kind: "script", source: "", filename: "a.py" });
   assert.deepEqual([run.env, run.tags], [{}, []]);
@@ -166,9 +213,23 @@ void test("the CRDs: the contract's names, printer columns and status; structura
   const crds = flowsvcCrds();
   assert.deepEqual(
     crds.map((c) => (c.metadata as Json).name),
-    ["flowhandlers.flowsvc.io", "floweventhooks.flowsvc.io", "flowsecrets.flowsvc.io", "flowruns.flowsvc.io"],
+    [
+      "flowhandlers.flowsvc.io",
+      "floweventhooks.flowsvc.io",
+      "flowsecrets.flowsvc.io",
+      "flowcredentials.flowsvc.io",
+      "flowgraphs.flowsvc.io",
+      "flowruns.flowsvc.io",
+    ],
   );
-  const shortNames = { FlowHandler: ["fh"], FlowEventHook: ["feh"], FlowSecret: ["fsec"], FlowRun: ["fr"] };
+  const shortNames = {
+    FlowHandler: ["fh"],
+    FlowEventHook: ["feh"],
+    FlowSecret: ["fsec"],
+    FlowCredential: ["fcred"],
+    FlowGraph: ["fg"],
+    FlowRun: ["fr"],
+  };
   for (const crd of crds) {
     const spec = crd.spec as { names: Json; scope: string; versions: Json[] };
     const kind = spec.names.kind as keyof typeof shortNames;
@@ -200,6 +261,7 @@ void test("the CRDs: the contract's names, printer columns and status; structura
   assert.deepEqual(cols("FlowHandler"), ["Events", "Ready", "Age"]);
   assert.deepEqual(cols("FlowEventHook"), ["URL", "Ready", "Age"]);
   assert.deepEqual(cols("FlowSecret"), ["Source", "Set", "Ready", "Age"]);
+  assert.deepEqual(cols("FlowCredential"), ["Kind", "Ready", "Set", "Age"]);
 });
 
 void test("structural(): $ref inlined, free JSON preserved, one-type unions kept as Kubernetes allows, others refused by path", () => {

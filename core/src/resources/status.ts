@@ -46,6 +46,12 @@ export type HookStatus = z.infer<typeof HookStatus>;
 export const SecretStatus = z.object({ setAt: z.iso.datetime().optional(), ...common }).strict();
 export type SecretStatus = z.infer<typeof SecretStatus>;
 
+export const GraphStatus = z.object({ ...common }).strict();
+export type GraphStatus = z.infer<typeof GraphStatus>;
+
+export const CredentialStatus = z.object({ setAt: z.iso.datetime().optional(), ...common }).strict();
+export type CredentialStatus = z.infer<typeof CredentialStatus>;
+
 /** A FlowRun's summary stays short so the object stays under 4 KiB whatever the run prints. */
 export const RUN_SUMMARY_MAX = 1024;
 

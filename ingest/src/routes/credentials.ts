@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import { CLI_KIND_SPELLINGS, CREDENTIAL_KINDS, FlowError, KIND_FIELDS, assertCredentialName, parseCredentialValue } from "@flowsvc/core";
-import { deleteCredential, listCredentials, setCredential } from "@flowsvc/store";
+import { listCredentials } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
@@ -33,7 +33,7 @@ const nameOf = (req: FastifyRequest): string => {
  * viewer lists, admin sets and removes.
  */
 export const credentialRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
-  const { pool, keyring } = deps;
+  const { pool, resources } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/credentials";
 
   app.get(
@@ -68,7 +68,7 @@ export const credentialRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, d
       const scope = await authorize(pool, req, "admin");
       const name = nameOf(req);
       const value = parseCredentialValue(name, req.body);
-      return setCredential(pool, keyring, { scope: { orgId: scope.orgId, projectId: scope.projectId }, name, value });
+      return resources.putCredential(scope, name, value);
     },
   );
 
@@ -82,7 +82,7 @@ export const credentialRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, d
   app.delete(`${base}/:name`, removeDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "admin");
     const name = nameOf(req);
-    if (!(await deleteCredential(pool, scope.projectId, name)))
+    if (!(await resources.deleteCredential(scope, name)))
       throw new FlowError("not_found", `credential ${name} is not set in ${scope.org}/${scope.project}`, {
         hint: "list them with `flow credential list`",
       });

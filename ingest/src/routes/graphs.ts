@@ -16,24 +16,25 @@ import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   FlowError,
+  GRAPH_NAME,
+  GRAPH_NAME_MAX,
+  assertGraphName,
   connectorManifest,
   graphCredentialRequirements,
   graphError,
   parseGraph,
   requirementsReport,
-  type GraphDocument,
-  type GraphProblem,
   type ManifestInfo,
 } from "@flowsvc/core";
 import {
   deleteStoredGraph,
   getStoredGraph,
-  graphEndpointType,
+  graphEndpointsOf,
+  graphSaveProblems,
   listGraphEndpoints,
   listStoredGraphs,
   putStoredGraph,
   readNameHoldings,
-  type GraphEndpointKind,
   type GraphEndpointRecord,
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -43,9 +44,8 @@ import { graphEndpointUrl } from "./graph-endpoints.js";
 /** A connector type's manifest (D's connectorManifest), or undefined. */
 export type ManifestLookup = (type: string) => ManifestInfo | undefined;
 
-/** Longest graph name, and its characters (no `.`: the name is a segment of the endpoints' event types). */
-export const GRAPH_NAME_MAX = 40;
-export const GRAPH_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$/;
+/** The graph name rule is core's (resources/graph.ts); re-exported for this module's importers. */
+export { GRAPH_NAME, GRAPH_NAME_MAX };
 
 const NameParams = z.object({ org: z.string(), project: z.string(), name: z.string() });
 const PutBody = z.object({ document: z.unknown() }).strict();
@@ -54,39 +54,15 @@ const BASE = "/api/v1/orgs/:org/projects/:project/graphs";
 
 const nameOf = (req: FastifyRequest): string => {
   const { name } = NameParams.parse(req.params);
-  if (!GRAPH_NAME.test(name)) {
-    const shown = JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}...` : name);
-    throw new FlowError(
-      "invalid_argument",
-      `graph name ${shown} is not allowed: use 1-${GRAPH_NAME_MAX} ASCII letters, digits, "_" and "-", starting with a letter or digit`,
-      { details: { field: "name" } },
-    );
-  }
+  assertGraphName(name);
   return name;
 };
 
 const notFound = (where: { org: string; project: string }, name: string): FlowError =>
   new FlowError("not_found", `graph ${name} is not stored in ${where.org}/${where.project}`, { hint: "list them with `flow graph ls`" });
 
-const ENDPOINT_KINDS: readonly string[] = ["trigger", "webhook"] satisfies GraphEndpointKind[];
-
-/**
- * What a save refuses beyond parseGraph (which, given the manifests, refuses a connector node
- * without the credential its manifest requires): an endpoint node whose event type would be longer
- * than an event type may be. Each problem names its path.
- */
-export const saveProblems = (graph: GraphDocument, name: string): GraphProblem[] => {
-  const problems: GraphProblem[] = [];
-  graph.nodes.forEach((node, i) => {
-    const type = graphEndpointType(name, node.id, node.config["event_type"]);
-    if (ENDPOINT_KINDS.includes(node.type) && type.length > 64)
-      problems.push({
-        path: `nodes[${i}].id`,
-        message: `the endpoint's event type ${type} is longer than 64 characters: shorten the graph name, the node id or its event_type`,
-      });
-  });
-  return problems;
-};
+/** What a save refuses beyond parseGraph: store's graphSaveProblems (the FlowGraph reconciler checks it too). */
+export const saveProblems = graphSaveProblems;
 
 type Where = { org: string; project: string };
 
@@ -109,9 +85,7 @@ const putRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLo
     if (!parsed.ok) throw graphError(parsed.problems);
     const extra = saveProblems(parsed.graph, name);
     if (extra.length > 0) throw graphError(extra);
-    const endpoints = parsed.graph.nodes
-      .filter((n) => ENDPOINT_KINDS.includes(n.type))
-      .map((n) => ({ nodeId: n.id, kind: n.type as GraphEndpointKind, eventType: graphEndpointType(name, n.id, n.config["event_type"]) }));
+    const endpoints = graphEndpointsOf(parsed.graph, name);
     const saved = await putStoredGraph(deps.pool, {
       projectId: scope.projectId,
       name,

@@ -15,7 +15,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..", "..");
 const crdsDir = join(root, "crds");
 const fixtures = join(root, "test", "fixtures", "k8s");
-const KINDS = ["flowhandler", "floweventhook", "flowsecret", "flowrun"];
+const KINDS = ["flowhandler", "floweventhook", "flowsecret", "flowcredential", "flowgraph", "flowrun"];
 
 let api: FakeApiServer;
 let dir: string;
@@ -103,6 +103,9 @@ describe("flowsvc's CRDs with kubectl", () => {
     const secrets = tableOf(all, "SOURCE");
     assert.deepEqual(secrets[0], ["NAME", "SOURCE", "SET", "READY", "AGE"]);
     assert.deepEqual(secrets[1]?.slice(0, 2), ["flowsecret.flowsvc.io/api-token", "api-credentials"]);
+    const credentials = tableOf(all, "KIND");
+    assert.deepEqual(credentials[0], ["NAME", "KIND", "READY", "SET", "AGE"], all);
+    assert.deepEqual(credentials[1]?.slice(0, 2), ["flowcredential.flowsvc.io/billing-api", "api-key"], all);
     const runs = tableOf(all, "STATUS");
     assert.deepEqual(runs[0], ["NAME", "STATUS", "SUBSTATE", "AGE", "DURATION"]);
     // SUBSTATE is empty: the row's cells are split on runs of spaces, so the duration is the last one.
@@ -144,6 +147,21 @@ describe("flowsvc's CRDs with kubectl", () => {
     const badRef = await kubectl(["apply", "-f", "-"], fixture("flowsecret").replace("name: api-credentials", "name: Not_A_Secret"));
     assert.equal(badRef.code, 1);
     assert.match(badRef.stderr, /spec.valueFrom.secretKeyRef.name in body should match/);
+    const badKind = await kubectl(["apply", "-f", "-"], fixture("flowcredential").replace("kind: api-key", "kind: api_key"));
+    assert.equal(badKind.code, 1);
+    assert.match(badKind.stderr, /spec.kind: Unsupported value: "api_key": supported values: "bearer", "api-key", "basic", "url-token"/);
     assert.equal((await kubectl(["get", "fh", "bad"])).code, 1, "nothing was written");
+    // The README's example applies as written.
+    const example = await kubectl([
+      "apply",
+      "--validate=strict",
+      "-n",
+      "kube-system",
+      "-f",
+      join(root, "examples", "k8s", "credential.yaml"),
+      "-f",
+      join(root, "examples", "k8s", "graph.yaml"),
+    ]);
+    assert.equal(example.code, 0, example.stderr);
   });
 });

@@ -26,7 +26,11 @@ before(async () => {
   kc = new KubeConfig();
   kc.loadFromFile(api.kubeconfigPath);
   core = kc.makeApiClient(CoreV1Api);
-  kubelet = await startKubelet({ kubeconfigPath: api.kubeconfigPath, nodes: [{ name: "node-a", labels: { pool: "general" } }] });
+  kubelet = await startKubelet({
+    kubeconfigPath: api.kubeconfigPath,
+    nodes: [{ name: "node-a", labels: { pool: "general" } }],
+    pullable: ["flowsvc/agent:test", "x"],
+  });
 });
 after(async () => {
   await kubelet.stop();
@@ -165,5 +169,26 @@ describe("kubelet simulator", () => {
     kubelet.evict(ns, "late");
     await waitFor("eviction", async () => (await read("late")).status?.reason === "Evicted");
     assert.equal((await read("late")).status?.phase, "Failed");
+  });
+
+  test("an image the registry does not have: ErrImagePull, then ImagePullBackOff, Pending, and nothing runs", async () => {
+    const pod = shPod("nopull", "echo ran");
+    pod.spec!.containers[0]!.image = "ghcr.io/flowsvc/agent:no-such-tag";
+    await core.createNamespacedPod({ namespace: ns, body: pod });
+    const waiting = async () => (await read("nopull")).status?.containerStatuses?.[0]?.state?.waiting;
+    await waitFor("ErrImagePull or ImagePullBackOff", async () =>
+      /^(ErrImagePull|ImagePullBackOff)$/.test((await waiting())?.reason ?? ""),
+    );
+    await waitFor("ImagePullBackOff", async () => (await waiting())?.reason === "ImagePullBackOff");
+    assert.match((await waiting())?.message ?? "", /Back-off pulling image "ghcr.io\/flowsvc\/agent:no-such-tag"/);
+    assert.equal((await read("nopull")).status?.phase, "Pending");
+    assert.equal(kubelet.logs(ns, "nopull"), "", "nothing ran");
+    await core.deleteNamespacedPod({ name: "nopull", namespace: ns });
+    await waitFor("the Pod gone", () =>
+      read("nopull").then(
+        () => false,
+        () => true,
+      ),
+    );
   });
 });

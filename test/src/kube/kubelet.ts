@@ -7,6 +7,9 @@
 //   - runs its first container's command (or the argv its image maps to) as a local process with the
 //     Pod's env and volumes (pod-process.ts has the path rule), reporting Pending -> Running ->
 //     Succeeded/Failed with the exit code in containerStatuses, and restarting per restartPolicy;
+//   - pulls only the images it knows (mapped in `images`, or listed in `pullable`): any other image
+//     leaves the Pod Pending with its container waiting in ErrImagePull, then ImagePullBackOff, as
+//     a kubelet reports an image its registry does not have;
 //   - on deletion, sends SIGTERM to the process group, SIGKILL after the grace period, then confirms
 //     with a delete of grace 0, as a kubelet does.
 import { spawn, type ChildProcess } from "node:child_process";
@@ -31,6 +34,8 @@ export interface KubeletOptions {
   nodes?: SimNode[];
   /** Image -> entrypoint argv, for containers that give no command. */
   images?: Record<string, string[]>;
+  /** Images the simulated registry has besides the mapped ones (containers that give their own command). */
+  pullable?: string[];
   /** Env every process gets under the Pod's own (PATH is the host's unless set here). */
   baseEnv?: Record<string, string>;
 }
@@ -42,6 +47,8 @@ interface PodRun {
   startedAt?: string;
   evicted?: boolean;
   deleting?: boolean;
+  /** The image could not be pulled: the Pod stays Pending, nothing runs. */
+  pullFailed?: boolean;
 }
 
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
@@ -184,10 +191,39 @@ export class Kubelet {
     return join(this.root, `${pod.metadata!.namespace}_${pod.metadata!.name}_${pod.metadata!.uid}`);
   }
 
+  private knows(image: string | undefined): boolean {
+    return image !== undefined && (image in (this.opts.images ?? {}) || (this.opts.pullable ?? []).includes(image));
+  }
+
+  /** ErrImagePull, then ImagePullBackOff (a kubelet's messages), while the Pod exists; nothing runs. */
+  private async pullFailed(pod: V1Pod, run: PodRun): Promise<void> {
+    run.pullFailed = true;
+    const c = pod.spec!.containers[0]!;
+    const image = c.image ?? "";
+    const waiting = (reason: string, message: string): V1PodStatus => ({
+      phase: "Pending",
+      conditions: [condition("PodScheduled", true), condition("Ready", false, "ContainersNotReady")],
+      containerStatuses: [{ name: c.name, image, imageID: "", ready: false, restartCount: 0, state: { waiting: { reason, message } } }],
+    });
+    await this.patchStatus(
+      pod,
+      waiting("ErrImagePull", `failed to pull and unpack image "${image}": failed to resolve reference "${image}": ${image}: not found`),
+    ).catch(() => undefined);
+    setTimeout(
+      () =>
+        this.enqueue(pod, async () => {
+          if (this.runs.get(keyOf(pod)) === run && !this.stopped)
+            await this.patchStatus(pod, waiting("ImagePullBackOff", `Back-off pulling image "${image}"`)).catch(() => undefined);
+        }),
+      300,
+    ).unref();
+  }
+
   private async run(pod: V1Pod): Promise<void> {
     const run: PodRun = this.runs.get(keyOf(pod)) ?? { restarts: 0 };
     this.runs.set(keyOf(pod), run);
     const c = pod.spec!.containers[0]!;
+    if (!this.knows(c.image)) return this.pullFailed(pod, run);
     let launch;
     try {
       launch = await prepareLaunch(this.core, pod, { podDir: this.podDir(pod), images: this.opts.images ?? {} });

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { CustomObjectsApi, Watch, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { ConfigFileSchema, Dispatcher } from "@flowsvc/controller";
-import { BasicRunOwners, PodLauncher, kubeClients } from "@flowsvc/controller/kube";
+import { PodLauncher, kubeClients } from "@flowsvc/controller/kube";
+import { BasicRunOwners } from "./basic-run-owners.js";
 import { cancelRun, withTransaction } from "@flowsvc/store";
 import { waitFor } from "../support/wait.js";
 import { AGENT_IMAGE, jobRow, podsOf, recordingLogger, runStatus, startPeers, submitScript, type Peers } from "./launcher-peers.js";
@@ -193,6 +194,33 @@ describe("the Pod launcher", () => {
       assert.equal((await jobRow(peers, jobId)).attempt, 1);
     } finally {
       await c.stop();
+    }
+  });
+
+  test("a Pod whose image cannot be pulled is deleted and its job given back without spending its attempt, the reason logged", async () => {
+    const c = await startController("controller-1", { image: "ghcr.io/flowsvc/agent:no-such-tag" });
+    const { runId, jobId } = await submitScript(peers, "team-b", "true\n");
+    try {
+      const givenBack = () => c.log.lines.filter((l) => l.msg.startsWith("agent did not start") && l.obj["jobId"] === jobId);
+      await waitFor("the job given back", () => givenBack().length >= 1);
+      assert.match(
+        String(givenBack()[0]!.obj["reason"]),
+        /^(ErrImagePull: failed to pull and unpack image "ghcr.io\/flowsvc\/agent:no-such-tag"|ImagePullBackOff: Back-off pulling image "ghcr.io\/flowsvc\/agent:no-such-tag")/,
+      );
+      await waitFor("its Pod deleted", async () => (await podsOf(peers, "team-b", jobId)).every((p) => p.metadata?.deletionTimestamp));
+      const row = await jobRow(peers, jobId);
+      assert.ok(row.attempt <= 1, `the attempt was returned (attempt ${row.attempt})`);
+      assert.notEqual(await runStatus(peers, runId), "failed");
+    } finally {
+      await c.stop();
+    }
+    // With the image fixed (a new controller release), the same job runs on its first attempt.
+    const fixed = await startController("controller-2");
+    try {
+      await waitFor("the run to succeed", async () => (await runStatus(peers, runId)) === "succeeded");
+      assert.equal((await jobRow(peers, jobId)).attempt, 1);
+    } finally {
+      await fixed.stop();
     }
   });
 

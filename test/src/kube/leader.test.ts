@@ -176,6 +176,75 @@ describe("controller leader election", () => {
     }
   });
 
+  test("a leader whose Lease is stolen, then one whose renewals are refused, stops dispatching within renewDeadline and exits 1", async () => {
+    const RENEW_DEADLINE_MS = 2000;
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    const replicas = [startReplica("ctl-c"), startReplica("ctl-d")];
+    const story = () => replicas.map((r) => `${r.name}: ${r.lines.map((l) => l.msg).join("; ")}`).join("\n");
+    const failWithStory = (e: Error) => assert.fail(`${e.message}\n${story()}`);
+    const lost = (r: Replica) => r.lines.find((l) => l.msg === "lost the lease; stopped leading");
+    // A live replica that leads now. On a loaded host a replica may lose the Lease on its own while
+    // it starts to lead (a renewal with no answer within 1 s, with these short settings): it then
+    // exits 1 as designed, and another one is started to take its place.
+    const leader = async (): Promise<Replica> => {
+      const now = () =>
+        replicas.find(
+          (r) => r.proc.exitCode === null && said(r, "leading: reconcilers, dispatcher, timers and agent Pod launcher started") && !lost(r),
+        );
+      await waitFor(
+        "a live leader",
+        () => {
+          if (replicas.every((r) => r.proc.exitCode !== null)) replicas.push(startReplica(`ctl-${replicas.length + 3}`));
+          return now() !== undefined;
+        },
+        60_000,
+      ).catch(failWithStory);
+      return now()!;
+    };
+    /** How long after `since` the replica stepped down, by its own log, and its exit code. */
+    const steppedDown = async (r: Replica, since: number) => {
+      const code = await r.exited;
+      const line = lost(r);
+      assert.ok(line, `${r.name} says it lost the lease\n${story()}`);
+      assert.equal(line["renewDeadlineMs"], RENEW_DEADLINE_MS);
+      return { code, after: line.time - since };
+    };
+    try {
+      const first = await leader();
+      // Stolen: another holder writes the Lease (as a replica with a skewed view would); the leader's next renewal sees it.
+      const lease = await leases.readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
+      lease.spec = { ...lease.spec, holderIdentity: "thief", renewTime: new Date() };
+      await leases.replaceNamespacedLease({ name: "flowsvc-controller", namespace: "default", body: lease });
+      const stolen = await steppedDown(first, Date.now());
+      assert.equal(stolen.code, 1, "a leader that lost its Lease exits 1");
+      assert.ok(stolen.after < RENEW_DEADLINE_MS + 1000, `${first.name} stepped down ${stolen.after} ms after the steal`);
+      const after = await leases.readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
+      assert.notEqual(after.spec?.holderIdentity, first.name, "the old leader wrote nothing over the new holder");
+      // The thief releases it (as a stopping leader does) unless the standby already took it over (a
+      // lease duration after the steal, on a slow host): another replica leads at its next try.
+      if (after.spec?.holderIdentity === "thief") {
+        after.spec = { ...after.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: new Date() };
+        await leases
+          .replaceNamespacedLease({ name: "flowsvc-controller", namespace: "default", body: after })
+          .catch((err: unknown) => assert.equal((err as { code?: number }).code, 409, String(err)));
+      }
+      const second = await leader();
+
+      // Refused: the apiserver answers every Lease write 503; the leader must step down on its own clock.
+      api.refuse((r) => r.method === "PUT" && r.path.includes("/leases/flowsvc-controller"));
+      const refused = await steppedDown(second, Date.now());
+      assert.equal(refused.code, 1);
+      assert.ok(
+        second.lines.some((l) => l.msg === "could not renew the lease"),
+        "the failed renewals are logged",
+      );
+      assert.ok(refused.after < RENEW_DEADLINE_MS + 1000, `${second.name} stepped down ${refused.after} ms after the refusals began`);
+    } finally {
+      api.refuse(undefined);
+      for (const r of replicas) r.proc.kill("SIGKILL");
+    }
+  });
+
   test("a controller without a master key, or with a bad value, refuses to start and names the variable", async () => {
     const { FLOWSVC_MASTER_KEY: _key, ...rest } = env("ctl-c");
     const r = startReplica("ctl-c", { ...rest, FLOWSVC_HEALTH_PORT: "99999" });

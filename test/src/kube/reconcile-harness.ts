@@ -20,6 +20,8 @@ const KINDS = [
   { kind: "FlowHandler", plural: "flowhandlers", short: "fh" },
   { kind: "FlowEventHook", plural: "floweventhooks", short: "feh" },
   { kind: "FlowSecret", plural: "flowsecrets", short: "fsec" },
+  { kind: "FlowCredential", plural: "flowcredentials", short: "fcred" },
+  { kind: "FlowGraph", plural: "flowgraphs", short: "fg" },
   { kind: "FlowRun", plural: "flowruns", short: "fr" },
 ];
 

@@ -3,15 +3,32 @@
 // value in any CR, deletions missed while the controller was down, the Kubernetes ResourceStore,
 // and the FlowRun mirror (size, TTL) through a dropped watch and a 410.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { SCRIPT_WORKFLOW, trustOf } from "@flowsvc/core";
-import { appendLogs, createRun, findProject, finishRun, getHandler, getSecretMeta, openSecretValue, withTransaction } from "@flowsvc/store";
+import {
+  appendLogs,
+  claimConnectionName,
+  createRun,
+  findProject,
+  finishRun,
+  getHandler,
+  getSecretMeta,
+  getStoredGraph,
+  listCredentials,
+  listGraphEndpoints,
+  openCredentialValue,
+  openSecretValue,
+  withTransaction,
+} from "@flowsvc/store";
 import { KubeResourceStore } from "@flowsvc/controller/kube";
 import { waitFor } from "../support/wait.js";
 import { GROUP, VERSION, getCr, readyOf, startHarness, type Cr, type Harness } from "./reconcile-harness.js";
 
 const NS = "team-a";
+const BILLING_KEY = "k3y-" + "q".repeat(24);
 let h: Harness;
 
 const cr = (plural: string) => ({ group: GROUP, version: VERSION, plural, namespace: NS });
@@ -22,6 +39,10 @@ const handlerSpec = (when?: string) => ({
   ...(when ? { when } : {}),
   reaction: { kind: "script", source: "echo hi\n", filename: "h.sh" },
 });
+const kubectlYaml = async (what: string): Promise<string> =>
+  (await promisify(execFile)("kubectl", ["--kubeconfig", h.api.kubeconfigPath, "get", what, "-n", NS, "-o", "yaml"])).stdout;
+const readyIs = (plural: string, name: string, want: (c: ReturnType<typeof readyOf>) => boolean) =>
+  waitFor(`${plural}/${name} Ready`, async () => want(readyOf(await getCr(h, plural, NS, name))), 10_000, 20);
 const project = async () => (await findProject(h.db.pool, "acme", NS))!;
 const scope = async () => {
   const p = await project();
@@ -126,6 +147,161 @@ describe("reconcilers", () => {
     await assert.rejects(store.putSecret(s, "API_TOKEN", "x-value-xyz"), /comes from Secret team-a\/creds key token/);
     assert.equal(await store.deleteHandler(s, "Nightly_Job"), true);
     assert.equal(await getCr(h, "flowhandlers", NS, "nightly-job"), undefined);
+  });
+
+  test("a FlowCredential from Secrets: sealed, re-sealed on rotation, Ready=False saying what is wrong, never a value in a CR", async () => {
+    const s = await scope();
+    const key = BILLING_KEY;
+    await apply("flowcredentials", "FlowCredential", "billing", {
+      kind: "basic",
+      usernameFrom: { secretKeyRef: { name: "billing", key: "user" } },
+      valueFrom: { secretKeyRef: { name: "billing", key: "password" } },
+    });
+    await readyIs("flowcredentials", "billing", (c) => c?.reason === "SecretNotFound");
+    assert.equal(readyOf(await getCr(h, "flowcredentials", NS, "billing"))?.message, `valueFrom: Secret ${NS}/billing not found`);
+    await h.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: "billing" }, stringData: { password: key } } });
+    await readyIs("flowcredentials", "billing", (c) => c?.message === `usernameFrom: Secret ${NS}/billing has no key user`);
+    await h.core.replaceNamespacedSecret({
+      name: "billing",
+      namespace: NS,
+      body: { metadata: { name: "billing" }, stringData: { password: key, user: "ops" } },
+    });
+    await readyIs("flowcredentials", "billing", (c) => c?.status === "True");
+    assert.deepEqual(await openCredentialValue(h.db.pool, h.keyring, s, "billing"), { kind: "basic", username: "ops", password: key });
+    const setAt = (await getCr(h, "flowcredentials", NS, "billing"))?.status?.setAt;
+    assert.equal(setAt, (await listCredentials(h.db.pool, s.projectId)).find((c) => c.name === "billing")?.set_at);
+
+    // Rotation reaches Postgres; a value that breaks a credential rule is refused by field, never quoted.
+    await h.core.replaceNamespacedSecret({
+      name: "billing",
+      namespace: NS,
+      body: { metadata: { name: "billing" }, stringData: { password: "rotated-pw-9", user: "ops" } },
+    });
+    await waitFor(
+      "re-sealed",
+      async () =>
+        (await openCredentialValue(h.db.pool, h.keyring, s, "billing"))?.kind === "basic" &&
+        JSON.stringify(await openCredentialValue(h.db.pool, h.keyring, s, "billing")).includes("rotated-pw-9"),
+      10_000,
+      20,
+    );
+    await h.core.replaceNamespacedSecret({
+      name: "billing",
+      namespace: NS,
+      body: { metadata: { name: "billing" }, stringData: { password: "bad\r\nX-Injected: leak-me", user: "ops" } },
+    });
+    await readyIs("flowcredentials", "billing", (c) => c?.reason === "InvalidValue");
+    const invalid = readyOf(await getCr(h, "flowcredentials", NS, "billing"))!;
+    assert.match(
+      invalid.message ?? "",
+      new RegExp(`^Secret ${NS}/billing key password .*: credential billing: password: it holds a control character`),
+    );
+    assert.ok(!(invalid.message ?? "").includes("leak-me"));
+    assert.match(
+      JSON.stringify(await openCredentialValue(h.db.pool, h.keyring, s, "billing")),
+      /rotated-pw-9/,
+      "the last good value stays",
+    );
+
+    // A name a connected account holds: NameTaken, and the account keeps it.
+    await withTransaction(h.db.pool, (tx) => claimConnectionName(tx, s.projectId, "slack", "account"));
+    await h.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: "slack" }, stringData: { token: "xoxb-not-sealed" } } });
+    await apply("flowcredentials", "FlowCredential", "slack", {
+      kind: "bearer",
+      valueFrom: { secretKeyRef: { name: "slack", key: "token" } },
+    });
+    await readyIs("flowcredentials", "slack", (c) => c?.reason === "NameTaken");
+    assert.match(readyOf(await getCr(h, "flowcredentials", NS, "slack"))?.message ?? "", /already taken by a connected account/);
+    assert.equal(await openCredentialValue(h.db.pool, h.keyring, s, "slack"), undefined);
+  });
+
+  test("a credential set through the API: its FlowCredential says the kind only; a Secret-fed one refuses a value; no value in kubectl's YAML", async () => {
+    const s = await scope();
+    // Set through the API: the CR says the kind only; a Secret-fed one refuses a value; delete removes both.
+    const store = new KubeResourceStore(h.kc, h.pgStore);
+    await store.putCredential(s, "Deploy_Key", { kind: "api_key", header: "X-Deploy-Header", value: "api-set-value-77" });
+    const api = (await getCr(h, "flowcredentials", NS, "deploy-key"))!;
+    assert.deepEqual(api.spec, { kind: "api-key" });
+    assert.equal(api.metadata.annotations?.["flowsvc.io/name"], "Deploy_Key");
+    await readyIs("flowcredentials", "deploy-key", (c) => c?.status === "True");
+    await assert.rejects(
+      store.putCredential(s, "billing", { kind: "bearer", token: "x-value-xyz" }),
+      (e: unknown) => e instanceof Error && /credential billing comes from Secret team-a\/billing key password/.test(e.message),
+    );
+    const yaml = await kubectlYaml("flowcredentials");
+    for (const v of [BILLING_KEY, "rotated-pw-9", "leak-me", "xoxb-not-sealed", "api-set-value-77", "X-Deploy-Header", "ops"])
+      assert.ok(!yaml.includes(v), `kubectl get -o yaml shows no value (${v.slice(0, 4)}...)`);
+    // kubectl edits the kind away from the value's: KindMismatch; a FlowCredential with no value yet: ValueNotSet.
+    await h.custom.patchNamespacedCustomObject(
+      { ...cr("flowcredentials"), name: "deploy-key", body: { spec: { kind: "bearer" } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await readyIs("flowcredentials", "deploy-key", (c) => c?.reason === "KindMismatch");
+    assert.equal(
+      readyOf(await getCr(h, "flowcredentials", NS, "deploy-key"))?.message,
+      "the value set through the API is of kind api-key; spec.kind says bearer",
+    );
+    await apply("flowcredentials", "FlowCredential", "later", { kind: "url-token" });
+    await readyIs("flowcredentials", "later", (c) => c?.reason === "ValueNotSet");
+    assert.match(readyOf(await getCr(h, "flowcredentials", NS, "later"))?.message ?? "", /flow credential set later --kind url-token/);
+    assert.equal(await store.deleteCredential(s, "Deploy_Key"), true);
+    assert.equal(await getCr(h, "flowcredentials", NS, "deploy-key"), undefined);
+    assert.equal(await openCredentialValue(h.db.pool, h.keyring, s, "Deploy_Key"), undefined);
+    await h.custom.deleteNamespacedCustomObject({ ...cr("flowcredentials"), name: "billing" });
+    await waitFor(
+      "removed with its CR",
+      async () => (await openCredentialValue(h.db.pool, h.keyring, s, "billing")) === undefined,
+      2000,
+      20,
+    );
+  });
+
+  test("a FlowGraph is a stored graph with its endpoints; a document that breaks a rule is Ready=False with every path; delete removes it", async () => {
+    const s = await scope();
+    const doc = {
+      version: "flowsvc-graph/v1",
+      nodes: [
+        { id: "start", type: "trigger" },
+        { id: "fetch", type: "http", config: { method: "GET", url: "https://api.example.com/items" } },
+      ],
+      edges: [{ from: "start", to: "fetch" }],
+    };
+    await apply("flowgraphs", "FlowGraph", "nightly", doc);
+    await readyIs("flowgraphs", "nightly", (c) => c?.status !== undefined);
+    assert.equal(
+      readyOf(await getCr(h, "flowgraphs", NS, "nightly"))?.status,
+      "True",
+      readyOf(await getCr(h, "flowgraphs", NS, "nightly"))?.message,
+    );
+    const stored = await getStoredGraph(h.db.pool, s.projectId, "nightly");
+    assert.deepEqual(
+      stored?.document.nodes.map((n) => n.id),
+      ["start", "fetch"],
+    );
+    assert.equal(stored?.createdBy, null, "made by the controller, not a person");
+    assert.deepEqual(
+      (await listGraphEndpoints(h.db.pool, s.projectId, "nightly")).map((e) => [e.node_id, e.event_type]),
+      [["start", "graph.nightly.start.delivery"]],
+    );
+
+    await h.custom.patchNamespacedCustomObject(
+      {
+        ...cr("flowgraphs"),
+        name: "nightly",
+        body: { spec: { edges: [{ from: "start", to: "nowhere" }], nodes: [{ id: "start", type: "trigger" }] } },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await readyIs("flowgraphs", "nightly", (c) => c?.reason === "InvalidSpec");
+    assert.match(readyOf(await getCr(h, "flowgraphs", NS, "nightly"))?.message ?? "", /^spec\.edges\[0\]\.to: .*nowhere/);
+    assert.equal((await getStoredGraph(h.db.pool, s.projectId, "nightly"))?.document.nodes.length, 2, "the last good graph stays");
+
+    await apply("flowgraphs", "FlowGraph", "has.dot", doc);
+    await readyIs("flowgraphs", "has.dot", (c) => c?.reason === "InvalidSpec");
+    assert.match(readyOf(await getCr(h, "flowgraphs", NS, "has.dot"))?.message ?? "", /graph name "has.dot" is not allowed/);
+
+    await h.custom.deleteNamespacedCustomObject({ ...cr("flowgraphs"), name: "nightly" });
+    await waitFor("graph removed", async () => (await getStoredGraph(h.db.pool, s.projectId, "nightly")) === undefined, 2000, 20);
   });
 
   test("a handler deleted while the controller was down is removed on start (list diff)", async () => {

@@ -2,7 +2,7 @@
 //
 //   const api = await startFakeApiServer();
 //   kubectl --kubeconfig api.kubeconfigPath get pods
-//   api.compact(); api.dropWatches(); await api.close();
+//   api.compact(); api.dropWatches(); api.refuse((r) => ...); await api.close();
 //
 // It serves discovery, the built-in kinds in resource-types.ts, and every CRD applied to it.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -55,6 +55,11 @@ export interface FakeApiServer {
   compact: () => void;
   /** Ends every open watch connection; returns how many there were. */
   dropWatches: () => number;
+  /**
+   * Fault injection: every request `when` matches is answered with `code` (default 503, as an
+   * apiserver whose etcd does not answer) instead of being served; `refuse(undefined)` serves all again.
+   */
+  refuse: (when: ((r: { method: string; path: string }) => boolean) | undefined, code?: number) => void;
   close: () => Promise<void>;
 }
 
@@ -161,6 +166,7 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
     storage.create({ type: nsType, namespace: "" }, { metadata: { name: ns } });
   const token = opts.token ?? "fake-token";
   const requests: RequestRecord[] = [];
+  let refusal: { when: (r: { method: string; path: string }) => boolean; code: number } | undefined;
   const ctx: Context = { storage, controllers, hub, registry, token, bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000, host: "" };
   const tls = servingCert();
   const server: Server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
@@ -171,6 +177,12 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
       ...(req.headers["content-type"] ? { contentType: req.headers["content-type"] } : {}),
     };
     requests.push(record);
+    if (refusal?.when({ method: record.method, path: record.path })) {
+      const e = new ApiError(refusal.code, refusal.code === 503 ? "ServiceUnavailable" : "InternalError", "etcdserver: request timed out");
+      record.status = e.code;
+      req.resume();
+      return send(res, e.code, e.toStatus());
+    }
     dispatch(ctx, req, res).then(
       (status) => void (record.status = status),
       (err: unknown) => {
@@ -199,6 +211,7 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
     requests,
     compact: () => hub.compact(storage.resourceVersion),
     dropWatches: () => hub.dropAll(),
+    refuse: (when, code = 503) => void (refusal = when ? { when, code } : undefined),
     close: async () => {
       hub.dropAll();
       server.closeAllConnections();

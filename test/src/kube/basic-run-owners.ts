@@ -1,20 +1,23 @@
 /**
- * A stand-in RunOwners until the FlowRun mirror (H6, kube/reconcile files) is wired in main.ts: it
- * finds the run's project (the namespace) in Postgres and gets or creates a bare FlowRun named by the
- * run id, with `status.runId` set so it is never taken for a FlowRun to submit. The mirror replaces it.
+ * A RunOwners for the Pod launcher's tests (launcher.test.ts), which run the launcher without the
+ * reconcilers: it finds the run's project (the namespace) in Postgres and gets or creates a bare
+ * FlowRun named by the run id, with `status.runId` set so it is never taken for a FlowRun to submit.
+ * The controller uses the FlowRun mirror's (controller/src/kube/flowrun-mirror.ts).
  */
 import type { Pool } from "pg";
 import { runPlacements } from "@flowsvc/store";
-import { MERGE_PATCH, apiStatus, type KubeClients } from "./client.js";
 import {
   FLOW_RUN_API_VERSION,
   FLOW_RUN_GROUP,
   FLOW_RUN_KIND,
   FLOW_RUN_PLURAL,
   FLOW_RUN_VERSION,
+  MERGE_PATCH,
+  apiStatus,
+  type KubeClients,
   type RunOwner,
   type RunOwners,
-} from "./run-owners.js";
+} from "@flowsvc/controller/kube";
 
 interface KubeObjectMeta {
   metadata?: { name?: string; namespace?: string; uid?: string };
