@@ -32,6 +32,7 @@ import {
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
+import { api } from "../openapi/route-doc.js";
 
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
 const GateParams = RunParams.extend({
@@ -91,37 +92,52 @@ export const approvalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done
   const { pool } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/runs/:id/approvals";
 
-  app.post(`${base}/:gate`, async (req) => {
-    const scope = await authorize(pool, req, "member");
-    const { id, gate } = GateParams.parse(req.params);
-    const { decision, fields } = ApprovalBody.parse(req.body ?? {});
-    const approvedBy = scope.caller.userName;
-    return withTransaction(pool, async (tx) => {
-      const run = await lockRunForGate(tx, scope.projectId, id);
-      if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-      if (run.workflow !== GRAPH_WORKFLOW) throw new FlowError("conflict", `run ${id} is not a graph run: it has no approval gates`);
-      const row = await parkedGate(tx, id, gate);
-      const output = checkedFields(decision, declaredFields(row, run.source), fields);
-      const payload = { decision, ...output, approved_by: approvedBy };
-      const { delivered } = await deliverSignal(tx, id, { name: gate, payload, sentBy: approvedBy });
-      return { run_id: id, gate, decision, approved_by: approvedBy, fields: output, delivered };
-    });
-  });
+  app.post(
+    `${base}/:gate`,
+    api({
+      summary: "Answer the approval gate a run is parked on (a person's API token only: never a job's)",
+      tag: "approvals",
+      auth: "member",
+      params: GateParams,
+      body: ApprovalBody,
+      errors: [409],
+    }),
+    async (req) => {
+      const scope = await authorize(pool, req, "member");
+      const { id, gate } = GateParams.parse(req.params);
+      const { decision, fields } = ApprovalBody.parse(req.body ?? {});
+      const approvedBy = scope.caller.userName;
+      return withTransaction(pool, async (tx) => {
+        const run = await lockRunForGate(tx, scope.projectId, id);
+        if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+        if (run.workflow !== GRAPH_WORKFLOW) throw new FlowError("conflict", `run ${id} is not a graph run: it has no approval gates`);
+        const row = await parkedGate(tx, id, gate);
+        const output = checkedFields(decision, declaredFields(row, run.source), fields);
+        const payload = { decision, ...output, approved_by: approvedBy };
+        const { delivered } = await deliverSignal(tx, id, { name: gate, payload, sentBy: approvedBy });
+        return { run_id: id, gate, decision, approved_by: approvedBy, fields: output, delivered };
+      });
+    },
+  );
 
-  app.get(base, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    const { id } = RunParams.parse(req.params);
-    if (!(await getRunView(pool, scope.projectId, id)))
-      throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-    const rows = await parkedGates(pool, id);
-    const gates = rows.map((r) => ({
-      gate: r.node_id,
-      prompt: typeof r.substate?.prompt === "string" ? r.substate.prompt : `Approve ${r.node_id}?`,
-      fields: declaredFields(r, r.source),
-      parked_since: r.started_at?.toISOString() ?? null,
-      ...(typeof r.substate?.deadline_ms === "number" ? { deadline_ms: r.substate.deadline_ms } : {}),
-    }));
-    return { run_id: id, gates };
-  });
+  app.get(
+    base,
+    api({ summary: "The gates a run is parked on, with their prompts and fields", tag: "approvals", auth: "viewer", params: RunParams }),
+    async (req) => {
+      const scope = await authorize(pool, req, "viewer");
+      const { id } = RunParams.parse(req.params);
+      if (!(await getRunView(pool, scope.projectId, id)))
+        throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+      const rows = await parkedGates(pool, id);
+      const gates = rows.map((r) => ({
+        gate: r.node_id,
+        prompt: typeof r.substate?.prompt === "string" ? r.substate.prompt : `Approve ${r.node_id}?`,
+        fields: declaredFields(r, r.source),
+        parked_since: r.started_at?.toISOString() ?? null,
+        ...(typeof r.substate?.deadline_ms === "number" ? { deadline_ms: r.substate.deadline_ms } : {}),
+      }));
+      return { run_id: id, gates };
+    },
+  );
   done();
 };

@@ -24,6 +24,7 @@ import {
 } from "@flowsvc/store";
 import type { IngestDeps } from "../deps.js";
 import { HOOK_SECRET_HEADER } from "./hook-ingest.js";
+import { api } from "../openapi/route-doc.js";
 
 /** Where a graph endpoint takes deliveries. */
 export const graphEndpointUrl = (baseUrl: string, where: { org: string; project: string; graph: string; node: string }): string =>
@@ -84,7 +85,15 @@ const startTriggeredRun = async (
 export const graphEndpointRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, parsed) => parsed(null, body));
-  app.post("/api/v1/graph-hooks/:org/:project/:graph/:node", { bodyLimit: EMIT_BODY_LIMIT }, async (req, reply) => {
+  const doc = api({
+    summary: "Deliver to a stored graph's trigger or webhook node; 202 once its graph.<graph>.<node>.* event is committed",
+    tag: "graphs",
+    auth: "hook",
+    body: {},
+    bodyType: "*/*",
+    response: { status: 202, description: "`{event_id, event_type}`" },
+  });
+  app.post("/api/v1/graph-hooks/:org/:project/:graph/:node", { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
     const target = req.params as Target;
     const qs = req.url.indexOf("?");
     const query = new URLSearchParams(qs < 0 ? "" : req.url.slice(qs + 1));

@@ -39,6 +39,7 @@ import {
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { api } from "../openapi/route-doc.js";
 import { graphEndpointUrl } from "./graph-endpoints.js";
 
 /** A connector type's manifest (D's connectorManifest), or undefined. */
@@ -73,44 +74,61 @@ const describeEndpoint = (deps: IngestDeps, req: FastifyRequest, where: Where & 
 });
 
 const putRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLookup): void => {
-  app.put(`${BASE}/:name`, async (req, reply) => {
-    const scope = await authorize(deps.pool, req, "admin");
-    const name = nameOf(req);
-    const body = PutBody.safeParse(req.body);
-    if (!body.success || body.data.document === undefined)
-      throw new FlowError("invalid_argument", "document: required: the body is {document: <a flowsvc-graph/v1 graph>}", {
-        details: { field: "document" },
+  app.put(
+    `${BASE}/:name`,
+    api({
+      summary: "Store (201) or replace (200) a graph; a draft may name credentials that do not exist yet",
+      tag: "graphs",
+      auth: "admin",
+      params: NameParams,
+      body: PutBody,
+      response: {
+        status: 201,
+        description: "the graph's name, node count and endpoints (a trigger/webhook endpoint's secret only when minted)",
+      },
+    }),
+    async (req, reply) => {
+      const scope = await authorize(deps.pool, req, "admin");
+      const name = nameOf(req);
+      const body = PutBody.safeParse(req.body);
+      if (!body.success || body.data.document === undefined)
+        throw new FlowError("invalid_argument", "document: required: the body is {document: <a flowsvc-graph/v1 graph>}", {
+          details: { field: "document" },
+        });
+      const parsed = parseGraph(body.data.document, { manifestOf });
+      if (!parsed.ok) throw graphError(parsed.problems);
+      const extra = saveProblems(parsed.graph, name);
+      if (extra.length > 0) throw graphError(extra);
+      const endpoints = graphEndpointsOf(parsed.graph, name);
+      const saved = await putStoredGraph(deps.pool, {
+        projectId: scope.projectId,
+        name,
+        document: parsed.graph,
+        source: `${JSON.stringify(body.data.document, null, 2)}\n`,
+        userId: scope.caller.userId,
+        endpoints,
       });
-    const parsed = parseGraph(body.data.document, { manifestOf });
-    if (!parsed.ok) throw graphError(parsed.problems);
-    const extra = saveProblems(parsed.graph, name);
-    if (extra.length > 0) throw graphError(extra);
-    const endpoints = graphEndpointsOf(parsed.graph, name);
-    const saved = await putStoredGraph(deps.pool, {
-      projectId: scope.projectId,
-      name,
-      document: parsed.graph,
-      source: `${JSON.stringify(body.data.document, null, 2)}\n`,
-      userId: scope.caller.userId,
-      endpoints,
-    });
-    req.log.info({ graph: name, created: saved.created, caller: scope.caller.userName }, saved.created ? "graph stored" : "graph replaced");
-    return reply.status(saved.created ? 201 : 200).send({
-      name,
-      nodes: parsed.graph.nodes.length,
-      created_by: saved.graph.createdBy,
-      updated_at: saved.graph.updatedAt,
-      endpoints: saved.endpoints.map((e) => describeEndpoint(deps, req, { ...scope, graph: name }, e)),
-    });
-  });
+      req.log.info(
+        { graph: name, created: saved.created, caller: scope.caller.userName },
+        saved.created ? "graph stored" : "graph replaced",
+      );
+      return reply.status(saved.created ? 201 : 200).send({
+        name,
+        nodes: parsed.graph.nodes.length,
+        created_by: saved.graph.createdBy,
+        updated_at: saved.graph.updatedAt,
+        endpoints: saved.endpoints.map((e) => describeEndpoint(deps, req, { ...scope, graph: name }, e)),
+      });
+    },
+  );
 };
 
 const readRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
-  app.get(BASE, async (req) => {
+  app.get(BASE, api({ summary: "List stored graphs", tag: "graphs", auth: "viewer" }), async (req) => {
     const scope = await authorize(deps.pool, req, "viewer");
     return listStoredGraphs(deps.pool, scope.projectId);
   });
-  app.get(`${BASE}/:name`, async (req) => {
+  app.get(`${BASE}/:name`, api({ summary: "Show a stored graph", tag: "graphs", auth: "viewer", params: NameParams }), async (req) => {
     const scope = await authorize(deps.pool, req, "viewer");
     const name = nameOf(req);
     const g = await getStoredGraph(deps.pool, scope.projectId, name);
@@ -127,29 +145,48 @@ const readRoutes = (app: FastifyInstance, deps: IngestDeps): void => {
 };
 
 const requirementsRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLookup): void => {
-  app.get(`${BASE}/:name/requirements`, async (req) => {
-    const scope = await authorize(deps.pool, req, "viewer");
-    const name = nameOf(req);
-    const g = await getStoredGraph(deps.pool, scope.projectId, name);
-    if (!g) throw notFound(scope, name);
-    const reqs = graphCredentialRequirements(g.document, manifestOf);
-    const holdings = await readNameHoldings(
-      deps.pool,
-      scope.projectId,
-      reqs.flatMap((r) => (r.name === null ? [] : [r.name])),
-    );
-    return requirementsReport(reqs, (n) => holdings.get(n));
-  });
+  app.get(
+    `${BASE}/:name/requirements`,
+    api({
+      summary: "The graph requirements report (credentials: ok, missing, wrong_kind, conflict, needs_reconnect)",
+      tag: "graphs",
+      auth: "viewer",
+      params: NameParams,
+    }),
+    async (req) => {
+      const scope = await authorize(deps.pool, req, "viewer");
+      const name = nameOf(req);
+      const g = await getStoredGraph(deps.pool, scope.projectId, name);
+      if (!g) throw notFound(scope, name);
+      const reqs = graphCredentialRequirements(g.document, manifestOf);
+      const holdings = await readNameHoldings(
+        deps.pool,
+        scope.projectId,
+        reqs.flatMap((r) => (r.name === null ? [] : [r.name])),
+      );
+      return requirementsReport(reqs, (n) => holdings.get(n));
+    },
+  );
 };
 
 const removeRoute = (app: FastifyInstance, deps: IngestDeps): void => {
-  app.delete(`${BASE}/:name`, async (req, reply) => {
-    const scope = await authorize(deps.pool, req, "admin");
-    const name = nameOf(req);
-    if (!(await deleteStoredGraph(deps.pool, scope.projectId, name))) throw notFound(scope, name);
-    req.log.info({ graph: name, caller: scope.caller.userName }, "graph removed");
-    return reply.status(204).send();
-  });
+  app.delete(
+    `${BASE}/:name`,
+    api({
+      summary: "Delete a stored graph and its endpoints",
+      tag: "graphs",
+      auth: "admin",
+      params: NameParams,
+      response: { status: 204 },
+    }),
+    async (req, reply) => {
+      const scope = await authorize(deps.pool, req, "admin");
+      const name = nameOf(req);
+      if (!(await deleteStoredGraph(deps.pool, scope.projectId, name))) throw notFound(scope, name);
+      req.log.info({ graph: name, caller: scope.caller.userName }, "graph removed");
+      return reply.status(204).send();
+    },
+  );
 };
 
 /**
