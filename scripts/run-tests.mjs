@@ -59,6 +59,7 @@ const SLOW_FIRST = [
   "test/dist/hooks.test",
   "test/dist/durable-policy.test",
   "test/dist/cli.test",
+  "test/dist/graphs.test",
 ];
 const rank = (file) => {
   const i = SLOW_FIRST.findIndex((s) => file.split(sep).join("/").includes(s));
