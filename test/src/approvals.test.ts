@@ -19,7 +19,8 @@ import { join } from "node:path";
 import { claimReadyJobs, createPool, mintToken } from "@flowsvc/store";
 import { REPO_ROOT, startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { ended, ok, runIdIn, runKit } from "./support/runs.js";
+import { ok, runIdIn, runKit } from "./support/runs.js";
+import { isTerminalStatus } from "@flowsvc/core";
 import { waitFor } from "./support/wait.js";
 import { LlmPeer, exampleReply } from "./peers/llm.js";
 import { SlackPeer } from "./peers/slack.js";
@@ -59,17 +60,24 @@ const graph = (nodes: unknown[], edges: Array<[string, string]> = []): string =>
 const submitGraph = async (name: string, doc: string, input: unknown = {}): Promise<string> =>
   runIdIn(ok(await server.cli(["submit", await kit.script(`${name}.json`, doc), "--input", JSON.stringify(input)])).stdout);
 
-const view = (run: string): Promise<GraphView> => kit.json<GraphView>(["status", run]);
+const SCOPED = "/api/v1/orgs/default/projects/default";
+/** A GET of the user API as the server's admin: polling through HTTP, not a `flow` process per look. */
+const api = async <T>(path: string): Promise<T> => {
+  const r = await fetch(`${server.url}${SCOPED}${path}`, { headers: { authorization: `Bearer ${server.token}` } });
+  assert.equal(r.status, 200, `GET ${path}`);
+  return (await r.json()) as T;
+};
+const view = (run: string): Promise<GraphView> => api<GraphView>(`/runs/${run}`);
 const node = (v: GraphView, id: string): NodeView => {
   const n = v.nodes.find((x) => x.node_id === id);
   assert.ok(n, `no node ${id} in ${JSON.stringify(v.nodes)}`);
   return n;
 };
 const endsAs = async (run: string, want: string): Promise<GraphView> => {
-  const status = await ended(server, run);
-  const v = await view(run);
-  assert.equal(status, want, JSON.stringify(v, null, 2));
-  return v;
+  let v: GraphView | undefined;
+  await waitFor(`run ${run} to end`, async () => isTerminalStatus((v = await view(run)).status), 60_000);
+  assert.equal(v!.status, want, JSON.stringify(v, null, 2));
+  return v!;
 };
 const parkedOn = async (run: string, gate: string): Promise<GraphView> => {
   await waitFor(`run ${run} to park on ${gate}`, async () => (await view(run)).substate?.name === gate, 20_000);
@@ -77,7 +85,7 @@ const parkedOn = async (run: string, gate: string): Promise<GraphView> => {
 };
 /** The run's lifecycle events of `type`. */
 const eventsOf = async (run: string, type: string): Promise<EventView[]> =>
-  (await kit.json<EventView[]>(["events", "ls", "--type", type, "--limit", "500"])).filter((e) => e.payload["run_id"] === run);
+  (await api<EventView[]>(`/events?type=${type}&limit=500`)).filter((e) => e.payload["run_id"] === run);
 
 const example = async (name: string): Promise<string> => readFile(join(REPO_ROOT, "examples", "graphs", name), "utf8");
 
@@ -187,13 +195,19 @@ void test("a running job cannot clear its own gate: flow approve, its environmen
   const pool = createPool(server.databaseUrl, { max: 1 });
   try {
     const { token, digest } = mintToken("job");
-    const [claimed] = await claimReadyJobs(pool, {
-      limit: 1,
-      leaseMs: 60_000,
-      capabilities: ["approvals-e2e-nobody"],
-      mintDigest: () => digest,
+    // The driver queues the node's job once it starts the node: claim it as soon as it is there.
+    let claimed: string | undefined;
+    await waitFor("the held node's job to be queued", async () => {
+      const jobs = await claimReadyJobs(pool, {
+        limit: 1,
+        leaseMs: 60_000,
+        capabilities: ["approvals-e2e-nobody"],
+        mintDigest: () => digest,
+      });
+      claimed = jobs[0]?.run_id;
+      return claimed !== undefined;
     });
-    assert.equal(claimed?.run_id, held);
+    assert.equal(claimed, held);
     const post = (path: string, body: unknown) =>
       fetch(`${server.url}${path}`, {
         method: "POST",
