@@ -327,6 +327,15 @@ void test("per-type config rules, each problem at its path", () => {
     /^nodes\[0\]\.config\.credentials\.TOKEN: credential name "a b" is not allowed/,
   );
   hasProblems(one("code", { source: "x", credentials: { TOKEN: 7 } }), /^nodes\[0\]\.config\.credentials\.TOKEN: /);
+  hasProblems(
+    one("code", { source: "x", credentials: { "A:B": "gh" } }),
+    /^nodes\[0\]\.config\.credentials\["A:B"\]: credential variable "A:B" /,
+  );
+  const tooMany = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`V${i}`, "gh"]));
+  hasProblems(
+    one("code", { source: "x", credentials: tooMany }),
+    /^nodes\[0\]\.config\.credentials: at most 64 credential variables; 65 were given$/,
+  );
   hasProblems(one("shell", {}), /^nodes\[0\]\.config\.command: required$/);
   // switch
   hasProblems(one("switch", {}), /^nodes\[0\]\.config\.cases: required$/);
