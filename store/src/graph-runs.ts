@@ -376,3 +376,11 @@ export const graphScope = async (db: Db, runId: string): Promise<GraphScope> => 
     nodes: Object.fromEntries(nodes.map((n) => [n.node_id, { status: n.status, output: n.output ?? null }])),
   };
 };
+
+/** Every graph run not yet ended (the driver's sweep at start and after a lost LISTEN connection: a nudge sent meanwhile is gone). */
+export const liveGraphRuns = async (db: Db): Promise<string[]> => {
+  const { rows } = await db.query<{ id: string }>(
+    `select id from runs where workflow = '${GRAPH_WORKFLOW}' and status not in ('succeeded', 'failed', 'cancelled') order by created_at limit 10000`,
+  );
+  return rows.map((r) => r.id);
+};

@@ -35,6 +35,7 @@ import {
   emitLifecycle,
   graphNodeOfChild,
   graphRunsNeedingWork,
+  liveGraphRuns,
   lockGraphNodes,
   lockGraphRun,
   markRunRunning,
@@ -123,9 +124,18 @@ export class GraphDriver {
   start(): void {
     this.#off.push(this.#o.listener.on(GRAPH_CHANNEL, (runId) => this.schedule(runId)));
     this.#off.push(this.#o.listener.on("flowsvc_runs", (runId) => void this.#runEnded(runId)));
-    this.#off.push(this.#o.listener.onReconnect(() => void this.#poll()));
+    this.#off.push(this.#o.listener.onReconnect(() => void this.#sweep()));
     this.#timer = setInterval(() => void this.#poll(), this.#o.pollMs ?? POLL_MS);
-    void this.#poll();
+    void this.#sweep();
+  }
+
+  /** Advances every live graph run once: at start (a run whose node finished just before a restart moves on) and after a reconnect. */
+  async #sweep(): Promise<void> {
+    try {
+      for (const runId of await liveGraphRuns(this.#o.pool)) this.schedule(runId);
+    } catch (err) {
+      this.#o.logger.error({ err }, "graph sweep failed; the poll carries on");
+    }
   }
 
   stop(): void {
