@@ -38,6 +38,10 @@ export const submitScript = async (
   env: Record<string, string> = {},
 ): Promise<string> => (await api<{ id: string }>(server, "POST", "/runs", { kind: "script", source, filename, env })).id;
 
+/** Submits a graph document (`flow submit graph.json`'s body) and answers the run id. */
+export const submitGraph = async (server: TestServer, filename: string, source: string, input: unknown = {}): Promise<string> =>
+  (await api<{ id: string }>(server, "POST", "/runs", { as: "graph", source, filename, input })).id;
+
 /** Waits for the run to end (polling the API every 5 ms: cheap, and finer than what it measures). */
 export const waitForRun = async (server: TestServer, id: string, timeoutMs = 300_000): Promise<BenchRun> => {
   const end = Date.now() + timeoutMs;

@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { z } from "zod";
-import { FlowError, parseMasterKey } from "@flowsvc/core";
+import { FlowError, parseConnectorBaseUrls, parseMasterKey } from "@flowsvc/core";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -127,6 +127,8 @@ export interface ServiceConfig {
   publicUrl: string | undefined;
   leaseMs: number;
   file: ConfigFile;
+  /** FLOWSVC_CONNECTOR_BASE_URLS: connector provider -> base URL; empty: the real APIs. */
+  connectorBaseUrls: Record<string, string>;
 }
 
 export interface ControllerConfig extends ServiceConfig {
@@ -195,6 +197,7 @@ export const parseServiceConfig = <T extends z.ZodRawShape>(
     publicUrl: e.FLOWSVC_PUBLIC_URL,
     leaseMs: e.FLOWSVC_AGENT_LEASE_MS,
     file: readConfigFile(e.FLOWSVC_CONFIG_FILE),
+    connectorBaseUrls: parseConnectorBaseUrls(env["FLOWSVC_CONNECTOR_BASE_URLS"]),
     env: e,
   };
 };

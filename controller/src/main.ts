@@ -14,6 +14,8 @@ import type { Pool } from "pg";
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { TimerLoop } from "./timers.js";
+import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
+import { setForgeBaseUrls } from "./graph/nodes/workflow.js";
 import { GraphDriver } from "./graph/driver.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
@@ -69,6 +71,8 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       slotFreed: () => events.dispatcher?.nudge(),
     },
   });
+  setConnectorBaseUrls(config.connectorBaseUrls);
+  setForgeBaseUrls(config.connectorBaseUrls);
   const dispatcher = new Dispatcher({
     pool,
     listener,

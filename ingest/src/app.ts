@@ -5,6 +5,7 @@ import { createRunMaskers } from "./run-masker.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
+import { approvalRoutes } from "./routes/approvals.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
@@ -70,6 +71,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     secretRoutes,
     credentialRoutes,
     signalRoutes,
+    approvalRoutes,
     eventRoutes,
     emitRoutes,
     handlerRoutes,

@@ -22,6 +22,7 @@ create table graph_endpoints (
   graph_name     text not null,
   node_id        text not null,
   kind           text not null check (kind in ('trigger', 'webhook')),
+  event_type     text not null,                 -- graph.<graph>.<node>.<config.event_type, default delivery>
   secret_digest  bytea not null,
   created_at     timestamptz not null default now(),
   primary key (project_id, graph_name, node_id),

@@ -9,11 +9,14 @@ import {
   compileCel,
   derivedId,
   evaluatePredicate,
+  evaluateWhen,
   matchesAny,
   trustAfterReceiving,
   trustOf,
   type CompiledCel,
   type Envelope,
+  type GraphScope,
+  type NodeStatus,
   type RunRequest,
 } from "@flowsvc/core";
 import { resolveEntry } from "./journal-entries.js";
@@ -443,9 +446,25 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
  * envelope. A keyed event reaches a run only when the run has no subject or the same one. An
  * untrusted event makes each run it reaches untrusted, in the transaction that resolves the wait.
  */
+/**
+ * A graph event node's `when` (bare CEL over `event`, with the run's `input` and `nodes` in scope)
+ * against the arriving envelope; a waiter without one takes every event of its type. A false or
+ * failing `when` declines the event privately: the waiter stays parked and nothing is recorded.
+ */
+const whenAccepts = async (tx: PoolClient, w: { run_id: string; when: string | null }, envelope: Envelope): Promise<boolean> => {
+  if (w.when === null) return true;
+  const { rows: run } = await tx.query<{ input: unknown }>(`select input from runs where id = $1`, [w.run_id]);
+  const { rows: nodes } = await tx.query<{ node_id: string; status: NodeStatus; output: unknown }>(
+    `select node_id, status, output from graph_nodes where run_id = $1`,
+    [w.run_id],
+  );
+  const scope: GraphScope = { input: run[0]?.input ?? null, nodes: Object.fromEntries(nodes.map((n) => [n.node_id, n])) };
+  return evaluateWhen(w.when, scope, celEventVars(envelope).event).matched;
+};
+
 const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: string, envelope: Envelope): Promise<void> => {
-  const { rows } = await tx.query<{ run_id: string; position: number }>(
-    `select j.run_id, j.position from journal j join runs r on r.id = j.run_id
+  const { rows } = await tx.query<{ run_id: string; position: number; when: string | null }>(
+    `select j.run_id, j.position, j.args->>'when' as when from journal j join runs r on r.id = j.run_id
       where r.project_id = $1 and j.kind = 'wait-event' and j.name = $2 and j.status = 'pending'
         and (j.args->>'after_seq')::bigint < (select seq from events where id = $3)
         and ($4::text is null or r.trigger->>'key' is null or r.trigger->>'key' = $4)
@@ -454,6 +473,7 @@ const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: strin
   );
   const woken = new Set<string>();
   for (const w of rows) {
+    if (!(await whenAccepts(tx, w, envelope))) continue;
     const { rows: run } = await tx.query<{ trusted: boolean }>(`select trusted from runs where id = $1 for update`, [w.run_id]);
     // A run that takes in an untrusted event is untrusted from then on: its later passes get no secrets.
     if (run[0]?.trusted && !trustAfterReceiving(run[0], input)) await tx.query(`update runs set trusted = false where id = $1`, [w.run_id]);

@@ -165,7 +165,13 @@ export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: 
  */
 export const settleGraphNode = async (
   tx: PoolClient,
-  s: { runId: string; nodeId: string; attempt: number; result: AttemptResult },
+  s: {
+    runId: string;
+    nodeId: string;
+    attempt: number;
+    result: AttemptResult;
+    /** The graph driver, which advances the run itself. */ quiet?: boolean;
+  },
 ): Promise<"success" | "retrying" | "failed" | undefined> => {
   assertStorableJson({ output: s.result.output ?? null, error: s.result.ok ? null : s.result.error }, "node output");
   const { rows } = await tx.query<{ status: string; attempt: number; retry: GraphNodeRow["retry"] }>(
@@ -187,7 +193,7 @@ export const settleGraphNode = async (
     await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "failed", error: s.result.error, finished_at: "now" });
     became = "failed";
   }
-  await notifyGraph(tx, s.runId);
+  if (!s.quiet) await notifyGraph(tx, s.runId);
   return became;
 };
 

@@ -53,11 +53,11 @@ void test("a graph is created, replaced (creator kept), listed without its docum
 });
 
 void test("endpoints: minted once per node, kept across saves, removed with their node and with the graph", async () => {
-  const put = (endpoints: Array<{ nodeId: string; kind: "trigger" | "webhook" }>) =>
+  const put = (endpoints: Array<{ nodeId: string; kind: "trigger" | "webhook"; eventType: string }>) =>
     putStoredGraph(db.pool, { projectId, name: "hooked", document: doc(), source: "{}", userId, endpoints });
   const one = await put([
-    { nodeId: "start", kind: "trigger" },
-    { nodeId: "cb", kind: "webhook" },
+    { nodeId: "start", kind: "trigger", eventType: "graph.hooked.start.delivery" },
+    { nodeId: "cb", kind: "webhook", eventType: "graph.hooked.cb.delivery" },
   ]);
   assert.ok(one.endpoints.every((e) => e.secret?.startsWith("fhs_")));
   const digest = async (node: string) =>
@@ -69,8 +69,8 @@ void test("endpoints: minted once per node, kept across saves, removed with thei
     ).rows[0]?.secret_digest;
   assert.ok(hookSecretMatches(one.endpoints[0]!.secret!, (await digest("start"))!));
   const two = await put([
-    { nodeId: "start", kind: "webhook" },
-    { nodeId: "new", kind: "trigger" },
+    { nodeId: "start", kind: "webhook", eventType: "graph.hooked.start.delivery" },
+    { nodeId: "new", kind: "trigger", eventType: "graph.hooked.new.push" },
   ]);
   assert.deepEqual(
     two.endpoints.map((e) => [e.node_id, e.kind, e.secret !== undefined]),

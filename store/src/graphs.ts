@@ -6,7 +6,9 @@
  */
 import type { Pool, PoolClient } from "pg";
 import type { CredentialKind, GraphDocument, NameHolding } from "@flowsvc/core";
+import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { mintHookSecret } from "./hooks.js";
+import { createRun } from "./run-lifecycle.js";
 import { withTransaction } from "./pool.js";
 
 type Db = Pool | PoolClient;
@@ -37,6 +39,8 @@ export type GraphEndpointKind = "trigger" | "webhook";
 export interface GraphEndpointRecord {
   node_id: string;
   kind: GraphEndpointKind;
+  /** What a delivery emits: `graph.<graph>.<node>.<suffix>`. */
+  event_type: string;
   created_at: string;
   secret?: string;
 }
@@ -75,12 +79,17 @@ export const listStoredGraphs = async (db: Db, projectId: string): Promise<Store
   return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString() }));
 };
 
-type EndpointRow = { node_id: string; kind: GraphEndpointKind; created_at: Date };
-const endpointOf = (r: EndpointRow): GraphEndpointRecord => ({ node_id: r.node_id, kind: r.kind, created_at: r.created_at.toISOString() });
+type EndpointRow = { node_id: string; kind: GraphEndpointKind; event_type: string; created_at: Date };
+const endpointOf = (r: EndpointRow): GraphEndpointRecord => ({
+  node_id: r.node_id,
+  kind: r.kind,
+  event_type: r.event_type,
+  created_at: r.created_at.toISOString(),
+});
 
 export const listGraphEndpoints = async (db: Db, projectId: string, graphName: string): Promise<GraphEndpointRecord[]> => {
   const { rows } = await db.query<EndpointRow>(
-    `select node_id, kind, created_at from graph_endpoints where project_id = $1 and graph_name = $2 order by node_id`,
+    `select node_id, kind, event_type, created_at from graph_endpoints where project_id = $1 and graph_name = $2 order by node_id`,
     [projectId, graphName],
   );
   return rows.map(endpointOf);
@@ -94,7 +103,7 @@ export interface PutStoredGraph {
   /** The saving user's id: recorded when the graph is created, kept when it is replaced. */
   userId: string;
   /** The graph's trigger and webhook nodes: each gets an endpoint; an endpoint whose node is gone is removed. */
-  endpoints: ReadonlyArray<{ nodeId: string; kind: GraphEndpointKind }>;
+  endpoints: ReadonlyArray<{ nodeId: string; kind: GraphEndpointKind; eventType: string }>;
 }
 
 /**
@@ -113,10 +122,10 @@ const syncEndpoints = async (tx: PoolClient, put: PutStoredGraph): Promise<Graph
   for (const e of put.endpoints) {
     const { secret, digest } = mintHookSecret();
     const { rows } = await tx.query<EndpointRow & { created: boolean }>(
-      `insert into graph_endpoints (project_id, graph_name, node_id, kind, secret_digest) values ($1, $2, $3, $4, $5)
-       on conflict (project_id, graph_name, node_id) do update set kind = excluded.kind
-       returning node_id, kind, created_at, (xmax = 0) as created`,
-      [put.projectId, put.name, e.nodeId, e.kind, digest],
+      `insert into graph_endpoints (project_id, graph_name, node_id, kind, event_type, secret_digest) values ($1, $2, $3, $4, $5, $6)
+       on conflict (project_id, graph_name, node_id) do update set kind = excluded.kind, event_type = excluded.event_type
+       returning node_id, kind, event_type, created_at, (xmax = 0) as created`,
+      [put.projectId, put.name, e.nodeId, e.kind, e.eventType, digest],
     );
     const row = rows[0]!;
     out.push({ ...endpointOf(row), ...(row.created ? { secret } : {}) });
@@ -157,6 +166,7 @@ export interface IngestGraphEndpoint {
   graphName: string;
   nodeId: string;
   kind: GraphEndpointKind;
+  eventType: string;
   secretDigest: Buffer;
 }
 
@@ -165,15 +175,29 @@ export const findGraphEndpoint = async (
   db: Db,
   where: { org: string; project: string; graph: string; node: string },
 ): Promise<IngestGraphEndpoint | undefined> => {
-  const { rows } = await db.query<{ org_id: string; project_id: string; kind: GraphEndpointKind; secret_digest: Buffer }>(
-    `select o.id as org_id, p.id as project_id, e.kind, e.secret_digest
+  const { rows } = await db.query<{
+    org_id: string;
+    project_id: string;
+    kind: GraphEndpointKind;
+    event_type: string;
+    secret_digest: Buffer;
+  }>(
+    `select o.id as org_id, p.id as project_id, e.kind, e.event_type, e.secret_digest
        from graph_endpoints e join projects p on p.id = e.project_id join orgs o on o.id = p.org_id
       where o.name = $1 and p.name = $2 and e.graph_name = $3 and e.node_id = $4`,
     [where.org, where.project, where.graph, where.node],
   );
   const r = rows[0];
   return r
-    ? { orgId: r.org_id, projectId: r.project_id, graphName: where.graph, nodeId: where.node, kind: r.kind, secretDigest: r.secret_digest }
+    ? {
+        orgId: r.org_id,
+        projectId: r.project_id,
+        graphName: where.graph,
+        nodeId: where.node,
+        kind: r.kind,
+        eventType: r.event_type,
+        secretDigest: r.secret_digest,
+      }
     : undefined;
 };
 
@@ -197,4 +221,49 @@ export const readNameHoldings = async (db: Db, projectId: string, names: readonl
     else if (r.holder === "account") out.set(r.name, { account: { status: "needs_reauth" } });
   }
   return out;
+};
+
+/**
+ * The event type a graph endpoint emits: `graph.<graph>.<node>.<suffix>`, the suffix being the
+ * node's `config.event_type` when it names one, else `delivery`.
+ */
+export const graphEndpointType = (graph: string, node: string, suffix: unknown = undefined): string =>
+  `graph.${graph}.${node}.${typeof suffix === "string" && suffix !== "" ? suffix : "delivery"}`;
+
+/** What starting a run of a graph needs, beside the transaction: the graph, its input, and what started it. */
+export interface GraphRunStart {
+  projectId: string;
+  /** The stored graph's name (the run's filename is `graph:<name>`). */
+  name: string;
+  source: string;
+  document: GraphDocument;
+  input: unknown;
+  trigger: Record<string, unknown>;
+  trusted: boolean;
+  parentRunId: string | null;
+  /** A repeat under the same key answers the first run and writes nothing. */
+  idempotencyKey: string | null;
+}
+
+/**
+ * A run of a graph that no person submitted: a workflow node's child, or a trigger endpoint's
+ * delivery. The run and its pending nodes, in the caller's transaction; the graph driver picks it up.
+ */
+export const startGraphRun = async (tx: PoolClient, s: GraphRunStart): Promise<{ id: string; duplicate: boolean }> => {
+  const r = await createRun(tx, {
+    projectId: s.projectId,
+    workflow: GRAPH_WORKFLOW,
+    source: s.source,
+    filename: `graph:${s.name}`,
+    interpreter: [],
+    trigger: s.trigger,
+    trusted: s.trusted,
+    parentRunId: s.parentRunId,
+    idempotencyKey: s.idempotencyKey,
+  });
+  if (!r.duplicate) {
+    const nodes = s.document.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
+    await insertGraphNodes(tx, r.id, { nodes, input: s.input });
+  }
+  return r;
 };

@@ -37,3 +37,4 @@ export * from "./kube-secrets.js";
 export * from "./credentials.js";
 export * from "./graph-runs.js";
 export * from "./graphs.js";
+export * from "./approval-gates.js";

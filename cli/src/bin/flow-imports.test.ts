@@ -3,6 +3,7 @@
  * stand-in API with import-recorder.ts hooked in (NODE_OPTIONS=--import), and the modules it
  * resolved must include none of the server's: no cli/src/server or cli/src/local module, no store,
  * ingest or controller, no pg, fastify, embedded Postgres, pino, undici or zod.
+ * `flow check` is the one exception for zod: it validates a graph locally with core's graph model.
  * And `flow completion bash` really completes: the script is sourced in bash and asked for `flow ru`.
  */
 import assert from "node:assert/strict";
@@ -37,6 +38,14 @@ before(async () => {
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
   api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
+  api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/approvals`, () => ({
+    status: 200,
+    json: { run_id: RUN_ID, gates: [{ gate: "g", prompt: "p", fields: [] }] },
+  }));
+  api.routes.set(`POST ${SCOPED}/runs/${RUN_ID}/approvals/g`, () => ({
+    status: 200,
+    json: { run_id: RUN_ID, gate: "g", decision: "approve", approved_by: "ada", fields: {} },
+  }));
 });
 after(async () => {
   await api.stop();
@@ -61,6 +70,7 @@ void test("no client command loads a server module", async () => {
     ["--version"],
     ["--help"],
     ["status", RUN_ID],
+    ["approve", RUN_ID],
     ["runs", "ls"],
     ["submit", script],
     ["secret", "ls"],
@@ -79,6 +89,27 @@ void test("no client command loads a server module", async () => {
       assert.deepEqual(loaded, [], `flow ${args.join(" ")} loaded ${what}`);
     }
   }
+});
+
+void test("flow check loads core's graph model and zod, and still nothing of the server; the real binary answers", async () => {
+  const { home } = await freshHome();
+  const graph = join(home, "graph.json");
+  await writeFile(graph, JSON.stringify({ version: "flowsvc-graph/v1", nodes: [{ id: "a", type: "shell", config: { command: "true" } }] }));
+  const urls = await modulesOf(["check", graph]);
+  assert.ok(
+    urls.some((u) => u.endsWith("/core/dist/graph/index.js")),
+    "flow check loaded core's graph model",
+  );
+  for (const [what, pattern] of SERVER_MODULES) {
+    const loaded = urls.filter((u) => pattern.test(u) && !/\/node_modules\/zod\//.test(u));
+    assert.deepEqual(loaded, [], `flow check loaded ${what}`);
+  }
+  const bad = join(home, "bad.json");
+  await writeFile(bad, JSON.stringify({ version: "flowsvc-graph/v1", nodes: [{ id: "a", type: "http", config: {} }] }));
+  const r = await runFlow(["check", bad]);
+  assert.equal(r.code, 2);
+  assert.equal(r.stdout, "");
+  assert.equal(r.stderr, "error: nodes[0].config.url: required\n");
 });
 
 void test("the bash completion completes commands, subcommands and options from the program", async () => {

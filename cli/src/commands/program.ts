@@ -33,6 +33,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "status", load: async () => (await import("./status.js")).statusCommand },
   { name: "steps", load: async () => (await import("./steps.js")).stepsCommand },
   { name: "signal", load: async () => (await import("./signal.js")).signalCommand },
+  { name: "approve", load: async () => (await import("./approve.js")).approveCommand },
   { name: "rerun", load: async () => (await import("./rerun.js")).rerunCommand },
   { name: "cancel", load: async () => (await import("./cancel.js")).cancelCommand },
   { name: "secret", load: async () => (await import("./secret.js")).secretCommand },
@@ -44,6 +45,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "graph", load: async () => (await import("./graph.js")).graphCommand },
   { name: "login", load: async () => (await import("./login.js")).loginCommand },
   { name: "run", load: async () => (await import("./run.js")).runCommand },
+  { name: "check", load: async () => (await import("./check.js")).checkCommand },
   { name: "completion", load: async () => (await import("./completion.js")).completionCommand, needsAll: true },
   // The definition only: server/command.ts imports the server itself when `flow server` runs.
   { name: "server", load: async () => (await import("../server/command.js")).serverCommand },

@@ -27,6 +27,20 @@ const nodeLines = (list: NonNullable<RunRecord["nodes"]>): string =>
     })
     .join("\n");
 
+/** A graph run's approval gates: who answered each (the approver is recorded in the gate's output), or that it waits. */
+const approvalLines = (nodes: RunRecord["nodes"]): Array<[string, string]> => {
+  const gates = (nodes ?? []).filter((n) => n.type === "approval");
+  if (gates.length === 0) return [];
+  const line = (n: NonNullable<RunRecord["nodes"]>[number]): string => {
+    const out = (n.output ?? {}) as { decision?: unknown; approved_by?: unknown; timed_out?: unknown };
+    if (out.timed_out === true) return `${n.node_id}  timed out`;
+    if (typeof out.approved_by === "string")
+      return `${n.node_id}  ${out.decision === "reject" ? "rejected" : "approved"} by ${out.approved_by}`;
+    return `${n.node_id}  ${n.status}`;
+  };
+  return [["approvals", gates.map(line).join("\n")]];
+};
+
 /** The status table: one `key: value` line per field, times as ISO with their age. */
 export const formatRunDetails = (run: RunRecord, now: Date): string => {
   const substate = run.substate?.name ? `${run.substate.name}${run.substate.kind ? ` (${run.substate.kind})` : ""}` : "-";
@@ -49,6 +63,9 @@ export const formatRunDetails = (run: RunRecord, now: Date): string => {
     ...(run.nodes
       ? [["nodes", nodeLines(run.nodes)] as [string, string]]
       : [["activities", activityLines(run.activities)] as [string, string]]),
+
+    ["activities", activityLines(run.activities)],
+    ...approvalLines(run.nodes),
     ["annotations", annotations],
   ]);
 };

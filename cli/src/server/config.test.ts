@@ -46,3 +46,11 @@ void test("an external database without its master key is refused with how to ma
   const message = problem({}, { FLOWSVC_DATABASE_URL: "postgres://u:p@db.example:5432/flowsvc" });
   assert.match(message, /FLOWSVC_DATABASE_URL is set but FLOWSVC_MASTER_KEY is not/);
 });
+
+void test("FLOWSVC_CONNECTOR_BASE_URLS points connector providers at another base URL; a bad one refuses the start", () => {
+  assert.deepEqual(loadServerConfig({}, home).connectorBaseUrls, {});
+  const c = loadServerConfig({}, { ...home, FLOWSVC_CONNECTOR_BASE_URLS: '{"anthropic":"http://127.0.0.1:8123/"}' });
+  assert.deepEqual(c.connectorBaseUrls, { anthropic: "http://127.0.0.1:8123" });
+  assert.match(problem({}, { FLOWSVC_CONNECTOR_BASE_URLS: '{"anthropic":"http://model.example"}' }), /anthropic: must be https/);
+  assert.match(problem({}, { FLOWSVC_CONNECTOR_BASE_URLS: "[1]" }), /must be a JSON object/);
+});

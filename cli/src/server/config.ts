@@ -1,7 +1,7 @@
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { FlowError, parseMasterKey } from "@flowsvc/core";
+import { FlowError, parseConnectorBaseUrls, parseMasterKey } from "@flowsvc/core";
 
 /**
  * `flow server`'s configuration: flags over environment over defaults, parsed once here. A bad
@@ -51,6 +51,8 @@ const ServerConfigSchema = z.object({
 });
 export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey"> & {
   masterKey: Uint8Array | undefined;
+  /** FLOWSVC_CONNECTOR_BASE_URLS: connector provider -> base URL (a test peer); empty: the real APIs. */
+  connectorBaseUrls: Record<string, string>;
   agentEnv: Record<string, string | undefined>;
 };
 
@@ -113,5 +115,10 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
       hint: "generate one with `openssl rand -base64 32`, keep it safe (losing it loses every sealed value), and set FLOWSVC_MASTER_KEY",
     });
   }
-  return { ...c, masterKey: c.masterKey ? parseMasterKey(c.masterKey) : undefined, agentEnv: { ...env } };
+  return {
+    ...c,
+    masterKey: c.masterKey ? parseMasterKey(c.masterKey) : undefined,
+    connectorBaseUrls: parseConnectorBaseUrls(envSetting(env, "FLOWSVC_CONNECTOR_BASE_URLS")),
+    agentEnv: { ...env },
+  };
 };

@@ -14,6 +14,8 @@ import {
   type EmbeddedPostgres,
 } from "@flowsvc/store";
 import { Dispatcher, GraphDriver, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import { setConnectorBaseUrls } from "@flowsvc/controller/graph/nodes/connector";
+import { setForgeBaseUrls } from "@flowsvc/controller/graph/nodes/workflow";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
@@ -232,6 +234,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       logger,
     });
     events.dispatcher = d;
+    setConnectorBaseUrls(config.connectorBaseUrls);
+    setForgeBaseUrls(config.connectorBaseUrls);
     const timers = new TimerLoop(pool, logger);
     const graphs = new GraphDriver({ pool, keyring, listener, logger, publicUrl: config.publicUrl });
     cleanups.push(async () => {

@@ -44,6 +44,8 @@ export interface ContextInput {
   scope: GraphScope;
   attempt: number;
   signal: AbortSignal;
+  /** The driver's cache of each project's org. */
+  orgs: Map<string, string>;
 }
 
 /** The root of a run's spawn tree (a graph run started by a node of another run has a parent). */
@@ -115,8 +117,14 @@ const emitOnce = async (input: ContextInput, e: { type: string; payload: unknown
 
 export const nodeContext = async (input: ContextInput): Promise<NodeContext> => {
   const { run } = input;
-  const project = await findProjectById(input.pool, run.project_id);
-  if (!project) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
+  let orgId = input.orgs.get(run.project_id);
+  if (orgId === undefined) {
+    const found = await findProjectById(input.pool, run.project_id);
+    if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
+    orgId = found.orgId;
+    input.orgs.set(run.project_id, orgId);
+  }
+  const project = { orgId };
   let masker: Promise<ValueMasker> | undefined;
   return {
     db: input.pool,

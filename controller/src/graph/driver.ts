@@ -52,7 +52,8 @@ import {
 } from "@flowsvc/store";
 import type { ControllerLogger } from "../dispatcher.js";
 import { nodeContext } from "./context.js";
-import { executorFor, type NodeOutcome } from "./nodes/index.js";
+import { executorFor, type AgentJobSpec, type NodeOutcome } from "./nodes/index.js";
+import { agentJobOf } from "./nodes/code.js";
 import { approvalWakeOutcome } from "./nodes/approval.js";
 
 export interface GraphDriverOptions {
@@ -106,6 +107,10 @@ export class GraphDriver {
   readonly #busy = new Set<string>();
   readonly #again = new Set<string>();
   readonly #pending = new Set<Promise<void>>();
+  /** Outcomes of in-process attempts, recorded by the run's next advance in its transaction (many at once after a fan-out). */
+  readonly #outcomes = new Map<string, Array<{ s: Start; outcome: NodeOutcome }>>();
+  /** Each project's org, for the node context (a project never changes org). */
+  readonly #orgs = new Map<string, string>();
   #off: Array<() => void> = [];
   #timer: NodeJS.Timeout | undefined;
   #polling = false;
@@ -181,9 +186,13 @@ export class GraphDriver {
 
   async #advance(runId: string): Promise<void> {
     let starts: Start[] = [];
+    const outcomes = this.#outcomes.get(runId) ?? [];
+    this.#outcomes.delete(runId);
     try {
-      starts = await withTransaction(this.#o.pool, (tx) => this.#plan(tx, runId));
+      starts = await withTransaction(this.#o.pool, (tx) => this.#plan(tx, runId, outcomes));
     } catch (err) {
+      // Not recorded: the outcomes wait for the next advance (the poll retries it).
+      if (outcomes.length > 0) this.#outcomes.set(runId, [...outcomes, ...(this.#outcomes.get(runId) ?? [])]);
       this.#o.logger.error({ err, runId }, "graph advance failed; retrying on the next nudge");
       return;
     }
@@ -215,7 +224,7 @@ export class GraphDriver {
   }
 
   /** One advance, under the run row's lock: what ended, what is skipped, what starts, and whether the run ends. */
-  async #plan(tx: PoolClient, runId: string): Promise<Start[]> {
+  async #plan(tx: PoolClient, runId: string, outcomes: ReadonlyArray<{ s: Start; outcome: NodeOutcome }>): Promise<Start[]> {
     const run = await lockGraphRun(tx, runId);
     if (!run || run.workflow !== GRAPH_WORKFLOW) return [];
     if (isTerminalStatus(run.status)) {
@@ -229,6 +238,7 @@ export class GraphDriver {
       return [];
     }
     if (run.status === "queued") await startRunIfNeeded(tx, runId, this.#o.publicUrl);
+    for (const o of outcomes) await this.#record(tx, run, o);
     await this.#collect(tx, run);
     let rows = await lockGraphNodes(tx, runId);
     const starts = [...(await this.#orphans(tx, run, graph, rows)), ...(await this.#startReady(tx, { run, graph, rows }))];
@@ -251,17 +261,51 @@ export class GraphDriver {
       }
       for (const id of readyNodes(graph, statuses)) {
         const row = rows.find((r) => r.node_id === id);
-        if (!row || (row.not_before && row.not_before.getTime() > Date.now())) continue;
+        if (!row || starts.some((x) => x.node.id === id) || (row.not_before && row.not_before.getTime() > Date.now())) continue;
         const start = await this.#begin(tx, { run, node: graph.nodes.find((n) => n.id === id)!, row, rows });
         if (start) starts.push(start);
         else changed = true;
       }
       if (changed) rows = await lockGraphNodes(tx, run.id);
     }
-    return starts;
+    // Every attempt that starts, in one statement (a fan-out of a hundred is one round trip).
+    if (starts.length > 0)
+      await tx.query(
+        `update graph_nodes set status = 'running', attempt = attempt + 1, mode = 'inline', owner = $3, not_before = null,
+                started_at = now(), finished_at = null
+          where run_id = $1 and node_id = any($2::text[])`,
+        [run.id, starts.map((x) => x.node.id), this.owner],
+      );
+    return this.#queueJobs(tx, starts);
   }
 
-  /** A ready node: skipped by its `if`, failed by an expression that does not evaluate, or started (its attempt recorded). */
+  /** Code and shell attempts become agent jobs here, in the transaction that starts them; the others run in this process. */
+  async #queueJobs(tx: PoolClient, starts: Start[]): Promise<Start[]> {
+    const inline: Start[] = [];
+    for (const s of starts) {
+      let job: AgentJobSpec | undefined;
+      try {
+        job = agentJobOf(s.node.type, s.node.id, s.config);
+      } catch (err) {
+        await settleGraphNode(tx, {
+          runId: s.runId,
+          nodeId: s.node.id,
+          attempt: s.attempt,
+          result: { ok: false, error: message(err) },
+          quiet: true,
+        });
+        continue;
+      }
+      if (!job) inline.push(s);
+      else {
+        await queueNodeJob(tx, { runId: s.runId, nodeId: s.node.id, capabilities: job.capabilities, job });
+        await updateGraphNode(tx, s.runId, s.node.id, { owner: null });
+      }
+    }
+    return inline;
+  }
+
+  /** A ready node: skipped by its `if`, failed by an expression that does not evaluate, or to start (the caller records its attempt). */
   async #begin(
     tx: PoolClient,
     a: { run: GraphRunRow; node: GraphNode; row: GraphNodeRow; rows: GraphNodeRow[] },
@@ -277,17 +321,8 @@ export class GraphDriver {
     }
     const config = evaluateConfig(node.config, scope);
     if (!config.ok) return void (await fail(config.error));
-    const attempt = row.attempt + 1;
-    await updateGraphNode(tx, run.id, node.id, {
-      status: "running",
-      attempt,
-      mode: "inline",
-      owner: this.owner,
-      not_before: null,
-      started_at: "now",
-      finished_at: null,
-    });
-    return { runId: run.id, run, node, attempt, config: config.value, scope };
+    // Recorded as running by the caller, with every other attempt of this advance.
+    return { runId: run.id, run, node, attempt: row.attempt + 1, config: config.value, scope };
   }
 
   /** Inline attempts whose process died (another owner, after a restart) start again, as the same attempt. */
@@ -327,7 +362,7 @@ export class GraphDriver {
     const woken = w.type === "approval" ? approvalWakeOutcome(output) : ({ kind: "succeeded", output } as const);
     const settled =
       woken.kind === "failed" ? { ok: false as const, error: woken.error, output: woken.output } : { ok: true as const, output };
-    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: settled });
+    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: settled, quiet: true });
   }
 
   /** Parked nodes whose wait resolved, and workflow nodes whose child run ended, settle. */
@@ -348,7 +383,7 @@ export class GraphDriver {
         c.status === "succeeded"
           ? { ok: true as const, output: c.output }
           : { ok: false as const, error: `the child run ${c.status}${c.error ? `: ${c.error}` : ""}`, output: c.output };
-      await settleGraphNode(tx, { runId: run.id, nodeId: c.node_id, attempt: c.attempt, result });
+      await settleGraphNode(tx, { runId: run.id, nodeId: c.node_id, attempt: c.attempt, result, quiet: true });
     }
   }
 
@@ -402,6 +437,7 @@ export class GraphDriver {
           scope: s.scope,
           attempt: s.attempt,
           signal: ac.signal,
+          orgs: this.#orgs,
         });
         outcome = await executor.start(ctx);
       }
@@ -412,19 +448,14 @@ export class GraphDriver {
       if (nodes.size === 0 && this.#inflight.get(s.runId) === nodes) this.#inflight.delete(s.runId);
     }
     if (ac.signal.aborted || this.#stopped) return;
-    try {
-      await withTransaction(this.#o.pool, (tx) => this.#record(tx, s, outcome));
-    } catch (err) {
-      this.#o.logger.error({ err, runId: s.runId, node: s.node.id }, "could not record a graph node's outcome; it runs again");
-      return;
-    }
+    const queued = this.#outcomes.get(s.runId) ?? [];
+    queued.push({ s, outcome });
+    this.#outcomes.set(s.runId, queued);
     this.schedule(s.runId);
   }
 
-  /** An attempt's outcome, written if the attempt is still the node's current one (else it is stale and dropped). */
-  async #record(tx: PoolClient, s: Start, outcome: NodeOutcome): Promise<void> {
-    const run = await lockGraphRun(tx, s.runId);
-    if (!run || isTerminalStatus(run.status)) return;
+  /** An attempt's outcome (the caller holds the run row's lock), written if the attempt is still the node's current one (else it is stale and dropped). */
+  async #record(tx: PoolClient, run: GraphRunRow, { s, outcome }: { s: Start; outcome: NodeOutcome }): Promise<void> {
     const { rows } = await tx.query<{ status: string; attempt: number; owner: string | null }>(
       `select status, attempt, owner from graph_nodes where run_id = $1 and node_id = $2 for update`,
       [s.runId, s.node.id],
@@ -434,10 +465,10 @@ export class GraphDriver {
     const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt };
     switch (outcome.kind) {
       case "succeeded":
-        await settleGraphNode(tx, { ...key, result: { ok: true, output: outcome.output } });
+        await settleGraphNode(tx, { ...key, result: { ok: true, output: outcome.output }, quiet: true });
         return;
       case "failed":
-        await settleGraphNode(tx, { ...key, result: { ok: false, error: outcome.error, output: outcome.output } });
+        await settleGraphNode(tx, { ...key, result: { ok: false, error: outcome.error, output: outcome.output }, quiet: true });
         return;
       case "park":
         await this.#park(tx, { run, s, outcome });

@@ -121,18 +121,18 @@ void test("declarations parse to clean fields; bad ones are refused with a path 
   assert.equal(r.ok, false);
   const paths = !r.ok ? r.problems.map((p) => `${p.path}: ${p.message}`) : [];
   assert.deepEqual(paths, [
-    'nodes[1].config.fields[1].name: "1bad" is not allowed: use ASCII letters, digits and "_", not starting with a digit',
+    'nodes[1].config.fields[1].name: "1bad" is not allowed: use ASCII letters, digits, "_" and "-", starting with a letter or "_"',
     "nodes[1].config.fields[2].options: a select needs a non-empty array of strings",
     "nodes[1].config.fields[3].type: must be one of text, textarea, select",
     "nodes[1].config.fields[4].options: an option appears twice",
     'nodes[1].config.fields[5].default: "b" is not one of the options',
-    "nodes[1].config.fields[6].colour: not a field property (name, type, required, options, default)",
+    "nodes[1].config.fields[6].colour: not a field property (name, type, required, options, default, label)",
     'nodes[1].config.fields[6].name: "ok" is declared twice',
     'nodes[1].config.fields[7].name: "decision" is reserved (the answer carries it)',
-    "nodes[1].config.fields[8]: must be an object {name, type, required, options, default}",
+    "nodes[1].config.fields[8]: must be an object {name, type, required, options, default, label}",
   ]);
   assert.equal(parseApprovalFields({}).ok, false);
-  assert.equal(parseApprovalFields(Array.from({ length: 33 }, (_, i) => ({ name: `f${i}`, type: "text" }))).ok, false);
+  assert.equal(parseApprovalFields(Array.from({ length: 51 }, (_, i) => ({ name: `f${i}`, type: "text" }))).ok, false);
 });
 
 void test("--field flags split at the first '='; malformed or repeated flags are refused", () => {

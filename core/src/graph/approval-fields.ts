@@ -21,21 +21,25 @@ export interface ApprovalField {
   required?: boolean;
   options?: string[];
   default?: string;
+  /** What a person is shown instead of the name. */
+  label?: string;
 }
 
 /** Most fields one gate may declare. */
-export const APPROVAL_FIELDS_MAX = 32;
+export const APPROVAL_FIELDS_MAX = 50;
 /** Longest field name; names are identifiers, so `nodes.<gate>.output.<name>` reads them in CEL. */
 export const APPROVAL_FIELD_NAME_MAX = 64;
 /** Most options a select may offer. */
-export const APPROVAL_OPTIONS_MAX = 64;
+export const APPROVAL_OPTIONS_MAX = 100;
+/** Longest option and label, in characters. */
+export const APPROVAL_OPTION_MAX = 256;
 /** Longest `text` or `select` answer (and option), in characters. */
 export const APPROVAL_TEXT_MAX = 4096;
 /** Longest `textarea` answer, in characters: a few pages of notes; anything larger belongs in an artifact. */
 export const APPROVAL_TEXTAREA_MAX = 64 * 1024;
 
-/** A field name: an identifier CEL can read as `nodes.<gate>.output.<name>`. */
-const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** A field name, as a node id is spelled (CEL reads `nodes.<gate>.output.<name>`, or `["a-b"]` with a `-`). */
+const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_-]*$/;
 /** Names an answer may not use: they would collide with what the route adds, or with Object's own keys. */
 const RESERVED_NAMES: readonly string[] = ["decision", "approved_by", "timed_out", "__proto__", "constructor", "prototype"];
 
@@ -55,7 +59,8 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 const nameProblem = (name: unknown): string | undefined => {
   if (typeof name !== "string") return "name: required, a string";
   if (name.length > APPROVAL_FIELD_NAME_MAX) return `name: at most ${APPROVAL_FIELD_NAME_MAX} characters; this one has ${name.length}`;
-  if (!FIELD_NAME.test(name)) return `name: ${shown(name)} is not allowed: use ASCII letters, digits and "_", not starting with a digit`;
+  if (!FIELD_NAME.test(name))
+    return `name: ${shown(name)} is not allowed: use ASCII letters, digits, "_" and "-", starting with a letter or "_"`;
   if (RESERVED_NAMES.includes(name)) return `name: ${shown(name)} is reserved (the answer carries it)`;
   return undefined;
 };
@@ -65,7 +70,7 @@ const optionsProblems = (options: unknown): string[] => {
   if (options.length > APPROVAL_OPTIONS_MAX) return [`options: at most ${APPROVAL_OPTIONS_MAX}; ${options.length} were given`];
   const problems: string[] = [];
   options.forEach((o, i) => {
-    const p = typeof o === "string" ? textValueProblem(o, APPROVAL_TEXT_MAX) : "must be a string";
+    const p = typeof o === "string" ? textValueProblem(o, APPROVAL_OPTION_MAX) : "must be a string";
     if (p !== undefined) problems.push(`options[${i}]: ${p}`);
     else if (o === "") problems.push(`options[${i}]: is empty`);
   });
@@ -84,11 +89,18 @@ const defaultProblem = (field: Record<string, unknown>, type: ApprovalFieldType)
   return undefined;
 };
 
-const KNOWN_KEYS: readonly string[] = ["name", "type", "required", "options", "default"];
+const KNOWN_KEYS: readonly string[] = ["name", "type", "required", "options", "default", "label"];
+
+const labelProblem = (label: unknown): string | undefined => {
+  if (label === undefined) return undefined;
+  if (typeof label !== "string") return "label: must be a string";
+  const p = textValueProblem(label, APPROVAL_OPTION_MAX);
+  return p === undefined ? undefined : `label: ${p}`;
+};
 
 /** The problems of one declaration, each without its place (the caller prefixes `fields[i].`). */
 const declarationProblems = (field: unknown): string[] => {
-  if (!isRecord(field)) return ["must be an object {name, type, required, options, default}"];
+  if (!isRecord(field)) return ["must be an object {name, type, required, options, default, label}"];
   const problems: string[] = [];
   const n = nameProblem(field["name"]);
   if (n !== undefined) problems.push(n);
@@ -104,6 +116,8 @@ const declarationProblems = (field: unknown): string[] => {
   else if (field["options"] !== undefined) problems.push(`options: only a select has options, this field is a ${String(type)}`);
   const d = defaultProblem(field, type as ApprovalFieldType);
   if (d !== undefined) problems.push(d);
+  const l = labelProblem(field["label"]);
+  if (l !== undefined) problems.push(l);
   return problems;
 };
 
@@ -113,6 +127,7 @@ const cleanField = (f: Record<string, unknown>): ApprovalField => ({
   ...(f["required"] === true ? { required: true } : {}),
   ...(Array.isArray(f["options"]) ? { options: [...(f["options"] as string[])] } : {}),
   ...(typeof f["default"] === "string" ? { default: f["default"] } : {}),
+  ...(typeof f["label"] === "string" ? { label: f["label"] } : {}),
 });
 
 export type ApprovalFieldsParse = { ok: true; fields: ApprovalField[] } | { ok: false; problems: Array<{ path: string; message: string }> };

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { celToJson, evaluateConfig, evaluateIf, evaluateSwitch, evaluateWhen, templateParts } from "./expressions.js";
+import { celToJson, evaluateConfig, evaluateIf, evaluateSwitch, evaluateWhen, referencedNodeIds, templateParts } from "./expressions.js";
 import type { GraphScope } from "./model.js";
 
 const scope: GraphScope = {
@@ -137,4 +137,12 @@ void test("templateParts splits text and holes; {{ without }} and empty holes ar
   assert.throws(() => templateParts("a {{ x"), /"\{\{" at character 3 has no closing "\}\}"/);
   assert.throws(() => templateParts("{{}}"), /the hole at character 1 is empty/);
   assert.deepEqual(templateParts("only }} closes"), [{ text: "only }} closes" }]);
+});
+
+void test('referencedNodeIds: nodes.<id> and nodes["<id>"] outside string literals', () => {
+  assert.deepEqual(referencedNodeIds('nodes.a.status == "success" && nodes["b-c"].output.x > 1.0 && has(nodes . d)'), ["a", "b-c", "d"]);
+  assert.deepEqual(referencedNodeIds("nodes['e'].output"), ["e"]);
+  assert.deepEqual(referencedNodeIds('"nodes.x" + \'nodes.y\' + r"nodes.z\\" + """nodes.w""" + b"nodes.v"'), []);
+  assert.deepEqual(referencedNodeIds("input.nodes.x + mynodes.y + nodes[input.k].status"), []);
+  assert.deepEqual(referencedNodeIds('"a\\"nodes.q" == nodes.real'), ["real"]);
 });

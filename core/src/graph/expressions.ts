@@ -8,7 +8,7 @@
  */
 import { celTypeName, compileCel, type CompiledCel } from "../cel.js";
 import { FlowError } from "../errors.js";
-import type { GraphScope } from "./model.js";
+import { GRAPH_LIMITS, type GraphScope } from "./model.js";
 
 /** The variables of `if`, `$expr` and `$template`. */
 export const GRAPH_VARIABLES: readonly string[] = ["input", "nodes"];
@@ -73,12 +73,15 @@ export type TemplatePart = { text: string } | { expr: string; offset: number };
 export const templateParts = (template: string): TemplatePart[] => {
   const parts: TemplatePart[] = [];
   let at = 0;
+  let holes = 0;
   for (let open = template.indexOf("{{", at); open !== -1; open = template.indexOf("{{", at)) {
     if (open > at) parts.push({ text: template.slice(at, open) });
     const close = template.indexOf("}}", open + 2);
     if (close === -1) throw new FlowError("invalid_argument", `"{{" at character ${open + 1} has no closing "}}"`);
     const expr = template.slice(open + 2, close);
     if (expr.trim() === "") throw new FlowError("invalid_argument", `the hole at character ${open + 1} is empty`);
+    if (++holes > GRAPH_LIMITS.templateHoles)
+      throw new FlowError("invalid_argument", `a template has at most ${GRAPH_LIMITS.templateHoles} {{ }} holes`);
     parts.push({ expr, offset: open + 2 });
     at = close + 2;
   }
@@ -86,9 +89,10 @@ export const templateParts = (template: string): TemplatePart[] => {
   return parts;
 };
 
-/** A value out of CEL as JSON, or why it cannot be one. */
-export const celToJson = (value: unknown, depth = 0): { ok: true; value: unknown } | { ok: false; error: string } => {
-  if (depth > WALK_DEPTH_LIMIT) return { ok: false, error: `the value is nested more than ${WALK_DEPTH_LIMIT} levels deep` };
+type JsonResult = { ok: true; value: unknown } | { ok: false; error: string };
+
+/** A scalar CEL value as JSON; undefined when the value is a list or map. */
+const scalarToJson = (value: unknown): JsonResult | undefined => {
   if (value === null || typeof value === "string" || typeof value === "boolean") return { ok: true, value };
   if (typeof value === "number")
     return Number.isFinite(value) ? { ok: true, value } : { ok: false, error: `${String(value)} is not a JSON number` };
@@ -100,6 +104,14 @@ export const celToJson = (value: unknown, depth = 0): { ok: true; value: unknown
   }
   if (value instanceof Date) return { ok: true, value: value.toISOString() };
   if (value instanceof Uint8Array) return { ok: true, value: Buffer.from(value).toString("base64") };
+  return undefined;
+};
+
+/** A value out of CEL as JSON, or why it cannot be one. */
+export const celToJson = (value: unknown, depth = 0): JsonResult => {
+  if (depth > WALK_DEPTH_LIMIT) return { ok: false, error: `the value is nested more than ${WALK_DEPTH_LIMIT} levels deep` };
+  const scalar = scalarToJson(value);
+  if (scalar) return scalar;
   if (Array.isArray(value)) return jsonList(value, depth);
   if (value instanceof Map) return jsonMap([...(value as Map<unknown, unknown>).entries()], depth);
   if (isPlainObject(value) && Object.getPrototypeOf(value) === Object.prototype) return jsonMap(Object.entries(value), depth);
@@ -243,4 +255,65 @@ export const evaluateSwitch = (
   }
   if (fallback !== undefined) return { ok: true, branch: fallback };
   return { ok: false, error: "no case matched and the switch has no default" };
+};
+
+const IDENT_START = /[A-Za-z_]/;
+const IDENT_PART = /[A-Za-z0-9_]/;
+
+/** The index just past the CEL string literal opening at `i` ('', "", triple-quoted; `raw`: no escapes). */
+const skipString = (s: string, i: number, raw: boolean): number => {
+  const c = s[i]!;
+  const quote = s.startsWith(c.repeat(3), i) ? c.repeat(3) : c;
+  let j = i + quote.length;
+  for (; j < s.length && !s.startsWith(quote, j); j++) if (!raw && s[j] === "\\") j++;
+  return j + quote.length;
+};
+
+const skipSpace = (s: string, i: number): number => {
+  while (i < s.length && /\s/.test(s[i]!)) i++;
+  return i;
+};
+
+/** The id read at `i` (just past `nodes`): `.id` or `["id"]`; undefined for anything else (`nodes[input.x]`). */
+const nodeRefAt = (s: string, i: number): string | undefined => {
+  let j = skipSpace(s, i);
+  if (s[j] === ".") {
+    j = skipSpace(s, j + 1);
+    const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(s.slice(j, j + 128));
+    return m?.[0];
+  }
+  if (s[j] !== "[") return undefined;
+  j = skipSpace(s, j + 1);
+  const m = /^(?:"([^"\\\n]*)"|'([^'\\\n]*)')\s*\]/.exec(s.slice(j, j + 200));
+  return m ? (m[1] ?? m[2]) : undefined;
+};
+
+/**
+ * The node ids an expression reads as `nodes.<id>` or `nodes["<id>"]`, outside string literals
+ * (a best-effort scan, not a parse: `nodes[input.x]` is not counted). parse.ts refuses an id that
+ * names no node, so a typo fails the check, not the run.
+ */
+export const referencedNodeIds = (source: string): string[] => {
+  const ids: string[] = [];
+  let i = 0;
+  while (i < source.length) {
+    const c = source[i]!;
+    if (c === '"' || c === "'") i = skipString(source, i, false);
+    else if (IDENT_START.test(c)) i = scanWord(source, i, ids);
+    else i++;
+  }
+  return ids;
+};
+
+/** Reads the word at `i`: a string prefix (r, b, rb...) skips its literal, `nodes` adds the id it reads. */
+const scanWord = (source: string, i: number, ids: string[]): number => {
+  let j = i;
+  while (j < source.length && IDENT_PART.test(source[j]!)) j++;
+  const word = source.slice(i, j);
+  if ((source[j] === '"' || source[j] === "'") && /^(?:[rR][bB]?|[bB][rR]?)$/.test(word)) return skipString(source, j, /[rR]/.test(word));
+  if (word === "nodes" && !source.slice(0, i).trimEnd().endsWith(".")) {
+    const id = nodeRefAt(source, j);
+    if (id !== undefined) ids.push(id);
+  }
+  return j;
 };

@@ -27,6 +27,10 @@ export const GRAPH_LIMITS = {
   retryBackoffMs: 3_600_000,
   /** Most problems one check reports (the rest are summarised in one last problem). */
   problems: 100,
+  /** Most CEL expressions in one document (`if`, `$expr`, template holes, `when`): each is compiled when checked. */
+  expressions: 5000,
+  /** Most `{{ }}` holes in one `$template`. */
+  templateHoles: 256,
 } as const;
 
 /** The backoff between attempts when `retry` gives none. */

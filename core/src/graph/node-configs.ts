@@ -14,6 +14,7 @@ import { credentialMapProblems } from "../credentials/resolve.js";
 import { parseDuration } from "../duration.js";
 import { FlowError } from "../errors.js";
 import { assertEmittable, validateEventType } from "../events.js";
+import { APPROVAL_FIELD_TYPES } from "./approval-fields.js";
 import { CONNECTOR_TYPE, NODE_TYPES } from "./model.js";
 import { EVENT_WHEN_VARIABLES, GRAPH_VARIABLES, asConfigExpression, compileGraphExpression } from "./expressions.js";
 
@@ -26,6 +27,11 @@ export interface ManifestInfo {
 export interface NodeConfigContext {
   /** The manifest of a connector type (core/src/graph/connectors.ts's `connectorManifest`); absent: dotted types pass unchecked. */
   readonly manifestOf?: ((type: string) => ManifestInfo | undefined) | undefined;
+  /**
+   * Every problem of a connector node's config, each `config.<path>: <message>` (connectors.ts's
+   * `connectorConfigProblems(manifest, config)`); given, it replaces the credential check below.
+   */
+  readonly connectorProblems?: ((type: string, config: Record<string, unknown>) => readonly string[]) | undefined;
 }
 
 export interface ConfigProblem {
@@ -38,8 +44,6 @@ export interface ConfigProblem {
 
 /** The HTTP methods an http node may use. */
 export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
-/** The approval field types (spec: text, textarea, select). */
-export const APPROVAL_FIELD_TYPES = ["text", "textarea", "select"] as const;
 /** Keys of an approval's output that a field may not take: the route sets them. */
 export const RESERVED_APPROVAL_FIELDS: readonly string[] = ["decision", "approved_by"];
 /** A case or field name: an identifier, so it reads well in CEL (`nodes.s.output.branch == "deploy"`). */
@@ -279,11 +283,25 @@ export const configIssueProblem = (issue: Issue): ConfigProblem => {
   return { path, message: issue.message };
 };
 
+/** `config.with.model: required` as a config problem (`.with.model`, `required`). */
+const connectorProblem = (text: string): ConfigProblem => {
+  const m = /^config((?:[.[][^:]*)?): (.*)$/s.exec(text);
+  return m ? { path: m[1]!, message: m[2]! } : { path: "", message: text };
+};
+
+/** A literal credential name by the credential name rule. */
+const credentialNameProblems = (config: Record<string, unknown>): ConfigProblem[] => {
+  const credential = config["credential"];
+  const problem = typeof credential === "string" ? credentialNameProblem(credential) : undefined;
+  return problem === undefined ? [] : [{ path: ".credential", message: problem }];
+};
+
 /** A connector node: `credential` when its manifest requires one; the rest of its config is the connector's (checked when it runs). */
 const checkConnector = (type: string, config: Record<string, unknown>, ctx: NodeConfigContext): ConfigProblem[] => {
   if (!ctx.manifestOf) return [];
   const manifest = ctx.manifestOf(type);
   if (!manifest) return [{ path: "", message: `no connector has type "${type}"`, onType: true }];
+  if (ctx.connectorProblems) return [...ctx.connectorProblems(type, config).map(connectorProblem), ...credentialNameProblems(config)];
   const credential = config["credential"];
   if (credential === undefined)
     return manifest.credential.required

@@ -221,6 +221,37 @@ void test("every expression compiles through core's CEL: if, $expr, $template ho
   );
 });
 
+void test("an expression reading a node id that no node has is refused where it is read", () => {
+  const nodes = (extra: Record<string, unknown>) => [
+    { id: "fetch", type: "http", config: { url: "http://x" } },
+    { id: "b", ...extra },
+  ];
+  hasProblems(
+    doc(nodes({ type: "shell", config: { command: "x" }, if: 'nodes.fecth.status == "success"' })),
+    /^nodes\[1\]\.if: no node has id "fecth" \(read as nodes\.fecth\)$/,
+  );
+  hasProblems(
+    doc(nodes({ type: "shell", config: { command: { $expr: 'nodes["x-y"].output' } } })),
+    /^nodes\[1\]\.config\.command\.\$expr: no node has id "x-y" \(read as nodes\["x-y"\]\)$/,
+  );
+  hasProblems(
+    doc(nodes({ type: "shell", config: { command: { $template: "echo {{ nodes.fetch.output }} {{ nodes.nope.output }}" } } })),
+    /^nodes\[1\]\.config\.command\.\$template: no node has id "nope" \(read as nodes\.nope\) in the hole at line 1, column 33$/,
+  );
+  hasProblems(
+    doc(nodes({ type: "switch", config: { cases: [{ name: "a", when: "nodes.nope.output == 1.0" }] } })),
+    /^nodes\[1\]\.config\.cases\[0\]\.when: no node has id "nope"/,
+  );
+  hasProblems(
+    doc(nodes({ type: "event", config: { event: "x.y", when: "event.a == nodes.nope.output" } })),
+    /^nodes\[1\]\.config\.when: no node has id "nope"/,
+  );
+  // Inside a string literal it is text, not a read.
+  assert.ok(
+    parseGraph(doc(nodes({ type: "shell", config: { command: { $expr: '"nodes.nope"' } }, if: "nodes.fetch.status == 'nodes.zz'" }))).ok,
+  );
+});
+
 void test("per-type config rules, each problem at its path", () => {
   const one = (type: string, config: unknown) => doc([{ id: "n", type, config }]);
   // http
@@ -356,6 +387,22 @@ void test("connector types: checked against the manifests when given, accepted u
   assert.ok(parseGraph(one("slack.post_message", { credential: "slack" }), { manifestOf }).ok);
   assert.ok(parseGraph(one("slack.post_message", { credential: { $expr: "input.c" } }), { manifestOf }).ok);
   assert.ok(parseGraph(one("demo.echo", {}), { manifestOf }).ok);
+  // With the connector's own config check, its problems replace the credential check, at their paths.
+  const connectorProblems = (type: string, config: Record<string, unknown>): string[] =>
+    type === "slack.post_message" && config["with"] === undefined
+      ? ["config.with.channel: required", "config.credential: required (bearer)"]
+      : [];
+  const r = parseGraph(one("slack.post_message", { credential: "bad name" }), { manifestOf, connectorProblems });
+  assert.deepEqual(!r.ok && r.problems, [
+    { path: "nodes[0].config.with.channel", message: "required" },
+    { path: "nodes[0].config.credential", message: "required (bearer)" },
+    {
+      path: "nodes[0].config.credential",
+      message: 'credential name "bad name" is not allowed: use ASCII letters, digits, ".", "_" and "-", starting with a letter or digit',
+    },
+  ]);
+  assert.ok(parseGraph(one("slack.post_message", { with: {} }), { manifestOf, connectorProblems }).ok);
+  assert.deepEqual(problemsOf(one("nope.nope", {}), manifestOf), ['nodes[0].type: no connector has type "nope.nope"']);
 });
 
 void test("hostile input: NUL, lone surrogates, deep nesting, 1e400, huge counts: refused with a path, never thrown", () => {
@@ -366,7 +413,7 @@ void test("hostile input: NUL, lone surrogates, deep nesting, 1e400, huge counts
     /^nodes\[0\]\.config\.headers\["X-\\udc00"\]: has a key that holds a lone/,
   );
   hasProblems(
-    doc([{ id: "a", type: "http", config: { url: "http://x", body: { n: 1e400 } } }]),
+    doc([{ id: "a", type: "http", config: { url: "http://x", body: { n: Infinity } } }]),
     /^nodes\[0\]\.config\.body\.n: is a number outside the range/,
   );
   const text = `{"version":"${GRAPH_VERSION}","nodes":[{"id":"a","type":"http","config":{"url":"http://x","body":{"n":1e400}}}]}`;
@@ -400,6 +447,18 @@ void test("hostile input: NUL, lone surrogates, deep nesting, 1e400, huge counts
   const capped = problemsOf(doc(bad));
   assert.equal(capped.length, GRAPH_LIMITS.problems + 1);
   assert.equal(capped.at(-1), "(document): 200 more problems not shown");
+  // Expressions: at most 5000 in a document, 256 holes in a template; counted before any is compiled.
+  const exprs = Object.fromEntries(Array.from({ length: GRAPH_LIMITS.expressions + 1 }, (_, i) => [`k${i}`, { $expr: "input.x" }]));
+  assert.deepEqual(problemsOf(doc([{ id: "a", type: "http", config: { url: "http://x", body: exprs } }])), [
+    "nodes: a graph holds at most 5000 expressions; this one has 5001",
+  ]);
+  const holes = "{{ input.x }}".repeat(GRAPH_LIMITS.templateHoles + 1);
+  assert.deepEqual(problemsOf(doc([{ id: "a", type: "shell", config: { command: { $template: holes } } }])), [
+    "nodes[0].config.command.$template: a template has at most 256 {{ }} holes",
+  ]);
+  assert.ok(parseGraph(doc([{ id: "a", type: "shell", config: { command: { $template: "{{ input.x }}".repeat(256) } } }])).ok);
+  // A wide list is walked without recursion or spread (a call takes about 120k arguments at most).
+  assert.ok(parseGraph(doc([{ id: "a", type: "http", config: { url: "http://x", body: new Array(200_000).fill([1]) } }])).ok);
   // A __proto__ key does not reach the prototype.
   const r = parseGraphText(
     `{"version":"${GRAPH_VERSION}","nodes":[{"id":"a","type":"http","config":{"url":"http://x","body":{"__proto__":{"polluted":1}}}}]}`,

@@ -12,7 +12,14 @@ import { celPosition } from "../cel.js";
 import { FlowError } from "../errors.js";
 import { findJsonProblem } from "../json-guard.js";
 import { parseDuration } from "../duration.js";
-import { GRAPH_VARIABLES, asConfigExpression, compileGraphExpression, configExpressionProblem, templateParts } from "./expressions.js";
+import {
+  GRAPH_VARIABLES,
+  asConfigExpression,
+  compileGraphExpression,
+  configExpressionProblem,
+  referencedNodeIds,
+  templateParts,
+} from "./expressions.js";
 import {
   DEFAULT_RETRY_BACKOFF_MS,
   GRAPH_LIMITS,
@@ -74,8 +81,20 @@ export const expressionProblem = (source: string, variables: readonly string[] =
   }
 };
 
+/** An id the expression reads that no node has (`nodes.fecth`). */
+const unknownNodeProblem = (source: string, ids: ReadonlySet<string>): string | undefined => {
+  const unknown = referencedNodeIds(source).find((id) => !ids.has(id));
+  if (unknown === undefined) return undefined;
+  const read = /^[A-Za-z_][A-Za-z0-9_]*$/.test(unknown) ? `nodes.${unknown}` : `nodes[${JSON.stringify(unknown)}]`;
+  return `no node has id ${JSON.stringify(unknown)} (read as ${read})`;
+};
+
+/** Compiles, then checks the node ids read. */
+const sourceProblem = (source: string, ids: ReadonlySet<string>, variables: readonly string[] = GRAPH_VARIABLES): string | undefined =>
+  expressionProblem(source, variables) ?? unknownNodeProblem(source, ids);
+
 /** Problems of a `$template`: an unclosed `{{`, an empty hole, or a hole that does not compile. */
-const templateProblem = (template: string): string | undefined => {
+const templateProblem = (template: string, ids: ReadonlySet<string>): string | undefined => {
   let parts;
   try {
     parts = templateParts(template);
@@ -96,35 +115,98 @@ const templateProblem = (template: string): string | undefined => {
           : ` in the hole at ${celPosition(template, part.offset)}`;
       return `${message}${where}`;
     }
+    const unknown = unknownNodeProblem(part.expr, ids);
+    if (unknown !== undefined) return `${unknown} in the hole at ${celPosition(template, part.offset)}`;
   }
   return undefined;
 };
 
-/** Every `$expr`/`$template` in a config value, checked; walks with its own stack (depth was checked before). */
-const checkConfigExpressions = (config: Record<string, unknown>, path: string, problems: Problems): void => {
-  const stack: Array<{ v: unknown; path: string }> = [{ v: config, path }];
+/** The CEL texts a valid switch or event config holds as plain strings (compiled by node-configs.ts). */
+const whenTexts = (type: string, config: Record<string, unknown>): Array<{ path: string; source: string }> => {
+  if (type === "event" && typeof config["when"] === "string") return [{ path: ".when", source: config["when"] }];
+  if (type !== "switch") return [];
+  const cases = config["cases"] as Array<{ when: string }>;
+  return cases.map((c, i) => ({ path: `.cases[${i}].when`, source: c.when }));
+};
+
+const isObject = (v: unknown): v is object => typeof v === "object" && v !== null;
+
+/** A place in a config: the path is spelled only for a problem (a list may hold 500k objects). */
+type WalkItem = { v: object; parent: WalkItem | undefined; seg: string | number };
+
+const pathOf = (item: WalkItem): string => {
+  const segs: Array<string | number> = [];
+  for (let at: WalkItem | undefined = item; at; at = at.parent) segs.push(at.seg);
+  const root = String(segs.pop());
+  return root + formatPath(segs.reverse()).replace(/^(?![[.]|$)/, ".");
+};
+
+/** The objects among a list's or a map's values, last first (so they pop in document order): only objects can hold an expression. */
+const childObjects = (item: WalkItem): WalkItem[] => {
+  const out: WalkItem[] = [];
+  if (Array.isArray(item.v)) {
+    const list = item.v as unknown[];
+    for (let i = list.length - 1; i >= 0; i--) if (isObject(list[i])) out.push({ v: list[i] as object, parent: item, seg: i });
+    return out;
+  }
+  const record = item.v as Record<string, unknown>;
+  const keys = Object.keys(record);
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const child = record[keys[i]!];
+    if (isObject(child)) out.push({ v: child, parent: item, seg: keys[i]! });
+  }
+  return out;
+};
+
+/** The problem of an expression object (its shape, its CEL); `done`: it is an expression (or a broken one), so the walk stops there. */
+const expressionObjectProblem = (
+  record: Record<string, unknown>,
+  ids: ReadonlySet<string>,
+): { done: boolean; suffix?: string; problem?: string } => {
+  const shapeProblem = configExpressionProblem(record);
+  if (shapeProblem) return { done: true, problem: shapeProblem };
+  const expression = asConfigExpression(record);
+  if (!expression) return { done: false };
+  const p = expression.kind === "$expr" ? sourceProblem(expression.source, ids) : templateProblem(expression.source, ids);
+  return { done: true, suffix: `.${expression.kind}`, ...(p === undefined ? {} : { problem: p }) };
+};
+
+/** The expressions a config holds: its `$expr`/`$template` objects (broken ones too), and how many CEL texts in all. */
+interface ConfigExpressions {
+  found: WalkItem[];
+  /** `$expr`s, template holes and `when` texts: each is compiled when checked. */
+  count: number;
+}
+
+/** The expressions an object holds directly: a template's holes, an `$expr`, a `when`. */
+const expressionsIn = (record: Record<string, unknown>): number => {
+  if (typeof record["$template"] === "string") return record["$template"].split("{{").length - 1;
+  return typeof record["$expr"] === "string" || typeof record["when"] === "string" ? 1 : 0;
+};
+
+/** One walk of a config with its own stack (depth was checked before), compiling nothing. */
+const collectExpressions = (config: Record<string, unknown>, path: string): ConfigExpressions => {
+  const out: ConfigExpressions = { found: [], count: 0 };
+  const stack: WalkItem[] = [{ v: config, parent: undefined, seg: path }];
   for (let item = stack.pop(); item; item = stack.pop()) {
-    const { v } = item;
-    if (typeof v !== "object" || v === null) continue;
-    if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: `${item.path}[${i}]` });
-      continue;
+    if (!Array.isArray(item.v)) {
+      const record = item.v as Record<string, unknown>;
+      out.count += expressionsIn(record);
+      if ("$expr" in record || "$template" in record) {
+        out.found.push(item);
+        continue;
+      }
     }
-    const record = v as Record<string, unknown>;
-    const shapeProblem = configExpressionProblem(record);
-    if (shapeProblem) {
-      problems.add(item.path, shapeProblem);
-      continue;
-    }
-    const expression = asConfigExpression(record);
-    if (expression) {
-      const p = expression.kind === "$expr" ? expressionProblem(expression.source) : templateProblem(expression.source);
-      if (p !== undefined) problems.add(`${item.path}.${expression.kind}`, p);
-      continue;
-    }
-    const keys = Object.keys(record);
-    for (let i = keys.length - 1; i >= 0; i--)
-      stack.push({ v: record[keys[i]!], path: `${item.path}${formatPath([keys[i]!]).replace(/^(?!\[)/, ".")}` });
+    for (const child of childObjects(item)) stack.push(child);
+  }
+  return out;
+};
+
+/** Each `$expr`/`$template` object's shape and CEL. */
+const checkConfigExpressions = (found: readonly WalkItem[], ids: ReadonlySet<string>, problems: Problems): void => {
+  for (const item of found) {
+    const r = expressionObjectProblem(item.v as Record<string, unknown>, ids);
+    if (r.problem !== undefined) problems.add(`${pathOf(item)}${r.suffix ?? ""}`, r.problem);
   }
 };
 
@@ -185,6 +267,15 @@ const checkEdges = (ids: ReadonlySet<string>, edges: readonly GraphEdge[], probl
   });
 };
 
+/** A cycle among the edges that name two known nodes (the others are reported by checkEdges). */
+const checkCycle = (ids: ReadonlySet<string>, edges: readonly GraphEdge[], problems: Problems): void => {
+  const cycle = findCycle(
+    [...ids],
+    edges.filter((e) => ids.has(e.from) && ids.has(e.to) && e.from !== e.to),
+  );
+  if (cycle) problems.add("edges", `the edges make a cycle: ${cycle.join(" -> ")}`);
+};
+
 const retryOf = (retry: { attempts: number; backoff?: string | undefined }, path: string, problems: Problems): GraphNode["retry"] => {
   let backoff_ms = DEFAULT_RETRY_BACKOFF_MS;
   if (retry.backoff !== undefined) {
@@ -209,10 +300,33 @@ const countProblem = (doc: unknown): GraphProblem | undefined => {
   return undefined;
 };
 
+/** A node's config against its type, then the node ids its `when` texts read. */
+const checkConfig = (
+  at: {
+    type: string;
+    config: Record<string, unknown>;
+    path: string;
+    ids: ReadonlySet<string>;
+    options: ParseGraphOptions;
+  },
+  problems: Problems,
+): void => {
+  const { manifestOf, connectorProblems } = at.options;
+  const configProblems = checkNodeConfig(at.type, at.config, { manifestOf, connectorProblems });
+  for (const p of configProblems) problems.add(p.onType ? `${at.path}.type` : `${at.path}.config${p.path}`, p.message);
+  if (configProblems.length > 0) return;
+  for (const w of whenTexts(at.type, at.config)) {
+    const p = unknownNodeProblem(w.source, at.ids);
+    if (p !== undefined) problems.add(`${at.path}.config${w.path}`, p);
+  }
+};
+
 /** Options of a check: the connector manifests (D's `connectorManifest`) when the caller has them. */
 export interface ParseGraphOptions {
   /** A connector type's manifest; absent: dotted types are accepted unchecked. */
   manifestOf?: NodeConfigContext["manifestOf"];
+  /** A connector node's whole config check (connectors.ts's `connectorConfigProblems`); absent: only its credential is checked. */
+  connectorProblems?: NodeConfigContext["connectorProblems"];
 }
 
 /** Checks a parsed JSON value as a graph document. Never throws. */
@@ -231,31 +345,32 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
   const shape = GraphDocumentShape.safeParse(doc, { reportInput: true });
   if (!shape.success) {
     for (const issue of shape.error.issues) {
-      const p = issueProblem(issue as unknown as Issue);
+      const p = issueProblem(issue);
       problems.add(p.path, p.message);
     }
     return { ok: false, problems: problems.done() };
   }
   const { nodes: shapeNodes, edges = [] } = shape.data;
+  const collected = shapeNodes.map((n, i) => collectExpressions(n.config ?? {}, `nodes[${i}].config`));
+  const expressions = shapeNodes.filter((n) => n.if !== undefined).length + collected.reduce((sum, c) => sum + c.count, 0);
+  if (expressions > GRAPH_LIMITS.expressions)
+    return {
+      ok: false,
+      problems: [{ path: "nodes", message: `a graph holds at most ${GRAPH_LIMITS.expressions} expressions; this one has ${expressions}` }],
+    };
   checkIds(shapeNodes, problems);
   const ids = new Set(shapeNodes.map((n) => n.id));
   checkEdges(ids, edges, problems);
-  // A cycle among the edges that name known nodes (the others are reported above).
-  const cycle = findCycle(
-    [...ids],
-    edges.filter((e) => ids.has(e.from) && ids.has(e.to) && e.from !== e.to),
-  );
-  if (cycle) problems.add("edges", `the edges make a cycle: ${cycle.join(" -> ")}`);
+  checkCycle(ids, edges, problems);
   const nodes: GraphNode[] = shapeNodes.map((n, i) => {
     const path = `nodes[${i}]`;
     const config = n.config ?? {};
     if (n.if !== undefined) {
-      const p = expressionProblem(n.if);
+      const p = sourceProblem(n.if, ids);
       if (p !== undefined) problems.add(`${path}.if`, p);
     }
-    checkConfigExpressions(config, `${path}.config`, problems);
-    for (const p of checkNodeConfig(n.type, config, { manifestOf: options.manifestOf }))
-      problems.add(p.onType ? `${path}.type` : `${path}.config${p.path}`, p.message);
+    checkConfigExpressions(collected[i]!.found, ids, problems);
+    checkConfig({ type: n.type, config, path, ids, options }, problems);
     const node: GraphNode = { id: n.id, type: n.type, config };
     if (n.if !== undefined) node.if = n.if;
     if (n.retry) node.retry = retryOf(n.retry, `${path}.retry`, problems);

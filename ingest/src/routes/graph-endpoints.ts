@@ -7,16 +7,23 @@
  * graph (store/src/graphs.ts). It takes deliveries exactly as a shared-token event hook does: the
  * secret in `X-Flow-Hook-Secret` or the `secret` query parameter (401 without it or with a wrong
  * one), any body up to 2 MiB, payload `{body, query}`, 202 `{event_id, event_type}` once the event
- * is committed. The event's type is `graph.<graph>.<node>.delivery`; an unknown endpoint is a 404.
+ * is committed (a trigger endpoint's answer adds the `run_id` it started). The event's type is `graph.<graph>.<node>.delivery` (or `.<config.event_type>`); an unknown
+ * endpoint is a 404.
  */
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import { EMIT_BODY_LIMIT, FlowError, assertStorableJson, redactSecretQuery, trustOf } from "@flowsvc/core";
-import { emitEvent, findGraphEndpoint, hookSecretMatches, withTransaction } from "@flowsvc/store";
+import type { PoolClient } from "pg";
+import {
+  emitEvent,
+  findGraphEndpoint,
+  getStoredGraph,
+  hookSecretMatches,
+  startGraphRun,
+  withTransaction,
+  type IngestGraphEndpoint,
+} from "@flowsvc/store";
 import type { IngestDeps } from "../deps.js";
 import { HOOK_SECRET_HEADER } from "./hook-ingest.js";
-
-/** The one event type a graph endpoint emits. */
-export const graphEndpointType = (graph: string, node: string): string => `graph.${graph}.${node}.delivery`;
 
 /** Where a graph endpoint takes deliveries. */
 export const graphEndpointUrl = (baseUrl: string, where: { org: string; project: string; graph: string; node: string }): string =>
@@ -49,6 +56,31 @@ const bodyValue = (raw: Buffer): unknown => {
   }
 };
 
+/**
+ * A trigger endpoint's delivery starts a run of the graph as it is stored now, its input the event
+ * envelope (`{type, event, payload}`), in the transaction that records the event; a graph removed
+ * meanwhile starts none. The delivery id keys the run, so one event starts one run.
+ */
+const startTriggeredRun = async (
+  tx: PoolClient,
+  d: { endpoint: IngestGraphEndpoint; eventId: string; type: string; payload: unknown; trusted: boolean },
+): Promise<string | undefined> => {
+  const graph = await getStoredGraph(tx, d.endpoint.projectId, d.endpoint.graphName);
+  if (!graph) return undefined;
+  const run = await startGraphRun(tx, {
+    projectId: d.endpoint.projectId,
+    name: graph.name,
+    source: graph.source,
+    document: graph.document,
+    input: { type: d.type, event: d.eventId, payload: d.payload },
+    trigger: { type: d.type, event: d.eventId },
+    trusted: d.trusted,
+    parentRunId: null,
+    idempotencyKey: `graph-trigger:${d.eventId}`,
+  });
+  return run.id;
+};
+
 export const graphEndpointRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, parsed) => parsed(null, body));
@@ -70,19 +102,16 @@ export const graphEndpointRoutes: FastifyPluginCallback<IngestDeps> = (app, deps
       );
     }
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const type = graphEndpointType(endpoint.graphName, endpoint.nodeId);
+    const type = endpoint.eventType;
     const payload = { body: assertStorableJson(bodyValue(raw)), query: queryObject(query) };
-    const result = await withTransaction(deps.pool, (tx) =>
-      emitEvent(tx, {
-        projectId: endpoint.projectId,
-        type,
-        key: null,
-        payload,
-        sourceRunId: null,
-        trusted: trustOf({ by: "delivery", trusted: true }),
-      }),
-    );
-    return reply.status(202).send({ event_id: result.eventId, event_type: type });
+    const trusted = trustOf({ by: "delivery", trusted: true });
+    const answer = await withTransaction(deps.pool, async (tx) => {
+      const { eventId } = await emitEvent(tx, { projectId: endpoint.projectId, type, key: null, payload, sourceRunId: null, trusted });
+      if (endpoint.kind !== "trigger") return { event_id: eventId, event_type: type };
+      const run = await startTriggeredRun(tx, { endpoint, eventId, type, payload, trusted });
+      return { event_id: eventId, event_type: type, ...(run ? { run_id: run } : {}) };
+    });
+    return reply.status(202).send(answer);
   });
   done();
 };

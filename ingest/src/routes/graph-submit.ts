@@ -11,6 +11,7 @@ import {
   FlowError,
   GRAPH_LIMITS,
   assertStorableJson,
+  connectorManifest,
   graphCredentialRequirements,
   graphError,
   parseGraph,
@@ -33,27 +34,31 @@ const Common = {
   tags: z.array(z.string().min(1).max(128)).max(32).default([]),
 };
 
-export const GraphSubmission = z.union([
-  z
-    .object({
-      as: z.literal("graph"),
-      source: z.string().max(GRAPH_LIMITS.textBytes, `source is over ${GRAPH_LIMITS.textBytes} bytes`),
-      filename: z.string().min(1).max(255),
-      ...Common,
-    })
-    .strict(),
-  z
-    .object({
-      graph: z
-        .string()
-        .min(1)
-        .max(100)
-        .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "a stored graph's name"),
-      ...Common,
-    })
-    .strict(),
-]);
-export type GraphSubmission = z.output<typeof GraphSubmission>;
+/** `{as: "graph", source, filename, input?}`: the document itself (`flow submit graph.json`). */
+const DocumentSubmission = z
+  .object({
+    as: z.literal("graph"),
+    source: z.string().max(GRAPH_LIMITS.textBytes, `source is over ${GRAPH_LIMITS.textBytes} bytes`),
+    filename: z.string().min(1).max(255),
+    ...Common,
+  })
+  .strict();
+/** `{graph: "<stored name>", input?}`. */
+const StoredSubmission = z
+  .object({
+    graph: z
+      .string()
+      .min(1)
+      .max(100)
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "a stored graph's name"),
+    ...Common,
+  })
+  .strict();
+type GraphSubmission = z.output<typeof DocumentSubmission> | z.output<typeof StoredSubmission>;
+
+/** The body by its shape (one schema each, so a refusal names the field, not a union). */
+const parseSubmission = (raw: unknown): GraphSubmission =>
+  typeof raw === "object" && raw !== null && "as" in raw ? DocumentSubmission.parse(raw) : StoredSubmission.parse(raw);
 
 /** A body that asks for a graph run (the script schema answers every other body). */
 export const isGraphSubmission = (body: unknown): boolean =>
@@ -68,7 +73,7 @@ interface Checked {
 /** The document of the submission, checked; refused with every problem's path. */
 const documentOf = async (pool: Pool, scope: Scope, body: GraphSubmission): Promise<Checked> => {
   if ("as" in body) {
-    const parsed = parseGraphText(body.source);
+    const parsed = parseGraphText(body.source, { manifestOf: connectorManifest });
     if (!parsed.ok) throw graphError(parsed.problems);
     return { graph: parsed.graph, source: body.source, filename: body.filename.split("/").at(-1) ?? body.filename };
   }
@@ -77,14 +82,14 @@ const documentOf = async (pool: Pool, scope: Scope, body: GraphSubmission): Prom
     throw new FlowError("not_found", `graph ${body.graph} not found in ${scope.org}/${scope.project}`, {
       hint: "list stored graphs with `flow graph ls`",
     });
-  const parsed = parseGraph(JSON.parse(stored.source));
+  const parsed = parseGraph(JSON.parse(stored.source), { manifestOf: connectorManifest });
   if (!parsed.ok) throw graphError(parsed.problems);
   return { graph: parsed.graph, source: stored.source, filename: `graph:${stored.name}` };
 };
 
 /** core's submit-time check against the project's credentials: throws when one is missing or of the wrong kind. */
 const checkCredentials = async (pool: Pool, projectId: string, graph: GraphDocument): Promise<void> => {
-  const requirements = graphCredentialRequirements(graph);
+  const requirements = graphCredentialRequirements(graph, connectorManifest);
   const names = requirements.flatMap((r) => (r.name === null ? [] : [r.name]));
   const holdings = await credentialHoldings(pool, projectId, names);
   const refused = submitCheck(requirementsReport(requirements, (name) => holdings.get(name)));
@@ -93,7 +98,7 @@ const checkCredentials = async (pool: Pool, projectId: string, graph: GraphDocum
 
 /** Checks and creates the graph run; answers its id, and whether an idempotency key answered an earlier run. */
 export const submitGraph = async (pool: Pool, scope: Scope, raw: unknown): Promise<{ id: string; duplicate: boolean }> => {
-  const body = GraphSubmission.parse(raw);
+  const body = parseSubmission(raw);
   const input = assertStorableJson(body.input ?? {}, "input");
   const inputBytes = Buffer.byteLength(JSON.stringify(input), "utf8");
   if (inputBytes > GRAPH_INPUT_LIMIT)

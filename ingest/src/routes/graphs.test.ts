@@ -5,9 +5,7 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { parseGraph } from "@flowsvc/core";
 import { ask, assertCallerRefusals, assertError, countRows, createTestApp, type Answer, type TestApp } from "../testing/test-app.js";
-import { saveProblems } from "./graphs.js";
 
 let t: TestApp;
 let graphs: string;
@@ -108,6 +106,11 @@ test("bad bodies, documents and names are refused with where, and nothing is wri
     ["g", bad([{ id: "a", type: "emit", config: {} }], [{ from: "a", to: "b" }]), /edges\[0\]\.to: /],
     ["g", bad([{ id: "a", type: "nope", config: {} }]), /nodes\[0\]\.type: unknown node type "nope"/],
     ["g", bad([{ id: "a", type: "emit", config: {}, if: "input.(" }]), /nodes\[0\]\.if: /],
+    [
+      "g",
+      bad([{ id: "say", type: "slack.post_message", config: { with: { channel: "#x", text: "hi" } } }]),
+      /nodes\[0\]\.config\.credential: required: slack.post_message needs a credential of kind bearer/,
+    ],
     ["a.b", { document: GRAPH }, /graph name "a.b" is not allowed/],
     ["-g", { document: GRAPH }, /graph name "-g" is not allowed/],
     ["a%2Fb", { document: GRAPH }, /graph name "a\/b" is not allowed/],
@@ -134,29 +137,9 @@ test("bad bodies, documents and names are refused with where, and nothing is wri
   assert.equal(await countRows(t, "graphs"), before, "nothing was written");
 });
 
-test("a connector node without the credential its manifest requires is refused at save, with its path", () => {
-  const manifestOf = (type: string) =>
-    type === "slack.post_message" ? { type, credential: { kinds: ["bearer"], required: true } } : undefined;
-  const parsed = parseGraph(
-    {
-      version: "flowsvc-graph/v1",
-      nodes: [
-        { id: "ok", type: "slack.post_message", config: { credential: "slack" } },
-        { id: "bad", type: "slack.post_message", config: { channel: "#x" } },
-      ],
-      edges: [],
-    },
-    { manifestOf },
-  );
-  assert.ok(parsed.ok);
-  assert.deepEqual(saveProblems(parsed.graph, "g", manifestOf), [
-    { path: "nodes[1].config.credential", message: "required: a slack.post_message node needs a credential (bearer)" },
-  ]);
-});
-
 test("a trigger and a webhook node get endpoints: secret shown once, deliveries emit graph.<graph>.<node>.delivery, gone with the node and the graph", async () => {
-  const doc = (...nodes: Array<[string, string]>) => ({
-    document: { version: "flowsvc-graph/v1", nodes: nodes.map(([id, type]) => ({ id, type, config: {} })), edges: [] },
+  const doc = (...nodes: Array<[string, string, Record<string, unknown>?]>) => ({
+    document: { version: "flowsvc-graph/v1", nodes: nodes.map(([id, type, config]) => ({ id, type, config: config ?? {} })), edges: [] },
   });
   const first = await put("hooked", doc(["start", "trigger"], ["cb", "webhook"]));
   assert.equal(first.status, 201, first.text);
@@ -189,16 +172,32 @@ test("a trigger and a webhook node get endpoints: secret shown once, deliveries 
   assert.equal(event_type, "graph.hooked.start.delivery");
   const { rows } = await t.db.pool.query<{ payload: unknown }>(`select payload from events where id = $1`, [event_id]);
   assert.deepEqual(rows[0]!.payload, { body: { n: 1 }, query: { x: "1" } });
+  // A trigger's delivery starts a run of the stored graph, its input the event's envelope.
+  const runId = ok.json<{ run_id: string }>().run_id;
+  const run = await t.db.pool.query<{ workflow: string; filename: string; input: unknown; trusted: boolean }>(
+    `select workflow, filename, input, trusted from runs where id = $1`,
+    [runId],
+  );
+  assert.deepEqual(run.rows[0], {
+    workflow: "flowsvc-graph/v1",
+    filename: "graph:hooked",
+    input: { type: "graph.hooked.start.delivery", event: event_id, payload: { body: { n: 1 }, query: { x: "1" } } },
+    trusted: true,
+  });
+  assert.equal(await countRows(t, `graph_nodes where run_id = '${runId}'`), 2);
   assert.equal((await deliver({ secret, body: '{"n":1e400}' })).statusCode, 400);
-  // Saved again without the trigger: its endpoint is gone, the webhook's keeps its secret (none answered).
-  const again = await put("hooked", doc(["cb", "webhook"]));
+  // Saved again without the trigger: its endpoint is gone, the webhook's keeps its secret (none
+  // answered) and now emits its config's event_type under the graph's prefix.
+  const again = await put("hooked", doc(["cb", "webhook", { event_type: "push" }]));
   assert.deepEqual(
-    (again.body as { endpoints: Endpoint[] }).endpoints.map((e) => [e.node_id, e.secret]),
-    [["cb", undefined]],
+    (again.body as { endpoints: Endpoint[] }).endpoints.map((e) => [e.node_id, e.secret, e.emits]),
+    [["cb", undefined, "graph.hooked.cb.push"]],
   );
   assert.equal((await deliver({ secret })).statusCode, 404);
   const cbUrl = `/api/v1/graph-hooks/${t.project.org}/p/hooked/cb`;
-  assert.equal((await deliver({ secret: eps[1]!.secret!, path: cbUrl })).statusCode, 202);
+  const pushed = await deliver({ secret: eps[1]!.secret!, path: cbUrl });
+  assert.equal(pushed.statusCode, 202);
+  assert.equal(pushed.json<{ event_type: string }>().event_type, "graph.hooked.cb.push");
   assert.equal((await ask(t, "DELETE", `${graphs}/hooked`, { as: "admin" })).status, 204);
   assert.equal((await deliver({ secret: eps[1]!.secret!, path: cbUrl })).statusCode, 404, "gone with the graph");
   assert.equal(await countRows(t, "graph_endpoints"), 0);

@@ -16,6 +16,7 @@ import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   FlowError,
+  connectorManifest,
   graphCredentialRequirements,
   graphError,
   parseGraph,
@@ -27,6 +28,7 @@ import {
 import {
   deleteStoredGraph,
   getStoredGraph,
+  graphEndpointType,
   listGraphEndpoints,
   listStoredGraphs,
   putStoredGraph,
@@ -36,7 +38,7 @@ import {
 } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
-import { graphEndpointType, graphEndpointUrl } from "./graph-endpoints.js";
+import { graphEndpointUrl } from "./graph-endpoints.js";
 
 /** A connector type's manifest (D's connectorManifest), or undefined. */
 export type ManifestLookup = (type: string) => ManifestInfo | undefined;
@@ -69,23 +71,18 @@ const notFound = (where: { org: string; project: string }, name: string): FlowEr
 const ENDPOINT_KINDS: readonly string[] = ["trigger", "webhook"] satisfies GraphEndpointKind[];
 
 /**
- * What a save refuses beyond parseGraph: a connector node without the credential its manifest
- * requires, and an endpoint node whose event type would be too long. Each problem names its path.
+ * What a save refuses beyond parseGraph (which, given the manifests, refuses a connector node
+ * without the credential its manifest requires): an endpoint node whose event type would be longer
+ * than an event type may be. Each problem names its path.
  */
-export const saveProblems = (graph: GraphDocument, name: string, manifestOf: ManifestLookup): GraphProblem[] => {
+export const saveProblems = (graph: GraphDocument, name: string): GraphProblem[] => {
   const problems: GraphProblem[] = [];
   graph.nodes.forEach((node, i) => {
-    const manifest = manifestOf(node.type);
-    const credential = node.config["credential"];
-    if (manifest?.credential.required && (credential === undefined || credential === null || credential === ""))
-      problems.push({
-        path: `nodes[${i}].config.credential`,
-        message: `required: a ${node.type} node needs a credential (${manifest.credential.kinds.join(" or ")})`,
-      });
-    if (ENDPOINT_KINDS.includes(node.type) && graphEndpointType(name, node.id).length > 64)
+    const type = graphEndpointType(name, node.id, node.config["event_type"]);
+    if (ENDPOINT_KINDS.includes(node.type) && type.length > 64)
       problems.push({
         path: `nodes[${i}].id`,
-        message: `the endpoint's event type ${graphEndpointType(name, node.id)} is longer than 64 characters: shorten the graph name or the node id`,
+        message: `the endpoint's event type ${type} is longer than 64 characters: shorten the graph name, the node id or its event_type`,
       });
   });
   return problems;
@@ -95,7 +92,7 @@ type Where = { org: string; project: string };
 
 const describeEndpoint = (deps: IngestDeps, req: FastifyRequest, where: Where & { graph: string }, e: GraphEndpointRecord) => ({
   ...e,
-  emits: graphEndpointType(where.graph, e.node_id),
+  emits: e.event_type,
   ingest_url: graphEndpointUrl(deps.publicUrl ?? `${req.protocol}://${req.host}`, { ...where, node: e.node_id }),
 });
 
@@ -110,11 +107,11 @@ const putRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLo
       });
     const parsed = parseGraph(body.data.document, { manifestOf });
     if (!parsed.ok) throw graphError(parsed.problems);
-    const extra = saveProblems(parsed.graph, name, manifestOf);
+    const extra = saveProblems(parsed.graph, name);
     if (extra.length > 0) throw graphError(extra);
     const endpoints = parsed.graph.nodes
       .filter((n) => ENDPOINT_KINDS.includes(n.type))
-      .map((n) => ({ nodeId: n.id, kind: n.type as GraphEndpointKind }));
+      .map((n) => ({ nodeId: n.id, kind: n.type as GraphEndpointKind, eventType: graphEndpointType(name, n.id, n.config["event_type"]) }));
     const saved = await putStoredGraph(deps.pool, {
       projectId: scope.projectId,
       name,
@@ -195,9 +192,5 @@ export const graphRoutesWith =
     done();
   };
 
-/**
- * The app's stored graph routes. Connector manifests (core/src/graph/connectors.ts, helper D) are
- * not on this branch yet: until they are, no dotted type has a manifest here (parseGraph then
- * accepts connector types unchecked, and the report lists their credentials with any kind).
- */
-export const graphRoutes: FastifyPluginCallback<IngestDeps> = graphRoutesWith(() => undefined);
+/** The app's stored graph routes, checking connector nodes against core's manifests (core/src/graph/connectors.ts). */
+export const graphRoutes: FastifyPluginCallback<IngestDeps> = graphRoutesWith(connectorManifest);

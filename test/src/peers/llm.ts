@@ -128,3 +128,19 @@ export class LlmPeer extends Peer {
     };
   }
 }
+
+/**
+ * The replies of the examples' test model (examples/graphs/llm-peer.mjs and test/src/approvals.test.ts),
+ * by the change named in the prompt: a routing question (`Reply with exactly one word`) is answered
+ * `auto` for a docs change, a sentence that contains the word auto for a change marked `maybe`, and
+ * `human` otherwise; any other prompt gets a paragraph of advice.
+ */
+export const exampleReply = (call: LlmCall): string => {
+  const change = /Change: (.*)/.exec(call.prompt)?.[1] ?? "";
+  if (call.prompt.startsWith("Reply with exactly one word")) {
+    if (/^docs\b/.test(change)) return "auto";
+    if (/\bmaybe\b/.test(change)) return "I would say auto, but check the migration first.";
+    return "human";
+  }
+  return `The change "${change}" touches the deploy path. Check the database migration and the rollback before approving.`;
+};

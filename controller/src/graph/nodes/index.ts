@@ -9,6 +9,10 @@ import { switchExecutor } from "./switch.js";
 import { emitExecutor } from "./emit.js";
 import { approvalExecutor } from "./approval.js";
 import { connectorExecutor } from "./connector.js";
+import { workflowExecutor } from "./workflow.js";
+import { eventExecutor } from "./event.js";
+import { triggerExecutor } from "./trigger.js";
+import { webhookExecutor } from "./webhook.js";
 
 export * from "./types.js";
 
@@ -21,6 +25,10 @@ export const EXECUTORS: NodeExecutor[] = [
   emitExecutor,
   approvalExecutor,
   connectorExecutor,
+  workflowExecutor,
+  eventExecutor,
+  triggerExecutor,
+  webhookExecutor,
 ];
 
 /** The executor of a node type, or undefined (the driver fails the node: no executor). */

@@ -1,0 +1,112 @@
+/**
+ * `flow check <file>`: validates a graph document (`flowsvc-graph/v1`, a `.json` file, or `-` for
+ * stdin) here, with the rules the server applies (core's parseGraphText: shape, ids, edges, cycles,
+ * each node type's config, and every CEL expression), without a server or a token. Prints
+ * `ok: <n> nodes, <m> edges`, or one `error: <path>: <message>` line per problem on stderr and
+ * exits 2 (invalid_argument). `.yaml`/`.yml` files will be pipelines (issue 11): refused for now.
+ *
+ * This is the one CLI command that loads zod (core's graph model): it imports @flowsvc/core/graph
+ * inside its action, so `flow --help` and the other commands never load it
+ * (cli/src/bin/flow-imports.test.ts).
+ */
+import { open } from "node:fs/promises";
+import { extname } from "node:path";
+import { Command } from "commander";
+import { FlowError } from "@flowsvc/core/errors";
+import type * as GraphModel from "@flowsvc/core/graph";
+import type { CommandDeps } from "./context.js";
+import { examples } from "./options.js";
+
+/** The largest document read (core's GRAPH_LIMITS.textBytes, 1 MiB), checked before reading: this module does not load core's graph model to ask. */
+const MAX_BYTES = 1024 * 1024;
+
+const usage = (message: string, hint?: string): FlowError => new FlowError("invalid_argument", message, hint === undefined ? {} : { hint });
+
+/** The file's text, refusing a directory or a file over 1 MiB before reading it. */
+const readGraphFile = async (file: string): Promise<string> => {
+  let handle;
+  try {
+    handle = await open(file, "r");
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
+    throw usage(`cannot read ${file}: ${reason}`, "give the path of a graph document (.json)");
+  }
+  try {
+    const info = await handle.stat();
+    if (info.isDirectory()) throw usage(`cannot read ${file}: it is a directory`);
+    if (info.size > MAX_BYTES) throw usage(`${file} is ${info.size} bytes; a graph document is at most ${MAX_BYTES} (1 MiB)`);
+    return await handle.readFile("utf8");
+  } finally {
+    await handle.close();
+  }
+};
+
+const kindOf = (file: string): "json" | "yaml" | "other" => {
+  if (file === "-") return "json";
+  const ext = extname(file).toLowerCase();
+  if (ext === ".json") return "json";
+  if (ext === ".yaml" || ext === ".yml") return "yaml";
+  return "other";
+};
+
+/** A connector's manifest, as far as this command passes it on. */
+interface Manifest {
+  type: string;
+  credential: { kinds: readonly string[]; required: boolean };
+}
+/**
+ * Connector manifests and their config check, once core/src/graph/connectors.ts is exported from
+ * the graph model (issue 10, part D); until then dotted types pass unchecked.
+ */
+type GraphModule = typeof GraphModel & {
+  connectorManifest?: (type: string) => Manifest | undefined;
+  connectorConfigProblems?: (manifest: Manifest, config: unknown) => string[];
+};
+
+const connectorChecks = (graph: GraphModule): GraphModel.ParseGraphOptions => {
+  const { connectorManifest: manifestOf, connectorConfigProblems: problemsOf } = graph;
+  if (!manifestOf) return {};
+  if (!problemsOf) return { manifestOf };
+  return {
+    manifestOf,
+    connectorProblems: (type, config) => {
+      const manifest = manifestOf(type);
+      return manifest ? problemsOf(manifest, config) : [];
+    },
+  };
+};
+
+export const checkCommand = (deps: CommandDeps): Command =>
+  new Command("check")
+    .description("validate a graph document (.json) here, without submitting it: shape, node configs, edges, cycles and expressions")
+    .argument("<file>", "the graph document (flowsvc-graph/v1 JSON), or - to read it from stdin")
+    .addHelpText(
+      "after",
+      `${examples("flow check deploy.json", "cat deploy.json | flow check -")}
+Prints "ok: <n> nodes, <m> edges", or one "error: <path>: <message>" line per problem and exits 2.
+YAML pipelines (.yaml, .yml) are not available yet.
+`,
+    )
+    .action(async (file: string) => {
+      const kind = kindOf(file);
+      if (kind === "yaml")
+        throw usage(
+          `${file}: pipelines are not available yet, so a YAML file cannot be checked`,
+          "flow check validates graph documents (.json)",
+        );
+      if (kind === "other")
+        throw usage(
+          `${file}: flow check validates graph documents, which are .json files`,
+          "a script needs no check: `flow run <file>` runs it here",
+        );
+      const text = file === "-" ? await deps.io.readStdin() : await readGraphFile(file);
+      const graph = (await import("@flowsvc/core/graph")) as GraphModule;
+      const result = graph.parseGraphText(text, connectorChecks(graph));
+      if (!result.ok) {
+        for (const p of result.problems) deps.io.note(`error: ${p.path}: ${p.message}`);
+        deps.setExitCode(2);
+        return;
+      }
+      const { nodes, edges } = result.graph;
+      deps.io.out(`ok: ${nodes.length} nodes, ${edges.length} edges`);
+    });
