@@ -29,6 +29,7 @@ import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
 import { maskRunView } from "../run-masker.js";
 import { isGraphSubmission, submitGraph } from "./graph-submit.js";
+import { isPipelineSubmission, submitPipeline } from "./pipeline-submit.js";
 
 // The submission body's schema is core's (core/src/resources/run.ts), shared with the FlowRun CRD.
 const SubmitSchema = RunSubmission;
@@ -72,8 +73,8 @@ const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest =>
 const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
   app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
-    if (isGraphSubmission(req.body)) {
-      const graph = await submitGraph(pool, scope, req.body);
+    if (isGraphSubmission(req.body) || isPipelineSubmission(req.body)) {
+      const graph = isPipelineSubmission(req.body) ? await submitPipeline(pool, scope, req.body) : await submitGraph(pool, scope, req.body);
       if (graph.duplicate) return reply.status(200).send({ id: graph.id, duplicate: true });
       const { masker } = await maskers.forProject(scope.projectId);
       const view = await getRunView(pool, scope.projectId, graph.id);
