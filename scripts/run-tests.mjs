@@ -59,6 +59,7 @@ const SLOW_FIRST = [
   "test/dist/hooks.test",
   "test/dist/durable-policy.test",
   "test/dist/cli.test",
+  "test/dist/graphs.test",
   // Not measured on an idle machine yet: 30 s at load 18 on 2 cores (2026-11-26).
   "test/dist/approvals.test",
 ];

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { PoolClient } from "pg";
 import {
+  evaluateWhen,
   CHAIN_DEPTH_LIMIT,
   FlowError,
   HANDLER_RUNS_IN_FLIGHT_LIMIT,
@@ -9,14 +10,11 @@ import {
   compileCel,
   derivedId,
   evaluatePredicate,
-  evaluateWhen,
   matchesAny,
   trustAfterReceiving,
   trustOf,
   type CompiledCel,
   type Envelope,
-  type GraphScope,
-  type NodeStatus,
   type RunRequest,
 } from "@flowsvc/core";
 import { resolveEntry } from "./journal-entries.js";
@@ -24,6 +22,7 @@ import { mintId } from "./mint.js";
 import { createRuns } from "./run-lifecycle.js";
 import { setRunsCredentials } from "./credentials.js";
 import { wakeRun } from "./wake.js";
+import { graphScope } from "./graph-runs.js";
 
 export interface EmitInput {
   projectId: string;
@@ -446,21 +445,9 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
  * envelope. A keyed event reaches a run only when the run has no subject or the same one. An
  * untrusted event makes each run it reaches untrusted, in the transaction that resolves the wait.
  */
-/**
- * A graph event node's `when` (bare CEL over `event`, with the run's `input` and `nodes` in scope)
- * against the arriving envelope; a waiter without one takes every event of its type. A false or
- * failing `when` declines the event privately: the waiter stays parked and nothing is recorded.
- */
-const whenAccepts = async (tx: PoolClient, w: { run_id: string; when: string | null }, envelope: Envelope): Promise<boolean> => {
-  if (w.when === null) return true;
-  const { rows: run } = await tx.query<{ input: unknown }>(`select input from runs where id = $1`, [w.run_id]);
-  const { rows: nodes } = await tx.query<{ node_id: string; status: NodeStatus; output: unknown }>(
-    `select node_id, status, output from graph_nodes where run_id = $1`,
-    [w.run_id],
-  );
-  const scope: GraphScope = { input: run[0]?.input ?? null, nodes: Object.fromEntries(nodes.map((n) => [n.node_id, n])) };
-  return evaluateWhen(w.when, scope, celEventVars(envelope).event).matched;
-};
+/** A graph event node's bare-CEL `when` over the arriving envelope (and the run's input and nodes): true only for `true`. */
+const graphWaitAccepts = async (tx: PoolClient, runId: string, when: string, envelope: Envelope): Promise<boolean> =>
+  evaluateWhen(when, await graphScope(tx, runId), envelope).matched;
 
 const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: string, envelope: Envelope): Promise<void> => {
   const { rows } = await tx.query<{ run_id: string; position: number; when: string | null }>(
@@ -473,8 +460,9 @@ const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: strin
   );
   const woken = new Set<string>();
   for (const w of rows) {
-    if (!(await whenAccepts(tx, w, envelope))) continue;
     const { rows: run } = await tx.query<{ trusted: boolean }>(`select trusted from runs where id = $1 for update`, [w.run_id]);
+    // A graph's event node with `when`: an event it declines leaves it parked, privately (no trace, no trust change).
+    if (w.when !== null && !(await graphWaitAccepts(tx, w.run_id, w.when, envelope))) continue;
     // A run that takes in an untrusted event is untrusted from then on: its later passes get no secrets.
     if (run[0]?.trusted && !trustAfterReceiving(run[0], input)) await tx.query(`update runs set trusted = false where id = $1`, [w.run_id]);
     await resolveEntry(tx, w.run_id, w.position, { envelope });

@@ -6,7 +6,7 @@
  * `flowsvc_graphs` with the run id: the controller's graph driver advances the run on it.
  */
 import type { Pool, PoolClient } from "pg";
-import { FlowError, assertStorableJson, type CredentialKind, type NameHolding, type ValueMasker } from "@flowsvc/core";
+import { FlowError, assertStorableJson, type CredentialKind, type GraphScope, type NameHolding, type ValueMasker } from "@flowsvc/core";
 import { mintId } from "./mint.js";
 
 type Db = Pool | PoolClient;
@@ -360,4 +360,27 @@ export const credentialHoldings = async (db: Db, projectId: string, names: reado
     [projectId, [...new Set(names)]],
   );
   return new Map(rows.map((r) => [r.name, { credential: { kind: r.kind } }]));
+};
+
+/** What a graph run's expressions see: `input`, and each node's status and output. */
+export const graphScope = async (db: Db, runId: string): Promise<GraphScope> => {
+  const [{ rows: run }, { rows: nodes }] = await Promise.all([
+    db.query<{ input: unknown }>(`select input from runs where id = $1`, [runId]),
+    db.query<{ node_id: string; status: GraphNodeStatus; output: unknown }>(
+      `select node_id, status, output from graph_nodes where run_id = $1`,
+      [runId],
+    ),
+  ]);
+  return {
+    input: run[0]?.input ?? {},
+    nodes: Object.fromEntries(nodes.map((n) => [n.node_id, { status: n.status, output: n.output ?? null }])),
+  };
+};
+
+/** Every graph run not yet ended (the driver's sweep at start and after a lost LISTEN connection: a nudge sent meanwhile is gone). */
+export const liveGraphRuns = async (db: Db): Promise<string[]> => {
+  const { rows } = await db.query<{ id: string }>(
+    `select id from runs where workflow = '${GRAPH_WORKFLOW}' and status not in ('succeeded', 'failed', 'cancelled') order by created_at limit 10000`,
+  );
+  return rows.map((r) => r.id);
 };

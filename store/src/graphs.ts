@@ -267,3 +267,21 @@ export const startGraphRun = async (tx: PoolClient, s: GraphRunStart): Promise<{
   }
   return r;
 };
+
+/**
+ * The event types the project's stored graphs declare, for the event catalog: what their endpoints
+ * emit (`graph.<graph>.<node>.delivery`) and the literal `type` of their `emit` nodes (a type given
+ * as an expression is known only when the node runs). One row per (type, graph), by type.
+ */
+export const listDeclaredEventTypes = async (db: Db, projectId: string): Promise<Array<{ type: string; graph: string }>> => {
+  const { rows } = await db.query<{ type: string; graph: string }>(
+    `select distinct type, graph from (
+       select e.event_type as type, e.graph_name as graph from graph_endpoints e where e.project_id = $1
+       union all
+       select n -> 'config' ->> 'type', g.name from graphs g cross join lateral jsonb_array_elements(g.document -> 'nodes') n
+        where g.project_id = $1 and n ->> 'type' = 'emit' and jsonb_typeof(n -> 'config' -> 'type') = 'string'
+     ) d order by type, graph`,
+    [projectId],
+  );
+  return rows;
+};

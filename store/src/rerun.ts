@@ -3,6 +3,7 @@ import { FlowError, parseSite, trustOf } from "@flowsvc/core";
 import { copyRunCredentials } from "./credentials.js";
 import { createRun } from "./run-lifecycle.js";
 import { getRunInternal } from "./runs.js";
+import { GRAPH_WORKFLOW } from "./graph-runs.js";
 
 /**
  * `flow rerun <run> --from <site>`: a fresh run of the same recorded source, env and tags that
@@ -17,6 +18,8 @@ export const createRerun = async (
   const { projectId, runId, createdBy } = r;
   const source = await getRunInternal(tx, runId);
   if (!source || source.project_id !== projectId) throw new FlowError("not_found", `run ${runId} not found`);
+  if (source.workflow === GRAPH_WORKFLOW)
+    throw new FlowError("invalid_argument", `run ${runId} is a graph run: flow rerun replays a script's steps; submit the graph again`);
   const { name, ordinal } = parseSite(r.site);
   const { rows } = await tx.query<{ position: number }>(
     `select position from journal where run_id = $1 and kind = 'step' and name = $2 and ordinal = $3`,

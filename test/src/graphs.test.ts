@@ -392,3 +392,13 @@ void test("kill -9 mid-graph, restart on the same data: no finished node runs ag
     ],
   );
 });
+
+void test("an event node parks until an event its `when` accepts; a declined event leaves it parked", async () => {
+  const doc = graph([{ id: "ready", type: "event", config: { event: "deploy.ready", when: "event.payload.n > input.min" } }]);
+  const run = await submitGraph("event", doc, ["--input", '{"min":5}']);
+  await waitFor("the event node to park", async () => (await view(run)).status === "parked", 20_000);
+  ok(await server.cli(["emit", "deploy.ready", "--payload", '{"n":1}']));
+  ok(await server.cli(["emit", "deploy.ready", "--payload", '{"n":9}']));
+  const v = await endsAs(run, "succeeded");
+  assert.deepEqual((node(v, "ready").output as { payload: unknown }).payload, { n: 9 });
+});

@@ -35,6 +35,7 @@ import {
   emitLifecycle,
   graphNodeOfChild,
   graphRunsNeedingWork,
+  liveGraphRuns,
   lockGraphNodes,
   lockGraphRun,
   markRunRunning,
@@ -123,9 +124,18 @@ export class GraphDriver {
   start(): void {
     this.#off.push(this.#o.listener.on(GRAPH_CHANNEL, (runId) => this.schedule(runId)));
     this.#off.push(this.#o.listener.on("flowsvc_runs", (runId) => void this.#runEnded(runId)));
-    this.#off.push(this.#o.listener.onReconnect(() => void this.#poll()));
+    this.#off.push(this.#o.listener.onReconnect(() => void this.#sweep()));
     this.#timer = setInterval(() => void this.#poll(), this.#o.pollMs ?? POLL_MS);
-    void this.#poll();
+    void this.#sweep();
+  }
+
+  /** Advances every live graph run once: at start (a run whose node finished just before a restart moves on) and after a reconnect. */
+  async #sweep(): Promise<void> {
+    try {
+      for (const runId of await liveGraphRuns(this.#o.pool)) this.schedule(runId);
+    } catch (err) {
+      this.#o.logger.error({ err }, "graph sweep failed; the poll carries on");
+    }
   }
 
   stop(): void {
@@ -354,10 +364,13 @@ export class GraphDriver {
     run: GraphRunRow,
     w: { node_id: string; type: string; attempt: number; kind: string; result: unknown },
   ): Promise<void> {
-    const result = (w.result ?? {}) as { timed_out?: boolean; payload?: unknown };
+    const result = (w.result ?? {}) as { timed_out?: boolean };
     if (result.timed_out === true && run.parent_run_id === null)
       await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
-    const output = result.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (result.payload ?? null) : result;
+    const answer = result as { timed_out?: boolean; payload?: unknown; envelope?: unknown };
+    // A signal's payload; an event's whole envelope (`nodes.<id>.output.payload` is the event's payload).
+    const output =
+      answer.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (answer.payload ?? null) : (answer.envelope ?? answer);
     // An approval answered `reject` fails its gate (D's approvalWakeOutcome); every other wake succeeds with its payload.
     const woken = w.type === "approval" ? approvalWakeOutcome(output) : ({ kind: "succeeded", output } as const);
     const settled =

@@ -100,6 +100,26 @@ export const GraphNodeShape = z
   })
   .strict();
 
+/** The edges of a document. */
+export const GraphEdgesShape = z
+  .array(z.object({ from: z.string(), to: z.string() }).strict())
+  .max(GRAPH_LIMITS.edges, { error: `a graph has at most ${GRAPH_LIMITS.edges} edges` });
+
+/**
+ * The top level of a document, each node left to GraphNodeShape: parse.ts checks the nodes one
+ * by one, so one malformed node does not hide the other nodes' problems.
+ */
+export const GraphTopShape = z
+  .object({
+    version: z.literal(GRAPH_VERSION, { error: `must be "${GRAPH_VERSION}"` }),
+    nodes: z
+      .array(z.unknown())
+      .min(1, { error: "a graph needs at least one node" })
+      .max(GRAPH_LIMITS.nodes, { error: `a graph has at most ${GRAPH_LIMITS.nodes} nodes` }),
+    edges: GraphEdgesShape.optional(),
+  })
+  .strict();
+
 /** The shape of a whole document (ids, edges and configs are checked by parse.ts afterwards). */
 export const GraphDocumentShape = z
   .object({

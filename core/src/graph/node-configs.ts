@@ -10,7 +10,7 @@
  */
 import { z } from "zod";
 import { credentialNameProblem } from "../credentials/kinds.js";
-import { credentialMapProblems } from "../credentials/resolve.js";
+import { MAX_DECLARED_CREDENTIALS, credentialMapProblems } from "../credentials/resolve.js";
 import { parseDuration } from "../duration.js";
 import { FlowError } from "../errors.js";
 import { assertEmittable, validateEventType } from "../events.js";
@@ -111,9 +111,16 @@ const eventType = z.string().superRefine((v, ctx) => {
 });
 /** `ENV_VAR -> credential name`, by core's rule for declared credentials (`LD_PRELOAD`, `FLOW_*` refused). */
 const credentialMap = z.record(z.string(), z.string()).superRefine((map, ctx) => {
-  for (const p of credentialMapProblems(map, "")) {
-    const at = /^\.([^:]*): (.*)$/s.exec(p);
-    ctx.addIssue({ code: "custom", message: at ? at[2]! : p.replace(/^: /, ""), path: at ? [at[1]!] : [] });
+  const entries = Object.entries(map);
+  if (entries.length > MAX_DECLARED_CREDENTIALS) {
+    ctx.addIssue({ code: "custom", message: `at most ${MAX_DECLARED_CREDENTIALS} credential variables; ${entries.length} were given` });
+    return;
+  }
+  // One entry at a time, so each problem goes to its variable's path (a name may hold ":").
+  for (const [variable, name] of entries) {
+    const prefix = `.${variable.length > 64 ? `${variable.slice(0, 64)}...` : variable}: `;
+    for (const p of credentialMapProblems({ [variable]: name }, ""))
+      ctx.addIssue({ code: "custom", message: p.startsWith(prefix) ? p.slice(prefix.length) : p, path: [variable] });
   }
 });
 const stringMap = z.record(z.string(), strOrExpr());

@@ -122,6 +122,30 @@ void test("the shape: version, unknown top-level and node keys, node id rule, re
   for (const bad of [null, [], "graph", 42]) assert.ok(problemsOf(bad).length > 0);
 });
 
+void test("one malformed node does not hide the other problems: every node, the edges and the top level are reported together", () => {
+  const got = problemsOf({
+    version: "flowsvc-graph/v0",
+    nodes: [
+      { id: "a", type: "http", config: { url: "http://x" }, colour: "red" },
+      { id: "b", type: "http", config: {} },
+      { id: "9c", type: "shell", config: { command: "x" } },
+      { id: "b", type: "trigger" },
+    ],
+    edges: [
+      { from: "a", to: "b" },
+      { from: "b", to: "zz" },
+    ],
+  });
+  assert.deepEqual(got, [
+    'version: must be "flowsvc-graph/v1"',
+    'nodes[0]: unknown key "colour"',
+    "nodes[2].id: must be 1-64 characters from [A-Za-z0-9_-], starting with a letter or _ (it is read in expressions as nodes.<id>)",
+    'nodes[3].id: duplicate id "b" (also nodes[1])',
+    'edges[1].to: no node has id "zz"',
+    "nodes[1].config.url: required",
+  ]);
+});
+
 void test("ids, edges and cycles: duplicates, unknown ends, self-edges, and the cycle's ids in order", () => {
   const nodes = ["a", "b", "c", "d"].map((id) => ({ id, type: "trigger" }));
   hasProblems(doc([...nodes, { id: "b", type: "trigger" }]), /^nodes\[4\]\.id: duplicate id "b" \(also nodes\[1\]\)$/);
@@ -246,6 +270,21 @@ void test("an expression reading a node id that no node has is refused where it 
     doc(nodes({ type: "event", config: { event: "x.y", when: "event.a == nodes.nope.output" } })),
     /^nodes\[1\]\.config\.when: no node has id "nope"/,
   );
+  // An id with "-" read with a dot is a subtraction: the refusal says how to write it.
+  hasProblems(
+    doc([
+      { id: "deploy-prod", type: "shell", config: { command: "x" } },
+      { id: "b", type: "shell", config: { command: "x" }, if: 'nodes.deploy-prod.status == "success"' },
+    ]),
+    /^nodes\[1\]\.if: Unknown variable: prod at line 1, column 14; to read node "deploy-prod" write nodes\["deploy-prod"\]$/,
+  );
+  hasProblems(
+    doc([
+      { id: "a-b", type: "shell", config: { command: "x" } },
+      { id: "b", type: "shell", config: { command: { $expr: "nodes.a.output" } } },
+    ]),
+    /^nodes\[1\]\.config\.command\.\$expr: no node has id "a" \(read as nodes\.a\); to read node "a-b" write nodes\["a-b"\]$/,
+  );
   // Inside a string literal it is text, not a read.
   assert.ok(
     parseGraph(doc(nodes({ type: "shell", config: { command: { $expr: '"nodes.nope"' } }, if: "nodes.fetch.status == 'nodes.zz'" }))).ok,
@@ -288,6 +327,15 @@ void test("per-type config rules, each problem at its path", () => {
     /^nodes\[0\]\.config\.credentials\.TOKEN: credential name "a b" is not allowed/,
   );
   hasProblems(one("code", { source: "x", credentials: { TOKEN: 7 } }), /^nodes\[0\]\.config\.credentials\.TOKEN: /);
+  hasProblems(
+    one("code", { source: "x", credentials: { "A:B": "gh" } }),
+    /^nodes\[0\]\.config\.credentials\["A:B"\]: credential variable "A:B" /,
+  );
+  const tooMany = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`V${i}`, "gh"]));
+  hasProblems(
+    one("code", { source: "x", credentials: tooMany }),
+    /^nodes\[0\]\.config\.credentials: at most 64 credential variables; 65 were given$/,
+  );
   hasProblems(one("shell", {}), /^nodes\[0\]\.config\.command: required$/);
   // switch
   hasProblems(one("switch", {}), /^nodes\[0\]\.config\.cases: required$/);

@@ -9,6 +9,7 @@
  * compiling through core's CEL wrapper.
  */
 import { celPosition } from "../cel.js";
+import type { z } from "zod";
 import { FlowError } from "../errors.js";
 import { findJsonProblem } from "../json-guard.js";
 import { parseDuration } from "../duration.js";
@@ -22,8 +23,11 @@ import {
 } from "./expressions.js";
 import {
   DEFAULT_RETRY_BACKOFF_MS,
+  GRAPH_VERSION,
   GRAPH_LIMITS,
-  GraphDocumentShape,
+  GraphEdgesShape,
+  GraphNodeShape,
+  GraphTopShape,
   type GraphDocument,
   type GraphEdge,
   type GraphNode,
@@ -81,17 +85,27 @@ export const expressionProblem = (source: string, variables: readonly string[] =
   }
 };
 
+/** For an id read with a dot that is the start of a dashed id (`nodes.deploy-prod` reads nodes.deploy minus prod): how to write it. */
+const dashedHint = (unknown: string, ids: ReadonlySet<string>): string => {
+  const dashed = [...ids].find((id) => id.startsWith(`${unknown}-`));
+  return dashed === undefined ? "" : `; to read node "${dashed}" write nodes[${JSON.stringify(dashed)}]`;
+};
+
 /** An id the expression reads that no node has (`nodes.fecth`). */
 const unknownNodeProblem = (source: string, ids: ReadonlySet<string>): string | undefined => {
   const unknown = referencedNodeIds(source).find((id) => !ids.has(id));
   if (unknown === undefined) return undefined;
   const read = /^[A-Za-z_][A-Za-z0-9_]*$/.test(unknown) ? `nodes.${unknown}` : `nodes[${JSON.stringify(unknown)}]`;
-  return `no node has id ${JSON.stringify(unknown)} (read as ${read})`;
+  return `no node has id ${JSON.stringify(unknown)} (read as ${read})${dashedHint(unknown, ids)}`;
 };
 
-/** Compiles, then checks the node ids read. */
-const sourceProblem = (source: string, ids: ReadonlySet<string>, variables: readonly string[] = GRAPH_VARIABLES): string | undefined =>
-  expressionProblem(source, variables) ?? unknownNodeProblem(source, ids);
+/** Compiles, then checks the node ids read; a compile error gets the dashed-id hint too (`Unknown variable: prod`). */
+const sourceProblem = (source: string, ids: ReadonlySet<string>, variables: readonly string[] = GRAPH_VARIABLES): string | undefined => {
+  const compiled = expressionProblem(source, variables);
+  if (compiled === undefined) return unknownNodeProblem(source, ids);
+  const unknown = referencedNodeIds(source).find((id) => !ids.has(id));
+  return unknown === undefined ? compiled : `${compiled}${dashedHint(unknown, ids)}`;
+};
 
 /** Problems of a `$template`: an unclosed `{{`, an empty hole, or a hole that does not compile. */
 const templateProblem = (template: string, ids: ReadonlySet<string>): string | undefined => {
@@ -241,13 +255,49 @@ export const findCycle = (ids: readonly string[], edges: readonly GraphEdge[]): 
   return [...path.slice(seenAt.get(at)), at];
 };
 
-const checkIds = (nodes: readonly { id: string }[], problems: Problems): void => {
+/** Duplicate ids among the nodes whose id is a string; answers those ids (an edge may name any of them). */
+const checkIds = (nodes: readonly unknown[], problems: Problems): Set<string> => {
   const first = new Map<string, number>();
   nodes.forEach((n, i) => {
-    const seen = first.get(n.id);
-    if (seen === undefined) first.set(n.id, i);
-    else problems.add(`nodes[${i}].id`, `duplicate id "${n.id}" (also nodes[${seen}])`);
+    const id = isObject(n) ? (n as { id?: unknown }).id : undefined;
+    if (typeof id !== "string") return;
+    const seen = first.get(id);
+    if (seen === undefined) first.set(id, i);
+    else problems.add(`nodes[${i}].id`, `duplicate id "${id}" (also nodes[${seen}])`);
   });
+  return new Set(first.keys());
+};
+
+type ShapeNode = z.infer<typeof GraphNodeShape> & { index: number };
+
+const addIssues = (issues: readonly z.core.$ZodIssue[], prefix: PropertyKey[], problems: Problems): void => {
+  for (const issue of issues) {
+    const p = issueProblem({ ...issue, path: [...prefix, ...issue.path] });
+    problems.add(p.path, p.message);
+  }
+};
+
+/**
+ * The document's shape: the top level, then each node on its own, so one malformed node does not
+ * hide the others' problems. Undefined when there is no node list to go on with; `edges` is
+ * undefined when they are malformed (reported).
+ */
+const shapeOf = (
+  doc: Record<string, unknown>,
+  problems: Problems,
+): { nodes: ShapeNode[]; edges: GraphEdge[] | undefined; ids: Set<string> } | undefined => {
+  const top = GraphTopShape.safeParse(doc, { reportInput: true });
+  if (!top.success) addIssues(top.error.issues, [], problems);
+  const raw = isObject(doc) && Array.isArray(doc["nodes"]) ? (doc["nodes"] as unknown[]) : undefined;
+  if (!raw || raw.length === 0) return undefined;
+  const nodes: ShapeNode[] = [];
+  raw.forEach((n, index) => {
+    const r = GraphNodeShape.safeParse(n, { reportInput: true });
+    if (r.success) nodes.push({ ...r.data, index });
+    else addIssues(r.error.issues, ["nodes", index], problems);
+  });
+  const edges = GraphEdgesShape.safeParse(doc["edges"] ?? []);
+  return { nodes, edges: edges.success ? edges.data : undefined, ids: checkIds(raw, problems) };
 };
 
 const checkEdges = (ids: ReadonlySet<string>, edges: readonly GraphEdge[], problems: Problems): void => {
@@ -342,28 +392,22 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
       stored.kind === "depth" ? `is nested too deep: a node's config nests at most ${GRAPH_LIMITS.configDepth} levels` : stored.problem;
     return { ok: false, problems: [{ path: path.length > 200 ? `${path.slice(0, 200)}...` : path, message }] };
   }
-  const shape = GraphDocumentShape.safeParse(doc, { reportInput: true });
-  if (!shape.success) {
-    for (const issue of shape.error.issues) {
-      const p = issueProblem(issue);
-      problems.add(p.path, p.message);
-    }
-    return { ok: false, problems: problems.done() };
-  }
-  const { nodes: shapeNodes, edges = [] } = shape.data;
-  const collected = shapeNodes.map((n, i) => collectExpressions(n.config ?? {}, `nodes[${i}].config`));
+  const shape = shapeOf(doc as Record<string, unknown>, problems);
+  if (!shape) return { ok: false, problems: problems.done() };
+  const { nodes: shapeNodes, edges, ids } = shape;
+  const collected = shapeNodes.map((n) => collectExpressions(n.config ?? {}, `nodes[${n.index}].config`));
   const expressions = shapeNodes.filter((n) => n.if !== undefined).length + collected.reduce((sum, c) => sum + c.count, 0);
   if (expressions > GRAPH_LIMITS.expressions)
     return {
       ok: false,
       problems: [{ path: "nodes", message: `a graph holds at most ${GRAPH_LIMITS.expressions} expressions; this one has ${expressions}` }],
     };
-  checkIds(shapeNodes, problems);
-  const ids = new Set(shapeNodes.map((n) => n.id));
-  checkEdges(ids, edges, problems);
-  checkCycle(ids, edges, problems);
+  if (edges) {
+    checkEdges(ids, edges, problems);
+    checkCycle(ids, edges, problems);
+  }
   const nodes: GraphNode[] = shapeNodes.map((n, i) => {
-    const path = `nodes[${i}]`;
+    const path = `nodes[${n.index}]`;
     const config = n.config ?? {};
     if (n.if !== undefined) {
       const p = sourceProblem(n.if, ids);
@@ -377,7 +421,7 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
     return node;
   });
   if (problems.list.length > 0) return { ok: false, problems: problems.done() };
-  const graph: GraphDocument = { version: shape.data.version, nodes, edges: edges.map((e) => ({ from: e.from, to: e.to })) };
+  const graph: GraphDocument = { version: GRAPH_VERSION, nodes, edges: (edges ?? []).map((e) => ({ from: e.from, to: e.to })) };
   return { ok: true, graph };
 };
 

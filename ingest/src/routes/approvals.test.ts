@@ -38,7 +38,7 @@ const FIELDS: ApprovalField[] = [
 const GRAPH = {
   version: GRAPH_WORKFLOW,
   nodes: [
-    { id: "advice", type: "shell", config: { run: "echo ship it" } },
+    { id: "advice", type: "shell", config: { command: "echo ship it" } },
     { id: "gate", type: "approval", config: { prompt: { $template: "The model says: {{ nodes.advice.output.stdout }}" }, fields: FIELDS } },
     { id: "later", type: "approval", config: { prompt: "second gate" } },
   ],
@@ -56,11 +56,12 @@ const parkedRun = async (
     prompt: "The model says: ship it",
     fields: FIELDS,
   },
+  source = JSON.stringify(GRAPH),
 ) =>
   withTransaction(t.db.pool, async (tx) => {
     const { id } = await createRun(tx, {
       projectId: t.project.projectId,
-      source: JSON.stringify(GRAPH),
+      source,
       filename: "deploy.json",
       trusted: true,
       workflow: GRAPH_WORKFLOW,
@@ -125,6 +126,11 @@ test("without parked fields in the substate, the gate's fields come from the run
   const id = await parkedRun({ name: "gate", kind: "approval" });
   const res = await ask(t, "POST", `${runs}/${id}/approvals/gate`, { body: { decision: "approve", fields: {} } });
   assertError(res, 400, /^approval field "reason" is required\n/);
+  // Fail closed: a source that does not parse is not a gate without fields.
+  const broken = await parkedRun({ name: "gate", kind: "approval" }, JSON.stringify({ ...GRAPH, version: "flowsvc-graph/v0" }));
+  const refused = await ask(t, "POST", `${runs}/${broken}/approvals/gate`, { body: { decision: "approve", fields: {} } });
+  assert.equal(refused.status, 500, refused.text);
+  assert.deepEqual(await signalsOf(broken), []);
 });
 
 test("the run must be parked on that gate: 409 when not, 404 for no such gate, run or a gate that is no approval", async () => {

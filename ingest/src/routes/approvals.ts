@@ -53,8 +53,10 @@ const ApprovalBody = z
 const declaredFields = (gate: GateRow, source: string): ApprovalField[] => {
   let declared = gate.substate?.fields;
   if (declared === undefined) {
+    // Fail closed: a source that no longer parses is no gate without fields.
     const graph = parseGraphText(source);
-    declared = graph.ok ? graph.graph.nodes.find((n) => n.id === gate.node_id)?.config["fields"] : undefined;
+    if (!graph.ok) throw new FlowError("internal", `the graph of gate ${gate.node_id} does not parse: ${graph.problems[0]?.message}`);
+    declared = graph.graph.nodes.find((n) => n.id === gate.node_id)?.config["fields"];
   }
   const parsed = parseApprovalFields(declared, "fields");
   if (!parsed.ok) throw new FlowError("internal", `gate ${gate.node_id} declares fields that do not parse: ${parsed.problems[0]?.message}`);

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
 import { FlowError, PLATFORM_EVENT_TYPES, parseDuration } from "@flowsvc/core";
-import { getEvent, listEvents, listSeenEventTypes } from "@flowsvc/store";
+import { getEvent, listDeclaredEventTypes, listEvents, listSeenEventTypes } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { maskEventRecord } from "../run-masker.js";
@@ -62,8 +62,8 @@ export const eventRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) =
     );
     return {
       platform: Object.entries(PLATFORM_EVENT_TYPES).map(([type, description]) => ({ type, description })),
-      // Graphs arrive in a later version; the section is here so clients need not change then.
-      declared: [] as Array<{ type: string; graph: string }>,
+      // What the stored graphs declare: their endpoints' types and their emit nodes' literal types.
+      declared: await listDeclaredEventTypes(pool, scope.projectId),
       seen,
       seen_truncated: seen.length >= CATALOG_TYPE_LIMIT,
     };

@@ -185,6 +185,17 @@ test("a trigger and a webhook node get endpoints: secret shown once, deliveries 
     trusted: true,
   });
   assert.equal(await countRows(t, `graph_nodes where run_id = '${runId}'`), 2);
+  // The event catalog lists what stored graphs declare: their endpoints' types and emit nodes' literal types.
+  assert.equal(
+    (await put("emitter", doc(["say", "emit", { type: "item.checked" }], ["dyn", "emit", { type: { $expr: "input.t" } }]))).status,
+    201,
+  );
+  const catalog = (await ask(t, "GET", `${t.project.base}/events/catalog`, { as: "viewer" })).body as { declared: unknown[] };
+  assert.deepEqual(catalog.declared, [
+    { type: "graph.hooked.cb.delivery", graph: "hooked" },
+    { type: "graph.hooked.start.delivery", graph: "hooked" },
+    { type: "item.checked", graph: "emitter" },
+  ]);
   assert.equal((await deliver({ secret, body: '{"n":1e400}' })).statusCode, 400);
   // Saved again without the trigger: its endpoint is gone, the webhook's keeps its secret (none
   // answered) and now emits its config's event_type under the graph's prefix.
