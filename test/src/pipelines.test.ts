@@ -9,7 +9,8 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { rm } from "node:fs/promises";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { join } from "node:path";
+import { REPO_ROOT, startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
 import { ended, ok, runIdIn, runKit } from "./support/runs.js";
 import { waitFor } from "./support/wait.js";
@@ -153,4 +154,18 @@ void test("a wait_for_event job parks until its event; the payload is read downs
   const v = await endsAs(run, "succeeded");
   assert.equal(node(v, "use").output?.["v"], "1.2");
   assert.equal(node(v, "use").output?.["why"], "tests-pass");
+});
+
+void test("the README's examples run: the CI pipeline through its approval to deploy, and the pipeline waiting for an event", async () => {
+  const example = (name: string): string => join(REPO_ROOT, "examples", "pipelines", name);
+  const ci = runIdIn(ok(await server.cli(["submit", example("ci.yaml"), "--input", '{"ref": "main"}'])).stdout);
+  const waiting = runIdIn(ok(await server.cli(["submit", example("wait-for-event.yaml")])).stdout);
+  await waitFor("the CI gate to park", async () => node(await view(ci), "gate").status === "parked");
+  await waitFor("the wait job to park", async () => node(await view(waiting), "published").status === "parked");
+  ok(await server.cli(["approve", ci, "gate", "--field", "reason=tests pass"]));
+  ok(await server.cli(["emit", "release.published", "--payload", '{"ok": true, "version": "1.4.0"}']));
+  const deployed = await endsAs(ci, "succeeded");
+  assert.match(String(node(deployed, "deploy").output?.["stdout"]), /deploying hello-main\.tar \(tests pass\)/);
+  const announced = await endsAs(waiting, "succeeded");
+  assert.match(String(node(announced, "announce").output?.["stdout"]), /released 1\.4\.0/);
 });
