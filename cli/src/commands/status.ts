@@ -63,8 +63,6 @@ export const formatRunDetails = (run: RunRecord, now: Date): string => {
     ...(run.nodes
       ? [["nodes", nodeLines(run.nodes)] as [string, string]]
       : [["activities", activityLines(run.activities)] as [string, string]]),
-
-    ["activities", activityLines(run.activities)],
     ...approvalLines(run.nodes),
     ["annotations", annotations],
   ]);
