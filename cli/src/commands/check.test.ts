@@ -125,16 +125,39 @@ void test("hostile documents are refused with a path: NUL, lone surrogate, 1e400
   assert.match(big.stderr, /^error: .*big\.json is 1048577 bytes; a graph document is at most 1048576 \(1 MiB\)/);
 });
 
-void test("YAML is refused as pipelines not available yet; other files, directories and missing files are usage errors", async () => {
-  const yaml = await flow(["check", await file("pipeline.yaml", "jobs: {}\n")]);
-  assert.equal(yaml.code, 2);
-  assert.match(yaml.stderr, /^error: .*pipeline\.yaml: pipelines are not available yet/);
-  const yml = await flow(["check", await file("p.YML", "jobs: {}\n")]);
-  assert.equal(yml.code, 2);
-  assert.match(yml.stderr, /pipelines are not available yet/);
+void test("a pipeline (.yaml/.yml) is compiled: ok with its counts, or one `error: line L, column C: <path>: <message>` per problem", async () => {
+  const ok = await flow([
+    "check",
+    await file("ci.yaml", "jobs:\n  build: {steps: [{run: make}, {run: make test}]}\n  deploy: {needs: build, steps: [{run: ./deploy}]}\n"),
+  ]);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /^ok: pipeline, 2 jobs, 2 nodes, 1 edges$/m);
+  const bad = await flow([
+    "check",
+    await file("p.YML", "credentials: {TOKEN: '${{ input.t }}'}\njobs:\n  a:\n    needs: [zz]\n    steps: [{run: x}]\n    colour: red\n"),
+  ]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /^error: line 1, column 22: credentials\.TOKEN: a credentials: value is a credential NAME/m);
+  assert.match(bad.stderr, /^error: line 6, column 5: jobs\.a\.colour: unknown key "colour"/m);
+  const cycle = await flow([
+    "check",
+    await file(
+      "c.yaml",
+      "jobs:\n  a: {needs: b, steps: [{run: x}]}\n  b: {needs: [c], steps: [{run: x}]}\n  c: {needs: [zz, a], steps: [{run: x}]}\n",
+    ),
+  ]);
+  assert.equal(cycle.code, 2);
+  assert.match(cycle.stderr, /^error: line 4, column 15: jobs\.c\.needs\[0\]: no job is named "zz"/m);
+  assert.match(cycle.stderr, /^error: line 2, column 14: jobs\.a\.needs: needs make a cycle: a -> /m);
+  const nul = await flow(["check", await file("n.yaml", 'jobs:\n  a: {steps: [{run: "x\\0"}]}\n')]);
+  assert.equal(nul.code, 2);
+  assert.match(nul.stderr, /^error: line 2, column 21: jobs\.a\.steps\[0\]\.run: holds a NUL/m);
+});
+
+void test("other files, directories and missing files are usage errors", async () => {
   const script = await flow(["check", await file("deploy.sh", "echo hi\n")]);
   assert.equal(script.code, 2);
-  assert.match(script.stderr, /deploy\.sh: flow check validates graph documents, which are \.json files/);
+  assert.match(script.stderr, /deploy\.sh: flow check validates graph documents \(\.json files\) and pipelines/);
   const missing = await flow(["check", join(dir, "nope.json")]);
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /cannot read .*nope\.json: no such file/);

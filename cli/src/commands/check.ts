@@ -3,10 +3,12 @@
  * stdin) here, with the rules the server applies (core's parseGraphText: shape, ids, edges, cycles,
  * each node type's config, and every CEL expression), without a server or a token. Prints
  * `ok: <n> nodes, <m> edges`, or one `error: <path>: <message>` line per problem on stderr and
- * exits 2 (invalid_argument). `.yaml`/`.yml` files will be pipelines (issue 11): refused for now.
+ * exits 2 (invalid_argument). A `.yaml`/`.yml` file is a pipeline (`flowsvc/pipeline/v1`): core's
+ * pipeline compiler checks it and the graph it compiles to; each problem is printed as
+ * `error: line L, column C: <path>: <message>` (the YAML node at fault).
  *
  * This is the one CLI command that loads zod (core's graph model): it imports @flowsvc/core/graph
- * inside its action, so `flow --help` and the other commands never load it
+ * (or @flowsvc/core/pipeline, which also loads yaml) inside its action, so `flow --help` and the other commands never load it
  * (cli/src/bin/flow-imports.test.ts).
  */
 import { open } from "node:fs/promises";
@@ -76,27 +78,42 @@ const connectorChecks = (graph: GraphModule): GraphModel.ParseGraphOptions => {
   };
 };
 
+/** A pipeline: compiled by core (positions of every problem), nothing sent anywhere. */
+const checkPipelineFile = async (deps: CommandDeps, file: string): Promise<void> => {
+  const text = await readGraphFile(file);
+  const pipeline = await import("@flowsvc/core/pipeline");
+  const result = pipeline.compilePipeline(text);
+  if (!result.ok) {
+    for (const p of result.problems) deps.io.note(`error: ${pipeline.formatPipelineProblem(p)}`);
+    deps.setExitCode(2);
+    return;
+  }
+  const { graph, jobs } = result.pipeline;
+  deps.io.out(`ok: pipeline, ${Object.keys(jobs).length} jobs, ${graph.nodes.length} nodes, ${graph.edges.length} edges`);
+};
+
 export const checkCommand = (deps: CommandDeps): Command =>
   new Command("check")
-    .description("validate a graph document (.json) here, without submitting it: shape, node configs, edges, cycles and expressions")
-    .argument("<file>", "the graph document (flowsvc-graph/v1 JSON), or - to read it from stdin")
+    .description(
+      "validate a graph document (.json) or a pipeline (.yaml) here, without submitting it: shape, configs, needs/edges, cycles and expressions",
+    )
+    .argument(
+      "<file>",
+      "the graph document (flowsvc-graph/v1 JSON) or pipeline (flowsvc/pipeline/v1 YAML), or - to read a graph from stdin",
+    )
     .addHelpText(
       "after",
-      `${examples("flow check deploy.json", "cat deploy.json | flow check -")}
-Prints "ok: <n> nodes, <m> edges", or one "error: <path>: <message>" line per problem and exits 2.
-YAML pipelines (.yaml, .yml) are not available yet.
+      `${examples("flow check deploy.json", "cat deploy.json | flow check -", "flow check ci.yaml")}
+Prints "ok: <n> nodes, <m> edges" (a pipeline: "ok: pipeline, <j> jobs, <n> nodes, <m> edges"),
+or one "error: <path>: <message>" line per problem (a pipeline: "error: line L, column C: <path>: <message>") and exits 2.
 `,
     )
     .action(async (file: string) => {
       const kind = kindOf(file);
-      if (kind === "yaml")
-        throw usage(
-          `${file}: pipelines are not available yet, so a YAML file cannot be checked`,
-          "flow check validates graph documents (.json)",
-        );
+      if (kind === "yaml") return checkPipelineFile(deps, file);
       if (kind === "other")
         throw usage(
-          `${file}: flow check validates graph documents, which are .json files`,
+          `${file}: flow check validates graph documents (.json files) and pipelines (.yaml, .yml files)`,
           "a script needs no check: `flow run <file>` runs it here",
         );
       const text = file === "-" ? await deps.io.readStdin() : await readGraphFile(file);

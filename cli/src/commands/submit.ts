@@ -54,13 +54,36 @@ export const submitBody = (file: string, source: string, opts: BodyOptions): Rec
 export const isGraphSubmit = (file: string, as: string | undefined): boolean =>
   as === "graph" || (as === undefined && file.toLowerCase().endsWith(".json"));
 
-/** The graph submit body: `{as: "graph", source, filename, input?, idempotency_key?, tags}` (the server checks the document). */
-export const graphSubmitBody = (file: string, source: string, opts: SubmitOptions): Record<string, unknown> => {
+/** `--as pipeline|yaml`, or a `.yaml`/`.yml` file without `--as`: the file is a pipeline (`flowsvc/pipeline/v1`). */
+export const isPipelineSubmit = (file: string, as: string | undefined): boolean =>
+  as === "pipeline" || as === "yaml" || (as === undefined && /\.ya?ml$/i.test(file));
+
+/**
+ * The graph (or pipeline) submit body: `{as: "graph"|"pipeline", source, filename, input?, idempotency_key?, tags}`
+ * (the server checks the document). `--credential` on a pipeline is refused (spec, "Where a credential ... may be named").
+ */
+export const graphSubmitBody = (
+  file: string,
+  source: string,
+  opts: SubmitOptions,
+  as: "graph" | "pipeline" = "graph",
+): Record<string, unknown> => {
+  if (as === "pipeline" && opts.credential !== undefined)
+    throw new FlowError(
+      "invalid_argument",
+      "--credential is refused on a pipeline submit: a pipeline names its credentials in its credentials: maps",
+      {
+        details: { field: "credential" },
+        hint: "declare it in the pipeline: credentials: {ENV_VAR: credential-name} (workflow or job level)",
+      },
+    );
   const unsupported = (["interpreter", "env", "credential", "retry"] as const).filter((k) => opts[k] !== undefined);
   if (unsupported.length > 0)
     throw new FlowError(
       "invalid_argument",
-      `--${unsupported[0]} applies to scripts; a graph declares its nodes' interpreters, env, credentials and retries`,
+      as === "graph"
+        ? `--${unsupported[0]} applies to scripts; a graph declares its nodes' interpreters, env, credentials and retries`
+        : `--${unsupported[0]} applies to scripts; a pipeline declares its jobs' env, credentials and retries`,
     );
   let input: unknown;
   if (opts.input !== undefined) {
@@ -71,7 +94,7 @@ export const graphSubmitBody = (file: string, source: string, opts: SubmitOption
     }
   }
   return {
-    as: "graph",
+    as,
     source,
     filename: basename(file),
     ...(input === undefined ? {} : { input }),
@@ -82,20 +105,22 @@ export const graphSubmitBody = (file: string, source: string, opts: SubmitOption
 
 export const submitCommand = (deps: CommandDeps): Command =>
   new Command("submit")
-    .description("submit a script, or a graph (a .json file or --as graph), as a new run and print its id")
+    .description(
+      "submit a script, a graph (a .json file or --as graph) or a pipeline (a .yaml file or --as pipeline|yaml) as a new run and print its id",
+    )
     .argument(
       "<file>",
       "the script to run; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu",
     )
     .addOption(
-      new Option("--as <kind>", "what the file is (default: graph for .json, else script)").choices([
+      new Option("--as <kind>", "what the file is (default: graph for .json, pipeline for .yaml/.yml, else script)").choices([
         "script",
         "graph",
         "pipeline",
         "yaml",
       ]),
     )
-    .option("--input <json>", "a graph's input, read by its expressions as input.*")
+    .option("--input <json>", "a graph's or pipeline's input, read by its expressions as input.*")
     .option("--interpreter <cmd>", "the command that runs the file, split on spaces (overrides the extension)")
     .option("--follow", "stream the run's log to stdout; exit 0 if it succeeds, 1 if it fails or is cancelled")
     .option("--idempotency-key <key>", "a repeat submit under the same key answers the first run's id instead of a new run")
@@ -124,16 +149,14 @@ export const submitCommand = (deps: CommandDeps): Command =>
       ),
     )
     .action(async (file: string, opts: SubmitOptions, cmd: Command) => {
-      if (isGraphSubmit(file, opts.as)) {
-        const graphBody = graphSubmitBody(file, await readSource(file), opts);
+      const documentKind = isGraphSubmit(file, opts.as) ? "graph" : isPipelineSubmit(file, opts.as) ? "pipeline" : undefined;
+      if (documentKind) {
+        if (documentKind === "pipeline" && opts.credential !== undefined) graphSubmitBody(file, "", opts, documentKind); // refused before the file is read
+        const graphBody = graphSubmitBody(file, await readSource(file), opts, documentKind);
         return submitAndPrint(deps, cmd, { body: graphBody, follow: opts.follow });
       }
-      if (opts.input !== undefined) throw new FlowError("invalid_argument", "--input applies to graphs (a .json file or --as graph)");
-      if (opts.as !== undefined && opts.as !== "script") {
-        throw new FlowError("invalid_argument", `--as ${opts.as}: pipelines are not available in this version`, {
-          hint: "submit a script (the default, --as script)",
-        });
-      }
+      if (opts.input !== undefined)
+        throw new FlowError("invalid_argument", "--input applies to graphs and pipelines (a .json or .yaml file, or --as graph|pipeline)");
       const credential = await parseCredentialFlags(opts.credential); // a bad flag is refused before the file is read
       const body = submitBody(file, await readSource(file), { ...opts, credential });
       await submitAndPrint(deps, cmd, { body, follow: opts.follow });

@@ -30,6 +30,7 @@ import { streamRunLog } from "../log-stream.js";
 import { maskRunView } from "../run-masker.js";
 import { api } from "../openapi/route-doc.js";
 import { isGraphSubmission, submitGraph } from "./graph-submit.js";
+import { isPipelineSubmission, submitPipeline } from "./pipeline-submit.js";
 
 // The submission body's schema is core's (core/src/resources/run.ts), shared with the FlowRun CRD.
 const SubmitSchema = RunSubmission;
@@ -80,8 +81,8 @@ const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void =
   });
   app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT, ...doc }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
-    if (isGraphSubmission(req.body)) {
-      const graph = await submitGraph(pool, scope, req.body);
+    if (isGraphSubmission(req.body) || isPipelineSubmission(req.body)) {
+      const graph = isPipelineSubmission(req.body) ? await submitPipeline(pool, scope, req.body) : await submitGraph(pool, scope, req.body);
       if (graph.duplicate) return reply.status(200).send({ id: graph.id, duplicate: true });
       const { masker } = await maskers.forProject(scope.projectId);
       const view = await getRunView(pool, scope.projectId, graph.id);

@@ -1,0 +1,80 @@
+/** The pipeline submit of POST {scoped}/runs (routes/pipeline-submit.ts) over app.inject(): compiled to one graph run, and the refusals. */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { ask, assertError, countRows, createTestApp, type TestApp } from "../testing/test-app.js";
+
+let t: TestApp;
+let base: string;
+before(async () => {
+  t = await createTestApp();
+  base = t.project.base;
+});
+after(() => t.close());
+
+const submit = (source: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  as: "pipeline",
+  source,
+  filename: "ci.yaml",
+  ...extra,
+});
+
+/** A refused pipeline submit writes no run, no job, no node. */
+const refused = async (body: unknown, status: number, message: RegExp): Promise<void> => {
+  const counts = async (): Promise<number[]> => [await countRows(t, "runs"), await countRows(t, "jobs"), await countRows(t, "graph_nodes")];
+  const before = await counts();
+  assertError(await ask(t, "POST", `${base}/runs`, { body }), status, message, JSON.stringify(body).slice(0, 100));
+  assert.deepEqual(await counts(), before, "a refused submit wrote something");
+};
+
+const CI = `jobs:
+  build:
+    steps: [{run: make}, {uses: emit, with: {type: built}}, {run: "echo \${{ input.ref }}"}]
+  test: {needs: build, if: "input.ref != 'skip'", steps: [{run: make test}]}
+`;
+
+test("a pipeline becomes one graph run: its jobs' nodes pending, in order, named by the YAML file, with its input", async () => {
+  const res = await ask(t, "POST", `${base}/runs`, { body: submit(CI, { input: { ref: "main" }, tags: ["ci"] }) });
+  assert.equal(res.status, 201, res.text);
+  const run = res.body as { id: string; filename: string; tags: string[] };
+  assert.deepEqual([run.filename, run.tags], ["ci.yaml", ["ci"]]);
+  const { rows } = await t.db.pool.query<{ node_id: string; status: string }>(
+    `select node_id, status from graph_nodes where run_id = $1 order by ord`,
+    [run.id],
+  );
+  assert.deepEqual(
+    rows.map((r) => `${r.node_id}:${r.status}`),
+    ["build--step1:pending", "build--step2:pending", "build:pending", "test:pending"],
+  );
+  const input = await t.db.pool.query<{ input: unknown }>(`select input from runs where id = $1`, [run.id]);
+  assert.deepEqual(input.rows[0]?.input, { ref: "main" });
+});
+
+test("refused with the YAML line and column, and nothing written: bad pipelines, --credential, engine gaps", async () => {
+  await refused(
+    submit("jobs:\n  a:\n    needs: [zz]\n    steps: [{run: x}]\n"),
+    400,
+    /line 3, column 13: jobs\.a\.needs\[0\]: no job is named "zz"/,
+  );
+  await refused(
+    submit("credentials: {T: '${{ input.x }}'}\njobs: {a: {steps: [{run: x}]}}\n"),
+    400,
+    /line 1, column 18: credentials\.T: .*credential NAME/,
+  );
+  await refused(submit('jobs: {a: {steps: [{run: "x\\0"}]}}\n'), 400, /holds a NUL/);
+  await refused(
+    submit("jobs: {a: {steps: [{run: x}]}}\n", { credentials: { T: "tok" } }),
+    400,
+    /--credential is refused on a pipeline submit/,
+  );
+  await refused(submit("cancel_on: [pr.closed]\njobs: {a: {steps: [{run: x}]}}\n"), 400, /cancel_on: are not available in this version/);
+  await refused(submit("concurrency: {group: g}\njobs: {a: {steps: [{run: x}]}}\n"), 400, /concurrency: groups are not available/);
+  await refused(submit("jobs: {a: {steps: [{run: x}]}}\n", { interpreter: ["bash"] }), 400, /interpreter/);
+});
+
+test("a pipeline naming a missing credential is refused like a graph (the job's node named)", async () => {
+  await refused(
+    submit("jobs: {a: {credentials: {T: nope-cred}, steps: [{run: x}]}}\n"),
+    400,
+    /node a: credential nope-cred is missing|nope-cred/,
+  );
+});

@@ -1,0 +1,171 @@
+/**
+ * Pipelines end to end (issue 11), with the real `flow` CLI and one real `flow server`: compile
+ * errors with line and column (`flow check`, `flow submit`); a pipeline compiled to one graph run:
+ * job ordering by `needs` (a job reads the output of the job it needs), `if:` skipping, workflow vs
+ * job credentials (the job's wins; values masked); a `wait_for_event` job resumed by an emit, its
+ * payload read downstream; an `approval:` job cleared with typed fields; `--credential` refused.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { REPO_ROOT, startTestServer, type TestServer } from "./support/server.js";
+import { scriptDir } from "./support/script-dir.js";
+import { ended, ok, runIdIn, runKit } from "./support/runs.js";
+import { waitFor } from "./support/wait.js";
+
+const WIDE = "pipe-wide-Tok-4410";
+const NARROW = "pipe-narrow-Tok-7719";
+
+let server: TestServer;
+let dir: string;
+const kit = runKit(
+  () => server,
+  () => dir,
+);
+
+interface NodeView {
+  node_id: string;
+  status: string;
+  output: Record<string, unknown> | null;
+  error: string | null;
+}
+interface PipelineView {
+  status: string;
+  nodes: NodeView[];
+}
+
+const view = (run: string): Promise<PipelineView> => kit.json<PipelineView>(["status", run]);
+const node = (v: PipelineView, id: string): NodeView => {
+  const n = v.nodes.find((x) => x.node_id === id);
+  assert.ok(n, `no node ${id} in ${JSON.stringify(v.nodes)}`);
+  return n;
+};
+const endsAs = async (run: string, want: string): Promise<PipelineView> => {
+  const status = await ended(server, run);
+  const v = await view(run);
+  assert.equal(status, want, JSON.stringify(v, null, 2));
+  return v;
+};
+const submit = async (name: string, yaml: string, args: string[] = []): Promise<string> =>
+  runIdIn(ok(await server.cli(["submit", await kit.script(name, yaml), ...args])).stdout);
+const sha16 = (s: string): string => createHash("sha256").update(s).digest("hex").slice(0, 16);
+
+before(async () => {
+  server = await startTestServer({ agents: 2 });
+  dir = await scriptDir("flowsvc-pipelines-");
+  ok(await server.cli(["credential", "set", "wide", "--kind", "bearer", "--token", "-"], { input: WIDE }));
+  ok(await server.cli(["credential", "set", "narrow", "--kind", "bearer", "--token", "-"], { input: NARROW }));
+});
+
+after(async () => {
+  await server?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+void test("compile errors carry the YAML line and column, from flow check and from flow submit; --credential on a pipeline is refused", async () => {
+  const bad = await kit.script(
+    "bad.yaml",
+    "credentials: {T: '${{ input.x }}'}\njobs:\n  a:\n    needs: [ghost]\n    steps: [{run: x}]\n    colour: red\n",
+  );
+  const check = await server.cli(["check", bad]);
+  assert.equal(check.code, 2, check.stderr);
+  assert.match(check.stderr, /^error: line 1, column 18: credentials\.T: a credentials: value is a credential NAME/m);
+  assert.match(check.stderr, /^error: line 6, column 5: jobs\.a\.colour: unknown key "colour"/m);
+  const cycle = await kit.script("cycle.yaml", "jobs:\n  a: {needs: b, steps: [{run: x}]}\n  b: {needs: [a], steps: [{run: x}]}\n");
+  const submitted = await server.cli(["submit", cycle]);
+  assert.equal(submitted.code, 2, submitted.stderr);
+  assert.match(submitted.stderr, /line 2, column 14: jobs\.a\.needs: needs make a cycle: a -> b -> a/);
+  const unknown = await server.cli(["submit", await kit.script("unknown.yml", "jobs:\n  a:\n    needs: zz\n    steps: [{run: x}]\n")]);
+  assert.match(unknown.stderr, /line 3, column 12: jobs\.a\.needs: no job is named "zz"/);
+  const cred = await server.cli(["submit", await kit.script("ok.yaml", "jobs: {a: {steps: [{run: x}]}}\n"), "--credential", "T=wide"]);
+  assert.equal(cred.code, 2);
+  assert.match(cred.stderr, /--credential is refused on a pipeline submit/);
+  assert.equal(
+    ok(await server.cli(["check", await kit.script("fine.yaml", "jobs: {a: {steps: [{run: x}]}}\n")])).stdout.trim(),
+    "ok: pipeline, 1 jobs, 1 nodes, 0 edges",
+  );
+});
+
+const ORDERED = `version: flowsvc/pipeline/v1
+env: {WHO: ada}
+credentials: {TOKEN: wide, OTHER: wide}
+jobs:
+  build:
+    steps:
+      - run: echo "building for $WHO"
+      - run: flow output set answer=\${{ input.n }}
+  test:
+    needs: build
+    credentials: {TOKEN: narrow}
+    steps:
+      - run: |
+          echo "token is $TOKEN"
+          printf 'tok=%s other=%s\\n' "$(printf %s "$TOKEN" | sha256sum | cut -c1-16)" "$(printf %s "$OTHER" | sha256sum | cut -c1-16)"
+          flow output set got=\${{ steps.build.output.answer }}
+  skipped:
+    needs: build
+    if: \${{ input.n == 0 }}
+    steps: [{run: echo never}]
+  after_skip:
+    needs: [skipped, test]
+    steps: [{run: "flow output set skipped=\${{ needs.skipped.status }}"}]
+`;
+
+void test("needs orders the jobs (a job reads the output of the job it needs); if: skips; job credentials win over the workflow's, masked", async () => {
+  const run = await submit("ordered.yaml", ORDERED, ["--input", '{"n": 42}']);
+  const v = await endsAs(run, "succeeded");
+  assert.deepEqual(
+    v.nodes.map((n) => [n.node_id, n.status]),
+    [
+      ["build", "success"],
+      ["test", "success"],
+      ["skipped", "skipped"],
+      ["after_skip", "success"],
+    ],
+  );
+  assert.equal(node(v, "test").output?.["got"], "42");
+  assert.equal(node(v, "after_skip").output?.["skipped"], "skipped");
+  const stdout = String(node(v, "test").output?.["stdout"]);
+  assert.match(stdout, new RegExp(`tok=${sha16(NARROW)} other=${sha16(WIDE)}`));
+  const shown = JSON.stringify(v) + ok(await server.cli(["steps", run])).stdout;
+  for (const secret of [WIDE, NARROW]) assert.ok(!shown.includes(secret), `the run shows ${secret}`);
+});
+
+void test("a wait_for_event job parks until its event; the payload is read downstream as steps.<job>.output.payload; an approval job clears with typed fields", async () => {
+  const yaml = `jobs:
+  wait:
+    wait_for_event: {type: pipe.deployed, when: "\${{ event.payload.ok == true }}"}
+  gate:
+    needs: wait
+    approval: {prompt: "ship \${{ steps.wait.output.payload.version }}?", fields: [{name: reason, type: text, required: true}]}
+  use:
+    needs: gate
+    steps: [{run: "flow output set v=\${{ steps.wait.output.payload.version }} why=\${{ steps.gate.output.reason }}"}]
+`;
+  const run = await submit("wait.yaml", yaml);
+  await waitFor("the wait job to park", async () => node(await view(run), "wait").status === "parked");
+  ok(await server.cli(["emit", "pipe.deployed", "--payload", '{"ok": false, "version": "0"}']));
+  ok(await server.cli(["emit", "pipe.other", "--payload", '{"ok": true, "version": "0"}']));
+  ok(await server.cli(["emit", "pipe.deployed", "--payload", '{"ok": true, "version": "1.2"}']));
+  await waitFor("the gate to park", async () => node(await view(run), "gate").status === "parked");
+  ok(await server.cli(["approve", run, "gate", "--field", "reason=tests-pass"]));
+  const v = await endsAs(run, "succeeded");
+  assert.equal(node(v, "use").output?.["v"], "1.2");
+  assert.equal(node(v, "use").output?.["why"], "tests-pass");
+});
+
+void test("the README's examples run: the CI pipeline through its approval to deploy, and the pipeline waiting for an event", async () => {
+  const example = (name: string): string => join(REPO_ROOT, "examples", "pipelines", name);
+  const ci = runIdIn(ok(await server.cli(["submit", example("ci.yaml"), "--input", '{"ref": "main"}'])).stdout);
+  const waiting = runIdIn(ok(await server.cli(["submit", example("wait-for-event.yaml")])).stdout);
+  await waitFor("the CI gate to park", async () => node(await view(ci), "gate").status === "parked");
+  await waitFor("the wait job to park", async () => node(await view(waiting), "published").status === "parked");
+  ok(await server.cli(["approve", ci, "gate", "--field", "reason=tests pass"]));
+  ok(await server.cli(["emit", "release.published", "--payload", '{"ok": true, "version": "1.4.0"}']));
+  const deployed = await endsAs(ci, "succeeded");
+  assert.match(String(node(deployed, "deploy").output?.["stdout"]), /deploying hello-main\.tar \(tests pass\)/);
+  const announced = await endsAs(waiting, "succeeded");
+  assert.match(String(node(announced, "announce").output?.["stdout"]), /released 1\.4\.0/);
+});
