@@ -7,12 +7,15 @@
 import type { Pool, PoolClient } from "pg";
 import {
   FlowError,
+  USABLE_ACCOUNT_STATUSES,
   credentialFromSealedText,
+  type AccountStatus,
   credentialToSealedText,
   type CredentialKind,
   type CredentialValue,
   type ResolvedHolding,
 } from "@flowsvc/core";
+import { disableOrphanedAccounts, openAccountToken } from "./accounts.js";
 import { finishActivity } from "./activities.js";
 import type { Keyring } from "./keyring.js";
 import { appendLogs } from "./logs.js";
@@ -157,7 +160,39 @@ const openCredential = async (
   return text === undefined ? undefined : credentialFromSealedText(text, row.kind);
 };
 
-type DeclaredRow = { variable: string; name: string; kind: CredentialKind | null; sealed: Buffer | null };
+type DeclaredRow = {
+  variable: string;
+  name: string;
+  kind: CredentialKind | null;
+  sealed: Buffer | null;
+  account_status: AccountStatus | null;
+  account_sealed: Buffer | null;
+};
+
+/** What the project holds under one declared name: its credential (opened) and/or its account (a usable one's token opened). */
+const openHolding = async (keyring: Keyring, scope: CredentialScope, r: DeclaredRow): Promise<ResolvedHolding> => {
+  const holding: {
+    credential?: { kind: CredentialKind };
+    account?: { status: AccountStatus };
+    value?: CredentialValue;
+    accountToken?: string;
+  } = {};
+  if (r.kind !== null && r.sealed !== null) {
+    holding.credential = { kind: r.kind };
+    // A value that does not open is held without one: the resolver fails the job on it.
+    const value = await openCredential(keyring, scope, { name: r.name, kind: r.kind, sealed: r.sealed });
+    if (value) holding.value = value;
+  }
+  if (r.account_status !== null && r.account_sealed !== null) {
+    holding.account = { status: r.account_status };
+    // Only a usable account's token is opened; the resolver fails the job on any other status.
+    if (USABLE_ACCOUNT_STATUSES.includes(r.account_status) && !holding.credential) {
+      const token = await openAccountToken(keyring, scope, { name: r.name, sealed: r.account_sealed });
+      if (token !== undefined) holding.accountToken = token;
+    }
+  }
+  return holding;
+};
 
 /**
  * What a run declares and what its project holds under those names, opened for the claim (one
@@ -165,21 +200,21 @@ type DeclaredRow = { variable: string; name: string; kind: CredentialKind | null
  * a row moved or edited) is left without a value: the resolver fails the job on it.
  */
 export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string, scope: CredentialScope): Promise<RunCredentials> => {
-  const { rows } = await db.query<DeclaredRow>(
-    `select d.key as variable, d.value as name, c.kind, c.sealed
+  const query = `select d.key as variable, d.value as name, c.kind, c.sealed, a.status as account_status, a.sealed as account_sealed
        from runs r cross join lateral jsonb_each_text(r.credentials) d
        left join credentials c on c.project_id = r.project_id and c.name = d.value
-      where r.id = $1`,
-    [runId],
-  );
+       left join accounts a on a.project_id = r.project_id and a.name = d.value
+      where r.id = $1`;
+  let { rows } = await db.query<DeclaredRow>(query, [runId]);
+  // A granter who left the project disables the accounts they granted (checked where accounts are used).
+  if (rows.some((r) => r.account_status !== null) && (await disableOrphanedAccounts(db, scope.projectId)) > 0)
+    ({ rows } = await db.query<DeclaredRow>(query, [runId]));
   const declared: Record<string, string> = {};
   const holdings = new Map<string, ResolvedHolding>();
   for (const r of rows) {
     declared[r.variable] = r.name;
-    if (r.kind === null || r.sealed === null || holdings.has(r.name)) continue;
-    // A value that does not open is held without one: the resolver fails the job on it.
-    const value = await openCredential(keyring, scope, { name: r.name, kind: r.kind, sealed: r.sealed });
-    holdings.set(r.name, { credential: { kind: r.kind }, ...(value ? { value } : {}) });
+    if ((r.sealed === null && r.account_sealed === null) || holdings.has(r.name)) continue;
+    holdings.set(r.name, await openHolding(keyring, scope, r));
   }
   return { declared, holdings };
 };

@@ -1,1 +1,2 @@
 export * from "./providers.js";
+export * from "./renewal.js";
