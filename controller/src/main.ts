@@ -14,6 +14,7 @@ import type { Pool } from "pg";
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { TimerLoop } from "./timers.js";
+import { AccountRenewalLoop } from "./accounts/renewal-loop.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
@@ -79,13 +80,22 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   });
   events.dispatcher = dispatcher;
   const timers = new TimerLoop(pool, logger);
+  const renewal = new AccountRenewalLoop({
+    pool,
+    keyring: s.keyring,
+    providers: config.accounts.providers,
+    holder: config.podName,
+    log: logger,
+  });
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
+  renewal.start();
 
   logger.info({ identity: config.podName }, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
   const halt = (): void => {
     dispatcher.stop();
     timers.stop();
+    void renewal.stop();
   };
   return {
     halt,
