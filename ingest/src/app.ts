@@ -6,6 +6,7 @@ import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
 import { credentialRoutes } from "./routes/credentials.js";
+import { accountRoutes } from "./routes/accounts.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
 import { handlerRoutes } from "./routes/handlers.js";
@@ -67,6 +68,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     runRoutes,
     secretRoutes,
     credentialRoutes,
+    accountRoutes,
     signalRoutes,
     eventRoutes,
     emitRoutes,

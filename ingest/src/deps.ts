@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import type { ResourceStore } from "@flowsvc/core";
+import type { AccountProvidersConfig, ResourceStore } from "@flowsvc/core";
 import type { Keyring, Listener } from "@flowsvc/store";
 import type { RunMaskers } from "./run-masker.js";
 
@@ -14,6 +14,8 @@ export interface IngestDeps {
   publicUrl: string | undefined;
   /** How long an agent's job lease lasts without a heartbeat. */
   leaseMs: number;
+  /** Connected-account providers (core's parsed config); absent or empty: connecting is not offered. */
+  accounts?: AccountProvidersConfig;
 }
 
 /** What the routes get: the service's deps and what the app builds once for all of them. */

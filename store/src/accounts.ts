@@ -36,6 +36,24 @@ const meta = (r: MetaRow): AccountMeta => ({
   expires_at: r.expires_at ? r.expires_at.toISOString() : null,
 });
 
+/** What holds a name in the project's one name space (connection_names), if anything. */
+export const connectionHolder = async (db: Db, projectId: string, name: string): Promise<"credential" | "account" | undefined> => {
+  const { rows } = await db.query<{ holder: "credential" | "account" }>(
+    `select holder from connection_names where project_id = $1 and name = $2`,
+    [projectId, name],
+  );
+  return rows[0]?.holder;
+};
+
+/** The user id of an account's granter: null when that user is gone, undefined when there is no such account. */
+export const accountGranter = async (db: Db, projectId: string, name: string): Promise<string | null | undefined> => {
+  const { rows } = await db.query<{ granter_id: string | null }>(`select granter_id from accounts where project_id = $1 and name = $2`, [
+    projectId,
+    name,
+  ]);
+  return rows[0] === undefined ? undefined : rows[0].granter_id;
+};
+
 export const listAccounts = async (db: Db, projectId: string): Promise<AccountMeta[]> => {
   const { rows } = await db.query<MetaRow>(
     `select a.name, a.provider, a.far_id, a.far_label, a.status, u.name as granter, a.connected_at, a.expires_at

@@ -189,7 +189,10 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
 
     // Local mode: resource writes go straight to Postgres (kubernetes mode writes the custom resources).
     const resources = createPgResourceStore(pool, keyring);
-    const app = buildApp({ pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+    const app = buildApp(
+      { pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, accounts: config.accounts },
+      logger,
+    );
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());
     const url = address.replace("://[::1]", "://localhost");
