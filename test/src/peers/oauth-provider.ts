@@ -62,6 +62,8 @@ export class OAuthProviderPeer {
   /** Refresh requests the provider acted on (renewed tokens). */
   refreshesServed = 0;
   readonly revokedTokens: string[] = [];
+  /** Every access token issued, in order (a test checks what reached a script). */
+  readonly issuedAccess: string[] = [];
   readonly #server = createServer((req, res) => void this.#handle(req, res));
   readonly #codes = new Map<string, Code>();
   readonly #grants = new Map<string, Grant>();
@@ -122,6 +124,7 @@ export class OAuthProviderPeer {
     const access_token = rand("at");
     const refresh_token = rand("rt");
     this.#access.set(access_token, family);
+    this.issuedAccess.push(access_token);
     this.#refresh.set(refresh_token, { family, rotated: false });
     return { access_token, refresh_token };
   }
