@@ -71,7 +71,6 @@ export const sendingFetch = async (
       // Once connected, bytes may have left: from here on the outcome is unknown.
       if (!socket.connecting) sent = true;
       else socket.once("connect", () => (sent = true));
-      socket.once("secureConnect", () => (sent = true));
     });
     req.on("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on("error", (err) => fail(sent ? `no answer (${err.message})` : `not sent (${err.message})`, err));
