@@ -22,7 +22,7 @@ import {
   takeRefreshLease,
   type GrantedAccount,
 } from "./accounts.js";
-import { openRunCredentials, setCredential } from "./credentials.js";
+import { credentialStamp, openProjectCredentials, openRunCredentials, setCredential } from "./credentials.js";
 
 let db: TestDatabase;
 let keyring: Keyring;
@@ -164,4 +164,23 @@ void test("forgetting an account frees its name and answers its tokens for the r
   assert.equal(await forgetAccount(db.pool, keyring, { scope, name: "bye" }), undefined);
   const { rows } = await db.pool.query(`select 1 from connection_names where name = 'bye'`);
   assert.equal(rows.length, 0);
+});
+
+void test("the run maskers see each account's current token, and the stamp changes when it is renewed", async () => {
+  await saveGrantedAccount(db.pool, keyring, grant("masked"));
+  const before = await credentialStamp(db.pool, scope.projectId);
+  const values = await openProjectCredentials(db.pool, keyring, scope);
+  assert.ok(values.some((v) => v.kind === "bearer" && v.token === "at-masked-secret"));
+  const key = { projectId: scope.projectId, name: "masked" };
+  const read = (await readAccountForRefresh(db.pool, keyring, key))!;
+  const decision = {
+    status: "active" as const,
+    tokens: { access_token: "at-masked-2" },
+    refreshAfterMs: null,
+    attempts: 0,
+    lastError: null,
+  };
+  assert.ok(await applyRenewal(db.pool, keyring, { key, scope, version: read.version, decision }));
+  assert.notEqual(await credentialStamp(db.pool, scope.projectId), before);
+  assert.ok((await openProjectCredentials(db.pool, keyring, scope)).some((v) => v.kind === "bearer" && v.token === "at-masked-2"));
 });

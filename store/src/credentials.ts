@@ -219,23 +219,40 @@ export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string
   return { declared, holdings };
 };
 
-/** Every credential of a project, opened, for the run maskers; a value that does not open is left out. */
+/**
+ * Every credential of a project, opened, for the run maskers, and each connected account's current
+ * access token as a bearer value (a token a script wrote to an output or annotation is masked too);
+ * a value that does not open is left out.
+ */
 export const openProjectCredentials = async (db: Db, keyring: Keyring, scope: CredentialScope): Promise<CredentialValue[]> => {
   const { rows } = await db.query<{ name: string; kind: CredentialKind; sealed: Buffer }>(
     `select name, kind, sealed from credentials where project_id = $1 order by name`,
     [scope.projectId],
   );
-  const opened = await Promise.all(rows.map((r) => openCredential(keyring, scope, r)));
+  const { rows: accounts } = await db.query<{ name: string; sealed: Buffer }>(
+    `select name, sealed from accounts where project_id = $1 order by name`,
+    [scope.projectId],
+  );
+  const opened = await Promise.all([
+    ...rows.map((r) => openCredential(keyring, scope, r)),
+    ...accounts.map(async (a): Promise<CredentialValue | undefined> => {
+      const token = await openAccountToken(keyring, scope, a);
+      return token === undefined ? undefined : { kind: "bearer", token };
+    }),
+  ]);
   return opened.filter((v): v is CredentialValue => v !== undefined);
 };
 
 /**
- * A stamp of a project's credentials: (name, set_at) of each, digested. Setting, replacing or
- * deleting one changes it, so the run maskers' cache knows when to open them again.
+ * A stamp of a project's credentials and connected accounts: (name, set_at) of each credential and
+ * (name, version) of each account, digested. Setting, replacing or deleting one, or an account's
+ * renewal, changes it, so the run maskers' cache knows when to open them again.
  */
 export const credentialStamp = async (db: Db, projectId: string): Promise<string> => {
   const { rows } = await db.query<{ stamp: string }>(
-    `select coalesce(md5(string_agg(name || '@' || set_at::text, ',' order by name)), '') as stamp from credentials where project_id = $1`,
+    `select coalesce(md5(string_agg(s, ',' order by s)), '') as stamp from (
+       select 'c:' || name || '@' || set_at::text as s from credentials where project_id = $1
+       union all select 'a:' || name || '@' || version::text from accounts where project_id = $1) x`,
     [projectId],
   );
   return rows[0]?.stamp ?? "";
@@ -244,8 +261,9 @@ export const credentialStamp = async (db: Db, projectId: string): Promise<string
 /** credentialStamp of a run's project, by the run's id (one query, beside the secrets' stamp). */
 export const runCredentialStamp = async (db: Db, runId: string): Promise<string> => {
   const { rows } = await db.query<{ stamp: string }>(
-    `select coalesce(md5(string_agg(c.name || '@' || c.set_at::text, ',' order by c.name)), '') as stamp
-       from runs r join credentials c on c.project_id = r.project_id where r.id = $1`,
+    `select coalesce(md5(string_agg(s, ',' order by s)), '') as stamp from (
+       select 'c:' || c.name || '@' || c.set_at::text as s from runs r join credentials c on c.project_id = r.project_id where r.id = $1
+       union all select 'a:' || a.name || '@' || a.version::text from runs r join accounts a on a.project_id = r.project_id where r.id = $1) x`,
     [runId],
   );
   return rows[0]?.stamp ?? "";
