@@ -6,7 +6,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { FlowError, resolveJobCredentials } from "@flowsvc/core";
+import { FlowError, holdingValue, resolveJobCredentials } from "@flowsvc/core";
 import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { Keyring } from "./keyring.js";
 import { mintId } from "./mint.js";
@@ -22,7 +22,7 @@ import {
   takeRefreshLease,
   type GrantedAccount,
 } from "./accounts.js";
-import { credentialStamp, openProjectCredentials, openRunCredentials, setCredential } from "./credentials.js";
+import { credentialStamp, openProjectCredentials, openProjectHoldings, openRunCredentials, setCredential } from "./credentials.js";
 
 let db: TestDatabase;
 let keyring: Keyring;
@@ -183,4 +183,22 @@ void test("the run maskers see each account's current token, and the stamp chang
   assert.ok(await applyRenewal(db.pool, keyring, { key, scope, version: read.version, decision }));
   assert.notEqual(await credentialStamp(db.pool, scope.projectId), before);
   assert.ok((await openProjectCredentials(db.pool, keyring, scope)).some((v) => v.kind === "bearer" && v.token === "at-masked-2"));
+});
+
+void test("an http node's credential name resolves to a bearer value for a usable account, and fails for one to reconnect", async () => {
+  await saveGrantedAccount(db.pool, keyring, grant("http-acct"));
+  await setCredential(db.pool, keyring, { scope, name: "http-cred", value: { kind: "api_key", header: "x-key", value: "k" } });
+  const holdings = await openProjectHoldings(db.pool, keyring, scope, ["http-acct", "http-cred", "nothing"]);
+  assert.deepEqual(holdingValue("http-acct", holdings.get("http-acct")), {
+    ok: true,
+    value: { kind: "bearer", token: "at-http-acct-secret" },
+  });
+  assert.deepEqual(holdingValue("http-cred", holdings.get("http-cred")), {
+    ok: true,
+    value: { kind: "api_key", header: "x-key", value: "k" },
+  });
+  assert.match(JSON.stringify(holdingValue("nothing", holdings.get("nothing"))), /is not set in this project/);
+  await db.pool.query(`update accounts set status = 'needs_reauth' where name = 'http-acct'`);
+  const again = await openProjectHoldings(db.pool, keyring, scope, ["http-acct"]);
+  assert.match(JSON.stringify(holdingValue("http-acct", again.get("http-acct"))), /is needs_reauth: reconnect it/);
 });

@@ -220,6 +220,29 @@ export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string
 };
 
 /**
+ * What the project holds under each of `names`, opened (credentials and connected accounts), for an
+ * http or connector node at dispatch: core's holdingValue then gives the value renderHttpAuth sends,
+ * or why the node fails with nothing sent. A granter who left disables their accounts first.
+ */
+export const openProjectHoldings = async (
+  db: Db,
+  keyring: Keyring,
+  scope: CredentialScope,
+  names: readonly string[],
+): Promise<Map<string, ResolvedHolding>> => {
+  const query = `select n.name as variable, n.name, c.kind, c.sealed, a.status as account_status, a.sealed as account_sealed
+       from unnest($2::text[]) as n(name)
+       left join credentials c on c.project_id = $1 and c.name = n.name
+       left join accounts a on a.project_id = $1 and a.name = n.name`;
+  let { rows } = await db.query<DeclaredRow>(query, [scope.projectId, [...new Set(names)]]);
+  if (rows.some((r) => r.account_status !== null) && (await disableOrphanedAccounts(db, scope.projectId)) > 0)
+    ({ rows } = await db.query<DeclaredRow>(query, [scope.projectId, [...new Set(names)]]));
+  const holdings = new Map<string, ResolvedHolding>();
+  for (const r of rows) if (r.sealed !== null || r.account_sealed !== null) holdings.set(r.name, await openHolding(keyring, scope, r));
+  return holdings;
+};
+
+/**
  * Every credential of a project, opened, for the run maskers, and each connected account's current
  * access token as a bearer value (a token a script wrote to an output or annotation is masked too);
  * a value that does not open is left out.
