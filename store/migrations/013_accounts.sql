@@ -17,6 +17,9 @@ create table accounts (
   expires_at     timestamptz,
   refresh_after  timestamptz,
   attempts       integer not null default 0,
+  -- Set when a refresh is about to be sent, cleared when its outcome is written: a loop that finds
+  -- it set (the last sender died mid-request) does not know whether the provider rotated.
+  sending_since  timestamptz,
   last_error     text,
   version        bigint not null default 1,
   connected_at   timestamptz not null default now(),

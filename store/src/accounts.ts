@@ -181,7 +181,7 @@ export const saveGrantedAccount = async (pool: Pool, keyring: Keyring, g: Grante
        values ($1, $2, $3, $4, $5, $6, 'active', $7, $8, $9)
        on conflict (project_id, name) do update set far_label = excluded.far_label, granter_id = excluded.granter_id, status = 'active',
          sealed = excluded.sealed, expires_at = excluded.expires_at, refresh_after = excluded.refresh_after, attempts = 0,
-         last_error = null, version = accounts.version + 1, connected_at = now(), updated_at = now()`,
+         last_error = null, sending_since = null, version = accounts.version + 1, connected_at = now(), updated_at = now()`,
       [
         g.scope.projectId,
         g.name,
@@ -276,6 +276,8 @@ export interface AccountForRefresh {
   version: number;
   attempts: number;
   due: boolean;
+  /** A refresh was sent and its outcome never written (its sender died): the provider may have rotated. */
+  sentUnrecorded: boolean;
   tokens: AccountTokens | undefined;
 }
 
@@ -288,9 +290,11 @@ export const readAccountForRefresh = async (db: Db, keyring: Keyring, key: Accou
     version: string;
     attempts: number;
     due: boolean;
+    sent_unrecorded: boolean;
     sealed: Buffer;
   }>(
-    `select p.org_id, a.provider, a.status, a.version, a.attempts, coalesce(a.refresh_after <= now(), false) as due, a.sealed
+    `select p.org_id, a.provider, a.status, a.version, a.attempts, coalesce(a.refresh_after <= now(), false) as due,
+            a.sending_since is not null as sent_unrecorded, a.sealed
        from accounts a join projects p on p.id = a.project_id where a.project_id = $1 and a.name = $2`,
     [key.projectId, key.name],
   );
@@ -304,14 +308,18 @@ export const readAccountForRefresh = async (db: Db, keyring: Keyring, key: Accou
     version: Number(r.version),
     attempts: r.attempts,
     due: r.due,
+    sentUnrecorded: r.sent_unrecorded,
     tokens: await openTokens(keyring, scope, key.name, r.sealed),
   };
 };
 
-/** Compare-and-set to `refreshing` before the request goes out; the new version, or undefined when the account changed. */
+/**
+ * Compare-and-set to `refreshing` before the request goes out, marking a send in flight until
+ * applyRenewal writes its outcome; the new version, or undefined when the account changed.
+ */
 export const markRefreshing = async (db: Db, key: AccountKey, version: number): Promise<number | undefined> => {
   const { rows } = await db.query<{ version: string }>(
-    `update accounts set status = 'refreshing', version = version + 1, updated_at = now()
+    `update accounts set status = 'refreshing', sending_since = now(), version = version + 1, updated_at = now()
       where project_id = $1 and name = $2 and version = $3 and status in ('active', 'refreshing') returning version`,
     [key.projectId, key.name, version],
   );
@@ -331,7 +339,7 @@ export const applyRenewal = async (
   const { rowCount } = await db.query(
     `update accounts set status = $4, sealed = coalesce($5, sealed), refresh_after = $6,
        expires_at = case when $7::boolean then $8 else expires_at end, attempts = $9, last_error = $10,
-       version = version + 1, updated_at = now()
+       sending_since = null, version = version + 1, updated_at = now()
       where project_id = $1 and name = $2 and version = $3`,
     [
       f.key.projectId,

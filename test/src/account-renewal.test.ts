@@ -186,3 +186,14 @@ void test("two renewal loops racing over the same due accounts refresh each exac
   assert.deepEqual(peer.presentedTwice(), []);
   for (const k of keys) assert.equal((await stateOf(k.key)).status, "active");
 });
+
+void test("a renewal whose process died after sending (no outcome written) is in_doubt with a rotating provider; the token is not sent again", async () => {
+  const peer = await startPeer({ rotatesRefreshToken: true, reuseRevokesFamily: true, expiresIn: 3600 });
+  const p = providerOf(peer, "crash");
+  const { key, refresh } = await dueAccount(peer, "crash");
+  // What a loop killed between markRefreshing and applyRenewal leaves behind (its lease expired).
+  await db.pool.query(`update accounts set status = 'refreshing', sending_since = now() where name = $1`, [key.name]);
+  assert.equal(await renewAccount(depsFor([p]), key, "loop-b"), "in_doubt");
+  assert.equal(peer.presented.get(refresh), undefined, "nothing was sent");
+  assert.match((await stateOf(key)).lastError ?? "", /outcome never recorded/);
+});

@@ -52,10 +52,22 @@ const noRefreshToken = (attempts: number): RenewalDecision => ({
   lastError: "the provider gave no refresh token: reconnect before the token expires",
 });
 
+/**
+ * A refresh whose sender died after sending (the process was killed mid-request): its outcome is
+ * as unknown as a dropped connection's, so with a rotating provider the old token is not sent again.
+ */
+const sentUnrecorded = (attempts: number): RenewalDecision => ({
+  status: "in_doubt",
+  refreshAfterMs: null,
+  attempts: attempts + 1,
+  lastError: "an earlier renewal was sent and its outcome never recorded (its process ended): the provider may have rotated the token",
+});
+
 /** What one attempt at the provider makes of the account (nothing is sent without a refresh token). */
 const attempt = async (deps: RenewalDeps, a: AccountForRefresh, provider: AccountProvider): Promise<RenewalDecision> => {
   const refreshToken = a.tokens?.refresh_token;
   if (refreshToken === undefined) return noRefreshToken(a.attempts);
+  if (a.sentUnrecorded && provider.capabilities.rotates_refresh_token) return sentUnrecorded(a.attempts);
   return decideAfterRefresh(await refreshGrant(provider, refreshToken, deps.timeoutMs), {
     nowMs: (deps.now ?? Date.now)(),
     attempts: a.attempts,
