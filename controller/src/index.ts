@@ -7,3 +7,4 @@ export * from "./timers.js";
 export * from "./graph/driver.js";
 export * from "./graph/nodes/index.js";
 export * from "./config.js";
+export * from "./accounts/index.js";

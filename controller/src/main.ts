@@ -14,6 +14,7 @@ import { TimerLoop } from "./timers.js";
 import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
 import { setForgeBaseUrls } from "./graph/nodes/workflow.js";
 import { GraphDriver } from "./graph/driver.js";
+import { AccountRenewalLoop } from "./accounts/renewal-loop.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
@@ -76,16 +77,25 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   });
   events.dispatcher = dispatcher;
   const timers = new TimerLoop(pool, logger);
+  const renewal = new AccountRenewalLoop({
+    pool,
+    keyring: s.keyring,
+    providers: config.accounts.providers,
+    holder: config.podName,
+    log: logger,
+  });
   const graphs = new GraphDriver({ pool, keyring: s.keyring, listener, logger, publicUrl: config.publicUrl });
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
   graphs.start();
+  renewal.start();
 
   logger.info({ identity: config.podName }, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
   const halt = (): void => {
     dispatcher.stop();
     timers.stop();
     graphs.stop();
+    void renewal.stop();
   };
   return {
     halt,

@@ -30,3 +30,4 @@ export * from "./locks.js";
 export * from "./resources/index.js";
 export * from "./credentials/index.js";
 export * from "./graph/index.js";
+export * from "./accounts/index.js";

@@ -12,6 +12,7 @@ import { agentCallRoutes } from "./routes/agent-calls.js";
 import { agentListRoutes } from "./routes/agents.js";
 import { approvalRoutes } from "./routes/approvals.js";
 import { credentialRoutes } from "./routes/credentials.js";
+import { accountRoutes } from "./routes/accounts.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
 import { graphEndpointRoutes } from "./routes/graph-endpoints.js";
@@ -87,6 +88,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     runRoutes,
     secretRoutes,
     credentialRoutes,
+    accountRoutes,
     signalRoutes,
     approvalRoutes,
     eventRoutes,

@@ -26,7 +26,10 @@ await runDeployable<IngestConfig>({
   start: async ({ config, logger, pool, keyring, listener }) => {
     // Kubernetes mode: resource writes go to Postgres and to their custom resource (kube-resource-store.ts).
     const resources = new KubeResourceStore(loadKubeConfig(), createPgResourceStore(pool, keyring));
-    const app = buildApp({ pool, keyring, listener, resources, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+    const app = buildApp(
+      { pool, keyring, listener, resources, publicUrl: config.publicUrl, leaseMs: config.leaseMs, accounts: config.accounts },
+      logger,
+    );
     const url = await app.listen({ host: config.host, port: config.port });
     logger.info({ url }, "flowsvc-ingest listening");
     return { stop: () => app.close() };

@@ -41,3 +41,4 @@ export * from "./agents.js";
 export * from "./graph-runs.js";
 export * from "./graphs.js";
 export * from "./approval-gates.js";
+export * from "./accounts.js";

@@ -19,6 +19,7 @@ export const USER_COMMANDS: readonly string[] = [
   "check",
   "secret",
   "credential",
+  "account",
   "events",
   "emit",
   "event-hook",

@@ -1,7 +1,7 @@
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { FlowError, parseConnectorBaseUrls, parseMasterKey } from "@flowsvc/core";
+import { FlowError, accountProvidersFromEnv, parseConnectorBaseUrls, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
 
 /**
  * `flow server`'s configuration: flags over environment over defaults, parsed once here. A bad
@@ -53,6 +53,8 @@ export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey">
   masterKey: Uint8Array | undefined;
   /** FLOWSVC_CONNECTOR_BASE_URLS: connector provider -> base URL (a test peer); empty: the real APIs. */
   connectorBaseUrls: Record<string, string>;
+  /** Connected-account providers and the redirect URI (core's one parser; empty: connecting is not offered). */
+  accounts: AccountProvidersConfig;
   agentEnv: Record<string, string | undefined>;
 };
 
@@ -105,8 +107,15 @@ const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<k
 
 export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig => {
   const parsed = ServerConfigSchema.safeParse(serverConfigInput(flags, env));
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+  const accounts = accountProvidersFromEnv(
+    envSetting(env, "FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS"),
+    envSetting(env, "FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI"),
+  );
+  if (!parsed.success || !accounts.ok) {
+    const lines = [
+      ...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`)),
+      ...(accounts.ok ? [] : accounts.problems),
+    ].map((l) => `  ${l}`);
     throw new FlowError("config", `invalid server configuration:\n${lines.join("\n")}`);
   }
   const c = parsed.data;
@@ -119,6 +128,7 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
     ...c,
     masterKey: c.masterKey ? parseMasterKey(c.masterKey) : undefined,
     connectorBaseUrls: parseConnectorBaseUrls(envSetting(env, "FLOWSVC_CONNECTOR_BASE_URLS")),
+    accounts: accounts.config,
     agentEnv: { ...env },
   };
 };

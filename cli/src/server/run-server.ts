@@ -14,7 +14,7 @@ import {
   stopPostgresSync,
   type EmbeddedPostgres,
 } from "@flowsvc/store";
-import { Dispatcher, GraphDriver, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import { AccountRenewalLoop, Dispatcher, GraphDriver, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
 import { setConnectorBaseUrls } from "@flowsvc/controller/graph/nodes/connector";
 import { setForgeBaseUrls } from "@flowsvc/controller/graph/nodes/workflow";
 import { buildApp } from "@flowsvc/ingest";
@@ -197,7 +197,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     // The launchers start after the server listens (their agents need its URL): `flow agents ls` reads them once they are.
     const roster: { launchers: LocalLauncher[] } = { launchers: [] };
     const localAgents = () => roster.launchers.flatMap((l) => l.agents());
-    const deps = { pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics, localAgents };
+    const deps = { pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics, localAgents, accounts: config.accounts };
     const app = buildApp(deps, logger);
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());
@@ -247,9 +247,11 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     setForgeBaseUrls(config.connectorBaseUrls);
     const timers = new TimerLoop(pool, logger);
     const graphs = new GraphDriver({ pool, keyring, listener, logger, publicUrl: config.publicUrl });
+    const renewal = new AccountRenewalLoop({ pool, keyring, providers: config.accounts.providers, log: logger });
     cleanups.push(async () => {
       timers.stop();
       graphs.stop();
+      await renewal.stop();
       d.stop();
       await Promise.all(launchers.map((l) => l.stop()));
       await d.drain();
@@ -258,6 +260,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     await d.start();
     timers.start();
     graphs.start();
+    renewal.start();
 
     const cliConfig = { path: config.cliConfigPath, written: await saveLocalLogin(config.cliConfigPath, url, boot.token) };
     printBanner({
