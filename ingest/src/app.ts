@@ -14,6 +14,7 @@ import { runRoutes } from "./routes/runs.js";
 import { secretRoutes } from "./routes/secrets.js";
 import { signalRoutes } from "./routes/signals.js";
 import { whoamiRoutes } from "./routes/whoami.js";
+import { consoleRoutes } from "./console/routes.js";
 
 /**
  * Input Postgres cannot store is refused before any route runs: every JSON body is parsed and then
@@ -74,6 +75,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     hookRoutes,
     agentRoutes,
     agentCallRoutes,
+    consoleRoutes,
   ];
   for (const routes of plugins) void app.register(routes, routeDeps);
   return app;

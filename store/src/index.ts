@@ -35,3 +35,4 @@ export * from "./kube-tenancy.js";
 export * from "./kube-runs.js";
 export * from "./kube-secrets.js";
 export * from "./credentials.js";
+export * from "./console-sessions.js";
