@@ -83,6 +83,15 @@ export const CLIENT_JS = String.raw`"use strict";
       if (follow && box.scrollTop + box.clientHeight < box.scrollHeight - ROW) follow.checked = false;
       schedule();
     });
+    // Home and End are handled here, not left to the browser's smooth scroll: Home stops following
+    // the tail, End follows it again.
+    box.addEventListener("keydown", function (ev) {
+      if (ev.key !== "Home" && ev.key !== "End") return;
+      ev.preventDefault();
+      if (follow) follow.checked = ev.key === "End";
+      box.scrollTop = ev.key === "Home" ? 0 : box.scrollHeight;
+      schedule();
+    });
     if (follow) follow.addEventListener("change", schedule);
     next();
   }

@@ -313,7 +313,7 @@ ${table({ caption: "Seen in this project", cols: ["Type", "Sample payload"], row
   readPage(ctx, {
     path: "hooks",
     title: "Event hooks",
-    api: (s) => `${s.api}/hooks`,
+    api: (s) => `${s.api}/event-hooks`,
     render: (_s, d) =>
       table({ caption: "Event hooks", cols: ["Hook", "Definition"], rows: (d as Row[]).map((x) => [String(x.name), json(x)]) }),
   });
