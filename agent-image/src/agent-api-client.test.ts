@@ -12,6 +12,8 @@ type Route = (body: unknown, res: ServerResponse) => void;
 /** An agent API on 127.0.0.1 answering per route; records each request as `route body`. */
 const fakeServer = async (routes: Record<string, Route>) => {
   const seen: string[] = [];
+  /** Each request's X-Request-Id (`-` when none was sent), as `route id`. */
+  const requestIds: string[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let text = "";
     req
@@ -20,6 +22,7 @@ const fakeServer = async (routes: Record<string, Route>) => {
       .on("end", () => {
         const route = (req.url ?? "").replace("/agent/v1/", "");
         seen.push(`${route} ${text}`);
+        requestIds.push(`${route} ${String(req.headers["x-request-id"] ?? "-")}`);
         const handle = routes[route];
         if (!handle) return send(res, 404, { error: { code: "not_found", message: route } });
         handle(JSON.parse(text || "{}"), res);
@@ -31,6 +34,7 @@ const fakeServer = async (routes: Record<string, Route>) => {
   return {
     client,
     seen,
+    requestIds,
     close: async () => {
       await client.close();
       server.closeAllConnections();
@@ -86,6 +90,39 @@ void test("an activity claim is read as one, and its end goes to finish-activity
   assert.equal(await s.client.finishActivity({ exit_code: 0, stdout_b64: "", duration_ms: 5 }), "succeeded");
   assert.deepEqual(s.seen.at(-1), 'finish-activity {"exit_code":0,"stdout_b64":"","duration_ms":5}');
   await s.close();
+});
+
+const activityClaim = (requestId: unknown) => ({
+  kind: "activity",
+  job_id: "job-1",
+  run_id: "run-1",
+  activity_id: "act-1",
+  name: "build",
+  project: "prj-1",
+  attempt: 1,
+  argv: ["make"],
+  env: {},
+  masks: [],
+  lease_ms: 5000,
+  request_id: requestId,
+});
+
+void test("the job's calls after its claim carry the claim's request id; an insane one is not sent", async () => {
+  for (const [answered, sent] of [
+    ["req-06h1h863xndw59n6t11an6w9vc", "req-06h1h863xndw59n6t11an6w9vc"],
+    ["bad id\r\nX-Evil: 1", "-"],
+  ]) {
+    const s = await fakeServer({
+      claim: (_body, res) => send(res, 200, activityClaim(answered)),
+      heartbeat: (_body, res) => send(res, 200, { lease_ms: 5000 }),
+      "finish-activity": (_body, res) => send(res, 200, { status: "succeeded" }),
+    });
+    await s.client.claim({ agent_id: "agt-1", capabilities: [] });
+    await s.client.heartbeat();
+    await s.client.finishActivity({ exit_code: 0, stdout_b64: "", duration_ms: 5 });
+    assert.deepEqual(s.requestIds, ["claim -", `heartbeat ${sent}`, `finish-activity ${sent}`]);
+    await s.close();
+  }
 });
 
 void test("a lost lease ends every other call's retries with job_lost; close is idempotent", async () => {

@@ -16,8 +16,10 @@ import {
   JournalEntrySchema,
   StateResponseSchema,
   SuspendResponseSchema,
+  REQUEST_ID_HEADER,
   describeIssues,
   errorFromBody,
+  saneRequestId,
 } from "@flowsvc/core";
 import type {
   CallRequest,
@@ -76,6 +78,8 @@ export class AgentApiClient implements AgentBackend {
   readonly #abort = new AbortController();
   readonly #signal: AbortSignal;
   #lost = false;
+  /** The claim's request id, sent as X-Request-Id on the job's later calls (core/src/request-id.ts). */
+  #requestId: string | undefined;
   #closed: Promise<void> | undefined;
 
   constructor(options: AgentApiClientOptions) {
@@ -86,8 +90,10 @@ export class AgentApiClient implements AgentBackend {
   }
 
   /** The job (a script or an activity child); `kind` defaults to "script" for older servers. */
-  claim(body: ClaimRequest): Promise<AnyClaim> {
-    return this.#post("claim", body, AnyClaimSchema, { giveUpAfterMs: this.#options.claimRetryMs ?? 60_000 });
+  async claim(body: ClaimRequest): Promise<AnyClaim> {
+    const claim = await this.#post("claim", body, AnyClaimSchema, { giveUpAfterMs: this.#options.claimRetryMs ?? 60_000 });
+    this.#requestId = saneRequestId(claim.request_id);
+    return claim;
   }
 
   /** One attempt; the heartbeat loop decides what a failure means. Answers the new lease. */
@@ -168,7 +174,11 @@ export class AgentApiClient implements AgentBackend {
       res = await request(`${this.#options.serverUrl}/agent/v1/${route}`, {
         method: "POST",
         dispatcher: this.#dispatcher,
-        headers: { authorization: `Bearer ${this.#options.token}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${this.#options.token}`,
+          "content-type": "application/json",
+          ...(this.#requestId === undefined ? {} : { [REQUEST_ID_HEADER]: this.#requestId }),
+        },
         body: JSON.stringify(body),
         signal: this.#signal,
       });

@@ -54,7 +54,14 @@ export const runJob = async (backend: AgentBackend, options: JobOptions): Promis
     } finally {
       stop.removeEventListener("abort", cut);
     }
-    const log = logger.child({ runId: claim.run_id, jobId: claim.job_id, attempt: claim.attempt, kind: claim.kind });
+    // The claim's request id is on every line of the job, as on the server's lines for its calls.
+    const log = logger.child({
+      runId: claim.run_id,
+      jobId: claim.job_id,
+      attempt: claim.attempt,
+      kind: claim.kind,
+      requestId: claim.request_id,
+    });
     const scope: JobScope = {
       options,
       logger: log,

@@ -44,6 +44,23 @@ const DEFAULT_IDLE_MS = 60_000;
 /** SIGTERM to SIGKILL for an agent (above the agent's own grace for its script, 3 s). */
 const KILL_GRACE_MS = 5_000;
 
+/** A local agent process as `flow agents ls` shows it. */
+export interface LocalAgentInfo {
+  /** `local-<pid>`. */
+  id: string;
+  pid: number;
+  capabilities: readonly string[];
+  /** starting: spawned, not yet ready for a job. */
+  status: "idle" | "busy" | "starting";
+  jobId?: string;
+  runId?: string;
+  /** The dispatch's agent id (FLOW_AGENT_ID, the claim's agent_id). */
+  agentId?: string;
+  /** Jobs it was given so far (it is replaced after maxJobsPerAgent). */
+  jobsRun: number;
+  startedAt: Date;
+}
+
 /** One dispatch: the job, the agent id it runs under (FLOW_AGENT_ID) and its working directory. */
 interface Assignment {
   readonly req: LaunchRequest;
@@ -108,9 +125,33 @@ export class LocalLauncher implements Launcher {
 
   free(): number {
     if (this.#stopping) return 0;
+    return Math.max(0, this.#opts.agents - this.usage().busy);
+  }
+
+  /** The pool's live agent processes, for `flow agents ls` (ingest's AgentRoster). */
+  agents(): LocalAgentInfo[] {
+    const out: LocalAgentInfo[] = [];
+    for (const a of this.#pool) {
+      if (a.exited || a.child.pid === undefined) continue;
+      const job = a.job;
+      out.push({
+        id: `local-${a.child.pid}`,
+        pid: a.child.pid,
+        capabilities: this.capabilities,
+        status: job ? "busy" : a.ready ? "idle" : "starting",
+        ...(job ? { jobId: job.req.jobId, runId: job.req.runId, agentId: job.agentId } : {}),
+        jobsRun: a.jobs,
+        startedAt: new Date(a.started),
+      });
+    }
+    return out;
+  }
+
+  /** Agents running a job now, and the most jobs the pool runs at once (its metrics, store's ServiceMetrics). */
+  usage(): { busy: number; size: number } {
     let busy = 0;
     for (const a of this.#pool) if (a.job) busy++;
-    return Math.max(0, this.#opts.agents - busy);
+    return { busy, size: this.#opts.agents };
   }
 
   /** Settles at once: the job goes to an idle agent (or a new one) over IPC; an agent that dies reports agentExited. */

@@ -6,13 +6,14 @@
  * reconcilers. A leader that cannot renew within renewDeadline stops them at once and exits 1 (its
  * Pod restarts it as a candidate); SIGTERM stops them, releases the Lease and exits 0.
  */
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import pino, { type Logger } from "pino";
 import { FlowError } from "@flowsvc/core";
 import { Keyring, createPool, migrate, startListener, type Listener } from "@flowsvc/store";
 import type { Pool } from "pg";
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
+import { startHealthServer } from "./health-server.js";
 import { TimerLoop } from "./timers.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
@@ -98,26 +99,9 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   };
 };
 
-/** /healthz: the process answers (no I/O). /readyz: Postgres answers. */
-const startHealth = async (s: Pick<Shared, "config" | "logger" | "pool">): Promise<Server> => {
-  const server = createServer((req, res) => {
-    const reply = (code: number, body: object): void =>
-      void res.writeHead(code, { "content-type": "application/json" }).end(JSON.stringify(body));
-    if (req.url === "/healthz") return reply(200, { ok: true });
-    if (req.url !== "/readyz") return reply(404, { error: { code: "not_found", message: "GET /healthz or /readyz" } });
-    s.pool.query("select 1").then(
-      () => reply(200, { ok: true }),
-      () => reply(503, { ok: false, error: { code: "unavailable", message: "postgres does not answer" } }),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(s.config.healthPort, s.config.healthHost, resolve);
-  });
-  const address = server.address();
-  s.logger.info({ port: typeof address === "object" && address ? address.port : s.config.healthPort }, "health server listening");
-  return server;
-};
+/** /healthz, /readyz and /metrics on FLOWSVC_HEALTH_PORT (health-server.ts). */
+const startHealth = (s: Pick<Shared, "config" | "logger" | "pool">): Promise<Server> =>
+  startHealthServer({ pool: s.pool, host: s.config.healthHost, port: s.config.healthPort, logger: s.logger });
 
 const run = async (config: ControllerConfig, logger: Logger): Promise<void> => {
   const pool = createPool(config.databaseUrl, { max: 10, applicationName: "flowsvc-controller", log: (m: string) => logger.warn(m) });

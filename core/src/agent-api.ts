@@ -45,6 +45,8 @@ export const ClaimResponseSchema = z.object({
   trigger: z.record(z.string(), z.unknown()),
   /** The envelope of the event that started a handler run: FLOW_INPUT_FILE holds it, whole. */
   input: z.unknown().optional(),
+  /** The claiming request's id: the agent sends it as X-Request-Id on the job's other calls (core/src/request-id.ts). */
+  request_id: z.string().max(128).optional(),
 });
 export type ClaimResponse = z.infer<typeof ClaimResponseSchema>;
 
@@ -187,6 +189,7 @@ export const ActivityClaimSchema = z.object({
   env: z.record(z.string(), z.string()),
   masks: z.array(z.string()),
   lease_ms: z.number().int().positive(),
+  request_id: z.string().max(128).optional(),
 });
 export type ActivityClaim = z.infer<typeof ActivityClaimSchema>;
 

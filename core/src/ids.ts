@@ -4,7 +4,7 @@
  */
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
-export type IdPrefix = "run" | "job" | "evt" | "agt" | "usr" | "prj" | "org" | "tok" | "sig" | "act";
+export type IdPrefix = "run" | "job" | "evt" | "agt" | "usr" | "prj" | "org" | "tok" | "sig" | "act" | "req";
 
 const encode = (bytes: Uint8Array, chars: number): string => {
   let out = "";

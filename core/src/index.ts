@@ -19,6 +19,7 @@ export * from "./hmac.js";
 export * from "./github.js";
 export * from "./trust.js";
 export * from "./json-guard.js";
+export * from "./request-id.js";
 export * from "./url-guard.js";
 export * from "./step-site.js";
 export * from "./run-status.js";

@@ -1,10 +1,15 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import { FlowError, assertStorableJson, pathParamProblem, queryProblem } from "@flowsvc/core";
+import { FlowError, REQUEST_ID_HEADER, assertStorableJson, pathParamProblem, queryProblem, saneRequestId } from "@flowsvc/core";
+import { ServiceMetrics, mintId } from "@flowsvc/store";
 import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
+import { observe } from "./observability.js";
+import { catalogRoutes } from "./openapi/document.js";
+import { openApiRoutes } from "./openapi/routes.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
 import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
+import { agentListRoutes } from "./routes/agents.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
@@ -49,18 +54,29 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     loggerInstance: logger,
     bodyLimit: 1024 * 1024,
     // Agents post logs every 50 ms: per-request lines would drown the log. Errors are still logged.
-    logController: new LogController({ disableRequestLogging: true }),
+    // Every line of a request carries its id as `requestId` (see genReqId below).
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "requestId" }),
     // A shutdown must not wait for `flow follow` streams of runs that are still going.
     forceCloseConnections: true,
     // The router's and Node's own refusals (bad percent-encoding, an overlong segment, oversized
     // headers) answer in the same error shape as every other error.
     frameworkErrors: (err, req, reply) => errorHandler(err, req, reply),
     clientErrorHandler,
+    // A request id per request, on every log line of it (`requestId`) and in X-Request-Id (core/src/request-id.ts).
+    genReqId: (req) => saneRequestId(req.headers[REQUEST_ID_HEADER]) ?? mintId("req"),
+  });
+  app.addHook("onSend", (req, reply, _payload, done) => {
+    void reply.header(REQUEST_ID_HEADER, req.id);
+    done();
   });
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   guardInput(app);
-  const routeDeps: RouteDeps = { ...deps, maskers: createRunMaskers(deps.pool, deps.keyring) };
+  // Every route registered from here on, for the OpenAPI document (openapi/document.ts).
+  const routes = catalogRoutes(app);
+  const metrics = deps.metrics ?? new ServiceMetrics({ pool: deps.pool });
+  observe(app, metrics);
+  const routeDeps: RouteDeps = { ...deps, metrics, maskers: createRunMaskers(deps.pool, deps.keyring) };
   // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
   // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).
   const plugins = [
@@ -75,8 +91,10 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     hookRoutes,
     agentRoutes,
     agentCallRoutes,
+    agentListRoutes,
     consoleRoutes,
   ];
-  for (const routes of plugins) void app.register(routes, routeDeps);
+  for (const plugin of plugins) void app.register(plugin, routeDeps);
+  void app.register(openApiRoutes, { routes, version: "v1" });
   return app;
 };

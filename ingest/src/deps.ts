@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
 import type { ResourceStore } from "@flowsvc/core";
-import type { Keyring, Listener } from "@flowsvc/store";
+import type { Keyring, Listener, ServiceMetrics } from "@flowsvc/store";
+import type { LocalAgentInfo } from "@flowsvc/controller";
 import type { RunMaskers } from "./run-masker.js";
 
 /** What the HTTP layer needs from the rest of the service; built once by the server. */
@@ -14,10 +15,18 @@ export interface IngestDeps {
   publicUrl: string | undefined;
   /** How long an agent's job lease lasts without a heartbeat. */
   leaseMs: number;
+  /** The process's metrics, shared with its dispatcher in `flow server`; unset: the app makes its own. */
+  metrics?: ServiceMetrics;
+  /** `flow server`'s local agent processes (its launchers), for `GET /api/v1/agents`; unset where there are none. */
+  localAgents?: () => readonly LocalAgentView[];
 }
+
+/** A local agent process as its launcher reports it (controller's LocalLauncher.agents()). */
+export type LocalAgentView = Pick<LocalAgentInfo, "id" | "pid" | "capabilities" | "status" | "jobId">;
 
 /** What the routes get: the service's deps and what the app builds once for all of them. */
 export interface RouteDeps extends IngestDeps {
   /** The projects' maskers, cached per app (run-masker.ts). */
   maskers: RunMaskers;
+  metrics: ServiceMetrics;
 }

@@ -36,3 +36,5 @@ export * from "./kube-runs.js";
 export * from "./kube-secrets.js";
 export * from "./credentials.js";
 export * from "./console-sessions.js";
+export * from "./metrics.js";
+export * from "./agents.js";

@@ -41,6 +41,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "emit", load: async () => (await import("./emit.js")).emitCommand },
   { name: "event-hook", load: async () => (await import("./event-hook.js")).eventHookCommand },
   { name: "handler", load: async () => (await import("./handler.js")).handlerCommand },
+  { name: "agents", load: async () => (await import("./agents.js")).agentsCommand },
   { name: "login", load: async () => (await import("./login.js")).loginCommand },
   { name: "run", load: async () => (await import("./run.js")).runCommand },
   { name: "completion", load: async () => (await import("./completion.js")).completionCommand, needsAll: true },

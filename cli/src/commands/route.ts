@@ -21,6 +21,7 @@ export const USER_COMMANDS: readonly string[] = [
   "emit",
   "event-hook",
   "handler",
+  "agents",
   "login",
   "completion",
   "server",

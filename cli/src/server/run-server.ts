@@ -5,6 +5,7 @@ import pino from "pino";
 import { FlowError, redactSecretQuery } from "@flowsvc/core";
 import {
   Keyring,
+  ServiceMetrics,
   createPgResourceStore,
   createPool,
   migrate,
@@ -189,7 +190,13 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
 
     // Local mode: resource writes go straight to Postgres (kubernetes mode writes the custom resources).
     const resources = createPgResourceStore(pool, keyring);
-    const app = buildApp({ pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+    // One registry for the process: the app's counters and the local agent pools, scraped at /metrics.
+    const metrics = new ServiceMetrics({ pool });
+    // The launchers start after the server listens (their agents need its URL): `flow agents ls` reads them once they are.
+    const roster: { launchers: LocalLauncher[] } = { launchers: [] };
+    const localAgents = () => roster.launchers.flatMap((l) => l.agents());
+    const deps = { pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics, localAgents };
+    const app = buildApp(deps, logger);
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());
     const url = address.replace("://[::1]", "://localhost");
@@ -222,6 +229,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           },
         }),
     );
+    metrics.trackAgentPools(launchers);
+    roster.launchers = launchers;
     const d = new Dispatcher({
       pool,
       listener,

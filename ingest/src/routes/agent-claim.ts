@@ -162,6 +162,7 @@ const claimScript = async (
     lease_ms: leaseMs,
     trigger: run.trigger,
     ...envelope,
+    request_id: req.id,
   };
 };
 
@@ -186,6 +187,7 @@ const claimActivity = async (deps: RouteDeps, req: FastifyRequest, { job, run, a
     argv: activity.argv,
     ...environment(run, scope),
     lease_ms: leaseMs,
+    request_id: req.id,
   };
 };
 

@@ -1,11 +1,25 @@
 import { z } from "zod";
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
-import { FlowError, assertCredentialName, parseCredentialValue } from "@flowsvc/core";
+import { CLI_KIND_SPELLINGS, CREDENTIAL_KINDS, FlowError, KIND_FIELDS, assertCredentialName, parseCredentialValue } from "@flowsvc/core";
 import { deleteCredential, listCredentials, setCredential } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { api } from "../openapi/route-doc.js";
 
 const NameParams = z.object({ name: z.string() });
+
+/** The set body's shape for the OpenAPI document, from core's kinds (its rules are checked without zod: the CLI runs them too). */
+const SetBodyDoc = {
+  oneOf: CREDENTIAL_KINDS.map((kind) => ({
+    type: "object",
+    required: ["kind", ...KIND_FIELDS[kind]],
+    additionalProperties: false,
+    properties: {
+      kind: { enum: [kind, CLI_KIND_SPELLINGS[kind]] },
+      ...Object.fromEntries(KIND_FIELDS[kind].map((f) => [f, { type: "string" }])),
+    },
+  })),
+};
 
 const nameOf = (req: FastifyRequest): string => {
   const { name } = NameParams.parse(req.params);
@@ -22,31 +36,50 @@ export const credentialRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, d
   const { pool, keyring } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/credentials";
 
-  app.get(base, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    return listCredentials(pool, scope.projectId);
-  });
+  app.get(
+    base,
+    api({ summary: "List credentials: names, kinds and set times, never values", tag: "credentials", auth: "viewer" }),
+    async (req) => {
+      const scope = await authorize(pool, req, "viewer");
+      return listCredentials(pool, scope.projectId);
+    },
+  );
 
-  app.get(`${base}/:name`, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    const name = nameOf(req);
-    const found = (await listCredentials(pool, scope.projectId)).find((c) => c.name === name);
-    if (!found)
-      throw new FlowError("not_found", `credential ${name} is not set in ${scope.org}/${scope.project}`, {
-        hint: `set it with \`flow credential set ${name} --kind bearer --token -\``,
-      });
-    return found;
-  });
+  app.get(
+    `${base}/:name`,
+    api({ summary: "A credential's kind and set time", tag: "credentials", auth: "viewer", params: NameParams }),
+    async (req) => {
+      const scope = await authorize(pool, req, "viewer");
+      const name = nameOf(req);
+      const found = (await listCredentials(pool, scope.projectId)).find((c) => c.name === name);
+      if (!found)
+        throw new FlowError("not_found", `credential ${name} is not set in ${scope.org}/${scope.project}`, {
+          hint: `set it with \`flow credential set ${name} --kind bearer --token -\``,
+        });
+      return found;
+    },
+  );
 
   // `{kind, ...fields}`: core's parseCredentialValue names every bad field at once; nothing is written before it passes.
-  app.put(`${base}/:name`, async (req) => {
-    const scope = await authorize(pool, req, "admin");
-    const name = nameOf(req);
-    const value = parseCredentialValue(name, req.body);
-    return setCredential(pool, keyring, { scope: { orgId: scope.orgId, projectId: scope.projectId }, name, value });
-  });
+  app.put(
+    `${base}/:name`,
+    api({ summary: "Create or replace a credential", tag: "credentials", auth: "admin", params: NameParams, body: SetBodyDoc }),
+    async (req) => {
+      const scope = await authorize(pool, req, "admin");
+      const name = nameOf(req);
+      const value = parseCredentialValue(name, req.body);
+      return setCredential(pool, keyring, { scope: { orgId: scope.orgId, projectId: scope.projectId }, name, value });
+    },
+  );
 
-  app.delete(`${base}/:name`, async (req, reply) => {
+  const removeDoc = api({
+    summary: "Delete a credential",
+    tag: "credentials",
+    auth: "admin",
+    params: NameParams,
+    response: { status: 204 },
+  });
+  app.delete(`${base}/:name`, removeDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "admin");
     const name = nameOf(req);
     if (!(await deleteCredential(pool, scope.projectId, name)))

@@ -4,6 +4,7 @@ import { EMIT_BODY_LIMIT, assertEmittable, trustOf } from "@flowsvc/core";
 import { emitEvent, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { api } from "../openapi/route-doc.js";
 
 /** A subject is a short label such as a repository (`acme/web`); the spec does not cap it, this does. */
 export const EVENT_KEY_LIMIT = 512;
@@ -29,7 +30,15 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
   const { pool } = deps;
 
   // Fastify compares the body with bodyLimit byte for byte: exactly 2 MiB is taken, one more is a 413.
-  app.post("/api/v1/orgs/:org/projects/:project/events", { bodyLimit: EMIT_BODY_LIMIT }, async (req, reply) => {
+  const doc = api({
+    summary: "Publish an event; the handlers it matches start in the same transaction",
+    tag: "events",
+    auth: "member",
+    body: EmitBody,
+    response: { status: 201, description: "`{id, type, handler_runs}`" },
+    errors: [409, 429],
+  });
+  app.post("/api/v1/orgs/:org/projects/:project/events", { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const body = EmitBody.parse(req.body);
     const type = assertEmittable(body.type);
@@ -43,6 +52,7 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
         trusted: trustOf({ by: "person" }),
       }),
     );
+    deps.metrics?.handlersDelivered(result);
     for (const d of result.declined) {
       req.log.info(
         { eventId: result.eventId, type, handler: d.handler, err: d.error },

@@ -5,6 +5,7 @@ import { getEvent, listEvents, listSeenEventTypes } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { maskEventRecord } from "../run-masker.js";
+import { api } from "../openapi/route-doc.js";
 
 /** The catalog lists at most this many seen types, each with its latest payload up to this size. */
 export const CATALOG_TYPE_LIMIT = 500;
@@ -42,19 +43,24 @@ export const eventRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) =
   const { maskers } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/events";
 
-  app.get(base, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    const { since, ...filter } = ListQuery.parse(req.query);
-    const { masker } = await maskers.forProject(scope.projectId);
-    const events = (await listEvents(pool, scope.projectId, filter)).map((e) => maskEventRecord(masker, e));
-    if (since === undefined) return events;
-    // Newest first, so the events since a time are a prefix of this list: filtering it is exact.
-    const from = parseSince(since, new Date()).getTime();
-    return events.filter((e) => Date.parse(e.created_at) >= from);
-  });
+  app.get(
+    base,
+    api({ summary: "List the project's events, newest first", tag: "events", auth: "viewer", query: ListQuery }),
+    async (req) => {
+      const scope = await authorize(pool, req, "viewer");
+      const { since, ...filter } = ListQuery.parse(req.query);
+      const { masker } = await maskers.forProject(scope.projectId);
+      const events = (await listEvents(pool, scope.projectId, filter)).map((e) => maskEventRecord(masker, e));
+      if (since === undefined) return events;
+      // Newest first, so the events since a time are a prefix of this list: filtering it is exact.
+      const from = parseSince(since, new Date()).getTime();
+      return events.filter((e) => Date.parse(e.created_at) >= from);
+    },
+  );
 
   // Static segments win over `:id` in Fastify's router, so this is never read as an event id.
-  app.get(`${base}/catalog`, async (req) => {
+  const catalogDoc = api({ summary: "The event types: platform, declared, and seen with a sample payload", tag: "events", auth: "viewer" });
+  app.get(`${base}/catalog`, catalogDoc, async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { masker } = await maskers.forProject(scope.projectId);
     const seen = (await listSeenEventTypes(pool, scope.projectId, { limit: CATALOG_TYPE_LIMIT, sampleBytes: CATALOG_SAMPLE_BYTES })).map(
@@ -69,7 +75,7 @@ export const eventRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) =
     };
   });
 
-  app.get(`${base}/:id`, async (req) => {
+  app.get(`${base}/:id`, api({ summary: "Show an event", tag: "events", auth: "viewer" }), async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { id } = req.params as { id: string };
     const e = await getEvent(pool, scope.projectId, id);

@@ -1,9 +1,10 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { FlowError, HandlerName, SOURCE_LIMIT, parseHandler, type HandlerRecord } from "@flowsvc/core";
+import { FlowError, HandlerName, HandlerSpec, SOURCE_LIMIT, parseHandler, type HandlerRecord } from "@flowsvc/core";
 import { getHandler, listHandlers } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { api } from "../openapi/route-doc.js";
 
 const NameParams = z.object({ org: z.string(), project: z.string(), name: HandlerName });
 
@@ -33,23 +34,35 @@ export const handlerRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done
   const { pool, resources } = deps;
   const base = "/api/v1/orgs/:org/projects/:project/handlers";
 
-  app.get(base, async (req) => {
+  app.get(base, api({ summary: "List handlers", tag: "handlers", auth: "viewer" }), async (req) => {
     const scope = await authorize(pool, req, "viewer");
     return (await listHandlers(pool, scope.projectId)).map(summarise);
   });
 
-  app.get(`${base}/:name`, async (req) => {
-    const scope = await authorize(pool, req, "viewer");
-    const { name } = NameParams.parse(req.params);
-    const h = await getHandler(pool, scope.projectId, name);
-    if (!h)
-      throw new FlowError("not_found", `handler ${name} not found in ${scope.org}/${scope.project}`, {
-        hint: "list handlers with `flow handler ls`",
-      });
-    return describe(h);
-  });
+  app.get(
+    `${base}/:name`,
+    api({ summary: "Show a handler with its source", tag: "handlers", auth: "viewer", params: NameParams }),
+    async (req) => {
+      const scope = await authorize(pool, req, "viewer");
+      const { name } = NameParams.parse(req.params);
+      const h = await getHandler(pool, scope.projectId, name);
+      if (!h)
+        throw new FlowError("not_found", `handler ${name} not found in ${scope.org}/${scope.project}`, {
+          hint: "list handlers with `flow handler ls`",
+        });
+      return describe(h);
+    },
+  );
 
-  app.put(`${base}/:name`, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
+  const setDoc = api({
+    summary: "Create (201) or replace (200) a handler",
+    tag: "handlers",
+    auth: "member",
+    params: NameParams,
+    body: HandlerSpec,
+    response: { status: 201, description: "the handler; 200 when it replaced one" },
+  });
+  app.put(`${base}/:name`, { bodyLimit: 2 * SOURCE_LIMIT, ...setDoc }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const { name } = NameParams.parse(req.params);
     const { handler, created } = await resources.putHandler(scope, parseHandler(name, req.body));
@@ -60,7 +73,8 @@ export const handlerRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done
     return reply.status(created ? 201 : 200).send(describe(handler));
   });
 
-  app.delete(`${base}/:name`, async (req, reply) => {
+  const removeDoc = api({ summary: "Delete a handler", tag: "handlers", auth: "member", params: NameParams, response: { status: 204 } });
+  app.delete(`${base}/:name`, removeDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const { name } = NameParams.parse(req.params);
     if (!(await resources.deleteHandler(scope, name)))

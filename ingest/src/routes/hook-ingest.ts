@@ -27,10 +27,13 @@ import {
   type EmitInput,
   type EmitResult,
   type IngestHook,
+  type HookRefusalReason,
   type Keyring,
 } from "@flowsvc/store";
 import type { HookCache } from "../hook-cache.js";
 import type { IngestDeps } from "../deps.js";
+import { toFlowError } from "../errors.js";
+import { api } from "../openapi/route-doc.js";
 
 export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
 const SECRET_HELP =
@@ -80,10 +83,15 @@ const header = (req: FastifyRequest, name: string): string | undefined => {
   return typeof v === "string" && v !== "" ? v : undefined;
 };
 
+/** Why each 401 was refused, for the refusal counter (a bounded reason, never the hook's name). */
+const refusalReasons = new WeakMap<object, HookRefusalReason>();
+
 /** The 401 a sender gets, logged with why (the URL without its secret). */
-const refused = (req: FastifyRequest, hook: string, reason: string, answer: { message: string; hint?: string }): FlowError => {
+const refused = (req: FastifyRequest, hook: string, reason: HookRefusalReason, answer: { message: string; hint?: string }): FlowError => {
   req.log.info({ hook, url: redactSecretQuery(req.url), reason }, "hook delivery refused");
-  return new FlowError("unauthenticated", answer.message, answer.hint ? { hint: answer.hint } : {});
+  const err = new FlowError("unauthenticated", answer.message, answer.hint ? { hint: answer.hint } : {});
+  refusalReasons.set(err, reason);
+  return err;
 };
 
 const openKey = (keyring: Keyring, hook: IngestHook): Promise<string> =>
@@ -109,7 +117,7 @@ const githubEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHoo
       signature === undefined
         ? "the delivery has no X-Hub-Signature-256 header"
         : "the X-Hub-Signature-256 signature does not match the body";
-    throw refused(req, hook.name, signature === undefined ? "no signature" : "bad signature", {
+    throw refused(req, hook.name, signature === undefined ? "no_signature" : "bad_signature", {
       message: `${what}: event hook ${hook.name} takes deliveries signed with its key (sha256=<HMAC-SHA256 of the raw body>)`,
       hint: "set the webhook's secret on the forge to the --key given to `flow event-hook set`",
     });
@@ -146,7 +154,7 @@ const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: Inge
     rawBody: raw,
   });
   if (!ok) {
-    throw refused(req, hook.name, "bad signature", {
+    throw refused(req, hook.name, "bad_signature", {
       message: `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`,
       hint: `sign the raw body with HMAC-SHA256 and send ${hook.hmacHeader}: ${hook.hmacPrefix ?? ""}<hex>`,
     });
@@ -161,7 +169,7 @@ const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: Inge
 const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, { raw, query }: Delivery): Promise<EmitInput> => {
   const secret = presentedSecret(req, query);
   if (secret !== undefined && !hookSecretMatches(secret, hook.secretDigest)) {
-    throw refused(req, hook.name, "wrong secret", {
+    throw refused(req, hook.name, "wrong_secret", {
       message: `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`,
       hint: "a rotated secret stops working at once: use the latest one",
     });
@@ -172,7 +180,7 @@ const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, {
     return { ...common, ...shaped, payload: { body, query: queryObject(query) } };
   }
   if (hook.mode === "token" && secret === undefined)
-    throw refused(req, hook.name, "no secret", { message: `no secret was sent; ${SECRET_HELP}` });
+    throw refused(req, hook.name, "no_secret", { message: `no secret was sent; ${SECRET_HELP}` });
   if (hook.mode === "hmac") await checkManualHmac(keyring, req, hook, raw);
   // Checked only now, after the secret or signature: an unauthenticated sender gets its 401 first.
   return {
@@ -225,14 +233,30 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
   const committer = new GroupCommitter<EmitInput, EmitResult>(deps.pool, emitBatch.apply, { begin: emitBatch.begin });
   app.addHook("onClose", () => committer.close());
   const ctx: IngestCtx = { keyring: deps.keyring, hooks, committer };
+  // Every refusal is counted, by reason or error code: the body parser's 413 as much as a bad signature.
+  app.addHook("onError", (req, _reply, err, next) => {
+    deps.metrics?.hookRefused(refusalReasons.get(err) ?? toFlowError(err, req).code);
+    next();
+  });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, parsed) => parsed(null, body));
-  app.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT }, async (req, reply) => {
+  const doc = api({
+    summary: "Deliver an event to a hook; 202 once it is committed",
+    description: "Any content type: the raw bytes are what a signature covers. JSON bodies keep their types, others arrive as a string.",
+    tag: "event-hooks",
+    auth: "hook",
+    body: {},
+    bodyType: "*/*",
+    response: { status: 202, description: "`{event_id, event_type}`" },
+  });
+  app.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
     const target = req.params as Target;
     const qs = req.url.indexOf("?");
     const query = new URLSearchParams(qs < 0 ? "" : req.url.slice(qs + 1));
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const { input, result } = await deliver(ctx, req, { ...target, raw, query });
+    deps.metrics?.hookDeliveries.inc({ outcome: result.duplicate ? "duplicate" : "recorded" });
+    deps.metrics?.handlersDelivered(result);
     for (const d of result.declined)
       req.log.info(
         { eventId: result.eventId, type: input.type, handler: d.handler, err: d.error },

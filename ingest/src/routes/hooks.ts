@@ -13,12 +13,13 @@
  */
 import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
-import { FlowError, HookName, hookIngestUrl, parseHook, type HookRecord } from "@flowsvc/core";
+import { FlowError, HookName, HookSetBody, hookIngestUrl, parseHook, type HookRecord } from "@flowsvc/core";
 import { getHook, listHooks } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import { HookCache } from "../hook-cache.js";
 import type { IngestDeps } from "../deps.js";
 import { hookIngestRoutes } from "./hook-ingest.js";
+import { api } from "../openapi/route-doc.js";
 
 export { HOOK_SECRET_HEADER } from "./hook-ingest.js";
 
@@ -50,20 +51,24 @@ const notFound = (where: Where, name: string): FlowError =>
   });
 
 const listRoute = (app: FastifyInstance, ctx: HookCtx): void => {
-  app.get(BASE, async (req) => {
+  app.get(BASE, api({ summary: "List event hooks", tag: "event-hooks", auth: "viewer" }), async (req) => {
     const scope = await authorize(ctx.deps.pool, req, "viewer");
     return (await listHooks(ctx.deps.pool, scope.projectId)).map((h) => describe(ctx, req, scope, h));
   });
 };
 
 const showRoute = (app: FastifyInstance, ctx: HookCtx): void => {
-  app.get(`${BASE}/:name`, async (req) => {
-    const scope = await authorize(ctx.deps.pool, req, "viewer");
-    const { name } = NameParams.parse(req.params);
-    const h = await getHook(ctx.deps.pool, scope.projectId, name);
-    if (!h) throw notFound(scope, name);
-    return describe(ctx, req, scope, h);
-  });
+  app.get(
+    `${BASE}/:name`,
+    api({ summary: "Show an event hook (never its secret)", tag: "event-hooks", auth: "viewer", params: NameParams }),
+    async (req) => {
+      const scope = await authorize(ctx.deps.pool, req, "viewer");
+      const { name } = NameParams.parse(req.params);
+      const h = await getHook(ctx.deps.pool, scope.projectId, name);
+      if (!h) throw notFound(scope, name);
+      return describe(ctx, req, scope, h);
+    },
+  );
 };
 
 /**
@@ -72,7 +77,15 @@ const showRoute = (app: FastifyInstance, ctx: HookCtx): void => {
  */
 const setRoute = (app: FastifyInstance, ctx: HookCtx): void => {
   const { pool, resources } = ctx.deps;
-  app.put(`${BASE}/:name`, async (req, reply) => {
+  const doc = api({
+    summary: "Create (201, with its secret, once) or replace (200, secret kept) an event hook",
+    tag: "event-hooks",
+    auth: "admin",
+    params: NameParams,
+    body: HookSetBody,
+    response: { status: 201, description: "the hook, its ingest URL, and `secret` when one was minted" },
+  });
+  app.put(`${BASE}/:name`, doc, async (req, reply) => {
     const scope = await authorize(pool, req, "admin");
     const { name } = NameParams.parse(req.params);
     const { spec, signingKey } = parseHook(name, req.body);
@@ -94,7 +107,14 @@ const setRoute = (app: FastifyInstance, ctx: HookCtx): void => {
 };
 
 const rotateRoute = (app: FastifyInstance, ctx: HookCtx): void => {
-  app.post(`${BASE}/:name/rotate`, async (req) => {
+  const doc = api({
+    summary: "Mint a new secret; the old one stops working",
+    tag: "event-hooks",
+    auth: "admin",
+    params: NameParams,
+    body: null,
+  });
+  app.post(`${BASE}/:name/rotate`, doc, async (req) => {
     const scope = await authorize(ctx.deps.pool, req, "admin");
     const { name } = NameParams.parse(req.params);
     const rotated = await ctx.deps.resources.rotateHookSecret(scope, name);
@@ -106,7 +126,8 @@ const rotateRoute = (app: FastifyInstance, ctx: HookCtx): void => {
 };
 
 const removeRoute = (app: FastifyInstance, ctx: HookCtx): void => {
-  app.delete(`${BASE}/:name`, async (req, reply) => {
+  const doc = api({ summary: "Delete an event hook", tag: "event-hooks", auth: "admin", params: NameParams, response: { status: 204 } });
+  app.delete(`${BASE}/:name`, doc, async (req, reply) => {
     const scope = await authorize(ctx.deps.pool, req, "admin");
     const { name } = NameParams.parse(req.params);
     const deleted = await ctx.deps.resources.deleteHook(scope, name);

@@ -26,6 +26,7 @@ import { authorize, type Scope } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
 import { maskRunView } from "../run-masker.js";
+import { api } from "../openapi/route-doc.js";
 
 // The submission body's schema is core's (core/src/resources/run.ts), shared with the FlowRun CRD.
 const SubmitSchema = RunSubmission;
@@ -69,7 +70,14 @@ const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest =>
 
 /** `POST {scoped}/runs` (member): 201 with the new run, or 200 with the run an idempotency key already made. */
 const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
-  app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT }, async (req, reply) => {
+  const doc = api({
+    summary: "Submit a script run",
+    tag: "runs",
+    auth: "member",
+    body: SubmitSchema,
+    response: { status: 201, description: "the new run; 200 with `{id, duplicate: true}` when its idempotency key already made one" },
+  });
+  app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT, ...doc }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const body = SubmitSchema.parse(req.body);
     const run = newRun(scope, body);
@@ -82,7 +90,7 @@ const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void =
 };
 
 const listRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
-  app.get(BASE, async (req) => {
+  app.get(BASE, api({ summary: "List recent runs", tag: "runs", auth: "viewer", query: ListQuery }), async (req) => {
     const scope = await authorize(pool, req, "viewer");
     const { masker } = await maskers.forProject(scope.projectId);
     return (await listRunViews(pool, scope.projectId, ListQuery.parse(req.query))).map((r) => maskRunView(masker, r));
@@ -100,7 +108,7 @@ const viewedRun = async (pool: Pool, req: FastifyRequest): Promise<{ scope: Scop
 };
 
 const showRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
-  app.get(`${BASE}/:id`, async (req) => {
+  app.get(`${BASE}/:id`, api({ summary: "Show a run and its activities", tag: "runs", auth: "viewer", params: RunParams }), async (req) => {
     const { scope, id, run } = await viewedRun(pool, req);
     const { masker } = await maskers.forProject(scope.projectId);
     return { ...maskRunView(masker, run), activities: await listActivities(pool, id) };
@@ -108,7 +116,13 @@ const showRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => 
 };
 
 const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
-  app.get(`${BASE}/:id/steps`, async (req) => {
+  const doc = api({
+    summary: "A run's journal of durable calls (sizes and exit codes, not output)",
+    tag: "runs",
+    auth: "viewer",
+    params: RunParams,
+  });
+  app.get(`${BASE}/:id/steps`, doc, async (req) => {
     const { scope, id } = await viewedRun(pool, req);
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
@@ -118,7 +132,15 @@ const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps)
 };
 
 const logRoute = (app: FastifyInstance, deps: RouteDeps): void => {
-  app.get(`${BASE}/:id/log`, async (req, reply) => {
+  const doc = api({
+    summary: "A run's masked log; `follow=1` streams it until the run ends",
+    tag: "runs",
+    auth: "viewer",
+    params: RunParams,
+    query: LogQuery,
+    response: { contentType: "text/plain", schema: { type: "string" } },
+  });
+  app.get(`${BASE}/:id/log`, doc, async (req, reply) => {
     const { id } = await viewedRun(deps.pool, req);
     const { follow } = LogQuery.parse(req.query);
     reply

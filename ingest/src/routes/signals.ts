@@ -5,6 +5,7 @@ import { cancelRun, createRerun, deliverSignal, getRunView, withTransaction } fr
 import { authorize } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { maskRunView } from "../run-masker.js";
+import { api } from "../openapi/route-doc.js";
 
 const SignalParams = z.object({
   org: z.string(),
@@ -18,6 +19,11 @@ const SignalParams = z.object({
 });
 const SignalBody = z.object({ payload: z.unknown().optional() }).strict().default({});
 const RerunBody = z.object({ from: z.string().min(1).max(600) }).strict();
+const RunIdParams = z.object({ id: z.string().min(1).max(64) });
+const CancelBody = z
+  .object({ reason: z.string().max(4000).optional() })
+  .strict()
+  .default({});
 
 /**
  * User-authenticated routes that act on a running script: signals (member; a job token cannot
@@ -33,7 +39,15 @@ export const signalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) 
   };
   const base = "/api/v1/orgs/:org/projects/:project/runs/:id";
 
-  app.post(`${base}/signals/:name`, async (req, reply) => {
+  const signalDoc = api({
+    summary: "Deliver a signal to a run",
+    tag: "runs",
+    auth: "member",
+    params: SignalParams,
+    body: SignalBody,
+    response: { status: 202, description: "`{run_id, name, delivered}`" },
+  });
+  app.post(`${base}/signals/:name`, signalDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const { id, name } = SignalParams.parse(req.params);
     const { payload } = SignalBody.parse(req.body ?? {});
@@ -45,23 +59,32 @@ export const signalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) 
     return reply.status(202).send({ run_id: id, name, delivered: res.delivered });
   });
 
-  app.post(`${base}/cancel`, async (req) => {
-    const scope = await authorize(pool, req, "member");
-    const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
-    const { reason } = z
-      .object({ reason: z.string().max(4000).optional() })
-      .strict()
-      .default({})
-      .parse(req.body ?? {});
-    if (!(await getRunView(pool, scope.projectId, id)))
-      throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-    await withTransaction(pool, (tx) => cancelRun(tx, id, reason ?? `cancelled by ${scope.caller.userName}`, deps.publicUrl));
-    return shown(scope.projectId, id);
-  });
+  app.post(
+    `${base}/cancel`,
+    api({ summary: "Cancel a run", tag: "runs", auth: "member", params: RunIdParams, body: CancelBody }),
+    async (req) => {
+      const scope = await authorize(pool, req, "member");
+      const { id } = RunIdParams.parse(req.params);
+      const { reason } = CancelBody.parse(req.body ?? {});
+      if (!(await getRunView(pool, scope.projectId, id)))
+        throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
+      await withTransaction(pool, (tx) => cancelRun(tx, id, reason ?? `cancelled by ${scope.caller.userName}`, deps.publicUrl));
+      return shown(scope.projectId, id);
+    },
+  );
 
-  app.post(`${base}/rerun`, async (req, reply) => {
+  const rerunDoc = api({
+    summary: "A fresh run keeping the recorded calls before a site",
+    tag: "runs",
+    auth: "member",
+    params: RunIdParams,
+    body: RerunBody,
+    response: { status: 201, description: "the new run" },
+    errors: [409],
+  });
+  app.post(`${base}/rerun`, rerunDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
-    const { id } = z.object({ id: z.string().min(1).max(64) }).parse(req.params);
+    const { id } = RunIdParams.parse(req.params);
     const { from } = RerunBody.parse(req.body);
     const newId = await withTransaction(pool, (tx) =>
       createRerun(tx, { projectId: scope.projectId, runId: id, site: from, createdBy: scope.caller.userId }),

@@ -2,9 +2,10 @@ import type { FastifyPluginCallback } from "fastify";
 import { listMemberships } from "@flowsvc/store";
 import { authenticateUser } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
+import { api } from "../openapi/route-doc.js";
 
 export const whoamiRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
-  app.get("/api/v1/whoami", async (req) => {
+  app.get("/api/v1/whoami", api({ summary: "The token's user and their project roles", tag: "meta", auth: "user" }), async (req) => {
     const caller = await authenticateUser(deps.pool, req);
     return { user: caller.userName, projects: await listMemberships(deps.pool, caller.userId) };
   });

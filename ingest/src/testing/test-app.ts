@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { pino } from "pino";
 import {
   Keyring,
@@ -69,7 +69,7 @@ const userToken = async (db: TestDatabase, projectId: string, name: string, role
 };
 
 /** The app on a database of its own. Call close() when done (the app, the listener, then the database). */
-export const createTestApp = async (opts: { publicUrl?: string } = {}): Promise<TestApp> => {
+export const createTestApp = async (opts: { publicUrl?: string; logger?: FastifyBaseLogger } = {}): Promise<TestApp> => {
   const db = await createTestDatabase();
   const keyring = await Keyring.create(db.pool, randomBytes(32));
   const project = await keyedProject(db, keyring);
@@ -84,7 +84,7 @@ export const createTestApp = async (opts: { publicUrl?: string } = {}): Promise<
   const resources = createPgResourceStore(db.pool, keyring);
   const app = buildApp(
     { pool: db.pool, keyring, resources, listener, publicUrl: opts.publicUrl, leaseMs: TEST_LEASE_MS },
-    pino({ level: "silent" }),
+    opts.logger ?? pino({ level: "silent" }),
   );
   await app.ready();
   const close = async (): Promise<void> => {

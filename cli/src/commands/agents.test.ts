@@ -1,0 +1,62 @@
+/**
+ * `flow agents ls` in process (runCli) against the ingest app listening on 127.0.0.1 with a test
+ * database: the table and `-o json` show an agent that holds a job.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { ask, createTestApp, startScriptJob, type TestApp } from "@flowsvc/ingest/testing";
+import type { Stdio } from "../print.js";
+import { runCli } from "./program.js";
+
+let t: TestApp;
+let url: string;
+before(async () => {
+  t = await createTestApp();
+  url = await t.app.listen({ host: "127.0.0.1", port: 0 });
+});
+after(() => t.close());
+
+const flow = async (args: string[]): Promise<{ code: number; out: string; err: string }> => {
+  const out: string[] = [];
+  const err: string[] = [];
+  const io: Stdio = {
+    write: (d) => {
+      out.push(String(d));
+      return Promise.resolve();
+    },
+    out: (text) => void out.push(text),
+    note: (text) => void err.push(text),
+    stdinIsTty: () => false,
+    readStdin: () => Promise.resolve(""),
+  };
+  const env = { FLOWSVC_URL: url, FLOWSVC_TOKEN: t.tokens.viewer, FLOWSVC_PROJECT: `${t.project.org}/p`, HOME: "/nonexistent" };
+  const code = await runCli(["node", "flow", ...args], { env, io, now: () => new Date() });
+  return { code, out: out.join("\n"), err: err.join("\n") };
+};
+
+test("flow agents ls prints the agents as a table and as JSON", async () => {
+  const empty = await flow(["agents", "ls"]);
+  assert.deepEqual([empty.code, empty.out], [0, ""]);
+  assert.match(empty.err, /no agents/);
+
+  const job = await startScriptJob(t, "echo hi\n");
+  const claim = await ask(t, "POST", "/agent/v1/claim", { as: { token: job.token }, body: { agent_id: "agt-cli-test" } });
+  assert.equal(claim.status, 200, claim.text);
+
+  const table = await flow(["agents", "ls"]);
+  assert.equal(table.code, 0, table.err);
+  assert.match(table.out, /^ID +STATUS +CAPABILITIES +RUN +PROJECT +LAST SEEN\n/);
+  assert.match(table.out, new RegExp(`agt-cli-test +busy +- +${job.runId} +${t.project.org}/p +(now|\\d+s ago)`));
+
+  const json = await flow(["agents", "ls", "-o", "json"]);
+  assert.equal(json.code, 0, json.err);
+  const agents = JSON.parse(json.out) as Array<{ id: string; status: string; run_id: string }>;
+  assert.deepEqual(
+    agents.map((a) => [a.id, a.status, a.run_id]),
+    [["agt-cli-test", "busy", job.runId]],
+  );
+
+  const refused = await flow(["agents", "ls", "--token", "flw_" + "A".repeat(43)]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.err, /error: the API token is not valid for this server/);
+});
