@@ -70,7 +70,9 @@ export const CLIENT_JS = String.raw`"use strict";
       requestAnimationFrame(function () { performance.mark("console-log-last-line"); });
     }
     function next() {
-      getJson(url + "?after=" + after + "&limit=" + WINDOW).then(function (w) {
+      // The first window is small so the page paints at once; then larger ones.
+      var bytes = painted ? 1048576 : 32768;
+      getJson(url + "?after=" + after + "&limit=" + WINDOW + "&bytes=" + bytes).then(function (w) {
         for (var i = 0; i < w.rows.length; i++) { after = w.rows[i][0]; add(w.rows[i][1]); }
         if (w.rows.length) schedule();
         setStatus(box.closest("main").querySelector("[data-run-status]").getAttribute("data-run-status"), w.status);

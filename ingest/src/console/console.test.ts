@@ -163,6 +163,12 @@ test("the log comes in windows of rows, and a run page filters by handler throug
     more: boolean;
   }>();
   assert.deepEqual([next.rows.length, next.rows[0]![1], next.more], [20, "line 10\n", false]);
+  const small = (await t.app.inject({ method: "GET", url: `${url}?after=0&limit=100&bytes=1`, headers: { cookie: s.cookie } })).json<{
+    rows: Array<[number, string]>;
+    more: boolean;
+    done: boolean;
+  }>();
+  assert.deepEqual([small.rows.length, small.more, small.done], [1, true, false], "a byte cap still sends one row, and says there is more");
   const bad = await t.app.inject({ method: "GET", url: `${url}?limit=1e400`, headers: { cookie: s.cookie } });
   assert.equal(bad.statusCode, 400);
   const byHandler = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/runs?handler=nope`, headers: { cookie: s.cookie } });

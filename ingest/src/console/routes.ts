@@ -37,7 +37,24 @@ const RunsQuery = z.object({
 const LogWindow = z.object({
   after: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
   limit: z.coerce.number().int().min(1).max(LOG_WINDOW_MAX).default(2000),
+  /** At most this many bytes of log text (at least one row): the page's first window is small, so it paints at once. */
+  bytes: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(4 * 1024 * 1024)
+    .default(1024 * 1024),
 });
+
+/** The leading rows whose text fits in `max` bytes (at least one); `cut` when rows were left for the next window. */
+const byteWindow = <R extends { data: string }>(rows: R[], max: number): R[] & { cut?: boolean } => {
+  let used = 0;
+  for (let i = 0; i < rows.length; i++) {
+    used += Buffer.byteLength(rows[i]!.data);
+    if (used > max && i > 0) return Object.assign(rows.slice(0, i), { cut: true });
+  }
+  return rows;
+};
 
 /** A token as a person pastes it: printable ASCII, no whitespace inside. */
 const tokenProblem = (token: string | undefined): string | undefined => {
@@ -227,13 +244,14 @@ const liveRoutes = (ctx: Ctx): void => {
     withSession(ctx, async (req, reply, session) => {
       const s = scoped(req, session);
       const { id } = RunParams.parse(req.params);
-      const { after, limit } = LogWindow.parse(req.query);
+      const { after, limit, bytes } = LogWindow.parse(req.query);
       const run = await callApi<RunView>(app, session.id, { url: `${s.api}/runs/${encodeURIComponent(id)}` });
-      const rows = await readLogs(ctx.deps.pool, run.id, after, limit);
+      const rows = byteWindow(await readLogs(ctx.deps.pool, run.id, after, limit), bytes);
+      const more = rows.cut || rows.length === limit;
       return reply.header("cache-control", "no-store").send({
         rows: rows.map((r) => [r.id, r.data]),
-        more: rows.length === limit,
-        done: isTerminalStatus(run.status) && rows.length < limit,
+        more,
+        done: isTerminalStatus(run.status) && !more,
         status: run.status,
       });
     }),
