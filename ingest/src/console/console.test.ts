@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { appendLogs } from "@flowsvc/store";
 import { ask, createTestApp, type TestApp } from "../testing/test-app.js";
 import { md } from "./html.js";
+import { answerOf, approvalsAvailable, gatesPanel, type Gate } from "./approvals.js";
 
 let t: TestApp;
 let runId: string;
@@ -188,4 +189,38 @@ test("markdown is rendered with every tag escaped and only http(s) links", () =>
   assert.match(out, /<a href="https:\/\/e.com\/a\?b=1&amp;c=2"/);
   assert.match(out, /<code>&lt;b&gt;<\/code>/);
   assert.match(out, /<li>&quot;two&quot;<\/li>/);
+});
+
+test("approval gates: without the approvals route the form is refused plainly; the panel renders typed fields and an inline error", async () => {
+  const s = await login(t.tokens.member);
+  const res = await t.app.inject({
+    method: "POST",
+    url: `/p/${t.project.org}/p/runs/${runId}/approvals/deploy`,
+    headers: { ...FORM, cookie: s.cookie },
+    payload: form({ csrf: s.csrf, decision: "approve" }),
+  });
+  assert.equal(approvalsAvailable(t.app), false, "this branch has no approvals route");
+  assert.equal(res.statusCode, 404, res.body);
+  assert.match(res.body, /this server has no approval gates/);
+  assert.deepEqual(answerOf({ csrf: "x", decision: "approve", "field.env": "prod", "field.note": "" }), {
+    decision: "approve",
+    fields: { env: "prod" },
+  });
+  const gate: Gate = {
+    gate: "deploy",
+    prompt: "Ship <it>?",
+    fields: [
+      { name: "env", type: "select", required: true, options: ["staging", "prod"] },
+      { name: "note", type: "textarea", label: "Why" },
+    ],
+  };
+  const html = gatesPanel({ org: "o", project: "p", csrf: "c" }, "run-1", [gate], {
+    gate: "deploy",
+    message: 'approval field "env" is required',
+    values: { note: "<b>x</b>" },
+  }).html;
+  assert.match(html, /Ship &lt;it&gt;\?/);
+  assert.match(html, /<select id="g-deploy-env" name="field.env" required aria-required="true" aria-invalid="true"/);
+  assert.match(html, /<span class="error" id="g-deploy-env-err">approval field &quot;env&quot; is required<\/span>/);
+  assert.match(html, /<textarea id="g-deploy-note" name="field.note" rows="4">&lt;b&gt;x&lt;\/b&gt;<\/textarea>/);
 });

@@ -2,6 +2,8 @@
 import type { RunView } from "@flowsvc/store";
 import { csrfField, esc, h, md, text, type Html } from "./html.js";
 
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+
 export const STATUSES = ["queued", "running", "parked", "succeeded", "failed", "cancelled"] as const;
 
 export interface Scoped {
@@ -118,7 +120,7 @@ export const runPage = (s: Scoped, d: RunPageData): Html => {
 <p class="run-head">${status(run.status, run.id)} ${run.filename} · attempt ${run.attempt} · created ${when(run.created_at)}${
     run.tags.length ? h` · tags ${run.tags.join(", ")}` : ""
   }</p>
-<form method="post" action="${runUrl}/cancel" class="inline">${csrfField(s.csrf)}<button type="submit" id="cancel">Cancel run</button></form>
+${TERMINAL.has(run.status) ? "" : h`<form method="post" action="${runUrl}/cancel" class="inline">${csrfField(s.csrf)}<button type="submit" id="cancel">Cancel run</button></form>`}
 ${run.error ? h`<p class="error">${run.error}</p>` : ""}
 ${d.gates ?? ""}
 <section aria-labelledby="h-log"><h2 id="h-log">Log</h2>

@@ -4,6 +4,7 @@ import { isTerminalStatus } from "@flowsvc/core";
 import { readLogs, type RunView } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { ApiRefusal, apiBase, callApi } from "./api.js";
+import { answerOf, approvalsAvailable, gatesPanel, type Gate, type GateError } from "./approvals.js";
 import { CLIENT_CSS, CLIENT_JS } from "./assets.js";
 import { CSP, csrfField, h, page, text, type Html } from "./html.js";
 import { errorPage, loginPage, pbase, projectsPage, runPage, runsPage, table, when, type JournalRow, type Scoped } from "./pages.js";
@@ -195,15 +196,11 @@ const runPages = (ctx: Ctx): void => {
   );
   app.get(
     "/p/:org/:project/runs/:id",
-    withSession(ctx, async (req, _reply, session) => {
-      const s = scoped(req, session);
-      const { id } = RunParams.parse(req.params);
-      const [run, steps] = await Promise.all([
-        callApi<RunPageRun>(app, session.id, { url: `${s.api}/runs/${encodeURIComponent(id)}` }),
-        callApi<JournalRow[]>(app, session.id, { url: `${s.api}/runs/${encodeURIComponent(id)}/steps` }),
-      ]);
-      return page({ title: `Run ${run.id}`, scope: s, csrf: s.csrf, body: runPage(s, { run, steps }) });
-    }),
+    withSession(ctx, async (req, _reply, session) => showRun(ctx, req, session)),
+  );
+  app.post(
+    "/p/:org/:project/runs/:id/approvals/:gate",
+    withSession(ctx, async (req, reply, session) => answerGate(ctx, { req, reply, session }), { post: true }),
   );
   const runAction = (action: "cancel" | "rerun") =>
     withSession(
@@ -256,6 +253,44 @@ const liveRoutes = (ctx: Ctx): void => {
       });
     }),
   );
+};
+
+/** The run page; `gateError` re-shows a refused approval at its gate. */
+const showRun = async (ctx: Ctx, req: FastifyRequest, session: Session, gateError?: GateError): Promise<string> => {
+  const s = scoped(req, session);
+  const { id } = RunParams.parse(req.params);
+  const runApi = `${s.api}/runs/${encodeURIComponent(id)}`;
+  const [run, steps] = await Promise.all([
+    callApi<RunPageRun>(ctx.app, session.id, { url: runApi }),
+    callApi<JournalRow[]>(ctx.app, session.id, { url: `${runApi}/steps` }),
+  ]);
+  const gates =
+    run.status === "parked" && approvalsAvailable(ctx.app)
+      ? await callApi<Gate[] | { gates: Gate[] }>(ctx.app, session.id, { url: `${runApi}/approvals` })
+      : undefined;
+  const list = gates === undefined ? [] : Array.isArray(gates) ? gates : gates.gates;
+  const panel = list.length ? gatesPanel(s, run.id, list, gateError) : undefined;
+  return page({ title: `Run ${run.id}`, scope: s, csrf: s.csrf, body: runPage(s, { run, steps, ...(panel ? { gates: panel } : {}) }) });
+};
+
+const GateParams = RunParams.extend({ gate: z.string().min(1).max(64) });
+
+/** An approval answered through the approvals route; a refusal is shown inline at its gate (400). */
+const answerGate = async (ctx: Ctx, o: { req: FastifyRequest; reply: FastifyReply; session: Session }): Promise<FastifyReply> => {
+  const s = scoped(o.req, o.session);
+  const { id, gate } = GateParams.parse(o.req.params);
+  if (!approvalsAvailable(ctx.app))
+    return send(o.reply, 404, page({ title: "Not available", csrf: s.csrf, body: errorPage("this server has no approval gates") }));
+  const form = formOf(o.req);
+  const answer = answerOf(form);
+  const url = `${s.api}/runs/${encodeURIComponent(id)}/approvals/${encodeURIComponent(gate)}`;
+  try {
+    await callApi(ctx.app, o.session.id, { method: "POST", url, body: answer });
+  } catch (err) {
+    if (!(err instanceof ApiRefusal) || err.status !== 400) throw err;
+    return send(o.reply, 400, await showRun(ctx, o.req, o.session, { gate, message: err.message, values: answer.fields }));
+  }
+  return redirect(o.reply, `${pbase(s)}/runs/${encodeURIComponent(id)}`);
 };
 
 type RunPageRun = RunView & { activities: Array<{ name: string; status: string; exit_code: number | null }> };
