@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { appendLogs } from "@flowsvc/store";
 import { ask, createTestApp, type TestApp } from "../testing/test-app.js";
 import { md } from "./html.js";
+import { accountsAvailable, connectionsPage } from "./connections.js";
 import { answerOf, approvalsAvailable, gatesPanel, type Gate } from "./approvals.js";
 
 let t: TestApp;
@@ -223,4 +224,26 @@ test("approval gates: without the approvals route the form is refused plainly; t
   assert.match(html, /<select id="g-deploy-env" name="field.env" required aria-required="true" aria-invalid="true"/);
   assert.match(html, /<span class="error" id="g-deploy-env-err">approval field &quot;env&quot; is required<\/span>/);
   assert.match(html, /<textarea id="g-deploy-note" name="field.note" rows="4">&lt;b&gt;x&lt;\/b&gt;<\/textarea>/);
+});
+
+test("connections: without the accounts routes the page says so and connect is refused; the page renders statuses and no token", async () => {
+  const s = await login(t.tokens.member);
+  assert.equal(accountsAvailable(t.app), false, "this branch has no accounts routes");
+  const shown = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: s.cookie } });
+  assert.equal(shown.statusCode, 200);
+  assert.match(shown.body, /not available on this server/);
+  const connect = await t.app.inject({
+    method: "POST",
+    url: `/p/${t.project.org}/p/connections/connect`,
+    headers: { ...FORM, cookie: s.cookie },
+    payload: form({ csrf: s.csrf, name: "GH", provider: "github" }),
+  });
+  assert.equal(connect.statusCode, 404);
+  const html = connectionsPage({ org: "o", project: "p", csrf: "c" }, [
+    { name: "GH", provider: "github", far_label: "<octo>", status: "in_doubt", granter: "mo", connected_at: "2026-11-26T10:00:00Z" },
+  ]).html;
+  assert.match(html, /&lt;octo&gt;/);
+  assert.match(html, /status-in_doubt">in_doubt</);
+  assert.match(html, /action="\/p\/o\/p\/connections\/GH\/remove"/);
+  assert.match(html, /<button type="submit">Reconnect<\/button>/);
 });

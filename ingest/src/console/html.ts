@@ -53,6 +53,7 @@ const nav = (scope: { org: string; project: string }): Html => {
     ["handlers", "Handlers"],
     ["hooks", "Hooks"],
     ["secrets", "Secrets and credentials"],
+    ["connections", "Connections"],
   ];
   return h`<nav aria-label="project"><a href="/">Projects</a> › <strong>${scope.org}/${scope.project}</strong> ${links.map(
     ([p, label]) => h`<a href="${base}/${p}">${label}</a> `,

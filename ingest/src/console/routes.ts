@@ -4,6 +4,7 @@ import { isTerminalStatus } from "@flowsvc/core";
 import { readLogs, type RunView } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { ApiRefusal, apiBase, callApi } from "./api.js";
+import { accountsAvailable, connectionsPage, listConnections, startConnect } from "./connections.js";
 import { answerOf, approvalsAvailable, gatesPanel, type Gate, type GateError } from "./approvals.js";
 import { CLIENT_CSS, CLIENT_JS } from "./assets.js";
 import { CSP, csrfField, h, page, text, type Html } from "./html.js";
@@ -418,6 +419,60 @@ ${table({ caption: "Secrets and credentials", cols: ["Name", "Kind", "Set at", "
   app.post("/p/:org/:project/credentials/:name/delete", write("credentials", "delete"));
 };
 
+const connectionPages = (ctx: Ctx): void => {
+  const { app } = ctx;
+  app.get(
+    "/p/:org/:project/connections",
+    withSession(ctx, async (req, _reply, session) => {
+      const s = scoped(req, session);
+      const accounts = accountsAvailable(app) ? await listConnections(app, session.id, s.api) : undefined;
+      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts) });
+    }),
+  );
+  app.post(
+    "/p/:org/:project/connections/connect",
+    withSession(
+      ctx,
+      async (req, reply, session) => {
+        const s = scoped(req, session);
+        if (!accountsAvailable(app))
+          return send(
+            reply,
+            404,
+            page({ title: "Not available", csrf: s.csrf, body: errorPage("connected accounts are not available on this server") }),
+          );
+        const { url } = await startConnect(app, { req, reply, session: session.id, api: s.api, form: formOf(req) });
+        return page({
+          title: "Connect",
+          scope: s,
+          csrf: s.csrf,
+          body: h`<p><a href="${url}" id="continue">Continue to the provider</a> to grant access; you come back here afterwards.</p>`,
+        });
+      },
+      { post: true },
+    ),
+  );
+  app.post(
+    "/p/:org/:project/connections/:name/remove",
+    withSession(
+      ctx,
+      async (req, reply, session) => {
+        const s = scoped(req, session);
+        const { name } = NameParams.parse(req.params);
+        if (!accountsAvailable(app))
+          return send(
+            reply,
+            404,
+            page({ title: "Not available", csrf: s.csrf, body: errorPage("connected accounts are not available on this server") }),
+          );
+        await callApi(app, session.id, { method: "DELETE", url: `${s.api}/accounts/${encodeURIComponent(name)}` });
+        return redirect(reply, `${pbase(s)}/connections`);
+      },
+      { post: true },
+    ),
+  );
+};
+
 /**
  * The web console at `/` (issue 12, item 5): server-rendered pages over the user API, one small
  * hand-written script and stylesheet served from here (no CDN, no inline script).
@@ -440,5 +495,6 @@ export const consoleRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
   liveRoutes(ctx);
   catalogPages(ctx);
   secretPages(ctx);
+  connectionPages(ctx);
   done();
 };
