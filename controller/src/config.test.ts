@@ -92,3 +92,28 @@ void test("a bad config file names the JSON path of each problem; unknown fields
   );
   assert.match(problemsOf({ ...good, FLOWSVC_CONFIG_FILE: "/nonexistent/config.json" })[0]!, /cannot read it \(ENOENT\)/);
 });
+
+void test("connected-account providers are parsed with the rest: a non-https provider URL refuses the start with every other problem", () => {
+  const provider = {
+    name: "slack",
+    authorize_url: "https://slack.com/oauth/v2/authorize",
+    token_url: "http://slack.com/api/oauth.v2.access",
+    client_id: "1.2",
+    client_secret: "shh-client-secret",
+    scopes: ["chat:write"],
+    capabilities: { rotates_refresh_token: true, reuse_revokes_family: false },
+    identity: { url: "https://slack.com/api/auth.test", id_pointer: "/user_id", label_pointer: "/user" },
+  };
+  const env = { ...good, FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([provider]), FLOWSVC_LOG_LEVEL: "loud" };
+  const problems = problemsOf({ ...env, FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI: "https://flow.example.com/oauth/callback" });
+  assert.ok(problems.some((p) => p.startsWith("FLOWSVC_LOG_LEVEL: ")));
+  assert.ok(problems.some((p) => p.startsWith("FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS[0] (provider slack).token_url: must be https")));
+  assert.ok(!problems.join("\n").includes("shh-client-secret"));
+  const ok = loadControllerConfig({
+    ...good,
+    FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([{ ...provider, token_url: "https://slack.com/api/oauth.v2.access" }]),
+    FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI: "https://flow.example.com/oauth/callback",
+  });
+  assert.deepEqual([...ok.accounts.providers.keys()], ["slack"]);
+  assert.equal(loadControllerConfig(good).accounts.providers.size, 0);
+});

@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { z } from "zod";
-import { FlowError, parseMasterKey } from "@flowsvc/core";
+import { FlowError, accountProvidersFromEnv, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -127,6 +127,8 @@ export interface ServiceConfig {
   publicUrl: string | undefined;
   leaseMs: number;
   file: ConfigFile;
+  /** Connected-account providers and the redirect URI (core's one parser; empty: connecting is not offered). */
+  accounts: AccountProvidersConfig;
 }
 
 export interface ControllerConfig extends ServiceConfig {
@@ -186,7 +188,12 @@ export const parseServiceConfig = <T extends z.ZodRawShape>(
       problems.push(`FLOWSVC_MASTER_KEY: ${err instanceof FlowError ? err.message : "is not a master key"}`);
     }
   }
-  if (!parsed.success || !masterKey) throw refuse("configuration", problems);
+  const accounts = accountProvidersFromEnv(
+    env["FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS"] || undefined,
+    env["FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI"] || undefined,
+  );
+  if (!accounts.ok) problems.push(...accounts.problems);
+  if (!parsed.success || !masterKey || !accounts.ok) throw refuse("configuration", problems);
   const e = parsed.data as z.infer<typeof CommonEnvSchema> & z.infer<z.ZodObject<T>>;
   return {
     databaseUrl: e.FLOWSVC_DATABASE_URL,
@@ -195,6 +202,7 @@ export const parseServiceConfig = <T extends z.ZodRawShape>(
     publicUrl: e.FLOWSVC_PUBLIC_URL,
     leaseMs: e.FLOWSVC_AGENT_LEASE_MS,
     file: readConfigFile(e.FLOWSVC_CONFIG_FILE),
+    accounts: accounts.config,
     env: e,
   };
 };

@@ -15,6 +15,7 @@ import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { Dispatcher } from "./dispatcher.js";
 import { startHealthServer } from "./health-server.js";
 import { TimerLoop } from "./timers.js";
+import { AccountRenewalLoop } from "./accounts/renewal-loop.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
@@ -80,13 +81,22 @@ const startLeading = async (s: Shared): Promise<Leading> => {
   });
   events.dispatcher = dispatcher;
   const timers = new TimerLoop(pool, logger);
+  const renewal = new AccountRenewalLoop({
+    pool,
+    keyring: s.keyring,
+    providers: config.accounts.providers,
+    holder: config.podName,
+    log: logger,
+  });
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
+  renewal.start();
 
   logger.info({ identity: config.podName }, "leading: reconcilers, dispatcher, timers and agent Pod launcher started");
   const halt = (): void => {
     dispatcher.stop();
     timers.stop();
+    void renewal.stop();
   };
   return {
     halt,

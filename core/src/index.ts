@@ -28,3 +28,4 @@ export * from "./waits.js";
 export * from "./locks.js";
 export * from "./resources/index.js";
 export * from "./credentials/index.js";
+export * from "./accounts/index.js";

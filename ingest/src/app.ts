@@ -11,6 +11,7 @@ import { agentRoutes } from "./routes/agent.js";
 import { agentCallRoutes } from "./routes/agent-calls.js";
 import { agentListRoutes } from "./routes/agents.js";
 import { credentialRoutes } from "./routes/credentials.js";
+import { accountRoutes } from "./routes/accounts.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
 import { handlerRoutes } from "./routes/handlers.js";
@@ -84,6 +85,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     runRoutes,
     secretRoutes,
     credentialRoutes,
+    accountRoutes,
     signalRoutes,
     eventRoutes,
     emitRoutes,

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import type { ResourceStore } from "@flowsvc/core";
+import type { AccountProvidersConfig, ResourceStore } from "@flowsvc/core";
 import type { Keyring, Listener, ServiceMetrics } from "@flowsvc/store";
 import type { LocalAgentInfo } from "@flowsvc/controller";
 import type { RunMaskers } from "./run-masker.js";
@@ -19,6 +19,8 @@ export interface IngestDeps {
   metrics?: ServiceMetrics;
   /** `flow server`'s local agent processes (its launchers), for `GET /api/v1/agents`; unset where there are none. */
   localAgents?: () => readonly LocalAgentView[];
+  /** Connected-account providers (core's parsed config); absent or empty: connecting is not offered. */
+  accounts?: AccountProvidersConfig;
 }
 
 /** A local agent process as its launcher reports it (controller's LocalLauncher.agents()). */

@@ -21,7 +21,10 @@ const run = async (config: IngestConfig, logger: pino.Logger): Promise<void> => 
   const listener = startListener(config.databaseUrl, (msg, err) => logger.warn({ err }, msg));
   // Kubernetes mode: resource writes go to Postgres and to their custom resource (kube-resource-store.ts).
   const resources = new KubeResourceStore(loadKubeConfig(), createPgResourceStore(pool, keyring));
-  const app = buildApp({ pool, keyring, listener, resources, publicUrl: config.publicUrl, leaseMs: config.leaseMs }, logger);
+  const app = buildApp(
+    { pool, keyring, listener, resources, publicUrl: config.publicUrl, leaseMs: config.leaseMs, accounts: config.accounts },
+    logger,
+  );
   const url = await app.listen({ host: config.host, port: config.port });
   logger.info({ url }, "flowsvc-ingest listening");
   let stopping = false;

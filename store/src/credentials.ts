@@ -7,12 +7,15 @@
 import type { Pool, PoolClient } from "pg";
 import {
   FlowError,
+  USABLE_ACCOUNT_STATUSES,
   credentialFromSealedText,
+  type AccountStatus,
   credentialToSealedText,
   type CredentialKind,
   type CredentialValue,
   type ResolvedHolding,
 } from "@flowsvc/core";
+import { disableOrphanedAccounts, openAccountToken } from "./accounts.js";
 import { finishActivity } from "./activities.js";
 import type { Keyring } from "./keyring.js";
 import { appendLogs } from "./logs.js";
@@ -157,7 +160,39 @@ const openCredential = async (
   return text === undefined ? undefined : credentialFromSealedText(text, row.kind);
 };
 
-type DeclaredRow = { variable: string; name: string; kind: CredentialKind | null; sealed: Buffer | null };
+type DeclaredRow = {
+  variable: string;
+  name: string;
+  kind: CredentialKind | null;
+  sealed: Buffer | null;
+  account_status: AccountStatus | null;
+  account_sealed: Buffer | null;
+};
+
+/** What the project holds under one declared name: its credential (opened) and/or its account (a usable one's token opened). */
+const openHolding = async (keyring: Keyring, scope: CredentialScope, r: DeclaredRow): Promise<ResolvedHolding> => {
+  const holding: {
+    credential?: { kind: CredentialKind };
+    account?: { status: AccountStatus };
+    value?: CredentialValue;
+    accountToken?: string;
+  } = {};
+  if (r.kind !== null && r.sealed !== null) {
+    holding.credential = { kind: r.kind };
+    // A value that does not open is held without one: the resolver fails the job on it.
+    const value = await openCredential(keyring, scope, { name: r.name, kind: r.kind, sealed: r.sealed });
+    if (value) holding.value = value;
+  }
+  if (r.account_status !== null && r.account_sealed !== null) {
+    holding.account = { status: r.account_status };
+    // Only a usable account's token is opened; the resolver fails the job on any other status.
+    if (USABLE_ACCOUNT_STATUSES.includes(r.account_status) && !holding.credential) {
+      const token = await openAccountToken(keyring, scope, { name: r.name, sealed: r.account_sealed });
+      if (token !== undefined) holding.accountToken = token;
+    }
+  }
+  return holding;
+};
 
 /**
  * What a run declares and what its project holds under those names, opened for the claim (one
@@ -165,42 +200,82 @@ type DeclaredRow = { variable: string; name: string; kind: CredentialKind | null
  * a row moved or edited) is left without a value: the resolver fails the job on it.
  */
 export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string, scope: CredentialScope): Promise<RunCredentials> => {
-  const { rows } = await db.query<DeclaredRow>(
-    `select d.key as variable, d.value as name, c.kind, c.sealed
+  const query = `select d.key as variable, d.value as name, c.kind, c.sealed, a.status as account_status, a.sealed as account_sealed
        from runs r cross join lateral jsonb_each_text(r.credentials) d
        left join credentials c on c.project_id = r.project_id and c.name = d.value
-      where r.id = $1`,
-    [runId],
-  );
+       left join accounts a on a.project_id = r.project_id and a.name = d.value
+      where r.id = $1`;
+  let { rows } = await db.query<DeclaredRow>(query, [runId]);
+  // A granter who left the project disables the accounts they granted (checked where accounts are used).
+  if (rows.some((r) => r.account_status !== null) && (await disableOrphanedAccounts(db, scope.projectId)) > 0)
+    ({ rows } = await db.query<DeclaredRow>(query, [runId]));
   const declared: Record<string, string> = {};
   const holdings = new Map<string, ResolvedHolding>();
   for (const r of rows) {
     declared[r.variable] = r.name;
-    if (r.kind === null || r.sealed === null || holdings.has(r.name)) continue;
-    // A value that does not open is held without one: the resolver fails the job on it.
-    const value = await openCredential(keyring, scope, { name: r.name, kind: r.kind, sealed: r.sealed });
-    holdings.set(r.name, { credential: { kind: r.kind }, ...(value ? { value } : {}) });
+    if ((r.sealed === null && r.account_sealed === null) || holdings.has(r.name)) continue;
+    holdings.set(r.name, await openHolding(keyring, scope, r));
   }
   return { declared, holdings };
 };
 
-/** Every credential of a project, opened, for the run maskers; a value that does not open is left out. */
+/**
+ * What the project holds under each of `names`, opened (credentials and connected accounts), for an
+ * http or connector node at dispatch: core's holdingValue then gives the value renderHttpAuth sends,
+ * or why the node fails with nothing sent. A granter who left disables their accounts first.
+ */
+export const openProjectHoldings = async (
+  db: Db,
+  keyring: Keyring,
+  scope: CredentialScope,
+  names: readonly string[],
+): Promise<Map<string, ResolvedHolding>> => {
+  const query = `select n.name as variable, n.name, c.kind, c.sealed, a.status as account_status, a.sealed as account_sealed
+       from unnest($2::text[]) as n(name)
+       left join credentials c on c.project_id = $1 and c.name = n.name
+       left join accounts a on a.project_id = $1 and a.name = n.name`;
+  let { rows } = await db.query<DeclaredRow>(query, [scope.projectId, [...new Set(names)]]);
+  if (rows.some((r) => r.account_status !== null) && (await disableOrphanedAccounts(db, scope.projectId)) > 0)
+    ({ rows } = await db.query<DeclaredRow>(query, [scope.projectId, [...new Set(names)]]));
+  const holdings = new Map<string, ResolvedHolding>();
+  for (const r of rows) if (r.sealed !== null || r.account_sealed !== null) holdings.set(r.name, await openHolding(keyring, scope, r));
+  return holdings;
+};
+
+/**
+ * Every credential of a project, opened, for the run maskers, and each connected account's current
+ * access token as a bearer value (a token a script wrote to an output or annotation is masked too);
+ * a value that does not open is left out.
+ */
 export const openProjectCredentials = async (db: Db, keyring: Keyring, scope: CredentialScope): Promise<CredentialValue[]> => {
   const { rows } = await db.query<{ name: string; kind: CredentialKind; sealed: Buffer }>(
     `select name, kind, sealed from credentials where project_id = $1 order by name`,
     [scope.projectId],
   );
-  const opened = await Promise.all(rows.map((r) => openCredential(keyring, scope, r)));
+  const { rows: accounts } = await db.query<{ name: string; sealed: Buffer }>(
+    `select name, sealed from accounts where project_id = $1 order by name`,
+    [scope.projectId],
+  );
+  const opened = await Promise.all([
+    ...rows.map((r) => openCredential(keyring, scope, r)),
+    ...accounts.map(async (a): Promise<CredentialValue | undefined> => {
+      const token = await openAccountToken(keyring, scope, a);
+      return token === undefined ? undefined : { kind: "bearer", token };
+    }),
+  ]);
   return opened.filter((v): v is CredentialValue => v !== undefined);
 };
 
 /**
- * A stamp of a project's credentials: (name, set_at) of each, digested. Setting, replacing or
- * deleting one changes it, so the run maskers' cache knows when to open them again.
+ * A stamp of a project's credentials and connected accounts: (name, set_at) of each credential and
+ * (name, version) of each account, digested. Setting, replacing or deleting one, or an account's
+ * renewal, changes it, so the run maskers' cache knows when to open them again.
  */
 export const credentialStamp = async (db: Db, projectId: string): Promise<string> => {
   const { rows } = await db.query<{ stamp: string }>(
-    `select coalesce(md5(string_agg(name || '@' || set_at::text, ',' order by name)), '') as stamp from credentials where project_id = $1`,
+    `select coalesce(md5(string_agg(s, ',' order by s)), '') as stamp from (
+       select 'c:' || name || '@' || set_at::text as s from credentials where project_id = $1
+       union all select 'a:' || name || '@' || version::text from accounts where project_id = $1) x`,
     [projectId],
   );
   return rows[0]?.stamp ?? "";
@@ -209,8 +284,9 @@ export const credentialStamp = async (db: Db, projectId: string): Promise<string
 /** credentialStamp of a run's project, by the run's id (one query, beside the secrets' stamp). */
 export const runCredentialStamp = async (db: Db, runId: string): Promise<string> => {
   const { rows } = await db.query<{ stamp: string }>(
-    `select coalesce(md5(string_agg(c.name || '@' || c.set_at::text, ',' order by c.name)), '') as stamp
-       from runs r join credentials c on c.project_id = r.project_id where r.id = $1`,
+    `select coalesce(md5(string_agg(s, ',' order by s)), '') as stamp from (
+       select 'c:' || c.name || '@' || c.set_at::text as s from runs r join credentials c on c.project_id = r.project_id where r.id = $1
+       union all select 'a:' || a.name || '@' || a.version::text from runs r join accounts a on a.project_id = r.project_id where r.id = $1) x`,
     [runId],
   );
   return rows[0]?.stamp ?? "";

@@ -38,3 +38,4 @@ export * from "./credentials.js";
 export * from "./console-sessions.js";
 export * from "./metrics.js";
 export * from "./agents.js";
+export * from "./accounts.js";

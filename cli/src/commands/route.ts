@@ -17,6 +17,7 @@ export const USER_COMMANDS: readonly string[] = [
   "run",
   "secret",
   "credential",
+  "account",
   "events",
   "emit",
   "event-hook",

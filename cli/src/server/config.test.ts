@@ -46,3 +46,29 @@ void test("an external database without its master key is refused with how to ma
   const message = problem({}, { FLOWSVC_DATABASE_URL: "postgres://u:p@db.example:5432/flowsvc" });
   assert.match(message, /FLOWSVC_DATABASE_URL is set but FLOWSVC_MASTER_KEY is not/);
 });
+
+void test("connected-account providers: a missing capabilities object refuses the start naming the provider and the field", () => {
+  const provider = {
+    name: "github",
+    authorize_url: "https://github.com/login/oauth/authorize",
+    token_url: "https://github.com/login/oauth/access_token",
+    client_id: "Iv1.x",
+    client_secret: "y",
+    scopes: [],
+    identity: { url: "https://api.github.com/user", id_pointer: "/id", label_pointer: "/login" },
+  };
+  const msg = problem({}, { FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([provider]), FLOWSVC_PORT: "x" });
+  assert.match(msg, /FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS\[0\] \(provider github\)\.capabilities: is required/);
+  assert.match(msg, /port: /);
+  const ok = loadServerConfig(
+    {},
+    {
+      ...home,
+      FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([
+        { ...provider, capabilities: { rotates_refresh_token: false, reuse_revokes_family: false } },
+      ]),
+      FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI: "http://127.0.0.1:8080/oauth/callback",
+    },
+  );
+  assert.equal(ok.accounts.providers.get("github")?.capabilities.rotates_refresh_token, false);
+});

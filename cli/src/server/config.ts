@@ -1,7 +1,7 @@
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { FlowError, parseMasterKey } from "@flowsvc/core";
+import { FlowError, accountProvidersFromEnv, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
 
 /**
  * `flow server`'s configuration: flags over environment over defaults, parsed once here. A bad
@@ -51,6 +51,8 @@ const ServerConfigSchema = z.object({
 });
 export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey"> & {
   masterKey: Uint8Array | undefined;
+  /** Connected-account providers and the redirect URI (core's one parser; empty: connecting is not offered). */
+  accounts: AccountProvidersConfig;
   agentEnv: Record<string, string | undefined>;
 };
 
@@ -103,8 +105,15 @@ const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<k
 
 export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig => {
   const parsed = ServerConfigSchema.safeParse(serverConfigInput(flags, env));
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+  const accounts = accountProvidersFromEnv(
+    envSetting(env, "FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS"),
+    envSetting(env, "FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI"),
+  );
+  if (!parsed.success || !accounts.ok) {
+    const lines = [
+      ...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`)),
+      ...(accounts.ok ? [] : accounts.problems),
+    ].map((l) => `  ${l}`);
     throw new FlowError("config", `invalid server configuration:\n${lines.join("\n")}`);
   }
   const c = parsed.data;
@@ -113,5 +122,5 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
       hint: "generate one with `openssl rand -base64 32`, keep it safe (losing it loses every sealed value), and set FLOWSVC_MASTER_KEY",
     });
   }
-  return { ...c, masterKey: c.masterKey ? parseMasterKey(c.masterKey) : undefined, agentEnv: { ...env } };
+  return { ...c, masterKey: c.masterKey ? parseMasterKey(c.masterKey) : undefined, accounts: accounts.config, agentEnv: { ...env } };
 };

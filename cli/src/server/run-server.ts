@@ -14,7 +14,7 @@ import {
   stopPostgresSync,
   type EmbeddedPostgres,
 } from "@flowsvc/store";
-import { Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import { AccountRenewalLoop, Dispatcher, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
@@ -195,7 +195,17 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     // The launchers start after the server listens (their agents need its URL): `flow agents ls` reads them once they are.
     const roster: { launchers: LocalLauncher[] } = { launchers: [] };
     const localAgents = () => roster.launchers.flatMap((l) => l.agents());
-    const deps = { pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics, localAgents };
+    const deps = {
+      pool,
+      keyring,
+      resources,
+      listener,
+      publicUrl: config.publicUrl,
+      leaseMs: config.leaseMs,
+      metrics,
+      localAgents,
+      accounts: config.accounts,
+    };
     const app = buildApp(deps, logger);
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());
@@ -242,14 +252,17 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     });
     events.dispatcher = d;
     const timers = new TimerLoop(pool, logger);
+    const renewal = new AccountRenewalLoop({ pool, keyring, providers: config.accounts.providers, log: logger });
     cleanups.push(async () => {
       timers.stop();
+      await renewal.stop();
       d.stop();
       await Promise.all(launchers.map((l) => l.stop()));
       await d.drain();
     });
     await d.start();
     timers.start();
+    renewal.start();
 
     const cliConfig = { path: config.cliConfigPath, written: await saveLocalLogin(config.cliConfigPath, url, boot.token) };
     printBanner({

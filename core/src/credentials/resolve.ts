@@ -149,15 +149,31 @@ export type JobCredentials =
   | { readonly ok: false; readonly problems: string[] };
 
 const valueOf = (name: string, h: ResolvedHolding | undefined): { value: string; masks: string[] } | string => {
-  const check = checkConnection(name, h);
-  if (check.problem !== undefined) return check.problem;
-  if (h?.account) {
-    return h.accountToken === undefined
-      ? `connected account ${shownName(name)} has no usable token: reconnect it on the Connections page`
-      : { value: h.accountToken, masks: [h.accountToken] };
-  }
-  if (h?.value === undefined) return `credential ${shownName(name)} does not open with this server's keys: set it again`;
-  return { value: credentialEnvValue(h.value), masks: credentialMaskValues(h.value) };
+  const got = holdingValue(name, h);
+  if (!got.ok) return got.problem;
+  return { value: credentialEnvValue(got.value), masks: credentialMaskValues(got.value) };
+};
+
+/**
+ * The value an http or connector node authenticates with under `name` (render.ts's renderHttpAuth
+ * takes it): a credential's own value, or a usable connected account's token as a bearer value. Or
+ * why the node must fail without sending anything (missing, conflict, wrong kind, an account to
+ * reconnect, a value that does not open).
+ */
+export const holdingValue = (
+  name: string,
+  holding: ResolvedHolding | undefined,
+  required?: readonly CredentialKind[],
+): { ok: true; value: CredentialValue } | { ok: false; problem: string } => {
+  const check = checkConnection(name, holding, required);
+  if (check.problem !== undefined) return { ok: false, problem: check.problem };
+  if (holding?.account)
+    return holding.accountToken === undefined
+      ? { ok: false, problem: `connected account ${shownName(name)} has no usable token: reconnect it on the Connections page` }
+      : { ok: true, value: { kind: "bearer", token: holding.accountToken } };
+  if (holding?.value === undefined)
+    return { ok: false, problem: `credential ${shownName(name)} does not open with this server's keys: set it again` };
+  return { ok: true, value: holding.value };
 };
 
 /**

@@ -226,19 +226,20 @@ test("approval gates: without the approvals route the form is refused plainly; t
   assert.match(html, /<textarea id="g-deploy-note" name="field.note" rows="4">&lt;b&gt;x&lt;\/b&gt;<\/textarea>/);
 });
 
-test("connections: without the accounts routes the page says so and connect is refused; the page renders statuses and no token", async () => {
+test("connections: the page lists through the accounts route; a connect with no provider configured shows the route's refusal", async () => {
   const s = await login(t.tokens.member);
-  assert.equal(accountsAvailable(t.app), false, "this branch has no accounts routes");
+  assert.equal(accountsAvailable(t.app), true);
   const shown = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: s.cookie } });
   assert.equal(shown.statusCode, 200);
-  assert.match(shown.body, /not available on this server/);
+  assert.match(shown.body, /Connected accounts: none/);
   const connect = await t.app.inject({
     method: "POST",
     url: `/p/${t.project.org}/p/connections/connect`,
     headers: { ...FORM, cookie: s.cookie },
     payload: form({ csrf: s.csrf, name: "GH", provider: "github" }),
   });
-  assert.equal(connect.statusCode, 404);
+  assert.equal(connect.statusCode, 400);
+  assert.match(connect.body, /the operator configured no provider/);
   const html = connectionsPage({ org: "o", project: "p", csrf: "c" }, [
     { name: "GH", provider: "github", far_label: "<octo>", status: "in_doubt", granter: "mo", connected_at: "2026-11-26T10:00:00Z" },
   ]).html;

@@ -18,7 +18,19 @@ after(() => t.close());
 
 const CASE_MS = 10_000;
 const RUNS_PER_ROUTE = 15;
-const WRITTEN = ["runs", "jobs", "journal", "events", "signals", "secrets", "handlers", "event_hooks", "api_tokens"];
+const WRITTEN = [
+  "runs",
+  "jobs",
+  "journal",
+  "events",
+  "signals",
+  "secrets",
+  "handlers",
+  "event_hooks",
+  "api_tokens",
+  "accounts",
+  "oauth_states",
+];
 
 const counts = async (): Promise<Record<string, number>> => {
   const sql = `select ${WRITTEN.map((n) => `(select count(*) from ${n})::int as ${n}`).join(", ")}`;
@@ -147,6 +159,10 @@ const ROUTES: Route[] = [
   { method: "GET", path: "{base}/secrets/:name" },
   { method: "PUT", path: "{base}/secrets/:name", keys: ["value"] },
   { method: "DELETE", path: "{base}/secrets/:name" },
+  { method: "GET", path: "{base}/accounts" },
+  { method: "POST", path: "{base}/accounts/connect", keys: ["name", "provider", "session_id"] },
+  { method: "DELETE", path: "{base}/accounts/:name" },
+  { method: "GET", path: "/oauth/callback" },
 ];
 
 const fill = (path: string, segs: string[], org: string, project: string): string => {

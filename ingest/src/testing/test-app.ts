@@ -26,6 +26,7 @@ import {
   type TestDatabase,
 } from "@flowsvc/store";
 import { buildApp } from "../app.js";
+import type { AccountProvidersConfig } from "@flowsvc/core";
 
 export const TEST_LEASE_MS = 60_000;
 
@@ -69,7 +70,9 @@ const userToken = async (db: TestDatabase, projectId: string, name: string, role
 };
 
 /** The app on a database of its own. Call close() when done (the app, the listener, then the database). */
-export const createTestApp = async (opts: { publicUrl?: string; logger?: FastifyBaseLogger } = {}): Promise<TestApp> => {
+export const createTestApp = async (
+  opts: { publicUrl?: string; logger?: FastifyBaseLogger; accounts?: AccountProvidersConfig } = {},
+): Promise<TestApp> => {
   const db = await createTestDatabase();
   const keyring = await Keyring.create(db.pool, randomBytes(32));
   const project = await keyedProject(db, keyring);
@@ -83,7 +86,7 @@ export const createTestApp = async (opts: { publicUrl?: string; logger?: Fastify
   const listener: Listener = startListener(db.url, () => {});
   const resources = createPgResourceStore(db.pool, keyring);
   const app = buildApp(
-    { pool: db.pool, keyring, resources, listener, publicUrl: opts.publicUrl, leaseMs: TEST_LEASE_MS },
+    { pool: db.pool, keyring, resources, listener, publicUrl: opts.publicUrl, leaseMs: TEST_LEASE_MS, accounts: opts.accounts },
     opts.logger ?? pino({ level: "silent" }),
   );
   await app.ready();

@@ -1,0 +1,63 @@
+/**
+ * `flow account list|rm`: the project's connected accounts (spec, "Connected account" and the CLI
+ * table). Connecting is a browser flow only (the Connections page, or `POST {scoped}/accounts/connect`
+ * from a console); the CLI lists and removes. No path prints a token.
+ */
+import { Command } from "commander";
+import { assertCredentialName } from "@flowsvc/core/credentials";
+import type { Column } from "../print-format.js";
+import { printList } from "../print.js";
+import { listFrom } from "./api-types.js";
+import { scopedPath, withApi } from "./context.js";
+import type { CommandDeps } from "./context.js";
+import { examples, formatOf, outputOption } from "./options.js";
+
+interface AccountInfo {
+  name: string;
+  provider: string;
+  far_label: string;
+  status: string;
+  granter?: string | null;
+}
+
+const COLUMNS: Array<Column<AccountInfo>> = [
+  { header: "NAME", value: (a) => a.name },
+  { header: "PROVIDER", value: (a) => a.provider },
+  { header: "ACCOUNT", value: (a) => a.far_label },
+  { header: "STATUS", value: (a) => a.status },
+  { header: "GRANTER", value: (a) => a.granter ?? "-" },
+];
+
+const listCommand = (deps: CommandDeps): Command =>
+  new Command("list")
+    .alias("ls")
+    .description("list the project's connected accounts: name, provider, far-side account, status (viewer)")
+    .addOption(outputOption())
+    .addHelpText("after", examples("flow account list", "flow account list -o json"))
+    .action(async (opts: { output?: string }, cmd: Command) => {
+      await withApi(deps, cmd, async (ctx) => {
+        const rows = listFrom<AccountInfo>(await ctx.api.call("GET", scopedPath(ctx, "accounts")), ["accounts"]);
+        printList(ctx.io, formatOf(opts), rows, { columns: COLUMNS, empty: "no connected accounts (connect one on the Connections page)" });
+      });
+    });
+
+const rmCommand = (deps: CommandDeps): Command =>
+  new Command("rm")
+    .description("forget a connected account, and revoke it at the provider when it allows (admin, or the account's granter)")
+    .argument("<name>", "the account's name")
+    .addHelpText("after", examples("flow account rm github"))
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      assertCredentialName(name);
+      await withApi(deps, cmd, async (ctx) => {
+        const gone = await ctx.api.call<{ revoked: boolean }>("DELETE", scopedPath(ctx, "accounts", name));
+        ctx.io.note(`connected account ${name} removed${gone.revoked ? " and revoked at the provider" : " (not revoked at the provider)"}`);
+      });
+    });
+
+export const accountCommand = (deps: CommandDeps): Command => {
+  const account = new Command("account")
+    .description("list and remove connected accounts (connecting is done in the browser, on the Connections page)")
+    .addHelpText("after", examples("flow account list", "flow account rm github", "flow submit deploy.sh --credential GH_TOKEN=github"));
+  for (const sub of [listCommand, rmCommand]) account.addCommand(sub(deps));
+  return account;
+};

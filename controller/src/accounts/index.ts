@@ -1,0 +1,3 @@
+export * from "./oauth-client.js";
+export * from "./renewal-loop.js";
+export * from "./sending-fetch.js";

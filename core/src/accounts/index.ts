@@ -1,0 +1,2 @@
+export * from "./providers.js";
+export * from "./renewal.js";
