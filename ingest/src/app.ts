@@ -24,6 +24,7 @@ import { scheduleRoutes } from "./routes/schedules.js";
 import { secretRoutes } from "./routes/secrets.js";
 import { signalRoutes } from "./routes/signals.js";
 import { whoamiRoutes } from "./routes/whoami.js";
+import { consoleRoutes } from "./console/routes.js";
 
 /**
  * Input Postgres cannot store is refused before any route runs: every JSON body is parsed and then
@@ -101,6 +102,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     agentRoutes,
     agentCallRoutes,
     agentListRoutes,
+    consoleRoutes,
   ];
   for (const plugin of plugins) void app.register(plugin, routeDeps);
   void app.register(openApiRoutes, { routes, version: "v1" });

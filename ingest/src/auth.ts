@@ -6,6 +6,7 @@ import {
   digestToken,
   findCallerByTokenDigest,
   findCallerInProject,
+  findConsoleSession,
   type Caller,
   type ProjectRef,
   type Role,
@@ -21,16 +22,31 @@ export const bearerOf = (req: FastifyRequest): string | undefined => {
   return m?.[1];
 };
 
-const presentedToken = (req: FastifyRequest): string => {
+/**
+ * The web console's internal requests (ingest/src/console/api.ts, through app.inject) carry the
+ * session id instead of a bearer token; the session stands for the token that opened it, so every
+ * route's rule (role, scope, masking) is the API's own. A browser cannot set this header across
+ * sites without a CORS preflight, which ingest never grants, so it is no CSRF vector.
+ */
+export const CONSOLE_SESSION_HEADER = "x-flowsvc-console-session";
+
+/** The digest of the token behind the request: a bearer token's, or a live console session's token. */
+const presentedDigest = async (pool: Pool, req: FastifyRequest): Promise<Buffer> => {
+  const session = req.headers[CONSOLE_SESSION_HEADER];
+  if (typeof session === "string" && !bearerOf(req)) {
+    const s = await findConsoleSession(pool, digestToken(session));
+    if (!s) throw new FlowError("unauthenticated", "the console session has ended", { hint: "log in again" });
+    return s.tokenDigest;
+  }
   const token = bearerOf(req);
   if (!token) throw new FlowError("unauthenticated", "no API token was sent (Authorization: Bearer <token>)", { hint: LOGIN_HINT });
-  return token;
+  return digestToken(token);
 };
 
 const invalidToken = (): FlowError => new FlowError("unauthenticated", "the API token is not valid for this server", { hint: LOGIN_HINT });
 
 export const authenticateUser = async (pool: Pool, req: FastifyRequest): Promise<Caller> => {
-  const caller = await findCallerByTokenDigest(pool, digestToken(presentedToken(req)));
+  const caller = await findCallerByTokenDigest(pool, await presentedDigest(pool, req));
   if (!caller) throw invalidToken();
   return caller;
 };
@@ -45,10 +61,10 @@ export interface Scope extends ProjectRef {
  * A project the caller is not a member of is reported as not found, so names do not leak.
  */
 export const authorize = async (pool: Pool, req: FastifyRequest, need: Role): Promise<Scope> => {
-  const token = presentedToken(req);
+  const digest = await presentedDigest(pool, req);
   const { org, project } = req.params as { org: string; project: string };
   // One round trip for the token, the project and the role: every API call pays for it.
-  const { caller, project: ref, role } = await findCallerInProject(pool, digestToken(token), org, project);
+  const { caller, project: ref, role } = await findCallerInProject(pool, digest, org, project);
   if (!caller) throw invalidToken();
   if (!ref || !role)
     throw new FlowError("not_found", `project ${org}/${project} not found`, { hint: "check --project (org/project) or FLOWSVC_PROJECT" });

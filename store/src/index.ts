@@ -41,4 +41,5 @@ export * from "./agents.js";
 export * from "./graph-runs.js";
 export * from "./graphs.js";
 export * from "./approval-gates.js";
+export * from "./console-sessions.js";
 export * from "./accounts.js";

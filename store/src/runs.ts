@@ -73,13 +73,14 @@ export const getRunView = async (db: Db, projectId: string, runId: string): Prom
 export const listRunViews = async (
   db: Db,
   projectId: string,
-  filter: { status?: string | undefined; tag?: string | undefined; limit: number },
+  filter: { status?: string | undefined; tag?: string | undefined; handler?: string | undefined; limit: number },
 ): Promise<RunView[]> => {
   const { rows } = await db.query<RunRowRaw>(
     `select ${VIEW_COLUMNS} from runs where project_id = $1
        and ($2::text is null or status = $2) and ($3::text is null or $3 = any(tags))
+       and ($5::text is null or handler_name = $5)
      order by created_at desc, id desc limit $4`,
-    [projectId, filter.status ?? null, filter.tag ?? null, filter.limit],
+    [projectId, filter.status ?? null, filter.tag ?? null, filter.limit, filter.handler ?? null],
   );
   return rows.map(toView);
 };

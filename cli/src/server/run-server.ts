@@ -197,7 +197,17 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     // The launchers start after the server listens (their agents need its URL): `flow agents ls` reads them once they are.
     const roster: { launchers: LocalLauncher[] } = { launchers: [] };
     const localAgents = () => roster.launchers.flatMap((l) => l.agents());
-    const deps = { pool, keyring, resources, listener, publicUrl: config.publicUrl, leaseMs: config.leaseMs, metrics, localAgents, accounts: config.accounts };
+    const deps = {
+      pool,
+      keyring,
+      resources,
+      listener,
+      publicUrl: config.publicUrl,
+      leaseMs: config.leaseMs,
+      metrics,
+      localAgents,
+      accounts: config.accounts,
+    };
     const app = buildApp(deps, logger);
     const address = await listenOn(app, config);
     cleanups.push(() => app.close());

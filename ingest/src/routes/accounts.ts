@@ -22,6 +22,7 @@ import {
 } from "@flowsvc/store";
 import { authorizeUrl, exchangeCode, newPkce, readIdentity, revokeToken } from "@flowsvc/controller";
 import { authorize } from "../auth.js";
+import { api } from "../openapi/route-doc.js";
 import type { RouteDeps } from "../deps.js";
 
 /**
@@ -80,6 +81,25 @@ const discard = async (p: AccountProvider, tokens: AccountTokens): Promise<void>
   await revokeToken(p, tokens.refresh_token ?? tokens.access_token);
 };
 
+/** The routes' OpenAPI descriptions (ingest/src/openapi/route-doc.ts). */
+const listDoc = api({
+  summary: "List connected accounts: name, provider, far-side account, status; never a token",
+  tag: "accounts",
+  auth: "viewer",
+});
+const connectDoc = api({
+  summary: "Start connecting an account: the provider's authorize URL (PKCE S256, a single-use state bound to the browser)",
+  tag: "accounts",
+  auth: "member",
+  body: ConnectBody,
+});
+const removeDoc = api({
+  summary: "Remove a connected account (admin or its granter); revokes at the provider",
+  tag: "accounts",
+  auth: "member",
+  params: NameParams,
+});
+
 /**
  * Connected accounts (spec, "Connected account"): connecting is a browser flow (authorization code
  * with PKCE S256 and a single-use, session-bound, short-lived `state`); the API lists and removes.
@@ -92,12 +112,12 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
   const redirectUri = deps.accounts?.redirectUri;
   const base = "/api/v1/orgs/:org/projects/:project/accounts";
 
-  app.get(base, async (req) => {
+  app.get(base, listDoc, async (req) => {
     const scope = await authorize(pool, req, "viewer");
     return listAccounts(pool, scope.projectId);
   });
 
-  app.post(`${base}/connect`, async (req, reply) => {
+  app.post(`${base}/connect`, connectDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     const parsed = ConnectBody.safeParse(req.body ?? {});
     if (!parsed.success) throw new FlowError("invalid_argument", describeIssues(parsed.error.issues), { details: { field: "body" } });
@@ -133,7 +153,7 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
 
   app.get(OAUTH_CALLBACK_PATH, async (req) => finishConnect(deps, req));
 
-  app.delete(`${base}/:name`, async (req) => {
+  app.delete(`${base}/:name`, removeDoc, async (req) => {
     const scope = await authorize(pool, req, "member");
     const { name } = NameParams.parse(req.params);
     assertCredentialName(name);

@@ -38,6 +38,8 @@ const SubmitSchema = RunSubmission;
 const ListQuery = z.object({
   status: z.enum(["queued", "running", "parked", "succeeded", "failed", "cancelled"]).optional(),
   tag: z.string().max(128).optional(),
+  /** Only the runs this handler started. */
+  handler: z.string().max(128).optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(50),
 });
 

@@ -1,0 +1,250 @@
+/** The web console's pages over app.inject(): login, sessions, CSRF, hostile input, pages and the log window. */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { appendLogs } from "@flowsvc/store";
+import { ask, createTestApp, type TestApp } from "../testing/test-app.js";
+import { md } from "./html.js";
+import { accountsAvailable, connectionsPage } from "./connections.js";
+import { answerOf, approvalsAvailable, gatesPanel, type Gate } from "./approvals.js";
+
+let t: TestApp;
+let runId: string;
+const SECRET = "s3cr3t-console-value-9f1c";
+
+/** The Set-Cookie values of a response, by name. */
+const cookies = (res: { headers: Record<string, unknown> }): Record<string, string> => {
+  const raw = res.headers["set-cookie"];
+  const list = Array.isArray(raw) ? (raw as string[]) : typeof raw === "string" ? [raw] : [];
+  return Object.fromEntries(list.map((c) => c.split(";")[0]!.split("=")).map(([k, ...v]) => [k!, v.join("=")]));
+};
+
+const form = (o: Record<string, string>): string => new URLSearchParams(o).toString();
+const FORM = { "content-type": "application/x-www-form-urlencoded" };
+
+/** Logs in with a token through the form; answers the session cookie and the page's CSRF token. */
+const login = async (token: string): Promise<{ cookie: string; csrf: string }> => {
+  const shown = await t.app.inject({ method: "GET", url: "/login" });
+  const loginCsrf = cookies(shown).flowsvc_login!;
+  const res = await t.app.inject({
+    method: "POST",
+    url: "/login",
+    headers: { ...FORM, cookie: `flowsvc_login=${loginCsrf}` },
+    payload: form({ csrf: loginCsrf, token }),
+  });
+  assert.equal(res.statusCode, 303, res.body);
+  const set = cookies(res);
+  const cookie = `flowsvc_session=${set.flowsvc_session}`;
+  const home = await t.app.inject({ method: "GET", url: "/", headers: { cookie } });
+  const csrf = /name="csrf" value="([^"]+)"/.exec(home.body)?.[1];
+  assert.ok(csrf, home.body);
+  return { cookie, csrf };
+};
+
+before(async () => {
+  t = await createTestApp();
+  await ask(t, "PUT", `${t.project.base}/secrets/CONSOLE_SECRET`, { as: "admin", body: { value: SECRET } });
+  const res = await ask(t, "POST", `${t.project.base}/runs`, {
+    body: { kind: "script", source: "echo hi\n", filename: "hi.sh", tags: ["web"] },
+  });
+  runId = (res.body as { id: string }).id;
+  await appendLogs(
+    t.db.pool,
+    runId,
+    null,
+    Array.from({ length: 30 }, (_, i) => ({ stream: "stdout", data: `line ${i}\n` })),
+  );
+});
+after(() => t.close());
+
+test("login sets an httpOnly SameSite=Strict session cookie; the token is in no page; logout ends the session", async () => {
+  const shown = await t.app.inject({ method: "GET", url: "/login" });
+  assert.equal(shown.statusCode, 200);
+  assert.match(String(shown.headers["content-security-policy"]), /script-src 'self'/);
+  assert.doesNotMatch(shown.body, /<script>|style="|onclick=/i, "no inline script or style");
+  const loginCsrf = cookies(shown).flowsvc_login!;
+  const res = await t.app.inject({
+    method: "POST",
+    url: "/login",
+    headers: { ...FORM, cookie: `flowsvc_login=${loginCsrf}` },
+    payload: form({ csrf: loginCsrf, token: t.tokens.admin }),
+  });
+  assert.equal(res.statusCode, 303);
+  const set = String((res.headers["set-cookie"] as string[]).find((c) => c.startsWith("flowsvc_session=")));
+  assert.match(set, /HttpOnly/);
+  assert.match(set, /SameSite=Strict/);
+  const { rows } = await t.db.pool.query<{ n: number }>(
+    `select count(*)::int as n from console_sessions where digest = sha256($1::bytea)`,
+    [Buffer.from(cookies(res).flowsvc_session!)],
+  );
+  assert.equal(rows[0]!.n, 1, "only the session id's digest is stored");
+  const s = await login(t.tokens.admin);
+  for (const url of ["/", `/p/${t.project.org}/p/runs`, `/p/${t.project.org}/p/runs/${runId}`, `/p/${t.project.org}/p/secrets`]) {
+    const page = await t.app.inject({ method: "GET", url, headers: { cookie: s.cookie } });
+    assert.equal(page.statusCode, 200, `${url}: ${page.body}`);
+    assert.ok(!page.body.includes(t.tokens.admin), `${url} carries the token`);
+    assert.ok(!page.body.includes(SECRET), `${url} carries a secret value`);
+  }
+  const out = await t.app.inject({
+    method: "POST",
+    url: "/logout",
+    headers: { ...FORM, cookie: s.cookie },
+    payload: form({ csrf: s.csrf }),
+  });
+  assert.equal(out.statusCode, 303);
+  const after = await t.app.inject({ method: "GET", url: "/", headers: { cookie: s.cookie } });
+  assert.deepEqual([after.statusCode, after.headers.location], [303, "/login"]);
+});
+
+test("hostile logins: a forged login CSRF, a NUL or CRLF in the token, an unknown token, a 10 KB cookie", async () => {
+  const shown = await t.app.inject({ method: "GET", url: "/login" });
+  const c = cookies(shown).flowsvc_login!;
+  const post = (csrf: string, token: string, cookie = `flowsvc_login=${c}`) =>
+    t.app.inject({ method: "POST", url: "/login", headers: { ...FORM, cookie }, payload: form({ csrf, token }) });
+  const forged = await post("A".repeat(43), t.tokens.admin);
+  assert.equal(forged.statusCode, 403);
+  assert.match(forged.body, /login form expired/);
+  assert.equal((await post(c, `${t.tokens.admin}\u0000`)).statusCode, 400);
+  const crlf = await post(c, `${t.tokens.admin}\r\nSet-Cookie: x=1`);
+  assert.equal(crlf.statusCode, 400);
+  assert.match(crlf.body, /token: only printable characters/);
+  assert.ok(!cookies(crlf).x);
+  const unknown = await post(c, "flw_notarealtoken");
+  assert.equal(unknown.statusCode, 401);
+  assert.match(unknown.body, /not valid for this server/);
+  const huge = await t.app.inject({ method: "GET", url: "/", headers: { cookie: `flowsvc_session=${"x".repeat(10 * 1024)}` } });
+  assert.deepEqual([huge.statusCode, huge.headers.location], [303, "/login"]);
+  const { rows } = await t.db.pool.query<{ n: number }>(`select count(*)::int as n from console_sessions`);
+  assert.ok(rows[0]!.n <= 2, "no refused login opened a session");
+});
+
+test("every POST needs the session's CSRF token: a forged one changes nothing", async () => {
+  const s = await login(t.tokens.member);
+  const before = (await ask(t, "GET", `${t.project.base}/runs/${runId}`)).body as { status: string };
+  const forged = await t.app.inject({
+    method: "POST",
+    url: `/p/${t.project.org}/p/runs/${runId}/cancel`,
+    headers: { ...FORM, cookie: s.cookie },
+    payload: form({ csrf: "B".repeat(43) }),
+  });
+  assert.equal(forged.statusCode, 403);
+  const missing = await t.app.inject({ method: "POST", url: `/p/${t.project.org}/p/runs/${runId}/cancel`, headers: { cookie: s.cookie } });
+  assert.equal(missing.statusCode, 403);
+  assert.equal(((await ask(t, "GET", `${t.project.base}/runs/${runId}`)).body as { status: string }).status, before.status);
+});
+
+test("the API's rules hold through the console: a viewer cannot cancel or delete a secret, and sees no manage forms", async () => {
+  const s = await login(t.tokens.viewer);
+  const res = await t.app.inject({
+    method: "POST",
+    url: `/p/${t.project.org}/p/secrets/CONSOLE_SECRET/delete`,
+    headers: { ...FORM, cookie: s.cookie },
+    payload: form({ csrf: s.csrf }),
+  });
+  assert.equal(res.statusCode, 403);
+  assert.match(res.body, /needs the admin role/);
+  const page = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/secrets`, headers: { cookie: s.cookie } });
+  assert.match(page.body, /CONSOLE_SECRET/);
+  assert.doesNotMatch(page.body, /Replace/);
+  const other = await t.app.inject({ method: "GET", url: `/p/${t.other.org}/p/runs`, headers: { cookie: s.cookie } });
+  assert.equal(other.statusCode, 404);
+});
+
+test("the log comes in windows of rows, and a run page filters by handler through the API", async () => {
+  const s = await login(t.tokens.viewer);
+  const url = `/p/${t.project.org}/p/runs/${runId}/log.json`;
+  const first = (await t.app.inject({ method: "GET", url: `${url}?after=0&limit=10`, headers: { cookie: s.cookie } })).json<{
+    rows: Array<[number, string]>;
+    more: boolean;
+  }>();
+  assert.equal(first.rows.length, 10);
+  assert.equal(first.more, true);
+  const next = (
+    await t.app.inject({ method: "GET", url: `${url}?after=${first.rows[9]![0]}&limit=100`, headers: { cookie: s.cookie } })
+  ).json<{
+    rows: Array<[number, string]>;
+    more: boolean;
+  }>();
+  assert.deepEqual([next.rows.length, next.rows[0]![1], next.more], [20, "line 10\n", false]);
+  const small = (await t.app.inject({ method: "GET", url: `${url}?after=0&limit=100&bytes=1`, headers: { cookie: s.cookie } })).json<{
+    rows: Array<[number, string]>;
+    more: boolean;
+    done: boolean;
+  }>();
+  assert.deepEqual([small.rows.length, small.more, small.done], [1, true, false], "a byte cap still sends one row, and says there is more");
+  const bad = await t.app.inject({ method: "GET", url: `${url}?limit=1e400`, headers: { cookie: s.cookie } });
+  assert.equal(bad.statusCode, 400);
+  const byHandler = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/runs?handler=nope`, headers: { cookie: s.cookie } });
+  assert.match(byHandler.body, /0 runs/);
+  const byTag = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/runs?tag=web`, headers: { cookie: s.cookie } });
+  assert.ok(byTag.body.includes(runId));
+});
+
+test("markdown is rendered with every tag escaped and only http(s) links", () => {
+  const out = md(
+    '# Title\n\n**bold** <script>alert(1)</script> [x](javascript:alert(1)) [ok](https://e.com/a?b=1&c=2) `<b>`\n\n- one\n- "two"',
+  ).html;
+  assert.match(out, /<h3>Title<\/h3>/);
+  assert.match(out, /<strong>bold<\/strong>/);
+  assert.ok(!out.includes("<script>"));
+  assert.ok(!/href="javascript/.test(out));
+  assert.match(out, /<a href="https:\/\/e.com\/a\?b=1&amp;c=2"/);
+  assert.match(out, /<code>&lt;b&gt;<\/code>/);
+  assert.match(out, /<li>&quot;two&quot;<\/li>/);
+});
+
+test("approval gates: without the approvals route the form is refused plainly; the panel renders typed fields and an inline error", async () => {
+  const s = await login(t.tokens.member);
+  const res = await t.app.inject({
+    method: "POST",
+    url: `/p/${t.project.org}/p/runs/${runId}/approvals/deploy`,
+    headers: { ...FORM, cookie: s.cookie },
+    payload: form({ csrf: s.csrf, decision: "approve" }),
+  });
+  assert.equal(approvalsAvailable(t.app), false, "this branch has no approvals route");
+  assert.equal(res.statusCode, 404, res.body);
+  assert.match(res.body, /this server has no approval gates/);
+  assert.deepEqual(answerOf({ csrf: "x", decision: "approve", "field.env": "prod", "field.note": "" }), {
+    decision: "approve",
+    fields: { env: "prod" },
+  });
+  const gate: Gate = {
+    gate: "deploy",
+    prompt: "Ship <it>?",
+    fields: [
+      { name: "env", type: "select", required: true, options: ["staging", "prod"] },
+      { name: "note", type: "textarea", label: "Why" },
+    ],
+  };
+  const html = gatesPanel({ org: "o", project: "p", csrf: "c" }, "run-1", [gate], {
+    gate: "deploy",
+    message: 'approval field "env" is required',
+    values: { note: "<b>x</b>" },
+  }).html;
+  assert.match(html, /Ship &lt;it&gt;\?/);
+  assert.match(html, /<select id="g-deploy-env" name="field.env" required aria-required="true" aria-invalid="true"/);
+  assert.match(html, /<span class="error" id="g-deploy-env-err">approval field &quot;env&quot; is required<\/span>/);
+  assert.match(html, /<textarea id="g-deploy-note" name="field.note" rows="4">&lt;b&gt;x&lt;\/b&gt;<\/textarea>/);
+});
+
+test("connections: the page lists through the accounts route; a connect with no provider configured shows the route's refusal", async () => {
+  const s = await login(t.tokens.member);
+  assert.equal(accountsAvailable(t.app), true);
+  const shown = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: s.cookie } });
+  assert.equal(shown.statusCode, 200);
+  assert.match(shown.body, /Connected accounts: none/);
+  const connect = await t.app.inject({
+    method: "POST",
+    url: `/p/${t.project.org}/p/connections/connect`,
+    headers: { ...FORM, cookie: s.cookie },
+    payload: form({ csrf: s.csrf, name: "GH", provider: "github" }),
+  });
+  assert.equal(connect.statusCode, 400);
+  assert.match(connect.body, /the operator configured no provider/);
+  const html = connectionsPage({ org: "o", project: "p", csrf: "c" }, [
+    { name: "GH", provider: "github", far_label: "<octo>", status: "in_doubt", granter: "mo", connected_at: "2026-11-26T10:00:00Z" },
+  ]).html;
+  assert.match(html, /&lt;octo&gt;/);
+  assert.match(html, /status-in_doubt">in_doubt</);
+  assert.match(html, /action="\/p\/o\/p\/connections\/GH\/remove"/);
+  assert.match(html, /<button type="submit">Reconnect<\/button>/);
+});
