@@ -356,9 +356,10 @@ void test("per-type config rules, each problem at its path", () => {
   );
   // approval
   hasProblems(one("approval", {}), /^nodes\[0\]\.config\.prompt: required$/);
+  // approval fields: approval-fields.ts's parseApprovalFields is the one rule (the route and `flow approve` use it too)
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "env", type: "select" }] }),
-    /^nodes\[0\]\.config\.fields\[0\]\.options: a select field needs options$/,
+    /^nodes\[0\]\.config\.fields\[0\]\.options: a select needs a non-empty array of strings$/,
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "env", type: "select", options: ["a", "b"], default: "c" }] }),
@@ -366,15 +367,15 @@ void test("per-type config rules, each problem at its path", () => {
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "t", type: "text", options: ["a"] }] }),
-    /fields\[0\]\.options: only a select field takes options$/,
+    /^nodes\[0\]\.config\.fields\[0\]\.options: only a select has options, this field is a text$/,
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "t", type: "radio" }] }),
-    /fields\[0\]\.type: must be one of text, textarea, select$/,
+    /^nodes\[0\]\.config\.fields\[0\]\.type: must be one of text, textarea, select$/,
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "decision", type: "text" }] }),
-    /fields\[0\]\.name: "decision" and "approved_by" are set by the approval/,
+    /^nodes\[0\]\.config\.fields\[0\]\.name: "decision" is reserved/,
   );
   hasProblems(
     one("approval", {
@@ -384,9 +385,27 @@ void test("per-type config rules, each problem at its path", () => {
         { name: "a", type: "text" },
       ],
     }),
-    /fields\[1\]\.name: duplicate field name "a"$/,
+    /^nodes\[0\]\.config\.fields\[1\]\.name: "a" is declared twice$/,
   );
   hasProblems(one("approval", { prompt: "ok?", fields: [{ name: "a", type: "text", required: "yes" }] }), /fields\[0\]\.required: /);
+  // What the route would refuse, the graph check refuses too: the answer's own keys, NUL, lone surrogates, too many fields.
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: [{ name: "timed_out", type: "text" }] }),
+    /^nodes\[0\]\.config\.fields\[0\]\.name: "timed_out" is reserved/,
+  );
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: [{ name: "env", type: "select", options: ["a", "b\u0000c"] }] }),
+    /^nodes\[0\]\.config\.fields\[0\]\.options\[1\]: /,
+  );
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: [{ name: "n", type: "text", default: "x\ud800" }] }),
+    /^nodes\[0\]\.config\.fields\[0\]\.default: /,
+  );
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: Array.from({ length: 51 }, (_, i) => ({ name: `f${i}`, type: "text" })) }),
+    /^nodes\[0\]\.config\.fields: at most 50 fields; 51 were given$/,
+  );
+  hasProblems(one("approval", { prompt: "ok?", fields: "env" }), /^nodes\[0\]\.config\.fields: must be an array of fields$/);
   // event
   hasProblems(one("event", {}), /^nodes\[0\]\.config\.event: required$/);
   hasProblems(one("event", { event: "ci done" }), /^nodes\[0\]\.config\.event: event type "ci done" must be 1-64 characters/);
