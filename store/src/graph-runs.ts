@@ -6,7 +6,7 @@
  * `flowsvc_graphs` with the run id: the controller's graph driver advances the run on it.
  */
 import type { Pool, PoolClient } from "pg";
-import { FlowError, assertStorableJson, type CredentialKind, type GraphScope, type NameHolding, type ValueMasker } from "@flowsvc/core";
+import { FlowError, assertStorableJson, type GraphScope, type ValueMasker } from "@flowsvc/core";
 import { mintId } from "./mint.js";
 
 type Db = Pool | PoolClient;
@@ -350,16 +350,6 @@ export const cancelGraphNodes = async (tx: PoolClient, runId: string): Promise<v
     [runId],
   );
   await notifyGraph(tx, runId);
-};
-
-/** What a project holds under each of `names` (the submit-time check needs kinds only: nothing is opened). */
-export const credentialHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
-  if (names.length === 0) return new Map();
-  const { rows } = await db.query<{ name: string; kind: CredentialKind }>(
-    `select name, kind from credentials where project_id = $1 and name = any($2::text[])`,
-    [projectId, [...new Set(names)]],
-  );
-  return new Map(rows.map((r) => [r.name, { credential: { kind: r.kind } }]));
 };
 
 /** What a graph run's expressions see: `input`, and each node's status and output. */
