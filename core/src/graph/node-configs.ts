@@ -201,10 +201,18 @@ const repoPath = z
   .refine((p) => !p.startsWith("/") && !p.split("/").includes(".."), {
     error: 'must be a path inside the repository (no leading "/", no "..")',
   });
+/** A script's file name: a base name (no "/", "\\" or NUL), as a submitted script's filename is at most 255 characters. */
+const scriptFilename = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((f) => !/[/\\\0]/.test(f) && f !== "." && f !== "..", { error: 'must be a file name, without "/", "\\" or NUL' });
 const workflow = z
   .object({
     graph: z.string().min(1).max(128).optional(),
     script: z.string().min(1).optional(),
+    /** The script child's file name (`build.py`): its interpreter is picked by the extension (core's pickInterpreter) unless `interpreter` is given. */
+    filename: scriptFilename.optional(),
     interpreter: z.string().min(1).max(256).optional(),
     from_repo: z
       .object({
@@ -225,6 +233,12 @@ const workflow = z
         code: "custom",
         message: `give exactly one of graph (a stored graph's name), script (its text) or from_repo; ${given.length === 0 ? "none was given" : `got ${given.join(", ")}`}`,
         path: given.length === 0 ? [] : [given[1]!],
+      });
+    if (c.filename !== undefined && c.script === undefined)
+      ctx.addIssue({
+        code: "custom",
+        message: "only a script takes a filename (from_repo names its file by its path)",
+        path: ["filename"],
       });
   });
 

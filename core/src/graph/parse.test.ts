@@ -412,6 +412,10 @@ void test("per-type config rules, each problem at its path", () => {
   hasProblems(one("event", { event: "ci.done", timeout: "forever" }), /^nodes\[0\]\.config\.timeout: invalid duration/);
   // workflow
   hasProblems(one("workflow", {}), /^nodes\[0\]\.config: give exactly one of graph .* none was given$/);
+  assert.ok(parseGraph(one("workflow", { script: "print(1)", filename: "build.py", interpreter: "python3 -u" })).ok);
+  hasProblems(one("workflow", { script: "x", filename: "a/b.py" }), /^nodes\[0\]\.config\.filename: must be a file name/);
+  hasProblems(one("workflow", { script: "x", filename: "a\u0000.py" }), /^nodes\[0\]\.config\.filename: holds a NUL/);
+  hasProblems(one("workflow", { graph: "g", filename: "x.py" }), /^nodes\[0\]\.config\.filename: only a script takes a filename/);
   hasProblems(one("workflow", { graph: "a", script: "b" }), /^nodes\[0\]\.config\.script: give exactly one of .* got graph, script$/);
   hasProblems(
     one("workflow", { from_repo: { repo: "acme/flows", path: "x.json" } }),
