@@ -152,12 +152,20 @@ const job = {
   requires: z.string().min(1).max(128).optional(),
   timeout: duration.optional(),
 };
+/**
+ * `file` is refused here, at its path: a graph is one document (submitted, stored, or read by a
+ * FlowGraph), with no files beside it to read, so a path could only fail when the node ran.
+ */
 const code = z
-  .object({ source: strOrExpr().optional(), file: z.string().min(1).max(1024).optional(), ...job })
+  .object({ source: strOrExpr(), file: z.unknown().optional(), ...job })
   .strict()
   .superRefine((c, ctx) => {
-    if ((c.source === undefined) === (c.file === undefined))
-      ctx.addIssue({ code: "custom", message: "give exactly one of source (the script text) or file (its path)", path: ["source"] });
+    if (c.file !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        message: "a code node runs its source: put the script's text in source (a graph has no files beside it)",
+        path: ["file"],
+      });
   });
 const shell = z.object({ command: strOrExpr(), ...job }).strict();
 

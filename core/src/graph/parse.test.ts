@@ -43,7 +43,7 @@ const EVERY_TYPE = doc(
       retry: { attempts: 3, backoff: "5s" },
     },
     { id: "build", type: "code", config: { source: "print(1)", interpreter: "python3", credentials: { GH_TOKEN: "gh" } } },
-    { id: "script", type: "code", config: { file: "scripts/build.sh" } },
+    { id: "script", type: "code", config: { source: "make build", interpreter: "bash -eu" } },
     { id: "sh", type: "shell", config: { command: "echo hi", env: { A: "b" } }, if: 'nodes.build.status == "success"' },
     {
       id: "route",
@@ -315,8 +315,10 @@ void test("per-type config rules, each problem at its path", () => {
   hasProblems(one("http", { url: "http://x", timeout: "soon" }), /^nodes\[0\]\.config\.timeout: invalid duration "soon"/);
   assert.ok(parseGraph(one("http", { url: { $expr: "input.url" }, method: { $expr: "input.m" }, credential: { $expr: "input.cred" } })).ok);
   // code and shell
-  hasProblems(one("code", {}), /^nodes\[0\]\.config\.source: give exactly one of source/);
-  hasProblems(one("code", { source: "x", file: "y" }), /^nodes\[0\]\.config\.source: give exactly one of source/);
+  hasProblems(one("code", {}), /^nodes\[0\]\.config\.source: required$/);
+  // `file` is refused by the graph check, at its path, not when the node runs (a graph has no files beside it)
+  hasProblems(one("code", { file: "scripts/build.sh" }), /^nodes\[0\]\.config\.file: a code node runs its source/);
+  hasProblems(one("code", { source: "x", file: "y" }), /^nodes\[0\]\.config\.file: a code node runs its source/);
   hasProblems(
     one("code", { source: "x", credentials: { LD_PRELOAD: "gh" } }),
     /^nodes\[0\]\.config\.credentials\.LD_PRELOAD: credential variable "LD_PRELOAD" is refused/,
