@@ -55,6 +55,8 @@ const StoredSubmission = z
   })
   .strict();
 type GraphSubmission = z.output<typeof DocumentSubmission> | z.output<typeof StoredSubmission>;
+/** The graph bodies POST {scoped}/runs takes besides a script's, for its OpenAPI description (runs.ts). */
+export const GRAPH_SUBMISSION_BODIES = [DocumentSubmission, StoredSubmission] as const;
 
 /** The body by its shape (one schema each, so a refusal names the field, not a union). */
 const parseSubmission = (raw: unknown): GraphSubmission =>
