@@ -279,6 +279,19 @@ void test("code and shell nodes get their credentials as variables, masked in th
   assert.match(refused.stderr, /node code: credential "not-stored" is missing/);
 });
 
+void test("flow submit graph.json --follow: streams the run's log, and exits 0 when the graph succeeds, 1 when a node fails", async () => {
+  const good = graph([{ id: "hello", type: "code", config: { source: 'echo "follow-hello-5150"\n' } }]);
+  const passed = await server.cli(["submit", await kit.script("follow-ok.json", good), "--follow"]);
+  assert.equal(passed.code, 0, passed.stderr);
+  assert.match(passed.stdout, /follow-hello-5150/);
+  const bad = graph([{ id: "boom", type: "code", config: { source: 'echo "follow-boom-6160"\nexit 3\n' } }]);
+  const failed = await server.cli(["submit", await kit.script("follow-bad.json", bad), "--follow"]);
+  assert.equal(failed.code, 1, `${failed.stdout}\n${failed.stderr}`);
+  assert.match(failed.stdout, /follow-boom-6160/);
+  const v = await view(runIdIn(failed.stdout + failed.stderr));
+  assert.deepEqual([v.status, node(v, "boom").status], ["failed", "failed"]);
+});
+
 void test("retry: a failing http node runs again after its backoff until it succeeds; exhausted, the node fails and keeps the response", async () => {
   const doc = graph([
     { id: "flaky", type: "http", retry: { attempts: 3, backoff: "200ms" }, config: { url: `${peer.url}/flaky/a` } },
