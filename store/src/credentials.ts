@@ -14,6 +14,7 @@ import {
   type CredentialKind,
   type CredentialMeta,
   type CredentialValue,
+  type NameHolding,
   type ResolvedHolding,
 } from "@flowsvc/core";
 import { disableOrphanedAccounts, openAccountToken } from "./accounts.js";
@@ -349,4 +350,27 @@ export const openNamedCredential = async (
   if (!row) return undefined;
   const value = await openCredential(keyring, scope, row);
   return { credential: { kind: row.kind }, ...(value ? { value } : {}) };
+};
+
+/**
+ * What a project holds under each of `names`, as the credential resolver reads it (core's
+ * NameHolding): a credential's kind, or a connected account. Connected accounts have no table of
+ * their own yet (only their claim in connection_names, migration 008): a name claimed by an account
+ * is reported with status `needs_reauth`, since no usable grant can be found for it; the resolver
+ * then answers `needs_reconnect`, as it does for an account whose grant is gone. The one reader
+ * of holdings: the graph requirements report and the submit-time check both use it.
+ */
+export const readNameHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
+  const { rows } = await db.query<{ name: string; holder: "credential" | "account"; kind: CredentialKind | null }>(
+    `select n.name, n.holder, c.kind
+       from connection_names n left join credentials c on c.project_id = n.project_id and c.name = n.name
+      where n.project_id = $1 and n.name = any($2::text[])`,
+    [projectId, [...new Set(names)]],
+  );
+  const out = new Map<string, NameHolding>();
+  for (const r of rows) {
+    if (r.holder === "credential" && r.kind !== null) out.set(r.name, { credential: { kind: r.kind } });
+    else if (r.holder === "account") out.set(r.name, { account: { status: "needs_reauth" } });
+  }
+  return out;
 };

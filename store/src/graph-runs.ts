@@ -6,7 +6,7 @@
  * `flowsvc_graphs` with the run id: the controller's graph driver advances the run on it.
  */
 import type { Pool, PoolClient } from "pg";
-import { FlowError, assertStorableJson, type CredentialKind, type GraphScope, type NameHolding, type ValueMasker } from "@flowsvc/core";
+import { FlowError, assertStorableJson, formatDuration, type GraphScope, type ValueMasker } from "@flowsvc/core";
 import { mintId } from "./mint.js";
 
 type Db = Pool | PoolClient;
@@ -296,6 +296,32 @@ export const finishNodeJob = async (
   return settleNodeJob(tx, f.jobId, result);
 };
 
+/**
+ * Code and shell nodes whose job ran past its `timeout` (`job.timeout_ms`, counted from the
+ * attempt's `started_at`): each job is ended as a cancel ends it (its agent loses the lease and
+ * stops the script; a late finish is refused as job_lost), and the attempt fails with a timeout
+ * error, so the node's retry policy applies. Answers the nodes that timed out.
+ */
+export const expireNodeJobs = async (tx: PoolClient, runId: string): Promise<string[]> => {
+  const { rows } = await tx.query<{ node_id: string; attempt: number; job_id: string; timeout_ms: string }>(
+    `select node_id, attempt, job_id, job->>'timeout_ms' as timeout_ms from graph_nodes
+      where run_id = $1 and status = 'running' and mode = 'job' and job ? 'timeout_ms'
+        and started_at + (job->>'timeout_ms')::bigint * interval '1 millisecond' <= now()
+      for update`,
+    [runId],
+  );
+  for (const r of rows) {
+    await tx.query(
+      `update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
+        where id = $1 and status in ('queued', 'dispatched', 'running')`,
+      [r.job_id],
+    );
+    const error = `timed out after ${formatDuration(Number(r.timeout_ms))} (config.timeout): the job was ended`;
+    await settleGraphNode(tx, { runId, nodeId: r.node_id, attempt: r.attempt, result: { ok: false, error }, quiet: true });
+  }
+  return rows.map((r) => r.node_id);
+};
+
 /** Graph runs in flight (the driver's start-up sweep and its poll for due retries and orphaned attempts). */
 export const graphRunsNeedingWork = async (db: Db, owner: string): Promise<string[]> => {
   const { rows } = await db.query<{ run_id: string }>(
@@ -303,6 +329,8 @@ export const graphRunsNeedingWork = async (db: Db, owner: string): Promise<strin
       where r.status not in ('succeeded', 'failed', 'cancelled')
         and ((n.status = 'pending' and n.not_before is not null and n.not_before <= now())
           or (n.status = 'running' and n.mode = 'inline' and n.owner is distinct from $1)
+          or (n.status = 'running' and n.mode = 'job' and n.job ? 'timeout_ms'
+              and n.started_at + (n.job->>'timeout_ms')::bigint * interval '1 millisecond' <= now())
           or (r.status = 'queued'))
       limit 500`,
     [owner],
@@ -350,16 +378,6 @@ export const cancelGraphNodes = async (tx: PoolClient, runId: string): Promise<v
     [runId],
   );
   await notifyGraph(tx, runId);
-};
-
-/** What a project holds under each of `names` (the submit-time check needs kinds only: nothing is opened). */
-export const credentialHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
-  if (names.length === 0) return new Map();
-  const { rows } = await db.query<{ name: string; kind: CredentialKind }>(
-    `select name, kind from credentials where project_id = $1 and name = any($2::text[])`,
-    [projectId, [...new Set(names)]],
-  );
-  return new Map(rows.map((r) => [r.name, { credential: { kind: r.kind } }]));
 };
 
 /** What a graph run's expressions see: `input`, and each node's status and output. */

@@ -5,7 +5,7 @@
  * endpoints in step with its nodes, in the transaction that writes the graph.
  */
 import type { Pool, PoolClient } from "pg";
-import type { CredentialKind, GraphDocument, GraphProblem, NameHolding } from "@flowsvc/core";
+import type { GraphDocument, GraphProblem } from "@flowsvc/core";
 import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { mintHookSecret } from "./hooks.js";
 import { createRun } from "./run-lifecycle.js";
@@ -199,28 +199,6 @@ export const findGraphEndpoint = async (
         secretDigest: r.secret_digest,
       }
     : undefined;
-};
-
-/**
- * What a project holds under each of `names`, as the credential resolver reads it (core's
- * NameHolding): a credential's kind, or a connected account. Connected accounts have no table of
- * their own yet (only their claim in connection_names, migration 008): a name claimed by an account
- * is reported with status `needs_reauth`, since no usable grant can be found for it; the resolver
- * then answers `needs_reconnect`, as it does for an account whose grant is gone.
- */
-export const readNameHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
-  const { rows } = await db.query<{ name: string; holder: "credential" | "account"; kind: CredentialKind | null }>(
-    `select n.name, n.holder, c.kind
-       from connection_names n left join credentials c on c.project_id = n.project_id and c.name = n.name
-      where n.project_id = $1 and n.name = any($2::text[])`,
-    [projectId, [...new Set(names)]],
-  );
-  const out = new Map<string, NameHolding>();
-  for (const r of rows) {
-    if (r.holder === "credential" && r.kind !== null) out.set(r.name, { credential: { kind: r.kind } });
-    else if (r.holder === "account") out.set(r.name, { account: { status: "needs_reauth" } });
-  }
-  return out;
 };
 
 /**

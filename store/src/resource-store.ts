@@ -19,6 +19,7 @@ import type { Keyring } from "./keyring.js";
 import { digestToken } from "./mint.js";
 import { deleteSecret, upsertSecret } from "./secrets.js";
 import { deleteCredential, setCredential } from "./credentials.js";
+import { deleteStoredGraph, graphEndpointsOf, putStoredGraph } from "./graphs.js";
 
 /** The digest to store for a shared secret, and the secret itself when it was minted (shown once). */
 const secretOf = (source: HookSecretSource): { digest: Uint8Array; minted?: string } => {
@@ -64,4 +65,16 @@ export const createPgResourceStore = (pool: Pool, keyring: Keyring): ResourceSto
   deleteSecret: (scope, name) => deleteSecret(pool, scope.projectId, name),
   putCredential: (scope, name, value) => setCredential(pool, keyring, { scope, name, value }),
   deleteCredential: (scope, name) => deleteCredential(pool, scope.projectId, name),
+  putGraph: async (scope, g) => {
+    const saved = await putStoredGraph(pool, {
+      projectId: scope.projectId,
+      name: g.name,
+      document: g.document,
+      source: `${JSON.stringify(g.sent, null, 2)}\n`,
+      userId: g.userId,
+      endpoints: graphEndpointsOf(g.document, g.name),
+    });
+    return { created: saved.created, createdBy: saved.graph.createdBy, updatedAt: saved.graph.updatedAt, endpoints: saved.endpoints };
+  },
+  deleteGraph: (scope, name) => deleteStoredGraph(pool, scope.projectId, name),
 });

@@ -279,6 +279,50 @@ void test("code and shell nodes get their credentials as variables, masked in th
   assert.match(refused.stderr, /node code: credential "not-stored" is missing/);
 });
 
+void test("flow submit graph.json --follow: streams the run's log, and exits 0 when the graph succeeds, 1 when a node fails", async () => {
+  const good = graph([{ id: "hello", type: "code", config: { source: 'echo "follow-hello-5150"\n' } }]);
+  const passed = await server.cli(["submit", await kit.script("follow-ok.json", good), "--follow"]);
+  assert.equal(passed.code, 0, passed.stderr);
+  assert.match(passed.stdout, /follow-hello-5150/);
+  const bad = graph([{ id: "boom", type: "code", config: { source: 'echo "follow-boom-6160"\nexit 3\n' } }]);
+  const failed = await server.cli(["submit", await kit.script("follow-bad.json", bad), "--follow"]);
+  assert.equal(failed.code, 1, `${failed.stdout}\n${failed.stderr}`);
+  assert.match(failed.stdout, /follow-boom-6160/);
+  const v = await view(runIdIn(failed.stdout + failed.stderr));
+  assert.deepEqual([v.status, node(v, "boom").status], ["failed", "failed"]);
+});
+
+void test("a code node's timeout ends its job and fails the attempt with a timeout error; retry applies; a node within its timeout succeeds", async () => {
+  const pids = `${dir}/timeout-pids`;
+  const doc = graph([
+    {
+      id: "slow",
+      type: "code",
+      retry: { attempts: 2, backoff: "100ms" },
+      config: { source: `echo "slow-started"\necho $$ >> ${pids}\nexec sleep 30\n`, timeout: "300ms" },
+    },
+    { id: "quick", type: "shell", config: { command: "echo quick-done", timeout: "30s" } },
+  ]);
+  const run = await submitGraph("timeout", doc);
+  const v = await endsAs(run, "failed");
+  assert.deepEqual([node(v, "slow").status, node(v, "slow").attempt], ["failed", 2]);
+  assert.match(node(v, "slow").error ?? "", /^timed out after 300ms \(config\.timeout\): the job was ended$/);
+  assert.equal(node(v, "quick").status, "success");
+  assert.match(v.error ?? "", /node slow failed: timed out after 300ms/);
+  // Each attempt's script (exec'd into its sleep) is stopped, not left running on the agent.
+  const started = (await readFile(pids, "utf8")).trim().split("\n").map(Number);
+  assert.equal(started.length, 2);
+  const alive = (pid: number): boolean => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  await waitFor("the timed-out scripts to end", () => started.every((pid) => !alive(pid)), 10_000);
+});
+
 void test("retry: a failing http node runs again after its backoff until it succeeds; exhausted, the node fails and keeps the response", async () => {
   const doc = graph([
     { id: "flaky", type: "http", retry: { attempts: 3, backoff: "200ms" }, config: { url: `${peer.url}/flaky/a` } },

@@ -91,7 +91,7 @@ void test("every problem is one `error: <path>: <message>` line on stderr; exit 
     'error: edges[0].to: no node has id "nowhere"',
     "error: nodes[0].config.url: required",
     "error: nodes[1].if: Unexpected token: EOF at line 1, column 22",
-    "error: nodes[1].config.fields[0].options: a select field needs options",
+    "error: nodes[1].config.fields[0].options: a select needs a non-empty array of strings",
     'error: nodes[2].type: unknown node type "teleport"; use one of http, code, shell, workflow, event, approval, switch, trigger, emit, webhook or a connector type (<service>.<action>)',
   ]);
   const json = await flow(["check", await file("broken.json", '{\n  "version": "flowsvc-graph/v1",\n  "nodes": [\n}')]);

@@ -34,6 +34,7 @@ import {
   completeRun,
   emitLifecycle,
   graphNodeOfChild,
+  expireNodeJobs,
   graphRunsNeedingWork,
   liveGraphRuns,
   lockGraphNodes,
@@ -378,7 +379,7 @@ export class GraphDriver {
     await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: settled, quiet: true });
   }
 
-  /** Parked nodes whose wait resolved, and workflow nodes whose child run ended, settle. */
+  /** Parked nodes whose wait resolved, code/shell jobs past their timeout, and workflow nodes whose child run ended, settle. */
   async #collect(tx: PoolClient, run: GraphRunRow): Promise<void> {
     const { rows } = await tx.query<{ node_id: string; type: string; attempt: number; kind: string; result: unknown }>(
       `select n.node_id, n.type, n.attempt, j.kind, j.result from graph_nodes n join journal j on j.run_id = n.run_id and j.position = n.wait_position
@@ -386,6 +387,7 @@ export class GraphDriver {
       [run.id],
     );
     for (const w of rows) await this.#woken(tx, run, w);
+    await expireNodeJobs(tx, run.id);
     const { rows: children } = await tx.query<{ node_id: string; attempt: number; status: string; output: unknown; error: string | null }>(
       `select n.node_id, n.attempt, c.status, c.output, c.error from graph_nodes n join runs c on c.id = n.child_run_id
         where n.run_id = $1 and n.status = 'running' and n.mode = 'child' and c.status in ('succeeded', 'failed', 'cancelled')`,

@@ -1,5 +1,5 @@
 // The Kubernetes ResourceStore (issue 16 item 3): in kubernetes mode the API's and the CLI's
-// writes of handlers, hooks, secrets and credentials also write the custom resource, so that `kubectl get` and
+// writes of handlers, hooks, secrets, credentials and stored graphs also write the custom resource, so that `kubectl get` and
 // GitOps see what `flow handler set` did, and the controller keeps reconciling it.
 //
 // Order: Postgres first (through the Postgres adapter: the API's answer, a minted hook secret
@@ -23,6 +23,7 @@ import {
   handlerResourceSpecOf,
   type CredentialValue,
   type HandlerInput,
+  type PutGraphInput,
   type PutHookInput,
   type ResourceScope,
   type ResourceStore,
@@ -146,6 +147,23 @@ export class KubeResourceStore implements ResourceStore {
 
   deleteCredential(scope: ResourceScope, name: string) {
     return this.#delete("credential", scope, name, () => this.pg.deleteCredential(scope, name));
+  }
+
+  async putGraph(scope: ResourceScope, g: PutGraphInput) {
+    const existing = await this.#read("graph", scope, g.name);
+    const res = await this.pg.putGraph(scope, g);
+    // The FlowGraph's spec is the document as sent; its reconcile finds Postgres already the same and writes only the status.
+    await this.#write("graph", scope, g.name, {
+      spec: g.sent as Spec,
+      created: res.created,
+      undo: () => this.pg.deleteGraph(scope, g.name),
+      existing,
+    });
+    return res;
+  }
+
+  deleteGraph(scope: ResourceScope, name: string) {
+    return this.#delete("graph", scope, name, () => this.pg.deleteGraph(scope, name));
   }
 
   #fromSecret(scope: ResourceScope, what: string, ref: unknown): FlowError {

@@ -5,9 +5,10 @@
 // the last good graph stays. A graph's trigger and webhook endpoints get minted secrets, as a save
 // through the API does (rotated or shown through the API).
 //
-// No list diff for graphs: in kubernetes mode the API's `flow graph set` still writes Postgres only
-// (no FlowGraph), so a stored graph without a FlowGraph is not an orphan. A FlowGraph deleted while
-// the controller was down leaves its graph until it is removed with `flow graph rm`.
+// `flow graph set` in kubernetes mode writes the FlowGraph too (kube-resource-store.ts putGraph), and
+// its reconcile finds Postgres the same. No list diff for graphs: a graph stored before that (Postgres
+// only) has no FlowGraph and is not an orphan. A FlowGraph deleted while the controller was down
+// leaves its graph until it is removed with `flow graph rm`.
 import type { Pool } from "pg";
 import { assertGraphName, connectorManifest, parseGraph, type GraphProblem } from "@flowsvc/core";
 import { deleteStoredGraph, getStoredGraph, graphEndpointsOf, graphSaveProblems, putStoredGraph } from "@flowsvc/store";

@@ -14,7 +14,7 @@ import { MAX_DECLARED_CREDENTIALS, credentialMapProblems } from "../credentials/
 import { parseDuration } from "../duration.js";
 import { FlowError } from "../errors.js";
 import { assertEmittable, validateEventType } from "../events.js";
-import { APPROVAL_FIELD_TYPES } from "./approval-fields.js";
+import { parseApprovalFields } from "./approval-fields.js";
 import { CONNECTOR_TYPE, NODE_TYPES } from "./model.js";
 import { EVENT_WHEN_VARIABLES, GRAPH_VARIABLES, asConfigExpression, compileGraphExpression } from "./expressions.js";
 
@@ -44,13 +44,15 @@ export interface ConfigProblem {
 
 /** The HTTP methods an http node may use. */
 export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
-/** Keys of an approval's output that a field may not take: the route sets them. */
-export const RESERVED_APPROVAL_FIELDS: readonly string[] = ["decision", "approved_by"];
-/** A case or field name: an identifier, so it reads well in CEL (`nodes.s.output.branch == "deploy"`). */
+/** A case name: an identifier, so it reads well in CEL (`nodes.s.output.branch == "deploy"`). */
 const NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
 const NAME_RULE = "must be 1-64 characters from [A-Za-z0-9_-], starting with a letter or _";
 /** RFC 9110 token: an HTTP header name. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/;
+
+/** `[1].options` as zod path segments ([1, "options"]), so a problem found outside zod keeps its place. */
+const pathSegments = (path: string): PropertyKey[] =>
+  [...path.matchAll(/\[(\d+)\]|\.?([^.[\]]+)/g)].map((m) => (m[1] !== undefined ? Number(m[1]) : m[2]!));
 
 const isExpr = (v: unknown): boolean => asConfigExpression(v) !== undefined;
 const EXPR_NOTE = 'or {"$expr": ...} / {"$template": ...}';
@@ -150,12 +152,20 @@ const job = {
   requires: z.string().min(1).max(128).optional(),
   timeout: duration.optional(),
 };
+/**
+ * `file` is refused here, at its path: a graph is one document (submitted, stored, or read by a
+ * FlowGraph), with no files beside it to read, so a path could only fail when the node ran.
+ */
 const code = z
-  .object({ source: strOrExpr().optional(), file: z.string().min(1).max(1024).optional(), ...job })
+  .object({ source: strOrExpr(), file: z.unknown().optional(), ...job })
   .strict()
   .superRefine((c, ctx) => {
-    if ((c.source === undefined) === (c.file === undefined))
-      ctx.addIssue({ code: "custom", message: "give exactly one of source (the script text) or file (its path)", path: ["source"] });
+    if (c.file !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        message: "a code node runs its source: put the script's text in source (a graph has no files beside it)",
+        path: ["file"],
+      });
   });
 const shell = z.object({ command: strOrExpr(), ...job }).strict();
 
@@ -177,39 +187,17 @@ const switchNode = z
       ctx.addIssue({ code: "custom", message: `"${c.default}" names no case (cases: ${[...names].join(", ")})`, path: ["default"] });
   });
 
-const approvalField = z
-  .object({
-    name: z
-      .string()
-      .regex(NAME, { error: NAME_RULE })
-      .refine((n) => !RESERVED_APPROVAL_FIELDS.includes(n), { error: `"decision" and "approved_by" are set by the approval itself` }),
-    type: z.enum(APPROVAL_FIELD_TYPES, { error: `must be one of ${APPROVAL_FIELD_TYPES.join(", ")}` }),
-    required: z.boolean().optional(),
-    options: z.array(z.string().min(1).max(256)).min(1).max(100).optional(),
-    default: z.string().max(4096).optional(),
-    label: z.string().max(256).optional(),
-  })
-  .strict()
-  .superRefine((f, ctx) => {
-    if (f.type === "select" && f.options === undefined)
-      ctx.addIssue({ code: "custom", message: "a select field needs options", path: ["options"] });
-    if (f.type !== "select" && f.options !== undefined)
-      ctx.addIssue({ code: "custom", message: "only a select field takes options", path: ["options"] });
-    if (f.type === "select" && f.options && f.default !== undefined && !f.options.includes(f.default))
-      ctx.addIssue({ code: "custom", message: `"${f.default}" is not one of the options`, path: ["default"] });
-    if (f.options && new Set(f.options).size !== f.options.length)
-      ctx.addIssue({ code: "custom", message: "the options repeat a value", path: ["options"] });
-  });
-const approval = z
-  .object({ prompt: strOrExpr(), fields: z.array(approvalField).max(50).optional(), timeout: duration.optional() })
-  .strict()
-  .superRefine((c, ctx) => {
-    const names = new Set<string>();
-    (c.fields ?? []).forEach((f, i) => {
-      if (names.has(f.name)) ctx.addIssue({ code: "custom", message: `duplicate field name "${f.name}"`, path: ["fields", i, "name"] });
-      names.add(f.name);
-    });
-  });
+/**
+ * An approval's `fields`: the one rule is approval-fields.ts's `parseApprovalFields` (the approvals
+ * route, the executor and `flow approve` read fields through it too), so the graph check and the
+ * gate never disagree on what a field may be. Each problem keeps its place (`.fields[1].options`).
+ */
+const approvalFields = z.unknown().superRefine((v, ctx) => {
+  const r = parseApprovalFields(v, "");
+  if (r.ok) return;
+  for (const p of r.problems) ctx.addIssue({ code: "custom", message: p.message, path: pathSegments(p.path) });
+});
+const approval = z.object({ prompt: strOrExpr(), fields: approvalFields.optional(), timeout: duration.optional() }).strict();
 
 const event = z.object({ event: eventType, when: cel(EVENT_WHEN_VARIABLES).optional(), timeout: duration.optional() }).strict();
 
@@ -221,10 +209,18 @@ const repoPath = z
   .refine((p) => !p.startsWith("/") && !p.split("/").includes(".."), {
     error: 'must be a path inside the repository (no leading "/", no "..")',
   });
+/** A script's file name: a base name (no "/", "\\" or NUL), as a submitted script's filename is at most 255 characters. */
+const scriptFilename = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((f) => !/[/\\\0]/.test(f) && f !== "." && f !== "..", { error: 'must be a file name, without "/", "\\" or NUL' });
 const workflow = z
   .object({
     graph: z.string().min(1).max(128).optional(),
     script: z.string().min(1).optional(),
+    /** The script child's file name (`build.py`): its interpreter is picked by the extension (core's pickInterpreter) unless `interpreter` is given. */
+    filename: scriptFilename.optional(),
     interpreter: z.string().min(1).max(256).optional(),
     from_repo: z
       .object({
@@ -245,6 +241,12 @@ const workflow = z
         code: "custom",
         message: `give exactly one of graph (a stored graph's name), script (its text) or from_repo; ${given.length === 0 ? "none was given" : `got ${given.join(", ")}`}`,
         path: given.length === 0 ? [] : [given[1]!],
+      });
+    if (c.filename !== undefined && c.script === undefined)
+      ctx.addIssue({
+        code: "custom",
+        message: "only a script takes a filename (from_repo names its file by its path)",
+        path: ["filename"],
       });
   });
 

@@ -43,7 +43,7 @@ const EVERY_TYPE = doc(
       retry: { attempts: 3, backoff: "5s" },
     },
     { id: "build", type: "code", config: { source: "print(1)", interpreter: "python3", credentials: { GH_TOKEN: "gh" } } },
-    { id: "script", type: "code", config: { file: "scripts/build.sh" } },
+    { id: "script", type: "code", config: { source: "make build", interpreter: "bash -eu" } },
     { id: "sh", type: "shell", config: { command: "echo hi", env: { A: "b" } }, if: 'nodes.build.status == "success"' },
     {
       id: "route",
@@ -315,8 +315,10 @@ void test("per-type config rules, each problem at its path", () => {
   hasProblems(one("http", { url: "http://x", timeout: "soon" }), /^nodes\[0\]\.config\.timeout: invalid duration "soon"/);
   assert.ok(parseGraph(one("http", { url: { $expr: "input.url" }, method: { $expr: "input.m" }, credential: { $expr: "input.cred" } })).ok);
   // code and shell
-  hasProblems(one("code", {}), /^nodes\[0\]\.config\.source: give exactly one of source/);
-  hasProblems(one("code", { source: "x", file: "y" }), /^nodes\[0\]\.config\.source: give exactly one of source/);
+  hasProblems(one("code", {}), /^nodes\[0\]\.config\.source: required$/);
+  // `file` is refused by the graph check, at its path, not when the node runs (a graph has no files beside it)
+  hasProblems(one("code", { file: "scripts/build.sh" }), /^nodes\[0\]\.config\.file: a code node runs its source/);
+  hasProblems(one("code", { source: "x", file: "y" }), /^nodes\[0\]\.config\.file: a code node runs its source/);
   hasProblems(
     one("code", { source: "x", credentials: { LD_PRELOAD: "gh" } }),
     /^nodes\[0\]\.config\.credentials\.LD_PRELOAD: credential variable "LD_PRELOAD" is refused/,
@@ -356,9 +358,10 @@ void test("per-type config rules, each problem at its path", () => {
   );
   // approval
   hasProblems(one("approval", {}), /^nodes\[0\]\.config\.prompt: required$/);
+  // approval fields: approval-fields.ts's parseApprovalFields is the one rule (the route and `flow approve` use it too)
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "env", type: "select" }] }),
-    /^nodes\[0\]\.config\.fields\[0\]\.options: a select field needs options$/,
+    /^nodes\[0\]\.config\.fields\[0\]\.options: a select needs a non-empty array of strings$/,
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "env", type: "select", options: ["a", "b"], default: "c" }] }),
@@ -366,15 +369,15 @@ void test("per-type config rules, each problem at its path", () => {
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "t", type: "text", options: ["a"] }] }),
-    /fields\[0\]\.options: only a select field takes options$/,
+    /^nodes\[0\]\.config\.fields\[0\]\.options: only a select has options, this field is a text$/,
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "t", type: "radio" }] }),
-    /fields\[0\]\.type: must be one of text, textarea, select$/,
+    /^nodes\[0\]\.config\.fields\[0\]\.type: must be one of text, textarea, select$/,
   );
   hasProblems(
     one("approval", { prompt: "ok?", fields: [{ name: "decision", type: "text" }] }),
-    /fields\[0\]\.name: "decision" and "approved_by" are set by the approval/,
+    /^nodes\[0\]\.config\.fields\[0\]\.name: "decision" is reserved/,
   );
   hasProblems(
     one("approval", {
@@ -384,15 +387,37 @@ void test("per-type config rules, each problem at its path", () => {
         { name: "a", type: "text" },
       ],
     }),
-    /fields\[1\]\.name: duplicate field name "a"$/,
+    /^nodes\[0\]\.config\.fields\[1\]\.name: "a" is declared twice$/,
   );
   hasProblems(one("approval", { prompt: "ok?", fields: [{ name: "a", type: "text", required: "yes" }] }), /fields\[0\]\.required: /);
+  // What the route would refuse, the graph check refuses too: the answer's own keys, NUL, lone surrogates, too many fields.
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: [{ name: "timed_out", type: "text" }] }),
+    /^nodes\[0\]\.config\.fields\[0\]\.name: "timed_out" is reserved/,
+  );
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: [{ name: "env", type: "select", options: ["a", "b\u0000c"] }] }),
+    /^nodes\[0\]\.config\.fields\[0\]\.options\[1\]: /,
+  );
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: [{ name: "n", type: "text", default: "x\ud800" }] }),
+    /^nodes\[0\]\.config\.fields\[0\]\.default: /,
+  );
+  hasProblems(
+    one("approval", { prompt: "ok?", fields: Array.from({ length: 51 }, (_, i) => ({ name: `f${i}`, type: "text" })) }),
+    /^nodes\[0\]\.config\.fields: at most 50 fields; 51 were given$/,
+  );
+  hasProblems(one("approval", { prompt: "ok?", fields: "env" }), /^nodes\[0\]\.config\.fields: must be an array of fields$/);
   // event
   hasProblems(one("event", {}), /^nodes\[0\]\.config\.event: required$/);
   hasProblems(one("event", { event: "ci done" }), /^nodes\[0\]\.config\.event: event type "ci done" must be 1-64 characters/);
   hasProblems(one("event", { event: "ci.done", timeout: "forever" }), /^nodes\[0\]\.config\.timeout: invalid duration/);
   // workflow
   hasProblems(one("workflow", {}), /^nodes\[0\]\.config: give exactly one of graph .* none was given$/);
+  assert.ok(parseGraph(one("workflow", { script: "print(1)", filename: "build.py", interpreter: "python3 -u" })).ok);
+  hasProblems(one("workflow", { script: "x", filename: "a/b.py" }), /^nodes\[0\]\.config\.filename: must be a file name/);
+  hasProblems(one("workflow", { script: "x", filename: "a\u0000.py" }), /^nodes\[0\]\.config\.filename: holds a NUL/);
+  hasProblems(one("workflow", { graph: "g", filename: "x.py" }), /^nodes\[0\]\.config\.filename: only a script takes a filename/);
   hasProblems(one("workflow", { graph: "a", script: "b" }), /^nodes\[0\]\.config\.script: give exactly one of .* got graph, script$/);
   hasProblems(
     one("workflow", { from_repo: { repo: "acme/flows", path: "x.json" } }),

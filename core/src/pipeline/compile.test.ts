@@ -131,6 +131,11 @@ const table: Array<[string, string, RegExp]> = [
     "jobs:\n  a:\n    needs: c\n    steps: [{run: x}]\n  b: {needs: a, steps: [{run: x}]}\n  c: {needs: b, steps: [{run: x}]}\n",
     /^line 3, column 12: jobs\.a\.needs: needs make a cycle: a -> c -> b -> a|cycle/,
   ],
+  [
+    "a script file (the server never receives the files beside a pipeline)",
+    "jobs:\n  a:\n    script: {file: deploy.sh}\n",
+    /^line 3, column \d+: jobs\.a\.script(\.file)?: a file is not sent with the pipeline/,
+  ],
   ["a job needing itself", "jobs:\n  a: {needs: a, steps: [{run: x}]}\n", /jobs\.a\.needs: a job cannot need itself/],
   [
     "${{ }} in a workflow credentials value",

@@ -159,7 +159,6 @@ const scriptNode = (c: JobContext, script: NonNullable<PipelineJob["script"]>): 
   const s = typeof script === "string" ? { source: script } : script;
   const config: Record<string, unknown> = { ...jobConfig(c) };
   if (s.source !== undefined) config["source"] = s.source;
-  if (s.file !== undefined) config["file"] = s.file;
   if (s.interpreter !== undefined) config["interpreter"] = s.interpreter;
   return { type: "code", config };
 };

@@ -109,9 +109,11 @@ const ScriptShape = z.union([
       interpreter: z.string().min(1).max(256).optional(),
     })
     .strict()
-    .refine((s) => (s.source === undefined) !== (s.file === undefined), {
-      error: "give exactly one of source (the script text) or file (its path)",
-    }),
+    .refine((s) => s.file === undefined, {
+      error: "a file is not sent with the pipeline (the server never reads the files beside it): give the script inline as source",
+      path: ["file"],
+    })
+    .refine((s) => s.source !== undefined, { error: "required: the script text", path: ["source"] }),
 ]);
 
 const ApprovalShape = z

@@ -1,5 +1,5 @@
 // The ResourceStore port (ARCHITECTURE.md "Two deployment modes, one code path"): the writes of the
-// declarative resources (handlers, event hooks, secrets, credentials). Types only. Writers (ingest's routes) parse
+// declarative resources (handlers, event hooks, secrets, credentials, stored graphs). Types only. Writers (ingest's routes) parse
 // with core's resources/ functions, then call the port; reads stay direct Postgres queries (the
 // runtime reads only Postgres). Adapters: store/src/resource-store.ts (Postgres, local mode) and the
 // Kubernetes one in controller/src/kube/ (writes the custom resource; the controller reconciles it).
@@ -8,6 +8,7 @@ import type { HookRecord, HookSpec } from "./hook.js";
 import type { SecretMeta } from "./secret.js";
 import type { CredentialMeta } from "./credential.js";
 import type { CredentialValue } from "../credentials/kinds.js";
+import type { GraphDocument } from "../graph/model.js";
 
 /** Where a resource lives: the project (a namespace in kubernetes mode) and its org, by name and id. */
 export interface ResourceScope {
@@ -46,6 +47,32 @@ export interface PutHookResult {
   minted?: string;
 }
 
+/** A stored graph to write: checked by the caller (parseGraph with the manifests, then the save rules). */
+export interface PutGraphInput {
+  readonly name: string;
+  readonly document: GraphDocument;
+  /** The document as it was sent (its JSON text is what `GET .../graphs/<name>` answers; a FlowGraph's spec). */
+  readonly sent: unknown;
+  /** The saving user's id (null: a reconciler). */
+  readonly userId: string | null;
+}
+
+/** A graph endpoint (a trigger or webhook node's) as a save answers it; `secret` only when this save minted it. */
+export interface GraphEndpointWrite {
+  node_id: string;
+  kind: "trigger" | "webhook";
+  event_type: string;
+  created_at: string;
+  secret?: string;
+}
+
+export interface PutGraphResult {
+  created: boolean;
+  createdBy: string | null;
+  updatedAt: string;
+  endpoints: GraphEndpointWrite[];
+}
+
 export interface ResourceStore {
   /** Creates or replaces a handler; `created` tells which. */
   putHandler(scope: ResourceScope, handler: HandlerInput): Promise<{ handler: HandlerRecord; created: boolean }>;
@@ -77,4 +104,9 @@ export interface ResourceStore {
   putCredential(scope: ResourceScope, name: string, value: CredentialValue): Promise<CredentialMeta>;
   /** False when there was no such credential. */
   deleteCredential(scope: ResourceScope, name: string): Promise<boolean>;
+
+  /** Creates or replaces a stored graph and its endpoints (a FlowGraph in kubernetes mode too). */
+  putGraph(scope: ResourceScope, graph: PutGraphInput): Promise<PutGraphResult>;
+  /** False when there was no such graph. */
+  deleteGraph(scope: ResourceScope, name: string): Promise<boolean>;
 }

@@ -87,8 +87,19 @@ test("the submit, runs list and hook routes carry core's schemas", () => {
   const runs = doc.paths["/api/v1/orgs/{org}/projects/{project}/runs"]!;
   const submit = runs["post"]!.requestBody!;
   assert.equal(submit.required, true);
-  const schema = submit.content["application/json"]!.schema as { properties: Record<string, unknown>; required: string[] };
-  assert.ok(schema.properties["source"] && schema.required.includes("source"), JSON.stringify(schema).slice(0, 300));
+  // A union: the script body, a graph document (`as: "graph"`), a stored graph by name (routes/graph-submit.ts) and a pipeline (`as: "pipeline"`).
+  type Body = { properties: Record<string, { const?: unknown }>; required: string[] };
+  const bodies = (submit.content["application/json"]!.schema as { anyOf?: Body[] }).anyOf ?? [];
+  assert.equal(bodies.length, 4, JSON.stringify(submit).slice(0, 300));
+  const [script, graphDoc, stored, pipeline] = bodies as [Body, Body, Body, Body];
+  assert.equal(pipeline.properties["as"]?.const, "pipeline");
+  assert.ok(script.properties["source"] && script.required.includes("source"), JSON.stringify(script).slice(0, 300));
+  assert.equal(graphDoc.properties["as"]?.const, "graph");
+  assert.deepEqual(
+    [graphDoc.required.includes("source"), graphDoc.required.includes("filename"), "input" in graphDoc.properties],
+    [true, true, true],
+  );
+  assert.deepEqual([stored.required, "input" in stored.properties], [["graph"], true]);
   assert.equal(runs["post"]!.responses["201"]?.description !== undefined, true);
   const status = runs["get"]!.parameters.find((p) => p.name === "status")!;
   assert.deepEqual([status.in, status.required, (status.schema as { enum: string[] }).enum.includes("parked")], ["query", false, true]);

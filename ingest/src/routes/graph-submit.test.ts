@@ -110,6 +110,18 @@ test("the submit-time check: a missing or wrong-kind credential names the node a
   assert.equal(ok.status, 201, ok.text);
 });
 
+test("the submit-time check reads holdings as the requirements report does: a name held by a connected account is refused", async () => {
+  // No usable grant can be found for an account yet (store's readNameHoldings): the report says needs_reconnect, so the submit refuses.
+  await t.db.pool.query(`insert into connection_names (project_id, name, holder) values ($1, 'slackacct', 'account')`, [
+    t.project.projectId,
+  ]);
+  await refused(
+    submit(doc([http("call", { credential: "slackacct" })])),
+    400,
+    /node call: connected account "slackacct" is needs_reauth: reconnect it/,
+  );
+});
+
 test("a stored graph runs by name; an unknown name is not found", async () => {
   const put = await ask(t, "PUT", `${base}/graphs/nightly`, { body: { document: JSON.parse(doc([http("a")])) as unknown }, as: "admin" });
   assert.ok(put.status === 200 || put.status === 201, put.text);

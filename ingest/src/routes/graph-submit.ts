@@ -21,7 +21,7 @@ import {
   trustOf,
   type GraphDocument,
 } from "@flowsvc/core";
-import { credentialHoldings, getStoredGraph, mintId, submitGraphRun, withTransaction } from "@flowsvc/store";
+import { getStoredGraph, mintId, submitGraphRun, readNameHoldings, withTransaction } from "@flowsvc/store";
 import type { Pool } from "pg";
 import type { Scope } from "../auth.js";
 
@@ -55,6 +55,8 @@ const StoredSubmission = z
   })
   .strict();
 type GraphSubmission = z.output<typeof DocumentSubmission> | z.output<typeof StoredSubmission>;
+/** The graph bodies POST {scoped}/runs takes besides a script's, for its OpenAPI description (runs.ts). */
+export const GRAPH_SUBMISSION_BODIES = [DocumentSubmission, StoredSubmission] as const;
 
 /** The body by its shape (one schema each, so a refusal names the field, not a union). */
 const parseSubmission = (raw: unknown): GraphSubmission =>
@@ -87,11 +89,14 @@ const documentOf = async (pool: Pool, scope: Scope, body: GraphSubmission): Prom
   return { graph: parsed.graph, source: stored.source, filename: `graph:${stored.name}` };
 };
 
-/** core's submit-time check against the project's credentials: throws when one is missing or of the wrong kind. */
+/**
+ * core's submit-time check against what the project holds (store's readNameHoldings, the requirements
+ * report's reader too): throws when a credential is missing or of the wrong kind, or a connected account needs reconnecting.
+ */
 const checkCredentials = async (pool: Pool, projectId: string, graph: GraphDocument): Promise<void> => {
   const requirements = graphCredentialRequirements(graph, connectorManifest);
   const names = requirements.flatMap((r) => (r.name === null ? [] : [r.name]));
-  const holdings = await credentialHoldings(pool, projectId, names);
+  const holdings = await readNameHoldings(pool, projectId, names);
   const refused = submitCheck(requirementsReport(requirements, (name) => holdings.get(name)));
   if (refused) throw refused;
 };

@@ -24,19 +24,10 @@ import {
   graphError,
   parseGraph,
   requirementsReport,
+  type GraphEndpointWrite,
   type ManifestInfo,
 } from "@flowsvc/core";
-import {
-  deleteStoredGraph,
-  getStoredGraph,
-  graphEndpointsOf,
-  graphSaveProblems,
-  listGraphEndpoints,
-  listStoredGraphs,
-  putStoredGraph,
-  readNameHoldings,
-  type GraphEndpointRecord,
-} from "@flowsvc/store";
+import { getStoredGraph, graphSaveProblems, listGraphEndpoints, listStoredGraphs, readNameHoldings } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
@@ -67,7 +58,7 @@ export const saveProblems = graphSaveProblems;
 
 type Where = { org: string; project: string };
 
-const describeEndpoint = (deps: IngestDeps, req: FastifyRequest, where: Where & { graph: string }, e: GraphEndpointRecord) => ({
+const describeEndpoint = (deps: IngestDeps, req: FastifyRequest, where: Where & { graph: string }, e: GraphEndpointWrite) => ({
   ...e,
   emits: e.event_type,
   ingest_url: graphEndpointUrl(deps.publicUrl ?? `${req.protocol}://${req.host}`, { ...where, node: e.node_id }),
@@ -99,14 +90,12 @@ const putRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLo
       if (!parsed.ok) throw graphError(parsed.problems);
       const extra = saveProblems(parsed.graph, name);
       if (extra.length > 0) throw graphError(extra);
-      const endpoints = graphEndpointsOf(parsed.graph, name);
-      const saved = await putStoredGraph(deps.pool, {
-        projectId: scope.projectId,
+      // Through the ResourceStore: in kubernetes mode the FlowGraph is written too (issue 16).
+      const saved = await deps.resources.putGraph(scope, {
         name,
         document: parsed.graph,
-        source: `${JSON.stringify(body.data.document, null, 2)}\n`,
+        sent: body.data.document,
         userId: scope.caller.userId,
-        endpoints,
       });
       req.log.info(
         { graph: name, created: saved.created, caller: scope.caller.userName },
@@ -115,8 +104,8 @@ const putRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLo
       return reply.status(saved.created ? 201 : 200).send({
         name,
         nodes: parsed.graph.nodes.length,
-        created_by: saved.graph.createdBy,
-        updated_at: saved.graph.updatedAt,
+        created_by: saved.createdBy,
+        updated_at: saved.updatedAt,
         endpoints: saved.endpoints.map((e) => describeEndpoint(deps, req, { ...scope, graph: name }, e)),
       });
     },
@@ -182,7 +171,7 @@ const removeRoute = (app: FastifyInstance, deps: IngestDeps): void => {
     async (req, reply) => {
       const scope = await authorize(deps.pool, req, "admin");
       const name = nameOf(req);
-      if (!(await deleteStoredGraph(deps.pool, scope.projectId, name))) throw notFound(scope, name);
+      if (!(await deps.resources.deleteGraph(scope, name))) throw notFound(scope, name);
       req.log.info({ graph: name, caller: scope.caller.userName }, "graph removed");
       return reply.status(204).send();
     },

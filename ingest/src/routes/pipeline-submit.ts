@@ -15,7 +15,7 @@ import type { Pool } from "pg";
 import type { Scope } from "../auth.js";
 import { submitGraph } from "./graph-submit.js";
 
-const PipelineSubmission = z
+export const PipelineSubmission = z
   .object({
     as: z.literal("pipeline"),
     source: z.string().max(PIPELINE_LIMITS.textBytes, `source is over ${PIPELINE_LIMITS.textBytes} bytes`),

@@ -29,8 +29,8 @@ import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
 import { maskRunView } from "../run-masker.js";
 import { api } from "../openapi/route-doc.js";
-import { isGraphSubmission, submitGraph } from "./graph-submit.js";
-import { isPipelineSubmission, submitPipeline } from "./pipeline-submit.js";
+import { GRAPH_SUBMISSION_BODIES, isGraphSubmission, submitGraph } from "./graph-submit.js";
+import { PipelineSubmission, isPipelineSubmission, submitPipeline } from "./pipeline-submit.js";
 
 // The submission body's schema is core's (core/src/resources/run.ts), shared with the FlowRun CRD.
 const SubmitSchema = RunSubmission;
@@ -75,10 +75,12 @@ const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest =>
 /** `POST {scoped}/runs` (member): 201 with the new run, or 200 with the run an idempotency key already made. */
 const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
   const doc = api({
-    summary: "Submit a script run",
+    summary: "Submit a run: a script, a graph document, or a stored graph by name",
+    description:
+      'One of four bodies: a script (`source`, `filename`, ...); a graph document (`as: "graph"`, `source` the flowsvc-graph/v1 JSON text, `filename`, `input`), checked and its credentials checked before anything is written; a stored graph (`graph` its name, `input`); or a pipeline (`as: "pipeline"`, `source` the flowsvc/pipeline/v1 YAML, `filename`, `input`), compiled to a graph first.',
     tag: "runs",
     auth: "member",
-    body: SubmitSchema,
+    body: z.union([SubmitSchema, ...GRAPH_SUBMISSION_BODIES, PipelineSubmission]),
     response: { status: 201, description: "the new run; 200 with `{id, duplicate: true}` when its idempotency key already made one" },
   });
   app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT, ...doc }, async (req, reply) => {

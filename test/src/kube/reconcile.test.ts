@@ -7,7 +7,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import { SCRIPT_WORKFLOW, trustOf } from "@flowsvc/core";
+import { SCRIPT_WORKFLOW, parseGraph, trustOf } from "@flowsvc/core";
 import {
   appendLogs,
   claimConnectionName,
@@ -302,6 +302,41 @@ describe("reconcilers", () => {
 
     await h.custom.deleteNamespacedCustomObject({ ...cr("flowgraphs"), name: "nightly" });
     await waitFor("graph removed", async () => (await getStoredGraph(h.db.pool, s.projectId, "nightly")) === undefined, 2000, 20);
+  });
+
+  test("a graph set through the API writes its FlowGraph too (issue 16): the reconcile finds Postgres the same; rm removes both", async () => {
+    const s = await scope();
+    const store = new KubeResourceStore(h.kc, h.pgStore);
+    const sent = {
+      version: "flowsvc-graph/v1",
+      nodes: [
+        { id: "hook", type: "webhook", config: {} },
+        { id: "call", type: "http", config: { url: "https://api.example.com/x" } },
+      ],
+      edges: [{ from: "hook", to: "call" }],
+    };
+    const parsed = parseGraph(sent);
+    assert.ok(parsed.ok);
+    const res = await store.putGraph(s, { name: "apigraph", document: parsed.graph, sent, userId: null });
+    assert.equal(res.created, true);
+    const secret = res.endpoints.find((e) => e.node_id === "hook")?.secret;
+    assert.ok(secret, "the new endpoint's secret is answered once");
+    assert.deepEqual((await getCr(h, "flowgraphs", NS, "apigraph"))?.spec, sent);
+    await readyIs("flowgraphs", "apigraph", (c) => c?.status === "True");
+    assert.deepEqual(
+      (await getStoredGraph(h.db.pool, s.projectId, "apigraph"))?.document.nodes.map((n) => n.id),
+      ["hook", "call"],
+    );
+    // A replace patches the CR's whole spec (edges gone); the endpoint that stays keeps its secret.
+    const smaller = { version: "flowsvc-graph/v1", nodes: [sent.nodes[0]], edges: [] };
+    const again = parseGraph(smaller);
+    assert.ok(again.ok);
+    const replaced = await store.putGraph(s, { name: "apigraph", document: again.graph, sent: smaller, userId: null });
+    assert.deepEqual([replaced.created, replaced.endpoints.map((e) => [e.node_id, e.secret])], [false, [["hook", undefined]]]);
+    assert.deepEqual((await getCr(h, "flowgraphs", NS, "apigraph"))?.spec, smaller);
+    assert.equal(await store.deleteGraph(s, "apigraph"), true);
+    assert.equal(await getCr(h, "flowgraphs", NS, "apigraph"), undefined);
+    assert.equal(await getStoredGraph(h.db.pool, s.projectId, "apigraph"), undefined);
   });
 
   test("a handler deleted while the controller was down is removed on start (list diff)", async () => {

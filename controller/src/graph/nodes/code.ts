@@ -4,17 +4,22 @@
  * any interpreter (`interpreter`, the command split on spaces, default `bash -eu`); `shell`:
  * `command`, run by `bash -eu`. Both take `credentials` (ENV_VAR -> credential name, resolved at
  * claim exactly like a script's `--credential`: all or the job fails), `env` and `requires` (an
- * agent capability). Output: the script's `flow output set` values, `exit_code` and the tail of
- * its stdout.
+ * agent capability), and `timeout` (core's duration, counted from the attempt's start: past it the
+ * job is ended, its script stopped, and the attempt fails with a timeout error; retry applies).
+ * Output: the script's `flow output set` values, `exit_code` and the tail of its stdout.
  */
 import { FlowError, assertCredentialMap, pickInterpreter } from "@flowsvc/core";
 import type { AgentJobSpec, NodeExecutor } from "./types.js";
-import { asConfig, requiredStr, stringList, stringMap, type Config } from "./config.js";
+import { asConfig, durationMs, requiredStr, stringList, stringMap, type Config } from "./config.js";
 
-const common = (c: Config): Pick<AgentJobSpec, "credentials" | "env" | "capabilities"> => {
+/** Longest `timeout` a code or shell node may take: a day. */
+export const NODE_JOB_TIMEOUT_MAX_MS = 24 * 3600 * 1000;
+
+const common = (c: Config): Pick<AgentJobSpec, "credentials" | "env" | "capabilities" | "timeout_ms"> => {
   const credentials = stringMap(c, "credentials");
   assertCredentialMap(credentials, "config.credentials");
-  return { credentials, env: stringMap(c, "env"), capabilities: stringList(c, "requires") ?? [] };
+  const timeout = c["timeout"] === undefined ? {} : { timeout_ms: durationMs(c, "timeout", 0, NODE_JOB_TIMEOUT_MAX_MS) };
+  return { credentials, env: stringMap(c, "env"), capabilities: stringList(c, "requires") ?? [], ...timeout };
 };
 
 /** The agent job of a code or shell node's evaluated config; undefined for any other type. Throws FlowError on a bad config. */

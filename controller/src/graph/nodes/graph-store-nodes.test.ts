@@ -124,6 +124,15 @@ void test("workflow script: a script child run with its interpreter; bad configs
     (await childRow(childOf(await workflowExecutor.start(ctxOf("workflow", { script: "echo" }, { node: "sh" }))))).interpreter,
     ["bash", "-eu"],
   );
+  // `filename` names the child's file; its extension picks the interpreter by core's table, unless `interpreter` is given.
+  const named = await childRow(
+    childOf(await workflowExecutor.start(ctxOf("workflow", { script: "print(1)\n", filename: "build.py" }, { node: "b" }))),
+  );
+  assert.deepEqual([named.filename, named.interpreter], ["build.py", ["python3"]]);
+  const over = await childRow(
+    childOf(await workflowExecutor.start(ctxOf("workflow", { script: "x", filename: "run.js", interpreter: "deno run" }, { node: "d" }))),
+  );
+  assert.deepEqual([over.filename, over.interpreter], ["run.js", ["deno", "run"]]);
   const before = Number((await db.pool.query<{ n: string }>(`select count(*) as n from runs`)).rows[0]!.n);
   const cases: Array<[unknown, RegExp]> = [
     [{ graph: "nope" }, /config\.graph: no stored graph "nope" in this project/],

@@ -74,6 +74,8 @@ export interface AgentJobSpec {
   credentials: Record<string, string>;
   env: Record<string, string>;
   capabilities: string[];
+  /** `config.timeout` in ms: past it (counted from the attempt's start) the job is ended and the attempt fails (store's expireNodeJobs). */
+  timeout_ms?: number;
 }
 
 export type NodeOutcome =

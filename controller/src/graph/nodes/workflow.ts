@@ -3,7 +3,8 @@
  * account may be named": `from_repo`). Exactly one of:
  * - `graph: <stored graph name>`, with `input` (default `{}`): a run of the project's stored graph
  *   as it is now (filename `graph:<name>`);
- * - `script: <source>`, with `interpreter` (default bash -eu): a script run, filename `<node id>`;
+ * - `script: <source>`, with `filename` (default the node id) and `interpreter` (default: by the
+ *   filename's extension, core's pickInterpreter: `build.py` python3, none bash -eu): a script run;
  * - `from_repo: {repo: "owner/name", path, ref?, credential}`: the file read through the forge's
  *   contents API (GitHub: `GET /repos/{owner}/{repo}/contents/{path}`, `Accept:
  *   application/vnd.github.raw`), authenticated with the credential's token as a bearer token; the
@@ -145,7 +146,7 @@ const start = async (ctx: NodeContext): Promise<NodeOutcome> => {
   const graph = str(c, "graph");
   if (graph !== undefined) return graphChild(ctx, graph, c["input"]);
   const script = str(c, "script");
-  if (script !== undefined) return scriptChild(ctx, { source: script, filename: ctx.node.id, interpreter });
+  if (script !== undefined) return scriptChild(ctx, { source: script, filename: str(c, "filename") ?? ctx.node.id, interpreter });
   if (c["from_repo"] === undefined)
     throw new FlowError("invalid_argument", "config: give exactly one of graph (a stored graph's name), script (its text) or from_repo");
   const f = fromRepoOf(c);
