@@ -169,3 +169,77 @@ void test("the README's examples run: the CI pipeline through its approval to de
   const announced = await endsAs(waiting, "succeeded");
   assert.match(String(node(announced, "announce").output?.["stdout"]), /released 1\.4\.0/);
 });
+
+const emit = async (type: string, args: string[]): Promise<void> => {
+  ok(await server.cli(["emit", type, ...args]));
+};
+
+void test("handler reactions: a pipeline snapshot (--as yaml), a stored graph (--graph) and one node (--node --config) each run for an event, reading it as input; a subject correlates a wait_for_event job", async () => {
+  const yaml = `jobs:
+  hello:
+    steps: [{run: "flow output set type=\${{ input.type }} ref=\${{ input.payload.ref }}"}]
+  ack:
+    needs: hello
+    wait_for_event: {type: hx.ack}
+`;
+  ok(await server.cli(["handler", "set", "hx-pipe", await kit.script("hx.yaml", yaml), "--as", "yaml", "--on", "hx.push", "--tag", "hx"]));
+  // The snapshot: changing the file after registration changes nothing.
+  await kit.script("hx.yaml", "jobs: {}\n");
+  const graph = JSON.stringify({
+    version: "flowsvc-graph/v1",
+    nodes: [
+      { id: "say", type: "emit", config: { type: "hx.said", payload: { $template: "ref {{ input.payload.ref }} of {{ input.type }}" } } },
+    ],
+    edges: [],
+  });
+  ok(await server.cli(["graph", "set", "hx-graph", await kit.script("hx-graph.json", graph)]));
+  ok(await server.cli(["handler", "set", "hx-graph", "--graph", "hx-graph", "--on", "hx.push", "--tag", "hx"]));
+  ok(
+    await server.cli([
+      "handler",
+      "set",
+      "hx-node",
+      "--node",
+      "emit",
+      "--config",
+      '{"type": "hx.noded", "payload": {"$expr": "input.payload"}}',
+      "--on",
+      "hx.push",
+      "--tag",
+      "hx",
+    ]),
+  );
+  const refused = await server.cli([
+    "handler",
+    "set",
+    "hx-bad",
+    await kit.script("bad.yaml", "jobs:\n  a:\n    needs: nope\n    steps: [{run: x}]\n"),
+    "--as",
+    "yaml",
+    "--on",
+    "hx.push",
+  ]);
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /line 3, column \d+: jobs\.a\.needs/);
+
+  await emit("hx.push", ["--key", "acme/web", "--payload", '{"ref": "main"}']);
+  const runs = await kit.json<Array<{ id: string; filename: string }>>(["runs", "ls", "--tag", "hx"]);
+  assert.equal(runs.length, 3, JSON.stringify(runs));
+  const byFile = (f: string): string => runs.find((r) => r.filename === f)?.id ?? assert.fail(`no run of ${f}: ${JSON.stringify(runs)}`);
+  const pipeRun = byFile("hx.yaml");
+  await waitFor("the pipeline's ack job to park", async () => node(await view(pipeRun), "ack").status === "parked");
+  assert.equal(node(await view(pipeRun), "hello").output?.["type"], "hx.push");
+  assert.equal(node(await view(pipeRun), "hello").output?.["ref"], "main");
+  // Another subject does not resume it; its own subject does.
+  await emit("hx.ack", ["--key", "acme/other", "--payload", '{"from": "other-subject"}']);
+  await emit("hx.ack", ["--key", "acme/web", "--payload", '{"from": "own-subject"}']);
+  const acked = JSON.stringify(node(await endsAs(pipeRun, "succeeded"), "ack").output);
+  assert.match(acked, /own-subject/);
+  assert.doesNotMatch(acked, /other-subject/);
+  await endsAs(byFile("graph:hx-graph"), "succeeded");
+  assert.equal((await endsAs(byFile("node:emit"), "succeeded")).nodes[0]?.node_id, "reaction");
+  const said = JSON.stringify(await kit.json<unknown>(["events", "ls", "--type", "hx.said"]));
+  assert.match(said, /ref main of hx\.push/);
+  const noded = JSON.stringify(await kit.json<unknown>(["events", "ls", "--type", "hx.noded"]));
+  assert.match(noded, /"ref":"main"/);
+});
