@@ -209,6 +209,8 @@ void test("handler reactions: a pipeline snapshot (--as yaml), a stored graph (-
       "hx",
     ]),
   );
+  const listed = ok(await server.cli(["handler", "ls"])).stdout;
+  for (const reaction of [/pipeline:hx\.yaml/, /graph:hx-graph/, /node:emit/]) assert.match(listed, reaction);
   const refused = await server.cli([
     "handler",
     "set",

@@ -179,7 +179,7 @@ const HANDLER_COLUMNS = (now: Date): Array<Column<HandlerView>> => [
   { header: "NAME", value: (h) => h.name },
   { header: "ON", value: (h) => h.on.join(",") },
   { header: "WHEN", value: (h) => h.when ?? "-" },
-  { header: "SCRIPT", value: (h) => h.reaction.filename },
+  { header: "REACTION", value: (h) => (h.reaction.kind === "pipeline" ? `pipeline:${h.reaction.filename}` : h.reaction.filename) },
   { header: "TAGS", value: (h) => (h.tags.length ? h.tags.join(",") : "-") },
   { header: "UPDATED", value: (h) => formatAge(h.updated_at, now) },
 ];
@@ -205,7 +205,9 @@ export const formatHandlerDetails = (h: HandlerView, now: Date): string => {
       ["name", h.name],
       ["on", h.on.join(",")],
       ["when", h.when ?? "-"],
-      ["script", `${h.reaction.filename} (${h.reaction.size} bytes, runs under bash -eu)`],
+      h.reaction.kind === "script"
+        ? ["script", `${h.reaction.filename} (${h.reaction.size} bytes, runs under bash -eu)`]
+        : ["reaction", `${h.reaction.kind === "pipeline" ? "pipeline " : ""}${h.reaction.filename} (a graph run; its input is the event)`],
       ["tags", h.tags.length ? h.tags.join(",") : "-"],
       ["credentials", credentials.length ? credentials.join(" ") : "-"],
       ["created", formatTime(h.created_at, now)],
