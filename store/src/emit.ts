@@ -22,6 +22,7 @@ import {
 } from "@flowsvc/core";
 import { assertPipeline } from "@flowsvc/core/pipeline";
 import { getStoredGraph } from "./graphs.js";
+import { cancelRun } from "./cancel.js";
 import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
@@ -215,7 +216,30 @@ export const emitEvents = async (
   if (duplicates.length > 0) await answerDuplicates(tx, { inputs, duplicates, results, inBatch: firstOfDelivery });
   await startHandlerRuns(tx, deliveries, results);
   for (const d of deliveries) if (d.hasWaiters) await deliverToWaiters(tx, d.input, d.eventId, d.envelope);
+  await cancelOnEvents(tx, deliveries);
   return results;
+};
+
+/**
+ * `cancel_on: [types]` (spec "Subjects"): a live run that lists the event's type is cancelled when
+ * the subjects match (an unkeyed event reaches every such run; a keyed one only runs without a
+ * subject or with the same). One statement for the batch, an empty index probe when no run declares it.
+ */
+const cancelOnEvents = async (tx: PoolClient, deliveries: readonly Delivery[]): Promise<void> => {
+  if (deliveries.length === 0) return;
+  const { rows } = await tx.query<{ id: string; type: string }>(
+    `select distinct on (r.id) r.id, d.type from runs r
+       join unnest($1::text[], $2::text[], $3::text[]) as d(project_id, type, key) on r.project_id = d.project_id
+      where r.cancel_on is not null and r.status not in ('succeeded', 'failed', 'cancelled')
+        and d.type = any(r.cancel_on) and (d.key is null or r.trigger->>'key' is null or r.trigger->>'key' = d.key)
+      order by r.id`,
+    [deliveries.map((d) => d.input.projectId), deliveries.map((d) => d.input.type), deliveries.map((d) => d.input.key)],
+  );
+  for (const r of rows) {
+    const { rows: live } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [r.id]);
+    if (live[0] && !["succeeded", "failed", "cancelled"].includes(live[0].status))
+      await cancelRun(tx, r.id, `cancel_on: an event of type ${r.type} arrived`, undefined);
+  }
 };
 
 /**
@@ -399,7 +423,7 @@ const reactionGraph = async (
   tx: PoolClient,
   projectId: string,
   r: Reaction,
-): Promise<{ graph: GraphDocument; filename: string } | { error: string } | undefined> => {
+): Promise<{ graph: GraphDocument; filename: string; cancelOn?: string[] } | { error: string } | undefined> => {
   switch (r.kind) {
     case "script":
       return undefined;
@@ -408,7 +432,8 @@ const reactionGraph = async (
     case "pipeline":
       // The snapshot compiled when the handler was set; compiled again here (the compiler is pure).
       try {
-        return { graph: assertPipeline(r.source).graph, filename: r.filename };
+        const p = assertPipeline(r.source);
+        return { graph: p.graph, filename: r.filename, cancelOn: p.cancel_on };
       } catch (err) {
         return { error: err instanceof Error ? err.message : String(err) };
       }
@@ -419,12 +444,19 @@ const reactionGraph = async (
   }
 };
 
+/** A pipeline run's `cancel_on` types, in its creating transaction. */
+export const setRunCancelOn = async (tx: PoolClient, runId: string, types: readonly string[]): Promise<void> => {
+  await tx.query(`update runs set cancel_on = $2 where id = $1`, [runId, types]);
+};
+
 /** One handler run to start: its request, and for a graph-shaped reaction the graph and its input (the envelope). */
 interface PlannedRun {
   index: number;
   request: RunRequest;
   graph: GraphDocument | undefined;
   envelope: Envelope;
+  /** A pipeline's `cancel_on` types. */
+  cancelOn: string[];
 }
 
 /** The run a handler starts for a delivery: core's defaults for handler runs, as trusted as the event, its subject the event's key. */
@@ -450,7 +482,13 @@ const planRuns = async (tx: PoolClient, planned: Awaited<ReturnType<typeof planH
         result.declined.push({ handler: h.name, error: g.error });
         continue;
       }
-      runs.push({ index: d.index, request: handlerRunRequest(d, h, g), graph: g?.graph, envelope: d.envelope });
+      runs.push({
+        index: d.index,
+        request: handlerRunRequest(d, h, g),
+        graph: g?.graph,
+        envelope: d.envelope,
+        cancelOn: g?.cancelOn ?? [],
+      });
     }
   return runs;
 };
@@ -490,6 +528,7 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
     if (r.graph && created.has(r.request.id)) {
       const nodes = r.graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
       await insertGraphNodes(tx, r.request.id, { nodes, input: r.envelope });
+      if (r.cancelOn.length > 0) await setRunCancelOn(tx, r.request.id, r.cancelOn);
     }
   // A handler's `--credential` map is declared by each run it starts, resolved at claim (store/src/credentials.ts).
   const declaring = planned.flatMap(({ d, handlers }) =>

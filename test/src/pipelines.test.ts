@@ -245,3 +245,37 @@ void test("handler reactions: a pipeline snapshot (--as yaml), a stored graph (-
   const noded = JSON.stringify(await kit.json<unknown>(["events", "ls", "--type", "hx.noded"]));
   assert.match(noded, /"ref":"main"/);
 });
+
+void test("cancel_on: an event of a listed type cancels the run once; a keyed event only the run of its subject", async () => {
+  const yaml = `cancel_on: [cx.stop]
+jobs:
+  hold:
+    wait_for_event: {type: cx.never}
+`;
+  const manual = await submit("cx.yaml", yaml);
+  ok(await server.cli(["handler", "set", "cx-pipe", await kit.script("cx.yaml", yaml), "--as", "yaml", "--on", "cx.push", "--tag", "cx"]));
+  await emit("cx.push", ["--key", "acme/web"]);
+  await emit("cx.push", ["--key", "acme/api"]);
+  const started = await kit.json<Array<{ id: string }>>(["runs", "ls", "--tag", "cx"]);
+  assert.equal(started.length, 2, JSON.stringify(started));
+  for (const r of [manual, ...started.map((x) => x.id)])
+    await waitFor(`${r} to park`, async () => node(await view(r), "hold").status === "parked");
+  const subjectOf = async (id: string): Promise<string | undefined> =>
+    (await kit.json<{ trigger: { key?: string } }>(["status", id])).trigger.key;
+  const web = (await Promise.all(started.map(async (r) => ({ id: r.id, key: await subjectOf(r.id) })))).find(
+    (r) => r.key === "acme/web",
+  )!.id;
+  const api = started.map((r) => r.id).find((id) => id !== web)!;
+  // A keyed stop reaches the run of that subject and the subject-less manual run, not acme/api's.
+  await emit("cx.stop", ["--key", "acme/web"]);
+  assert.equal(await ended(server, web), "cancelled");
+  assert.equal(await ended(server, manual), "cancelled");
+  assert.equal((await view(api)).status, "parked");
+  await emit("cx.stop", []);
+  assert.equal(await ended(server, api), "cancelled");
+  await emit("cx.stop", []);
+  for (const id of [web, manual, api]) {
+    const cancelled = await kit.json<Array<{ payload: { run_id?: string } }>>(["events", "ls", "--type", "run.cancelled"]);
+    assert.equal(cancelled.filter((e) => e.payload.run_id === id).length, 1, `${id}: ${JSON.stringify(cancelled)}`);
+  }
+});

@@ -100,8 +100,8 @@ const checkReaction = (r: Reaction): void => {
       throw new FlowError("invalid_argument", `reaction.source: ${e.message}`, { details: { field: "reaction.source", ...e.details } });
     }
     const p = compiled.pipeline;
-    if (p.concurrency || p.cancel_on.length > 0 || Object.values(p.jobs).some((j) => j.concurrency))
-      throw new FlowError("invalid_argument", "reaction.source: concurrency: groups and cancel_on: are not available in this version", {
+    if (p.concurrency || Object.values(p.jobs).some((j) => j.concurrency))
+      throw new FlowError("invalid_argument", "reaction.source: concurrency: groups are not available in this version", {
         details: { field: "reaction.source" },
       });
   }

@@ -324,7 +324,10 @@ void test("handler reactions: a pipeline (compiled at registration, refusals wit
     /^reaction\.source: line 3, column \d+: jobs\.a\.needs/,
   );
   refused({ ...pipeline, source: "jobs: [\u0000" }, /^reaction\.source: line 1/);
-  refused({ ...pipeline, source: "cancel_on: [a]\njobs:\n  a:\n    steps: [{run: x}]\n" }, /cancel_on: are not available/);
+  refused(
+    { ...pipeline, source: "concurrency: {group: g}\njobs:\n  a:\n    steps: [{run: x}]\n" },
+    /concurrency: groups are not available/,
+  );
   refused({ kind: "node", type: "emit", config: {} }, /^reaction\.config\.type: /);
   refused({ kind: "node", type: "LD_PRELOAD", config: {} }, /^reaction\./);
   refused({ kind: "graph", graph: "g" }, /^credentials: only a script reaction/, { credentials: { TOKEN: "gh" } });

@@ -66,7 +66,6 @@ test("refused with the YAML line and column, and nothing written: bad pipelines,
     400,
     /--credential is refused on a pipeline submit/,
   );
-  await refused(submit("cancel_on: [pr.closed]\njobs: {a: {steps: [{run: x}]}}\n"), 400, /cancel_on: are not available in this version/);
   await refused(submit("concurrency: {group: g}\njobs: {a: {steps: [{run: x}]}}\n"), 400, /concurrency: groups are not available/);
   await refused(submit("jobs: {a: {steps: [{run: x}]}}\n", { interpreter: ["bash"] }), 400, /interpreter/);
 });

@@ -33,7 +33,6 @@ export const isPipelineSubmission = (body: unknown): boolean =>
 /** What the engine cannot honour yet: refused, never silently dropped. */
 const unsupported = (p: CompiledPipeline): string | undefined => {
   if (p.concurrency) return "concurrency: groups";
-  if (p.cancel_on.length > 0) return "cancel_on:";
   const job = Object.entries(p.jobs).find(([, j]) => j.concurrency);
   return job ? `jobs.${job[0]}.concurrency: groups` : undefined;
 };
@@ -56,5 +55,5 @@ export const submitPipeline = async (pool: Pool, scope: Scope, raw: unknown): Pr
       hint: "flow check accepts them: the compiler knows them, the engine does not run them yet",
     });
   const { source: _source, as: _as, ...rest } = body;
-  return submitGraph(pool, scope, { ...rest, as: "graph", source: JSON.stringify(pipeline.graph) });
+  return submitGraph(pool, scope, { ...rest, as: "graph", source: JSON.stringify(pipeline.graph) }, { cancelOn: pipeline.cancel_on });
 };
