@@ -279,3 +279,32 @@ jobs:
     assert.equal(cancelled.filter((e) => e.payload.run_id === id).length, 1, `${id}: ${JSON.stringify(cancelled)}`);
   }
 });
+
+void test("concurrency: queue holds a later run queued until the group frees; cancel-running keeps only the newest, shared with flow lock", async () => {
+  const yaml = (policy: string): string => `concurrency: {group: "qx-\${{ input.env }}", policy: ${policy}}
+jobs:
+  hold:
+    wait_for_event: {type: qx.go}
+`;
+  const first = await submit("qx.yaml", yaml("queue"), ["--input", '{"env": "prod"}']);
+  const second = await submit("qx.yaml", yaml("queue"), ["--input", '{"env": "prod"}']);
+  await waitFor("the first run to park", async () => node(await view(first), "hold").status === "parked");
+  assert.equal((await view(second)).status, "queued");
+  await emit("qx.go", []);
+  await endsAs(first, "succeeded");
+  await waitFor("the second run to park once granted", async () => node(await view(second), "hold").status === "parked");
+  await emit("qx.go", []);
+  await endsAs(second, "succeeded");
+
+  const older = await submit("qx.yaml", yaml("cancel-running"), ["--input", '{"env": "stage"}']);
+  await waitFor("the older run to park", async () => node(await view(older), "hold").status === "parked");
+  const newer = await submit("qx.yaml", yaml("cancel-running"), ["--input", '{"env": "stage"}']);
+  assert.equal(await ended(server, older), "cancelled");
+  await waitFor("the newer run to park", async () => node(await view(newer), "hold").status === "parked");
+  // A script's flow lock on the group waits behind the pipeline: one lease table.
+  const locker = await kit.start("qx-lock.sh", "flow lock qx-stage\nflow output set locked=yes\n");
+  await waitFor("the script to park on the lock", async () => (await kit.json<{ status: string }>(["status", locker])).status === "parked");
+  await emit("qx.go", []);
+  await endsAs(newer, "succeeded");
+  assert.equal(await ended(server, locker), "succeeded");
+});

@@ -21,7 +21,16 @@ import {
   trustOf,
   type GraphDocument,
 } from "@flowsvc/core";
-import { credentialHoldings, getStoredGraph, mintId, setRunCancelOn, submitGraphRun, withTransaction } from "@flowsvc/store";
+import {
+  credentialHoldings,
+  getStoredGraph,
+  mintId,
+  cancelRun,
+  joinRunGroup,
+  setRunCancelOn,
+  submitGraphRun,
+  withTransaction,
+} from "@flowsvc/store";
 import type { Pool } from "pg";
 import type { Scope } from "../auth.js";
 
@@ -101,7 +110,7 @@ export const submitGraph = async (
   pool: Pool,
   scope: Scope,
   raw: unknown,
-  pipeline: { cancelOn: readonly string[] } = { cancelOn: [] },
+  pipeline: { cancelOn: readonly string[]; group?: { name: string; cancelRunning: boolean }; publicUrl?: string } = { cancelOn: [] },
 ): Promise<{ id: string; duplicate: boolean }> => {
   const body = parseSubmission(raw);
   const input = assertStorableJson(body.input ?? {}, "input");
@@ -130,6 +139,15 @@ export const submitGraph = async (
     const r = await submitGraphRun(tx, request, { sender: scope.caller.userName, nodes, input });
     // A pipeline's cancel_on, in the run's own transaction (store/src/emit.ts cancels on it).
     if (!r.duplicate && pipeline.cancelOn.length > 0) await setRunCancelOn(tx, r.id, pipeline.cancelOn);
+    const group = pipeline.group;
+    if (!r.duplicate && group)
+      await joinRunGroup(tx, {
+        projectId: scope.projectId,
+        runId: r.id,
+        grp: group.name,
+        cancelRunning: group.cancelRunning,
+        cancel: (id) => cancelRun(tx, id, `concurrency: a newer run of group ${group.name} started (${r.id})`, pipeline.publicUrl),
+      });
     return r;
   });
 };
