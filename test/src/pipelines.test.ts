@@ -12,7 +12,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { REPO_ROOT, startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { ended, ok, runIdIn, runKit } from "./support/runs.js";
+import { ended, ok, runIdIn, runKit, storedLog } from "./support/runs.js";
 import { waitFor } from "./support/wait.js";
 
 const WIDE = "pipe-wide-Tok-4410";
@@ -307,4 +307,25 @@ jobs:
   await emit("qx.go", []);
   await endsAs(newer, "succeeded");
   assert.equal(await ended(server, locker), "succeeded");
+});
+
+void test("flow spawn --as pipeline starts the pipeline as an independent graph run, replayed by position", async () => {
+  const parent = await kit.start(
+    "spawner.sh",
+    `cat > child.yaml <<'Y'
+jobs:
+  a:
+    steps: [{run: "flow output set spawned=yes"}]
+Y
+echo "child=$(flow spawn child.yaml --as pipeline)"
+flow sleep 0s
+`,
+  );
+  assert.equal(await ended(server, parent), "succeeded");
+  const child = runIdIn(/child=(run-\S+)/.exec(await storedLog(server, parent))?.[1] ?? "");
+  const v = await endsAs(child, "succeeded");
+  assert.equal(node(v, "a").output?.["spawned"], "yes");
+  // The replay after the sleep answered the recorded id: one child, not two.
+  const children = await kit.json<Array<{ filename: string }>>(["runs", "ls"]);
+  assert.equal(children.filter((r) => r.filename === "child.yaml").length, 1);
 });
