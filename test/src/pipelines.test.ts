@@ -12,7 +12,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { REPO_ROOT, startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { ended, ok, runIdIn, runKit, storedLog } from "./support/runs.js";
+import { FOLLOW_TIMEOUT, ended, ok, runIdIn, runKit, storedLog } from "./support/runs.js";
 import { waitFor } from "./support/wait.js";
 
 const WIDE = "pipe-wide-Tok-4410";
@@ -328,4 +328,20 @@ flow sleep 0s
   // The replay after the sleep answered the recorded id: one child, not two.
   const children = await kit.json<Array<{ filename: string }>>(["runs", "ls"]);
   assert.equal(children.filter((r) => r.filename === "child.yaml").length, 1);
+});
+
+void test("flow follow of a pipeline run prefixes each log line with its job", async () => {
+  const file = await kit.script(
+    "follow.yaml",
+    `jobs:
+  build:
+    steps: [{run: "echo one; echo two"}, {run: "echo three"}]
+  test:
+    needs: build
+    steps: [{run: "echo four"}]
+`,
+  );
+  const r = ok(await server.cli(["submit", file, "--follow"], FOLLOW_TIMEOUT));
+  for (const line of ["[build] one", "[build] two", "[build] three", "[test] four"])
+    assert.ok(r.stdout.split("\n").includes(line), r.stdout);
 });
