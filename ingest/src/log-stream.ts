@@ -2,6 +2,7 @@ import { PassThrough } from "node:stream";
 import type { IncomingMessage } from "node:http";
 import { isTerminalStatus } from "@flowsvc/core";
 import { getRunStatus, readLogs } from "@flowsvc/store";
+import { JobLinePrefixer } from "@flowsvc/core/pipeline";
 import type { IngestDeps } from "./deps.js";
 
 const POLL_MS = 1000;
@@ -13,6 +14,7 @@ const POLL_MS = 1000;
  */
 export const streamRunLog = (deps: IngestDeps, runId: string, follow: boolean, client: IncomingMessage): PassThrough => {
   const out = new PassThrough();
+  const prefixer = new JobLinePrefixer();
   let closed = false;
   let wake: (() => void) | undefined;
   const nudge = (id: string): void => {
@@ -30,7 +32,7 @@ export const streamRunLog = (deps: IngestDeps, runId: string, follow: boolean, c
   const drain = async (after: number): Promise<number> => {
     for (;;) {
       const rows = await readLogs(deps.pool, runId, after, 1000);
-      for (const r of rows) out.write(r.data);
+      for (const r of rows) out.write(prefixer.write(r.job, r.data));
       if (rows.length > 0) after = rows[rows.length - 1]!.id;
       if (rows.length < 1000) return after;
     }

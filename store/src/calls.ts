@@ -18,7 +18,9 @@ import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js"
 import { mintId } from "./mint.js";
 import { createRun } from "./run-lifecycle.js";
 import { evaluateSignalWait } from "./signals.js";
-import { emitEvent, lockEventTypeForWait } from "./emit.js";
+import { emitEvent, lockEventTypeForWait, setRunCancelOn } from "./emit.js";
+import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
+import { assertPipeline, type CompiledPipeline } from "@flowsvc/core/pipeline";
 import { substateOf, wakeRun } from "./wake.js";
 
 interface CallRun {
@@ -118,16 +120,27 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
   return insertEntry(tx, run.id, at, await creator(tx, { run, req, at }));
 };
 
+/** `flow spawn --as pipeline`: the YAML compiled by core (refusals with line and column); concurrency groups are refused here. */
+const spawnablePipeline = (source: string): CompiledPipeline => {
+  const p = assertPipeline(source);
+  if (p.concurrency || Object.values(p.jobs).some((j) => j.concurrency))
+    throw new FlowError(
+      "invalid_argument",
+      "flow spawn --as pipeline: concurrency: groups are not available for a spawned pipeline in this version",
+    );
+  return p;
+};
+
 const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
-  if (a.as === "pipeline") throw new FlowError("invalid_argument", "flow spawn --as pipeline: pipelines are not available in this version");
+  const pipeline = a.as === "pipeline" ? spawnablePipeline(a.source) : undefined;
   const trusted = trustOf({ by: "run", run });
   const res = await createRun(tx, {
     id: mintId("run"),
     projectId: run.project_id,
-    workflow: SCRIPT_WORKFLOW,
-    source: a.source,
+    ...(pipeline
+      ? { workflow: GRAPH_WORKFLOW, source: JSON.stringify(pipeline.graph), interpreter: [] }
+      : { workflow: SCRIPT_WORKFLOW, source: a.source, interpreter: pickInterpreter(a.filename) }),
     filename: a.filename,
-    interpreter: pickInterpreter(a.filename),
     env: {},
     tags: a.tags,
     trigger: { type: "spawn", parent: run.id },
@@ -136,6 +149,14 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
     parentRunId: run.id,
     trusted,
   });
+  if (pipeline) {
+    // The child pipeline's jobs as graph nodes, its input empty (a spawn has no --input), in this transaction.
+    await insertGraphNodes(tx, res.id, {
+      nodes: pipeline.graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) })),
+      input: {},
+    });
+    if (pipeline.cancel_on.length > 0) await setRunCancelOn(tx, res.id, pipeline.cancel_on);
+  }
   await emitEvent(tx, {
     projectId: run.project_id,
     type: "spawn",

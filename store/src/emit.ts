@@ -15,8 +15,15 @@ import {
   trustOf,
   type CompiledCel,
   type Envelope,
+  type GraphDocument,
+  type Reaction,
   type RunRequest,
+  reactionNodeGraph,
 } from "@flowsvc/core";
+import { assertPipeline } from "@flowsvc/core/pipeline";
+import { getStoredGraph } from "./graphs.js";
+import { cancelRun } from "./cancel.js";
+import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
 import { createRuns } from "./run-lifecycle.js";
@@ -70,7 +77,7 @@ interface HandlerRow {
   name: string;
   patterns: string[];
   when_cel: string | null;
-  reaction: { kind: "script"; source: string; filename: string };
+  reaction: Reaction;
   tags: string[];
   credentials: Record<string, string>;
 }
@@ -209,7 +216,30 @@ export const emitEvents = async (
   if (duplicates.length > 0) await answerDuplicates(tx, { inputs, duplicates, results, inBatch: firstOfDelivery });
   await startHandlerRuns(tx, deliveries, results);
   for (const d of deliveries) if (d.hasWaiters) await deliverToWaiters(tx, d.input, d.eventId, d.envelope);
+  await cancelOnEvents(tx, deliveries);
   return results;
+};
+
+/**
+ * `cancel_on: [types]` (spec "Subjects"): a live run that lists the event's type is cancelled when
+ * the subjects match (an unkeyed event reaches every such run; a keyed one only runs without a
+ * subject or with the same). One statement for the batch, an empty index probe when no run declares it.
+ */
+const cancelOnEvents = async (tx: PoolClient, deliveries: readonly Delivery[]): Promise<void> => {
+  if (deliveries.length === 0) return;
+  const { rows } = await tx.query<{ id: string; type: string }>(
+    `select distinct on (r.id) r.id, d.type from runs r
+       join unnest($1::text[], $2::text[], $3::text[]) as d(project_id, type, key) on r.project_id = d.project_id
+      where r.cancel_on is not null and r.status not in ('succeeded', 'failed', 'cancelled')
+        and d.type = any(r.cancel_on) and (d.key is null or r.trigger->>'key' is null or r.trigger->>'key' = d.key)
+      order by r.id`,
+    [deliveries.map((d) => d.input.projectId), deliveries.map((d) => d.input.type), deliveries.map((d) => d.input.key)],
+  );
+  for (const r of rows) {
+    const { rows: live } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [r.id]);
+    if (live[0] && !["succeeded", "failed", "cancelled"].includes(live[0].status))
+      await cancelRun(tx, r.id, `cancel_on: an event of type ${r.type} arrived`, undefined);
+  }
 };
 
 /**
@@ -388,27 +418,91 @@ const planHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[], 
   return planned;
 };
 
-/** The run a handler starts for a delivery: core's defaults for handler runs, as trusted as the event. */
-const handlerRunRequest = (d: Delivery, h: HandlerRow): RunRequest => ({
+/** The graph a handler's reaction runs (undefined for a script), or why it cannot run now. */
+const reactionGraph = async (
+  tx: PoolClient,
+  projectId: string,
+  r: Reaction,
+): Promise<{ graph: GraphDocument; filename: string; cancelOn?: string[] } | { error: string } | undefined> => {
+  switch (r.kind) {
+    case "script":
+      return undefined;
+    case "node":
+      return { graph: reactionNodeGraph(r), filename: `node:${r.type}` };
+    case "pipeline":
+      // The snapshot compiled when the handler was set; compiled again here (the compiler is pure).
+      try {
+        const p = assertPipeline(r.source);
+        return { graph: p.graph, filename: r.filename, cancelOn: p.cancel_on };
+      } catch (err) {
+        return { error: err instanceof Error ? err.message : String(err) };
+      }
+    case "graph": {
+      const stored = await getStoredGraph(tx, projectId, r.graph);
+      return stored ? { graph: stored.document, filename: `graph:${r.graph}` } : { error: `the stored graph ${r.graph} does not exist` };
+    }
+  }
+};
+
+/** A pipeline run's `cancel_on` types, in its creating transaction. */
+export const setRunCancelOn = async (tx: PoolClient, runId: string, types: readonly string[]): Promise<void> => {
+  await tx.query(`update runs set cancel_on = $2 where id = $1`, [runId, types]);
+};
+
+/** One handler run to start: its request, and for a graph-shaped reaction the graph and its input (the envelope). */
+interface PlannedRun {
+  index: number;
+  request: RunRequest;
+  graph: GraphDocument | undefined;
+  envelope: Envelope;
+  /** A pipeline's `cancel_on` types. */
+  cancelOn: string[];
+}
+
+/** The run a handler starts for a delivery: core's defaults for handler runs, as trusted as the event, its subject the event's key. */
+const handlerRunRequest = (d: Delivery, h: HandlerRow, graph: { graph: GraphDocument; filename: string } | undefined): RunRequest => ({
   id: handlerRunId(d.eventId, h.name),
   projectId: d.input.projectId,
-  source: h.reaction.source,
-  filename: h.reaction.filename,
+  ...(graph
+    ? { workflow: GRAPH_WORKFLOW, source: JSON.stringify(graph.graph), filename: graph.filename }
+    : { source: h.reaction.kind === "script" ? h.reaction.source : "", filename: h.reaction.kind === "script" ? h.reaction.filename : "" }),
   tags: h.tags,
   trigger: { type: d.input.type, event: d.eventId, ...(d.input.key ? { key: d.input.key } : {}), ...(d.input.fields ?? {}) },
   trusted: trustOf({ by: "event", event: d.input }),
   handler: { name: h.name, eventId: d.eventId, generation: d.generation + 1 },
 });
 
+/** Every handler run of the planned deliveries; a reaction that cannot run (its stored graph is gone) is declined, reported. */
+const planRuns = async (tx: PoolClient, planned: Awaited<ReturnType<typeof planHandlerRuns>>): Promise<PlannedRun[]> => {
+  const runs: PlannedRun[] = [];
+  for (const { d, handlers, result } of planned)
+    for (const h of handlers) {
+      const g = await reactionGraph(tx, d.input.projectId, h.reaction);
+      if (g && "error" in g) {
+        result.declined.push({ handler: h.name, error: g.error });
+        continue;
+      }
+      runs.push({
+        index: d.index,
+        request: handlerRunRequest(d, h, g),
+        graph: g?.graph,
+        envelope: d.envelope,
+        cancelOn: g?.cancelOn ?? [],
+      });
+    }
+  return runs;
+};
+
 /**
  * Starts a run per (event, matching handler), all in one statement (createRuns), within the
  * project's limit on handler runs in flight: over it, an outside emit fails (nothing recorded)
- * and a platform event is recorded with its handler runs dropped.
+ * and a platform event is recorded with its handler runs dropped. A graph-shaped reaction's run
+ * gets its nodes and its input (the event's envelope) in the same transaction.
  */
 const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[], results: EmitResult[]): Promise<void> => {
   const planned = await planHandlerRuns(tx, deliveries, results);
   if (planned.length === 0) return;
-  const requests = planned.flatMap(({ d, handlers }) => handlers.map((h) => ({ index: d.index, request: handlerRunRequest(d, h) })));
+  const requests = await planRuns(tx, planned);
   const { created, overLimit } = await createRuns(
     tx,
     requests.map((r) => r.request),
@@ -430,6 +524,12 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
     );
   }
   for (const r of requests) if (created.has(r.request.id)) results[r.index]!.handlerRuns.push(r.request.id);
+  for (const r of requests)
+    if (r.graph && created.has(r.request.id)) {
+      const nodes = r.graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
+      await insertGraphNodes(tx, r.request.id, { nodes, input: r.envelope });
+      if (r.cancelOn.length > 0) await setRunCancelOn(tx, r.request.id, r.cancelOn);
+    }
   // A handler's `--credential` map is declared by each run it starts, resolved at claim (store/src/credentials.ts).
   const declaring = planned.flatMap(({ d, handlers }) =>
     handlers.map((h) => ({ runId: handlerRunId(d.eventId, h.name), declared: h.credentials })),

@@ -2,7 +2,7 @@
 // delivery; these are the queries behind `flow handler set|ls|show|rm`. The rules of a handler are
 // core's (core/src/resources/handler.ts); writes come through the ResourceStore (resource-store.ts).
 import type { Pool, PoolClient } from "pg";
-import type { HandlerInput, HandlerRecord, ScriptReaction } from "@flowsvc/core";
+import type { HandlerInput, HandlerRecord, Reaction } from "@flowsvc/core";
 
 type Db = Pool | PoolClient;
 
@@ -10,7 +10,7 @@ interface HandlerRaw {
   name: string;
   patterns: string[];
   when_cel: string | null;
-  reaction: ScriptReaction;
+  reaction: Reaction;
   tags: string[];
   credentials: Record<string, string>;
   created_at: Date;

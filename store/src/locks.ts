@@ -88,3 +88,41 @@ export const releaseRunLeases = async (tx: PoolClient, runId: string): Promise<v
   const groups = new Map(rows.map((r) => [`${r.project_id}\u001f${r.grp}`, r]));
   for (const g of groups.values()) await grantNext(tx, g.project_id, g.grp);
 };
+
+/** The lease position of a run's workflow-level concurrency group (`flow lock` calls use journal positions, 0 and up). */
+export const RUN_GROUP_POSITION = -1;
+
+/**
+ * A pipeline's workflow-level `concurrency {group, policy}` (issue 11), in the run's creating
+ * transaction, on the same lease table and FIFO as `flow lock`: the run requests the group's lease;
+ * with `cancel-running` every other run holding or waiting for it is cancelled first (its leases are
+ * released as it ends), so the newest is granted. A run not granted stays queued (the graph driver
+ * starts no node while `awaitsRunGroup`) until a release grants it and wakes it.
+ */
+export const joinRunGroup = async (
+  tx: PoolClient,
+  g: { projectId: string; runId: string; grp: string; cancelRunning: boolean; cancel: (runId: string) => Promise<void> },
+): Promise<void> => {
+  await lockGroup(tx, g.projectId, g.grp);
+  if (g.cancelRunning) {
+    const { rows } = await tx.query<{ run_id: string }>(
+      `select distinct l.run_id from lock_leases l join runs r on r.id = l.run_id
+        where l.project_id = $1 and l.grp = $2 and l.position = $3 and l.released_at is null and l.run_id <> $4
+          and r.status not in ('succeeded', 'failed', 'cancelled')
+        order by l.run_id`,
+      [g.projectId, g.grp, RUN_GROUP_POSITION, g.runId],
+    );
+    for (const r of rows) await g.cancel(r.run_id);
+  }
+  await requestLease(tx, { projectId: g.projectId, grp: g.grp, runId: g.runId, position: RUN_GROUP_POSITION });
+  await grantNext(tx, g.projectId, g.grp, g.runId);
+};
+
+/** Whether the run waits for its concurrency group's lease (the graph driver holds it queued). */
+export const awaitsRunGroup = async (tx: PoolClient, runId: string): Promise<boolean> => {
+  const { rowCount } = await tx.query(
+    `select 1 from lock_leases where run_id = $1 and position = $2 and granted_at is null and released_at is null`,
+    [runId, RUN_GROUP_POSITION],
+  );
+  return (rowCount ?? 0) > 0;
+};

@@ -20,12 +20,27 @@ export interface LogRow {
   id: number;
   stream: string;
   data: string;
+  /** A pipeline run's line: the job that wrote it (its node id without the `--stepN` suffix); null otherwise. */
+  job: string | null;
 }
 
+/**
+ * The run's log after `afterId`. A pipeline run's rows (a graph run of a .yaml/.yml file, until a
+ * pipeline run has a workflow of its own) carry the job of the node whose agent job wrote them.
+ */
 export const readLogs = async (db: Db, runId: string, afterId: number, limit = 1000): Promise<LogRow[]> => {
-  const { rows } = await db.query<{ id: string; stream: string; data: string }>(
-    `select id, stream, data from run_logs where run_id = $1 and id > $2 order by id limit $3`,
+  const { rows } = await db.query<{ id: string; stream: string; data: string; node_id: string | null }>(
+    `select l.id, l.stream, l.data,
+            case when r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$' then n.node_id end as node_id
+       from run_logs l join runs r on r.id = l.run_id
+       left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
+      where l.run_id = $1 and l.id > $2 order by l.id limit $3`,
     [runId, afterId, limit],
   );
-  return rows.map((r) => ({ id: Number(r.id), stream: r.stream, data: r.data }));
+  return rows.map((r) => ({
+    id: Number(r.id),
+    stream: r.stream,
+    data: r.data,
+    job: r.node_id === null ? null : r.node_id.replace(/--step\d+$/, ""),
+  }));
 };

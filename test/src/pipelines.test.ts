@@ -12,7 +12,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { REPO_ROOT, startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { ended, ok, runIdIn, runKit } from "./support/runs.js";
+import { FOLLOW_TIMEOUT, ended, ok, runIdIn, runKit, storedLog } from "./support/runs.js";
 import { waitFor } from "./support/wait.js";
 
 const WIDE = "pipe-wide-Tok-4410";
@@ -168,4 +168,180 @@ void test("the README's examples run: the CI pipeline through its approval to de
   assert.match(String(node(deployed, "deploy").output?.["stdout"]), /deploying hello-main\.tar \(tests pass\)/);
   const announced = await endsAs(waiting, "succeeded");
   assert.match(String(node(announced, "announce").output?.["stdout"]), /released 1\.4\.0/);
+});
+
+const emit = async (type: string, args: string[]): Promise<void> => {
+  ok(await server.cli(["emit", type, ...args]));
+};
+
+void test("handler reactions: a pipeline snapshot (--as yaml), a stored graph (--graph) and one node (--node --config) each run for an event, reading it as input; a subject correlates a wait_for_event job", async () => {
+  const yaml = `jobs:
+  hello:
+    steps: [{run: "flow output set type=\${{ input.type }} ref=\${{ input.payload.ref }}"}]
+  ack:
+    needs: hello
+    wait_for_event: {type: hx.ack}
+`;
+  ok(await server.cli(["handler", "set", "hx-pipe", await kit.script("hx.yaml", yaml), "--as", "yaml", "--on", "hx.push", "--tag", "hx"]));
+  // The snapshot: changing the file after registration changes nothing.
+  await kit.script("hx.yaml", "jobs: {}\n");
+  const graph = JSON.stringify({
+    version: "flowsvc-graph/v1",
+    nodes: [
+      { id: "say", type: "emit", config: { type: "hx.said", payload: { $template: "ref {{ input.payload.ref }} of {{ input.type }}" } } },
+    ],
+    edges: [],
+  });
+  ok(await server.cli(["graph", "set", "hx-graph", await kit.script("hx-graph.json", graph)]));
+  ok(await server.cli(["handler", "set", "hx-graph", "--graph", "hx-graph", "--on", "hx.push", "--tag", "hx"]));
+  ok(
+    await server.cli([
+      "handler",
+      "set",
+      "hx-node",
+      "--node",
+      "emit",
+      "--config",
+      '{"type": "hx.noded", "payload": {"$expr": "input.payload"}}',
+      "--on",
+      "hx.push",
+      "--tag",
+      "hx",
+    ]),
+  );
+  const listed = ok(await server.cli(["handler", "ls"])).stdout;
+  for (const reaction of [/pipeline:hx\.yaml/, /graph:hx-graph/, /node:emit/]) assert.match(listed, reaction);
+  const refused = await server.cli([
+    "handler",
+    "set",
+    "hx-bad",
+    await kit.script("bad.yaml", "jobs:\n  a:\n    needs: nope\n    steps: [{run: x}]\n"),
+    "--as",
+    "yaml",
+    "--on",
+    "hx.push",
+  ]);
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /line 3, column \d+: jobs\.a\.needs/);
+
+  await emit("hx.push", ["--key", "acme/web", "--payload", '{"ref": "main"}']);
+  const runs = await kit.json<Array<{ id: string; filename: string }>>(["runs", "ls", "--tag", "hx"]);
+  assert.equal(runs.length, 3, JSON.stringify(runs));
+  const byFile = (f: string): string => runs.find((r) => r.filename === f)?.id ?? assert.fail(`no run of ${f}: ${JSON.stringify(runs)}`);
+  const pipeRun = byFile("hx.yaml");
+  await waitFor("the pipeline's ack job to park", async () => node(await view(pipeRun), "ack").status === "parked");
+  assert.equal(node(await view(pipeRun), "hello").output?.["type"], "hx.push");
+  assert.equal(node(await view(pipeRun), "hello").output?.["ref"], "main");
+  // Another subject does not resume it; its own subject does.
+  await emit("hx.ack", ["--key", "acme/other", "--payload", '{"from": "other-subject"}']);
+  await emit("hx.ack", ["--key", "acme/web", "--payload", '{"from": "own-subject"}']);
+  const acked = JSON.stringify(node(await endsAs(pipeRun, "succeeded"), "ack").output);
+  assert.match(acked, /own-subject/);
+  assert.doesNotMatch(acked, /other-subject/);
+  await endsAs(byFile("graph:hx-graph"), "succeeded");
+  assert.equal((await endsAs(byFile("node:emit"), "succeeded")).nodes[0]?.node_id, "reaction");
+  const said = JSON.stringify(await kit.json<unknown>(["events", "ls", "--type", "hx.said"]));
+  assert.match(said, /ref main of hx\.push/);
+  const noded = JSON.stringify(await kit.json<unknown>(["events", "ls", "--type", "hx.noded"]));
+  assert.match(noded, /"ref":"main"/);
+});
+
+void test("cancel_on: an event of a listed type cancels the run once; a keyed event only the run of its subject", async () => {
+  const yaml = `cancel_on: [cx.stop]
+jobs:
+  hold:
+    wait_for_event: {type: cx.never}
+`;
+  const manual = await submit("cx.yaml", yaml);
+  ok(await server.cli(["handler", "set", "cx-pipe", await kit.script("cx.yaml", yaml), "--as", "yaml", "--on", "cx.push", "--tag", "cx"]));
+  await emit("cx.push", ["--key", "acme/web"]);
+  await emit("cx.push", ["--key", "acme/api"]);
+  const started = await kit.json<Array<{ id: string }>>(["runs", "ls", "--tag", "cx"]);
+  assert.equal(started.length, 2, JSON.stringify(started));
+  for (const r of [manual, ...started.map((x) => x.id)])
+    await waitFor(`${r} to park`, async () => node(await view(r), "hold").status === "parked");
+  const subjectOf = async (id: string): Promise<string | undefined> =>
+    (await kit.json<{ trigger: { key?: string } }>(["status", id])).trigger.key;
+  const web = (await Promise.all(started.map(async (r) => ({ id: r.id, key: await subjectOf(r.id) })))).find(
+    (r) => r.key === "acme/web",
+  )!.id;
+  const api = started.map((r) => r.id).find((id) => id !== web)!;
+  // A keyed stop reaches the run of that subject and the subject-less manual run, not acme/api's.
+  await emit("cx.stop", ["--key", "acme/web"]);
+  assert.equal(await ended(server, web), "cancelled");
+  assert.equal(await ended(server, manual), "cancelled");
+  assert.equal((await view(api)).status, "parked");
+  await emit("cx.stop", []);
+  assert.equal(await ended(server, api), "cancelled");
+  await emit("cx.stop", []);
+  for (const id of [web, manual, api]) {
+    const cancelled = await kit.json<Array<{ payload: { run_id?: string } }>>(["events", "ls", "--type", "run.cancelled"]);
+    assert.equal(cancelled.filter((e) => e.payload.run_id === id).length, 1, `${id}: ${JSON.stringify(cancelled)}`);
+  }
+});
+
+void test("concurrency: queue holds a later run queued until the group frees; cancel-running keeps only the newest, shared with flow lock", async () => {
+  const yaml = (policy: string): string => `concurrency: {group: "qx-\${{ input.env }}", policy: ${policy}}
+jobs:
+  hold:
+    wait_for_event: {type: qx.go}
+`;
+  const first = await submit("qx.yaml", yaml("queue"), ["--input", '{"env": "prod"}']);
+  const second = await submit("qx.yaml", yaml("queue"), ["--input", '{"env": "prod"}']);
+  await waitFor("the first run to park", async () => node(await view(first), "hold").status === "parked");
+  assert.equal((await view(second)).status, "queued");
+  await emit("qx.go", []);
+  await endsAs(first, "succeeded");
+  await waitFor("the second run to park once granted", async () => node(await view(second), "hold").status === "parked");
+  await emit("qx.go", []);
+  await endsAs(second, "succeeded");
+
+  const older = await submit("qx.yaml", yaml("cancel-running"), ["--input", '{"env": "stage"}']);
+  await waitFor("the older run to park", async () => node(await view(older), "hold").status === "parked");
+  const newer = await submit("qx.yaml", yaml("cancel-running"), ["--input", '{"env": "stage"}']);
+  assert.equal(await ended(server, older), "cancelled");
+  await waitFor("the newer run to park", async () => node(await view(newer), "hold").status === "parked");
+  // A script's flow lock on the group waits behind the pipeline: one lease table.
+  const locker = await kit.start("qx-lock.sh", "flow lock qx-stage\nflow output set locked=yes\n");
+  await waitFor("the script to park on the lock", async () => (await kit.json<{ status: string }>(["status", locker])).status === "parked");
+  await emit("qx.go", []);
+  await endsAs(newer, "succeeded");
+  assert.equal(await ended(server, locker), "succeeded");
+});
+
+void test("flow spawn --as pipeline starts the pipeline as an independent graph run, replayed by position", async () => {
+  const parent = await kit.start(
+    "spawner.sh",
+    `cat > child.yaml <<'Y'
+jobs:
+  a:
+    steps: [{run: "flow output set spawned=yes"}]
+Y
+echo "child=$(flow spawn child.yaml --as pipeline)"
+flow sleep 0s
+`,
+  );
+  assert.equal(await ended(server, parent), "succeeded");
+  const child = runIdIn(/child=(run-\S+)/.exec(await storedLog(server, parent))?.[1] ?? "");
+  const v = await endsAs(child, "succeeded");
+  assert.equal(node(v, "a").output?.["spawned"], "yes");
+  // The replay after the sleep answered the recorded id: one child, not two.
+  const children = await kit.json<Array<{ filename: string }>>(["runs", "ls"]);
+  assert.equal(children.filter((r) => r.filename === "child.yaml").length, 1);
+});
+
+void test("flow follow of a pipeline run prefixes each log line with its job", async () => {
+  const file = await kit.script(
+    "follow.yaml",
+    `jobs:
+  build:
+    steps: [{run: "echo one; echo two"}, {run: "echo three"}]
+  test:
+    needs: build
+    steps: [{run: "echo four"}]
+`,
+  );
+  const r = ok(await server.cli(["submit", file, "--follow"], FOLLOW_TIMEOUT));
+  for (const line of ["[build] one", "[build] two", "[build] three", "[test] four"])
+    assert.ok(r.stdout.split("\n").includes(line), r.stdout);
 });

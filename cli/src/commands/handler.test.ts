@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { InvalidArgumentError } from "commander";
 import { FlowError } from "@flowsvc/core";
-import { HANDLER_TEMPLATES, collectPatterns, refuseLaterReactions } from "./handler.js";
+import { HANDLER_TEMPLATES, chooseReaction, collectPatterns, parseNodeConfig } from "./handler.js";
 
 void test("--on takes comma-separated patterns, repeatable, without duplicates", () => {
   assert.deepEqual(collectPatterns("deploy.*, run.failed", undefined), ["deploy.*", "run.failed"]);
@@ -25,17 +25,37 @@ void test("a malformed --on pattern is a usage error that says what is wrong", (
   assert.throws(() => collectPatterns("run.**", undefined), InvalidArgumentError);
 });
 
-void test("--as yaml, --graph and --node are refused: they arrive with pipelines and graphs", () => {
-  for (const opts of [{ as: "yaml" }, { graph: "g" }, { node: "http", config: "{}" }, { config: "{}" }]) {
+void test("a handler's reaction is exactly one of a file (script, or pipeline with --as yaml), --graph, --node", () => {
+  assert.deepEqual(chooseReaction("h.sh", {}), { kind: "script", file: "h.sh" });
+  assert.deepEqual(chooseReaction("p.yaml", { as: "yaml" }), { kind: "pipeline", file: "p.yaml" });
+  assert.deepEqual(chooseReaction("p.yaml", { as: "pipeline" }), { kind: "pipeline", file: "p.yaml" });
+  assert.deepEqual(chooseReaction(undefined, { graph: "g" }), { kind: "graph", graph: "g" });
+  assert.deepEqual(chooseReaction(undefined, { node: "emit", config: "{}" }), { kind: "node", type: "emit" });
+  const refusals: Array<[string | undefined, Record<string, string>, RegExp]> = [
+    [undefined, {}, /give the handler's script file, --graph/],
+    ["h.sh", { graph: "g" }, /give one reaction/],
+    [undefined, { graph: "g", node: "emit" }, /give one reaction/],
+    [undefined, { graph: "g", config: "{}" }, /--config goes with --node/],
+    [undefined, { graph: "g", as: "yaml" }, /--as yaml describes a file/],
+    ["h.sh", { as: "LD_PRELOAD" }, /--as LD_PRELOAD: a handler's file is a script or a pipeline/],
+  ];
+  for (const [file, opts, message] of refusals)
     assert.throws(
-      () => refuseLaterReactions(opts),
-      (e: unknown) =>
-        e instanceof FlowError && e.code === "invalid_argument" && /arrive with pipelines and graphs in a later version/.test(e.message),
-      JSON.stringify(opts),
+      () => chooseReaction(file, opts),
+      (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && message.test(e.message),
+      JSON.stringify([file, opts]),
     );
-  }
-  refuseLaterReactions({ as: "script" });
-  refuseLaterReactions({});
+});
+
+void test("--config is a JSON object or a usage error naming --config", () => {
+  assert.deepEqual(parseNodeConfig('{"type":"x","n":1e400}'), { type: "x", n: Infinity });
+  assert.deepEqual(parseNodeConfig(undefined), {});
+  for (const bad of ["[1]", "null", "{", '"\u0000"'])
+    assert.throws(
+      () => parseNodeConfig(bad),
+      (e: unknown) => e instanceof FlowError && /^--config: /.test(e.message),
+      bad,
+    );
 });
 
 const bashAvailable = spawnSync("bash", ["--version"]).status === 0;

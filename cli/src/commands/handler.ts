@@ -1,7 +1,7 @@
 /**
  * `flow handler set|ls|show|rm|init`: the project's handlers, scripts that run once per matching
- * event (spec "Handler"). This version has script reactions only; `--as yaml`, `--graph` and
- * `--node` are refused until pipelines and graphs arrive.
+ * event (spec "Handler"): a script, a pipeline (`--as yaml`), a stored graph (`--graph`) or one
+ * node (`--node --config`).
  */
 import { readFile } from "node:fs/promises";
 import { basename, extname } from "node:path";
@@ -48,19 +48,56 @@ export const collectPatterns = (text: string, previous: string[] | undefined): s
   }
 };
 
-const LATER = "arrive with pipelines and graphs in a later version; this version runs script handlers";
 const SCRIPT_FORM = "flow handler set <name> <file> --on <patterns>";
+const FORMS = `${SCRIPT_FORM} [--as yaml], or --graph <stored graph>, or --node <kind> --config <json>`;
 
-/** The reactions this version cannot store, refused before anything is read or sent. */
-export const refuseLaterReactions = (opts: SetOptions): void => {
+export type ReactionChoice =
+  { kind: "script" | "pipeline"; file: string } | { kind: "graph"; graph: string } | { kind: "node"; type: string };
+
+/** What is wrong with the combination of a file, --graph, --node, --config and --as, if anything. */
+const combinationProblem = (file: string | undefined, opts: SetOptions): string | undefined => {
+  const given = [file !== undefined, opts.graph !== undefined, opts.node !== undefined].filter(Boolean).length;
+  if (given === 0) return "give the handler's script file, --graph <stored graph> or --node <kind>";
+  if (given > 1) return "give one reaction: a file, --graph or --node, not several";
+  if (opts.config !== undefined && opts.node === undefined) return "--config goes with --node <kind>";
+  if (opts.as !== undefined && file === undefined) return `--as ${opts.as} describes a file; --graph and --node take none`;
+  return undefined;
+};
+
+/** Which reaction the options ask for: exactly one of a file (a script, or a pipeline with --as yaml), --graph, --node. */
+export const chooseReaction = (file: string | undefined, opts: SetOptions): ReactionChoice => {
   const refuse = (what: string): never => {
-    throw new FlowError("invalid_argument", `${what} ${LATER}`, { hint: `register a script instead: ${SCRIPT_FORM}` });
+    throw new FlowError("invalid_argument", what, { hint: FORMS });
   };
-  if (opts.as !== undefined && opts.as !== "script")
-    refuse(`--as ${opts.as}: ${opts.as === "yaml" || opts.as === "pipeline" ? "yaml pipeline reactions" : "reactions other than scripts"}`);
-  if (opts.graph !== undefined) refuse(`--graph ${opts.graph}: stored graph reactions`);
-  if (opts.node !== undefined || opts.config !== undefined)
-    refuse(`--node${opts.node === undefined ? "" : ` ${opts.node}`}: single node reactions (--node --config)`);
+  const problem = combinationProblem(file, opts);
+  if (problem !== undefined) refuse(problem);
+  if (opts.graph !== undefined) return { kind: "graph", graph: opts.graph };
+  if (opts.node !== undefined) return { kind: "node", type: opts.node };
+  const as = opts.as ?? "script";
+  if (as === "yaml" || as === "pipeline") return { kind: "pipeline", file: file! };
+  if (as !== "script") refuse(`--as ${as}: a handler's file is a script or a pipeline (--as yaml)`);
+  return { kind: "script", file: file! };
+};
+
+/** `--config <json>`: a JSON object, or a usage error naming --config. */
+export const parseNodeConfig = (text: string | undefined): Record<string, unknown> => {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new FlowError("invalid_argument", `--config: not JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new FlowError("invalid_argument", "--config: give a JSON object");
+  return value as Record<string, unknown>;
+};
+
+/** The reaction's body, reading the file when there is one. */
+const reactionBody = async (choice: ReactionChoice, opts: SetOptions): Promise<Record<string, unknown>> => {
+  if (choice.kind === "graph") return { kind: "graph", graph: choice.graph };
+  if (choice.kind === "node") return { kind: "node", type: choice.type, config: parseNodeConfig(opts.config) };
+  return { kind: choice.kind, source: await readScript(choice.file), filename: basename(choice.file) };
 };
 
 const readScript = async (file: string): Promise<string> => {
@@ -95,10 +132,10 @@ const setCommand = (deps: CommandDeps): Command =>
       "put a credential in the run's environment as ENV (repeatable); such handlers do not serve untrusted events",
       collectEnv,
     )
-    .option("--as <kind>", "what the file is: script (yaml pipelines arrive later)")
-    .option("--graph <graph>", "a stored graph as the reaction (arrives later)")
-    .option("--node <kind>", "a single node as the reaction (arrives later)")
-    .option("--config <json>", "the node's config, with --node (arrives later)")
+    .option("--as <kind>", "what the file is: script (default) or yaml (a pipeline; a snapshot is stored now)")
+    .option("--graph <graph>", "a stored graph as the reaction, read when each event arrives; its input is the event")
+    .option("--node <kind>", "a single node as the reaction; its input is the event")
+    .option("--config <json>", "the node's config (a JSON object), with --node")
     .addOption(outputOption())
     .addHelpText(
       "after",
@@ -106,23 +143,22 @@ const setCommand = (deps: CommandDeps): Command =>
         "flow handler init > router.sh && flow handler set router router.sh --on 'deploy.*,release.published'",
         "flow handler set big-orders orders.sh --on order.created --when 'has(event.payload.total) && event.payload.total > 1000'",
         "flow handler set on-failure notify.sh --on run.failed --tag alerts --credential SLACK_TOKEN=slack",
+        "flow handler set ci ci.yaml --as yaml --on push",
+        "flow handler set triage --graph triage --on issue.opened",
+        `flow handler set ping --node emit --config '{"type":"pinged"}' --on deploy.done`,
       ),
     )
     .action(async (name: string, file: string | undefined, opts: SetOptions, cmd: Command) => {
-      refuseLaterReactions(opts);
-      if (file === undefined)
-        throw new FlowError("invalid_argument", "give the handler's script file", {
-          hint: `${SCRIPT_FORM}; see \`flow handler set --help\``,
-        });
+      const choice = chooseReaction(file, opts);
       if (!opts.on?.length)
         throw new FlowError("invalid_argument", "--on is required: the event types this handler reacts to", {
           hint: "e.g. --on deploy.requested or --on 'deploy.*,run.failed'",
         });
-      const source = await readScript(file);
+      const reaction = await reactionBody(choice, opts);
       const body = {
         on: opts.on,
         ...(opts.when === undefined ? {} : { when: opts.when }),
-        reaction: { kind: "script", source, filename: basename(file) },
+        reaction,
         tags: opts.tag ?? [],
         credentials: opts.credential ?? {},
       };
@@ -134,8 +170,8 @@ const setCommand = (deps: CommandDeps): Command =>
           ctx.io.note(
             `handler ${h.name} ${h.created_at === h.updated_at ? "created" : "replaced"}: on ${h.on.join(",")}${h.when ? ` when ${h.when}` : ""}`,
           );
-        if (looksNotBash(file, source))
-          ctx.io.note(`note: ${basename(file)} will run under \`bash -eu\`, whatever its extension or shebang`);
+        if (choice.kind === "script" && looksNotBash(choice.file, String(reaction["source"])))
+          ctx.io.note(`note: ${basename(choice.file)} will run under \`bash -eu\`, whatever its extension or shebang`);
       });
     });
 
@@ -143,7 +179,7 @@ const HANDLER_COLUMNS = (now: Date): Array<Column<HandlerView>> => [
   { header: "NAME", value: (h) => h.name },
   { header: "ON", value: (h) => h.on.join(",") },
   { header: "WHEN", value: (h) => h.when ?? "-" },
-  { header: "SCRIPT", value: (h) => h.reaction.filename },
+  { header: "REACTION", value: (h) => (h.reaction.kind === "pipeline" ? `pipeline:${h.reaction.filename}` : h.reaction.filename) },
   { header: "TAGS", value: (h) => (h.tags.length ? h.tags.join(",") : "-") },
   { header: "UPDATED", value: (h) => formatAge(h.updated_at, now) },
 ];
@@ -169,7 +205,9 @@ export const formatHandlerDetails = (h: HandlerView, now: Date): string => {
       ["name", h.name],
       ["on", h.on.join(",")],
       ["when", h.when ?? "-"],
-      ["script", `${h.reaction.filename} (${h.reaction.size} bytes, runs under bash -eu)`],
+      h.reaction.kind === "script"
+        ? ["script", `${h.reaction.filename} (${h.reaction.size} bytes, runs under bash -eu)`]
+        : ["reaction", `${h.reaction.kind === "pipeline" ? "pipeline " : ""}${h.reaction.filename} (a graph run; its input is the event)`],
       ["tags", h.tags.length ? h.tags.join(",") : "-"],
       ["credentials", credentials.length ? credentials.join(" ") : "-"],
       ["created", formatTime(h.created_at, now)],

@@ -30,6 +30,7 @@ import {
 import {
   GRAPH_CHANNEL,
   GRAPH_WORKFLOW,
+  awaitsRunGroup,
   cancelGraphNodes,
   completeRun,
   emitLifecycle,
@@ -242,6 +243,8 @@ export class GraphDriver {
       this.#abortRun(runId);
       return [];
     }
+    // A pipeline queued behind its concurrency group starts nothing until the group's lease is granted.
+    if (run.status === "queued" && (await awaitsRunGroup(tx, runId))) return [];
     const graph = this.#graphOf(run);
     if (typeof graph === "string") {
       await cancelGraphNodes(tx, runId);

@@ -3,3 +3,4 @@ export * from "./model.js";
 export * from "./expressions.js";
 export * from "./parse.js";
 export * from "./compile.js";
+export * from "./log-prefix.js";

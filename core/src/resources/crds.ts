@@ -157,10 +157,27 @@ const KEPT = new Set([
 
 const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 
+/**
+ * A union of objects (a discriminated union such as a handler's reaction) as one object: every
+ * branch's properties, required only what every branch requires; core's parser checks the branch.
+ */
+const objectUnion = (branches: Json[], path: string): Json => {
+  const props = new Map<string, Json[]>();
+  for (const b of branches)
+    for (const [k, v] of Object.entries(isObj(b.properties) ? b.properties : {})) props.set(k, [...(props.get(k) ?? []), v as Json]);
+  const required = branches
+    .map((b) => (Array.isArray(b.required) ? (b.required as string[]) : []))
+    .reduce((all, r) => all.filter((x) => r.includes(x)));
+  const same = (vs: Json[]): boolean => vs.every((v) => JSON.stringify(v) === JSON.stringify(vs[0]));
+  const properties = Object.fromEntries([...props].map(([k, vs]) => [k, same(vs) ? vs[0]! : structuralUnion(vs, `${path}.${k}`)]));
+  return { type: "object", properties, ...(required.length > 0 ? { required } : {}) };
+};
+
 /** `anyOf` stays only where Kubernetes allows it: branches of one scalar type, the type on the node itself. */
 const structuralUnion = (branches: Json[], path: string): Json => {
   const types = new Set(branches.map((b) => b.type));
   const type = [...types][0];
+  if (types.size === 1 && type === "object" && branches.every((b) => isObj(b.properties))) return objectUnion(branches, path);
   if (types.size !== 1 || typeof type !== "string" || type === "object" || type === "array")
     throw new Error(`${path}: a union of ${[...types].join(", ")} has no structural form; give the field one type`);
   const enums = branches.flatMap((b): unknown[] => (Array.isArray(b.enum) ? (b.enum as unknown[]) : []));

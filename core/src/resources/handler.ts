@@ -6,6 +6,9 @@ import { compileCel } from "../cel.js";
 import { FlowError } from "../errors.js";
 import { validatePattern } from "../events.js";
 import { secretNameProblem } from "../secret-rules.js";
+import { GRAPH_VERSION, type GraphDocument } from "../graph/model.js";
+import { parseGraph } from "../graph/parse.js";
+import { compilePipeline, pipelineError } from "../pipeline/compile.js";
 
 export const HANDLER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** Credential names share a name space with connected accounts; the spec shows no format, this is ours. */
@@ -22,19 +25,35 @@ export const ScriptFilename = z
   .max(255)
   .regex(/^[^/\\\0]+$/, "filename must be a base name, without slashes");
 
+const SourceText = z.string().max(SOURCE_LIMIT, `the source is over ${SOURCE_LIMIT} bytes`);
+
+/**
+ * A handler's reaction (spec "Handler", "How each context reads the event"). A script reads the
+ * envelope from FLOW_INPUT_FILE; a pipeline, a stored graph and a single node run as a graph run whose
+ * input is the event's envelope (`input.type`, `input.payload.<field>`), its subject the event's key.
+ */
+export const Reaction = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("script"), source: SourceText, filename: ScriptFilename }).strict(),
+  z.object({ kind: z.literal("pipeline"), source: SourceText, filename: ScriptFilename }).strict(),
+  z.object({ kind: z.literal("graph"), graph: z.string().regex(HANDLER_NAME, "a graph name is 1-64 of A-Z a-z 0-9 . _ -") }).strict(),
+  z
+    .object({
+      kind: z.literal("node"),
+      type: z.string().min(1).max(128),
+      config: z.record(z.string(), z.unknown()).default({}),
+    })
+    .strict(),
+]);
+export type Reaction = z.output<typeof Reaction>;
+
 /** The body of `PUT .../handlers/{name}`, and a FlowHandler's spec (its name is metadata.name). */
 export const HandlerSpec = z
   .object({
     on: z.array(z.string()).min(1, "give at least one type pattern (an exact type, prefix.* or *)").max(64),
     when: z.string().nullable().optional().describe("A CEL predicate over `event`; the handler runs only when it is true."),
-    reaction: z
-      .object({
-        kind: z.literal("script", { error: 'only "script" is available in this version (yaml pipelines, graphs and nodes arrive later)' }),
-        source: z.string().max(SOURCE_LIMIT, `the source is over ${SOURCE_LIMIT} bytes`),
-        filename: ScriptFilename,
-      })
-      .strict()
-      .describe("What runs: a script (run under bash -eu by an agent with the polyglot capability)."),
+    reaction: Reaction.describe(
+      "What runs: a script (bash -eu, by an agent with the polyglot capability), a pipeline (a snapshot of its YAML), a stored graph (by name, read when the event arrives) or one node.",
+    ),
     tags: z.array(z.string().min(1).max(128)).max(32).default([]).describe("Tags given to every run the handler starts."),
     credentials: z
       .record(
@@ -55,6 +74,48 @@ export interface ScriptReaction {
   filename: string;
 }
 
+/** The one node of a `--node <kind> --config <json>` reaction. */
+export const REACTION_NODE_ID = "reaction";
+
+/** The single-node graph document a `node` reaction runs. */
+export const reactionNodeGraph = (r: { type: string; config: Record<string, unknown> }): GraphDocument => ({
+  version: GRAPH_VERSION,
+  nodes: [{ id: REACTION_NODE_ID, type: r.type, config: r.config }],
+  edges: [],
+});
+
+/** What `ls` and `show` name a reaction by, and its text: a script's or pipeline's file, `graph:<name>`, or `node:<kind>` with its config as JSON. */
+export const reactionView = (r: Reaction): { filename: string; source: string } => {
+  if (r.kind === "script" || r.kind === "pipeline") return { filename: r.filename, source: r.source };
+  if (r.kind === "graph") return { filename: `graph:${r.graph}`, source: "" };
+  return { filename: `node:${r.type}`, source: JSON.stringify(r.config) };
+};
+
+/** A reaction checked beyond its shape: a pipeline compiles (problems with line and column), a node is a valid graph node. */
+const checkReaction = (r: Reaction): void => {
+  if (r.kind === "pipeline") {
+    const compiled = compilePipeline(r.source);
+    if (!compiled.ok) {
+      const e = pipelineError(compiled.problems);
+      throw new FlowError("invalid_argument", `reaction.source: ${e.message}`, { details: { field: "reaction.source", ...e.details } });
+    }
+    const p = compiled.pipeline;
+    if (p.concurrency || Object.values(p.jobs).some((j) => j.concurrency))
+      throw new FlowError("invalid_argument", "reaction.source: concurrency: groups are not available in this version", {
+        details: { field: "reaction.source" },
+      });
+  }
+  if (r.kind === "node") {
+    const parsed = parseGraph(reactionNodeGraph(r));
+    if (!parsed.ok)
+      throw new FlowError(
+        "invalid_argument",
+        parsed.problems.map((p) => `reaction.${p.path.replace(/^nodes\[0\]\./, "")}: ${p.message}`).join("; "),
+        { details: { field: "reaction" } },
+      );
+  }
+};
+
 /** A handler as stored: validated, patterns trimmed and deduplicated, `when` compiled once. */
 export interface HandlerInput {
   name: string;
@@ -62,7 +123,7 @@ export interface HandlerInput {
   on: string[];
   /** A CEL predicate over `event` that compiled when the handler was set; null for none. */
   when: string | null;
-  reaction: ScriptReaction;
+  reaction: Reaction;
   tags: string[];
   /** ENV_VAR -> credential name, resolved at claim. Names only, never values. */
   credentials: Record<string, string>;
@@ -101,6 +162,13 @@ export const parseHandler = (name: string, body: unknown): HandlerInput => {
   const on = [...new Set(spec.on.map((p) => validatePattern(p.trim())))];
   // An empty `when` is refused (compileCel says so), not read as "always": it is likely an unset variable.
   const when = spec.when === undefined || spec.when === null ? null : compileWhen(spec.when);
+  checkReaction(spec.reaction);
+  if (spec.reaction.kind !== "script" && Object.keys(spec.credentials).length > 0)
+    throw new FlowError(
+      "invalid_argument",
+      `credentials: only a script reaction takes a credential map; a ${spec.reaction.kind} names its credentials in its own nodes or credentials: maps`,
+      { details: { field: "credentials" } },
+    );
   return { name, on, when, reaction: spec.reaction, tags: spec.tags, credentials: spec.credentials };
 };
 

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { ZodError } from "zod";
 import { FlowError } from "../errors.js";
 import { CRD_KINDS, flowsvcCrds, structural } from "./crds.js";
-import { handlerResourceSpecOf, parseHandler, parseHandlerResource } from "./handler.js";
+import { handlerResourceSpecOf, parseHandler, parseHandlerResource, reactionNodeGraph, reactionView } from "./handler.js";
 import { hookIngestUrl, hookResourceSpecOf, parseHook, parseHookResource } from "./hook.js";
 import { RunSubmission } from "./run.js";
 import { SecretResourceSpec, parseSecretValue, resourceOfSecretName, secretNameOfResource } from "./secret.js";
@@ -64,7 +64,8 @@ void test("a handler's refusals name the field: bad when, pattern, credential va
   flowError(() => parseHandler("h", { on: ["x"], reaction: script, credentials: { "A\u0000B": "c" } }), /^credentials: /);
   zodAt(() => parseHandler("h", { on: ["x"], reaction: { ...script, filename: "../etc/passwd" } }), "reaction.filename");
   zodAt(() => parseHandler("h", { on: ["x"], reaction: { ...script, filename: "a\u0000b" } }), "reaction.filename");
-  zodAt(() => parseHandler("h", { on: ["x"], reaction: { ...script, kind: "graph" } }), "reaction.kind");
+  zodAt(() => parseHandler("h", { on: ["x"], reaction: { ...script, kind: "yaml" } }), "reaction.kind");
+  zodAt(() => parseHandler("h", { on: ["x"], reaction: { ...script, kind: "graph" } }), "reaction.graph");
   zodAt(() => parseHandler("h", { on: ["x"], reaction: script, extra: 1 }), "");
   zodAt(() => parseHandler("h", { on: ["x"], reaction: script, credentials: { A: "bad name" } }), "credentials.A");
   zodAt(() => parseHandler("h", { on: Array(65).fill("x"), reaction: script }), "on");
@@ -295,4 +296,41 @@ void test("structural(): $ref inlined, free JSON preserved, one-type unions kept
     () => structural({ anyOf: [{ type: "string" }, { type: "object" }] }, ".spec.x"),
     /^Error: \.spec\.x: a union of string, object/,
   );
+});
+
+void test("handler reactions: a pipeline (compiled at registration, refusals with line and column), a stored graph by name, one node", () => {
+  const pipeline = { kind: "pipeline", source: "jobs:\n  a:\n    steps: [{run: echo}]\n", filename: "p.yaml" };
+  assert.deepEqual(parseHandler("h", { on: ["x"], reaction: pipeline }).reaction, pipeline);
+  assert.deepEqual(parseHandler("h", { on: ["x"], reaction: { kind: "graph", graph: "triage" } }).reaction, {
+    kind: "graph",
+    graph: "triage",
+  });
+  const node = { kind: "node", type: "emit", config: { type: "y" } };
+  assert.deepEqual(parseHandler("h", { on: ["x"], reaction: node }).reaction, node);
+  assert.deepEqual(reactionNodeGraph(node), {
+    version: "flowsvc-graph/v1",
+    nodes: [{ id: "reaction", type: "emit", config: { type: "y" } }],
+    edges: [],
+  });
+  const refused = (reaction: unknown, message: RegExp, extra: Record<string, unknown> = {}): void => {
+    assert.throws(
+      () => parseHandler("h", { on: ["x"], reaction, ...extra }),
+      (e: unknown) => e instanceof FlowError && e.code === "invalid_argument" && message.test(e.message),
+      JSON.stringify(reaction),
+    );
+  };
+  refused(
+    { ...pipeline, source: "jobs:\n  a:\n    needs: nope\n    steps: [{run: x}]\n" },
+    /^reaction\.source: line 3, column \d+: jobs\.a\.needs/,
+  );
+  refused({ ...pipeline, source: "jobs: [\u0000" }, /^reaction\.source: line 1/);
+  refused(
+    { ...pipeline, source: "concurrency: {group: g}\njobs:\n  a:\n    steps: [{run: x}]\n" },
+    /concurrency: groups are not available/,
+  );
+  refused({ kind: "node", type: "emit", config: {} }, /^reaction\.config\.type: /);
+  refused({ kind: "node", type: "LD_PRELOAD", config: {} }, /^reaction\./);
+  refused({ kind: "graph", graph: "g" }, /^credentials: only a script reaction/, { credentials: { TOKEN: "gh" } });
+  assert.deepEqual(reactionView({ kind: "graph", graph: "g" }), { filename: "graph:g", source: "" });
+  assert.deepEqual(reactionView({ kind: "node", type: "emit", config: { a: 1 } }), { filename: "node:emit", source: '{"a":1}' });
 });

@@ -21,7 +21,16 @@ import {
   trustOf,
   type GraphDocument,
 } from "@flowsvc/core";
-import { getStoredGraph, mintId, submitGraphRun, readNameHoldings, withTransaction } from "@flowsvc/store";
+import {
+  cancelRun,
+  getStoredGraph,
+  joinRunGroup,
+  mintId,
+  readNameHoldings,
+  setRunCancelOn,
+  submitGraphRun,
+  withTransaction,
+} from "@flowsvc/store";
 import type { Pool } from "pg";
 import type { Scope } from "../auth.js";
 
@@ -102,7 +111,12 @@ const checkCredentials = async (pool: Pool, projectId: string, graph: GraphDocum
 };
 
 /** Checks and creates the graph run; answers its id, and whether an idempotency key answered an earlier run. */
-export const submitGraph = async (pool: Pool, scope: Scope, raw: unknown): Promise<{ id: string; duplicate: boolean }> => {
+export const submitGraph = async (
+  pool: Pool,
+  scope: Scope,
+  raw: unknown,
+  pipeline: { cancelOn: readonly string[]; group?: { name: string; cancelRunning: boolean }; publicUrl?: string } = { cancelOn: [] },
+): Promise<{ id: string; duplicate: boolean }> => {
   const body = parseSubmission(raw);
   const input = assertStorableJson(body.input ?? {}, "input");
   const inputBytes = Buffer.byteLength(JSON.stringify(input), "utf8");
@@ -126,5 +140,19 @@ export const submitGraph = async (pool: Pool, scope: Scope, raw: unknown): Promi
     trusted: trustOf({ by: "person" }),
   };
   const nodes = graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
-  return withTransaction(pool, (tx) => submitGraphRun(tx, request, { sender: scope.caller.userName, nodes, input }));
+  return withTransaction(pool, async (tx) => {
+    const r = await submitGraphRun(tx, request, { sender: scope.caller.userName, nodes, input });
+    // A pipeline's cancel_on, in the run's own transaction (store/src/emit.ts cancels on it).
+    if (!r.duplicate && pipeline.cancelOn.length > 0) await setRunCancelOn(tx, r.id, pipeline.cancelOn);
+    const group = pipeline.group;
+    if (!r.duplicate && group)
+      await joinRunGroup(tx, {
+        projectId: scope.projectId,
+        runId: r.id,
+        grp: group.name,
+        cancelRunning: group.cancelRunning,
+        cancel: (id) => cancelRun(tx, id, `concurrency: a newer run of group ${group.name} started (${r.id})`, pipeline.publicUrl),
+      });
+    return r;
+  });
 };

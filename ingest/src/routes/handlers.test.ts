@@ -73,11 +73,7 @@ test("a bad handler is a 400 naming the field: when, on, reaction, credentials, 
   await refusedSet("h", { ...handler, when: "" }, /^when: /);
   await refusedSet("h", { ...handler, on: [] }, /^on: give at least one type pattern \(an exact type, prefix\.\* or \*\)$/);
   await refusedSet("h", { ...handler, on: ["bad pattern"] }, /^on: pattern "bad pattern" must be an event type/);
-  await refusedSet(
-    "h",
-    { ...handler, reaction: { ...handler.reaction, kind: "graph" } },
-    /^reaction\.kind: only "script" is available in this version/,
-  );
+  await refusedSet("h", { ...handler, reaction: { ...handler.reaction, kind: "yaml" } }, /^reaction\.kind: /);
   await refusedSet(
     "h",
     { ...handler, reaction: { ...handler.reaction, filename: "a/b.sh" } },

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { FlowError, HandlerName, HandlerSpec, SOURCE_LIMIT, parseHandler, type HandlerRecord } from "@flowsvc/core";
+import { FlowError, HandlerName, HandlerSpec, SOURCE_LIMIT, parseHandler, reactionView, type HandlerRecord } from "@flowsvc/core";
 import { getHandler, listHandlers } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
@@ -13,7 +13,11 @@ const summarise = (h: HandlerRecord) => ({
   name: h.name,
   on: h.on,
   when: h.when,
-  reaction: { kind: h.reaction.kind, filename: h.reaction.filename, size: Buffer.byteLength(h.reaction.source) },
+  reaction: {
+    kind: h.reaction.kind,
+    filename: reactionView(h.reaction).filename,
+    size: Buffer.byteLength(reactionView(h.reaction).source),
+  },
   tags: h.tags,
   credentials: h.credentials,
   created_at: h.created_at,
@@ -23,7 +27,7 @@ const summarise = (h: HandlerRecord) => ({
 /** `show` adds the source: it is code, not a secret (secrets and credentials arrive by name only). */
 const describe = (h: HandlerRecord) => {
   const s = summarise(h);
-  return { ...s, reaction: { ...s.reaction, source: h.reaction.source } };
+  return { ...s, reaction: { ...s.reaction, source: reactionView(h.reaction).source, ...h.reaction } };
 };
 
 /**

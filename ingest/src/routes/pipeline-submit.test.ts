@@ -66,8 +66,13 @@ test("refused with the YAML line and column, and nothing written: bad pipelines,
     400,
     /--credential is refused on a pipeline submit/,
   );
-  await refused(submit("cancel_on: [pr.closed]\njobs: {a: {steps: [{run: x}]}}\n"), 400, /cancel_on: are not available in this version/);
-  await refused(submit("concurrency: {group: g}\njobs: {a: {steps: [{run: x}]}}\n"), 400, /concurrency: groups are not available/);
+  await refused(submit("jobs: {a: {concurrency: {group: g}, steps: [{run: x}]}}\n"), 400, /jobs\.a\.concurrency: groups are not available/);
+  await refused(submit("concurrency: {group: 'd-${{ input.nope }}'}\njobs: {a: {steps: [{run: x}]}}\n"), 400, /^concurrency\.group: /);
+  await refused(
+    submit("concurrency: {group: '${{ input.g }}'}\njobs: {a: {steps: [{run: x}]}}\n", { input: { g: "" } }),
+    400,
+    /^concurrency\.group: the group evaluates to ""/,
+  );
   await refused(submit("jobs: {a: {steps: [{run: x}]}}\n", { interpreter: ["bash"] }), 400, /interpreter/);
 });
 
@@ -77,4 +82,48 @@ test("a pipeline naming a missing credential is refused like a graph (the job's 
     400,
     /node a: credential nope-cred is missing|nope-cred/,
   );
+});
+
+test("a workflow concurrency group shares flow lock's leases: queue holds the later run ungranted; cancel-running cancels the older ones; cancel_on is recorded", async () => {
+  const pipeline = (policy: string): string =>
+    `concurrency: {group: 'deploy-\${{ input.ref }}', policy: ${policy}}\ncancel_on: [pr.closed]\njobs: {a: {wait_for_event: {type: never}}}\n`;
+  const post = async (policy: string, ref: string): Promise<string> => {
+    const res = await ask(t, "POST", `${base}/runs`, { body: submit(pipeline(policy), { input: { ref } }) });
+    assert.equal(res.status, 201, res.text);
+    return (res.body as { id: string }).id;
+  };
+  const leases = async (grp: string) =>
+    (
+      await t.db.pool.query<{ run_id: string; granted: boolean; released: boolean; status: string }>(
+        `select l.run_id, l.granted_at is not null as granted, l.released_at is not null as released, r.status
+           from lock_leases l join runs r on r.id = l.run_id where l.grp = $1 order by l.id`,
+        [grp],
+      )
+    ).rows;
+  const q1 = await post("queue", "q");
+  const q2 = await post("queue", "q");
+  assert.deepEqual(
+    (await leases("deploy-q")).map((l) => [l.run_id, l.granted]),
+    [
+      [q1, true],
+      [q2, false],
+    ],
+  );
+  const c = [await post("cancel-running", "c"), await post("cancel-running", "c"), await post("cancel-running", "c")];
+  const rows = await leases("deploy-c");
+  assert.deepEqual(
+    rows.map((l) => [l.run_id, l.status, l.granted, l.released]),
+    [
+      [c[0], "cancelled", true, true],
+      [c[1], "cancelled", true, true],
+      [c[2], "queued", true, false],
+    ],
+  );
+  const { rows: events } = await t.db.pool.query<{ n: number }>(
+    `select count(*)::int as n from events where type = 'run.cancelled' and payload->>'run_id' = any($1::text[])`,
+    [c.slice(0, 2)],
+  );
+  assert.equal(events[0]?.n, 2, "each cancelled run published run.cancelled once");
+  const { rows: cancelOn } = await t.db.pool.query<{ cancel_on: string[] }>(`select cancel_on from runs where id = $1`, [q1]);
+  assert.deepEqual(cancelOn[0]?.cancel_on, ["pr.closed"]);
 });

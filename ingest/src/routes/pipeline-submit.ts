@@ -10,7 +10,8 @@
  */
 import { z } from "zod";
 import { FlowError } from "@flowsvc/core";
-import { PIPELINE_LIMITS, assertPipeline, type CompiledPipeline } from "@flowsvc/core/pipeline";
+import { PIPELINE_LIMITS, assertPipeline, toGraphValue, type CompiledPipeline } from "@flowsvc/core/pipeline";
+import { evaluateConfig } from "@flowsvc/core/graph";
 import type { Pool } from "pg";
 import type { Scope } from "../auth.js";
 import { submitGraph } from "./graph-submit.js";
@@ -32,10 +33,24 @@ export const isPipelineSubmission = (body: unknown): boolean =>
 
 /** What the engine cannot honour yet: refused, never silently dropped. */
 const unsupported = (p: CompiledPipeline): string | undefined => {
-  if (p.concurrency) return "concurrency: groups";
-  if (p.cancel_on.length > 0) return "cancel_on:";
   const job = Object.entries(p.jobs).find(([, j]) => j.concurrency);
   return job ? `jobs.${job[0]}.concurrency: groups` : undefined;
+};
+
+/** A workflow concurrency group's name: its `${{ }}` holes evaluated over the run's input (core's one CEL wrapper). */
+export const groupName = (group: string, input: unknown): string => {
+  const r = evaluateConfig(toGraphValue(group, {}), { input, nodes: {} });
+  if (!r.ok) throw new FlowError("invalid_argument", `concurrency.group: ${r.error}`, { details: { field: "concurrency.group" } });
+  const name = typeof r.value === "string" ? r.value : JSON.stringify(r.value);
+  if (name.length === 0 || name.length > 256 || name.includes("\u0000"))
+    throw new FlowError(
+      "invalid_argument",
+      `concurrency.group: the group evaluates to ${JSON.stringify(name)}: give 1-256 characters without NUL`,
+      {
+        details: { field: "concurrency.group" },
+      },
+    );
+  return name;
 };
 
 /** Compiles and submits; answers the run's id, and whether an idempotency key answered an earlier run. */
@@ -56,5 +71,13 @@ export const submitPipeline = async (pool: Pool, scope: Scope, raw: unknown): Pr
       hint: "flow check accepts them: the compiler knows them, the engine does not run them yet",
     });
   const { source: _source, as: _as, ...rest } = body;
-  return submitGraph(pool, scope, { ...rest, as: "graph", source: JSON.stringify(pipeline.graph) });
+  const group = pipeline.concurrency
+    ? { name: groupName(pipeline.concurrency.group, body.input ?? {}), cancelRunning: pipeline.concurrency.policy === "cancel-running" }
+    : undefined;
+  return submitGraph(
+    pool,
+    scope,
+    { ...rest, as: "graph", source: JSON.stringify(pipeline.graph) },
+    { cancelOn: pipeline.cancel_on, ...(group ? { group } : {}) },
+  );
 };

@@ -1,0 +1,19 @@
+/**
+ * `flow follow` of a pipeline run: every line prefixed by its job (`[build] ...`). Chunks of one job
+ * may split a line; the prefix goes only where a line of that job starts. Pure; one per stream.
+ */
+export class JobLinePrefixer {
+  /** Per job: whether its next byte starts a line. */
+  readonly #atLineStart = new Map<string, boolean>();
+
+  /** The chunk as written to the stream: unchanged without a job, else each line start prefixed. */
+  write(job: string | null, data: string): string {
+    if (job === null || data.length === 0) return data;
+    const prefix = `[${job}] `;
+    let out = this.#atLineStart.get(job) === false ? "" : prefix;
+    const lines = data.split("\n");
+    out += lines.map((line, i) => (i === 0 || line.length === 0 ? line : prefix + line)).join("\n");
+    this.#atLineStart.set(job, data.endsWith("\n"));
+    return out;
+  }
+}
