@@ -14,7 +14,15 @@ import {
   stopPostgresSync,
   type EmbeddedPostgres,
 } from "@flowsvc/store";
-import { AccountRenewalLoop, Dispatcher, GraphDriver, LocalLauncher, TimerLoop, sweepAgentWorkdirs, type AgentUser } from "@flowsvc/controller";
+import {
+  AccountRenewalLoop,
+  Dispatcher,
+  GraphDriver,
+  LocalLauncher,
+  TimerLoop,
+  sweepAgentWorkdirs,
+  type AgentUser,
+} from "@flowsvc/controller";
 import { setConnectorBaseUrls } from "@flowsvc/controller/graph/nodes/connector";
 import { setForgeBaseUrls } from "@flowsvc/controller/graph/nodes/workflow";
 import { buildApp } from "@flowsvc/ingest";
