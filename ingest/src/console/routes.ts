@@ -5,10 +5,22 @@ import { readLogs, type RunView } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { ApiRefusal, apiBase, callApi } from "./api.js";
 import { accountsAvailable, connectionsPage, listConnections, startConnect } from "./connections.js";
-import { answerOf, approvalsAvailable, gatesPanel, type Gate, type GateError } from "./approvals.js";
+import { answerOf, gatesPanel, type GateError, type GateList } from "./approvals.js";
 import { CLIENT_CSS, CLIENT_JS } from "./assets.js";
 import { CSP, csrfField, h, page, text, type Html } from "./html.js";
-import { errorPage, loginPage, pbase, projectsPage, runPage, runsPage, table, when, type JournalRow, type Scoped } from "./pages.js";
+import {
+  errorPage,
+  loginPage,
+  pbase,
+  projectsPage,
+  runPage,
+  runsPage,
+  table,
+  when,
+  type JournalRow,
+  type NodeRow,
+  type Scoped,
+} from "./pages.js";
 import {
   LOGIN_COOKIE,
   SESSION_COOKIE,
@@ -265,12 +277,8 @@ const showRun = async (ctx: Ctx, req: FastifyRequest, session: Session, gateErro
     callApi<RunPageRun>(ctx.app, session.id, { url: runApi }),
     callApi<JournalRow[]>(ctx.app, session.id, { url: `${runApi}/steps` }),
   ]);
-  const gates =
-    run.status === "parked" && approvalsAvailable(ctx.app)
-      ? await callApi<Gate[] | { gates: Gate[] }>(ctx.app, session.id, { url: `${runApi}/approvals` })
-      : undefined;
-  const list = gates === undefined ? [] : Array.isArray(gates) ? gates : gates.gates;
-  const panel = list.length ? gatesPanel(s, run.id, list, gateError) : undefined;
+  const gates = !isTerminalStatus(run.status) ? (await callApi<GateList>(ctx.app, session.id, { url: `${runApi}/approvals` })).gates : [];
+  const panel = gates.length ? gatesPanel(s, run.id, gates, gateError) : undefined;
   return page({ title: `Run ${run.id}`, scope: s, csrf: s.csrf, body: runPage(s, { run, steps, ...(panel ? { gates: panel } : {}) }) });
 };
 
@@ -280,8 +288,6 @@ const GateParams = RunParams.extend({ gate: z.string().min(1).max(64) });
 const answerGate = async (ctx: Ctx, o: { req: FastifyRequest; reply: FastifyReply; session: Session }): Promise<FastifyReply> => {
   const s = scoped(o.req, o.session);
   const { id, gate } = GateParams.parse(o.req.params);
-  if (!approvalsAvailable(ctx.app))
-    return send(o.reply, 404, page({ title: "Not available", csrf: s.csrf, body: errorPage("this server has no approval gates") }));
   const form = formOf(o.req);
   const answer = answerOf(form);
   const url = `${s.api}/runs/${encodeURIComponent(id)}/approvals/${encodeURIComponent(gate)}`;
@@ -294,7 +300,7 @@ const answerGate = async (ctx: Ctx, o: { req: FastifyRequest; reply: FastifyRepl
   return redirect(o.reply, `${pbase(s)}/runs/${encodeURIComponent(id)}`);
 };
 
-type RunPageRun = RunView & { activities: Array<{ name: string; status: string; exit_code: number | null }> };
+type RunPageRun = RunView & { activities: Array<{ name: string; status: string; exit_code: number | null }>; nodes?: NodeRow[] };
 
 const readPage = (
   ctx: Ctx,
