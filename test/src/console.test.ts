@@ -173,8 +173,11 @@ void test("connect an account on the Connections page through the provider, see 
   await page.getByLabel("Provider").fill("github");
   await page.getByRole("button", { name: "Connect" }).click();
   await page.getByRole("link", { name: "Continue to the provider" }).click();
-  await page.waitForURL(/\/oauth\/callback/);
-  await page.goto(`${server.url}/p/${server.project}/connections`);
+  // The callback sends the browser back to the Connections page (303) with the outcome, shown once.
+  await page.waitForURL(`${server.url}/p/${server.project}/connections`);
+  await page.locator("#flash", { hasText: "connected GH_WEB: github account octo-web (active)" }).waitFor();
+  await page.reload();
+  assert.equal(await page.locator("#flash").count(), 0, "the flash is shown once");
   const row = page.getByRole("row", { name: /GH_WEB/ });
   await row.getByText("active").waitFor();
   await row.getByText("octo-web").waitFor();

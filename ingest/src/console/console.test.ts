@@ -315,3 +315,61 @@ test("connections: the page lists through the accounts route; a connect with no 
   assert.match(html, /action="\/p\/o\/p\/connections\/GH\/remove"/);
   assert.match(html, /<button type="submit">Reconnect<\/button>/);
 });
+
+test("after a connect: a console-started callback answers 303 to the Connections page with a one-time flash; API callers keep JSON", async () => {
+  const s = await login(t.tokens.member);
+  const returnCookie = (v: unknown): string => `flowsvc_oauth_return=${Buffer.from(JSON.stringify(v)).toString("base64url")}`;
+  // An API caller (no return cookie) gets the route's JSON refusal, as before.
+  const api = await t.app.inject({ method: "GET", url: "/oauth/callback?state=bogus&code=c" });
+  assert.equal(api.statusCode, 400, api.body);
+  assert.match(api.json<{ error: { message: string } }>().error.message, /not valid/);
+  // From the console: back to the project's Connections page, the refusal in the flash cookie, the return cookie cleared.
+  const back = await t.app.inject({
+    method: "GET",
+    url: "/oauth/callback?state=bogus&code=c",
+    headers: { cookie: returnCookie([t.project.org, "p"]) },
+  });
+  assert.equal(back.statusCode, 303, back.body);
+  assert.equal(back.headers.location, `/p/${t.project.org}/p/connections`);
+  const set = cookies(back);
+  assert.equal(set.flowsvc_oauth_return, "");
+  const flash = set.flowsvc_flash!;
+  assert.match(String(back.headers["set-cookie"]), /flowsvc_flash=[^;]+; Path=\/p\/; Max-Age=120; HttpOnly; SameSite=Lax/);
+  const shown = await t.app.inject({
+    method: "GET",
+    url: back.headers.location,
+    headers: { cookie: `${s.cookie}; flowsvc_flash=${flash}` },
+  });
+  assert.equal(shown.statusCode, 200);
+  assert.match(shown.body, /<p class="error" role="alert" id="flash">connecting was refused: [^<]*not valid/);
+  assert.match(String(shown.headers["set-cookie"]), /flowsvc_flash=; Path=\/p\/; Max-Age=0/, "shown once");
+  // The location is built from the two names, encoded: a hostile cookie cannot send the browser elsewhere.
+  const odd = await t.app.inject({
+    method: "GET",
+    url: "/oauth/callback?state=bogus",
+    headers: { cookie: returnCookie(["//evil.example", "a/../b"]) },
+  });
+  assert.equal(odd.headers.location, "/p/%2F%2Fevil.example/a%2F..%2Fb/connections");
+  for (const bad of [returnCookie(["o\u0000", "p"]), returnCookie(["o"]), returnCookie({ org: "o" }), "flowsvc_oauth_return=%%%"]) {
+    const json = await t.app.inject({ method: "GET", url: "/oauth/callback?state=bogus", headers: { cookie: bad } });
+    assert.equal(json.statusCode, 400, `${bad}: ${json.body}`);
+  }
+  // A made-up flash is shown escaped, never as markup.
+  const forged = Buffer.from(JSON.stringify({ ok: true, text: "<img src=x onerror=alert(1)>" })).toString("base64url");
+  const esc = await t.app.inject({
+    method: "GET",
+    url: back.headers.location,
+    headers: { cookie: `${s.cookie}; flowsvc_flash=${forged}` },
+  });
+  assert.match(esc.body, /role="status" id="flash">&lt;img src=x onerror=alert\(1\)&gt;</);
+});
+
+test("a page reached from another site without the Strict session cookie loads itself again from here; else /login", async () => {
+  const url = `/p/${t.project.org}/p/connections`;
+  const cross = await t.app.inject({ method: "GET", url, headers: { "sec-fetch-site": "cross-site" } });
+  assert.equal(cross.statusCode, 200);
+  assert.match(cross.body, /<meta http-equiv="refresh" content="0"><p><a href="\/p\/[^"]+\/p\/connections">Continue<\/a>/);
+  const same = await t.app.inject({ method: "GET", url, headers: { "sec-fetch-site": "same-origin" } });
+  assert.equal(same.statusCode, 303);
+  assert.equal(same.headers.location, "/login");
+});

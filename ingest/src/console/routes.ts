@@ -5,6 +5,7 @@ import { readLogs, type RunView } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { ApiRefusal, apiBase, callApi } from "./api.js";
 import { accountsAvailable, connectionsPage, listConnections, startConnect } from "./connections.js";
+import { clearFlashCookie, connectReturnCookie, flashOf } from "./flash.js";
 import { answerOf, gatesPanel, type GateError, type GateList } from "./approvals.js";
 import { CLIENT_CSS, CLIENT_JS } from "./assets.js";
 import { CSP, csrfField, h, page, text, type Html } from "./html.js";
@@ -108,14 +109,28 @@ interface Ctx {
 /** A page handler with its session; a missing session goes to /login, an API refusal becomes an error page. */
 type PageHandler = (req: FastifyRequest, reply: FastifyReply, session: Session) => Promise<FastifyReply | string>;
 
+/**
+ * A page asked for without a session. The session cookie is SameSite=Strict: a GET that came from
+ * another site (a provider's redirect back after a connect, a link in chat) arrives without it, so
+ * the page loads the same URL again from here, a same-site navigation that carries it; a browser
+ * with no session then goes to /login. A POST without one is refused.
+ */
+const noSession = (req: FastifyRequest, reply: FastifyReply): FastifyReply => {
+  if (req.method !== "GET") return send(reply, 401, page({ title: "Logged out", body: errorPage("the session has ended; log in again") }));
+  if (req.headers["sec-fetch-site"] === "cross-site")
+    return send(
+      reply,
+      200,
+      page({ title: "Loading", body: h`<meta http-equiv="refresh" content="0"><p><a href="${req.url}">Continue</a></p>` }),
+    );
+  return redirect(reply, "/login");
+};
+
 const withSession =
   (ctx: Ctx, handler: PageHandler, opts: { post?: boolean } = {}) =>
   async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const session = await sessionOf(ctx.deps.pool, req);
-    if (!session)
-      return req.method === "GET"
-        ? redirect(reply, "/login")
-        : send(reply, 401, page({ title: "Logged out", body: errorPage("the session has ended; log in again") }));
+    if (!session) return noSession(req, reply);
     if (opts.post && !sameSecret(formOf(req).csrf ?? "", session.csrf))
       return send(
         reply,
@@ -429,10 +444,13 @@ const connectionPages = (ctx: Ctx): void => {
   const { app } = ctx;
   app.get(
     "/p/:org/:project/connections",
-    withSession(ctx, async (req, _reply, session) => {
+    withSession(ctx, async (req, reply, session) => {
       const s = scoped(req, session);
       const accounts = accountsAvailable(app) ? await listConnections(app, session.id, s.api) : undefined;
-      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts) });
+      // The outcome of a connect the callback sent back here, shown once.
+      const flash = flashOf(req);
+      if (flash) void reply.header("set-cookie", clearFlashCookie(secureCookies(ctx.deps)));
+      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts, flash) });
     }),
   );
   app.post(
@@ -448,6 +466,8 @@ const connectionPages = (ctx: Ctx): void => {
             page({ title: "Not available", csrf: s.csrf, body: errorPage("connected accounts are not available on this server") }),
           );
         const { url } = await startConnect(app, { req, reply, session: session.id, api: s.api, form: formOf(req) });
+        // The callback sends the browser back to this project's Connections page rather than answering JSON.
+        void reply.header("set-cookie", connectReturnCookie(s, secureCookies(ctx.deps)));
         return page({
           title: "Connect",
           scope: s,
