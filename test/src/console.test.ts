@@ -35,7 +35,10 @@ before(async () => {
   peer = await new OAuthProviderPeer({ rotatesRefreshToken: true, reuseRevokesFamily: true, expiresIn: 3600 }).start();
   server = await startTestServer({
     env: {
-      FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([peer.providerConfig("github")]),
+      // The consent page on `localhost`, another site than the server's 127.0.0.1 (see the connect test).
+      FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([
+        peer.providerConfig("github", { authorize_url: `${peer.url.replace("127.0.0.1", "localhost")}/authorize` }),
+      ]),
       FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI: REDIRECT,
     },
   });
@@ -167,12 +170,21 @@ void test("connect an account on the Connections page through the provider, see 
   await page.route(`${REDIRECT}**`, (route) =>
     route.fulfill({ status: 302, headers: { location: `${server.url}/oauth/callback${new URL(route.request().url()).search}` } }),
   );
+  // The provider's consent page, on another site (localhost): the person clicks there, so the way
+  // back is a cross-site navigation, as from a real provider, and the Strict session cookie is
+  // withheld on it (the console then loads the page again from its own origin).
+  const consent = peer.url.replace("127.0.0.1", "localhost");
+  await page.route(`${consent}/authorize**`, (route) => {
+    const to = `${peer.url}/authorize${new URL(route.request().url()).search}`.replace(/&/g, "&amp;").replace(/"/g, "&quot;");
+    return route.fulfill({ status: 200, contentType: "text/html", body: `<!doctype html><a href="${to}">Authorize</a>` });
+  });
   peer.user = { id: 77, login: "octo-web" };
   await page.goto(`${server.url}/p/${server.project}/connections`);
   await page.getByLabel("Name").fill("GH_WEB");
   await page.getByLabel("Provider").fill("github");
   await page.getByRole("button", { name: "Connect" }).click();
   await page.getByRole("link", { name: "Continue to the provider" }).click();
+  await page.getByRole("link", { name: "Authorize" }).click();
   // The callback sends the browser back to the Connections page (303) with the outcome, shown once.
   await page.waitForURL(`${server.url}/p/${server.project}/connections`);
   await page.locator("#flash", { hasText: "connected GH_WEB: github account octo-web (active)" }).waitFor();
