@@ -354,23 +354,31 @@ export const openNamedCredential = async (
 
 /**
  * What a project holds under each of `names`, as the credential resolver reads it (core's
- * NameHolding): a credential's kind, or a connected account. Connected accounts have no table of
- * their own yet (only their claim in connection_names, migration 008): a name claimed by an account
- * is reported with status `needs_reauth`, since no usable grant can be found for it; the resolver
- * then answers `needs_reconnect`, as it does for an account whose grant is gone. The one reader
- * of holdings: the graph requirements report and the submit-time check both use it.
+ * NameHolding): a credential's kind and/or a connected account's status (migration 013), read from
+ * the `credentials` and `accounts` tables themselves, so an `active`/`refreshing` account is `ok`
+ * for a bearer use, any other status `needs_reconnect`, and a name found in both `conflict`. An
+ * account whose granter is no member of the project any more is reported `disabled` (it is, at its
+ * next use: disableOrphanedAccounts), without writing anything here. No value is opened. The one
+ * reader of holdings: the graph requirements report and the submit-time check both use it.
  */
 export const readNameHoldings = async (db: Db, projectId: string, names: readonly string[]): Promise<Map<string, NameHolding>> => {
-  const { rows } = await db.query<{ name: string; holder: "credential" | "account"; kind: CredentialKind | null }>(
-    `select n.name, n.holder, c.kind
-       from connection_names n left join credentials c on c.project_id = n.project_id and c.name = n.name
-      where n.project_id = $1 and n.name = any($2::text[])`,
+  const { rows } = await db.query<{ name: string; kind: CredentialKind | null; account_status: AccountStatus | null }>(
+    `select n.name, c.kind,
+            case when a.name is null then null
+                 when not exists (select 1 from memberships m where m.project_id = a.project_id and m.user_id = a.granter_id) then 'disabled'
+                 else a.status end as account_status
+       from unnest($2::text[]) as n(name)
+       left join credentials c on c.project_id = $1 and c.name = n.name
+       left join accounts a on a.project_id = $1 and a.name = n.name`,
     [projectId, [...new Set(names)]],
   );
   const out = new Map<string, NameHolding>();
   for (const r of rows) {
-    if (r.holder === "credential" && r.kind !== null) out.set(r.name, { credential: { kind: r.kind } });
-    else if (r.holder === "account") out.set(r.name, { account: { status: "needs_reauth" } });
+    if (r.kind === null && r.account_status === null) continue;
+    out.set(r.name, {
+      ...(r.kind !== null ? { credential: { kind: r.kind } } : {}),
+      ...(r.account_status !== null ? { account: { status: r.account_status } } : {}),
+    });
   }
   return out;
 };

@@ -1,7 +1,7 @@
 /**
  * The web console in headless Chromium (Debian's chromium, driven by playwright-core; nothing is
  * downloaded), against one real `flow server`: log in with the API token, watch a run's log arrive
- * live (masked), cancel a run with the button, connect an account against the OAuth provider peer
+ * live (masked), cancel a run with the button, answer an approval gate with typed fields, connect an account against the OAuth provider peer
  * on the Connections page, and check that no page source and no response the
  * browser received carries the secret value or the API token.
  *
@@ -15,6 +15,7 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
 import { RUN_ID } from "./support/runs.js";
+import { waitFor } from "./support/wait.js";
 import { OAuthProviderPeer } from "./peers/oauth-provider.js";
 
 const SECRET = "c0nsole-s3cret-Välue-81d2";
@@ -34,7 +35,10 @@ before(async () => {
   peer = await new OAuthProviderPeer({ rotatesRefreshToken: true, reuseRevokesFamily: true, expiresIn: 3600 }).start();
   server = await startTestServer({
     env: {
-      FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([peer.providerConfig("github")]),
+      // The consent page on `localhost`, another site than the server's 127.0.0.1 (see the connect test).
+      FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS: JSON.stringify([
+        peer.providerConfig("github", { authorize_url: `${peer.url.replace("127.0.0.1", "localhost")}/authorize` }),
+      ]),
       FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI: REDIRECT,
     },
   });
@@ -110,19 +114,82 @@ void test("the Cancel button cancels a running run", async () => {
   await page.locator(`.run-head [data-run-status="${id}"]`, { hasText: "cancelled" }).waitFor({ timeout: 15_000 });
 });
 
+void test("a parked approval gate answered in the browser: a missing required field inline (still parked), then typed fields release it", async () => {
+  const doc = {
+    version: "flowsvc-graph/v1",
+    nodes: [
+      {
+        id: "gate",
+        type: "approval",
+        config: {
+          prompt: "Ship it?",
+          fields: [
+            { name: "env", type: "select", required: true, options: ["staging", "production"] },
+            { name: "ticket", type: "text", required: true, label: "Ticket" },
+            { name: "notes", type: "textarea" },
+          ],
+        },
+      },
+    ],
+    edges: [],
+  };
+  const id = await submit("gate.json", JSON.stringify(doc));
+  const scoped = `${server.url}/api/v1/orgs/default/projects/default/runs/${id}`;
+  const view = async (): Promise<{ status: string; nodes: Array<{ node_id: string; status: string; output: unknown }> }> =>
+    (await fetch(scoped, { headers: { authorization: `Bearer ${server.token}` } })).json() as never;
+  await waitFor("the gate to park", async () => (await view()).nodes[0]?.status === "parked", 15_000);
+  await page.goto(runUrl(id));
+  const form = page.getByRole("form", { name: "gate gate" });
+  await form.getByLabel("env (required)").selectOption("production");
+  await form.getByLabel("notes").fill("from the browser");
+  await form.getByRole("button", { name: "Approve" }).click();
+  await page.locator("#g-gate-ticket-err", { hasText: 'approval field "ticket" is required' }).waitFor();
+  assert.equal(await page.getByLabel("Ticket (required)").getAttribute("aria-invalid"), "true");
+  assert.equal(await page.getByLabel("notes").inputValue(), "from the browser", "what was typed is kept");
+  assert.deepEqual([(await view()).status, (await view()).nodes[0]?.status], ["parked", "parked"], "the run is not released");
+  await page.getByLabel("Ticket (required)").fill("CHG-42");
+  await page.getByRole("button", { name: "Approve" }).click();
+  await page.locator(`.run-head [data-run-status="${id}"]`, { hasText: "succeeded" }).waitFor({ timeout: 15_000 });
+  await page.reload();
+  const gateRow = page.locator('tr[data-node="gate"]');
+  const approver = (await gateRow.locator(".approver").textContent()) ?? "";
+  assert.match(approver, /^approved by \S+$/);
+  const output = (await view()).nodes[0]?.output;
+  assert.deepEqual(output, {
+    decision: "approve",
+    env: "production",
+    ticket: "CHG-42",
+    notes: "from the browser",
+    approved_by: approver.slice(12),
+  });
+  assert.match((await gateRow.locator("pre").textContent()) ?? "", /"ticket": "CHG-42"/);
+});
+
 void test("connect an account on the Connections page through the provider, see it active, remove it", async () => {
   // The provider sends the browser to the configured redirect URI; it stands for this server.
   await page.route(`${REDIRECT}**`, (route) =>
     route.fulfill({ status: 302, headers: { location: `${server.url}/oauth/callback${new URL(route.request().url()).search}` } }),
   );
+  // The provider's consent page, on another site (localhost): the person clicks there, so the way
+  // back is a cross-site navigation, as from a real provider, and the Strict session cookie is
+  // withheld on it (the console then loads the page again from its own origin).
+  const consent = peer.url.replace("127.0.0.1", "localhost");
+  await page.route(`${consent}/authorize**`, (route) => {
+    const to = `${peer.url}/authorize${new URL(route.request().url()).search}`.replace(/&/g, "&amp;").replace(/"/g, "&quot;");
+    return route.fulfill({ status: 200, contentType: "text/html", body: `<!doctype html><a href="${to}">Authorize</a>` });
+  });
   peer.user = { id: 77, login: "octo-web" };
   await page.goto(`${server.url}/p/${server.project}/connections`);
   await page.getByLabel("Name").fill("GH_WEB");
   await page.getByLabel("Provider").fill("github");
   await page.getByRole("button", { name: "Connect" }).click();
   await page.getByRole("link", { name: "Continue to the provider" }).click();
-  await page.waitForURL(/\/oauth\/callback/);
-  await page.goto(`${server.url}/p/${server.project}/connections`);
+  await page.getByRole("link", { name: "Authorize" }).click();
+  // The callback sends the browser back to the Connections page (303) with the outcome, shown once.
+  await page.waitForURL(`${server.url}/p/${server.project}/connections`);
+  await page.locator("#flash", { hasText: "connected GH_WEB: github account octo-web (active)" }).waitFor();
+  await page.reload();
+  assert.equal(await page.locator("#flash").count(), 0, "the flash is shown once");
   const row = page.getByRole("row", { name: /GH_WEB/ });
   await row.getByText("active").waitFor();
   await row.getByText("octo-web").waitFor();

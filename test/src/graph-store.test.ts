@@ -6,9 +6,9 @@
  * its endpoint; removing the graph removes its endpoints.
  *
  * `conflict` (a name held by both a credential and a connected account) cannot be reached here:
- * the project's one name space (connection_names, migration 008) lets a name have one holder, and
- * there is no connected-accounts table yet. `needs_reconnect` is reached by claiming a name for an
- * account, as the Connections page will, with no usable grant behind it.
+ * the project's one name space (connection_names, migration 008) lets a name have one holder.
+ * `needs_reconnect` is an account row (migration 013) in `needs_reauth`, as renewal leaves one whose
+ * grant is gone (each status is covered in ingest's graphs.test.ts; connecting in accounts.test.ts).
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -78,6 +78,11 @@ test("flow graph set, ls, show, rm; requirements in the states ok, missing, wron
   ok(await server.cli(["credential", "set", "basic1", "--kind", "basic", "--username", "u", "--password", "-"], { input: "pw" }));
   const project = await db.query<{ id: string }>(`select id from projects where name = 'default'`);
   await db.query(`insert into connection_names (project_id, name, holder) values ($1, 'reg', 'account')`, [project.rows[0]!.id]);
+  await db.query(
+    `insert into accounts (project_id, name, provider, far_id, far_label, granter_id, status, sealed)
+     values ($1, 'reg', 'github', '1', 'octo', (select user_id from memberships where project_id = $1 limit 1), 'needs_reauth', '\\x00')`,
+    [project.rows[0]!.id],
+  );
   const second = await report();
   assert.deepEqual(
     second.credentials.map((c) => [c.node_id, c.name, c.required_kind ?? "any", c.stored_kind ?? "-", c.state]),

@@ -7,9 +7,9 @@ import type { Pool } from "pg";
 import {
   FlowError,
   assertEmittable,
-  checkConnection,
   createValueMasker,
   credentialMaskValues,
+  holdingValue,
   shownName,
   trustOf,
   type CredentialKind,
@@ -21,8 +21,8 @@ import {
   appendLogs,
   emitEvent,
   findProjectById,
-  openNamedCredential,
   openProjectCredentials,
+  openProjectHoldings,
   openProjectSecrets,
   recordNodeEmit,
   recordedNodeEmit,
@@ -72,12 +72,12 @@ const resolveCredential = async (
       "forbidden",
       `the run was started by an untrusted event and gets no credentials, but node ${input.node.id} names ${shownName(req.name)}`,
     );
-  const holding = await openNamedCredential(input.pool, input.keyring, { orgId, projectId: run.project_id }, req.name);
-  const check = checkConnection(req.name, holding, req.kinds);
-  if (check.problem !== undefined) throw new FlowError("invalid_argument", check.problem);
-  if (!holding?.value)
-    throw new FlowError("invalid_argument", `credential ${shownName(req.name)} does not open with this server's keys: set it again`);
-  return { name: req.name, value: holding.value, masks: credentialMaskValues(holding.value) };
+  // A credential or a connected account (a usable one's token as a bearer value); an account to
+  // reconnect, a conflict, a wrong kind or a value that does not open fails the node, nothing sent.
+  const holdings = await openProjectHoldings(input.pool, input.keyring, { orgId, projectId: run.project_id }, [req.name]);
+  const got = holdingValue(req.name, holdings.get(req.name), req.kinds);
+  if (!got.ok) throw new FlowError("invalid_argument", got.problem);
+  return { name: req.name, value: got.value, masks: credentialMaskValues(got.value) };
 };
 
 /** The run's log masker: the project's secrets and credentials, opened on first use. */

@@ -17,6 +17,7 @@ import { CONSOLE_SESSION_HEADER } from "../auth.js";
 import { ApiRefusal, callApi } from "./api.js";
 import { csrfField, h, type Html } from "./html.js";
 import { pbase, table, when, type Scoped } from "./pages.js";
+import type { Flash } from "./flash.js";
 
 export const ACCOUNTS_ROUTE = "/api/v1/orgs/:org/projects/:project/accounts";
 
@@ -40,7 +41,10 @@ const connectForm = (s: Scoped, o: { name?: string; provider?: string; label: st
       : h`<label for="c-name">Name</label> <input id="c-name" name="name" required maxlength="128"> <label for="c-provider">Provider</label> <input id="c-provider" name="provider" required maxlength="64">`
   } <button type="submit">${o.label}</button></form>`;
 
-export const connectionsPage = (s: Scoped, accounts: Account[] | undefined): Html => {
+const flashNote = (f: Flash | undefined): Html =>
+  f === undefined ? h`` : h`<p class="${f.ok ? "flash" : "error"}" role="${f.ok ? "status" : "alert"}" id="flash">${f.text}</p>`;
+
+export const connectionsPage = (s: Scoped, accounts: Account[] | undefined, flash?: Flash): Html => {
   if (!accounts) return h`<p>Connected accounts are not available on this server.</p>`;
   const rows = accounts.map((a) => [
     a.name,
@@ -51,7 +55,7 @@ export const connectionsPage = (s: Scoped, accounts: Account[] | undefined): Htm
     when(a.connected_at),
     h`${connectForm(s, { name: a.name, provider: a.provider, label: "Reconnect" })} <form method="post" action="${pbase(s)}/connections/${encodeURIComponent(a.name)}/remove" class="inline">${csrfField(s.csrf)}<button type="submit">Remove</button></form>`,
   ]);
-  return h`<p>Connecting is a browser flow: you are sent to the provider to grant access, then back here. No token is ever shown.</p>
+  return h`${flashNote(flash)}<p>Connecting is a browser flow: you are sent to the provider to grant access, then back here. No token is ever shown.</p>
 ${table({ caption: "Connected accounts", cols: ["Name", "Provider", "Account", "Status", "Granted by", "Connected", "Manage"], rows })}
 <h2>Connect an account</h2>${connectForm(s, { label: "Connect" })}`;
 };

@@ -1,11 +1,12 @@
 /** The web console's pages over app.inject(): login, sessions, CSRF, hostile input, pages and the log window. */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { appendLogs } from "@flowsvc/store";
+import type { ApprovalField } from "@flowsvc/core";
+import { GRAPH_WORKFLOW, appendLogs, createRun, insertGraphNodes, updateGraphNode, withTransaction } from "@flowsvc/store";
 import { ask, createTestApp, type TestApp } from "../testing/test-app.js";
 import { md } from "./html.js";
 import { accountsAvailable, connectionsPage } from "./connections.js";
-import { answerOf, approvalsAvailable, gatesPanel, type Gate } from "./approvals.js";
+import { answerOf } from "./approvals.js";
 
 let t: TestApp;
 let runId: string;
@@ -192,38 +193,104 @@ test("markdown is rendered with every tag escaped and only http(s) links", () =>
   assert.match(out, /<li>&quot;two&quot;<\/li>/);
 });
 
-test("approval gates: without the approvals route the form is refused plainly; the panel renders typed fields and an inline error", async () => {
-  const s = await login(t.tokens.member);
-  const res = await t.app.inject({
-    method: "POST",
-    url: `/p/${t.project.org}/p/runs/${runId}/approvals/deploy`,
-    headers: { ...FORM, cookie: s.cookie },
-    payload: form({ csrf: s.csrf, decision: "approve" }),
+const GATE_FIELDS: ApprovalField[] = [
+  { name: "env", type: "select", required: true, options: ["staging", "prod"] },
+  { name: "note", type: "textarea", label: "Why" },
+  { name: "ticket", type: "text", required: true },
+];
+
+/** A graph run parked on its approval node `deploy`, as the engine leaves it (see routes/approvals.test.ts). */
+const parkedGraphRun = (): Promise<string> =>
+  withTransaction(t.db.pool, async (tx) => {
+    const nodes = [{ id: "deploy", type: "approval", config: { prompt: "Ship <it>?", fields: GATE_FIELDS } }];
+    const { id } = await createRun(tx, {
+      projectId: t.project.projectId,
+      source: JSON.stringify({ version: GRAPH_WORKFLOW, nodes, edges: [] }),
+      filename: "gate.json",
+      trusted: true,
+      workflow: GRAPH_WORKFLOW,
+    });
+    await insertGraphNodes(tx, id, { nodes, input: {} });
+    const substate = { name: "deploy", kind: "approval", prompt: "Ship <it>?", fields: GATE_FIELDS };
+    await updateGraphNode(tx, id, "deploy", { status: "parked", attempt: 1, mode: "wait", substate, started_at: "now" });
+    await tx.query(`update runs set status = 'parked' where id = $1`, [id]);
+    return id;
   });
-  assert.equal(approvalsAvailable(t.app), false, "this branch has no approvals route");
-  assert.equal(res.statusCode, 404, res.body);
-  assert.match(res.body, /this server has no approval gates/);
+
+test("approval gates: typed fields from the gate's schema; a missing required field inline, not released; an answer records the approver", async () => {
+  const id = await parkedGraphRun();
+  const s = await login(t.tokens.member);
+  const runUrl = `/p/${t.project.org}/p/runs/${id}`;
+  const shown = await t.app.inject({ method: "GET", url: runUrl, headers: { cookie: s.cookie } });
+  assert.equal(shown.statusCode, 200, shown.body);
+  assert.match(shown.body, /<form method="post" action="[^"]+\/approvals\/deploy" class="gate" aria-label="gate deploy" novalidate>/);
+  assert.match(shown.body, /Ship &lt;it&gt;\?/);
+  assert.match(
+    shown.body,
+    /<select id="g-deploy-env" name="field.env" aria-required="true"><option value="">choose…<\/option><option>staging<\/option><option>prod<\/option><\/select>/,
+  );
+  assert.match(
+    shown.body,
+    /<label for="g-deploy-note">Why<\/label><br><textarea id="g-deploy-note" name="field.note" rows="4"><\/textarea>/,
+  );
+  assert.match(
+    shown.body,
+    /<label for="g-deploy-ticket">ticket \(required\)<\/label><br><input id="g-deploy-ticket" name="field.ticket" aria-required="true" value="">/,
+  );
+  const answer = (fields: Record<string, string>) =>
+    t.app.inject({
+      method: "POST",
+      url: `${runUrl}/approvals/deploy`,
+      headers: { ...FORM, cookie: s.cookie },
+      payload: form({ csrf: s.csrf, decision: "approve", ...fields }),
+    });
+  const signals = async () =>
+    (await t.db.pool.query<{ payload: unknown; sent_by: string }>(`select payload, sent_by from signals where run_id = $1`, [id])).rows;
+  // Missing the select and the ticket (and what was typed kept, escaped): both named inline, nothing delivered.
+  const missing = await answer({ "field.env": "", "field.note": "<b>x</b>", "field.ticket": "" });
+  assert.equal(missing.statusCode, 400, missing.body);
+  assert.match(missing.body, /aria-invalid="true" aria-describedby="g-deploy-env-err"/);
+  assert.match(missing.body, /<span class="error" id="g-deploy-env-err">approval field &quot;env&quot; is required<\/span>/);
+  assert.match(missing.body, /<span class="error" id="g-deploy-ticket-err">approval field &quot;ticket&quot; is required<\/span>/);
+  assert.match(missing.body, /<textarea id="g-deploy-note" name="field.note" rows="4">&lt;b&gt;x&lt;\/b&gt;<\/textarea>/);
+  assert.match(missing.body, /role="alert" id="g-deploy-error">not answered: see the fields below/);
+  // A value outside the select's options, and a field the gate does not declare, are the route's refusals too.
+  const nul = await answer({ "field.env": "prod\u0000", "field.ticket": "T-1" });
+  assert.equal(nul.statusCode, 400, nul.body);
+  assert.match(nul.body, /not answered: body.fields.env holds a NUL character/);
+  assert.match(nul.body, /<input id="g-deploy-ticket" name="field.ticket" aria-required="true" value="T-1">/, "what was typed is kept");
+  // A field the gate does not declare is refused by the route; `__proto__` reaches it as an own key and is refused too.
+  const undeclared = await answer({ "field.env": "prod", "field.ticket": "T-1", "field.extra": "x" });
+  assert.equal(undeclared.statusCode, 400, undeclared.body);
+  assert.match(undeclared.body, /not answered: approval field &quot;extra&quot; is not declared by this gate/);
+  const proto = await answer({ "field.env": "prod", "field.ticket": "T-1", "field.__proto__": "x" });
+  assert.equal(proto.statusCode, 400, proto.body);
+  assert.match(proto.body, /role="alert" id="g-deploy-error">not answered: /);
+  assert.deepEqual(await signals(), [], "a refused answer releases nothing");
+  const ok = await answer({ "field.env": "prod", "field.note": "", "field.ticket": "T-1" });
+  assert.equal(ok.statusCode, 303, ok.body);
+  assert.equal(ok.headers.location, runUrl);
+  const fields = { env: "prod", note: "", ticket: "T-1" };
+  assert.deepEqual(await signals(), [{ payload: { decision: "approve", ...fields, approved_by: "mo" }, sent_by: "mo" }]);
+  // The engine resumes the gate with the signal's payload as its output: the run page shows the approver.
+  await withTransaction(t.db.pool, (tx) =>
+    updateGraphNode(tx, id, "deploy", {
+      status: "success",
+      output: { decision: "approve", ...fields, approved_by: "mo" },
+      finished_at: "now",
+    }),
+  );
+  await t.db.pool.query(`update runs set status = 'succeeded' where id = $1`, [id]);
+  const after = await t.app.inject({ method: "GET", url: runUrl, headers: { cookie: s.cookie } });
+  assert.match(
+    after.body,
+    /<tr data-node="deploy"><td>deploy<\/td><td>approval<\/td><td><span class="status status-success">success<\/span> <span class="approver">approved by mo<\/span>/,
+  );
+  assert.ok(!after.body.includes('class="gate"'), "no form once the gate is answered");
   assert.deepEqual(answerOf({ csrf: "x", decision: "approve", "field.env": "prod", "field.note": "" }), {
     decision: "approve",
     fields: { env: "prod" },
   });
-  const gate: Gate = {
-    gate: "deploy",
-    prompt: "Ship <it>?",
-    fields: [
-      { name: "env", type: "select", required: true, options: ["staging", "prod"] },
-      { name: "note", type: "textarea", label: "Why" },
-    ],
-  };
-  const html = gatesPanel({ org: "o", project: "p", csrf: "c" }, "run-1", [gate], {
-    gate: "deploy",
-    message: 'approval field "env" is required',
-    values: { note: "<b>x</b>" },
-  }).html;
-  assert.match(html, /Ship &lt;it&gt;\?/);
-  assert.match(html, /<select id="g-deploy-env" name="field.env" required aria-required="true" aria-invalid="true"/);
-  assert.match(html, /<span class="error" id="g-deploy-env-err">approval field &quot;env&quot; is required<\/span>/);
-  assert.match(html, /<textarea id="g-deploy-note" name="field.note" rows="4">&lt;b&gt;x&lt;\/b&gt;<\/textarea>/);
 });
 
 test("connections: the page lists through the accounts route; a connect with no provider configured shows the route's refusal", async () => {
@@ -247,4 +314,62 @@ test("connections: the page lists through the accounts route; a connect with no 
   assert.match(html, /status-in_doubt">in_doubt</);
   assert.match(html, /action="\/p\/o\/p\/connections\/GH\/remove"/);
   assert.match(html, /<button type="submit">Reconnect<\/button>/);
+});
+
+test("after a connect: a console-started callback answers 303 to the Connections page with a one-time flash; API callers keep JSON", async () => {
+  const s = await login(t.tokens.member);
+  const returnCookie = (v: unknown): string => `flowsvc_oauth_return=${Buffer.from(JSON.stringify(v)).toString("base64url")}`;
+  // An API caller (no return cookie) gets the route's JSON refusal, as before.
+  const api = await t.app.inject({ method: "GET", url: "/oauth/callback?state=bogus&code=c" });
+  assert.equal(api.statusCode, 400, api.body);
+  assert.match(api.json<{ error: { message: string } }>().error.message, /not valid/);
+  // From the console: back to the project's Connections page, the refusal in the flash cookie, the return cookie cleared.
+  const back = await t.app.inject({
+    method: "GET",
+    url: "/oauth/callback?state=bogus&code=c",
+    headers: { cookie: returnCookie([t.project.org, "p"]) },
+  });
+  assert.equal(back.statusCode, 303, back.body);
+  assert.equal(back.headers.location, `/p/${t.project.org}/p/connections`);
+  const set = cookies(back);
+  assert.equal(set.flowsvc_oauth_return, "");
+  const flash = set.flowsvc_flash!;
+  assert.match(String(back.headers["set-cookie"]), /flowsvc_flash=[^;]+; Path=\/p\/; Max-Age=120; HttpOnly; SameSite=Lax/);
+  const shown = await t.app.inject({
+    method: "GET",
+    url: back.headers.location,
+    headers: { cookie: `${s.cookie}; flowsvc_flash=${flash}` },
+  });
+  assert.equal(shown.statusCode, 200);
+  assert.match(shown.body, /<p class="error" role="alert" id="flash">connecting was refused: [^<]*not valid/);
+  assert.match(String(shown.headers["set-cookie"]), /flowsvc_flash=; Path=\/p\/; Max-Age=0/, "shown once");
+  // The location is built from the two names, encoded: a hostile cookie cannot send the browser elsewhere.
+  const odd = await t.app.inject({
+    method: "GET",
+    url: "/oauth/callback?state=bogus",
+    headers: { cookie: returnCookie(["//evil.example", "a/../b"]) },
+  });
+  assert.equal(odd.headers.location, "/p/%2F%2Fevil.example/a%2F..%2Fb/connections");
+  for (const bad of [returnCookie(["o\u0000", "p"]), returnCookie(["o"]), returnCookie({ org: "o" }), "flowsvc_oauth_return=%%%"]) {
+    const json = await t.app.inject({ method: "GET", url: "/oauth/callback?state=bogus", headers: { cookie: bad } });
+    assert.equal(json.statusCode, 400, `${bad}: ${json.body}`);
+  }
+  // A made-up flash is shown escaped, never as markup.
+  const forged = Buffer.from(JSON.stringify({ ok: true, text: "<img src=x onerror=alert(1)>" })).toString("base64url");
+  const esc = await t.app.inject({
+    method: "GET",
+    url: back.headers.location,
+    headers: { cookie: `${s.cookie}; flowsvc_flash=${forged}` },
+  });
+  assert.match(esc.body, /role="status" id="flash">&lt;img src=x onerror=alert\(1\)&gt;</);
+});
+
+test("a page reached from another site without the Strict session cookie loads itself again from here; else /login", async () => {
+  const url = `/p/${t.project.org}/p/connections`;
+  const cross = await t.app.inject({ method: "GET", url, headers: { "sec-fetch-site": "cross-site" } });
+  assert.equal(cross.statusCode, 200);
+  assert.match(cross.body, /<meta http-equiv="refresh" content="0"><p><a href="\/p\/[^"]+\/p\/connections">Continue<\/a>/);
+  const same = await t.app.inject({ method: "GET", url, headers: { "sec-fetch-site": "same-origin" } });
+  assert.equal(same.statusCode, 303);
+  assert.equal(same.headers.location, "/login");
 });

@@ -106,8 +106,37 @@ const trigger = (s: Scoped, run: RunView): Html => {
 <pre class="json">${JSON.stringify(run.trigger, null, 2)}</pre></section>`;
 };
 
+/** A graph run's node as `GET runs/<id>` answers it (store's GraphNodeView, masked). */
+export interface NodeRow {
+  node_id: string;
+  type: string;
+  status: string;
+  attempt: number;
+  output: unknown;
+  error: string | null;
+}
+
+/** An approval node's answer as `flow status` shows it: who approved or rejected it, or that it timed out. */
+export const gateAnswer = (n: NodeRow): string | undefined => {
+  if (n.type !== "approval" || n.output === null || typeof n.output !== "object") return undefined;
+  const out = n.output as { decision?: unknown; approved_by?: unknown; timed_out?: unknown };
+  if (out.timed_out === true) return "timed out";
+  if (typeof out.approved_by !== "string") return undefined;
+  return `${out.decision === "reject" ? "rejected" : "approved"} by ${out.approved_by}`;
+};
+
+/** A graph run's nodes in place of the journal: each one's status, its gate's approver, and its output. */
+const nodesPanel = (nodes: NodeRow[]): Html => h`
+<section aria-labelledby="h-nodes"><h2 id="h-nodes">Nodes</h2>
+<table><thead><tr><th scope="col">Node</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">Output</th></tr></thead><tbody>${nodes.map(
+  (n) => h`<tr data-node="${n.node_id}"><td>${n.node_id}</td><td>${n.type}</td><td>${status(n.status)}${
+    n.attempt > 1 ? ` · attempt ${n.attempt}` : ""
+  }${gateAnswer(n) ? h` <span class="approver">${gateAnswer(n)}</span>` : ""}${n.error ? h` <span class="error">${n.error}</span>` : ""}</td>
+<td>${n.output === null || n.output === undefined ? "–" : h`<pre class="json">${JSON.stringify(n.output, null, 2)}</pre>`}</td></tr>`,
+)}</tbody></table></section>`;
+
 export interface RunPageData {
-  run: RunView & { activities: Array<{ name: string; status: string; exit_code: number | null }> };
+  run: RunView & { activities: Array<{ name: string; status: string; exit_code: number | null }>; nodes?: NodeRow[] };
   steps: JournalRow[];
   /** Approval gates parked on this run, when the approvals route exists (approvals.ts). */
   gates?: Html;
@@ -134,7 +163,7 @@ ${d.gates ?? ""}
       : run.annotations.map((a) => h`<article class="annotation">${md(a.markdown)}<footer>${when(a.at)}</footer></article>`)
   }</section>
 ${run.output ? h`<section aria-labelledby="h-out"><h2 id="h-out">Output</h2><pre class="json">${JSON.stringify(run.output, null, 2)}</pre></section>` : ""}
-${journal(s, run.id, d.steps)}
+${run.nodes ? nodesPanel(run.nodes) : journal(s, run.id, d.steps)}
 ${activities(run.activities)}
 ${trigger(s, run)}`;
 };

@@ -5,10 +5,23 @@ import { readLogs, type RunView } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { ApiRefusal, apiBase, callApi } from "./api.js";
 import { accountsAvailable, connectionsPage, listConnections, startConnect } from "./connections.js";
-import { answerOf, approvalsAvailable, gatesPanel, type Gate, type GateError } from "./approvals.js";
+import { clearFlashCookie, connectReturnCookie, flashOf } from "./flash.js";
+import { answerOf, gatesPanel, type GateError, type GateList } from "./approvals.js";
 import { CLIENT_CSS, CLIENT_JS } from "./assets.js";
 import { CSP, csrfField, h, page, text, type Html } from "./html.js";
-import { errorPage, loginPage, pbase, projectsPage, runPage, runsPage, table, when, type JournalRow, type Scoped } from "./pages.js";
+import {
+  errorPage,
+  loginPage,
+  pbase,
+  projectsPage,
+  runPage,
+  runsPage,
+  table,
+  when,
+  type JournalRow,
+  type NodeRow,
+  type Scoped,
+} from "./pages.js";
 import {
   LOGIN_COOKIE,
   SESSION_COOKIE,
@@ -96,14 +109,28 @@ interface Ctx {
 /** A page handler with its session; a missing session goes to /login, an API refusal becomes an error page. */
 type PageHandler = (req: FastifyRequest, reply: FastifyReply, session: Session) => Promise<FastifyReply | string>;
 
+/**
+ * A page asked for without a session. The session cookie is SameSite=Strict: a GET that came from
+ * another site (a provider's redirect back after a connect, a link in chat) arrives without it, so
+ * the page loads the same URL again from here, a same-site navigation that carries it; a browser
+ * with no session then goes to /login. A POST without one is refused.
+ */
+const noSession = (req: FastifyRequest, reply: FastifyReply): FastifyReply => {
+  if (req.method !== "GET") return send(reply, 401, page({ title: "Logged out", body: errorPage("the session has ended; log in again") }));
+  if (req.headers["sec-fetch-site"] === "cross-site")
+    return send(
+      reply,
+      200,
+      page({ title: "Loading", body: h`<meta http-equiv="refresh" content="0"><p><a href="${req.url}">Continue</a></p>` }),
+    );
+  return redirect(reply, "/login");
+};
+
 const withSession =
   (ctx: Ctx, handler: PageHandler, opts: { post?: boolean } = {}) =>
   async (req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const session = await sessionOf(ctx.deps.pool, req);
-    if (!session)
-      return req.method === "GET"
-        ? redirect(reply, "/login")
-        : send(reply, 401, page({ title: "Logged out", body: errorPage("the session has ended; log in again") }));
+    if (!session) return noSession(req, reply);
     if (opts.post && !sameSecret(formOf(req).csrf ?? "", session.csrf))
       return send(
         reply,
@@ -265,12 +292,8 @@ const showRun = async (ctx: Ctx, req: FastifyRequest, session: Session, gateErro
     callApi<RunPageRun>(ctx.app, session.id, { url: runApi }),
     callApi<JournalRow[]>(ctx.app, session.id, { url: `${runApi}/steps` }),
   ]);
-  const gates =
-    run.status === "parked" && approvalsAvailable(ctx.app)
-      ? await callApi<Gate[] | { gates: Gate[] }>(ctx.app, session.id, { url: `${runApi}/approvals` })
-      : undefined;
-  const list = gates === undefined ? [] : Array.isArray(gates) ? gates : gates.gates;
-  const panel = list.length ? gatesPanel(s, run.id, list, gateError) : undefined;
+  const gates = !isTerminalStatus(run.status) ? (await callApi<GateList>(ctx.app, session.id, { url: `${runApi}/approvals` })).gates : [];
+  const panel = gates.length ? gatesPanel(s, run.id, gates, gateError) : undefined;
   return page({ title: `Run ${run.id}`, scope: s, csrf: s.csrf, body: runPage(s, { run, steps, ...(panel ? { gates: panel } : {}) }) });
 };
 
@@ -280,8 +303,6 @@ const GateParams = RunParams.extend({ gate: z.string().min(1).max(64) });
 const answerGate = async (ctx: Ctx, o: { req: FastifyRequest; reply: FastifyReply; session: Session }): Promise<FastifyReply> => {
   const s = scoped(o.req, o.session);
   const { id, gate } = GateParams.parse(o.req.params);
-  if (!approvalsAvailable(ctx.app))
-    return send(o.reply, 404, page({ title: "Not available", csrf: s.csrf, body: errorPage("this server has no approval gates") }));
   const form = formOf(o.req);
   const answer = answerOf(form);
   const url = `${s.api}/runs/${encodeURIComponent(id)}/approvals/${encodeURIComponent(gate)}`;
@@ -294,7 +315,7 @@ const answerGate = async (ctx: Ctx, o: { req: FastifyRequest; reply: FastifyRepl
   return redirect(o.reply, `${pbase(s)}/runs/${encodeURIComponent(id)}`);
 };
 
-type RunPageRun = RunView & { activities: Array<{ name: string; status: string; exit_code: number | null }> };
+type RunPageRun = RunView & { activities: Array<{ name: string; status: string; exit_code: number | null }>; nodes?: NodeRow[] };
 
 const readPage = (
   ctx: Ctx,
@@ -423,10 +444,13 @@ const connectionPages = (ctx: Ctx): void => {
   const { app } = ctx;
   app.get(
     "/p/:org/:project/connections",
-    withSession(ctx, async (req, _reply, session) => {
+    withSession(ctx, async (req, reply, session) => {
       const s = scoped(req, session);
       const accounts = accountsAvailable(app) ? await listConnections(app, session.id, s.api) : undefined;
-      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts) });
+      // The outcome of a connect the callback sent back here, shown once.
+      const flash = flashOf(req);
+      if (flash) void reply.header("set-cookie", clearFlashCookie(secureCookies(ctx.deps)));
+      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts, flash) });
     }),
   );
   app.post(
@@ -442,6 +466,8 @@ const connectionPages = (ctx: Ctx): void => {
             page({ title: "Not available", csrf: s.csrf, body: errorPage("connected accounts are not available on this server") }),
           );
         const { url } = await startConnect(app, { req, reply, session: session.id, api: s.api, form: formOf(req) });
+        // The callback sends the browser back to this project's Connections page rather than answering JSON.
+        void reply.header("set-cookie", connectReturnCookie(s, secureCookies(ctx.deps)));
         return page({
           title: "Connect",
           scope: s,

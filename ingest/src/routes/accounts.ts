@@ -24,6 +24,7 @@ import { authorizeUrl, exchangeCode, newPkce, readIdentity, revokeToken } from "
 import { authorize } from "../auth.js";
 import { api } from "../openapi/route-doc.js";
 import type { RouteDeps } from "../deps.js";
+import { consoleReturnOf, flashCookies, type Flash } from "../console/flash.js";
 
 /**
  * The cookie that binds a connect's `state` to the browser that started it when the caller passes
@@ -151,7 +152,18 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
     };
   });
 
-  app.get(OAUTH_CALLBACK_PATH, async (req) => finishConnect(deps, req));
+  // JSON for an API caller; a connect started on the console goes back to its Connections page (303) with the outcome.
+  app.get(OAUTH_CALLBACK_PATH, async (req, reply) => {
+    const back = consoleReturnOf(req);
+    if (back === undefined) return finishConnect(deps, req);
+    const flash = await finishConnect(deps, req).then(connectedFlash, (err: unknown) => refusedFlash(req, err));
+    return reply
+      .code(303)
+      .header("set-cookie", flashCookies(flash, redirectUri?.startsWith("https:") ?? false))
+      .header("cache-control", "no-store")
+      .header("location", back)
+      .send();
+  });
 
   app.delete(`${base}/:name`, removeDoc, async (req) => {
     const scope = await authorize(pool, req, "member");
@@ -176,6 +188,18 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
     return { name, revoked };
   });
   done();
+};
+
+const connectedFlash = (a: { name: string; provider: string; far_label: string; status: string }): Flash => ({
+  ok: true,
+  text: `connected ${a.name}: ${a.provider} account ${a.far_label} (${a.status})`,
+});
+
+/** Why a console's connect was refused, for its page: the refusal's own message; an unexpected error is logged, not shown. */
+const refusedFlash = (req: FastifyRequest, err: unknown): Flash => {
+  if (err instanceof FlowError && err.code !== "internal") return { ok: false, text: `connecting was refused: ${err.message}` };
+  req.log.error({ err }, "connected account callback failed");
+  return { ok: false, text: "connecting failed: an internal error (the server log has it); try again" };
 };
 
 const setSessionCookie = (reply: FastifyReply, sessionId: string, redirectUri: string | undefined): void => {

@@ -1,7 +1,7 @@
 /** The graph submit of POST {scoped}/runs (routes/graph-submit.ts) over app.inject(): a document, a stored graph, and the refusals. */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { ask, assertCallerRefusals, assertError, countRows, createTestApp, type TestApp } from "../testing/test-app.js";
+import { ask, assertCallerRefusals, assertError, connectTestAccount, countRows, createTestApp, type TestApp } from "../testing/test-app.js";
 
 let t: TestApp;
 let base: string;
@@ -110,16 +110,22 @@ test("the submit-time check: a missing or wrong-kind credential names the node a
   assert.equal(ok.status, 201, ok.text);
 });
 
-test("the submit-time check reads holdings as the requirements report does: a name held by a connected account is refused", async () => {
-  // No usable grant can be found for an account yet (store's readNameHoldings): the report says needs_reconnect, so the submit refuses.
-  await t.db.pool.query(`insert into connection_names (project_id, name, holder) values ($1, 'slackacct', 'account')`, [
-    t.project.projectId,
-  ]);
+test("the submit-time check reads holdings as the requirements report does: an account by its status", async () => {
+  // A usable account (active, refreshing) is a bearer credential; any other status is refused with the reconnect message.
+  await connectTestAccount(t, { name: "slackacct", status: "needs_reauth" });
   await refused(
     submit(doc([http("call", { credential: "slackacct" })])),
     400,
     /node call: connected account "slackacct" is needs_reauth: reconnect it/,
   );
+  await t.db.pool.query(`update accounts set status = 'in_doubt' where name = 'slackacct'`);
+  await refused(submit(doc([http("call", { credential: "slackacct" })])), 400, /"slackacct" is in_doubt: reconnect it/);
+  for (const status of ["active", "refreshing"]) {
+    await t.db.pool.query(`update accounts set status = $1 where name = 'slackacct'`, [status]);
+    const post = { id: "post", type: "slack.post_message", config: { credential: "slackacct", channel: "#x", text: "hi" } };
+    const ok = await ask(t, "POST", `${base}/runs`, { body: submit(doc([post])) });
+    assert.equal(ok.status, 201, `${status}: ${ok.text}`);
+  }
 });
 
 test("a stored graph runs by name; an unknown name is not found", async () => {

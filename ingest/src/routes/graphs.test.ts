@@ -5,7 +5,16 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { ask, assertCallerRefusals, assertError, countRows, createTestApp, type Answer, type TestApp } from "../testing/test-app.js";
+import {
+  ask,
+  assertCallerRefusals,
+  assertError,
+  connectTestAccount,
+  countRows,
+  createTestApp,
+  type Answer,
+  type TestApp,
+} from "../testing/test-app.js";
 
 let t: TestApp;
 let graphs: string;
@@ -54,7 +63,7 @@ test("an admin stores a draft before its credentials exist; ls, show and rm; set
   assertError(await ask(t, "DELETE", `${graphs}/deploy`, { as: "admin" }), 404, /graph deploy is not stored in/);
 });
 
-test("the requirements report: missing, ok, wrong_kind, needs_reconnect for an account's name; dynamic names apart", async () => {
+test("the requirements report: missing, ok, wrong_kind, and an account by its status (ok, needs_reconnect); dynamic names apart", async () => {
   assert.equal((await put("req", { document: GRAPH })).status, 201);
   const report = async () => (await ask(t, "GET", `${graphs}/req/requirements`, { as: "viewer" })).body as Record<string, unknown>;
   const states = (r: Record<string, unknown>) =>
@@ -67,12 +76,26 @@ test("the requirements report: missing, ok, wrong_kind, needs_reconnect for an a
   ]);
   assert.deepEqual(first["dynamic"], [{ node_id: "dyn" }]);
   await ask(t, "PUT", `${t.project.base}/credentials/gh`, { as: "admin", body: { kind: "bearer", token: "t-1" } });
-  await t.db.pool.query(`insert into connection_names (project_id, name, holder) values ($1, 'reg', 'account')`, [t.project.projectId]);
-  const second = await report();
-  assert.deepEqual(states(second), [
+  // A connected account's state is its row's status (accounts, migration 013): usable ones are ok as bearer.
+  await connectTestAccount(t, { name: "reg", status: "active" });
+  assert.deepEqual(states(await report()), [
     ["fetch", "gh", "ok", "bearer"],
-    ["build", "reg", "needs_reconnect", "bearer"],
+    ["build", "reg", "ok", "bearer"],
   ]);
+  const regState = async (status: string): Promise<unknown> => {
+    await t.db.pool.query(`update accounts set status = $2 where project_id = $1 and name = 'reg'`, [t.project.projectId, status]);
+    const r = await report();
+    const row = (r["credentials"] as Array<Record<string, unknown>>).find((c) => c["name"] === "reg")!;
+    return [status, row["state"], row["stored_kind"], r["ready"]];
+  };
+  assert.deepEqual(await regState("refreshing"), ["refreshing", "ok", "bearer", true]);
+  for (const status of ["needs_reauth", "in_doubt", "disabled"])
+    assert.deepEqual(await regState(status), [status, "needs_reconnect", "bearer", false]);
+  // A granter who is no member any more (here: the user deleted) takes the grant's use with them: reported as disabled.
+  await regState("active");
+  await t.db.pool.query(`update accounts set granter_id = null where project_id = $1 and name = 'reg'`, [t.project.projectId]);
+  const left = (await report())["credentials"] as Array<Record<string, unknown>>;
+  assert.match(String(left.find((c) => c["name"] === "reg")!["problem"]), /connected account "reg" is disabled: reconnect it/);
   // wrong_kind: a from_repo credential must be bearer or url-token.
   const repo = {
     version: "flowsvc-graph/v1",

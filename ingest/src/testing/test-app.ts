@@ -20,13 +20,14 @@ import {
   createUserWithToken,
   mintId,
   mintToken,
+  saveGrantedAccount,
   startListener,
   type Listener,
   type Role,
   type TestDatabase,
 } from "@flowsvc/store";
 import { buildApp } from "../app.js";
-import type { AccountProvidersConfig } from "@flowsvc/core";
+import type { AccountProvidersConfig, AccountStatus } from "@flowsvc/core";
 
 export const TEST_LEASE_MS = 60_000;
 
@@ -237,3 +238,26 @@ export const assertError = (res: Answer, status: number, message: RegExp, what =
 /** Rows in `table` (a test asserts a refusal wrote none). */
 export const countRows = async (t: TestApp, table: string): Promise<number> =>
   Number((await t.db.pool.query<{ n: string }>(`select count(*) as n from ${table}`)).rows[0]!.n);
+
+/**
+ * A connected account stored in `project` under `name` as a connect would store it (granted by
+ * `ada`, the admin, with `accessToken`), then put in `status` as renewal or a granter leaving would.
+ */
+export const connectTestAccount = async (
+  t: TestApp,
+  a: { name: string; status: AccountStatus; accessToken?: string; provider?: string },
+): Promise<void> => {
+  const { rows } = await t.db.pool.query<{ id: string }>(`select id from users where name = 'ada'`);
+  await saveGrantedAccount(t.db.pool, t.keyring, {
+    scope: { orgId: t.project.orgId, projectId: t.project.projectId },
+    name: a.name,
+    provider: a.provider ?? "gh",
+    farId: `far-${a.name}`,
+    farLabel: `label-${a.name}`,
+    granterId: rows[0]!.id,
+    tokens: { access_token: a.accessToken ?? `tok-${a.name}` },
+    expiresAtMs: null,
+    refreshAfterMs: null,
+  });
+  await t.db.pool.query(`update accounts set status = $3 where project_id = $1 and name = $2`, [t.project.projectId, a.name, a.status]);
+};

@@ -1,0 +1,137 @@
+/**
+ * The node context's credential resolution (context.ts) on a real Postgres with a connected account,
+ * driving the http executor against a local peer: a usable account's token arrives as a bearer
+ * header; an account to reconnect fails the node with the reconnect message and nothing is sent.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { pino } from "pino";
+import {
+  Keyring,
+  createTestDatabase,
+  createTestProject,
+  createUserWithToken,
+  mintId,
+  mintToken,
+  saveGrantedAccount,
+  type GraphRunRow,
+  type TestDatabase,
+} from "@flowsvc/store";
+import type { AccountStatus, GraphNode } from "@flowsvc/core";
+import { nodeContext } from "./context.js";
+import { httpExecutor } from "./nodes/http.js";
+import type { NodeOutcome } from "./nodes/types.js";
+
+let db: TestDatabase;
+let keyring: Keyring;
+let server: Server;
+let base = "";
+let scope: { orgId: string; projectId: string };
+let run: GraphRunRow;
+const seen: IncomingHttpHeaders[] = [];
+
+before(async () => {
+  db = await createTestDatabase();
+  keyring = await Keyring.create(db.pool, randomBytes(32));
+  scope = await createTestProject(db.pool);
+  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
+    scope.orgId,
+    Buffer.from(await keyring.newWrappedOrgKey(scope.orgId)),
+  ]);
+  const userId = mintId("usr");
+  await createUserWithToken(
+    db.pool,
+    { userId, tokenId: mintId("tok") },
+    { name: "ada", projectId: scope.projectId, role: "admin", tokenDigest: mintToken("flw").digest },
+  );
+  for (const name of ["gh", "stale"])
+    await saveGrantedAccount(db.pool, keyring, {
+      scope,
+      name,
+      provider: "gh",
+      farId: `far-${name}`,
+      farLabel: name,
+      granterId: userId,
+      tokens: { access_token: `acc-${name}-token`, refresh_token: `ref-${name}` },
+      expiresAtMs: null,
+      refreshAfterMs: null,
+    });
+  run = {
+    id: mintId("run"),
+    project_id: scope.projectId,
+    workflow: "flowsvc-graph/v1",
+    status: "running",
+    source: "{}",
+    filename: "graph:g",
+    input: {},
+    trusted: true,
+    parent_run_id: null,
+  };
+  await db.pool.query(
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger, trusted)
+     values ($1, $2, 'flowsvc-graph/v1', 'running', '{}', 'graph:g', '{}', '{}', true)`,
+    [run.id, scope.projectId],
+  );
+  server = createServer((req, res) => {
+    seen.push(req.headers);
+    res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(async () => {
+  server?.closeAllConnections();
+  server?.close();
+  await db?.drop();
+});
+
+const callWith = async (credential: string): Promise<NodeOutcome> => {
+  const node: GraphNode = { id: "call", type: "http", config: { url: `${base}/x`, credential } };
+  const ctx = await nodeContext({
+    pool: db.pool,
+    keyring,
+    logger: pino({ level: "silent" }),
+    publicUrl: undefined,
+    run,
+    node,
+    config: node.config,
+    scope: {} as never,
+    attempt: 1,
+    signal: new AbortController().signal,
+    orgs: new Map(),
+  });
+  return httpExecutor.start(ctx);
+};
+
+const setStatus = (name: string, status: AccountStatus) =>
+  db.pool.query(`update accounts set status = $3 where project_id = $1 and name = $2`, [scope.projectId, name, status]);
+
+void test("an http node naming an active or refreshing account sends its access token as a bearer header", async () => {
+  for (const status of ["active", "refreshing"] as const) {
+    await setStatus("gh", status);
+    const o = await callWith("gh");
+    assert.equal(o.kind, "succeeded", JSON.stringify(o));
+    assert.equal(seen.at(-1)?.authorization, "Bearer acc-gh-token", status);
+  }
+});
+
+void test("an http node naming an account to reconnect fails closed with the reconnect message; nothing is sent", async () => {
+  const before = seen.length;
+  for (const status of ["needs_reauth", "in_doubt", "disabled"] as const) {
+    await setStatus("stale", status);
+    await assert.rejects(callWith("stale"), (e: Error) => {
+      assert.match(e.message, new RegExp(`connected account "stale" is ${status}: reconnect it on the Connections page`));
+      return true;
+    });
+  }
+  // A name nothing holds, and an untrusted run, fail the same way before any request.
+  await assert.rejects(callWith("nothing"), /credential "nothing" is not set in this project/);
+  run = { ...run, trusted: false };
+  await setStatus("gh", "active");
+  await assert.rejects(callWith("gh"), /untrusted event and gets no credentials/);
+  run = { ...run, trusted: true };
+  assert.equal(seen.length, before, "no request reached the peer");
+});
