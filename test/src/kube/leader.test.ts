@@ -212,9 +212,19 @@ describe("controller leader election", () => {
     try {
       const first = await leader();
       // Stolen: another holder writes the Lease (as a replica with a skewed view would); the leader's next renewal sees it.
-      const lease = await leases.readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
-      lease.spec = { ...lease.spec, holderIdentity: "thief", renewTime: new Date() };
-      await leases.replaceNamespacedLease({ name: "flowsvc-controller", namespace: "default", body: lease });
+      // Read-modify-write as any client does: a renewal between the read and the write is a 409, so read again.
+      let stealing = true;
+      while (stealing) {
+        const lease = await leases.readNamespacedLease({ name: "flowsvc-controller", namespace: "default" });
+        lease.spec = { ...lease.spec, holderIdentity: "thief", renewTime: new Date() };
+        stealing = await leases.replaceNamespacedLease({ name: "flowsvc-controller", namespace: "default", body: lease }).then(
+          () => false,
+          (err: unknown) => {
+            if ((err as { code?: number }).code !== 409) throw err;
+            return true;
+          },
+        );
+      }
       const stolen = await steppedDown(first, Date.now());
       assert.equal(stolen.code, 1, "a leader that lost its Lease exits 1");
       assert.ok(stolen.after < RENEW_DEADLINE_MS + 1000, `${first.name} stepped down ${stolen.after} ms after the steal`);
