@@ -95,6 +95,7 @@ static int cmd_activity(int argc, char **argv);
 static int cmd_activity_collect(int argc, char **argv);
 static int cmd_activity_wait_all(int argc, char **argv);
 static int cmd_spawn(int argc, char **argv);
+static int cmd_call(int argc, char **argv);
 static int cmd_state(int argc, char **argv);
 static int cmd_emit(int argc, char **argv);
 static int cmd_wait_event(int argc, char **argv);
@@ -133,6 +134,9 @@ static const command COMMANDS[] = {
   {"spawn", "flow spawn <file|-> [--as pipeline|script] [--tag <tag>]...",
    "Submits <file> (- reads stdin) as an independent run and prints its id.",
    "child=$(flow spawn nightly.sh --tag nightly)", cmd_spawn},
+  {"call", "flow call node <kind> [--config <json>] | flow call graph <name> [--input <json>] | flow call graph --definition <file|-> [--input <json>]",
+   "Runs a child graph (one node, a stored graph, or a document), waits for it and prints its output as JSON.",
+   "flow call node emit --config '{\"type\":\"built\"}'", cmd_call},
   {"state", "flow state get <key> | set <key> <value|-> | delete <key> | list [--entity <name>]",
    "Reads and writes state, run-private or project-wide with --entity; set takes JSON or a bare string, - reads stdin.",
    "flow state set version 1.4.2 --entity prod", cmd_state},
@@ -921,6 +925,65 @@ static int cmd_spawn(int argc, char **argv) {
   put_str_field(&req, "filename", from_stdin ? "stdin.sh" : slash ? slash + 1 : file);
   put_str_field(&req, "as", as ? as : "script");
   put_list_field(&req, "tags", tags, ntags);
+  return simple_call(self->name, &req, 1);
+}
+
+/* ---- flow call ----------------------------------------------------------------------------------- */
+
+/* A JSON flag, compacted, as `,"<field>":<json>`; 1 when it is not JSON. */
+static int put_json_flag(buf *req, const char *field, const char *text) {
+  if (!text) return 0;
+  buf_puts(req, ",\"");
+  buf_puts(req, field);
+  buf_puts(req, "\":");
+  return buf_put_json_compact(req, text, strlen(text));
+}
+
+/* The document of --definition <file|->, as definition_b64; 1 when it cannot be read. */
+static int put_definition(buf *req, const char *file) {
+  buf source;
+  buf_init(&source, NULL, 0);
+  if (!strcmp(file, "-")) {
+    if (read_stdin(&source)) return 1;
+  } else {
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      say(2, "error: cannot read ", file, ": ", strerror(errno), NULL);
+      return 1;
+    }
+    int failed = read_all(fd, &source, file);
+    close(fd);
+    if (failed) return 1;
+  }
+  buf_puts(req, ",\"definition_b64\":\"");
+  buf_put_b64(req, (const unsigned char *)source.p, source.len);
+  buf_puts(req, "\"");
+  return 0;
+}
+
+/* Checkpointed by position on the agent's side: a replay prints the recorded output, no new child. */
+static int cmd_call(int argc, char **argv) {
+  const command *self = find_command("call");
+  const char *pos[2] = {NULL, NULL}, *config = NULL, *input = NULL, *definition = NULL;
+  const option opts[] = {
+    {"config", &config, NULL, NULL}, {"input", &input, NULL, NULL}, {"definition", &definition, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+  int npos, node;
+  if (parse_args(self, argc, argv, opts, pos, 2, &npos, NULL)) return 2;
+  if (!pos[0]) return usage_error(self, "expected node or graph, got nothing", NULL);
+  node = !strcmp(pos[0], "node");
+  if (!node && strcmp(pos[0], "graph")) return usage_error(self, "expected node or graph, got ", pos[0]);
+  if (node && (!pos[1] || !*pos[1])) return usage_error(self, "missing node kind", NULL);
+  if (node && (input || definition)) return usage_error(self, "flow call node takes --config only", NULL);
+  if (!node && config) return usage_error(self, "flow call graph takes --input, not --config", NULL);
+  if (!node && (!pos[1]) == (!definition)) return usage_error(self, "give a stored graph's name or --definition <file|->", NULL);
+  if (!agent_socket(self->name)) return 1; /* before stdin is consumed */
+  buf req;
+  buf_init(&req, NULL, 0);
+  req_begin(&req, 1, self->name);
+  if (pos[1]) put_str_field(&req, node ? "node" : "graph", pos[1]);
+  if (put_json_flag(&req, "config", config)) return usage_error(self, "--config is not valid JSON", NULL);
+  if (put_json_flag(&req, "input", input)) return usage_error(self, "--input is not valid JSON", NULL);
+  if (definition && put_definition(&req, definition)) return 1;
   return simple_call(self->name, &req, 1);
 }
 

@@ -16,6 +16,7 @@ import type { OpContext, PendingCall } from "./op-kit.js";
 import { fail, ok, parseRequest } from "./op-kit.js";
 import type { HandlerResult, SocketHandler } from "./socket-server.js";
 import { spawnOp } from "./spawn-op.js";
+import { callOp } from "./call-op.js";
 import { stateOp } from "./state-op.js";
 import { createStepOps } from "./step-ops.js";
 import { lockOp, sleepOp, waitSignalOp } from "./wait-ops.js";
@@ -80,6 +81,7 @@ export const createOpHandler = (context: OpContext): SocketHandler => {
     "activity-collect": (raw) => activityCollectOp(ctx, raw),
     "activity-wait-all": () => activityWaitAllOp(ctx),
     spawn: (raw) => spawnOp(ctx, raw),
+    call: (raw) => callOp(ctx, raw),
     state: (raw) => stateOp(ctx, raw),
   };
 

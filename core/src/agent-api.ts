@@ -133,6 +133,22 @@ export const CallArgsSchemas = {
     as: z.enum(["script", "pipeline"]).default("script"),
     tags: z.array(z.string().min(1).max(128)).max(32).default([]),
   }),
+  /** `flow call`: exactly one of `node` (a kind, with `config`), `graph` (a stored graph's name) or `definition` (a document's JSON text). */
+  call: z
+    .object({
+      node: z.string().min(1).max(128).optional(),
+      config: z.record(z.string(), z.unknown()).optional(),
+      graph: z.string().min(1).max(100).optional(),
+      definition: z
+        .string()
+        .max(1024 * 1024)
+        .optional(),
+      input: z.unknown().optional(),
+    })
+    .strict()
+    .refine((a) => [a.node, a.graph, a.definition].filter((v) => v !== undefined).length === 1, {
+      message: "give exactly one of node, graph or definition",
+    }),
 } as const;
 
 export const CallRequestSchema = z.object({
@@ -148,7 +164,7 @@ export type CallRequest = z.infer<typeof CallRequestSchema>;
  * Results stored in the journal, per kind:
  * sleep `{}`; wait-signal `{payload}` or `{timed_out: true}`; lock `{granted_at}`; unlock `{}`;
  * activity and activity-collect `{stdout_b64, exit}`; activity-submit `{activity_id}`;
- * activity-wait-all `{failed}`; spawn `{run_id}`.
+ * activity-wait-all `{failed}`; spawn `{run_id}`; call `{run_id, status, output, error}` (the child graph run's end).
  */
 export const CallResponseSchema = z.discriminatedUnion("status", [
   z.object({ status: z.literal("done"), entry: JournalEntrySchema }),

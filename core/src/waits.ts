@@ -81,6 +81,8 @@ export const substateOf = (e: {
       return { name: "activities", kind: e.kind };
     case "wait-event":
       return { name: `event:${e.name}#${e.position}`, kind: e.kind };
+    case "call":
+      return { name: `call#${e.position}`, kind: e.kind };
     default:
       return { name: e.name, kind: e.kind };
   }

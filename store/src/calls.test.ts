@@ -187,3 +187,82 @@ void test("collect parks until the child ends, then answers its stdout and exit 
   assert.deepEqual(done.entry.result, { stdout_b64: Buffer.from("hi\n").toString("base64"), exit: 0 });
   await assert.rejects(call(runId, { position: 2, kind: "activity-collect", name: "nope" }), /no activity named "nope"/);
 });
+
+const childrenOf = async (runId: string) =>
+  (
+    await db.pool.query<{ id: string; filename: string; workflow: string; trusted: boolean }>(
+      `select id, filename, workflow, trusted from runs where parent_run_id = $1 order by created_at`,
+      [runId],
+    )
+  ).rows;
+
+void test("call: a one-node child graph run, pending until the child ends; a repeat starts no second child; the end wakes the parent", async () => {
+  const { runId, jobId } = await newRun();
+  const req = { position: 0, kind: "call" as const, args: { node: "emit", config: { type: "x.built" } } };
+  const first = await call(runId, req);
+  assert.equal(first.status, "pending");
+  if (first.status === "pending") assert.deepEqual(first.substate, { name: "call#0", kind: "call" });
+  assert.equal((await call(runId, req)).status, "pending");
+  const children = await childrenOf(runId);
+  assert.deepEqual(
+    children.map((c) => [c.filename, c.workflow, c.trusted]),
+    [["node:emit", "flowsvc-graph/v1", true]],
+  );
+  const nodes = await db.pool.query(`select node_id, type from graph_nodes where run_id = $1`, [children[0]!.id]);
+  assert.deepEqual(nodes.rows, [{ node_id: "call", type: "emit" }]);
+  assert.equal(await withTransaction(db.pool, (tx) => suspendJob(tx, jobId, runId)), "parked");
+  const output = { nodes: { call: { event_id: "evt-1" } } };
+  await withTransaction(db.pool, (tx) => completeRun(tx, children[0]!.id, { status: "succeeded", output }, undefined));
+  assert.equal((await runRow(runId)).status, "queued");
+  const replay = await call(runId, req);
+  assert.equal(replay.status, "done");
+  assert.deepEqual(replay.entry.result, { run_id: children[0]!.id, status: "succeeded", output, error: null });
+  assert.equal((await childrenOf(runId)).length, 1);
+});
+
+void test("call: a failed child answers its error; a stored graph and a definition are children too", async () => {
+  const { runId } = await newRun();
+  const doc = { version: "flowsvc-graph/v1", nodes: [{ id: "a", type: "emit", config: { type: "x.y" } }], edges: [] };
+  await db.pool.query(`insert into graphs (project_id, name, document, source) values ($1, 'stored', $2, $3)`, [
+    projectId,
+    JSON.stringify(doc),
+    JSON.stringify(doc),
+  ]);
+  assert.equal((await call(runId, { position: 1, kind: "call", args: { graph: "stored" } })).status, "pending");
+  assert.equal(
+    (await call(runId, { position: 0, kind: "call", args: { definition: JSON.stringify(doc), input: { n: 1 } } })).status,
+    "pending",
+  );
+  const [child, stored] = (await childrenOf(runId)).sort((a, b) => a.filename.localeCompare(b.filename));
+  assert.deepEqual([child!.filename, stored!.filename], ["call.json", "graph:stored"]);
+  await withTransaction(db.pool, (tx) => completeRun(tx, child!.id, { status: "failed", error: "node a failed: boom" }, undefined));
+  const answer = await call(runId, { position: 0, kind: "call", args: { definition: JSON.stringify(doc), input: { n: 1 } } });
+  assert.equal(answer.status, "done");
+  assert.deepEqual(answer.entry.result, { run_id: child!.id, status: "failed", output: null, error: "node a failed: boom" });
+});
+
+void test("call: refusals name what was wrong and write nothing", async () => {
+  const { runId } = await newRun();
+  const refused = async (args: Record<string, unknown>, code: string, message: RegExp): Promise<void> => {
+    await assert.rejects(call(runId, { position: 0, kind: "call", args }), (err: Error & { code?: string }) => {
+      assert.equal(err.code, code, err.message);
+      assert.match(err.message, message);
+      return true;
+    });
+  };
+  await refused({ node: "emit", graph: "g" }, "invalid_argument", /give exactly one of node, graph or definition/);
+  await refused({}, "invalid_argument", /give exactly one/);
+  await refused({ node: "emit", config: { type: "x" }, extra: 1 }, "invalid_argument", /extra/);
+  await refused({ graph: "nope" }, "not_found", /graph nope not found/);
+  await refused({ definition: '{"version": "flowsvc-graph/v1", "nodes": [' }, "invalid_argument", /line 1/);
+  await refused({ node: "http", config: {} }, "invalid_argument", /nodes\[0\]\.config\.url/);
+  await refused(
+    { node: "http", config: { url: "https://example.test", credential: "absent" } },
+    "invalid_argument",
+    /node call: credential "absent" is missing/,
+  );
+  await refused({ node: "emit", config: { type: "x" }, input: { n: Number.POSITIVE_INFINITY } }, "invalid_argument", /input/);
+  assert.deepEqual(await childrenOf(runId), []);
+  const { rowCount } = await db.pool.query(`select 1 from journal where run_id = $1`, [runId]);
+  assert.equal(rowCount, 0);
+});

@@ -9,6 +9,16 @@ import {
   describeIssues,
   pickInterpreter,
   trustOf,
+  GRAPH_VERSION,
+  assertStorableJson,
+  connectorManifest,
+  graphCredentialRequirements,
+  graphError,
+  parseGraph,
+  parseGraphText,
+  requirementsReport,
+  submitCheck,
+  type GraphDocument,
   type CallRequest,
   type CallResponse,
 } from "@flowsvc/core";
@@ -22,6 +32,9 @@ import { emitEvent, lockEventTypeForWait, setRunCancelOn } from "./emit.js";
 import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { assertPipeline, type CompiledPipeline } from "@flowsvc/core/pipeline";
 import { substateOf, wakeRun } from "./wake.js";
+import { evaluateCall } from "./call-children.js";
+import { readNameHoldings } from "./credentials.js";
+import { getStoredGraph } from "./graphs.js";
 
 interface CallRun {
   id: string;
@@ -100,6 +113,8 @@ const CREATORS: Partial<Record<CallRequest["kind"], (tx: PoolClient, c: NewCall)
   },
   "activity-wait-all": () => Promise.resolve(pending()),
   spawn: async (tx, { run, req }) => done({ run_id: await spawnChild(tx, run, parseArgs("spawn", req.args)) }),
+  call: async (tx, { run, req }) =>
+    pending(undefined, { ...req.args, child_run_id: await startCallChild(tx, run, parseArgs("call", req.args)) }),
   step: () => {
     throw new FlowError("invalid_argument", "steps are recorded with POST /agent/v1/journal");
   },
@@ -169,6 +184,67 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
   return res.id;
 };
 
+type CallArgs = ReturnType<(typeof CallArgsSchemas)["call"]["parse"]>;
+
+/** The graph a `flow call` names: a one-node graph, the stored graph, or the given document; checked as any submitted graph is. */
+const calledGraph = async (
+  tx: PoolClient,
+  run: CallRun,
+  a: CallArgs,
+): Promise<{ graph: GraphDocument; source: string; filename: string }> => {
+  let doc: unknown;
+  let filename = "call.json";
+  if (a.node !== undefined) {
+    doc = { version: GRAPH_VERSION, nodes: [{ id: "call", type: a.node, config: a.config ?? {} }], edges: [] };
+    filename = `node:${a.node}`;
+  } else if (a.graph !== undefined) {
+    const stored = await getStoredGraph(tx, run.project_id, a.graph);
+    if (!stored)
+      throw new FlowError("not_found", `flow call: graph ${a.graph} not found`, { hint: "list stored graphs with `flow graph ls`" });
+    doc = JSON.parse(stored.source);
+    filename = `graph:${stored.name}`;
+  } else {
+    const parsedText = parseGraphText(a.definition ?? "", { manifestOf: connectorManifest });
+    if (!parsedText.ok) throw graphError(parsedText.problems);
+    doc = parsedText.graph;
+  }
+  const parsed = parseGraph(doc, { manifestOf: connectorManifest });
+  if (!parsed.ok) throw graphError(parsed.problems);
+  const requirements = graphCredentialRequirements(parsed.graph, connectorManifest);
+  const holdings = await readNameHoldings(
+    tx,
+    run.project_id,
+    requirements.flatMap((r) => (r.name === null ? [] : [r.name])),
+  );
+  const refused = submitCheck(requirementsReport(requirements, (name) => holdings.get(name)));
+  if (refused) throw refused;
+  return { graph: parsed.graph, source: JSON.stringify(parsed.graph), filename };
+};
+
+/** `flow call`: the child graph run (its parent the calling run, as trusted as it), in the call's transaction. */
+const startCallChild = async (tx: PoolClient, run: CallRun, a: CallArgs): Promise<string> => {
+  const { graph, source, filename } = await calledGraph(tx, run, a);
+  const input = assertStorableJson(a.input ?? {}, "input");
+  const res = await createRun(tx, {
+    id: mintId("run"),
+    projectId: run.project_id,
+    workflow: GRAPH_WORKFLOW,
+    source,
+    interpreter: [],
+    filename,
+    env: {},
+    tags: [],
+    trigger: { type: "call", parent: run.id },
+    idempotencyKey: null,
+    createdBy: null,
+    parentRunId: run.id,
+    trusted: trustOf({ by: "run", run }),
+  });
+  const nodes = graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
+  await insertGraphNodes(tx, res.id, { nodes, input });
+  return res.id;
+};
+
 /** Re-checks a pending entry: it may be resolvable now (a queued signal, a free lease, a finished child). */
 const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boolean): Promise<WaitEntry> => {
   switch (e.kind) {
@@ -188,6 +264,8 @@ const evaluate = async (tx: PoolClient, run: CallRun, e: WaitEntry, fresh: boole
       return evaluateCollect(tx, run.id, e);
     case "activity-wait-all":
       return evaluateWaitAll(tx, run.id, e);
+    case "call":
+      return evaluateCall(tx, run.id, e);
     default:
       return e;
   }

@@ -24,6 +24,7 @@ import {
 import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
 import { findProjectById } from "./tenancy.js";
+import { resolveCallOfChild } from "./call-children.js";
 import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
 import { releaseRunLeases } from "./locks.js";
 import { finishActivity, uncollectedActivities } from "./activities.js";
@@ -275,6 +276,7 @@ export const completeRun = async (db: PoolClient, runId: string, outcome: RunOut
   const { output, error, extra } = outcomeColumns(outcome);
   if (!(await finishRun(db, runId, { status: outcome.status, output, error }))) return false;
   await emitLifecycle(db, { runId, type: `run.${outcome.status}`, extra, publicUrl });
+  await resolveCallOfChild(db, runId);
   return true;
 };
 

@@ -14,7 +14,8 @@ import { readFile, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { ended, ok, runIdIn, runKit } from "./support/runs.js";
+import { ended, ok, runIdIn, runKit, storedLog } from "./support/runs.js";
+import pg from "pg";
 import { waitFor } from "./support/wait.js";
 
 const TOKEN = "graph-Bearer-tok-8812";
@@ -445,4 +446,54 @@ void test("an event node parks until an event its `when` accepts; a declined eve
   ok(await server.cli(["emit", "deploy.ready", "--payload", '{"n":9}']));
   const v = await endsAs(run, "succeeded");
   assert.deepEqual((node(v, "ready").output as { payload: unknown }).payload, { n: 9 });
+});
+
+void test("flow call from a script: a stored graph and a node, each one child run; the replay after a sleep starts none", async () => {
+  const stored = graph([{ id: "e", type: "emit", config: { type: "call.stored", payload: { $expr: "input" } } }]);
+  ok(await server.cli(["graph", "set", "called", await kit.script("called.json", stored)]));
+  const run = await kit.start(
+    "caller.sh",
+    [
+      "#!/bin/sh",
+      "set -e",
+      "a=$(flow call graph called --input '{\"x\":1}')",
+      'echo "A=$a"',
+      'b=$(flow call node emit --config \'{"type":"call.node","payload":{"y":2}}\')',
+      'echo "B=$b"',
+      "flow sleep 1s",
+      'flow output set a="$a" b="$b"',
+      `if err=$(flow call node http --config '{"url":"${peer.url}/status/500/call"}' 2>&1); then exit 3; fi`,
+      'echo "$err"',
+      "",
+    ].join("\n"),
+  );
+  const v = await endsAs(run, "succeeded");
+  const out = v.output as Record<string, string>;
+  assert.match(out["a"]!, /^\{"nodes":\{"e":\{"event_id":"evt-/);
+  assert.match(out["b"]!, /^\{"event_id":"evt-/);
+  const db = new pg.Pool({ connectionString: server.databaseUrl, max: 1 });
+  try {
+    const { rows } = await db.query<{ filename: string; n: number }>(
+      `select filename, count(*)::int as n from runs where parent_run_id = $1 group by filename order by filename`,
+      [run],
+    );
+    // Three calls (the third's child fails: its peer answers 500), each started once across the replay.
+    assert.deepEqual(rows, [
+      { filename: "graph:called", n: 1 },
+      { filename: "node:emit", n: 1 },
+      { filename: "node:http", n: 1 },
+    ]);
+    const { rows: events } = await db.query<{ type: string; payload: unknown }>(
+      `select type, payload from events where type like 'call.%' order by seq`,
+    );
+    assert.deepEqual(events, [
+      { type: "call.stored", payload: { x: 1 } },
+      { type: "call.node", payload: { y: 2 } },
+    ]);
+  } finally {
+    await db.end();
+  }
+  const log = await storedLog(server, run);
+  assert.match(log, /flow: call: child run run-\w+ failed: node call failed: .*500/, log);
+  assert.equal(peer.count("/status/500/call"), 1);
 });

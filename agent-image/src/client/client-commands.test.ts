@@ -66,14 +66,6 @@ forBoth("FLOW_AGENT_SOCKET unset or empty: the call says where flow works and ex
   assert.equal(peer.lines.length, 0);
 });
 
-forBoth("an in-script command this client does not speak yet says so", async (client, peer) => {
-  for (const name of ["call"]) {
-    const r = await runClient(client, peer, [name, "x"]);
-    assert.deepEqual([r.code, r.stderr], [1, `error: flow ${name} is not supported by this version of the in-script client\n`]);
-  }
-  assert.equal(peer.lines.length, 0);
-});
-
 forBoth("usage errors exit 2 with the usage line; --help prints it with an example", async (client, peer) => {
   const STEP = "usage: flow step <name> [--label <text>] -- <cmd...>\n";
   const OUTPUT = "usage: flow output set <key>=<value>...\n";

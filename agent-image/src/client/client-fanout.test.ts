@@ -217,3 +217,48 @@ forBoth(
     );
   },
 );
+
+const definition = scratchPath("child.json");
+writeFileSync(definition, '{"version":"flowsvc-graph/v1","nodes":[],"edges":[]}\n');
+forBoth(
+  "call sends node+config, graph+input or the definition's bytes (JSON flags compacted); prints the output; a failed child exits 1",
+  async (client, peer) => {
+    let r = await runClient(client, peer, ["call", "node", "emit", "--config", '{ "type" : "built" }']);
+    assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, '{"called":"emit"}\n', ""]);
+    r = await runClient(client, peer, ["call", "graph", "deploy", "--input", '{"ref": "main"}']);
+    assert.deepEqual([r.code, r.stdout.toString()], [0, '{"called":"deploy"}\n']);
+    r = await runClient(client, peer, ["call", "graph", "--definition", definition]);
+    assert.deepEqual([r.code, r.stdout.toString()], [0, '{"called":"definition"}\n']);
+    r = await runClient(client, peer, ["call", "graph", "--definition", "-"], { stdin: Buffer.from("{}") });
+    assert.equal(r.code, 0);
+    r = await runClient(client, peer, ["call", "graph", "broken"]);
+    assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [1, "", "flow: call: child run run-child-x failed: node a failed\n"]);
+    assert.deepEqual(peer.lines, [
+      '{"v":2,"id":1,"op":"call","node":"emit","config":{"type":"built"}}',
+      '{"v":2,"id":1,"op":"call","graph":"deploy","input":{"ref":"main"}}',
+      `{"v":2,"id":1,"op":"call","definition_b64":"${b64('{"version":"flowsvc-graph/v1","nodes":[],"edges":[]}\n')}"}`,
+      `{"v":2,"id":1,"op":"call","definition_b64":"${b64("{}")}"}`,
+      '{"v":2,"id":1,"op":"call","graph":"broken"}',
+    ]);
+  },
+);
+
+forBoth("call refuses bad usage with exit 2 and sends nothing", async (client, peer) => {
+  for (const args of [
+    ["call"],
+    ["call", "job", "x"],
+    ["call", "node"],
+    ["call", "node", "emit", "--input", "{}"],
+    ["call", "node", "emit", "--config", "{nope"],
+    ["call", "node", "emit", "--config", '{"a":1e400'],
+    ["call", "graph"],
+    ["call", "graph", "g", "--definition", "-"],
+    ["call", "graph", "g", "--config", "{}"],
+    ["call", "graph", "g", "--input", "[1,]"],
+  ]) {
+    const r = await runClient(client, peer, args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, /^error: flow call: .*\nusage: flow call node/, args.join(" "));
+  }
+  assert.equal(peer.lines.length, 0);
+});

@@ -153,6 +153,10 @@ export class ProtocolPeer {
     },
     spawn: () => ({ ok: true, stdout_b64: Buffer.from(`run-child-${++this.spawned}\n`).toString("base64") }),
     state: (r) => this.stateOp(r),
+    call: (r) =>
+      r.graph === "broken"
+        ? { ok: true, exit: 1, stderr: "flow: call: child run run-child-x failed: node a failed\n" }
+        : { ok: true, stdout_b64: Buffer.from(`${JSON.stringify({ called: r.node ?? r.graph ?? "definition" })}\n`).toString("base64") },
   };
 
   private documented(request: PeerRequest): PeerAnswer {

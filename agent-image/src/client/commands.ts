@@ -48,6 +48,7 @@ export const COMMANDS: Readonly<Partial<Record<InScriptCommandName, () => Promis
   "activity-collect": async () => (await import("./activity.js")).activityCollectCommand,
   "activity-wait-all": async () => (await import("./activity.js")).activityWaitAllCommand,
   spawn: async () => (await import("./spawn.js")).spawnCommand,
+  call: async () => (await import("./call.js")).callCommand,
   state: async () => (await import("./state.js")).stateCommand,
   emit: async () => (await import("./emit.js")).emitCommand,
   "wait-event": async () => (await import("./wait-event.js")).waitEventCommand,
