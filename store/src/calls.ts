@@ -12,11 +12,9 @@ import {
   GRAPH_VERSION,
   assertStorableJson,
   connectorManifest,
-  graphCredentialRequirements,
   graphError,
   parseGraph,
   parseGraphText,
-  requirementsReport,
   submitCheck,
   type GraphDocument,
   type CallRequest,
@@ -33,7 +31,7 @@ import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { assertPipeline, type CompiledPipeline } from "@flowsvc/core/pipeline";
 import { substateOf, wakeRun } from "./wake.js";
 import { evaluateCall } from "./call-children.js";
-import { readNameHoldings } from "./credentials.js";
+import { graphRequirements } from "./credentials.js";
 import { getStoredGraph } from "./graphs.js";
 
 interface CallRun {
@@ -210,13 +208,7 @@ const calledGraph = async (
   }
   const parsed = parseGraph(doc, { manifestOf: connectorManifest });
   if (!parsed.ok) throw graphError(parsed.problems);
-  const requirements = graphCredentialRequirements(parsed.graph, connectorManifest);
-  const holdings = await readNameHoldings(
-    tx,
-    run.project_id,
-    requirements.flatMap((r) => (r.name === null ? [] : [r.name])),
-  );
-  const refused = submitCheck(requirementsReport(requirements, (name) => holdings.get(name)));
+  const refused = submitCheck(await graphRequirements(tx, run.project_id, parsed.graph));
   if (refused) throw refused;
   return { graph: parsed.graph, source: JSON.stringify(parsed.graph), filename };
 };

@@ -8,6 +8,11 @@ import type { Pool, PoolClient } from "pg";
 import {
   FlowError,
   USABLE_ACCOUNT_STATUSES,
+  connectorManifest,
+  graphCredentialRequirements,
+  requirementsReport,
+  type GraphDocument,
+  type RequirementsReport,
   credentialFromSealedText,
   type AccountStatus,
   credentialToSealedText,
@@ -381,4 +386,24 @@ export const readNameHoldings = async (db: Db, projectId: string, names: readonl
     });
   }
   return out;
+};
+
+/**
+ * A graph's requirements report against what its project holds: the one reader behind the report
+ * route, the submit-time check (core's submitCheck of this report) and `flow call`'s child check.
+ * `manifestOf` is core's connector manifests unless a test gives its own.
+ */
+export const graphRequirements = async (
+  db: Db,
+  projectId: string,
+  graph: GraphDocument,
+  manifestOf: Parameters<typeof graphCredentialRequirements>[1] = connectorManifest,
+): Promise<RequirementsReport> => {
+  const requirements = graphCredentialRequirements(graph, manifestOf);
+  const holdings = await readNameHoldings(
+    db,
+    projectId,
+    requirements.flatMap((r) => (r.name === null ? [] : [r.name])),
+  );
+  return requirementsReport(requirements, (name) => holdings.get(name));
 };

@@ -10,7 +10,7 @@
  * is committed (a trigger endpoint's answer adds the `run_id` it started). The event's type is `graph.<graph>.<node>.delivery` (or `.<config.event_type>`); an unknown
  * endpoint is a 404.
  */
-import type { FastifyPluginCallback, FastifyRequest } from "fastify";
+import type { FastifyPluginCallback } from "fastify";
 import { EMIT_BODY_LIMIT, FlowError, assertStorableJson, redactSecretQuery, trustOf } from "@flowsvc/core";
 import type { PoolClient } from "pg";
 import {
@@ -23,7 +23,7 @@ import {
   type IngestGraphEndpoint,
 } from "@flowsvc/store";
 import type { IngestDeps } from "../deps.js";
-import { HOOK_SECRET_HEADER } from "./hook-ingest.js";
+import { bodyValue, presentedSecret, queryObject } from "./hook-ingest.js";
 import { api } from "../openapi/route-doc.js";
 
 /** Where a graph endpoint takes deliveries. */
@@ -34,28 +34,6 @@ const SECRET_HELP =
   "send the endpoint's secret (printed once by `flow graph set`) in the X-Flow-Hook-Secret header, or in the secret query parameter";
 
 type Target = { org: string; project: string; graph: string; node: string };
-
-const presentedSecret = (req: FastifyRequest, query: URLSearchParams): string | undefined => {
-  const h = req.headers[HOOK_SECRET_HEADER];
-  return (typeof h === "string" ? h : undefined) ?? query.get("secret") ?? undefined;
-};
-
-const queryObject = (query: URLSearchParams): Record<string, string> => {
-  const out: Record<string, string> = {};
-  for (const [k, v] of query) if (k !== "secret" && !(k in out)) out[k] = v;
-  return out;
-};
-
-/** A JSON body keeps its types, an empty body is `{}`, anything else arrives verbatim as a string. */
-const bodyValue = (raw: Buffer): unknown => {
-  if (raw.length === 0) return {};
-  const text = raw.toString("utf8");
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
-  }
-};
 
 /**
  * A trigger endpoint's delivery starts a run of the graph as it is stored now, its input the event

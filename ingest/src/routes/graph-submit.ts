@@ -12,11 +12,9 @@ import {
   GRAPH_LIMITS,
   assertStorableJson,
   connectorManifest,
-  graphCredentialRequirements,
   graphError,
   parseGraph,
   parseGraphText,
-  requirementsReport,
   submitCheck,
   trustOf,
   type GraphDocument,
@@ -26,7 +24,7 @@ import {
   getStoredGraph,
   joinRunGroup,
   mintId,
-  readNameHoldings,
+  graphRequirements,
   setRunCancelOn,
   submitGraphRun,
   withTransaction,
@@ -99,14 +97,11 @@ const documentOf = async (pool: Pool, scope: Scope, body: GraphSubmission): Prom
 };
 
 /**
- * core's submit-time check against what the project holds (store's readNameHoldings, the requirements
+ * core's submit-time check against what the project holds (store's graphRequirements, the requirements
  * report's reader too): throws when a credential is missing or of the wrong kind, or a connected account needs reconnecting.
  */
 const checkCredentials = async (pool: Pool, projectId: string, graph: GraphDocument): Promise<void> => {
-  const requirements = graphCredentialRequirements(graph, connectorManifest);
-  const names = requirements.flatMap((r) => (r.name === null ? [] : [r.name]));
-  const holdings = await readNameHoldings(pool, projectId, names);
-  const refused = submitCheck(requirementsReport(requirements, (name) => holdings.get(name)));
+  const refused = submitCheck(await graphRequirements(pool, projectId, graph));
   if (refused) throw refused;
 };
 

@@ -20,14 +20,12 @@ import {
   GRAPH_NAME_MAX,
   assertGraphName,
   connectorManifest,
-  graphCredentialRequirements,
   graphError,
   parseGraph,
-  requirementsReport,
   type GraphEndpointWrite,
   type ManifestInfo,
 } from "@flowsvc/core";
-import { getStoredGraph, graphSaveProblems, listGraphEndpoints, listStoredGraphs, readNameHoldings } from "@flowsvc/store";
+import { getStoredGraph, graphSaveProblems, listGraphEndpoints, listStoredGraphs, graphRequirements } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
@@ -147,13 +145,7 @@ const requirementsRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: M
       const name = nameOf(req);
       const g = await getStoredGraph(deps.pool, scope.projectId, name);
       if (!g) throw notFound(scope, name);
-      const reqs = graphCredentialRequirements(g.document, manifestOf);
-      const holdings = await readNameHoldings(
-        deps.pool,
-        scope.projectId,
-        reqs.flatMap((r) => (r.name === null ? [] : [r.name])),
-      );
-      return requirementsReport(reqs, (n) => holdings.get(n));
+      return graphRequirements(deps.pool, scope.projectId, g.document, manifestOf);
     },
   );
 };

@@ -40,20 +40,20 @@ const SECRET_HELP =
   "send the hook's secret in the X-Flow-Hook-Secret header (or, when headers cannot be set, in the secret query parameter)";
 
 /** The sender's secret: the header, else the `secret` query parameter. */
-const presentedSecret = (req: FastifyRequest, query: URLSearchParams): string | undefined => {
+export const presentedSecret = (req: FastifyRequest, query: URLSearchParams): string | undefined => {
   const h = req.headers[HOOK_SECRET_HEADER];
   return (typeof h === "string" ? h : undefined) ?? query.get("secret") ?? undefined;
 };
 
 /** Query values as strings (the first of a repeated name), without the secret. */
-const queryObject = (query: URLSearchParams): Record<string, string> => {
+export const queryObject = (query: URLSearchParams): Record<string, string> => {
   const out: Record<string, string> = {};
   for (const [k, v] of query) if (k !== "secret" && !(k in out)) out[k] = v;
   return out;
 };
 
 /** A JSON body keeps its types, an empty body is `{}`, anything else arrives verbatim as a string. */
-const bodyValue = (raw: Buffer): unknown => {
+export const bodyValue = (raw: Buffer): unknown => {
   if (raw.length === 0) return {};
   const text = raw.toString("utf8");
   try {
