@@ -72,7 +72,7 @@ const invalid = (source: string, message: string, offset?: number): FlowError =>
   });
 
 /** The index of the last character of the string literal opening at `i` (CEL: '', "", triple, raw r""). */
-const endOfString = (source: string, i: number): number => {
+export const endOfString = (source: string, i: number): number => {
   const c = source[i]!;
   const quote = source.startsWith(c.repeat(3), i) ? c.repeat(3) : c;
   const raw = /[rR]/.test(source[i - 1] ?? "");

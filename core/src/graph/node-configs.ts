@@ -11,7 +11,7 @@
 import { z } from "zod";
 import { credentialNameProblem } from "../credentials/kinds.js";
 import { MAX_DECLARED_CREDENTIALS, credentialMapProblems } from "../credentials/resolve.js";
-import { parseDuration } from "../duration.js";
+import { DurationText } from "../duration-schema.js";
 import { FlowError } from "../errors.js";
 import { assertEmittable, validateEventType } from "../events.js";
 import { parseApprovalFields } from "./approval-fields.js";
@@ -69,18 +69,7 @@ const strOrExpr = (rule?: (s: string) => string | undefined) =>
     if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
   });
 
-const durationProblem = (text: string): string | undefined => {
-  try {
-    parseDuration(text);
-    return undefined;
-  } catch (error) {
-    return (error as Error).message;
-  }
-};
-const duration = z.string().superRefine((v, ctx) => {
-  const p = durationProblem(v);
-  if (p !== undefined) ctx.addIssue({ code: "custom", message: p });
-});
+const duration = DurationText;
 
 const flowErrorProblem = (fn: () => unknown): string | undefined => {
   try {

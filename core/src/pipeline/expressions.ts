@@ -5,7 +5,7 @@
  * and `env` becomes a map literal of the job's literal env values. A text with holes becomes a graph
  * `{"$template"}` (or `{"$expr"}` when the text is one hole).
  */
-import { compileCel } from "../cel.js";
+import { compileCel, endOfString } from "../cel.js";
 import { FlowError } from "../errors.js";
 
 /** The variables a pipeline expression may read. */
@@ -30,16 +30,6 @@ export const splitHoles = (text: string): HolePart[] => {
   }
   if (at < text.length) parts.push({ text: text.slice(at) });
   return parts;
-};
-
-/** The index of the last character of the CEL string literal opening at `i`. */
-const endOfString = (source: string, i: number): number => {
-  const c = source[i]!;
-  const quote = source.startsWith(c.repeat(3), i) ? c.repeat(3) : c;
-  const raw = /[rR]/.test(source[i - 1] ?? "");
-  let j = i + quote.length;
-  for (; j < source.length && !source.startsWith(quote, j); j++) if (!raw && source[j] === "\\") j++;
-  return j + quote.length - 1;
 };
 
 const IDENT_START = /[A-Za-z_]/;

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { credentialMapProblems } from "../credentials/resolve.js";
-import { parseDuration } from "../duration.js";
+import { DurationText } from "../duration-schema.js";
 import { FlowError } from "../errors.js";
 import { validateEventType } from "../events.js";
 
@@ -38,18 +38,7 @@ const JOB_ID_RULE = "must be 1-48 characters from [A-Za-z0-9_-], starting with a
 export const CONCURRENCY_POLICIES = ["queue", "cancel-running"] as const;
 export type ConcurrencyPolicy = (typeof CONCURRENCY_POLICIES)[number];
 
-const durationProblem = (text: string): string | undefined => {
-  try {
-    parseDuration(text);
-    return undefined;
-  } catch (error) {
-    return (error as Error).message;
-  }
-};
-const duration = z.string().superRefine((v, ctx) => {
-  const p = durationProblem(v);
-  if (p !== undefined) ctx.addIssue({ code: "custom", message: p });
-});
+const duration = DurationText;
 
 /** An event type by core's rule (1-64 of [A-Za-z0-9._-]). */
 const eventType = z.string().superRefine((v, ctx) => {
