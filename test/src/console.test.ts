@@ -101,6 +101,7 @@ void test("a run's log streams into the page live, masked, and the status turns 
   await page.locator("#log .log-row", { hasText: "after-go" }).waitFor({ timeout: 15_000 });
   await page.locator(`.run-head [data-run-status="${id}"]`, { hasText: "succeeded" }).waitFor({ timeout: 15_000 });
   assert.equal((await page.locator("#log .log-row").count()) < 200, true, "only rows in view are in the DOM");
+  await page.locator("#cancel").waitFor({ state: "detached", timeout: 15_000 }); // a run that ended offers no Cancel
   if (process.env.FLOWSVC_CONSOLE_SCREENSHOTS) {
     await page.screenshot({ path: join(process.env.FLOWSVC_CONSOLE_SCREENSHOTS, "console-run.png") });
   }

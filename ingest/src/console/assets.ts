@@ -23,6 +23,9 @@ export const CLIENT_JS = String.raw`"use strict";
       el.textContent = status;
       el.className = "status status-" + status;
     });
+    // A run that ended while its page was open can no longer be cancelled: its button goes too.
+    var cancel = document.getElementById("cancel");
+    if (TERMINAL[status] && cancel && cancel.form) cancel.form.remove();
   }
   function liveRuns(table) {
     var url = table.getAttribute("data-live-runs");
