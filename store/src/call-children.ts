@@ -3,6 +3,7 @@
  * pending until its child graph run ends. `completeRun` calls `resolveCallOfChild` in the child's
  * terminal transaction: the parent's entry gets the child's end and the parent is woken.
  */
+import { isTerminalStatus } from "@flowsvc/core";
 import type { PoolClient } from "pg";
 import { resolveEntry, type WaitEntry } from "./journal-entries.js";
 import { wakeRun } from "./wake.js";
@@ -15,8 +16,6 @@ export interface CallResult {
   error: string | null;
 }
 
-const TERMINAL = ["succeeded", "failed", "cancelled"];
-
 /** The child's end, or undefined while it runs. */
 export const childEnd = async (tx: PoolClient, childRunId: string): Promise<CallResult | undefined> => {
   const { rows } = await tx.query<{ status: string; output: unknown; error: string | null }>(
@@ -25,7 +24,7 @@ export const childEnd = async (tx: PoolClient, childRunId: string): Promise<Call
   );
   const r = rows[0];
   if (!r) return { run_id: childRunId, status: "failed", output: null, error: `child run ${childRunId} is gone` };
-  return TERMINAL.includes(r.status) ? { run_id: childRunId, status: r.status, output: r.output, error: r.error } : undefined;
+  return isTerminalStatus(r.status) ? { run_id: childRunId, status: r.status, output: r.output, error: r.error } : undefined;
 };
 
 /** A pending `call` entry of a parent: resolved when its child has ended. */

@@ -19,6 +19,8 @@ import {
   type Reaction,
   type RunRequest,
   reactionNodeGraph,
+  TERMINAL_STATUSES_SQL,
+  isTerminalStatus,
 } from "@flowsvc/core";
 import { assertPipeline } from "@flowsvc/core/pipeline";
 import { getStoredGraph } from "./graphs.js";
@@ -230,15 +232,14 @@ const cancelOnEvents = async (tx: PoolClient, deliveries: readonly Delivery[]): 
   const { rows } = await tx.query<{ id: string; type: string }>(
     `select distinct on (r.id) r.id, d.type from runs r
        join unnest($1::text[], $2::text[], $3::text[]) as d(project_id, type, key) on r.project_id = d.project_id
-      where r.cancel_on is not null and r.status not in ('succeeded', 'failed', 'cancelled')
+      where r.cancel_on is not null and r.status not in (${TERMINAL_STATUSES_SQL})
         and d.type = any(r.cancel_on) and (d.key is null or r.trigger->>'key' is null or r.trigger->>'key' = d.key)
       order by r.id`,
     [deliveries.map((d) => d.input.projectId), deliveries.map((d) => d.input.type), deliveries.map((d) => d.input.key)],
   );
   for (const r of rows) {
     const { rows: live } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [r.id]);
-    if (live[0] && !["succeeded", "failed", "cancelled"].includes(live[0].status))
-      await cancelRun(tx, r.id, `cancel_on: an event of type ${r.type} arrived`, undefined);
+    if (live[0] && !isTerminalStatus(live[0].status)) await cancelRun(tx, r.id, `cancel_on: an event of type ${r.type} arrived`, undefined);
   }
 };
 

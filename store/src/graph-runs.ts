@@ -6,7 +6,7 @@
  * `flowsvc_graphs` with the run id: the controller's graph driver advances the run on it.
  */
 import type { Pool, PoolClient } from "pg";
-import { FlowError, assertStorableJson, formatDuration, type GraphScope, type ValueMasker } from "@flowsvc/core";
+import { FlowError, assertStorableJson, formatDuration, type GraphScope, type ValueMasker, TERMINAL_STATUSES_SQL } from "@flowsvc/core";
 import { mintId } from "./mint.js";
 
 type Db = Pool | PoolClient;
@@ -326,7 +326,7 @@ export const expireNodeJobs = async (tx: PoolClient, runId: string): Promise<str
 export const graphRunsNeedingWork = async (db: Db, owner: string): Promise<string[]> => {
   const { rows } = await db.query<{ run_id: string }>(
     `select distinct n.run_id from graph_nodes n join runs r on r.id = n.run_id
-      where r.status not in ('succeeded', 'failed', 'cancelled')
+      where r.status not in (${TERMINAL_STATUSES_SQL})
         and ((n.status = 'pending' and n.not_before is not null and n.not_before <= now())
           or (n.status = 'running' and n.mode = 'inline' and n.owner is distinct from $1)
           or (n.status = 'running' and n.mode = 'job' and n.job ? 'timeout_ms'
@@ -398,7 +398,7 @@ export const graphScope = async (db: Db, runId: string): Promise<GraphScope> => 
 /** Every graph run not yet ended (the driver's sweep at start and after a lost LISTEN connection: a nudge sent meanwhile is gone). */
 export const liveGraphRuns = async (db: Db): Promise<string[]> => {
   const { rows } = await db.query<{ id: string }>(
-    `select id from runs where workflow = '${GRAPH_WORKFLOW}' and status not in ('succeeded', 'failed', 'cancelled') order by created_at limit 10000`,
+    `select id from runs where workflow = '${GRAPH_WORKFLOW}' and status not in (${TERMINAL_STATUSES_SQL}) order by created_at limit 10000`,
   );
   return rows.map((r) => r.id);
 };

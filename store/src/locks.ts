@@ -1,5 +1,5 @@
 import type { PoolClient } from "pg";
-import { decideLease, grantsAtOnce, leaseToRelease } from "@flowsvc/core";
+import { decideLease, grantsAtOnce, leaseToRelease, TERMINAL_STATUSES_SQL } from "@flowsvc/core";
 import { resolveEntry } from "./journal-entries.js";
 import { wakeRun } from "./wake.js";
 
@@ -108,7 +108,7 @@ export const joinRunGroup = async (
     const { rows } = await tx.query<{ run_id: string }>(
       `select distinct l.run_id from lock_leases l join runs r on r.id = l.run_id
         where l.project_id = $1 and l.grp = $2 and l.position = $3 and l.released_at is null and l.run_id <> $4
-          and r.status not in ('succeeded', 'failed', 'cancelled')
+          and r.status not in (${TERMINAL_STATUSES_SQL})
         order by l.run_id`,
       [g.projectId, g.grp, RUN_GROUP_POSITION, g.runId],
     );

@@ -12,11 +12,11 @@
  * `cacheMs` (5 s): several scrapers or replicas cost Postgres one grouped count each, not one per
  * series.
  */
+import { RUN_STATUSES } from "@flowsvc/core";
 import type { Pool } from "pg";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 /** The run statuses every scrape reports (0 when none), so a series never disappears. */
-const RUN_STATUSES = ["queued", "running", "parked", "succeeded", "failed", "cancelled"] as const;
 
 /** Why a hook delivery was refused: a fixed list; anything else is counted as its error code. */
 export const HOOK_REFUSAL_REASONS = ["no_secret", "wrong_secret", "no_signature", "bad_signature"] as const;

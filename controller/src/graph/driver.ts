@@ -26,6 +26,7 @@ import {
   type GraphNode,
   type GraphScope,
   type NodeStatus,
+  TERMINAL_STATUSES_SQL,
 } from "@flowsvc/core";
 import {
   GRAPH_CHANNEL,
@@ -393,7 +394,7 @@ export class GraphDriver {
     await expireNodeJobs(tx, run.id);
     const { rows: children } = await tx.query<{ node_id: string; attempt: number; status: string; output: unknown; error: string | null }>(
       `select n.node_id, n.attempt, c.status, c.output, c.error from graph_nodes n join runs c on c.id = n.child_run_id
-        where n.run_id = $1 and n.status = 'running' and n.mode = 'child' and c.status in ('succeeded', 'failed', 'cancelled')`,
+        where n.run_id = $1 and n.status = 'running' and n.mode = 'child' and c.status in (${TERMINAL_STATUSES_SQL})`,
       [run.id],
     );
     for (const c of children) {

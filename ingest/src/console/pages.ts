@@ -1,10 +1,9 @@
 /** The console's pages as pure functions of what the user API answered (routes.ts fetches it). */
+import { RUN_STATUSES, isTerminalStatus } from "@flowsvc/core";
 import type { RunView } from "@flowsvc/store";
 import { csrfField, esc, h, md, text, type Html } from "./html.js";
 
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
-
-export const STATUSES = ["queued", "running", "parked", "succeeded", "failed", "cancelled"] as const;
+export const STATUSES = RUN_STATUSES;
 
 export interface Scoped {
   org: string;
@@ -149,7 +148,7 @@ export const runPage = (s: Scoped, d: RunPageData): Html => {
 <p class="run-head">${status(run.status, run.id)} ${run.filename} · attempt ${run.attempt} · created ${when(run.created_at)}${
     run.tags.length ? h` · tags ${run.tags.join(", ")}` : ""
   }</p>
-${TERMINAL.has(run.status) ? "" : h`<form method="post" action="${runUrl}/cancel" class="inline">${csrfField(s.csrf)}<button type="submit" id="cancel">Cancel run</button></form>`}
+${isTerminalStatus(run.status) ? "" : h`<form method="post" action="${runUrl}/cancel" class="inline">${csrfField(s.csrf)}<button type="submit" id="cancel">Cancel run</button></form>`}
 ${run.error ? h`<p class="error">${run.error}</p>` : ""}
 ${d.gates ?? ""}
 <section aria-labelledby="h-log"><h2 id="h-log">Log</h2>

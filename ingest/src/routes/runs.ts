@@ -10,6 +10,7 @@ import {
   trustOf,
   type RunRequest,
   type ValueMasker,
+  RUN_STATUSES,
 } from "@flowsvc/core";
 import {
   GRAPH_WORKFLOW,
@@ -36,7 +37,7 @@ import { PipelineSubmission, isPipelineSubmission, submitPipeline } from "./pipe
 const SubmitSchema = RunSubmission;
 
 const ListQuery = z.object({
-  status: z.enum(["queued", "running", "parked", "succeeded", "failed", "cancelled"]).optional(),
+  status: z.enum(RUN_STATUSES).optional(),
   tag: z.string().max(128).optional(),
   /** Only the runs this handler started. */
   handler: z.string().max(128).optional(),
