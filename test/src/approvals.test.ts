@@ -160,7 +160,11 @@ void test("a gate cleared by flow approve with typed fields: refused without the
 void test("a running job cannot clear its own gate: flow approve, its environment's values and a claimed job token are all refused", async () => {
   // The job runs beside the gate in the same graph run, and reports what it tried.
   const source = [
-    'out=$(flow approve "$FLOW_WORKFLOW_ID" gate --field reason=self 2>&1) && echo "APPROVE-OK $out" || echo "APPROVE-REFUSED $out"',
+    // The in-script client alone (PATH holds only its directory): it has no approve and no user CLI to hand it to.
+    'inscript=$(dirname "$(command -v flow)")',
+    'out=$(PATH="$inscript" FLOW_USER_CLI= flow approve "$FLOW_WORKFLOW_ID" gate --field reason=self 2>&1) && echo "APPROVE-OK $out" || echo "APPROVE-REFUSED $out"',
+    // The user CLI installed beside it, pointed at the server: it has no user token to send.
+    'out=$(FLOW_USER_CLI="{{ input.cli }}" FLOWSVC_URL="{{ input.url }}" FLOWSVC_CONFIG=/nonexistent flow approve "$FLOW_WORKFLOW_ID" gate --field reason=self 2>&1) && echo "USER-CLI-OK $out" || echo "USER-CLI-REFUSED $out"',
     `node -e '
       const url = process.argv[1] + "/api/v1/orgs/default/projects/default/runs/" + process.env.FLOW_WORKFLOW_ID + "/approvals/gate";
       const tokens = Object.values(process.env).filter((v) => v && !/[\\r\\n]/.test(v));
@@ -177,12 +181,13 @@ void test("a running job cannot clear its own gate: flow approve, its environmen
     { id: "gate", type: "approval", config: { prompt: "only a person", fields: FIELDS } },
     { id: "sneak", type: "code", config: { source: { $template: source } } },
   ]);
-  const run = await submitGraph("sneak", doc, { url: server.url });
+  const run = await submitGraph("sneak", doc, { url: server.url, cli: join(REPO_ROOT, "cli", "bin", "flow.js") });
   await waitFor("the job to finish", async () => node(await view(run), "sneak").status === "success", 30_000);
   const v = await view(run);
   const stdout = String(node(v, "sneak").output?.["stdout"]);
   // Inside a job `flow` is the in-script client: it has no approve, and the job has no user token to give it.
-  assert.match(stdout, /APPROVE-REFUSED error: the flow user CLI is not installed here/);
+  assert.match(stdout, /^APPROVE-REFUSED error: the flow user CLI is not installed here/m);
+  assert.match(stdout, /^USER-CLI-REFUSED error: .*(token|401|unauthenticated)/im);
   assert.match(stdout, /HTTP-CODES 401$/m);
 
   // A job token taken from a claim: live on the agent API, refused on the approvals route, every time.
