@@ -982,8 +982,12 @@ static int cmd_call(int argc, char **argv) {
   req_begin(&req, 1, self->name);
   if (pos[1]) put_str_field(&req, node ? "node" : "graph", pos[1]);
   if (put_json_flag(&req, "config", config)) return usage_error(self, "--config is not valid JSON", NULL);
-  if (put_json_flag(&req, "input", input)) return usage_error(self, "--input is not valid JSON", NULL);
+  /* definition_b64 goes before input (the transcript's order); --input is checked before stdin is read. */
+  buf in;
+  buf_init(&in, NULL, 0);
+  if (put_json_flag(&in, "input", input)) return usage_error(self, "--input is not valid JSON", NULL);
   if (definition && put_definition(&req, definition)) return 1;
+  buf_put(&req, in.p, in.len);
   return simple_call(self->name, &req, 1);
 }
 

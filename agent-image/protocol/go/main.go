@@ -36,6 +36,14 @@ func (c sdkCall) arg(i int) json.RawMessage {
 	return nil
 }
 
+// rawOrNil is an optional argument: nil (none) when absent.
+func rawOrNil(raw json.RawMessage) any {
+	if raw == nil {
+		return nil
+	}
+	return raw
+}
+
 func (c sdkCall) opts() []flowsvc.Option {
 	var out []flowsvc.Option
 	if raw, ok := c.Options["label"]; ok {
@@ -102,6 +110,12 @@ func run(ctx context.Context, c sdkCall) (any, error) {
 			payload = raw
 		}
 		return flowsvc.Emit(ctx, text(c.arg(0)), payload, c.opts()...)
+	case "callNode":
+		return flowsvc.CallNode(ctx, text(c.arg(0)), rawOrNil(c.arg(1)))
+	case "callGraph":
+		return flowsvc.CallGraph(ctx, text(c.arg(0)), rawOrNil(c.arg(1)))
+	case "callDefinition":
+		return flowsvc.CallDefinition(ctx, []byte(text(c.arg(0))), rawOrNil(c.arg(1)))
 	default:
 		return runState(ctx, c)
 	}

@@ -65,6 +65,26 @@ func TestRefusedBeforeAnythingIsSent(t *testing.T) {
 	if err := SleepText(ctx, "  "); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("SleepText of blanks: %v", err)
 	}
+	if _, err := CallNode(ctx, "", nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("CallNode without a kind: %v", err)
+	}
+	for _, config := range []any{[]int{1}, "text", 1e300, json.RawMessage(`[{"a":1}]`)} {
+		if _, err := CallNode(ctx, "emit", config); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("CallNode with config %v: %v", config, err)
+		}
+	}
+	if _, err := CallGraph(ctx, "deploy", map[string]any{"f": func() {}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("CallGraph with an input that is not JSON: %v", err)
+	}
+	if _, err := CallGraph(ctx, "", nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("CallGraph without a name: %v", err)
+	}
+	if _, err := CallDefinition(ctx, nil, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("CallDefinition without a document: %v", err)
+	}
+	if _, err := CallGraph(ctx, "deploy", nil); err == nil || errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("CallGraph(deploy) is sent (and cannot reach the agent): %v", err)
+	}
 }
 
 func TestWithoutTheAgentSocket(t *testing.T) {

@@ -9,6 +9,7 @@ its folder on sys.path) and::
     report = flowsvc.step_fn("report", lambda: {"version": version, "ok": True})
     flowsvc.sleep("5m")
     answer = flowsvc.wait_signal("approve", timeout="1h")   # None when the wait timed out
+    deployed = flowsvc.call_graph("deploy", {"ref": version})   # a stored graph's output
     flowsvc.state.set("last-version", version, entity="deploys")
 
 The SDK talks to the flowsvc agent over the Unix socket named by FLOW_AGENT_SOCKET (socket
@@ -22,7 +23,8 @@ ends the script's process group, and a later pass replays the script from the to
 blocks on the socket until then.
 
 Errors: an agent refusal raises FlowError(code, message); a step (or step_fn) whose command
-failed raises StepFailed, a FlowError with exit_code and stdout.
+failed raises StepFailed, a FlowError with exit_code and stdout; a call_node/call_graph whose child run
+failed raises FlowError("call_failed", <the child's error>).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ __all__ = [
     "sleep",
     "wait_signal",
     "emit",
+    "call_node",
+    "call_graph",
+    "call_definition",
     "state",
     "duration_text",
 ]
@@ -427,6 +432,65 @@ def emit(type: str, payload: Any = None, key: Optional[str] = None) -> str:  # n
         answer = conn.call("emit", type=type, key=key, payload=payload)
     event_id = answer.get("event_id")
     return event_id if isinstance(event_id, str) and event_id else _stdout_text(answer).strip()
+
+
+# ---- calls ---------------------------------------------------------------------------------------
+
+
+def _call_outcome(answer: Dict[str, Any]) -> Any:
+    """The child run's output parsed from JSON; a failed or cancelled child raises call_failed."""
+    exit_code = _exit_of(answer)
+    if exit_code != 0:
+        text = _stderr_message(answer) or ""
+        text = text[len("flow: call: "):] if text.startswith("flow: call: ") else text
+        raise FlowError("call_failed", text or "the called run failed (exit code {})".format(exit_code), exit_code)
+    text = _stdout_text(answer).strip()
+    return _parse_json_or_text(text) if text else None
+
+
+def _call_child(**fields: Any) -> Any:
+    with _Connection() as conn:
+        return _call_outcome(conn.call("call", **fields))
+
+
+def _non_empty(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise FlowError("invalid_argument", "{} must be a non-empty string".format(what), 2)
+    return value
+
+
+def call_node(kind: str, config: Optional[Dict[str, Any]] = None) -> Any:
+    """Runs one node of `kind` with `config` (a dict) as a child run, waits for it and returns the
+    node's output (`flow call node <kind> --config <json>`). The run parks until the child ends; the
+    call is checkpointed by position, so a replay returns the recorded output and starts no child.
+    A failed or cancelled child raises FlowError("call_failed", <its error>) with exit 1."""
+    _non_empty("call_node's kind", kind)
+    if config is not None and not isinstance(config, dict):
+        raise TypeError("call_node's config must be a dict (a JSON object)")
+    return _call_child(node=kind, config=config)
+
+
+def call_graph(name: str, input: Any = None) -> Any:  # noqa: A002 - the CLI's word
+    """Runs the stored graph `name` with `input` (a JSON-serialisable value) as a child run and
+    returns its output (`flow call graph <name> --input <json>`); as call_node otherwise."""
+    return _call_child(graph=_non_empty("call_graph's name", name), input=input)
+
+
+def call_definition(definition: Union[str, bytes, Dict[str, Any]], input: Any = None) -> Any:  # noqa: A002
+    """Runs a graph document (its JSON text, or the document as a dict) with `input` as a child run
+    and returns its output (`flow call graph --definition <file> --input <json>`); the server checks
+    it as any submitted graph. As call_node otherwise."""
+    if isinstance(definition, dict):
+        data = _json_text(definition).encode("utf-8")
+    elif isinstance(definition, str):
+        data = definition.encode("utf-8")
+    elif isinstance(definition, bytes):
+        data = definition
+    else:
+        raise TypeError("call_definition takes the graph document as JSON text or a dict")
+    if not data:
+        raise FlowError("invalid_argument", "call_definition's document must not be empty", 2)
+    return _call_child(definition_b64=base64.b64encode(data).decode("ascii"), input=input)
 
 
 # ---- state ---------------------------------------------------------------------------------------

@@ -4,7 +4,19 @@
  * `{"throws": {code, exit, message}}`. Run as `node sdk-driver.js '<SdkCall JSON>'` with
  * FLOW_AGENT_SOCKET set; agent-image/protocol/sdk_driver.py is the same for the Python SDK.
  */
-import { FlowError, StepFailed, emit, sleep, state, step, stepFn, waitSignal } from "../sdk/flowsvc.js";
+import {
+  FlowError,
+  StepFailed,
+  callDefinition,
+  callGraph,
+  callNode,
+  emit,
+  sleep,
+  state,
+  step,
+  stepFn,
+  waitSignal,
+} from "../sdk/flowsvc.js";
 import type { Json, JsonObject, SdkCall } from "./transcript.js";
 
 type Call = (args: readonly Json[], options: JsonObject, fn: () => unknown) => Promise<unknown>;
@@ -17,6 +29,9 @@ const CALLS: Readonly<Record<string, Call>> = {
   sleep: (a) => sleep(a[0] as string | number),
   waitSignal: (a, o) => waitSignal(text(a[0]), o),
   emit: (a, o) => emit(text(a[0]), a[1], o),
+  callNode: (a) => callNode(text(a[0]), a[1] as JsonObject | undefined),
+  callGraph: (a) => callGraph(text(a[0]), a[1]),
+  callDefinition: (a) => callDefinition(text(a[0]), a[1]),
   "state.get": (a, o) => state.get(text(a[0]), o),
   "state.set": (a, o) => state.set(text(a[0]), a[1], o),
   "state.delete": (a, o) => state.delete(text(a[0]), o),

@@ -39,7 +39,7 @@ export type SdkOutcome =
 
 /** An SDK call, the same in every language: options are the TypeScript options object, the Python keyword arguments (the Go and Rust drivers map them). */
 export interface SdkCall {
-  /** step, stepFn, sleep, waitSignal, emit, state.get, state.set, state.delete, state.list. */
+  /** step, stepFn, sleep, waitSignal, emit, callNode, callGraph, callDefinition, state.get, state.set, state.delete, state.list. */
   readonly call: string;
   readonly args: readonly Json[];
   readonly options?: JsonObject;

@@ -1,6 +1,6 @@
 /**
  * flowsvc SDK for TypeScript and JavaScript scripts run by flowsvc: durable steps, sleeps, signal
- * waits, events and state, over the agent's Unix socket (FLOW_AGENT_SOCKET, socket protocol v2:
+ * waits, events, calls of child graph runs and state, over the agent's Unix socket (FLOW_AGENT_SOCKET, socket protocol v2:
  * one JSON line each way; docs/internals.md). Node built-ins only.
  *
  *   import { step, stepFn, sleep, waitSignal, state } from "./flowsvc.js";
@@ -451,6 +451,56 @@ export const emit = async (type: string, payload?: unknown, options: EmitOptions
   const answer = await Connection.with((c) => c.call("emit", { type, key: options.key, payload }));
   const id = answer["event_id"];
   return typeof id === "string" && id ? id : stdoutText(answer).trim();
+};
+
+// ---- calls --------------------------------------------------------------------------------------
+
+/** A failed or cancelled child run: the agent's stderr without its `flow: call: ` prefix, thrown as call_failed. */
+const callOutcome = <T>(answer: Answer): T => {
+  const exit = exitOf(answer);
+  if (exit !== 0) {
+    const text = (stderrMessage(answer) ?? "").replace(/^flow: call: /, "");
+    throw new FlowError("call_failed", text || `the called run failed (exit code ${exit})`, exit);
+  }
+  const text = stdoutText(answer).trim();
+  return (text ? parseJsonOrText(text) : null) as T;
+};
+
+const callChild = async <T>(fields: Record<string, unknown>): Promise<T> =>
+  callOutcome<T>(await Connection.with((c) => c.call("call", fields)));
+
+const nonEmpty = (what: string, value: unknown): string => {
+  if (typeof value !== "string" || !value) throw new FlowError("invalid_argument", `${what} must be a non-empty string`, 2);
+  return value;
+};
+
+/**
+ * Runs one node of `kind` with `config` (a JSON object) as a child run, waits for it and answers the
+ * node's output (`flow call node <kind> --config <json>`). The run parks until the child ends; the
+ * call is checkpointed by position, so a replay answers the recorded output and starts no child. A
+ * failed or cancelled child throws FlowError `call_failed` (exit 1) with the child's error.
+ */
+export const callNode = async <T = unknown>(kind: string, config?: Record<string, unknown>): Promise<T> => {
+  const node = nonEmpty("callNode's kind", kind);
+  if (config !== undefined && config !== null && !isObject(config)) throw new TypeError("callNode's config must be a JSON object");
+  return callChild<T>({ node, config });
+};
+
+/** Runs the stored graph `name` with `input` (a JSON value) as a child run and answers its output (`flow call graph <name> --input <json>`); as callNode otherwise. */
+export const callGraph = async <T = unknown>(name: string, input?: unknown): Promise<T> =>
+  callChild<T>({ graph: nonEmpty("callGraph's name", name), input });
+
+/**
+ * Runs a graph document (its JSON text, or the document as an object) with `input` as a child run
+ * and answers its output (`flow call graph --definition <file> --input <json>`); the server checks
+ * it as any submitted graph. As callNode otherwise.
+ */
+export const callDefinition = async <T = unknown>(definition: string | Record<string, unknown>, input?: unknown): Promise<T> => {
+  if (typeof definition !== "string" && !isObject(definition))
+    throw new TypeError("callDefinition takes the graph document as JSON text or an object");
+  const text = typeof definition === "string" ? definition : JSON.stringify(definition);
+  nonEmpty("callDefinition's document", text);
+  return callChild<T>({ definition_b64: Buffer.from(text, "utf8").toString("base64"), input });
 };
 
 // ---- state --------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-//! flowsvc: durable steps, sleeps, signal waits, events and state for Rust programs run by flowsvc,
-//! over the agent's Unix socket (`FLOW_AGENT_SOCKET`, socket protocol v2: one JSON line each way).
+//! flowsvc: durable steps, sleeps, signal waits, events, calls of child graph runs and state for Rust
+//! programs run by flowsvc, over the agent's Unix socket (`FLOW_AGENT_SOCKET`, socket protocol v2: one
+//! JSON line each way).
 //! No dependencies outside `std`.
 //!
 //! ```no_run
@@ -68,6 +69,11 @@ impl Error {
     /// A step (or step_fn) that failed, first pass or replayed.
     pub fn is_step_failed(&self) -> bool {
         self.code == "step_failed"
+    }
+
+    /// A call (`call_node`, `call_graph`, `call_definition`) whose child run failed or was cancelled.
+    pub fn is_call_failed(&self) -> bool {
+        self.code == "call_failed"
     }
 }
 
@@ -336,6 +342,74 @@ pub fn emit(event_type: &str, payload: Option<&Json>, key: Option<&str>) -> Resu
     }
 }
 
+// ---- calls --------------------------------------------------------------------------------------
+
+/// Runs one node of `kind` with `config` (a JSON object; `None`: none) as a child run, waits for it
+/// and returns the node's output (`flow call node <kind> --config <json>`). The run parks until the
+/// child ends; the call is checkpointed by position, so a replay returns the recorded output and
+/// starts no child. A failed or cancelled child is an `Error` with code "call_failed", exit 1 and the
+/// child's error as its message (`is_call_failed()`).
+pub fn call_node(kind: &str, config: Option<&Json>) -> Result<Json> {
+    if kind.is_empty() {
+        return Err(invalid(Some(2), "call_node's kind must be a non-empty string".into()));
+    }
+    let config = call_value("config", config)?;
+    if let Some(c) = &config {
+        if !matches!(c, Json::Object(_)) {
+            return Err(invalid(Some(2), format!("call_node's config must be a JSON object, got {}", c)));
+        }
+    }
+    call_child(&[Field::text("node", Some(kind)), Field::json("config", config)])
+}
+
+/// Runs the stored graph `name` with `input` (`None`: none) as a child run and returns its output
+/// (`flow call graph <name> --input <json>`); as `call_node` otherwise.
+pub fn call_graph(name: &str, input: Option<&Json>) -> Result<Json> {
+    if name.is_empty() {
+        return Err(invalid(Some(2), "call_graph's name must be a non-empty string".into()));
+    }
+    let input = call_value("input", input)?;
+    call_child(&[Field::text("graph", Some(name)), Field::json("input", input)])
+}
+
+/// Runs a graph document (its JSON text) with `input` as a child run and returns its output (`flow
+/// call graph --definition <file> --input <json>`); the server checks it as any submitted graph. As
+/// `call_node` otherwise.
+pub fn call_definition(definition: &str, input: Option<&Json>) -> Result<Json> {
+    if definition.is_empty() {
+        return Err(invalid(Some(2), "call_definition's document must not be empty".into()));
+    }
+    let input = call_value("input", input)?;
+    call_child(&[Field::text("definition_b64", Some(&base64::encode(definition.as_bytes()))), Field::json("input", input)])
+}
+
+/// An optional JSON argument as a request field: `None` for none or null; refused when JSON cannot hold it (NaN).
+fn call_value(what: &str, value: Option<&Json>) -> Result<Option<Json>> {
+    match value {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => {
+            v.to_json().map_err(|e| invalid(Some(2), format!("the {} is not JSON: {}", what, e)))?;
+            Ok(Some(v.clone()))
+        }
+    }
+}
+
+fn call_child(fields: &[Field<'_>]) -> Result<Json> {
+    let answer = Conn::open()?.call("call", fields)?;
+    match wire::exit_of(&answer) {
+        0 => {}
+        exit => {
+            let text = wire::stderr_message(&answer).unwrap_or_default();
+            let text = text.strip_prefix("flow: call: ").unwrap_or(&text);
+            let message = if text.is_empty() { format!("the called run failed (exit code {})", exit) } else { text.to_string() };
+            return Err(Error::new("call_failed", message).with_exit(exit));
+        }
+    }
+    let text = wire::stdout_text(&answer)?;
+    let text = text.trim();
+    Ok(if text.is_empty() { Json::Null } else { wire::json_or_text(text) })
+}
+
 // ---- state --------------------------------------------------------------------------------------
 
 /// Key-value state: private to the run, or project-wide under an `entity`. Not checkpointed: every
@@ -414,6 +488,14 @@ mod tests {
         assert_eq!(wait_signal("event:deploy.done", None).unwrap_err().code, "invalid_argument");
         assert_eq!(step("build", &[]).unwrap_err().code, "invalid_argument");
         assert_eq!(sleep_text(" ").unwrap_err().code, "invalid_argument");
+        assert_eq!(call_node("", None).unwrap_err().code, "invalid_argument");
+        for config in [Json::from(vec![1]), Json::from("text"), Json::Number(1e300)] {
+            assert_eq!(call_node("emit", Some(&config)).unwrap_err().code, "invalid_argument", "{}", config);
+        }
+        assert_eq!(call_graph("deploy", Some(&Json::Number(f64::NAN))).unwrap_err().code, "invalid_argument");
+        assert_eq!(call_graph("", None).unwrap_err().code, "invalid_argument");
+        assert_eq!(call_definition("", None).unwrap_err().code, "invalid_argument");
+        assert_eq!(call_graph("deploy", Some(&Json::Null)).unwrap_err().code, "agent_unreachable");
         assert_eq!(step("build", &["true"]).unwrap_err().code, "agent_unreachable");
     }
 
