@@ -5,7 +5,8 @@
  * First against a scripted agent socket in this process (what the SDKs send, byte for byte: the
  * version, ids, fields, the step body's environment, the 2 MiB limit, the v2 check of a bounded
  * wait), then end to end through the real server and agent: steps that run once across a parking
- * sleep, stepFn, signal waits and a timed-out wait, state.
+ * sleep, stepFn, signal waits and a timed-out wait, state, calls of a stored graph and a node whose
+ * child runs start once across a replay.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -15,6 +16,7 @@ import { createServer } from "node:net";
 import type { Server } from "node:net";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import pg from "pg";
 import { REPO_ROOT, startTestServer } from "./support/server.js";
 import type { CliResult, TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
@@ -633,6 +635,26 @@ await attempt("deleted", () => flowsvc.state.get("obj"));
 `,
 };
 
+/** Calls (issue 11 item 5): a stored graph, a node, a node whose child fails; then a sleep, so every call is replayed. */
+const CALLS: Record<Lang["name"], (d: string) => string> = {
+  python: (d) => `
+open(${JSON.stringify(d)} + "/passes", "a").write("pass\\n")
+attempt("graph", lambda: flowsvc.call_graph("sdk-called-python", {"x": 1}))
+attempt("node", lambda: flowsvc.call_node("emit", {"type": "sdk.call.python", "payload": {"y": 2}}))
+attempt("failed", lambda: flowsvc.call_node("http", {"url": "http://127.0.0.1:1/refused"}))
+flowsvc.sleep("1s")
+out("after", True)
+`,
+  typescript: (d) => `
+appendFileSync(${JSON.stringify(d)} + "/passes", "pass\\n");
+await attempt("graph", () => flowsvc.callGraph("sdk-called-typescript", { x: 1 }));
+await attempt("node", () => flowsvc.callNode("emit", { type: "sdk.call.typescript", payload: { y: 2 } }));
+await attempt("failed", () => flowsvc.callNode("http", { url: "http://127.0.0.1:1/refused" }));
+await flowsvc.sleep("1s");
+out("after", true);
+`,
+};
+
 void describe("SDKs through the real server and agent", () => {
   let server: TestServer;
 
@@ -712,6 +734,63 @@ void describe("SDKs through the real server and agent", () => {
       for (const g of go) assert.deepEqual(g, { ok: { n: 1, s: "x" } });
       assert.deepEqual(values.get("never"), [{ ok: null }], "the bounded wait timed out to null");
       assert.deepEqual(values.get("done"), [true]);
+    });
+
+    void test(`${lang.name}: callGraph and callNode print the child's output; the replay after a sleep starts no second child`, async () => {
+      const stored = {
+        version: "flowsvc-graph/v1",
+        nodes: [{ id: "e", type: "emit", config: { type: `sdk.stored.${lang.name}`, payload: { $expr: "input" } } }],
+        edges: [],
+      };
+      const file = join(dir, `called-${lang.name}.json`);
+      await writeFile(file, JSON.stringify(stored));
+      const set = await server.cli(["graph", "set", `sdk-called-${lang.name}`, file]);
+      assert.equal(set.code, 0, set.stdout + set.stderr);
+      const d = await scriptDir(`calls-${lang.name}-`, dir);
+      // Submitted, then followed: the log names the child runs, so the run id is taken from the submit alone.
+      const { run } = await submit(lang, `calls-${lang.name}`, CALLS[lang.name](d), false);
+      const r = await server.cli(["follow", run], { timeoutMs: 90_000 });
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      // Each call parks the run until its child ends, and the sleep once more: five passes.
+      const passes = await lines(join(d, "passes"));
+      assert.equal(passes, 5, "each call and the sleep parked the run, and the script was replayed after each");
+      const values = printed(r.stdout);
+      const replayed = (key: string, times: number): unknown => {
+        const all = values.get(key) ?? [];
+        assert.equal(all.length, times, `${key}: printed on every pass after its child ended\n${r.stdout}`);
+        for (const v of all) assert.deepEqual(v, all[0], `${key}: every replay returned the recorded output`);
+        return all[0];
+      };
+      const graph = replayed("graph", 4) as { ok: { nodes: { e: { event_id: string } } } };
+      assert.match(graph.ok.nodes.e.event_id, /^evt-/, JSON.stringify(graph));
+      assert.match((replayed("node", 3) as { ok: { event_id: string } }).ok.event_id, /^evt-/);
+      const failed = replayed("failed", 2) as { error: string; message: string };
+      assert.equal(failed.error, "call_failed");
+      assert.match(failed.message, /^child run run-\w+ failed: /);
+      assert.deepEqual(values.get("after"), [true]);
+
+      const db = new pg.Pool({ connectionString: server.databaseUrl, max: 1 });
+      try {
+        const children = await db.query<{ filename: string; n: number }>(
+          "select filename, count(*)::int as n from runs where parent_run_id = $1 group by filename order by filename",
+          [run],
+        );
+        assert.deepEqual(children.rows, [
+          { filename: `graph:sdk-called-${lang.name}`, n: 1 },
+          { filename: "node:emit", n: 1 },
+          { filename: "node:http", n: 1 },
+        ]);
+        const events = await db.query<{ type: string; payload: unknown }>(
+          "select type, payload from events where type in ($1, $2) order by seq",
+          [`sdk.stored.${lang.name}`, `sdk.call.${lang.name}`],
+        );
+        assert.deepEqual(events.rows, [
+          { type: `sdk.stored.${lang.name}`, payload: { x: 1 } },
+          { type: `sdk.call.${lang.name}`, payload: { y: 2 } },
+        ]);
+      } finally {
+        await db.end();
+      }
     });
 
     void test(`${lang.name}: state set, get, list and delete`, async () => {
