@@ -234,3 +234,50 @@ echo never
   assert.throws(() => process.kill(pid, 0), "the script's process is gone");
   assert.equal(await exists(join(env["XDG_STATE_HOME"]!, "flowsvc", "local", "runs", id)), false);
 });
+
+void test("what only a server runs is refused with the `flow submit` that runs it: call (hostile names too), emit, wait-event, spawn --as pipeline; a pipeline never reaches bash", async () => {
+  await writeFile(join(work, "child.yaml"), "version: flowsvc/pipeline/v1\njobs: {}\n");
+  const r = await flowRun(
+    await script(
+      "needs-server.sh",
+      [
+        'flow call graph deploy --input \'{"a":1}\' || echo "rc=$?"',
+        "flow call graph '../../etc/passwd' || echo \"rc=$?\"",
+        "flow call graph '%2e%2e%2f%00' || echo \"rc=$?\"",
+        'flow call node \'LD_PRELOAD=/tmp/x.so\' --config \'{"url":"http://127.0.0.1:1"}\' || echo "rc=$?"',
+        "flow call graph --definition - <<'DOC' || echo \"rc=$?\"",
+        '{"version":"flowsvc-graph/v1","nodes":[],"edges":[]}',
+        "DOC",
+        'flow emit built || echo "rc=$?"',
+        'flow wait-event deploy.done || echo "rc=$?"',
+        'flow spawn --as pipeline child.yaml || echo "rc=$?"',
+        "echo done",
+        "",
+      ].join("\n"),
+    ),
+  );
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, `${"rc=1\n".repeat(8)}done\n`, r.stderr);
+  const refusal = (what: string, why: string): string =>
+    `error: ${what} needs a flowsvc server (${why}): run the script on one with \`flow submit needs-server.sh\``;
+  const noBus = "a local run has no event bus or graphs";
+  assert.deepEqual(
+    r.stderr.split("\n").filter((l) => l.startsWith("error:")),
+    [
+      ...Array.from({ length: 5 }, () => refusal("flow call", noBus)),
+      refusal("flow emit", noBus),
+      refusal("flow wait-event", noBus),
+      refusal("flow spawn --as pipeline", "a local run spawns scripts only"),
+    ],
+  );
+
+  const yaml = await flowRun("child.yaml");
+  assert.equal(yaml.code, 2);
+  assert.equal(yaml.stdout, "");
+  assert.equal(
+    yaml.stderr,
+    "error: flow run runs scripts; child.yaml is a pipeline, which runs on a flowsvc server: flow submit child.yaml\n" +
+      "check it with `flow check child.yaml`, then submit it with `flow submit child.yaml --follow` (start a server with `flow server`); --interpreter runs the file as a script\n",
+    "refused before a local run starts: bash never sees the YAML",
+  );
+});

@@ -10,6 +10,7 @@ import { scopedPath, withApi } from "./context.js";
 import type { CommandDeps } from "./context.js";
 import { followRun } from "./follow.js";
 import { collectEnv, collectList, examples, parseRetryFlag, splitInterpreter } from "./options.js";
+import { isGraphSubmit, isPipelineSubmit } from "../document-kind.js";
 import { readSource } from "../read-source.js";
 
 interface SubmitOptions {
@@ -50,13 +51,7 @@ export const submitBody = (file: string, source: string, opts: BodyOptions): Rec
   ...(opts.retry === undefined ? {} : { retry: opts.retry }),
 });
 
-/** A `.json` file, or `--as graph`: the file is a graph document (`flowsvc-graph/v1`). */
-export const isGraphSubmit = (file: string, as: string | undefined): boolean =>
-  as === "graph" || (as === undefined && file.toLowerCase().endsWith(".json"));
-
-/** `--as pipeline|yaml`, or a `.yaml`/`.yml` file without `--as`: the file is a pipeline (`flowsvc/pipeline/v1`). */
-export const isPipelineSubmit = (file: string, as: string | undefined): boolean =>
-  as === "pipeline" || as === "yaml" || (as === undefined && /\.ya?ml$/i.test(file));
+export { isGraphSubmit, isPipelineSubmit };
 
 /**
  * The graph (or pipeline) submit body: `{as: "graph"|"pipeline", source, filename, input?, idempotency_key?, tags}`

@@ -12,7 +12,8 @@
  *   timeout (`{timed_out: true}`); lock queues on a lock file (lock-queue.ts), held until unlock
  *   or the run's end; activities run as local processes (local-activities.ts); spawn starts
  *   another local run in the background (local-spawn.ts); state is local-state.ts.
- * - wait-event, emit and call need the event bus and graphs of a server: refused.
+ * - wait-event, emit and call need the event bus and graphs of a server: refused (needsServer: the
+ *   message names the `flow submit` that runs the script on one, since the script prints only it).
  * - log writes the chunks straight to the terminal (there is nothing to mask).
  */
 import { join } from "node:path";
@@ -37,6 +38,7 @@ import type { SpawnRequest } from "./local-spawn.js";
 import { LocalState } from "./local-state.js";
 import { acquireLock } from "./lock-queue.js";
 import type { HeldLock } from "./lock-queue.js";
+import { needsServer } from "./needs-server.js";
 import { waitForSignal } from "./signal-spool.js";
 
 /** Where the run's output goes: the terminal. A promise holds the script back until written. */
@@ -51,6 +53,8 @@ export interface LocalBackendOptions {
   /** The script and how to run it. */
   readonly source: string;
   readonly filename: string;
+  /** The file as `flow run` was given it: what a refusal tells the user to `flow submit`. */
+  readonly file?: string;
   readonly interpreter: readonly string[];
   /** `--env` values: the claim's env (there are no secrets locally). */
   readonly env: Readonly<Record<string, string>>;
@@ -222,9 +226,7 @@ export class LocalBackend implements AgentBackend {
       case "spawn":
         return this.#spawn(argsOf("spawn", body.args));
       default:
-        throw new FlowError("invalid_argument", `flow ${body.kind} needs a flowsvc server: a local run has no event bus or graphs`, {
-          hint: "submit the script to a server (flow submit), or leave the call out of local runs",
-        });
+        throw needsServer(`flow ${body.kind}`, "a local run has no event bus or graphs", this.#o.file ?? this.#o.filename);
     }
   }
 
@@ -248,6 +250,8 @@ export class LocalBackend implements AgentBackend {
   }
 
   async #spawn(req: SpawnRequest): Promise<unknown> {
+    if (req.as !== "script")
+      throw needsServer(`flow spawn --as ${req.as}`, "a local run spawns scripts only", this.#o.file ?? this.#o.filename);
     const spawned = await spawnLocalRun(req, { stateDir: this.#o.stateDir, cwd: this.#o.cwd, env: this.#o.spawnEnv });
     await this.#o.output.stderr(`flow: spawned local run ${spawned.runId} in the background; its output goes to ${spawned.logFile}\n`);
     return { run_id: spawned.runId };

@@ -63,9 +63,13 @@ const startChild = async (
 
 export const spawnLocalRun = async (req: SpawnRequest, options: LocalSpawnOptions): Promise<SpawnedRun> => {
   if (req.as !== "script") {
-    throw new FlowError("invalid_argument", `flow spawn --as ${req.as}: pipelines are not available in this version`, {
-      hint: "spawn a script (the default)",
-    });
+    throw new FlowError(
+      "invalid_argument",
+      `flow spawn --as ${req.as}: a local run spawns scripts only; a pipeline runs on a flowsvc server`,
+      {
+        hint: "spawn a script (the default), or flow submit the parent to a server",
+      },
+    );
   }
   const runId = newId("run", Date.now(), randomBytes(10));
   const run = localRunDir(options.stateDir, runId);

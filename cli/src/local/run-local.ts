@@ -24,6 +24,7 @@ import { createLocalRunDir, localRunDir, readLocalJournal, removeLocalRunDir } f
 import type { LocalRunDir } from "./local-run-dir.js";
 import { terminalDiagnostics } from "./print-local.js";
 import type { LocalTerminal } from "./print-local.js";
+import { isGraphSubmit, isPipelineSubmit, shownFile } from "../document-kind.js";
 import { readSource } from "../read-source.js";
 
 export interface LocalRunOptions {
@@ -87,8 +88,27 @@ const exitGuard = (run: LocalRunDir, pgidFile: string): (() => void) => {
   return () => process.off("exit", onExit);
 };
 
+/**
+ * A graph (.json) or a pipeline (.yaml/.yml) is a document a server runs: `flow run` would hand it
+ * to bash. Refused before it is read, unless `--interpreter` says how to run the file.
+ */
+const refuseDocument = (file: string, interpreter: string | undefined): void => {
+  if (interpreter !== undefined) return;
+  const kind = isPipelineSubmit(file, undefined) ? "a pipeline" : isGraphSubmit(file, undefined) ? "a graph" : undefined;
+  if (kind === undefined) return;
+  const shown = shownFile(file);
+  throw new FlowError(
+    "invalid_argument",
+    `flow run runs scripts; ${shown} is ${kind}, which runs on a flowsvc server: flow submit ${shown}`,
+    {
+      hint: `check it with \`flow check ${shown}\`, then submit it with \`flow submit ${shown} --follow\` (start a server with \`flow server\`); --interpreter runs the file as a script`,
+    },
+  );
+};
+
 /** Runs the file; answers the exit status for `flow run` (the script's, or 128+n after a signal). */
 export const runLocal = async (options: LocalRunOptions): Promise<number> => {
+  refuseDocument(options.file, options.interpreter);
   const scriptPath = resolve(options.cwd, options.file);
   const source = await readSource(scriptPath);
   const interpreter = pickInterpreter(scriptPath, options.interpreter);
@@ -105,6 +125,7 @@ export const runLocal = async (options: LocalRunOptions): Promise<number> => {
     stateDir,
     source,
     filename: basename(scriptPath),
+    file: options.file,
     interpreter,
     env,
     cwd: options.cwd,
