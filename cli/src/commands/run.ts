@@ -34,8 +34,9 @@ export const runCommand = (deps: CommandDeps): Command =>
       )}
 Local runs keep their state in $XDG_STATE_HOME/flowsvc/local (default ~/.local/state/flowsvc/local):
 signals, locks (first come, first served between local runs), entity state (--entity), and the
-logs of runs started by \`flow spawn\`, which run in the background. wait-event, emit and call need
-a server.
+logs of runs started by \`flow spawn\`, which run in the background. wait-event, emit, call and
+spawn --as pipeline need a server, and so do pipeline (.yaml) and graph (.json) files: flow run
+refuses them, naming the \`flow submit <file>\` that runs them on one.
 `,
     )
     .action(async (file: string, opts: RunOptions) => {
