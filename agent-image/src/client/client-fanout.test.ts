@@ -255,6 +255,7 @@ forBoth("call refuses bad usage with exit 2 and sends nothing", async (client, p
     ["call", "graph", "g", "--definition", "-"],
     ["call", "graph", "g", "--config", "{}"],
     ["call", "graph", "g", "--input", "[1,]"],
+    ["call", "graph", "--definition", "-", "--input", "[1,]"],
   ]) {
     const r = await runClient(client, peer, args);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
