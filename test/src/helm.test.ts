@@ -275,7 +275,7 @@ test("the Deployments' env: the contract's variables, the downward API, Secrets 
   }
 });
 
-test("connected accounts: off by default; the providers JSON from a Secret by reference in both Deployments; a redirect that is not https refused", async () => {
+test("connected accounts: off by default; the providers JSON from a Secret by reference in both Deployments, the redirect from publicUrl", async () => {
   const envOf = (objs: Obj[], name: string): Obj =>
     Object.fromEntries(
       (find(objs, "Deployment", name, "flowsvc").spec.template.spec.containers[0].env as Obj[]).map((e) => [e.name as string, e]),
@@ -317,7 +317,9 @@ test("connected accounts: off by default; the providers JSON from a Secret by re
     0,
     "the chart never makes that Secret",
   );
+});
 
+test("connected accounts: a redirect URI that is not https, inline providers, bad Secret names are refused; no client secret echoed", async () => {
   // The in-cluster default publicUrl is http: the servers would refuse to start, so the chart refuses to render.
   const http = await helm([
     "template",
