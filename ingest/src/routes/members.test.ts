@@ -113,3 +113,16 @@ test("removing a granter disables every account they granted here, at once; a jo
   const after = (await ask(t, "GET", `${t.project.base}/accounts`, { as: "viewer" })).body as Array<{ name: string; status: string }>;
   assert.equal(after.find((a) => a.name === "mo-gh")?.status, "disabled", "coming back does not revive a grant: reconnect it");
 });
+
+test("two admins removing each other at once: one goes, the project keeps an admin", async () => {
+  assert.equal((await setRole("mo", "admin")).status, 200);
+  const [byMo, byAda] = await Promise.all([
+    ask(t, "DELETE", `${members}/ada`, { as: "member" }),
+    ask(t, "DELETE", `${members}/mo`, { as: "admin" }),
+  ]);
+  assert.equal([byMo.status, byAda.status].filter((s) => s === 200).length, 1, `${byMo.text} / ${byAda.text}`);
+  const { rows } = await t.db.pool.query<{ n: string }>(`select count(*) as n from memberships where project_id = $1 and role = 'admin'`, [
+    t.project.projectId,
+  ]);
+  assert.equal(Number(rows[0]!.n), 1);
+});
