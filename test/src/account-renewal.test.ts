@@ -206,7 +206,7 @@ void test("a disabled account is never refreshed, even when due; one disabled wh
   const { key, refresh } = await dueAccount(peer, "off");
   assert.equal(await disableAccount(db.pool, key), true);
   await db.pool.query(`update accounts set refresh_after = now() - interval '1 hour' where name = $1`, [key.name]);
-  assert.deepEqual(await renewDueAccounts(depsFor([p]), "loop-a"), []);
+  await renewDueAccounts(depsFor([p]), "loop-a"); // a pass over every due account (other tests' accounts may be due too)
   assert.equal(await renewAccount(depsFor([p]), key, "loop-a"), "skipped");
   assert.equal(peer.presented.get(refresh), undefined, "the disabled account's refresh token was never sent");
 
