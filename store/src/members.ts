@@ -3,7 +3,7 @@
  * admins (ingest/src/routes/members.ts, `flow member`). A project always keeps one admin: the last
  * one can be neither demoted nor removed, checked under a lock on the project's admin rows so two
  * admins removing each other at once cannot both succeed. Removing a member disables, in the same
- * transaction, every connected account they granted in the project (the trigger of migration 017).
+ * transaction, every connected account they granted in the project (the trigger of migration 018).
  */
 import type { Pool, PoolClient } from "pg";
 import { FlowError, type ProjectRole } from "@flowsvc/core";
@@ -83,7 +83,7 @@ export const setMemberRole = async (
 
 /**
  * Removes a user from the project; answers the connected accounts of the project they granted that
- * were usable and are now `disabled` (migration 017's trigger, in this transaction). not_found when
+ * were usable and are now `disabled` (migration 018's trigger, in this transaction). not_found when
  * the user is no member; conflict when they are its last admin.
  */
 export const removeMember = async (pool: Pool, f: { project: ProjectRef; user: string }): Promise<{ user: string; disabled: string[] }> =>
