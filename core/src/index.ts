@@ -31,3 +31,4 @@ export * from "./resources/index.js";
 export * from "./credentials/index.js";
 export * from "./graph/index.js";
 export * from "./accounts/index.js";
+export * from "./members.js";

@@ -13,6 +13,7 @@ import { agentListRoutes } from "./routes/agents.js";
 import { approvalRoutes } from "./routes/approvals.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { accountRoutes } from "./routes/accounts.js";
+import { memberRoutes } from "./routes/members.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
 import { graphEndpointRoutes } from "./routes/graph-endpoints.js";
@@ -90,6 +91,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     secretRoutes,
     credentialRoutes,
     accountRoutes,
+    memberRoutes,
     signalRoutes,
     approvalRoutes,
     eventRoutes,

@@ -150,11 +150,43 @@ void test("the claim resolves an account like a credential; a status other than 
   assert.ok(!r.ok && /connected account "use" is in_doubt: reconnect it/.test(r.problems.join()), JSON.stringify(r));
   await db.pool.query(`update accounts set status = 'refreshing' where name = 'use'`);
   assert.equal((await resolve("use")).ok, true, "refreshing is still usable");
-  await db.pool.query(`delete from memberships where user_id = $1`, [userId]);
+  // The second line: a granter who is no member (however that came about) is found at use and disabled.
+  const stranger = mintId("usr");
+  await db.pool.query(`insert into users (id, name) values ($1, 'stranger')`, [stranger]);
+  await db.pool.query(`update accounts set granter_id = $1 where name = 'use'`, [stranger]);
   const gone = await resolve("use");
   assert.ok(!gone.ok && /is disabled/.test(gone.problems.join()), JSON.stringify(gone));
   assert.equal((await listAccounts(db.pool, scope.projectId)).find((a) => a.name === "use")?.status, "disabled");
-  await db.pool.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'member')`, [scope.projectId, userId]);
+});
+
+void test("a granter who leaves disables their accounts in that transaction: a membership deleted, or the user; a project deleted takes its accounts", async () => {
+  const leaver = mintId("usr");
+  await db.pool.query(`insert into users (id, name) values ($1, 'leaver')`, [leaver]);
+  await db.pool.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'member')`, [scope.projectId, leaver]);
+  await saveGrantedAccount(db.pool, keyring, grant("left-1", { granterId: leaver }));
+  await saveGrantedAccount(db.pool, keyring, grant("stays", { granterId: userId }));
+  const statusOf = async (name: string) => (await listAccounts(db.pool, scope.projectId)).find((a) => a.name === name)?.status;
+  await db.pool.query(`delete from memberships where user_id = $1`, [leaver]);
+  assert.equal(await statusOf("left-1"), "disabled", "disabled by the delete itself, before any use");
+  const { rows } = await db.pool.query<{ refresh_after: Date | null }>(`select refresh_after from accounts where name = 'left-1'`);
+  assert.equal(rows[0]?.refresh_after, null, "never renewed");
+  assert.equal(await statusOf("stays"), "active");
+
+  await db.pool.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'member')`, [scope.projectId, leaver]);
+  await saveGrantedAccount(db.pool, keyring, grant("left-2", { granterId: leaver }));
+  await db.pool.query(`delete from users where id = $1`, [leaver]);
+  assert.equal(await statusOf("left-2"), "disabled", "a user's deletion disables what they granted");
+  assert.equal(await statusOf("stays"), "active");
+
+  const other = await createTestProject(db.pool);
+  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
+    other.orgId,
+    Buffer.from(await keyring.newWrappedOrgKey(other.orgId)),
+  ]);
+  await db.pool.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'admin')`, [other.projectId, userId]);
+  await saveGrantedAccount(db.pool, keyring, { ...grant("doomed"), scope: other });
+  await db.pool.query(`delete from projects where id = $1`, [other.projectId]);
+  assert.deepEqual(await listAccounts(db.pool, other.projectId), []);
 });
 
 void test("forgetting an account frees its name and answers its tokens for the revocation", async () => {

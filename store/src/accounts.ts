@@ -369,8 +369,9 @@ export const disableAccount = async (db: Db, key: AccountKey): Promise<boolean> 
 
 /**
  * Disables every account of the project whose granter is no longer a member of it (or was deleted):
- * a granter who leaves the project takes the grant's use with them. Called where accounts are read
- * for use (the claim), so it holds whichever way a membership ended.
+ * a granter who leaves the project takes the grant's use with them. The leaving itself disables
+ * them (migration 018's trigger on memberships); this is the second line, called where accounts are
+ * read for use (the claim, an http node's dispatch), so it holds whichever way a membership ended.
  */
 export const disableOrphanedAccounts = async (db: Db, projectId: string): Promise<number> => {
   const { rowCount } = await db.query(

@@ -43,3 +43,4 @@ export * from "./graphs.js";
 export * from "./approval-gates.js";
 export * from "./console-sessions.js";
 export * from "./accounts.js";
+export * from "./members.js";

@@ -2,7 +2,7 @@
  * Connected-account renewal (controller/src/accounts/renewal-loop.ts) against the OAuth provider
  * peer, in-process on a real Postgres: rotation, an unknown outcome with a rotating provider
  * (`in_doubt`, the old token never sent again), failures before sending and 5xx (back off),
- * `invalid_grant` (`needs_reauth`), and two loops racing for the same accounts.
+ * `invalid_grant` (`needs_reauth`), two loops racing for the same accounts, and a disabled account.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -15,7 +15,9 @@ import {
   createTestProject,
   mintId,
   readAccountForRefresh,
+  disableAccount,
   saveGrantedAccount,
+  waitFor,
   type TestDatabase,
 } from "@flowsvc/store";
 import { renewAccount, renewDueAccounts, type RenewalDeps } from "@flowsvc/controller";
@@ -196,4 +198,23 @@ void test("a renewal whose process died after sending (no outcome written) is in
   assert.equal(await renewAccount(depsFor([p]), key, "loop-b"), "in_doubt");
   assert.equal(peer.presented.get(refresh), undefined, "nothing was sent");
   assert.match((await stateOf(key)).lastError ?? "", /outcome never recorded/);
+});
+
+void test("a disabled account is never refreshed, even when due; one disabled while its refresh is in flight stays disabled", async () => {
+  const peer = await startPeer({ rotatesRefreshToken: true, reuseRevokesFamily: true, expiresIn: 3600 });
+  const p = providerOf(peer, "off");
+  const { key, refresh } = await dueAccount(peer, "off");
+  assert.equal(await disableAccount(db.pool, key), true);
+  await db.pool.query(`update accounts set refresh_after = now() - interval '1 hour' where name = $1`, [key.name]);
+  await renewDueAccounts(depsFor([p]), "loop-a"); // a pass over every due account (other tests' accounts may be due too)
+  assert.equal(await renewAccount(depsFor([p]), key, "loop-a"), "skipped");
+  assert.equal(peer.presented.get(refresh), undefined, "the disabled account's refresh token was never sent");
+
+  const racing = await dueAccount(peer, "off");
+  peer.tokenFaults.push({ kind: "delay", ms: 600 });
+  const renewing = renewAccount(depsFor([p]), racing.key, "loop-a");
+  await waitFor("the refresh to be on its way", async () => (await stateOf(racing.key)).sentUnrecorded, 5_000);
+  assert.equal(await disableAccount(db.pool, racing.key), true);
+  assert.equal(await renewing, "lost", "its outcome is not written over the disable");
+  assert.equal((await stateOf(racing.key)).status, "disabled");
 });

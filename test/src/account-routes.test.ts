@@ -2,12 +2,22 @@
  * The connected-account routes (ingest/src/routes/accounts.ts) over app.inject(), with the OAuth
  * provider peer on 127.0.0.1 playing the far side and this test playing the browser: connect, the
  * consent redirect, the callback; a replayed, expired or foreign state; a reconnect that lands on a
- * different far-side account; a failing identity lookup; list and remove (with revocation).
+ * different far-side account; a failing identity lookup; list and remove (with revocation); disable
+ * by hand and reconnect.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { parseAccountProviders } from "@flowsvc/core";
-import { ask, assertCallerRefusals, assertError, countRows, createTestApp, type Answer, type TestApp } from "@flowsvc/ingest/testing";
+import {
+  ask,
+  assertCallerRefusals,
+  assertError,
+  countRows,
+  createTestApp,
+  dispatchJob,
+  type Answer,
+  type TestApp,
+} from "@flowsvc/ingest/testing";
 import { OAuthProviderPeer } from "./peers/oauth-provider.js";
 
 const REDIRECT = "http://127.0.0.1:1/oauth/callback";
@@ -166,4 +176,50 @@ void test("removing: the granter or an admin forgets the account and it is revok
   assert.equal(peer.revokedTokens.length, revokedBefore + 1);
   assert.equal(await countRows(t, "connection_names where name = 'bye'"), 0);
   assertError(await ask(t, "DELETE", `${accounts}/bye`, { as: "admin" }), 404, /no connected account bye/);
+});
+
+void test("disabling by hand: the granter or an admin switches it off (others refused), a job naming it fails, reconnecting makes it usable", async () => {
+  peer.user = { id: 4004, login: "dee" };
+  const s = await startConnect("off");
+  assert.equal((await callback(s, s.cookie)).status, 200);
+  const disable = (as: "viewer" | "member" | "admin" | "outsider" | "none", name = "off") =>
+    ask(t, "POST", `${accounts}/${name}/disable`, { as, body: {} });
+  await assertCallerRefusals(t, { method: "POST", url: `${accounts}/off/disable`, body: {} }, "member");
+  assertError(await disable("member", "nobody"), 404, /no connected account nobody/);
+  // NUL, a lone surrogate, broken percent-encoding, an encoded slash or space, 10k characters; `..` routes nowhere.
+  const hostile: Array<[string, number, RegExp]> = [
+    ["a%00b", 400, /NUL|U\+0000/],
+    ["%ED%A0%80", 400, /./],
+    ["%E0%A4%A", 400, /./],
+    ["a%2Fb", 400, /credential name "a\/b" is not allowed/],
+    ["a%20b", 400, /credential name "a b" is not allowed/],
+    ["x".repeat(10_000), 414, /is over 100 characters/],
+    ["%2e%2e", 404, /./],
+  ];
+  for (const [name, status, message] of hostile)
+    assertError(await disable("admin", name), status, message, `disable of ${name.slice(0, 20)}`);
+  assert.equal((await listed()).find((a) => a["name"] === "off")?.["status"], "active", "nothing was disabled");
+
+  const res = await disable("member");
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual(res.body, { name: "off", status: "disabled", changed: true });
+  assert.deepEqual((await disable("admin")).body, { name: "off", status: "disabled", changed: false }, "a second disable changes nothing");
+  assert.equal((await listed()).find((a) => a["name"] === "off")?.["status"], "disabled");
+  const { rows } = await t.db.pool.query<{ refresh_after: Date | null }>(`select refresh_after from accounts where name = 'off'`);
+  assert.equal(rows[0]?.refresh_after, null, "the renewal loop has nothing to plan");
+
+  // A job naming it fails at its claim with the reconnect message; no token is handed out.
+  const run = await ask(t, "POST", `${t.project.base}/runs`, {
+    body: { kind: "script", source: "echo $TOKEN\n", filename: "job.sh", credentials: { TOKEN: "off" } },
+  });
+  assert.equal(run.status, 201, run.text);
+  const job = await dispatchJob(t, (run.body as { id: string }).id);
+  const claimed = await ask(t, "POST", "/agent/v1/claim", { as: { token: job.token }, body: { agent_id: "agent-1" } });
+  assertError(claimed, 409, /TOKEN: connected account "off" is disabled: reconnect it on the Connections page/);
+  assert.doesNotMatch(claimed.text, /at_/, "no token in the refusal");
+
+  // Reconnecting under the same name, to the same far-side account, makes it usable again.
+  const again = await startConnect("off");
+  assert.equal((await callback(again, again.cookie)).status, 200);
+  assert.equal((await listed()).find((a) => a["name"] === "off")?.["status"], "active");
 });

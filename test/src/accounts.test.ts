@@ -3,7 +3,10 @@
  * OAuth provider peer as the far side (this test plays the browser): connect, `flow account list`,
  * a script given the account's token with `--credential TOKEN=<account>` (masked), the grant revoked
  * at the provider (renewal finds `invalid_grant`: `needs_reauth`), a job naming it then fails before
- * its script runs, and `flow account rm` revokes.
+ * its script runs, and `flow account rm` revokes. Then a granter who leaves: `flow member rm` disables
+ * the accounts they granted at once, a graph and a script naming one fail with the reconnect message
+ * and the provider sees no request with its token; rejoining and reconnecting makes it usable, and
+ * `flow account disable` switches it off by hand.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -11,6 +14,7 @@ import { createHash } from "node:crypto";
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
+import { mintId, mintToken } from "@flowsvc/store";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
 import { exists } from "./support/runs.js";
@@ -46,10 +50,10 @@ after(async () => {
 const sha = (text: string): string => createHash("sha256").update(text, "utf8").digest("hex");
 
 /** What a browser does: POST connect (with the user's API token), consent at the provider, land on the callback. */
-const connect = async (name: string): Promise<Response> => {
+const connect = async (name: string, token = server.token): Promise<Response> => {
   const res = await fetch(`${server.url}/api/v1/orgs/default/projects/default/accounts/connect`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     body: JSON.stringify({ name, provider: "github" }),
   });
   assert.equal(res.status, 200, await res.clone().text());
@@ -115,4 +119,60 @@ void test("connect, list, use in a script (masked), the grant revoked at the pro
   assert.match(removed.stderr, /connected account gh removed/);
   const empty = await server.cli(["account", "list", "-o", "json"]);
   assert.deepEqual(JSON.parse(empty.stdout), []);
+});
+
+void test("a granter removed from the project (flow member rm) disables their account at once: graph and script fail, nothing reaches the provider", async () => {
+  // A second member, bea, with her own API token (users come with their tokens; there is no route to make one).
+  const bea = mintToken("flw");
+  const beaId = mintId("usr");
+  await pool.query(`insert into users (id, name) values ($1, 'bea')`, [beaId]);
+  await pool.query(`insert into memberships (project_id, user_id, role) select id, $1, 'member' from projects where name = 'default'`, [
+    beaId,
+  ]);
+  await pool.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'bea')`, [mintId("tok"), beaId, bea.digest]);
+  peer.user = { id: 5150, login: "bea-octo" };
+  const connected = await connect("bea-gh", bea.token);
+  assert.equal(connected.status, 200, await connected.text());
+  const token = peer.issuedAccess.at(-1)!;
+
+  const graphFile = join(dir, "whoami.json");
+  const node = { id: "me", type: "http", config: { url: `${peer.url}/user`, credential: "bea-gh" } };
+  await writeFile(graphFile, JSON.stringify({ version: "flowsvc-graph/v1", nodes: [node], edges: [] }));
+  const seen = peer.identityTokens.filter((t) => t === token).length;
+  assert.equal(seen, 1, "the connect's identity lookup presented the token");
+
+  const members = await server.cli(["member", "ls", "-o", "json"]);
+  assert.equal(members.code, 0, members.stderr);
+  assert.deepEqual(
+    (JSON.parse(members.stdout) as Array<{ user: string; role: string; granted: string[] }>).find((m) => m.user === "bea"),
+    { user: "bea", role: "member", granted: ["bea-gh"] },
+  );
+  const removed = await server.cli(["member", "rm", "bea"]);
+  assert.equal(removed.code, 0, removed.stderr);
+  assert.match(removed.stderr, /bea removed; connected accounts disabled \(reconnect them to use them again\): bea-gh/);
+  const list = JSON.parse((await server.cli(["account", "list", "-o", "json"])).stdout) as Array<{ name: string; status: string }>;
+  assert.equal(list.find((a) => a.name === "bea-gh")?.status, "disabled");
+
+  const refused = await server.cli(["submit", graphFile, "--follow"]);
+  assert.notEqual(refused.code, 0);
+  assert.match(refused.stderr, /connected account "bea-gh" is disabled: reconnect it on the Connections page/);
+  const marker = join(dir, "bea-ran");
+  const script = join(dir, "bea.sh");
+  await writeFile(script, `touch ${JSON.stringify(marker)}\ncurl -s -H "Authorization: Bearer $TOKEN" ${peer.url}/user\n`);
+  const failed = await server.cli(["submit", script, "--credential", "TOKEN=bea-gh", "--follow"]);
+  assert.equal(failed.code, 1, failed.stderr);
+  const run = /run-[0-9a-z]{26}/.exec(failed.stderr)![0];
+  const view = JSON.parse((await server.cli(["status", run, "-o", "json"])).stdout) as { error: string };
+  assert.match(view.error, /TOKEN: connected account "bea-gh" is disabled: reconnect it on the Connections page/);
+  assert.ok(!(await exists(marker)()), "the script never ran");
+  assert.equal(peer.identityTokens.filter((t) => t === token).length, seen, "the provider saw no request with the token since");
+
+  // Back in the project, bea reconnects (the same far-side account) and it is usable; an admin can switch it off by hand.
+  assert.equal((await server.cli(["member", "set", "bea", "--role", "member"])).code, 0);
+  assert.equal((await connect("bea-gh", bea.token)).status, 200);
+  const off = await server.cli(["account", "disable", "bea-gh"]);
+  assert.equal(off.code, 0, off.stderr);
+  assert.match(off.stderr, /connected account bea-gh disabled: reconnect it on the Connections page to use it again/);
+  const after = JSON.parse((await server.cli(["account", "list", "-o", "json"])).stdout) as Array<{ name: string; status: string }>;
+  assert.equal(after.find((a) => a.name === "bea-gh")?.status, "disabled");
 });

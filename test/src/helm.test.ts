@@ -275,6 +275,94 @@ test("the Deployments' env: the contract's variables, the downward API, Secrets 
   }
 });
 
+test("connected accounts: off by default; the providers JSON from a Secret by reference in both Deployments, the redirect from publicUrl", async () => {
+  const envOf = (objs: Obj[], name: string): Obj =>
+    Object.fromEntries(
+      (find(objs, "Deployment", name, "flowsvc").spec.template.spec.containers[0].env as Obj[]).map((e) => [e.name as string, e]),
+    );
+  const DEPLOYMENTS = ["r-flowsvc-controller", "r-flowsvc-ingest"];
+  const off = await render(DEMO);
+  for (const d of DEPLOYMENTS) {
+    const e = envOf(off, d);
+    assert.equal(e.FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS, undefined, `${d}: no providers unless configured`);
+    assert.equal(e.FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI, undefined);
+  }
+  const on = await render([
+    ...DEMO,
+    "--set",
+    "publicUrl=https://flows.example.com/",
+    "--set",
+    "connectedAccounts.providersSecret.name=oauth-providers",
+  ]);
+  const custom = await render([
+    ...DEMO,
+    "-f",
+    valuesFile("accounts", {
+      connectedAccounts: { providersSecret: { name: "p", key: "gh.json" }, redirectUri: "https://login.example.com/oauth/callback" },
+    }),
+  ]);
+  for (const d of DEPLOYMENTS) {
+    const e = envOf(on, d);
+    assert.deepEqual(e.FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS, {
+      name: "FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS",
+      valueFrom: { secretKeyRef: { name: "oauth-providers", key: "providers.json" } },
+    });
+    assert.equal(e.FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI.value, "https://flows.example.com/oauth/callback");
+    const c = envOf(custom, d);
+    assert.deepEqual(c.FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS.valueFrom, { secretKeyRef: { name: "p", key: "gh.json" } });
+    assert.equal(c.FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI.value, "https://login.example.com/oauth/callback");
+  }
+  assert.equal(
+    on.filter((o) => o.kind === "Secret" && o.metadata.name === "oauth-providers").length,
+    0,
+    "the chart never makes that Secret",
+  );
+});
+
+test("connected accounts: a redirect URI that is not https, inline providers, bad Secret names are refused; no client secret echoed", async () => {
+  // The in-cluster default publicUrl is http: the servers would refuse to start, so the chart refuses to render.
+  const http = await helm([
+    "template",
+    "r",
+    chart,
+    "--namespace",
+    "flowsvc",
+    ...DEMO,
+    "--set",
+    "connectedAccounts.providersSecret.name=oauth-providers",
+  ]);
+  assert.notEqual(http.code, 0);
+  assert.match(
+    http.stderr,
+    /connectedAccounts: the redirect URI http:\/\/r-flowsvc-ingest\.flowsvc\.svc:8080\/oauth\/callback is not https/,
+  );
+  assert.equal(http.stdout, "");
+  // Inline providers (client secrets in values) are not a value; names and URIs are checked.
+  const bad = await helm([
+    "template",
+    "r",
+    chart,
+    ...DEMO,
+    "-f",
+    valuesFile("accounts-bad", {
+      connectedAccounts: {
+        providers: [{ name: "github", client_secret: "s3cret" }],
+        providersSecret: { name: "Bad_Name", key: "a/b" },
+        redirectUri: "http://flows.example.com/oauth/callback",
+      },
+    }),
+  ]);
+  assert.notEqual(bad.code, 0);
+  for (const m of [
+    /Additional property providers is not allowed/,
+    /connectedAccounts\.providersSecret\.name/,
+    /connectedAccounts\.providersSecret\.key/,
+    /connectedAccounts\.redirectUri/,
+  ])
+    assert.match(bad.stderr, m);
+  assert.doesNotMatch(bad.stderr + bad.stdout, /s3cret/, "a client secret is never echoed");
+});
+
 test("securityContexts: non-root 10001, read-only root, no privilege escalation, all capabilities dropped", async () => {
   for (const d of (await render(DEMO)).filter((o) => o.kind === "Deployment")) {
     const pod = d.spec.template.spec;

@@ -1,7 +1,7 @@
 /**
- * `flow account list|rm`: the project's connected accounts (spec, "Connected account" and the CLI
+ * `flow account list|disable|rm`: the project's connected accounts (spec, "Connected account" and the CLI
  * table). Connecting is a browser flow only (the Connections page, or `POST {scoped}/accounts/connect`
- * from a console); the CLI lists and removes. No path prints a token.
+ * from a console); the CLI lists, switches off (until a reconnect) and removes. No path prints a token.
  */
 import { Command } from "commander";
 import { assertCredentialName } from "@flowsvc/core/credentials";
@@ -54,10 +54,37 @@ const rmCommand = (deps: CommandDeps): Command =>
       });
     });
 
+const disableCommand = (deps: CommandDeps): Command =>
+  new Command("disable")
+    .description(
+      "switch a connected account off until it is reconnected: nodes and jobs naming it fail, nothing is renewed (admin, or the account's granter)",
+    )
+    .argument("<name>", "the account's name")
+    .addHelpText("after", examples("flow account disable github"))
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
+      assertCredentialName(name);
+      await withApi(deps, cmd, async (ctx) => {
+        const r = await ctx.api.call<{ changed: boolean }>("POST", `${scopedPath(ctx, "accounts", name)}/disable`, {});
+        ctx.io.note(
+          r.changed
+            ? `connected account ${name} disabled: reconnect it on the Connections page to use it again`
+            : `connected account ${name} was already disabled`,
+        );
+      });
+    });
+
 export const accountCommand = (deps: CommandDeps): Command => {
   const account = new Command("account")
-    .description("list and remove connected accounts (connecting is done in the browser, on the Connections page)")
-    .addHelpText("after", examples("flow account list", "flow account rm github", "flow submit deploy.sh --credential GH_TOKEN=github"));
-  for (const sub of [listCommand, rmCommand]) account.addCommand(sub(deps));
+    .description("list, disable and remove connected accounts (connecting is done in the browser, on the Connections page)")
+    .addHelpText(
+      "after",
+      examples(
+        "flow account list",
+        "flow account disable github",
+        "flow account rm github",
+        "flow submit deploy.sh --credential GH_TOKEN=github",
+      ),
+    );
+  for (const sub of [listCommand, disableCommand, rmCommand]) account.addCommand(sub(deps));
   return account;
 };

@@ -39,6 +39,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "secret", load: async () => (await import("./secret.js")).secretCommand },
   { name: "credential", load: async () => (await import("./credential.js")).credentialCommand },
   { name: "account", load: async () => (await import("./account.js")).accountCommand },
+  { name: "member", load: async () => (await import("./member.js")).memberCommand },
   { name: "events", load: async () => (await import("./events.js")).eventsCommand },
   { name: "emit", load: async () => (await import("./emit.js")).emitCommand },
   { name: "event-hook", load: async () => (await import("./event-hook.js")).eventHookCommand },

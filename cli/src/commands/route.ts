@@ -20,6 +20,7 @@ export const USER_COMMANDS: readonly string[] = [
   "secret",
   "credential",
   "account",
+  "member",
   "events",
   "emit",
   "event-hook",

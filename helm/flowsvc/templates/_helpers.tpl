@@ -112,6 +112,33 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ include "flowsvc.publicUrl" . | quote }}
 - name: FLOWSVC_CONFIG_FILE
   value: /etc/flowsvc/config.json
+{{- include "flowsvc.accountsEnv" . }}
+{{- end -}}
+
+{{/*
+Connected accounts, when connectedAccounts.providersSecret.name is set: the providers JSON (it holds
+client secrets) by reference to that Secret, and the redirect URI (default <publicUrl>/oauth/callback),
+which must be https: the servers refuse to start otherwise, so the chart refuses to render.
+*/}}
+{{- define "flowsvc.accountsRedirectUri" -}}
+{{- .Values.connectedAccounts.redirectUri | default (printf "%s/oauth/callback" (include "flowsvc.publicUrl" . | trimSuffix "/")) -}}
+{{- end -}}
+
+{{- define "flowsvc.accountsEnv" -}}
+{{- $s := .Values.connectedAccounts.providersSecret -}}
+{{- if $s.name }}
+{{- $uri := include "flowsvc.accountsRedirectUri" . -}}
+{{- if not (hasPrefix "https://" $uri) -}}
+{{- fail (printf "connectedAccounts: the redirect URI %s is not https (providers refuse it, and so does flowsvc): set publicUrl to the https address users reach ingest by, or connectedAccounts.redirectUri" $uri) -}}
+{{- end }}
+- name: FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $s.name }}
+      key: {{ $s.key | default "providers.json" }}
+- name: FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI
+  value: {{ $uri | quote }}
+{{- end -}}
 {{- end -}}
 
 {{/* Pod-level securityContext: the images' user 10001, never root. */}}

@@ -1,7 +1,7 @@
 /**
- * The Connections page (issue 12, item 5): connected accounts, their statuses, connect, reconnect
- * and remove. The accounts routes (`GET {scoped}/accounts`, `POST {scoped}/accounts/connect`,
- * `DELETE {scoped}/accounts/<name>`, `GET /oauth/callback`) belong to the accounts work (branch
+ * The Connections page (issue 12, item 5): connected accounts, their statuses, connect, reconnect,
+ * disable and remove. The accounts routes (`GET {scoped}/accounts`, `POST {scoped}/accounts/connect`,
+ * `POST {scoped}/accounts/<name>/disable`, `DELETE {scoped}/accounts/<name>`, `GET /oauth/callback`) belong to the accounts work (branch
  * s4-accounts): the page offers them only when this server has them (app.hasRoute), and the rules
  * (PKCE, the state bound to the browser, who may remove) stay in those routes.
  *
@@ -41,6 +41,10 @@ const connectForm = (s: Scoped, o: { name?: string; provider?: string; label: st
       : h`<label for="c-name">Name</label> <input id="c-name" name="name" required maxlength="128"> <label for="c-provider">Provider</label> <input id="c-provider" name="provider" required maxlength="64">`
   } <button type="submit">${o.label}</button></form>`;
 
+/** Disable (switch off until a reconnect) or remove: a CSRF-protected POST to the page's own route, which calls the accounts route. */
+const manageForm = (s: Scoped, name: string, op: "disable" | "remove"): Html =>
+  h` <form method="post" action="${pbase(s)}/connections/${encodeURIComponent(name)}/${op}" class="inline">${csrfField(s.csrf)}<button type="submit">${op === "disable" ? "Disable" : "Remove"}</button></form>`;
+
 const flashNote = (f: Flash | undefined): Html =>
   f === undefined ? h`` : h`<p class="${f.ok ? "flash" : "error"}" role="${f.ok ? "status" : "alert"}" id="flash">${f.text}</p>`;
 
@@ -53,7 +57,7 @@ export const connectionsPage = (s: Scoped, accounts: Account[] | undefined, flas
     h`<span class="status status-${a.status}">${a.status}</span>`,
     a.granter ?? "",
     when(a.connected_at),
-    h`${connectForm(s, { name: a.name, provider: a.provider, label: "Reconnect" })} <form method="post" action="${pbase(s)}/connections/${encodeURIComponent(a.name)}/remove" class="inline">${csrfField(s.csrf)}<button type="submit">Remove</button></form>`,
+    h`${connectForm(s, { name: a.name, provider: a.provider, label: "Reconnect" })}${a.status === "disabled" ? "" : manageForm(s, a.name, "disable")} ${manageForm(s, a.name, "remove")}`,
   ]);
   return h`${flashNote(flash)}<p>Connecting is a browser flow: you are sent to the provider to grant access, then back here. No token is ever shown.</p>
 ${table({ caption: "Connected accounts", cols: ["Name", "Provider", "Account", "Status", "Granted by", "Connected", "Manage"], rows })}

@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { ApprovalField } from "@flowsvc/core";
 import { GRAPH_WORKFLOW, appendLogs, createRun, insertGraphNodes, updateGraphNode, withTransaction } from "@flowsvc/store";
-import { ask, createTestApp, type TestApp } from "../testing/test-app.js";
+import { ask, connectTestAccount, createTestApp, type TestApp } from "../testing/test-app.js";
 import { md } from "./html.js";
 import { accountsAvailable, connectionsPage } from "./connections.js";
 import { answerOf } from "./approvals.js";
@@ -313,7 +313,36 @@ test("connections: the page lists through the accounts route; a connect with no 
   assert.match(html, /&lt;octo&gt;/);
   assert.match(html, /status-in_doubt">in_doubt</);
   assert.match(html, /action="\/p\/o\/p\/connections\/GH\/remove"/);
+  assert.match(html, /action="\/p\/o\/p\/connections\/GH\/disable"/);
   assert.match(html, /<button type="submit">Reconnect<\/button>/);
+  const off = connectionsPage({ org: "o", project: "p", csrf: "c" }, [{ name: "GH", provider: "github", status: "disabled" }]).html;
+  assert.doesNotMatch(off, /\/disable"/, "a disabled account offers Reconnect, not Disable");
+});
+
+test("connections: Disable switches an account off through the accounts route (CSRF, the granter or an admin); others are refused", async () => {
+  await connectTestAccount(t, { name: "web-off", status: "active" });
+  const statusOf = async () =>
+    ((await ask(t, "GET", `${t.project.base}/accounts`, { as: "viewer" })).body as Array<{ name: string; status: string }>).find(
+      (a) => a.name === "web-off",
+    )?.status;
+  const post = (s: { cookie: string }, csrf: string) =>
+    t.app.inject({
+      method: "POST",
+      url: `/p/${t.project.org}/p/connections/web-off/disable`,
+      headers: { ...FORM, cookie: s.cookie },
+      payload: form({ csrf }),
+    });
+  const admin = await login(t.tokens.admin);
+  assert.equal((await post(admin, "B".repeat(43))).statusCode, 403, "a forged CSRF token");
+  const member = await login(t.tokens.member);
+  const refused = await post(member, member.csrf);
+  assert.equal(refused.statusCode, 403);
+  assert.match(refused.body, /disabling connected account web-off needs the admin role or to be its granter/);
+  assert.equal(await statusOf(), "active");
+  const done = await post(admin, admin.csrf);
+  assert.equal(done.statusCode, 303, done.body);
+  assert.equal(done.headers.location, `/p/${t.project.org}/p/connections`);
+  assert.equal(await statusOf(), "disabled");
 });
 
 test("after a connect: a console-started callback answers 303 to the Connections page with a one-time flash; API callers keep JSON", async () => {

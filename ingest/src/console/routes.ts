@@ -478,8 +478,8 @@ const connectionPages = (ctx: Ctx): void => {
       { post: true },
     ),
   );
-  app.post(
-    "/p/:org/:project/connections/:name/remove",
+  // Remove (DELETE the account) or disable (switch it off until a reconnect): the accounts route decides who may.
+  const manage = (op: "remove" | "disable") =>
     withSession(
       ctx,
       async (req, reply, session) => {
@@ -491,12 +491,14 @@ const connectionPages = (ctx: Ctx): void => {
             404,
             page({ title: "Not available", csrf: s.csrf, body: errorPage("connected accounts are not available on this server") }),
           );
-        await callApi(app, session.id, { method: "DELETE", url: `${s.api}/accounts/${encodeURIComponent(name)}` });
+        const url = `${s.api}/accounts/${encodeURIComponent(name)}`;
+        await callApi(app, session.id, op === "remove" ? { method: "DELETE", url } : { method: "POST", url: `${url}/disable`, body: {} });
         return redirect(reply, `${pbase(s)}/connections`);
       },
       { post: true },
-    ),
-  );
+    );
+  app.post("/p/:org/:project/connections/:name/remove", manage("remove"));
+  app.post("/p/:org/:project/connections/:name/disable", manage("disable"));
 };
 
 /**

@@ -15,13 +15,14 @@ import {
   accountGranter,
   connectionHolder,
   createOAuthState,
+  disableAccount,
   forgetAccount,
   listAccounts,
   saveGrantedAccount,
   takeOAuthState,
 } from "@flowsvc/store";
 import { authorizeUrl, exchangeCode, newPkce, readIdentity, revokeToken } from "@flowsvc/controller";
-import { authorize } from "../auth.js";
+import { authorize, type Scope } from "../auth.js";
 import { api } from "../openapi/route-doc.js";
 import type { RouteDeps } from "../deps.js";
 import { consoleReturnOf, flashCookies, type Flash } from "../console/flash.js";
@@ -100,12 +101,41 @@ const removeDoc = api({
   auth: "member",
   params: NameParams,
 });
+const disableDoc = api({
+  summary: "Switch a connected account off by hand (admin or its granter): disabled, never renewed, until reconnected",
+  description:
+    "Nodes, jobs and scripts naming a disabled account fail with a message to reconnect, and nothing is sent. The tokens are kept (not revoked); reconnecting under the same name to the same far-side account makes it usable again.",
+  tag: "accounts",
+  auth: "member",
+  params: NameParams,
+  body: null,
+});
+
+/**
+ * The account the path names, when the caller may manage it (remove or disable): an admin, or the
+ * member who granted it. 404 when the project has no account of that name.
+ */
+const manageable = async (pool: RouteDeps["pool"], req: FastifyRequest, f: { scope: Scope; verb: string }): Promise<string> => {
+  const { scope } = f;
+  const { name } = NameParams.parse(req.params);
+  assertCredentialName(name);
+  const granter = await accountGranter(pool, scope.projectId, name);
+  if (granter === undefined)
+    throw new FlowError("not_found", `no connected account ${name} in ${scope.org}/${scope.project}`, {
+      hint: "list them with `flow account list`",
+    });
+  if (scope.role !== "admin" && granter !== scope.caller.userId)
+    throw new FlowError("forbidden", `${f.verb} connected account ${name} needs the admin role or to be its granter`, {
+      hint: "ask a project admin",
+    });
+  return name;
+};
 
 /**
  * Connected accounts (spec, "Connected account"): connecting is a browser flow (authorization code
  * with PKCE S256 and a single-use, session-bound, short-lived `state`); the API lists and removes.
  * No route answers a token. Roles: viewer lists; a member connects (and so becomes the granter);
- * an admin or the account's granter removes.
+ * an admin or the account's granter removes or disables (switches it off until a reconnect).
  */
 export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
   const { pool, keyring } = deps;
@@ -165,19 +195,19 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
       .send();
   });
 
+  // Switched off by hand (spec, "Connected account status"): `disabled` until a reconnect; a second disable changes nothing.
+  app.post(`${base}/:name/disable`, disableDoc, async (req) => {
+    const scope = await authorize(pool, req, "member");
+    const name = await manageable(pool, req, { scope, verb: "disabling" });
+    const changed = await disableAccount(pool, { projectId: scope.projectId, name });
+    if (changed)
+      req.log.info({ account: name, project: scope.projectId, caller: scope.caller.userName }, "connected account disabled by hand");
+    return { name, status: "disabled", changed };
+  });
+
   app.delete(`${base}/:name`, removeDoc, async (req) => {
     const scope = await authorize(pool, req, "member");
-    const { name } = NameParams.parse(req.params);
-    assertCredentialName(name);
-    const granter = await accountGranter(pool, scope.projectId, name);
-    if (granter === undefined)
-      throw new FlowError("not_found", `no connected account ${name} in ${scope.org}/${scope.project}`, {
-        hint: "list them with `flow account list`",
-      });
-    if (scope.role !== "admin" && granter !== scope.caller.userId)
-      throw new FlowError("forbidden", `removing connected account ${name} needs the admin role or to be its granter`, {
-        hint: "ask a project admin",
-      });
+    const name = await manageable(pool, req, { scope, verb: "removing" });
     const gone = await forgetAccount(pool, keyring, { scope: { orgId: scope.orgId, projectId: scope.projectId }, name });
     if (!gone) throw new FlowError("not_found", `no connected account ${name} in ${scope.org}/${scope.project}`);
     const provider = providers.get(gone.provider);

@@ -241,13 +241,14 @@ export const countRows = async (t: TestApp, table: string): Promise<number> =>
 
 /**
  * A connected account stored in `project` under `name` as a connect would store it (granted by
- * `ada`, the admin, with `accessToken`), then put in `status` as renewal or a granter leaving would.
+ * `granter`, a user name, `ada` the admin unless told, with `accessToken`), then put in `status` as
+ * renewal or a granter leaving would.
  */
 export const connectTestAccount = async (
   t: TestApp,
-  a: { name: string; status: AccountStatus; accessToken?: string; provider?: string },
+  a: { name: string; status: AccountStatus; accessToken?: string; provider?: string; granter?: string },
 ): Promise<void> => {
-  const { rows } = await t.db.pool.query<{ id: string }>(`select id from users where name = 'ada'`);
+  const { rows } = await t.db.pool.query<{ id: string }>(`select id from users where name = $1`, [a.granter ?? "ada"]);
   await saveGrantedAccount(t.db.pool, t.keyring, {
     scope: { orgId: t.project.orgId, projectId: t.project.projectId },
     name: a.name,

@@ -64,6 +64,8 @@ export class OAuthProviderPeer {
   readonly revokedTokens: string[] = [];
   /** Every access token issued, in order (a test checks what reached a script). */
   readonly issuedAccess: string[] = [];
+  /** Every bearer token presented at the identity endpoint (`GET /user`), in order. */
+  readonly identityTokens: string[] = [];
   readonly #server = createServer((req, res) => void this.#handle(req, res));
   readonly #codes = new Map<string, Code>();
   readonly #grants = new Map<string, Grant>();
@@ -227,6 +229,7 @@ export class OAuthProviderPeer {
     const fault = this.identityFaults.shift();
     if (fault !== undefined) return void res.writeHead(fault).end("identity trouble");
     const token = req.headers.authorization?.match(/^Bearer (.+)$/i)?.[1] ?? "";
+    this.identityTokens.push(token);
     const grant = this.#grants.get(this.#access.get(token) ?? "");
     if (!grant || grant.revoked) return this.#json(res, 401, { message: "Bad credentials" });
     this.#json(res, 200, { id: grant.user.id, login: grant.user.login, type: "User" });
