@@ -24,23 +24,46 @@ export interface LogRow {
   job: string | null;
 }
 
+/** A pipeline run's rows (a graph run of a .yaml/.yml file, until a pipeline run has a workflow of its own) carry their job. */
+const JOB_OF_ROW = `case when r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$' then n.node_id end`;
+const ROWS_OF_RUN = `from run_logs l join runs r on r.id = l.run_id
+       left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
+      where l.run_id = $1 and l.id > $2 order by l.id`;
+/** A pipeline job's node id without its `--stepN` suffix. */
+const jobOf = (nodeId: string | null): string | null => (nodeId === null ? null : nodeId.replace(/--step\d+$/, ""));
+
 /**
  * The run's log after `afterId`. A pipeline run's rows (a graph run of a .yaml/.yml file, until a
  * pipeline run has a workflow of its own) carry the job of the node whose agent job wrote them.
  */
 export const readLogs = async (db: Db, runId: string, afterId: number, limit = 1000): Promise<LogRow[]> => {
   const { rows } = await db.query<{ id: string; stream: string; data: string; node_id: string | null }>(
-    `select l.id, l.stream, l.data,
-            case when r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$' then n.node_id end as node_id
-       from run_logs l join runs r on r.id = l.run_id
-       left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
-      where l.run_id = $1 and l.id > $2 order by l.id limit $3`,
+    `select l.id, l.stream, l.data, ${JOB_OF_ROW} as node_id
+       ${ROWS_OF_RUN} limit $3`,
     [runId, afterId, limit],
   );
-  return rows.map((r) => ({
-    id: Number(r.id),
-    stream: r.stream,
-    data: r.data,
-    job: r.node_id === null ? null : r.node_id.replace(/--step\d+$/, ""),
-  }));
+  return rows.map((r) => ({ id: Number(r.id), stream: r.stream, data: r.data, job: jobOf(r.node_id) }));
+};
+
+/** A log row's shape without its text: what a line index of the log needs (ingest/src/log-lines.ts). */
+export interface LogRowShape {
+  id: number;
+  /** How many line feeds its text holds. */
+  newlines: number;
+  /** Its text ends with a line feed. */
+  endsLine: boolean;
+  /** Its text is empty. */
+  empty: boolean;
+  job: string | null;
+}
+
+/** The shapes of the run's log rows after `afterId`, in order, at most `limit`: the text stays in the database. */
+export const readLogShapes = async (db: Db, runId: string, afterId: number, limit = 50_000): Promise<LogRowShape[]> => {
+  const { rows } = await db.query<{ id: string; newlines: number; ends_line: boolean; empty: boolean; node_id: string | null }>(
+    `select l.id, (length(l.data) - length(replace(l.data, E'\\n', '')))::int as newlines,
+            right(l.data, 1) = E'\\n' as ends_line, l.data = '' as empty, ${JOB_OF_ROW} as node_id
+       ${ROWS_OF_RUN} limit $3`,
+    [runId, afterId, limit],
+  );
+  return rows.map((r) => ({ id: Number(r.id), newlines: r.newlines, endsLine: r.ends_line, empty: r.empty, job: jobOf(r.node_id) }));
 };
