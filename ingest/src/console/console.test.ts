@@ -2,7 +2,20 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { ApprovalField } from "@flowsvc/core";
-import { GRAPH_WORKFLOW, appendLogs, createRun, insertGraphNodes, updateGraphNode, withTransaction } from "@flowsvc/store";
+import { EventEmitter } from "node:events";
+import type { IncomingMessage } from "node:http";
+import {
+  GRAPH_WORKFLOW,
+  appendLogs,
+  createRun,
+  insertGraphNodes,
+  startListener,
+  updateGraphNode,
+  waitFor,
+  withTransaction,
+} from "@flowsvc/store";
+import { LogLineIndexes } from "../log-lines.js";
+import { streamLogEvents } from "./log-events.js";
 import { ask, createTestApp, type TestApp } from "../testing/test-app.js";
 import { md } from "./html.js";
 import { accountsAvailable, connectionsPage } from "./connections.js";
@@ -252,6 +265,32 @@ test("the live stream sends lines as they are written and ends when the run does
     ],
   );
   assert.equal((await reader.read()).done, true, "the stream closes after end");
+});
+
+test("the stream's heartbeat: a comment while the session lives; the stream closes once the session has ended", async () => {
+  const listener = startListener(t.db.url, () => {});
+  let allowed = true;
+  const out = streamLogEvents(
+    { pool: t.db.pool, listener, logLines: new LogLineIndexes(t.db.pool) },
+    { runId, after: 30, client: new EventEmitter() as IncomingMessage, allowed: () => Promise.resolve(allowed), heartbeatMs: 20 },
+  );
+  let body = "";
+  let closed = false;
+  out.setEncoding("utf8");
+  out.on("data", (c: string) => (body += c));
+  out.on("close", () => (closed = true));
+  try {
+    await waitFor("a heartbeat", () => body.includes(": ping\n\n"), 5_000, 10);
+    allowed = false;
+    await waitFor("the stream to close", () => closed, 5_000, 10);
+    assert.deepEqual(
+      frames(body).map((f) => f.event),
+      ["status"],
+      "no line past line 30, no end: the run goes on",
+    );
+  } finally {
+    await listener.close();
+  }
 });
 
 test("markdown is rendered with every tag escaped and only http(s) links", () => {

@@ -28,17 +28,31 @@ const frame = (event: string, data: unknown, id?: number): string =>
  *   line `from` (1-based), and the unfinished last line (`partial`, null when there is none);
  * - `status` `{status}` when the run's status changes (the first event says the current one);
  * - `end` `{status}` once the run has ended and every line was sent; the stream then closes.
- * A comment (`: ping`) every HEARTBEAT_MS.
+ * A comment (`: ping`) every `heartbeatMs`, after `allowed` said the reader may still read (its
+ * session has not ended); when it says no, the stream closes (a reconnect then meets the login).
  */
-export const streamLogEvents = (deps: RouteDeps, o: { runId: string; after: number; client: IncomingMessage }): PassThrough => {
+export const streamLogEvents = (
+  deps: Pick<RouteDeps, "pool" | "listener" | "logLines">,
+  o: { runId: string; after: number; client: IncomingMessage; allowed: () => Promise<boolean>; heartbeatMs?: number },
+): PassThrough => {
   const out = new PassThrough();
   const signal = closeSignal(o.client, out);
   let sent = o.after;
   let partial: string | null = null;
   let status: string | undefined;
-  const heartbeat = setInterval(() => out.write(": ping\n\n"), HEARTBEAT_MS);
+  // Nothing is written once the stream has ended (the session's end can close it mid-step).
+  const write = (chunk: string): void => {
+    if (!out.writableEnded) out.write(chunk);
+  };
+  const end = (): void => {
+    if (!out.writableEnded) out.end();
+  };
+  const beat = (): void => {
+    void o.allowed().then((yes) => (yes ? write(": ping\n\n") : end()), end);
+  };
+  const heartbeat = setInterval(beat, o.heartbeatMs ?? HEARTBEAT_MS);
   signal.addEventListener("abort", () => clearInterval(heartbeat));
-  out.write("retry: 2000\n\n");
+  write("retry: 2000\n\n");
 
   const sendLines = async (): Promise<void> => {
     const index = await deps.logLines.of(o.runId);
@@ -46,7 +60,7 @@ export const streamLogEvents = (deps: RouteDeps, o: { runId: string; after: numb
       const w = await index.window(deps.pool, sent + 1, EVENT_LINES);
       const last = w.partial ? w.lines.pop()! : null;
       if (w.lines.length === 0 && last === partial) return;
-      out.write(frame("lines", { from: sent + 1, lines: w.lines, partial: last, total: w.total }, sent + w.lines.length));
+      write(frame("lines", { from: sent + 1, lines: w.lines, partial: last, total: w.total }, sent + w.lines.length));
       sent += w.lines.length;
       partial = last;
       if (sent + (last === null ? 0 : 1) >= w.total) return;
@@ -56,15 +70,15 @@ export const streamLogEvents = (deps: RouteDeps, o: { runId: string; after: numb
   const step = async (): Promise<boolean> => {
     const now = await getRunStatus(deps.pool, o.runId);
     await sendLines();
-    if (now !== status) out.write(frame("status", { status: now ?? "gone" }));
+    if (now !== status) write(frame("status", { status: now ?? "gone" }));
     status = now;
     if (now !== undefined && !isTerminalStatus(now)) return true;
-    out.write(frame("end", { status: now ?? "gone" }));
+    write(frame("end", { status: now ?? "gone" }));
     return false;
   };
 
   void followRun(deps.listener, { runId: o.runId, signal }, step)
-    .then(() => out.end())
+    .then(end)
     .catch((err: unknown) => out.destroy(err as Error))
     .finally(() => clearInterval(heartbeat));
   return out;

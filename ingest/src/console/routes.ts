@@ -265,7 +265,14 @@ const liveRoutes = (ctx: Ctx): void => {
         .header("cache-control", "no-store")
         .header("x-content-type-options", "nosniff")
         .header("x-accel-buffering", "no")
-        .send(streamLogEvents(ctx.deps, { runId: run.id, after, client: req.raw }));
+        .send(
+          streamLogEvents(ctx.deps, {
+            runId: run.id,
+            after,
+            client: req.raw,
+            allowed: async () => (await sessionOf(ctx.deps.pool, req)) !== undefined,
+          }),
+        );
     }),
   );
 };
