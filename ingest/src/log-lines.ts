@@ -13,6 +13,13 @@ export interface LogLines {
   partial: boolean;
 }
 
+/** A line past `max` characters: its first `max` (not splitting a surrogate pair) and how many more it had. */
+export const cutLine = (line: string, max: number): string => {
+  if (line.length <= max) return line;
+  const keep = /[\ud800-\udbff]/.test(line[max - 1] ?? "") ? max - 1 : max;
+  return `${line.slice(0, keep)} … [${line.length - keep} more characters]`;
+};
+
 /** Rows of shapes read per query while an index catches up. */
 const SHAPE_BATCH = 50_000;
 
@@ -81,8 +88,12 @@ export class RunLineIndex {
     return lo;
   }
 
-  /** Lines `from` (1-based) to `from + limit - 1`, as far as the log goes; reads only the rows that hold them. */
-  async window(pool: Pool, from: number, limit: number): Promise<LogLines> {
+  /**
+   * Lines `from` (1-based) to `from + limit - 1`, as far as the log goes; reads only the rows that
+   * hold them. With `lineMax`, a longer line keeps its first `lineMax` characters and says how many
+   * more it had (a reader that bounds what it holds).
+   */
+  async window(pool: Pool, from: number, limit: number, lineMax?: number): Promise<LogLines> {
     const total = this.total;
     const start = from - 1;
     const end = Math.min(total, start + limit);
@@ -94,12 +105,17 @@ export class RunLineIndex {
     let pos = 0;
     for (let skip = start - this.#before[first]!; skip > 0; skip--) pos = text.indexOf("\n", pos) + 1;
     const lines = text.slice(pos).split("\n", end - start);
-    return { from, lines, total, partial: end === total && this.#partial };
+    return {
+      from,
+      lines: lineMax === undefined ? lines : lines.map((l) => cutLine(l, lineMax)),
+      total,
+      partial: end === total && this.#partial,
+    };
   }
 
   /** The last `count` lines. */
-  tail(pool: Pool, count: number): Promise<LogLines> {
-    return this.window(pool, Math.max(1, this.total - count + 1), count);
+  tail(pool: Pool, count: number, lineMax?: number): Promise<LogLines> {
+    return this.window(pool, Math.max(1, this.total - count + 1), count, lineMax);
   }
 }
 

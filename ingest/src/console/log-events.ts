@@ -8,6 +8,8 @@ import { closeSignal, followRun } from "../log-stream.js";
 
 /** A comment line this often keeps proxies from closing a quiet stream. */
 export const HEARTBEAT_MS = 15_000;
+/** The longest line the run page is sent (a longer one is cut and says so): with its 2,000 lines, what it holds stays bounded. */
+export const LOG_LINE_MAX = 16 * 1024;
 /** Most lines one `lines` event carries. */
 const EVENT_LINES = 1000;
 
@@ -57,7 +59,7 @@ export const streamLogEvents = (
   const sendLines = async (): Promise<void> => {
     const index = await deps.logLines.of(o.runId);
     for (;;) {
-      const w = await index.window(deps.pool, sent + 1, EVENT_LINES);
+      const w = await index.window(deps.pool, sent + 1, EVENT_LINES, LOG_LINE_MAX);
       const last = w.partial ? w.lines.pop()! : null;
       if (w.lines.length === 0 && last === partial) return;
       write(frame("lines", { from: sent + 1, lines: w.lines, partial: last, total: w.total }, sent + w.lines.length));

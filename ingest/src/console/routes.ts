@@ -8,7 +8,7 @@ import { accountsAvailable, connectionsPage, listConnections, startConnect } fro
 import { clearFlashCookie, connectReturnCookie, flashOf } from "./flash.js";
 import { answerOf, gatesPanel, type GateError, type GateList } from "./approvals.js";
 import { CLIENT_CSS, CLIENT_JS } from "./assets.js";
-import { LogEventsFrom, streamLogEvents } from "./log-events.js";
+import { LOG_LINE_MAX, LogEventsFrom, streamLogEvents } from "./log-events.js";
 import { CSP, csrfField, h, page, text, type Html } from "./html.js";
 import {
   errorPage,
@@ -247,6 +247,7 @@ const liveRoutes = (ctx: Ctx): void => {
       const s = scoped(req, session);
       const { id } = RunParams.parse(req.params);
       const q = new URLSearchParams(Object.entries(LogWindow.parse(req.query)).filter((e): e is [string, string] => e[1] !== undefined));
+      q.set("line_max", String(LOG_LINE_MAX));
       const w = await callApi<unknown>(app, session.id, { url: `${s.api}/runs/${encodeURIComponent(id)}/log/lines?${q.toString()}` });
       return reply.header("cache-control", "no-store").send(w);
     }),

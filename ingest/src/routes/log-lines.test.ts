@@ -116,6 +116,19 @@ test("a 20,000-line log: a window deep inside reads the right lines, the total c
   assert.equal((await lines(id, "from=1&limit=5000")).lines.length, 5000);
 });
 
+test("line_max: a longer line keeps its first characters, never half a surrogate pair, and says how many more it had", async () => {
+  const id = await scriptRun();
+  const long = `${"x".repeat(15)}😀${"y".repeat(100)}`;
+  await appendLogs(t.db.pool, id, null, [{ stream: "stdout", data: `short\n${long}\n${"z".repeat(40)}` }]);
+  const w = await lines(id, "from=1&line_max=16");
+  assert.deepEqual(w.lines, ["short", `${"x".repeat(15)} … [102 more characters]`, `${"z".repeat(16)} … [24 more characters]`]);
+  assert.equal(w.partial, true);
+  assert.deepEqual((await lines(id, "tail=1&line_max=17")).lines, [`${"z".repeat(17)} … [23 more characters]`]);
+  assert.deepEqual((await lines(id, "from=2&limit=1")).lines, [long], "without line_max, the whole line");
+  for (const bad of ["15", "1048577", "1e400", "-16", "abc"])
+    assertError(await ask(t, "GET", `${runs}/${id}/log/lines?line_max=${bad}`, { as: "viewer" }), 400, /^line_max: /, bad);
+});
+
 test("log/lines refuses callers and hostile query values, naming the parameter", async () => {
   const id = await scriptRun();
   await assertCallerRefusals(t, { method: "GET", url: `${runs}/${id}/log/lines` }, "viewer");

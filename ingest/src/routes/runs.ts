@@ -54,6 +54,7 @@ const LogQuery = z.object({
 
 /** Most lines one window answers. */
 export const LOG_LINES_MAX = 5000;
+const LINE_MAX_MAX = 1024 * 1024;
 const lineCount = z.coerce.number().int().min(1).max(LOG_LINES_MAX);
 const LogLinesQuery = z
   .object({
@@ -62,6 +63,8 @@ const LogLinesQuery = z
     limit: lineCount.default(500),
     /** The last `tail` lines instead. */
     tail: lineCount.optional(),
+    /** Lines longer than this keep their first `line_max` characters and say how many more they had. */
+    line_max: z.coerce.number().int().min(16).max(LINE_MAX_MAX).optional(),
   })
   .refine((q) => q.from === undefined || q.tail === undefined, { message: "give from or tail, not both", path: ["tail"] });
 
@@ -196,7 +199,7 @@ const logLinesRoute = (app: FastifyInstance, deps: RouteDeps): void => {
   const doc = api({
     summary: "A window of a run's masked log, by line",
     description:
-      "The text `GET runs/{id}/log` streams (masked, a pipeline run's lines prefixed by their job), split at line feeds: lines `from` (1-based) on, at most `limit` (default 500, at most 5000), or the last `tail` lines. A window past the end answers no lines.",
+      "The text `GET runs/{id}/log` streams (masked, a pipeline run's lines prefixed by their job), split at line feeds: lines `from` (1-based) on, at most `limit` (default 500, at most 5000), or the last `tail` lines. A window past the end answers no lines. With `line_max` (16 to 1048576), a longer line keeps its first `line_max` characters followed by ` … [<n> more characters]`.",
     tag: "runs",
     auth: "viewer",
     params: RunParams,
@@ -208,7 +211,10 @@ const logLinesRoute = (app: FastifyInstance, deps: RouteDeps): void => {
     const { id, run } = await viewedRun(deps.pool, req);
     // The status is read before the log: a run that had ended had written its last line.
     const index = await deps.logLines.of(id);
-    const w = q.tail === undefined ? await index.window(deps.pool, q.from ?? 1, q.limit) : await index.tail(deps.pool, q.tail);
+    const w =
+      q.tail === undefined
+        ? await index.window(deps.pool, q.from ?? 1, q.limit, q.line_max)
+        : await index.tail(deps.pool, q.tail, q.line_max);
     void reply.header("cache-control", "no-store");
     return { ...w, done: isTerminalStatus(run.status), status: run.status };
   });
