@@ -29,8 +29,11 @@ const SHAPE_BATCH = 50_000;
  * and never change, so the index only grows, by the rows after the last one it has.
  */
 export class RunLineIndex {
+  /** Each shape's first row id (a shape is one row of a pipeline run, else up to 32 consecutive rows). */
   readonly #ids: number[] = [];
-  /** Line feeds before each row. */
+  /** Rows in each shape. */
+  readonly #rows: number[] = [];
+  /** Line feeds before each shape. */
   readonly #before: number[] = [];
   /** Whether each row starts at a line start of its job: the prefixer's state there (a pipeline run's `[job] `). */
   readonly #atStart: boolean[] = [];
@@ -57,13 +60,18 @@ export class RunLineIndex {
   async #read(pool: Pool): Promise<void> {
     for (;;) {
       const shapes = await readLogShapes(pool, this.runId, this.#lastId, SHAPE_BATCH);
-      for (const s of shapes) this.#add(s);
-      if (shapes.length < SHAPE_BATCH) return;
+      let rows = 0;
+      for (const s of shapes) {
+        this.#add(s);
+        rows += s.rows;
+      }
+      if (rows < SHAPE_BATCH) return;
     }
   }
 
   #add(s: LogRowShape): void {
     this.#ids.push(s.id);
+    this.#rows.push(s.rows);
     this.#before.push(this.#newlines);
     this.#atStart.push(s.job === null || this.#jobAtStart.get(s.job) !== false);
     if (!s.empty) {
@@ -71,13 +79,13 @@ export class RunLineIndex {
       this.#partial = !s.endsLine;
     }
     this.#newlines += s.newlines;
-    this.#lastId = s.id;
+    this.#lastId = s.lastId;
   }
 
-  /** The row in which the 0-based line `line` starts: the row holding line feed number `line`. */
+  /** The shape in which the 0-based line `line` starts: the one holding line feed number `line`. */
   #rowOf(line: number): number {
     if (line === 0) return 0;
-    // The last row with fewer than `line` line feeds before it.
+    // The last shape with fewer than `line` line feeds before it.
     let lo = 0;
     let hi = this.#ids.length - 1;
     while (lo < hi) {
@@ -100,8 +108,11 @@ export class RunLineIndex {
     if (start >= end) return { from, lines: [], total, partial: false };
     const first = this.#rowOf(start);
     const last = end > this.#newlines ? this.#ids.length - 1 : this.#rowOf(end);
-    const rows = await readLogs(pool, this.runId, this.#ids[first]! - 1, last - first + 1);
-    const text = rows.map((r, k) => prefixJobChunk(r.job, r.data, this.#atStart[first + k] ?? true)).join("");
+    // Each row with its shape's prefixer state (a shape of several rows has no job: no prefix).
+    const atStart: boolean[] = [];
+    for (let b = first; b <= last; b++) for (let k = 0; k < this.#rows[b]!; k++) atStart.push(this.#atStart[b]!);
+    const rows = await readLogs(pool, this.runId, this.#ids[first]! - 1, atStart.length);
+    const text = rows.map((r, k) => prefixJobChunk(r.job, r.data, atStart[k] ?? true)).join("");
     let pos = 0;
     for (let skip = start - this.#before[first]!; skip > 0; skip--) pos = text.indexOf("\n", pos) + 1;
     const lines = text.slice(pos).split("\n", end - start);

@@ -45,25 +45,67 @@ export const readLogs = async (db: Db, runId: string, afterId: number, limit = 1
   return rows.map((r) => ({ id: Number(r.id), stream: r.stream, data: r.data, job: jobOf(r.node_id) }));
 };
 
-/** A log row's shape without its text: what a line index of the log needs (ingest/src/log-lines.ts). */
+/**
+ * The shape of consecutive log rows without their text: what a line index of the log needs
+ * (ingest/src/log-lines.ts). A pipeline run's rows come one by one (each has its job).
+ */
 export interface LogRowShape {
+  /** The first row's id. */
   id: number;
-  /** How many line feeds its text holds. */
+  /** The last row's id. */
+  lastId: number;
+  /** How many rows. */
+  rows: number;
+  /** How many line feeds their text holds. */
   newlines: number;
-  /** Its text ends with a line feed. */
+  /** The last row with text ends with a line feed. */
   endsLine: boolean;
-  /** Its text is empty. */
+  /** All their text is empty. */
   empty: boolean;
   job: string | null;
 }
 
-/** The shapes of the run's log rows after `afterId`, in order, at most `limit`: the text stays in the database. */
+/** Rows merged into one shape (not a pipeline run's): at most 32, starting within 64 Ki characters of text. */
+const SHAPE_ROWS = 32;
+const SHAPE_TEXT = 64 * 1024;
+
+/**
+ * The shapes of the run's log rows after `afterId`, in order, of at most `limit` rows: the text
+ * stays in the database, and short rows come merged (SHAPE_ROWS, SHAPE_TEXT), so a log of 100k
+ * short rows is 3k shapes while a window of lines still reads little more than its own text.
+ */
 export const readLogShapes = async (db: Db, runId: string, afterId: number, limit = 50_000): Promise<LogRowShape[]> => {
-  const { rows } = await db.query<{ id: string; newlines: number; ends_line: boolean; empty: boolean; node_id: string | null }>(
-    `select l.id, (length(l.data) - length(replace(l.data, E'\\n', '')))::int as newlines,
-            right(l.data, 1) = E'\\n' as ends_line, l.data = '' as empty, ${JOB_OF_ROW} as node_id
-       ${ROWS_OF_RUN} limit $3`,
-    [runId, afterId, limit],
+  const { rows } = await db.query<{
+    id: string;
+    last_id: string;
+    rows: number;
+    newlines: number;
+    ends_line: boolean | null;
+    empty: boolean;
+    node_id: string | null;
+  }>(
+    `with shapes as (
+       select l.id, (length(l.data) - length(replace(l.data, E'\\n', '')))::int as newlines,
+              right(l.data, 1) = E'\\n' as ends_line, l.data = '' as empty, ${JOB_OF_ROW} as node_id,
+              (r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$') as piped,
+              row_number() over (order by l.id) - 1 as n,
+              sum(length(l.data)) over (order by l.id) - length(l.data) as text_before
+         ${ROWS_OF_RUN} limit $3)
+     select min(id) as id, max(id) as last_id, count(*)::int as rows, sum(newlines)::int as newlines,
+            (array_agg(ends_line order by id desc) filter (where not empty))[1] as ends_line,
+            bool_and(empty) as empty, min(node_id) as node_id
+       from shapes
+      group by case when piped then n else n / $4 end, case when piped then 0 else text_before / $5 end
+      order by min(id)`,
+    [runId, afterId, limit, SHAPE_ROWS, SHAPE_TEXT],
   );
-  return rows.map((r) => ({ id: Number(r.id), newlines: r.newlines, endsLine: r.ends_line, empty: r.empty, job: jobOf(r.node_id) }));
+  return rows.map((r) => ({
+    id: Number(r.id),
+    lastId: Number(r.last_id),
+    rows: r.rows,
+    newlines: r.newlines,
+    endsLine: r.ends_line === true,
+    empty: r.empty,
+    job: jobOf(r.node_id),
+  }));
 };

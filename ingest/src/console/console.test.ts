@@ -280,7 +280,7 @@ test("the stream's heartbeat: a comment while the session lives; the stream clos
   out.on("data", (c: string) => (body += c));
   out.on("close", () => (closed = true));
   try {
-    await waitFor("a heartbeat", () => body.includes(": ping\n\n"), 5_000, 10);
+    await waitFor("the status and a heartbeat", () => body.includes("event: status") && body.includes(": ping\n\n"), 5_000, 10);
     allowed = false;
     await waitFor("the stream to close", () => closed, 5_000, 10);
     assert.deepEqual(

@@ -120,6 +120,26 @@ test("a 20,000-line log: a window deep inside reads the right lines, the total c
   assert.equal((await lines(id, "from=1&limit=5000")).lines.length, 5000);
 });
 
+test("200 rows of mixed sizes (merged into shapes by count and by text): sampled windows equal the log route's text", async () => {
+  const id = await scriptRun();
+  const rows = Array.from({ length: 200 }, (_, i) =>
+    i % 37 === 0 ? "" : i % 23 === 0 ? `${"w".repeat(70_000)}\n` : i % 5 === 0 ? `r${i}-a\nr${i}-b` : `r${i}\n`,
+  );
+  for (let i = 0; i < rows.length; i += 50)
+    await appendLogs(
+      t.db.pool,
+      id,
+      null,
+      rows.slice(i, i + 50).map((data) => ({ stream: "stdout", data })),
+    );
+  const want = await logText(id);
+  const index = await new LogLineIndexes(t.db.pool).of(id);
+  for (let from = 1; from <= want.lines.length; from += 3)
+    for (const limit of [1, 40])
+      assert.deepEqual((await index.window(t.db.pool, from, limit)).lines, want.lines.slice(from - 1, from - 1 + limit));
+  assert.equal(index.total, want.lines.length);
+});
+
 test("line_max: a longer line keeps its first characters, never half a surrogate pair, and says how many more it had", async () => {
   const id = await scriptRun();
   const long = `${"x".repeat(15)}😀${"y".repeat(100)}`;
