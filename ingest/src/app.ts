@@ -3,6 +3,7 @@ import { FlowError, REQUEST_ID_HEADER, assertStorableJson, pathParamProblem, que
 import { ServiceMetrics, mintId } from "@flowsvc/store";
 import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
+import { LogLineIndexes } from "./log-lines.js";
 import { observe } from "./observability.js";
 import { catalogRoutes } from "./openapi/document.js";
 import { openApiRoutes } from "./openapi/routes.js";
@@ -82,7 +83,12 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   const routes = catalogRoutes(app);
   const metrics = deps.metrics ?? new ServiceMetrics({ pool: deps.pool });
   observe(app, metrics);
-  const routeDeps: RouteDeps = { ...deps, metrics, maskers: createRunMaskers(deps.pool, deps.keyring) };
+  const routeDeps: RouteDeps = {
+    ...deps,
+    metrics,
+    maskers: createRunMaskers(deps.pool, deps.keyring),
+    logLines: new LogLineIndexes(deps.pool),
+  };
   // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
   // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).
   const plugins = [

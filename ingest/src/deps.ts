@@ -3,6 +3,7 @@ import type { AccountProvidersConfig, ResourceStore } from "@flowsvc/core";
 import type { Keyring, Listener, ServiceMetrics } from "@flowsvc/store";
 import type { LocalAgentInfo } from "@flowsvc/controller";
 import type { RunMaskers } from "./run-masker.js";
+import type { LogLineIndexes } from "./log-lines.js";
 
 /** What the HTTP layer needs from the rest of the service; built once by the server. */
 export interface IngestDeps {
@@ -31,4 +32,6 @@ export interface RouteDeps extends IngestDeps {
   /** The projects' maskers, cached per app (run-masker.ts). */
   maskers: RunMaskers;
   metrics: ServiceMetrics;
+  /** Where each line of recently read run logs starts, cached per app (log-lines.ts). */
+  logLines: LogLineIndexes;
 }

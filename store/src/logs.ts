@@ -24,23 +24,88 @@ export interface LogRow {
   job: string | null;
 }
 
+/** A pipeline run's rows (a graph run of a .yaml/.yml file, until a pipeline run has a workflow of its own) carry their job. */
+const JOB_OF_ROW = `case when r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$' then n.node_id end`;
+const ROWS_OF_RUN = `from run_logs l join runs r on r.id = l.run_id
+       left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
+      where l.run_id = $1 and l.id > $2 order by l.id`;
+/** A pipeline job's node id without its `--stepN` suffix. */
+const jobOf = (nodeId: string | null): string | null => (nodeId === null ? null : nodeId.replace(/--step\d+$/, ""));
+
 /**
  * The run's log after `afterId`. A pipeline run's rows (a graph run of a .yaml/.yml file, until a
  * pipeline run has a workflow of its own) carry the job of the node whose agent job wrote them.
  */
 export const readLogs = async (db: Db, runId: string, afterId: number, limit = 1000): Promise<LogRow[]> => {
   const { rows } = await db.query<{ id: string; stream: string; data: string; node_id: string | null }>(
-    `select l.id, l.stream, l.data,
-            case when r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$' then n.node_id end as node_id
-       from run_logs l join runs r on r.id = l.run_id
-       left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
-      where l.run_id = $1 and l.id > $2 order by l.id limit $3`,
+    `select l.id, l.stream, l.data, ${JOB_OF_ROW} as node_id
+       ${ROWS_OF_RUN} limit $3`,
     [runId, afterId, limit],
+  );
+  return rows.map((r) => ({ id: Number(r.id), stream: r.stream, data: r.data, job: jobOf(r.node_id) }));
+};
+
+/**
+ * The shape of consecutive log rows without their text: what a line index of the log needs
+ * (ingest/src/log-lines.ts). A pipeline run's rows come one by one (each has its job).
+ */
+export interface LogRowShape {
+  /** The first row's id. */
+  id: number;
+  /** The last row's id. */
+  lastId: number;
+  /** How many rows. */
+  rows: number;
+  /** How many line feeds their text holds. */
+  newlines: number;
+  /** The last row with text ends with a line feed. */
+  endsLine: boolean;
+  /** All their text is empty. */
+  empty: boolean;
+  job: string | null;
+}
+
+/** Rows merged into one shape (not a pipeline run's): at most 32, starting within 64 Ki characters of text. */
+const SHAPE_ROWS = 32;
+const SHAPE_TEXT = 64 * 1024;
+
+/**
+ * The shapes of the run's log rows after `afterId`, in order, of at most `limit` rows: the text
+ * stays in the database, and short rows come merged (SHAPE_ROWS, SHAPE_TEXT), so a log of 100k
+ * short rows is 3k shapes while a window of lines still reads little more than its own text.
+ */
+export const readLogShapes = async (db: Db, runId: string, afterId: number, limit = 50_000): Promise<LogRowShape[]> => {
+  const { rows } = await db.query<{
+    id: string;
+    last_id: string;
+    rows: number;
+    newlines: number;
+    ends_line: boolean | null;
+    empty: boolean;
+    node_id: string | null;
+  }>(
+    `with shapes as (
+       select l.id, (length(l.data) - length(replace(l.data, E'\\n', '')))::int as newlines,
+              right(l.data, 1) = E'\\n' as ends_line, l.data = '' as empty, ${JOB_OF_ROW} as node_id,
+              (r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$') as piped,
+              row_number() over (order by l.id) - 1 as n,
+              sum(length(l.data)) over (order by l.id) - length(l.data) as text_before
+         ${ROWS_OF_RUN} limit $3)
+     select min(id) as id, max(id) as last_id, count(*)::int as rows, sum(newlines)::int as newlines,
+            (array_agg(ends_line order by id desc) filter (where not empty))[1] as ends_line,
+            bool_and(empty) as empty, min(node_id) as node_id
+       from shapes
+      group by case when piped then n else n / $4 end, case when piped then 0 else text_before / $5 end
+      order by min(id)`,
+    [runId, afterId, limit, SHAPE_ROWS, SHAPE_TEXT],
   );
   return rows.map((r) => ({
     id: Number(r.id),
-    stream: r.stream,
-    data: r.data,
-    job: r.node_id === null ? null : r.node_id.replace(/--step\d+$/, ""),
+    lastId: Number(r.last_id),
+    rows: r.rows,
+    newlines: r.newlines,
+    endsLine: r.ends_line === true,
+    empty: r.empty,
+    job: jobOf(r.node_id),
   }));
 };

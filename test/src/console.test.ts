@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { RUN_ID } from "./support/runs.js";
+import { RUN_ID, ended } from "./support/runs.js";
 import { waitFor } from "./support/wait.js";
 import { OAuthProviderPeer } from "./peers/oauth-provider.js";
 
@@ -87,8 +87,13 @@ void test("a run's log streams into the page live, masked, and the status turns 
   const go = join(dir, "go");
   const id = await submit(
     "live.sh",
-    `echo "start $API_TOKEN"\nfor i in $(seq 1 50); do echo "line $i"; done\nwhile [ ! -f '${go}' ]; do sleep 0.05; done\necho "after-go"\n`,
+    `echo "start $API_TOKEN"\nfor i in $(seq 1 50); do echo "line $i"; done\nwhile [ ! -f '${go}' ]; do sleep 0.05; done\necho "after-go $API_TOKEN"\n`,
   );
+  const logRequests: string[] = [];
+  const onRequest = (r: { url: () => string }): void => {
+    if (/\/log\.(json|events)/.test(r.url())) logRequests.push(r.url());
+  };
+  page.on("request", onRequest);
   await page.goto(runUrl(id));
   // The viewer follows the tail; Home (keyboard) goes to the first line and stops following.
   await page.locator("#log .log-row", { hasText: "line 50" }).waitFor();
@@ -98,13 +103,54 @@ void test("a run's log streams into the page live, masked, and the status turns 
   await page.getByLabel("follow").check();
   assert.equal(await page.locator("#log .log-row", { hasText: "after-go" }).count(), 0, "the run waits for the file");
   await writeFile(go, "");
-  await page.locator("#log .log-row", { hasText: "after-go" }).waitFor({ timeout: 15_000 });
+  await page.locator("#log .log-row", { hasText: "after-go ***" }).waitFor({ timeout: 15_000 });
   await page.locator(`.run-head [data-run-status="${id}"]`, { hasText: "succeeded" }).waitFor({ timeout: 15_000 });
   assert.equal((await page.locator("#log .log-row").count()) < 200, true, "only rows in view are in the DOM");
   await page.locator("#cancel").waitFor({ state: "detached", timeout: 15_000 }); // a run that ended offers no Cancel
+  // The live lines came by one event stream, not by polling for windows.
+  page.off("request", onRequest);
+  assert.equal(logRequests.filter((u) => u.includes("/log.events")).length, 1, logRequests.join("\n"));
+  assert.ok(logRequests.filter((u) => u.includes("/log.json")).length <= 2, logRequests.join("\n"));
+  // Every frame of the stream, read again from the page now that the run has ended (the browser
+  // does not keep an event stream's body): the masked lines, never the secret.
+  const frames = await page.evaluate((url: string) => fetch(url).then((r) => r.text()), `${runUrl(id)}/log.events?after=0`);
+  assert.match(frames, /^data: \{"from":1,"lines":\["start \*\*\*","line 1",/m);
+  assert.match(frames, /"after-go \*\*\*"/);
+  assert.match(frames, /^event: end\ndata: \{"status":"succeeded"\}$/m);
+  assert.ok(!frames.includes(SECRET), "a secret in an event stream's frame");
   if (process.env.FLOWSVC_CONSOLE_SCREENSHOTS) {
     await page.screenshot({ path: join(process.env.FLOWSVC_CONSOLE_SCREENSHOTS, "console-run.png") });
   }
+});
+
+void test("a 12,000-line log: scrolling top to bottom shows the right lines and holds at most 2,000; End reaches the last", async () => {
+  const n = 12_000;
+  const id = await submit("big.sh", `seq 1 ${n} | sed 's/^/big line /'\n`);
+  assert.equal(await ended(server, id), "succeeded");
+  await page.goto(runUrl(id));
+  const log = page.locator("#log");
+  await log.locator(".log-row", { hasText: `big line ${n}` }).waitFor();
+  assert.equal(await page.locator("#log-count").textContent(), String(n));
+  await log.focus();
+  await page.keyboard.press("Home");
+  await log.locator('.log-row[data-line="1"]', { hasText: /^big line 1$/ }).waitFor();
+  let most = 0;
+  // Jump through the log as a dragged scrollbar does; each place shows its own lines.
+  for (let line = 1; line <= n; line += 1_100) {
+    await log.evaluate(
+      (el: { scrollTop: number }, top: number) => {
+        el.scrollTop = top;
+      },
+      (line - 1) * 18,
+    );
+    await log.locator(`.log-row[data-line="${line}"]`, { hasText: new RegExp(`^big line ${line}$`) }).waitFor();
+    most = Math.max(most, Number(await log.getAttribute("data-held")));
+  }
+  assert.ok(most > 0 && most <= 2_000, `the page held ${most} lines`);
+  await page.keyboard.press("End");
+  await log.locator(`.log-row[data-line="${n}"]`, { hasText: `big line ${n}` }).waitFor();
+  assert.equal(await page.getByLabel("follow").isChecked(), true, "End follows the tail again");
+  assert.ok(Number(await log.getAttribute("data-held")) <= 2_000);
 });
 
 void test("the Cancel button cancels a running run", async () => {

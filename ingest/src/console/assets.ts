@@ -2,14 +2,17 @@
  * The console's one script and one stylesheet, hand-written and served by ingest
  * (/console/static/*): no build step, no CDN, no inline script (the CSP forbids it).
  *
- * The script does three things: live run statuses (polls `runs.json` / `status.json`), and the
- * run log viewer, which fetches the log in windows of rows (`log.json?after=<row>&limit=`) and
- * renders only the lines in view (a virtual list of fixed-height rows), so a 100k-line log never
- * becomes 100k DOM nodes. Text goes in with textContent, never as HTML.
+ * The script does two things: live statuses on the runs list (polls `runs.json`), and the run log
+ * viewer, which fetches the log in windows of lines (`log.json?from=<line>&limit=`, the API's
+ * `log/lines`), holds at most a few windows around the view, renders only the lines in view (a
+ * virtual list of fixed-height rows), and takes new lines and status changes from a Server-Sent
+ * Events stream (`log.events`) while the run goes on: a 100k-line log is never 100k lines in memory
+ * nor 100k DOM nodes. Text goes in with textContent, never as HTML.
  */
 export const CLIENT_JS = String.raw`"use strict";
 (function () {
-  var ROW = 18, WINDOW = 2000, POLL = 1000;
+  // At most KEEP windows of WIN lines are held (2,000 lines); MAX_PX: the tallest spacer drawn.
+  var ROW = 18, WIN = 500, KEEP = 4, MAX_PX = 15000000;
   var TERMINAL = { succeeded: 1, failed: 1, cancelled: 1 };
   function getJson(url) {
     return fetch(url, { credentials: "same-origin", headers: { accept: "application/json" } }).then(function (r) {
@@ -36,53 +39,119 @@ export const CLIENT_JS = String.raw`"use strict";
     }
     setTimeout(tick, 2000);
   }
+  // The run log: a virtual list of fixed-height rows over the whole log (the spacer spans every
+  // line), filled from windows of WIN lines fetched by line number; at most KEEP windows are held,
+  // those farthest from the view go. New lines arrive by Server-Sent Events while the run goes on.
   function logViewer(box) {
     var spacer = box.querySelector(".log-spacer"), rows = box.querySelector(".log-rows");
     var count = document.getElementById("log-count"), follow = document.getElementById("log-follow");
-    var lines = [], partial = "", after = 0, painted = false, scheduled = false;
-    var url = box.getAttribute("data-log-url");
+    var url = box.getAttribute("data-log-url"), eventsUrl = box.getAttribute("data-events-url");
+    var runId = box.closest("main").querySelector("[data-run-status]").getAttribute("data-run-status");
+    var wins = new Map(), loading = {}, asked = {};
+    var complete = 0, partial = null, done = false, painted = false, lastShown = false, scheduled = false;
+    function total() { return complete + (partial === null ? 0 : 1); }
+    function held() {
+      var n = partial === null ? 0 : 1;
+      wins.forEach(function (w) { n += w.length; });
+      return n;
+    }
+    function lineAt(i) {
+      if (i === complete && partial !== null) return partial;
+      var w = wins.get(Math.floor(i / WIN)), j = i % WIN;
+      return w && j < w.length ? w[j] : undefined;
+    }
+    function evict(center) {
+      while (wins.size > KEEP) {
+        var far = -1, dist = -1;
+        wins.forEach(function (_w, k) { if (Math.abs(k - center) > dist) { dist = Math.abs(k - center); far = k; } });
+        wins.delete(far);
+      }
+    }
+    // An answer of the lines route: its aligned windows are kept; its counts when it reaches the end.
+    function take(w) {
+      var from = w.from - 1, n = w.partial ? w.lines.length - 1 : w.lines.length;
+      if (from + w.lines.length >= w.total && from + n >= complete) {
+        complete = from + n;
+        partial = w.partial ? w.lines[n] : null;
+      } else if (w.total - 1 > complete) complete = w.total - 1;
+      for (var k = Math.ceil(from / WIN); k * WIN < from + n; k++) {
+        var part = w.lines.slice(k * WIN - from, Math.min(n, k * WIN - from + WIN)), had = wins.get(k);
+        if (!had || had.length <= part.length) wins.set(k, part);
+      }
+    }
+    function fetchWindow(k) {
+      if (loading[k] || asked[k] === complete) return;
+      loading[k] = true;
+      asked[k] = complete;
+      getJson(url + "?from=" + (k * WIN + 1) + "&limit=" + WIN).then(function (w) {
+        take(w);
+      }).catch(function () {
+        asked[k] = -1;
+        return new Promise(function (resolve) { setTimeout(resolve, 3000); });
+      }).then(function () { loading[k] = false; schedule(); });
+    }
     function draw() {
       scheduled = false;
-      var total = lines.length + (partial ? 1 : 0);
-      spacer.style.height = total * ROW + "px";
+      var n = total(), height = Math.min(n * ROW, MAX_PX);
+      spacer.style.height = height + "px";
       if (follow && follow.checked) box.scrollTop = box.scrollHeight;
-      var first = Math.max(0, Math.floor(box.scrollTop / ROW) - 20);
-      var last = Math.min(total, first + Math.ceil(box.clientHeight / ROW) + 40);
-      rows.style.transform = "translateY(" + first * ROW + "px)";
-      var frag = document.createDocumentFragment();
+      // Past MAX_PX (a browser caps an element's height) the scrollbar maps onto the lines in proportion.
+      var scale = n * ROW > MAX_PX ? (n * ROW - box.clientHeight) / Math.max(1, MAX_PX - box.clientHeight) : 1;
+      var top = box.scrollTop * scale, inView = Math.floor(top / ROW);
+      var first = Math.max(0, inView - 20), last = Math.min(n, inView + Math.ceil(box.clientHeight / ROW) + 20);
+      rows.style.transform = "translateY(" + (box.scrollTop - top + first * ROW) + "px)";
+      var frag = document.createDocumentFragment(), missing = {};
       for (var i = first; i < last; i++) {
-        var div = document.createElement("div");
-        div.className = "log-row";
+        var text = lineAt(i), div = document.createElement("div");
+        div.className = text === undefined ? "log-row log-wait" : "log-row";
         div.setAttribute("data-line", String(i + 1));
-        div.textContent = i < lines.length ? lines[i] : partial;
+        div.textContent = text === undefined ? "" : text;
+        if (text === undefined) missing[Math.floor(i / WIN)] = 1;
         frag.appendChild(div);
       }
       rows.replaceChildren(frag);
-      count.textContent = String(total);
-      if (!painted && total > 0) { painted = true; performance.mark("console-log-first-paint"); }
+      count.textContent = String(n);
+      Object.keys(missing).forEach(function (k) { fetchWindow(Number(k)); });
+      evict(Math.floor(inView / WIN));
+      box.setAttribute("data-held", String(held()));
+      if (!painted && n > 0) { painted = true; performance.mark("console-log-first-paint"); }
+      if (done && !lastShown && last === n && lineAt(n - 1) !== undefined) { lastShown = true; performance.mark("console-log-last-line"); }
     }
     function schedule() { if (!scheduled) { scheduled = true; requestAnimationFrame(draw); } }
-    function add(data) {
-      var parts = (partial + data).split("\n");
-      partial = parts.pop();
-      for (var i = 0; i < parts.length; i++) lines.push(parts[i]);
-    }
     function finish(status) {
+      done = true;
       box.setAttribute("data-complete", status);
+      setStatus(runId, status);
       schedule();
-      requestAnimationFrame(function () { performance.mark("console-log-last-line"); });
     }
-    function next() {
-      // The first window is small so the page paints at once; then larger ones.
-      var bytes = painted ? 1048576 : 32768;
-      getJson(url + "?after=" + after + "&limit=" + WINDOW + "&bytes=" + bytes).then(function (w) {
-        for (var i = 0; i < w.rows.length; i++) { after = w.rows[i][0]; add(w.rows[i][1]); }
-        if (w.rows.length) schedule();
-        setStatus(box.closest("main").querySelector("[data-run-status]").getAttribute("data-run-status"), w.status);
-        if (w.more) return next();
-        if (w.done) return finish(w.status);
-        setTimeout(next, POLL);
-      }).catch(function () { setTimeout(next, POLL * 3); });
+    // The live log: each line once (a line already held is skipped), the tail's window grows and a
+    // new one starts after it; lines of windows not held only move the count on.
+    function live() {
+      var es = new EventSource(eventsUrl + "?after=" + complete);
+      es.addEventListener("lines", function (ev) {
+        var d = JSON.parse(ev.data), i = d.from - 1;
+        for (var j = 0; j < d.lines.length; j++, i++) {
+          var k = Math.floor(i / WIN), w = wins.get(k);
+          if (w && w.length === i - k * WIN) w.push(d.lines[j]);
+          else if (!w && i === k * WIN && (k === 0 || wins.has(k - 1))) wins.set(k, [d.lines[j]]);
+        }
+        if (i >= complete) { complete = i; partial = d.partial; }
+        schedule();
+      });
+      es.addEventListener("status", function (ev) { setStatus(runId, JSON.parse(ev.data).status); });
+      es.addEventListener("end", function (ev) {
+        es.close();
+        finish(JSON.parse(ev.data).status);
+      });
+    }
+    function start() {
+      var first = follow && follow.checked ? "?tail=" + WIN : "?from=1&limit=" + WIN;
+      getJson(url + first).then(function (w) {
+        take(w);
+        if (w.done) finish(w.status);
+        else { setStatus(runId, w.status); live(); }
+        schedule();
+      }).catch(function () { setTimeout(start, 3000); });
     }
     box.addEventListener("scroll", function () {
       if (follow && box.scrollTop + box.clientHeight < box.scrollHeight - ROW) follow.checked = false;
@@ -98,28 +167,13 @@ export const CLIENT_JS = String.raw`"use strict";
       schedule();
     });
     if (follow) follow.addEventListener("change", schedule);
-    next();
-  }
-  function liveRun(el) {
-    var url = document.getElementById("log") && document.getElementById("log").getAttribute("data-status-url");
-    if (!url || TERMINAL[el.textContent]) return;
-    function tick() {
-      getJson(url).then(function (r) {
-        setStatus(r.id, r.status);
-        if (!TERMINAL[r.status]) setTimeout(tick, POLL * 2);
-      }).catch(function () { setTimeout(tick, POLL * 5); });
-    }
-    setTimeout(tick, POLL * 2);
+    start();
   }
   document.addEventListener("DOMContentLoaded", function () {
     var table = document.querySelector("[data-live-runs]");
     if (table) liveRuns(table);
     var box = document.getElementById("log");
-    if (box) {
-      logViewer(box);
-      var head = document.querySelector(".run-head [data-run-status]");
-      if (head) liveRun(head);
-    }
+    if (box) logViewer(box);
   });
 })();
 `;
@@ -148,6 +202,7 @@ caption { text-align: left; color: var(--muted); }
 .log { position: relative; height: 60vh; overflow: auto; border: 1px solid var(--line); font: 12px/18px ui-monospace, monospace; }
 .log-rows { position: absolute; top: 0; left: 0; right: 0; will-change: transform; }
 .log-row { height: 18px; white-space: pre; padding: 0 .5rem; }
+.log-wait::after { content: "…"; color: var(--muted); }
 .log-meta { color: var(--muted); }
 pre.json { max-height: 20rem; overflow: auto; background: rgba(127,127,127,.08); padding: .5rem; }
 .annotation { border-left: 3px solid var(--line); padding-left: .75rem; margin-bottom: .75rem; }

@@ -2,7 +2,20 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import type { ApprovalField } from "@flowsvc/core";
-import { GRAPH_WORKFLOW, appendLogs, createRun, insertGraphNodes, updateGraphNode, withTransaction } from "@flowsvc/store";
+import { EventEmitter } from "node:events";
+import type { IncomingMessage } from "node:http";
+import {
+  GRAPH_WORKFLOW,
+  appendLogs,
+  createRun,
+  insertGraphNodes,
+  startListener,
+  updateGraphNode,
+  waitFor,
+  withTransaction,
+} from "@flowsvc/store";
+import { LogLineIndexes } from "../log-lines.js";
+import { streamLogEvents } from "./log-events.js";
 import { ask, connectTestAccount, createTestApp, type TestApp } from "../testing/test-app.js";
 import { md } from "./html.js";
 import { accountsAvailable, connectionsPage } from "./connections.js";
@@ -150,34 +163,134 @@ test("the API's rules hold through the console: a viewer cannot cancel or delete
   assert.equal(other.statusCode, 404);
 });
 
-test("the log comes in windows of rows, and a run page filters by handler through the API", async () => {
+test("the log comes in windows of lines through the API, and a run page filters by handler through the API", async () => {
   const s = await login(t.tokens.viewer);
   const url = `/p/${t.project.org}/p/runs/${runId}/log.json`;
-  const first = (await t.app.inject({ method: "GET", url: `${url}?after=0&limit=10`, headers: { cookie: s.cookie } })).json<{
-    rows: Array<[number, string]>;
-    more: boolean;
-  }>();
-  assert.equal(first.rows.length, 10);
-  assert.equal(first.more, true);
-  const next = (
-    await t.app.inject({ method: "GET", url: `${url}?after=${first.rows[9]![0]}&limit=100`, headers: { cookie: s.cookie } })
-  ).json<{
-    rows: Array<[number, string]>;
-    more: boolean;
-  }>();
-  assert.deepEqual([next.rows.length, next.rows[0]![1], next.more], [20, "line 10\n", false]);
-  const small = (await t.app.inject({ method: "GET", url: `${url}?after=0&limit=100&bytes=1`, headers: { cookie: s.cookie } })).json<{
-    rows: Array<[number, string]>;
-    more: boolean;
-    done: boolean;
-  }>();
-  assert.deepEqual([small.rows.length, small.more, small.done], [1, true, false], "a byte cap still sends one row, and says there is more");
-  const bad = await t.app.inject({ method: "GET", url: `${url}?limit=1e400`, headers: { cookie: s.cookie } });
-  assert.equal(bad.statusCode, 400);
+  const get = (q: string) => t.app.inject({ method: "GET", url: `${url}?${q}`, headers: { cookie: s.cookie } });
+  const mid = (await get("from=11&limit=3")).json<{ from: number; lines: string[]; total: number; done: boolean }>();
+  assert.deepEqual([mid.from, mid.lines, mid.total, mid.done], [11, ["line 10", "line 11", "line 12"], 30, false]);
+  assert.deepEqual((await get("tail=2")).json<{ lines: string[] }>().lines, ["line 28", "line 29"]);
+  const bad = await get("limit=1e400");
+  assert.deepEqual([bad.statusCode, bad.body.includes("limit: ")], [400, true], bad.body);
+  assert.equal((await get("from=-1")).statusCode, 400);
+  assert.equal((await t.app.inject({ method: "GET", url: `${url}?from=1` })).statusCode, 303, "no session: to /login");
   const byHandler = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/runs?handler=nope`, headers: { cookie: s.cookie } });
   assert.match(byHandler.body, /0 runs/);
   const byTag = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/runs?tag=web`, headers: { cookie: s.cookie } });
   assert.ok(byTag.body.includes(runId));
+});
+
+/** The SSE frames of a body: `[event, data, id]`; comments left out. */
+const frames = (body: string): Array<{ event: string; data: unknown; id?: string }> =>
+  body
+    .split("\n\n")
+    .filter((f) => f.includes("event: "))
+    .map((f) => {
+      // SSE fields end at CR or LF only (a U+2028 inside a line is text).
+      const field = (name: string): string | undefined =>
+        f
+          .split("\n")
+          .find((l) => l.startsWith(`${name}: `))
+          ?.slice(name.length + 2);
+      const id = field("id");
+      return { event: field("event")!, data: JSON.parse(field("data")!) as unknown, ...(id === undefined ? {} : { id }) };
+    });
+
+test("the live log as Server-Sent Events: resumes after Last-Event-ID, ends with the run; refusals", async () => {
+  const s = await login(t.tokens.viewer);
+  const ended = await ask(t, "POST", `${t.project.base}/runs`, { body: { kind: "script", source: "echo\n", filename: "e.sh" } });
+  const id = (ended.body as { id: string }).id;
+  await appendLogs(t.db.pool, id, null, [
+    { stream: "stdout", data: "a\r\nkey *** \u2028b\n" },
+    { stream: "stdout", data: "c\nunfinished" },
+  ]);
+  await t.db.pool.query(`update runs set status = 'succeeded', finished_at = now() where id = $1`, [id]);
+  const url = `/p/${t.project.org}/p/runs/${id}/log.events`;
+  const res = await t.app.inject({ method: "GET", url, headers: { cookie: s.cookie } });
+  assert.equal(res.statusCode, 200, res.body);
+  assert.equal(res.headers["content-type"], "text/event-stream; charset=utf-8");
+  assert.deepEqual(frames(res.body), [
+    { event: "lines", id: "3", data: { from: 1, lines: ["a\r", "key *** \u2028b", "c"], partial: "unfinished", total: 4 } },
+    { event: "status", data: { status: "succeeded" } },
+    { event: "end", data: { status: "succeeded" } },
+  ]);
+  const resumed = await t.app.inject({ method: "GET", url, headers: { cookie: s.cookie, "last-event-id": "2" } });
+  assert.deepEqual(frames(resumed.body)[0], { event: "lines", id: "3", data: { from: 3, lines: ["c"], partial: "unfinished", total: 4 } });
+  const query = await t.app.inject({ method: "GET", url: `${url}?after=4`, headers: { cookie: s.cookie } });
+  assert.deepEqual(
+    frames(query.body).map((f) => f.event),
+    ["status", "end"],
+    "nothing past the end",
+  );
+  for (const lastId of ["junk", "-1", "1e400", "NaN"]) {
+    const r = await t.app.inject({ method: "GET", url, headers: { cookie: s.cookie, "last-event-id": lastId } });
+    assert.deepEqual([r.statusCode, r.body.includes("after: ")], [400, true], `${lastId}: ${r.body}`);
+  }
+  assert.equal((await t.app.inject({ method: "GET", url })).statusCode, 303, "no session: to /login");
+  const other = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/runs/run-nope/log.events`, headers: { cookie: s.cookie } });
+  assert.equal(other.statusCode, 404);
+});
+
+test("the live stream sends lines as they are written and ends when the run does", async () => {
+  const s = await login(t.tokens.viewer);
+  const res0 = await ask(t, "POST", `${t.project.base}/runs`, { body: { kind: "script", source: "echo\n", filename: "l.sh" } });
+  const id = (res0.body as { id: string }).id;
+  const address = await t.app.listen({ host: "127.0.0.1", port: 0 });
+  const res = await fetch(`${address}/p/${t.project.org}/p/runs/${id}/log.events`, { headers: { cookie: s.cookie } });
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let body = "";
+  const until = async (pattern: RegExp): Promise<void> => {
+    while (!pattern.test(body)) {
+      const { value, done } = await reader.read();
+      if (done) assert.fail(`the stream ended before ${pattern}: ${body}`);
+      body += value;
+    }
+  };
+  await until(/event: status\ndata: \{"status":"queued"\}/);
+  await appendLogs(t.db.pool, id, null, [{ stream: "stdout", data: "first\n" }]);
+  await until(/"lines":\["first"\]/);
+  await appendLogs(t.db.pool, id, null, [{ stream: "stdout", data: "second\n" }]);
+  // As the run's end nudges its followers (flowsvc_runs); without it, the follower's poll finds it.
+  await t.db.pool.query(`update runs set status = 'failed', finished_at = now() where id = $1`, [id]);
+  await t.db.pool.query(`select pg_notify('flowsvc_runs', $1)`, [id]);
+  await until(/event: end/);
+  assert.deepEqual(
+    frames(body).map((f) => [f.event, f.id]),
+    [
+      ["status", undefined],
+      ["lines", "1"],
+      ["lines", "2"],
+      ["status", undefined],
+      ["end", undefined],
+    ],
+  );
+  assert.equal((await reader.read()).done, true, "the stream closes after end");
+});
+
+test("the stream's heartbeat: a comment while the session lives; the stream closes once the session has ended", async () => {
+  const listener = startListener(t.db.url, () => {});
+  let allowed = true;
+  const out = streamLogEvents(
+    { pool: t.db.pool, listener, logLines: new LogLineIndexes(t.db.pool) },
+    { runId, after: 30, client: new EventEmitter() as IncomingMessage, allowed: () => Promise.resolve(allowed), heartbeatMs: 20 },
+  );
+  let body = "";
+  let closed = false;
+  out.setEncoding("utf8");
+  out.on("data", (c: string) => (body += c));
+  out.on("close", () => (closed = true));
+  try {
+    await waitFor("the status and a heartbeat", () => body.includes("event: status") && body.includes(": ping\n\n"), 5_000, 10);
+    allowed = false;
+    await waitFor("the stream to close", () => closed, 5_000, 10);
+    assert.deepEqual(
+      frames(body).map((f) => f.event),
+      ["status"],
+      "no line past line 30, no end: the run goes on",
+    );
+  } finally {
+    await listener.close();
+  }
 });
 
 test("markdown is rendered with every tag escaped and only http(s) links", () => {

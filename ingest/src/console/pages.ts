@@ -153,7 +153,7 @@ ${run.error ? h`<p class="error">${run.error}</p>` : ""}
 ${d.gates ?? ""}
 <section aria-labelledby="h-log"><h2 id="h-log">Log</h2>
 <div id="log" class="log" tabindex="0" role="log" aria-label="run log (scroll with the arrow keys, Page Up/Down, Home and End)"
- data-log-url="${runUrl}/log.json" data-status-url="${runUrl}/status.json"><div class="log-spacer"></div><div class="log-rows"></div></div>
+ data-log-url="${runUrl}/log.json" data-events-url="${runUrl}/log.events" data-held="0"><div class="log-spacer"></div><div class="log-rows"></div></div>
 <p class="log-meta" aria-live="polite"><span id="log-count">0</span> lines <label><input type="checkbox" id="log-follow" checked> follow</label></p>
 </section>
 <section aria-labelledby="h-ann"><h2 id="h-ann">Annotations</h2>${

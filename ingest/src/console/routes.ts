@@ -1,13 +1,14 @@
 import { z } from "zod";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import { isTerminalStatus } from "@flowsvc/core";
-import { readLogs, type RunView } from "@flowsvc/store";
+import type { RunView } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { ApiRefusal, apiBase, callApi } from "./api.js";
 import { accountsAvailable, connectionsPage, listConnections, startConnect } from "./connections.js";
 import { clearFlashCookie, connectReturnCookie, flashOf } from "./flash.js";
 import { answerOf, gatesPanel, type GateError, type GateList } from "./approvals.js";
 import { CLIENT_CSS, CLIENT_JS } from "./assets.js";
+import { LOG_LINE_MAX, LogEventsFrom, streamLogEvents } from "./log-events.js";
 import { CSP, csrfField, h, page, text, type Html } from "./html.js";
 import {
   errorPage,
@@ -38,7 +39,6 @@ import {
 } from "./session.js";
 
 const FORM_LIMIT = 64 * 1024;
-const LOG_WINDOW_MAX = 5000;
 
 const ScopeParams = z.object({ org: z.string().min(1).max(128), project: z.string().min(1).max(128) });
 const RunParams = ScopeParams.extend({ id: z.string().min(1).max(64) });
@@ -49,27 +49,12 @@ const RunsQuery = z.object({
   tag: z.string().max(128).optional(),
   handler: z.string().max(128).optional(),
 });
+/** A window of the log as the page asks for it: only these keys go on to the API, which checks their values. */
 const LogWindow = z.object({
-  after: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
-  limit: z.coerce.number().int().min(1).max(LOG_WINDOW_MAX).default(2000),
-  /** At most this many bytes of log text (at least one row): the page's first window is small, so it paints at once. */
-  bytes: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(4 * 1024 * 1024)
-    .default(1024 * 1024),
+  from: z.string().max(32).optional(),
+  limit: z.string().max(32).optional(),
+  tail: z.string().max(32).optional(),
 });
-
-/** The leading rows whose text fits in `max` bytes (at least one); `cut` when rows were left for the next window. */
-const byteWindow = <R extends { data: string }>(rows: R[], max: number): R[] & { cut?: boolean } => {
-  let used = 0;
-  for (let i = 0; i < rows.length; i++) {
-    used += Buffer.byteLength(rows[i]!.data);
-    if (used > max && i > 0) return Object.assign(rows.slice(0, i), { cut: true });
-  }
-  return rows;
-};
 
 /** A token as a person pastes it: printable ASCII, no whitespace inside. */
 const tokenProblem = (token: string | undefined): string | undefined => {
@@ -250,35 +235,45 @@ const runPages = (ctx: Ctx): void => {
   app.post("/p/:org/:project/runs/:id/rerun", runAction("rerun"));
 };
 
-/** What the run page's script polls: the run's status and windows of its log. */
+/**
+ * What the run page's script reads: windows of the log by line (the API's `log/lines`, in process),
+ * and the live log and status as Server-Sent Events (log-events.ts).
+ */
 const liveRoutes = (ctx: Ctx): void => {
   const { app } = ctx;
-  app.get(
-    "/p/:org/:project/runs/:id/status.json",
-    withSession(ctx, async (req, reply, session) => {
-      const s = scoped(req, session);
-      const { id } = RunParams.parse(req.params);
-      const run = await callApi<RunView>(app, session.id, { url: `${s.api}/runs/${encodeURIComponent(id)}` });
-      return reply.send({ id: run.id, status: run.status });
-    }),
-  );
-  // A window of the log, by row: the page never loads a long log whole. The rows are what the log
-  // route streams (stored masked); the run is looked up through the API first, so its rule decides.
   app.get(
     "/p/:org/:project/runs/:id/log.json",
     withSession(ctx, async (req, reply, session) => {
       const s = scoped(req, session);
       const { id } = RunParams.parse(req.params);
-      const { after, limit, bytes } = LogWindow.parse(req.query);
+      const q = new URLSearchParams(Object.entries(LogWindow.parse(req.query)).filter((e): e is [string, string] => e[1] !== undefined));
+      q.set("line_max", String(LOG_LINE_MAX));
+      const w = await callApi<unknown>(app, session.id, { url: `${s.api}/runs/${encodeURIComponent(id)}/log/lines?${q.toString()}` });
+      return reply.header("cache-control", "no-store").send(w);
+    }),
+  );
+  // The live log: the run is read through the API first, so its rule (role, project) decides.
+  app.get(
+    "/p/:org/:project/runs/:id/log.events",
+    withSession(ctx, async (req, reply, session) => {
+      const s = scoped(req, session);
+      const { id } = RunParams.parse(req.params);
+      const lastId = req.headers["last-event-id"];
+      const { after } = LogEventsFrom.parse(lastId === undefined ? req.query : { after: lastId });
       const run = await callApi<RunView>(app, session.id, { url: `${s.api}/runs/${encodeURIComponent(id)}` });
-      const rows = byteWindow(await readLogs(ctx.deps.pool, run.id, after, limit), bytes);
-      const more = rows.cut || rows.length === limit;
-      return reply.header("cache-control", "no-store").send({
-        rows: rows.map((r) => [r.id, r.data]),
-        more,
-        done: isTerminalStatus(run.status) && !more,
-        status: run.status,
-      });
+      return reply
+        .header("content-type", "text/event-stream; charset=utf-8")
+        .header("cache-control", "no-store")
+        .header("x-content-type-options", "nosniff")
+        .header("x-accel-buffering", "no")
+        .send(
+          streamLogEvents(ctx.deps, {
+            runId: run.id,
+            after,
+            client: req.raw,
+            allowed: async () => (await sessionOf(ctx.deps.pool, req)) !== undefined,
+          }),
+        );
     }),
   );
 };

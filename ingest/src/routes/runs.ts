@@ -11,6 +11,7 @@ import {
   type RunRequest,
   type ValueMasker,
   RUN_STATUSES,
+  isTerminalStatus,
 } from "@flowsvc/core";
 import {
   GRAPH_WORKFLOW,
@@ -49,6 +50,31 @@ const LogQuery = z.object({
     .enum(["0", "1", "true", "false"])
     .default("0")
     .transform((v) => v === "1" || v === "true"),
+});
+
+/** Most lines one window answers. */
+export const LOG_LINES_MAX = 5000;
+const LINE_MAX_MAX = 1024 * 1024;
+const lineCount = z.coerce.number().int().min(1).max(LOG_LINES_MAX);
+const LogLinesQuery = z
+  .object({
+    /** The 1-based number of the first line. */
+    from: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+    limit: lineCount.default(500),
+    /** The last `tail` lines instead. */
+    tail: lineCount.optional(),
+    /** Lines longer than this keep their first `line_max` characters and say how many more they had. */
+    line_max: z.coerce.number().int().min(16).max(LINE_MAX_MAX).optional(),
+  })
+  .refine((q) => q.from === undefined || q.tail === undefined, { message: "give from or tail, not both", path: ["tail"] });
+
+const LogLinesAnswer = z.object({
+  from: z.number().int().describe("the 1-based number of the first line of `lines`"),
+  lines: z.array(z.string()).describe("the lines, without their line feeds"),
+  total: z.number().int().describe("lines in the log so far, its unfinished last line included"),
+  partial: z.boolean().describe("the last of `lines` is the log's last line, still without its line feed"),
+  done: z.boolean().describe("the run has ended: `total` is final"),
+  status: z.enum(RUN_STATUSES),
 });
 
 const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string().min(1).max(64) });
@@ -168,9 +194,35 @@ const logRoute = (app: FastifyInstance, deps: RouteDeps): void => {
   });
 };
 
+/** A window of the log by line number, for a reader that never holds it whole (the console's run page). */
+const logLinesRoute = (app: FastifyInstance, deps: RouteDeps): void => {
+  const doc = api({
+    summary: "A window of a run's masked log, by line",
+    description:
+      "The text `GET runs/{id}/log` streams (masked, a pipeline run's lines prefixed by their job), split at line feeds: lines `from` (1-based) on, at most `limit` (default 500, at most 5000), or the last `tail` lines. A window past the end answers no lines. With `line_max` (16 to 1048576), a longer line keeps its first `line_max` characters followed by ` … [<n> more characters]`.",
+    tag: "runs",
+    auth: "viewer",
+    params: RunParams,
+    query: LogLinesQuery,
+    response: { schema: LogLinesAnswer },
+  });
+  app.get(`${BASE}/:id/log/lines`, doc, async (req, reply) => {
+    const q = LogLinesQuery.parse(req.query);
+    const { id, run } = await viewedRun(deps.pool, req);
+    // The status is read before the log: a run that had ended had written its last line.
+    const index = await deps.logLines.of(id);
+    const w =
+      q.tail === undefined
+        ? await index.window(deps.pool, q.from ?? 1, q.limit, q.line_max)
+        : await index.tail(deps.pool, q.tail, q.line_max);
+    void reply.header("cache-control", "no-store");
+    return { ...w, done: isTerminalStatus(run.status), status: run.status };
+  });
+};
+
 /** Runs: submit (member), list, show, steps and log (viewer). */
 export const runRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
-  for (const route of [submitRoute, listRoute, showRoute, stepsRoute, logRoute]) route(app, deps);
+  for (const route of [submitRoute, listRoute, showRoute, stepsRoute, logRoute, logLinesRoute]) route(app, deps);
   done();
 };
 
