@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import type { LogChunk } from "@flowsvc/core";
+import { PIPELINE_WORKFLOW, type LogChunk } from "@flowsvc/core";
 
 type Db = Pool | PoolClient;
 
@@ -25,13 +25,13 @@ export interface LogRow {
 }
 
 /**
- * The run's log after `afterId`. A pipeline run's rows (a graph run of a .yaml/.yml file, until a
- * pipeline run has a workflow of its own) carry the job of the node whose agent job wrote them.
+ * The run's log after `afterId`. A pipeline run's rows (workflow `flowsvc/pipeline/v1`) carry the
+ * job of the node whose agent job wrote them.
  */
 export const readLogs = async (db: Db, runId: string, afterId: number, limit = 1000): Promise<LogRow[]> => {
   const { rows } = await db.query<{ id: string; stream: string; data: string; node_id: string | null }>(
     `select l.id, l.stream, l.data,
-            case when r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$' then n.node_id end as node_id
+            case when r.workflow = '${PIPELINE_WORKFLOW}' then n.node_id end as node_id
        from run_logs l join runs r on r.id = l.run_id
        left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
       where l.run_id = $1 and l.id > $2 order by l.id limit $3`,
