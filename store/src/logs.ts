@@ -26,14 +26,15 @@ export interface LogRow {
 
 /**
  * The run's log after `afterId`. A pipeline run's rows (workflow `flowsvc/pipeline/v1`) carry the
- * job of the node whose agent job wrote them.
+ * job of the node whose agent job wrote them (the job row's `node_id`: a node's `job_id` is cleared
+ * when its attempt settles, so a log read after the job ended would lose its prefix).
  */
 export const readLogs = async (db: Db, runId: string, afterId: number, limit = 1000): Promise<LogRow[]> => {
   const { rows } = await db.query<{ id: string; stream: string; data: string; node_id: string | null }>(
     `select l.id, l.stream, l.data,
-            case when r.workflow = '${PIPELINE_WORKFLOW}' then n.node_id end as node_id
+            case when r.workflow = '${PIPELINE_WORKFLOW}' then j.node_id end as node_id
        from run_logs l join runs r on r.id = l.run_id
-       left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
+       left join jobs j on j.id = l.job_id
       where l.run_id = $1 and l.id > $2 order by l.id limit $3`,
     [runId, afterId, limit],
   );

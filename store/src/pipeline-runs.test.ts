@@ -14,6 +14,7 @@ import { emitEvent, type EmitInput } from "./emit.js";
 import { jobGroupPosition, joinRunGroup, leaseAt, releaseLeaseAt, requestLease } from "./locks.js";
 import { cancelRun } from "./cancel.js";
 import { mintId } from "./mint.js";
+import { appendLogs, readLogs } from "./logs.js";
 
 let db: TestDatabase;
 let projectId: string;
@@ -187,4 +188,27 @@ void test("job groups: FIFO with flow lock's leases, re-entrant in one run, rele
     ],
   );
   assert.deepEqual(await withTransaction(db.pool, (tx) => leaseAt(tx, mintId("run"), -2)), { state: "none", grp: null });
+});
+
+void test("a pipeline run's log lines carry their job after the node's attempt has ended; a graph run's carry none", async () => {
+  const pipeline = await liveRun();
+  const graph = mintId("run");
+  await db.pool.query(
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger, trusted) values ($1, $2, 'flowsvc-graph/v1', 'running', '{}', 'g.json', '{}', '{}', true)`,
+    [graph, projectId],
+  );
+  for (const run of [pipeline, graph]) {
+    const job = mintId("job");
+    // The node job is done and its node settled (graph_nodes keeps no job_id then): only the job row knows its node.
+    await db.pool.query(`insert into jobs (id, run_id, status, kind, node_id) values ($1, $2, 'done', 'node', 'build--step2')`, [job, run]);
+    await appendLogs(db.pool, run, job, [{ stream: "stdout", data: "compiled\n" }]);
+  }
+  assert.deepEqual(
+    (await readLogs(db.pool, pipeline, 0)).map((l) => [l.job, l.data]),
+    [["build", "compiled\n"]],
+  );
+  assert.deepEqual(
+    (await readLogs(db.pool, graph, 0)).map((l) => l.job),
+    [null],
+  );
 });
