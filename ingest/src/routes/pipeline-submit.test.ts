@@ -90,6 +90,13 @@ test("refused with the YAML line and column, and nothing written: bad pipelines,
     400,
     /^concurrency\.group: the group evaluates to 0 characters/,
   );
+  // Hostile group text and input: a NUL or a lone surrogate in the YAML's group text, or in the input it reads.
+  const grouped = (group: string): string => `concurrency: {group: ${group}}\njobs: {a: {steps: [{run: x}]}}\n`;
+  await refused(submit(grouped('"d-\\0"')), 400, /line 1, column \d+: concurrency\.group: .*NUL/);
+  await refused(submit(grouped('"d-\\ud800"')), 400, /line 1, column \d+: concurrency\.group: .*surrogate/);
+  await refused(submit(grouped("'d-${{ input.g }}'"), { input: { g: "\ud800" } }), 400, /surrogate/);
+  await refused(submit(grouped("'d-${{ input.g }}'"), { input: { g: "a\u0000b" } }), 400, /NUL/);
+  await refused(submit(grouped("'${{ env.NOPE }}'")), 400, /^concurrency\.group: .*NOPE/);
   await refused(submit("jobs: {a: {steps: [{run: x}]}}\n", { interpreter: ["bash"] }), 400, /interpreter/);
 });
 
