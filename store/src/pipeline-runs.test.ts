@@ -6,6 +6,10 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { PIPELINE_WORKFLOW } from "@flowsvc/core";
 import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
@@ -15,6 +19,8 @@ import { jobGroupPosition, joinRunGroup, leaseAt, releaseLeaseAt, requestLease }
 import { cancelRun } from "./cancel.js";
 import { mintId } from "./mint.js";
 import { appendLogs, readLogs } from "./logs.js";
+import { listMigrations, migrate } from "./migrate.js";
+import { lockGraphRun } from "./graph-runs.js";
 
 let db: TestDatabase;
 let projectId: string;
@@ -147,7 +153,7 @@ const liveRun = async (): Promise<string> => {
   return id;
 };
 
-const join = (runId: string, grp: string, position: number, cancelRunning: boolean) =>
+const joinGroup = (runId: string, grp: string, position: number, cancelRunning: boolean) =>
   withTransaction(db.pool, (tx) =>
     joinRunGroup(tx, {
       projectId,
@@ -161,9 +167,9 @@ const join = (runId: string, grp: string, position: number, cancelRunning: boole
 
 void test("job groups: FIFO with flow lock's leases, re-entrant in one run, released by position; cancel-running cancels other runs, never a flow lock", async () => {
   const [a, b, c, locker] = [await liveRun(), await liveRun(), await liveRun(), await liveRun()];
-  assert.equal(await join(a, "jg", jobGroupPosition(0), false), true);
-  assert.equal(await join(a, "jg", jobGroupPosition(1), false), true, "a second job of the same run is not held up by the first");
-  assert.equal(await join(b, "jg", jobGroupPosition(0), false), false);
+  assert.equal(await joinGroup(a, "jg", jobGroupPosition(0), false), true);
+  assert.equal(await joinGroup(a, "jg", jobGroupPosition(1), false), true, "a second job of the same run is not held up by the first");
+  assert.equal(await joinGroup(b, "jg", jobGroupPosition(0), false), false);
   assert.deepEqual(await withTransaction(db.pool, (tx) => leaseAt(tx, b, jobGroupPosition(0))), { state: "waiting", grp: "jg" });
   await withTransaction(db.pool, (tx) => releaseLeaseAt(tx, a, jobGroupPosition(0)));
   assert.equal(
@@ -175,7 +181,7 @@ void test("job groups: FIFO with flow lock's leases, re-entrant in one run, rele
   assert.equal((await withTransaction(db.pool, (tx) => leaseAt(tx, b, jobGroupPosition(0)))).state, "held");
   // A script's flow lock queues behind b; c's cancel-running cancels b (a concurrency lease), not the script.
   await withTransaction(db.pool, (tx) => requestLease(tx, { projectId, grp: "jg", runId: locker, position: 0 }));
-  assert.equal(await join(c, "jg", jobGroupPosition(0), true), false, "the script's lock is next in line");
+  assert.equal(await joinGroup(c, "jg", jobGroupPosition(0), true), false, "the script's lock is next in line");
   assert.deepEqual(
     [(await runRow(b)).status, (await runRow(locker)).status, (await runRow(a)).status],
     ["cancelled", "running", "running"],
@@ -211,4 +217,30 @@ void test("a pipeline run's log lines carry their job after the node's attempt h
     (await readLogs(db.pool, graph, 0)).map((l) => l.job),
     [null],
   );
+});
+
+void test("migration 017 turns older pipeline runs (graph runs of a .yaml/.yml file) into pipeline runs the engine still reads", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "flowsvc-migrations-016-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const m of await listMigrations()) if (m.version < 17) writeFileSync(join(dir, `${m.name}.sql`), m.sql);
+  const old = await createTestDatabase({ empty: true });
+  t.after(() => old.drop());
+  await migrate(old.pool, () => {}, pathToFileURL(`${dir}/`));
+  const { projectId: p } = await createTestProject(old.pool);
+  const doc = '{"version":"flowsvc-graph/v1","nodes":[{"id":"a","type":"shell","config":{"command":"true"}}],"edges":[]}';
+  const ids = { yaml: mintId("run"), yml: mintId("run"), json: mintId("run") };
+  for (const [ext, id] of Object.entries(ids))
+    await old.pool.query(
+      `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger, trusted) values ($1, $2, 'flowsvc-graph/v1', 'parked', $3, $4, '{}', '{}', true)`,
+      [id, p, doc, `ci.${ext}`],
+    );
+  await migrate(old.pool);
+  const { rows } = await old.pool.query<{ id: string; workflow: string }>(`select id, workflow from runs order by filename`);
+  assert.deepEqual(Object.fromEntries(rows.map((r) => [r.id, r.workflow])), {
+    [ids.json]: "flowsvc-graph/v1",
+    [ids.yaml]: PIPELINE_WORKFLOW,
+    [ids.yml]: PIPELINE_WORKFLOW,
+  });
+  const locked = await withTransaction(old.pool, (tx) => lockGraphRun(tx, ids.yaml));
+  assert.equal(locked?.graph, doc, "the engine's document of an older pipeline run is its source");
 });
