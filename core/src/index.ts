@@ -12,6 +12,7 @@ export * from "./sealed-journal.js";
 export * from "./seal.js";
 export * from "./duration.js";
 export * from "./interpreter.js";
+export * from "./workflow-types.js";
 export * from "./cel.js";
 export * from "./cron.js";
 export * from "./events.js";

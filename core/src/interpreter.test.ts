@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { FlowError } from "./errors.js";
-import { PIPELINE_WORKFLOW, SCRIPT_WORKFLOW, missingInterpreterHint, pickInterpreter } from "./interpreter.js";
+import { missingInterpreterHint, pickInterpreter } from "./interpreter.js";
 
 void test("the interpreter is picked by the file's extension", () => {
   assert.deepEqual(pickInterpreter("etl.py"), ["python3"]);
@@ -42,11 +42,6 @@ void test("the returned command can be changed without changing later picks", ()
   pickInterpreter("a.sh").push("-x");
   assert.deepEqual(pickInterpreter("a.py"), ["python3"]);
   assert.deepEqual(pickInterpreter("a.sh"), ["bash", "-eu"]);
-});
-
-void test("script and pipeline runs carry their workflow names", () => {
-  assert.equal(SCRIPT_WORKFLOW, "flowsvc/script/v1");
-  assert.equal(PIPELINE_WORKFLOW, "flowsvc/pipeline/v1");
 });
 
 void test("a missing runtime is named with how to install it; bun comes from the npm package bun", () => {

@@ -6,11 +6,6 @@ import { FlowError } from "./errors.js";
  * must exist on the agent host: nothing here checks that.
  */
 
-/** The workflow name of a run made from one script (`flow submit f.sh`). */
-export const SCRIPT_WORKFLOW = "flowsvc/script/v1";
-/** The workflow name of a run made from a YAML pipeline. */
-export const PIPELINE_WORKFLOW = "flowsvc/pipeline/v1";
-
 const BY_EXTENSION: Readonly<Record<string, readonly string[]>> = {
   ".py": ["python3"],
   ".ts": ["bun", "run"],

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { HANDLER_CAPABILITIES, HANDLER_INTERPRETER, newRunDefaults } from "./run-defaults.js";
-import { SCRIPT_WORKFLOW } from "./interpreter.js";
+import { SCRIPT_WORKFLOW } from "./workflow-types.js";
 
 const base = { id: "run-1", projectId: "prj-1", source: "echo hi\n", filename: "deploy.sh", trusted: false };
 

@@ -1,4 +1,5 @@
-import { pickInterpreter, SCRIPT_WORKFLOW } from "./interpreter.js";
+import { pickInterpreter } from "./interpreter.js";
+import { SCRIPT_WORKFLOW } from "./workflow-types.js";
 
 /**
  * What a new run is made of, and its defaults, for every way a run is created: `flow submit`,

@@ -14,14 +14,14 @@ export interface GateRow {
   started_at: Date | null;
 }
 
-/** The run of a project, locked, with its workflow and source; undefined when the project has no such run. */
+/** The run of a project, locked, with its workflow and the graph document the engine runs (as `source`); undefined when the project has no such run. */
 export const lockRunForGate = async (
   tx: PoolClient,
   projectId: string,
   runId: string,
 ): Promise<{ workflow: string; status: string; source: string } | undefined> => {
   const { rows } = await tx.query<{ workflow: string; status: string; source: string }>(
-    `select workflow, status, source from runs where id = $1 and project_id = $2 for update`,
+    `select workflow, status, coalesce(graph, source) as source from runs where id = $1 and project_id = $2 for update`,
     [runId, projectId],
   );
   return rows[0];
@@ -50,10 +50,10 @@ export const gateAnsweredBy = async (
   return rows[0] ? { sentBy: rows[0].sent_by } : undefined;
 };
 
-/** The approval nodes a run is parked on, in document order, with the run's source (for their declared fields). */
+/** The approval nodes a run is parked on, in document order, with the run's graph document as `source` (for their declared fields). */
 export const parkedGates = async (db: Pool | PoolClient, runId: string): Promise<Array<GateRow & { source: string }>> => {
   const { rows } = await db.query<GateRow & { source: string }>(
-    `select g.node_id, g.type, g.status, g.substate, g.started_at, r.source
+    `select g.node_id, g.type, g.status, g.substate, g.started_at, coalesce(r.graph, r.source) as source
        from graph_nodes g join runs r on r.id = g.run_id
       where g.run_id = $1 and g.type = 'approval' and g.status = 'parked' order by g.ord`,
     [runId],

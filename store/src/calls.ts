@@ -6,6 +6,7 @@ import {
   assertSameCall,
   waitDurationMs,
   SCRIPT_WORKFLOW,
+  PIPELINE_WORKFLOW,
   describeIssues,
   pickInterpreter,
   trustOf,
@@ -26,9 +27,10 @@ import { grantNext, leaseGranted, releaseLease, requestLease } from "./locks.js"
 import { mintId } from "./mint.js";
 import { createRun } from "./run-lifecycle.js";
 import { evaluateSignalWait } from "./signals.js";
-import { emitEvent, lockEventTypeForWait, setRunCancelOn } from "./emit.js";
+import { emitEvent, lockEventTypeForWait } from "./emit.js";
 import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
-import { assertPipeline, type CompiledPipeline } from "@flowsvc/core/pipeline";
+import { assertPipeline, runGroupOf } from "@flowsvc/core/pipeline";
+import { setupPipelineRun } from "./pipeline-runs.js";
 import { substateOf, wakeRun } from "./wake.js";
 import { evaluateCall } from "./call-children.js";
 import { graphRequirements } from "./credentials.js";
@@ -133,25 +135,23 @@ const create = async (tx: PoolClient, run: CallRun, req: CallRequest): Promise<W
   return insertEntry(tx, run.id, at, await creator(tx, { run, req, at }));
 };
 
-/** `flow spawn --as pipeline`: the YAML compiled by core (refusals with line and column); concurrency groups are refused here. */
-const spawnablePipeline = (source: string): CompiledPipeline => {
-  const p = assertPipeline(source);
-  if (p.concurrency || Object.values(p.jobs).some((j) => j.concurrency))
-    throw new FlowError(
-      "invalid_argument",
-      "flow spawn --as pipeline: concurrency: groups are not available for a spawned pipeline in this version",
-    );
-  return p;
+/**
+ * `flow spawn --as pipeline`: the YAML compiled by core (refusals with line and column), and its
+ * workflow group's name for the child's input (empty: a spawn has no --input).
+ */
+const spawnablePipeline = (source: string): { compiled: ReturnType<typeof assertPipeline>; group: ReturnType<typeof runGroupOf> } => {
+  const compiled = assertPipeline(source);
+  return { compiled, group: runGroupOf(compiled, {}) };
 };
 
 const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof CallArgsSchemas)["spawn"]["parse"]>): Promise<string> => {
-  const pipeline = a.as === "pipeline" ? spawnablePipeline(a.source) : undefined;
+  const spawned = a.as === "pipeline" ? spawnablePipeline(a.source) : undefined;
   const trusted = trustOf({ by: "run", run });
   const res = await createRun(tx, {
     id: mintId("run"),
     projectId: run.project_id,
-    ...(pipeline
-      ? { workflow: GRAPH_WORKFLOW, source: JSON.stringify(pipeline.graph), interpreter: [] }
+    ...(spawned
+      ? { workflow: PIPELINE_WORKFLOW, source: a.source, interpreter: [] }
       : { workflow: SCRIPT_WORKFLOW, source: a.source, interpreter: pickInterpreter(a.filename) }),
     filename: a.filename,
     env: {},
@@ -162,13 +162,14 @@ const spawnChild = async (tx: PoolClient, run: CallRun, a: ReturnType<(typeof Ca
     parentRunId: run.id,
     trusted,
   });
-  if (pipeline) {
+  if (spawned) {
     // The child pipeline's jobs as graph nodes, its input empty (a spawn has no --input), in this transaction.
+    const { compiled, group } = spawned;
     await insertGraphNodes(tx, res.id, {
-      nodes: pipeline.graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) })),
+      nodes: compiled.graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) })),
       input: {},
     });
-    if (pipeline.cancel_on.length > 0) await setRunCancelOn(tx, res.id, pipeline.cancel_on);
+    await setupPipelineRun(tx, { runId: res.id, projectId: run.project_id, pipeline: compiled, group, publicUrl: undefined });
   }
   await emitEvent(tx, {
     projectId: run.project_id,

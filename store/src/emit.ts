@@ -5,6 +5,7 @@ import {
   CHAIN_DEPTH_LIMIT,
   FlowError,
   HANDLER_RUNS_IN_FLIGHT_LIMIT,
+  PIPELINE_WORKFLOW,
   buildEnvelope,
   celEventVars,
   compileCel,
@@ -22,10 +23,11 @@ import {
   TERMINAL_STATUSES_SQL,
   isTerminalStatus,
 } from "@flowsvc/core";
-import { assertPipeline } from "@flowsvc/core/pipeline";
+import { assertPipeline, runGroupOf, type CompiledPipeline, type RunGroup } from "@flowsvc/core/pipeline";
 import { getStoredGraph } from "./graphs.js";
 import { cancelRun } from "./cancel.js";
 import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
+import { setupPipelineRun } from "./pipeline-runs.js";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
 import { createRuns } from "./run-lifecycle.js";
@@ -419,12 +421,15 @@ const planHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[], 
   return planned;
 };
 
+/** What a graph-shaped reaction runs: the graph, and for a pipeline the compiled pipeline (its YAML is the run's source). */
+interface ReactionGraph {
+  graph: GraphDocument;
+  filename: string;
+  pipeline?: { compiled: CompiledPipeline; source: string };
+}
+
 /** The graph a handler's reaction runs (undefined for a script), or why it cannot run now. */
-const reactionGraph = async (
-  tx: PoolClient,
-  projectId: string,
-  r: Reaction,
-): Promise<{ graph: GraphDocument; filename: string; cancelOn?: string[] } | { error: string } | undefined> => {
+const reactionGraph = async (tx: PoolClient, projectId: string, r: Reaction): Promise<ReactionGraph | { error: string } | undefined> => {
   switch (r.kind) {
     case "script":
       return undefined;
@@ -434,7 +439,7 @@ const reactionGraph = async (
       // The snapshot compiled when the handler was set; compiled again here (the compiler is pure).
       try {
         const p = assertPipeline(r.source);
-        return { graph: p.graph, filename: r.filename, cancelOn: p.cancel_on };
+        return { graph: p.graph, filename: r.filename, pipeline: { compiled: p, source: r.source } };
       } catch (err) {
         return { error: err instanceof Error ? err.message : String(err) };
       }
@@ -445,35 +450,48 @@ const reactionGraph = async (
   }
 };
 
-/** A pipeline run's `cancel_on` types, in its creating transaction. */
-export const setRunCancelOn = async (tx: PoolClient, runId: string, types: readonly string[]): Promise<void> => {
-  await tx.query(`update runs set cancel_on = $2 where id = $1`, [runId, types]);
-};
-
 /** One handler run to start: its request, and for a graph-shaped reaction the graph and its input (the envelope). */
 interface PlannedRun {
   index: number;
   request: RunRequest;
   graph: GraphDocument | undefined;
   envelope: Envelope;
-  /** A pipeline's `cancel_on` types. */
-  cancelOn: string[];
+  /** A pipeline reaction: the compiled pipeline and its workflow group's name for this event. */
+  pipeline: { compiled: CompiledPipeline; group: RunGroup | undefined } | undefined;
 }
 
 /** The run a handler starts for a delivery: core's defaults for handler runs, as trusted as the event, its subject the event's key. */
-const handlerRunRequest = (d: Delivery, h: HandlerRow, graph: { graph: GraphDocument; filename: string } | undefined): RunRequest => ({
+const handlerRunRequest = (d: Delivery, h: HandlerRow, graph: ReactionGraph | undefined): RunRequest => ({
   id: handlerRunId(d.eventId, h.name),
   projectId: d.input.projectId,
-  ...(graph
-    ? { workflow: GRAPH_WORKFLOW, source: JSON.stringify(graph.graph), filename: graph.filename }
-    : { source: h.reaction.kind === "script" ? h.reaction.source : "", filename: h.reaction.kind === "script" ? h.reaction.filename : "" }),
+  ...(graph?.pipeline
+    ? { workflow: PIPELINE_WORKFLOW, source: graph.pipeline.source, filename: graph.filename }
+    : graph
+      ? { workflow: GRAPH_WORKFLOW, source: JSON.stringify(graph.graph), filename: graph.filename }
+      : {
+          source: h.reaction.kind === "script" ? h.reaction.source : "",
+          filename: h.reaction.kind === "script" ? h.reaction.filename : "",
+        }),
   tags: h.tags,
   trigger: { type: d.input.type, event: d.eventId, ...(d.input.key ? { key: d.input.key } : {}), ...(d.input.fields ?? {}) },
   trusted: trustOf({ by: "event", event: d.input }),
   handler: { name: h.name, eventId: d.eventId, generation: d.generation + 1 },
 });
 
-/** Every handler run of the planned deliveries; a reaction that cannot run (its stored graph is gone) is declined, reported. */
+/** A pipeline reaction's workflow group for this delivery (its holes read the envelope as `input`), or why it has none. */
+const pipelineOfDelivery = (g: ReactionGraph | undefined, d: Delivery): PlannedRun["pipeline"] | { error: string } => {
+  if (!g?.pipeline) return undefined;
+  try {
+    return { compiled: g.pipeline.compiled, group: runGroupOf(g.pipeline.compiled, d.envelope) };
+  } catch (err) {
+    return { error: err instanceof Error ? err.message : String(err) };
+  }
+};
+
+/**
+ * Every handler run of the planned deliveries; a reaction that cannot run (its stored graph is
+ * gone, its pipeline's concurrency group does not evaluate for this event) is declined, reported.
+ */
 const planRuns = async (tx: PoolClient, planned: Awaited<ReturnType<typeof planHandlerRuns>>): Promise<PlannedRun[]> => {
   const runs: PlannedRun[] = [];
   for (const { d, handlers, result } of planned)
@@ -483,13 +501,12 @@ const planRuns = async (tx: PoolClient, planned: Awaited<ReturnType<typeof planH
         result.declined.push({ handler: h.name, error: g.error });
         continue;
       }
-      runs.push({
-        index: d.index,
-        request: handlerRunRequest(d, h, g),
-        graph: g?.graph,
-        envelope: d.envelope,
-        cancelOn: g?.cancelOn ?? [],
-      });
+      const pipeline = pipelineOfDelivery(g, d);
+      if (pipeline && "error" in pipeline) {
+        result.declined.push({ handler: h.name, error: pipeline.error });
+        continue;
+      }
+      runs.push({ index: d.index, request: handlerRunRequest(d, h, g), graph: g?.graph, envelope: d.envelope, pipeline });
     }
   return runs;
 };
@@ -529,7 +546,16 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
     if (r.graph && created.has(r.request.id)) {
       const nodes = r.graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
       await insertGraphNodes(tx, r.request.id, { nodes, input: r.envelope });
-      if (r.cancelOn.length > 0) await setRunCancelOn(tx, r.request.id, r.cancelOn);
+      if (r.pipeline) {
+        const { compiled, group } = r.pipeline;
+        await setupPipelineRun(tx, {
+          runId: r.request.id,
+          projectId: r.request.projectId,
+          pipeline: compiled,
+          group,
+          publicUrl: undefined,
+        });
+      }
     }
   // A handler's `--credential` map is declared by each run it starts, resolved at claim (store/src/credentials.ts).
   const declaring = planned.flatMap(({ d, handlers }) =>

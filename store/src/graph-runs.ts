@@ -6,13 +6,22 @@
  * `flowsvc_graphs` with the run id: the controller's graph driver advances the run on it.
  */
 import type { Pool, PoolClient } from "pg";
-import { FlowError, assertStorableJson, formatDuration, type GraphScope, type ValueMasker, TERMINAL_STATUSES_SQL } from "@flowsvc/core";
+import {
+  FlowError,
+  GRAPH_ENGINE_WORKFLOWS_SQL,
+  assertStorableJson,
+  formatDuration,
+  type GraphScope,
+  type ValueMasker,
+  TERMINAL_STATUSES_SQL,
+} from "@flowsvc/core";
+import type { JobGroup } from "@flowsvc/core/pipeline";
 import { mintId } from "./mint.js";
 
 type Db = Pool | PoolClient;
 
-/** A graph run's `runs.workflow` (core's GRAPH_VERSION). */
-export const GRAPH_WORKFLOW = "flowsvc-graph/v1";
+/** A graph run's `runs.workflow` (core's; whether a run is the graph engine's is core's `isGraphEngineWorkflow`). */
+export { GRAPH_WORKFLOW } from "@flowsvc/core";
 /** The NOTIFY channel the graph driver listens on; the payload is the run id. */
 export const GRAPH_CHANNEL = "flowsvc_graphs";
 /** A code/shell node's output keeps at most this much of the script's stdout (the tail). */
@@ -96,13 +105,17 @@ export const lockGraphNodes = async (tx: PoolClient, runId: string): Promise<Gra
   return rows;
 };
 
-/** What the driver needs of a graph run, the row locked. */
+/** What the driver needs of a graph or pipeline run, the row locked. */
 export interface GraphRunRow {
   id: string;
   project_id: string;
   workflow: string;
   status: string;
   source: string;
+  /** The document the engine runs (JSON text): a pipeline's compiled graph, a graph run's source (`coalesce(graph, source)`). */
+  graph: string;
+  /** A pipeline's job-level concurrency groups (migration 017), if any. */
+  job_groups: JobGroup[] | null;
   filename: string;
   input: unknown;
   trusted: boolean;
@@ -111,7 +124,8 @@ export interface GraphRunRow {
 
 export const lockGraphRun = async (tx: PoolClient, runId: string): Promise<GraphRunRow | undefined> => {
   const { rows } = await tx.query<GraphRunRow>(
-    `select id, project_id, workflow, status, source, filename, input, trusted, parent_run_id from runs where id = $1 for update`,
+    `select id, project_id, workflow, status, source, coalesce(graph, source) as graph, job_groups, filename, input, trusted, parent_run_id
+       from runs where id = $1 for update`,
     [runId],
   );
   return rows[0];
@@ -395,10 +409,10 @@ export const graphScope = async (db: Db, runId: string): Promise<GraphScope> => 
   };
 };
 
-/** Every graph run not yet ended (the driver's sweep at start and after a lost LISTEN connection: a nudge sent meanwhile is gone). */
+/** Every graph or pipeline run not yet ended (the driver's sweep at start and after a lost LISTEN connection: a nudge sent meanwhile is gone). */
 export const liveGraphRuns = async (db: Db): Promise<string[]> => {
   const { rows } = await db.query<{ id: string }>(
-    `select id from runs where workflow = '${GRAPH_WORKFLOW}' and status not in (${TERMINAL_STATUSES_SQL}) order by created_at limit 10000`,
+    `select id from runs where workflow in (${GRAPH_ENGINE_WORKFLOWS_SQL}) and status not in (${TERMINAL_STATUSES_SQL}) order by created_at limit 10000`,
   );
   return rows.map((r) => r.id);
 };

@@ -39,6 +39,7 @@ export * from "./credentials.js";
 export * from "./metrics.js";
 export * from "./agents.js";
 export * from "./graph-runs.js";
+export * from "./pipeline-runs.js";
 export * from "./graphs.js";
 export * from "./approval-gates.js";
 export * from "./console-sessions.js";

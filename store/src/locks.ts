@@ -92,37 +92,70 @@ export const releaseRunLeases = async (tx: PoolClient, runId: string): Promise<v
 /** The lease position of a run's workflow-level concurrency group (`flow lock` calls use journal positions, 0 and up). */
 export const RUN_GROUP_POSITION = -1;
 
+/** The lease position of a pipeline's i-th job-level group (`runs.job_groups` order): -2, -3, ... */
+export const jobGroupPosition = (index: number): number => -2 - index;
+
 /**
- * A pipeline's workflow-level `concurrency {group, policy}` (issue 11), in the run's creating
- * transaction, on the same lease table and FIFO as `flow lock`: the run requests the group's lease;
- * with `cancel-running` every other run holding or waiting for it is cancelled first (its leases are
- * released as it ends), so the newest is granted. A run not granted stays queued (the graph driver
- * starts no node while `awaitsRunGroup`) until a release grants it and wakes it.
+ * A pipeline's `concurrency {group, policy}` (issue 11), workflow level (at RUN_GROUP_POSITION, in
+ * the run's creating transaction) or job level (at jobGroupPosition, when the job is ready), on the
+ * same lease table and FIFO as `flow lock`: the run requests the group's lease; with
+ * `cancel-running` every other run holding or waiting for the group through a concurrency group
+ * (a negative position: never a script's `flow lock`) is cancelled first (its leases are released
+ * as it ends), so the newest is granted. Answers whether the lease is granted now; a run (or job)
+ * not granted waits until a release grants it and wakes it (`wakeRun` nudges the graph driver).
  */
 export const joinRunGroup = async (
   tx: PoolClient,
-  g: { projectId: string; runId: string; grp: string; cancelRunning: boolean; cancel: (runId: string) => Promise<void> },
-): Promise<void> => {
+  g: {
+    projectId: string;
+    runId: string;
+    grp: string;
+    cancelRunning: boolean;
+    cancel: (runId: string) => Promise<void>;
+    /** Default RUN_GROUP_POSITION. */
+    position?: number;
+  },
+): Promise<boolean> => {
+  const position = g.position ?? RUN_GROUP_POSITION;
   await lockGroup(tx, g.projectId, g.grp);
   if (g.cancelRunning) {
     const { rows } = await tx.query<{ run_id: string }>(
       `select distinct l.run_id from lock_leases l join runs r on r.id = l.run_id
-        where l.project_id = $1 and l.grp = $2 and l.position = $3 and l.released_at is null and l.run_id <> $4
+        where l.project_id = $1 and l.grp = $2 and l.position < 0 and l.released_at is null and l.run_id <> $3
           and r.status not in (${TERMINAL_STATUSES_SQL})
         order by l.run_id`,
-      [g.projectId, g.grp, RUN_GROUP_POSITION, g.runId],
+      [g.projectId, g.grp, g.runId],
     );
     for (const r of rows) await g.cancel(r.run_id);
   }
-  await requestLease(tx, { projectId: g.projectId, grp: g.grp, runId: g.runId, position: RUN_GROUP_POSITION });
+  await requestLease(tx, { projectId: g.projectId, grp: g.grp, runId: g.runId, position });
   await grantNext(tx, g.projectId, g.grp, g.runId);
+  return (await leaseGranted(tx, g.runId, position)) !== undefined;
 };
 
-/** Whether the run waits for its concurrency group's lease (the graph driver holds it queued). */
-export const awaitsRunGroup = async (tx: PoolClient, runId: string): Promise<boolean> => {
-  const { rowCount } = await tx.query(
-    `select 1 from lock_leases where run_id = $1 and position = $2 and granted_at is null and released_at is null`,
-    [runId, RUN_GROUP_POSITION],
+/** Where the run's lease request at a position stands: never made, waiting, held, or released. */
+export type LeaseState = "none" | "waiting" | "held" | "released";
+
+/** The run's lease request at a position: its state, and its group (null when never made). */
+export const leaseAt = async (tx: PoolClient, runId: string, position: number): Promise<{ state: LeaseState; grp: string | null }> => {
+  const { rows } = await tx.query<{ grp: string; granted: boolean; released: boolean }>(
+    `select grp, granted_at is not null as granted, released_at is not null as released from lock_leases where run_id = $1 and position = $2`,
+    [runId, position],
   );
-  return (rowCount ?? 0) > 0;
+  const r = rows[0];
+  if (!r) return { state: "none", grp: null };
+  return { state: r.released ? "released" : r.granted ? "held" : "waiting", grp: r.grp };
+};
+
+/** Whether the run waits for its workflow-level concurrency group's lease (the graph driver holds it queued). */
+export const awaitsRunGroup = async (tx: PoolClient, runId: string): Promise<boolean> =>
+  (await leaseAt(tx, runId, RUN_GROUP_POSITION)).state === "waiting";
+
+/** A job's group lets go when the job has ended: the run's lease at that position is released and the group's next is granted. */
+export const releaseLeaseAt = async (tx: PoolClient, runId: string, position: number): Promise<void> => {
+  const { rows } = await tx.query<{ project_id: string; grp: string }>(
+    `update lock_leases set released_at = now() where run_id = $1 and position = $2 and released_at is null returning project_id, grp`,
+    [runId, position],
+  );
+  if (rows[0]) await grantNext(tx, rows[0].project_id, rows[0].grp);
 };

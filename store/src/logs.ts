@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import type { LogChunk } from "@flowsvc/core";
+import { PIPELINE_WORKFLOW, type LogChunk } from "@flowsvc/core";
 
 type Db = Pool | PoolClient;
 
@@ -24,17 +24,19 @@ export interface LogRow {
   job: string | null;
 }
 
-/** A pipeline run's rows (a graph run of a .yaml/.yml file, until a pipeline run has a workflow of its own) carry their job. */
-const JOB_OF_ROW = `case when r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$' then n.node_id end`;
+/** A pipeline run's rows carry their job (the job row's node, which outlives the node's settled attempt). */
+const PIPED = `r.workflow = '${PIPELINE_WORKFLOW}'`;
+const JOB_OF_ROW = `case when ${PIPED} then j.node_id end`;
 const ROWS_OF_RUN = `from run_logs l join runs r on r.id = l.run_id
-       left join graph_nodes n on n.run_id = l.run_id and n.job_id = l.job_id
+       left join jobs j on j.id = l.job_id
       where l.run_id = $1 and l.id > $2 order by l.id`;
 /** A pipeline job's node id without its `--stepN` suffix. */
 const jobOf = (nodeId: string | null): string | null => (nodeId === null ? null : nodeId.replace(/--step\d+$/, ""));
 
 /**
- * The run's log after `afterId`. A pipeline run's rows (a graph run of a .yaml/.yml file, until a
- * pipeline run has a workflow of its own) carry the job of the node whose agent job wrote them.
+ * The run's log after `afterId`. A pipeline run's rows (workflow `flowsvc/pipeline/v1`) carry the
+ * job of the node whose agent job wrote them (the job row's `node_id`: a node's `job_id` is cleared
+ * when its attempt settles, so a log read after the job ended would lose its prefix).
  */
 export const readLogs = async (db: Db, runId: string, afterId: number, limit = 1000): Promise<LogRow[]> => {
   const { rows } = await db.query<{ id: string; stream: string; data: string; node_id: string | null }>(
@@ -87,7 +89,7 @@ export const readLogShapes = async (db: Db, runId: string, afterId: number, limi
     `with shapes as (
        select l.id, (length(l.data) - length(replace(l.data, E'\\n', '')))::int as newlines,
               right(l.data, 1) = E'\\n' as ends_line, l.data = '' as empty, ${JOB_OF_ROW} as node_id,
-              (r.workflow = 'flowsvc-graph/v1' and r.filename ~ '[.]ya?ml$') as piped,
+              ${PIPED} as piped,
               row_number() over (order by l.id) - 1 as n,
               sum(length(l.data)) over (order by l.id) - length(l.data) as text_before
          ${ROWS_OF_RUN} limit $3)

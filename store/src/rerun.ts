@@ -1,9 +1,8 @@
 import type { PoolClient } from "pg";
-import { FlowError, parseSite, trustOf } from "@flowsvc/core";
+import { FlowError, isGraphEngineWorkflow, parseSite, trustOf } from "@flowsvc/core";
 import { copyRunCredentials } from "./credentials.js";
 import { createRun } from "./run-lifecycle.js";
 import { getRunInternal } from "./runs.js";
-import { GRAPH_WORKFLOW } from "./graph-runs.js";
 
 /**
  * `flow rerun <run> --from <site>`: a fresh run of the same recorded source, env and tags that
@@ -18,8 +17,11 @@ export const createRerun = async (
   const { projectId, runId, createdBy } = r;
   const source = await getRunInternal(tx, runId);
   if (!source || source.project_id !== projectId) throw new FlowError("not_found", `run ${runId} not found`);
-  if (source.workflow === GRAPH_WORKFLOW)
-    throw new FlowError("invalid_argument", `run ${runId} is a graph run: flow rerun replays a script's steps; submit the graph again`);
+  if (isGraphEngineWorkflow(source.workflow))
+    throw new FlowError(
+      "invalid_argument",
+      `run ${runId} is a ${source.workflow} run: flow rerun replays a script's steps; submit the graph or pipeline again`,
+    );
   const { name, ordinal } = parseSite(r.site);
   const { rows } = await tx.query<{ position: number }>(
     `select position from journal where run_id = $1 and kind = 'step' and name = $2 and ordinal = $3`,

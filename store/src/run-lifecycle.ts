@@ -9,6 +9,8 @@
 import type { PoolClient } from "pg";
 import {
   FlowError,
+  GRAPH_ENGINE_WORKFLOWS_SQL,
+  GRAPH_WORKFLOW,
   HANDLER_RUNS_IN_FLIGHT_LIMIT,
   RUN_STATUSES,
   assertStorableJson,
@@ -32,7 +34,7 @@ import { releaseSignalClaims } from "./signals.js";
 import { queueRunJob } from "./wake.js";
 import { appendLogs } from "./logs.js";
 import { mintId } from "./mint.js";
-import { GRAPH_WORKFLOW, insertGraphNodes, settleNodeJob } from "./graph-runs.js";
+import { insertGraphNodes, settleNodeJob } from "./graph-runs.js";
 
 /** The statuses of a run still in flight, as a SQL list (the partial index runs_handler_in_flight is on these). */
 const LIVE_STATUSES_SQL = RUN_STATUSES.filter((s) => !isTerminalStatus(s))
@@ -100,7 +102,7 @@ const CREATE_RUNS_SQL = `with input as (
    j as (
      insert into jobs (id, run_id, status, kind, capabilities)
      select i.job_id, r.id, 'queued', 'run', array(select jsonb_array_elements_text(i.capabilities::jsonb)) from r join input i on i.id = r.id
-      where i.workflow <> '${GRAPH_WORKFLOW}'
+      where i.workflow not in (${GRAPH_ENGINE_WORKFLOWS_SQL})
    )
    select 'run' as kind, r.id, 0 as n from r cross join lateral (select pg_notify('flowsvc_jobs', '')) wake
    union all
@@ -189,21 +191,26 @@ export const submitRun = async (
 };
 
 /**
- * A graph's submit (`POST {scoped}/runs` with a graph): the run (workflow flowsvc-graph/v1, no
- * script job), its nodes, all pending, and its input, with the `manual` event, in the caller's
- * transaction; the graph driver starts its first nodes on the notify. A repeat under the same
- * idempotency key writes nothing and answers the first run.
+ * A graph's submit (`POST {scoped}/runs` with a graph, or a pipeline compiled to one): the run
+ * (workflow flowsvc-graph/v1 unless the request names flowsvc/pipeline/v1; no script job), its
+ * nodes, all pending, and its input, with the `manual` event, in the caller's transaction; the
+ * graph driver starts its first nodes on the notify. A repeat under the same idempotency key
+ * writes nothing and answers the first run.
  */
 export const submitGraphRun = async (
   tx: PoolClient,
-  request: Omit<RunRequest, "id" | "workflow"> & { id?: string },
+  request: Omit<RunRequest, "id"> & { id?: string },
   submitted: {
     sender: string;
     nodes: ReadonlyArray<{ id: string; type: string; retry?: { attempts: number; backoff_ms: number } }>;
     input: unknown;
   },
 ): Promise<{ id: string; duplicate: boolean }> => {
-  const r = await submitRun(tx, { ...request, workflow: GRAPH_WORKFLOW, interpreter: [] }, { sender: submitted.sender, credentials: {} });
+  const r = await submitRun(
+    tx,
+    { ...request, workflow: request.workflow ?? GRAPH_WORKFLOW, interpreter: [] },
+    { sender: submitted.sender, credentials: {} },
+  );
   if (!r.duplicate) await insertGraphNodes(tx, r.id, { nodes: submitted.nodes, input: submitted.input });
   return r;
 };

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from "pg";
-import { EXPIRED_RESULTS, decideSuspend, isTerminalStatus, substateOf, wakeAction } from "@flowsvc/core";
+import { EXPIRED_RESULTS, decideSuspend, isGraphEngineWorkflow, isTerminalStatus, substateOf, wakeAction } from "@flowsvc/core";
 import { mintId } from "./mint.js";
-import { GRAPH_WORKFLOW, notifyGraph } from "./graph-runs.js";
+import { notifyGraph } from "./graph-runs.js";
 
 export { substateOf };
 
@@ -34,8 +34,8 @@ export const wakeRun = async (tx: PoolClient, runId: string): Promise<"queued" |
   const { rows } = await tx.query<{ status: string; workflow: string }>(`select status, workflow from runs where id = $1 for update`, [
     runId,
   ]);
-  // A graph run has no script to requeue: its driver takes the resolved wait as its parked node's end.
-  if (rows[0]?.workflow === GRAPH_WORKFLOW) {
+  // A graph or pipeline run has no script to requeue: its driver takes the resolved wait as its parked node's end.
+  if (isGraphEngineWorkflow(rows[0]?.workflow)) {
     await notifyGraph(tx, runId);
     return "queued";
   }

@@ -345,3 +345,49 @@ void test("flow follow of a pipeline run prefixes each log line with its job", a
   for (const line of ["[build] one", "[build] two", "[build] three", "[test] four"])
     assert.ok(r.stdout.split("\n").includes(line), r.stdout);
 });
+
+void test("a pipeline run is a flowsvc/pipeline/v1 run (status, run.* events); a job's group queues a later run's job, which shows its group; cancel-running supersedes the older run", async () => {
+  const yaml = (policy: string): string => `env: {STAGE: jx}
+jobs:
+  deploy:
+    concurrency: {group: "ship-\${{ env.STAGE }}-\${{ input.app }}", policy: ${policy}}
+    wait_for_event: {type: jx.go}
+`;
+  // What the deploy job waits on: "event" once it holds the group, "concurrency" while queued behind it.
+  const deployWaits = async (run: string): Promise<string | undefined> =>
+    (await kit.json<{ nodes: Array<{ node_id: string; substate: { kind?: string } | null }> }>(["status", run])).nodes.find(
+      (n) => n.node_id === "deploy",
+    )?.substate?.kind;
+  const first = await submit("jx.yaml", yaml("queue"), ["--input", '{"app": "web"}']);
+  await waitFor("the first run's deploy to park on its event", async () => (await deployWaits(first)) === "event");
+  const second = await submit("jx.yaml", yaml("queue"), ["--input", '{"app": "web"}']);
+  await waitFor("the second run to park behind the group", async () => (await view(second)).status === "parked");
+  const waiting = await kit.json<{ workflow: string; substate: unknown }>(["status", second]);
+  assert.equal(waiting.workflow, "flowsvc/pipeline/v1");
+  assert.deepEqual(waiting.substate, { name: "ship-jx-web", kind: "concurrency" });
+  const table = ok(await server.cli(["status", second])).stdout;
+  assert.match(table, /^substate:\s+ship-jx-web \(concurrency\)$/m);
+  assert.match(table, /^workflow:\s+flowsvc\/pipeline\/v1 \(jx\.yaml\)$/m);
+  await emit("jx.go", []);
+  await endsAs(first, "succeeded");
+  await waitFor("the second run's deploy to take the group and park on its event", async () => (await deployWaits(second)) === "event");
+  await emit("jx.go", []);
+  await endsAs(second, "succeeded");
+
+  const older = await submit("jx.yaml", yaml("cancel-running"), ["--input", '{"app": "api"}']);
+  await waitFor("the older run's deploy to park on its event", async () => (await deployWaits(older)) === "event");
+  const newer = await submit("jx.yaml", yaml("cancel-running"), ["--input", '{"app": "api"}']);
+  assert.equal(await ended(server, older), "cancelled");
+  await waitFor("the newer run's deploy to park on its event", async () => (await deployWaits(newer)) === "event");
+  await emit("jx.go", []);
+  await endsAs(newer, "succeeded");
+  type LifecycleEvent = { type: string; payload: { run_id?: string; workflow?: string; reason?: string } };
+  const events = (await kit.json<LifecycleEvent[]>(["events", "ls", "--limit", "1000"])).filter((e) => e.type.startsWith("run."));
+  const of = (id: string): string[] => events.filter((e) => e.payload.run_id === id).map((e) => `${e.type} ${e.payload.workflow}`);
+  assert.deepEqual(of(older).sort(), ["run.cancelled flowsvc/pipeline/v1", "run.started flowsvc/pipeline/v1"]);
+  assert.deepEqual(of(newer).sort(), ["run.started flowsvc/pipeline/v1", "run.succeeded flowsvc/pipeline/v1"]);
+  assert.match(
+    events.find((e) => e.type === "run.cancelled" && e.payload.run_id === older)?.payload.reason ?? "",
+    /job deploy .*ship-jx-api/,
+  );
+});

@@ -7,6 +7,8 @@ import { FlowError } from "@flowsvc/core/errors";
 export interface RunRecord {
   id: string;
   status: string;
+  /** The workflow type: flowsvc/script/v1, flowsvc/pipeline/v1 or flowsvc-graph/v1. */
+  workflow?: string;
   substate?: { name?: string; kind?: string } | null;
   deadline?: string | null;
   filename?: string;

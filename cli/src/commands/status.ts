@@ -41,7 +41,13 @@ const approvalLines = (nodes: RunRecord["nodes"]): Array<[string, string]> => {
   return [["approvals", gates.map(line).join("\n")]];
 };
 
-/** The status table: one `key: value` line per field, times as ISO with their age. */
+/** The run's workflow type and the file it came from: `flowsvc/pipeline/v1 (ci.yaml)`. */
+const workflowText = (run: RunRecord): string => {
+  if (!run.workflow) return "-";
+  return run.filename ? `${run.workflow} (${run.filename})` : run.workflow;
+};
+
+/** The status table: one `key: value` line per field (the workflow type with the file it came from), times as ISO with their age. */
 export const formatRunDetails = (run: RunRecord, now: Date): string => {
   const substate = run.substate?.name ? `${run.substate.name}${run.substate.kind ? ` (${run.substate.kind})` : ""}` : "-";
   const annotations = run.annotations?.length
@@ -50,6 +56,7 @@ export const formatRunDetails = (run: RunRecord, now: Date): string => {
   return formatDetails([
     ["id", run.id],
     ["status", run.status],
+    ["workflow", workflowText(run)],
     ["substate", substate],
     ["deadline", formatTime(run.deadline, now)],
     ["created", formatTime(run.created_at, now)],

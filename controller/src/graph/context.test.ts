@@ -65,6 +65,8 @@ before(async () => {
     workflow: "flowsvc-graph/v1",
     status: "running",
     source: "{}",
+    graph: "{}",
+    job_groups: null,
     filename: "graph:g",
     input: {},
     trusted: true,

@@ -18,6 +18,7 @@ import {
   evaluateConfig,
   evaluateIf,
   graphOutcome,
+  isGraphEngineWorkflow,
   isTerminalStatus,
   parseGraph,
   readyNodes,
@@ -30,7 +31,6 @@ import {
 } from "@flowsvc/core";
 import {
   GRAPH_CHANNEL,
-  GRAPH_WORKFLOW,
   awaitsRunGroup,
   cancelGraphNodes,
   completeRun,
@@ -59,6 +59,7 @@ import { nodeContext } from "./context.js";
 import { executorFor, type AgentJobSpec, type NodeOutcome } from "./nodes/index.js";
 import { agentJobOf } from "./nodes/code.js";
 import { approvalWakeOutcome } from "./nodes/approval.js";
+import { releaseEndedJobs, resumeGrantedJobs, takeJobGroup } from "./job-groups.js";
 
 export interface GraphDriverOptions {
   pool: Pool;
@@ -204,9 +205,11 @@ export class GraphDriver {
     try {
       starts = await withTransaction(this.#o.pool, (tx) => this.#plan(tx, runId, outcomes));
     } catch (err) {
-      // Not recorded: the outcomes wait for the next advance (the poll retries it).
+      // Not recorded: the outcomes wait for the next advance, tried again shortly (a deadlock between two
+      // runs' advances over one concurrency group, say, is rolled back on one side and must not stall it).
       if (outcomes.length > 0) this.#outcomes.set(runId, [...outcomes, ...(this.#outcomes.get(runId) ?? [])]);
-      this.#o.logger.error({ err, runId }, "graph advance failed; retrying on the next nudge");
+      this.#o.logger.error({ err, runId }, "graph advance failed; retrying");
+      if (!this.#stopped) setTimeout(() => this.schedule(runId), this.#o.pollMs ?? POLL_MS).unref();
       return;
     }
     for (const s of starts) this.#track(this.#runAttempt(s));
@@ -217,7 +220,7 @@ export class GraphDriver {
     if (cached) return cached;
     let doc: unknown;
     try {
-      doc = JSON.parse(run.source);
+      doc = JSON.parse(run.graph);
     } catch (err) {
       return `the graph's source is not JSON: ${message(err)}`;
     }
@@ -239,7 +242,7 @@ export class GraphDriver {
   /** One advance, under the run row's lock: what ended, what is skipped, what starts, and whether the run ends. */
   async #plan(tx: PoolClient, runId: string, outcomes: ReadonlyArray<{ s: Start; outcome: NodeOutcome }>): Promise<Start[]> {
     const run = await lockGraphRun(tx, runId);
-    if (!run || run.workflow !== GRAPH_WORKFLOW) return [];
+    if (!run || !isGraphEngineWorkflow(run.workflow)) return [];
     if (isTerminalStatus(run.status)) {
       this.#abortRun(runId);
       return [];
@@ -256,8 +259,10 @@ export class GraphDriver {
     for (const o of outcomes) await this.#record(tx, run, o);
     await this.#collect(tx, run);
     let rows = await lockGraphNodes(tx, runId);
+    if (await resumeGrantedJobs(tx, run, rows)) rows = await lockGraphNodes(tx, runId);
     const starts = [...(await this.#orphans(tx, run, graph, rows)), ...(await this.#startReady(tx, { run, graph, rows }))];
     rows = await lockGraphNodes(tx, runId);
+    await releaseEndedJobs(tx, run, rows);
     await this.#conclude(tx, { run, graph, rows });
     return starts;
   }
@@ -334,6 +339,10 @@ export class GraphDriver {
       if (!cond.ok) return void (await fail(`if: ${cond.error}`));
       if (!cond.value) return void (await updateGraphNode(tx, run.id, node.id, { status: "skipped", finished_at: "now" }));
     }
+    // A pipeline job with a concurrency group takes its lease first (job-groups.ts): queued behind it, the node parks.
+    const group = await takeJobGroup(tx, { run, nodeId: node.id, scope, publicUrl: this.#o.publicUrl });
+    if (group.kind === "error") return void (await fail(group.error));
+    if (group.kind === "wait") return undefined;
     const config = evaluateConfig(node.config, scope);
     if (!config.ok) return void (await fail(config.error));
     // Recorded as running by the caller, with every other attempt of this advance.

@@ -59,9 +59,9 @@ test("a CI pipeline compiles to one graph: jobs to nodes, needs to edges, steps 
     p.graph.edges.map((e) => `${e.from}>${e.to}`),
     ["build--step1>build--step2", "build--step2>build", "build>test", "test>gate", "gate>wait"],
   );
-  assert.deepEqual(p.concurrency, { group: "deploy-${{ input.ref }}", policy: "cancel-running" });
+  assert.deepEqual(p.concurrency, { group: "deploy-${{ input.ref }}", policy: "cancel-running", env: { GREETING: "hello" } });
   assert.deepEqual(p.cancel_on, ["pr.closed"]);
-  assert.deepEqual(p.jobs["wait"], { nodes: ["wait"], concurrency: { group: "waits", policy: "queue" } });
+  assert.deepEqual(p.jobs["wait"], { nodes: ["wait"], concurrency: { group: "waits", policy: "queue", env: { GREETING: "hello" } } });
   assert.deepEqual(p.jobs["build"]!.nodes, ["build--step1", "build--step2", "build"]);
 });
 

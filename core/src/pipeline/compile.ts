@@ -11,7 +11,9 @@
 import { FlowError } from "../errors.js";
 import { GRAPH_VERSION, type GraphDocument, type GraphProblem } from "../graph/model.js";
 import { findCycle, parseGraph } from "../graph/parse.js";
+import { JOB_GROUP_VARIABLES, RUN_GROUP_VARIABLES, type PipelineGroup } from "./concurrency.js";
 import {
+  ENV_VARIABLE,
   WAIT_WHEN_VARIABLES,
   checkPipelineExpression,
   splitHoles,
@@ -37,10 +39,10 @@ export interface CompiledPipeline {
   workflow: typeof PIPELINE_VERSION;
   name: string | undefined;
   graph: GraphDocument;
-  concurrency: PipelineConcurrency | undefined;
+  concurrency: PipelineGroup | undefined;
   cancel_on: string[];
   /** Per job: its node ids in order (the last has the job's id) and its own concurrency group. */
-  jobs: Record<string, { nodes: string[]; concurrency?: PipelineConcurrency }>;
+  jobs: Record<string, { nodes: string[]; concurrency?: PipelineGroup }>;
 }
 
 export type CompilePipelineResult = { ok: true; pipeline: CompiledPipeline } | { ok: false; problems: PipelineProblem[] };
@@ -214,16 +216,20 @@ const literalEnv = (doc: PipelineDocument, job: Pick<PipelineJob, "env">): Recor
   return out;
 };
 
-/** A concurrency group's text checked as a template over the pipeline's variables. */
+/**
+ * A concurrency group's text checked as a template over what it may read (a workflow group:
+ * `input` and `env`; a job's: also `steps`/`needs`), kept with the env its holes read (evaluated
+ * when the name is needed: concurrency.ts).
+ */
 const checkGroup = (
   group: PipelineConcurrency | undefined,
-  path: PathSegment[],
+  at: { path: PathSegment[]; variables: readonly string[] },
   problems: Problems,
   env: Record<string, string>,
-): PipelineConcurrency | undefined => {
+): PipelineGroup | undefined => {
   if (!group) return undefined;
-  const value = problems.guard([...path, "group"], () => toGraphValue(group.group, env));
-  return value === undefined ? undefined : { group: group.group, policy: group.policy ?? "queue" };
+  const value = problems.guard([...at.path, "group"], () => toGraphValue(group.group, ENV_VARIABLE, at.variables));
+  return value === undefined ? undefined : { group: group.group, policy: group.policy ?? "queue", env };
 };
 
 interface Built {
@@ -246,7 +252,10 @@ const buildJob = (c: JobContext, built: Built): void => {
     built.origin.push({ job: c.id, path: from ?? at(c) });
     if (i > 0) built.edges.push({ from: ids[i - 1]!, to: ids[i]! });
   });
-  const concurrency = checkGroup(c.job.concurrency, at(c, "concurrency"), c.problems, c.env);
+  const concurrency = checkGroup(c.job.concurrency, { path: at(c, "concurrency"), variables: JOB_GROUP_VARIABLES }, c.problems, {
+    ...c.doc.env,
+    ...c.job.env,
+  });
   built.jobs[c.id] = concurrency ? { nodes: ids, concurrency } : { nodes: ids };
 };
 
@@ -280,7 +289,7 @@ const compileDocument = (doc: PipelineDocument, yaml: ParsedYaml): CompilePipeli
   checkNeeds(doc.jobs, problems);
   for (const [k, v] of Object.entries(doc.env ?? {})) if (v.includes("${{")) problems.guard(["env", k], () => splitHoles(v));
   const built = buildAll(doc, problems);
-  const concurrency = checkGroup(doc.concurrency, ["concurrency"], problems, literalEnv(doc, {}));
+  const concurrency = checkGroup(doc.concurrency, { path: ["concurrency"], variables: RUN_GROUP_VARIABLES }, problems, { ...doc.env });
   if (problems.list.length > 0) return { ok: false, problems: problems.list };
   const checked = parseGraph({ version: GRAPH_VERSION, nodes: built.nodes, edges: built.edges });
   if (!checked.ok) {

@@ -48,12 +48,23 @@ export const envLiteral = (env: Readonly<Record<string, string>>): string =>
     .map(([k, v]) => `${JSON.stringify(k)}: ${JSON.stringify(v)}`)
     .join(", ")}}`;
 
-/** What a top-level name becomes in the graph's scope. */
-const renamed = (word: string, env: Readonly<Record<string, string>>): string =>
-  word === "steps" || word === "needs" ? "nodes" : word === "env" ? `(${envLiteral(env)})` : word;
+/**
+ * The `env` an expression reads: the job's literal env values, inlined as a CEL map literal; or
+ * `ENV_VARIABLE`, which keeps `env` a variable the evaluator passes (a concurrency group's env is
+ * evaluated first, then given as a variable: pipeline/concurrency.ts).
+ */
+export type ExpressionEnv = Readonly<Record<string, string>> | typeof ENV_VARIABLE;
+export const ENV_VARIABLE = "variable";
 
-/** Renames the pipeline's top-level names to the graph's: `steps`/`needs` -> `nodes`, `env` -> its literal. */
-export const translateExpression = (source: string, env: Readonly<Record<string, string>>): string => {
+/** What a top-level name becomes in the graph's scope. */
+const renamed = (word: string, env: ExpressionEnv): string => {
+  if (word === "steps" || word === "needs") return "nodes";
+  if (word !== "env") return word;
+  return env === ENV_VARIABLE ? "env" : `(${envLiteral(env)})`;
+};
+
+/** Renames the pipeline's top-level names to the graph's: `steps`/`needs` -> `nodes`, `env` -> its literal (or kept, see ExpressionEnv). */
+export const translateExpression = (source: string, env: ExpressionEnv): string => {
   let out = "";
   for (let i = 0; i < source.length;) {
     const c = source[i]!;
@@ -90,10 +101,10 @@ export const stripWrapper = (text: string): string => (text.includes("${{") ? (s
  * A text value for the graph: unchanged without holes; `{"$expr"}` when it is one hole; else a
  * `{"$template"}` whose literal `{{` is written as a hole (graph templates have no escape).
  */
-export const toGraphValue = (text: string, env: Readonly<Record<string, string>>): unknown => {
+export const toGraphValue = (text: string, env: ExpressionEnv, variables: readonly string[] = PIPELINE_VARIABLES): unknown => {
   const parts = splitHoles(text);
   if (!parts.some((p) => "expr" in p)) return text;
-  for (const p of parts) if ("expr" in p) checkPipelineExpression(p.expr);
+  for (const p of parts) if ("expr" in p) checkPipelineExpression(p.expr, variables);
   if (parts.length === 1) return { $expr: translateExpression((parts[0] as { expr: string }).expr, env) };
   let template = "";
   for (const p of parts) {

@@ -4,3 +4,4 @@ export * from "./expressions.js";
 export * from "./parse.js";
 export * from "./compile.js";
 export * from "./log-prefix.js";
+export * from "./concurrency.js";

@@ -99,11 +99,6 @@ const checkReaction = (r: Reaction): void => {
       const e = pipelineError(compiled.problems);
       throw new FlowError("invalid_argument", `reaction.source: ${e.message}`, { details: { field: "reaction.source", ...e.details } });
     }
-    const p = compiled.pipeline;
-    if (p.concurrency || Object.values(p.jobs).some((j) => j.concurrency))
-      throw new FlowError("invalid_argument", "reaction.source: concurrency: groups are not available in this version", {
-        details: { field: "reaction.source" },
-      });
   }
   if (r.kind === "node") {
     const parsed = parseGraph(reactionNodeGraph(r));

@@ -325,8 +325,8 @@ void test("handler reactions: a pipeline (compiled at registration, refusals wit
   );
   refused({ ...pipeline, source: "jobs: [\u0000" }, /^reaction\.source: line 1/);
   refused(
-    { ...pipeline, source: "concurrency: {group: g}\njobs:\n  a:\n    steps: [{run: x}]\n" },
-    /concurrency: groups are not available/,
+    { ...pipeline, source: "concurrency: {group: '${{ steps.a.output }}'}\njobs:\n  a:\n    steps: [{run: x}]\n" },
+    /^reaction\.source: line 1, column \d+: concurrency\.group: .*steps/,
   );
   refused({ kind: "node", type: "emit", config: {} }, /^reaction\.config\.type: /);
   refused({ kind: "node", type: "LD_PRELOAD", config: {} }, /^reaction\./);

@@ -145,7 +145,7 @@ test("the run must be parked on that gate: 409 when not, 404 for no such gate, r
   assertError(await ask(t, "POST", `${runs}/${id}/approvals/nope`, { body }), 404, /has no approval gate "nope"/);
   assertError(await ask(t, "POST", `${runs}/run_missing/approvals/gate`, { body }), 404, /run run_missing not found/);
   const { runId: scriptId } = await startScriptJob(t, "true\n");
-  assertError(await ask(t, "POST", `${runs}/${scriptId}/approvals/gate`, { body }), 409, /is not a graph run/);
+  assertError(await ask(t, "POST", `${runs}/${scriptId}/approvals/gate`, { body }), 409, /is not a graph or pipeline run/);
   assert.deepEqual(await signalsOf(id), []);
 });
 

@@ -18,9 +18,16 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
 import type { PoolClient } from "pg";
-import { FlowError, NODE_ID, checkApprovalFields, parseApprovalFields, parseGraphText, type ApprovalField } from "@flowsvc/core";
 import {
-  GRAPH_WORKFLOW,
+  FlowError,
+  NODE_ID,
+  checkApprovalFields,
+  isGraphEngineWorkflow,
+  parseApprovalFields,
+  parseGraphText,
+  type ApprovalField,
+} from "@flowsvc/core";
+import {
   deliverSignal,
   gateAnsweredBy,
   getRunView,
@@ -110,7 +117,8 @@ export const approvalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done
       return withTransaction(pool, async (tx) => {
         const run = await lockRunForGate(tx, scope.projectId, id);
         if (!run) throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-        if (run.workflow !== GRAPH_WORKFLOW) throw new FlowError("conflict", `run ${id} is not a graph run: it has no approval gates`);
+        if (!isGraphEngineWorkflow(run.workflow))
+          throw new FlowError("conflict", `run ${id} is not a graph or pipeline run: it has no approval gates`);
         const row = await parkedGate(tx, id, gate);
         const output = checkedFields(decision, declaredFields(row, run.source), fields);
         const payload = { decision, ...output, approved_by: approvedBy };

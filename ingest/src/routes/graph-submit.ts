@@ -10,6 +10,7 @@ import { z } from "zod";
 import {
   FlowError,
   GRAPH_LIMITS,
+  PIPELINE_WORKFLOW,
   assertStorableJson,
   connectorManifest,
   graphError,
@@ -19,16 +20,8 @@ import {
   trustOf,
   type GraphDocument,
 } from "@flowsvc/core";
-import {
-  cancelRun,
-  getStoredGraph,
-  joinRunGroup,
-  mintId,
-  graphRequirements,
-  setRunCancelOn,
-  submitGraphRun,
-  withTransaction,
-} from "@flowsvc/store";
+import type { CompiledPipeline, RunGroup } from "@flowsvc/core/pipeline";
+import { getStoredGraph, mintId, graphRequirements, setupPipelineRun, submitGraphRun, withTransaction } from "@flowsvc/store";
 import type { Pool } from "pg";
 import type { Scope } from "../auth.js";
 
@@ -105,12 +98,20 @@ const checkCredentials = async (pool: Pool, projectId: string, graph: GraphDocum
   if (refused) throw refused;
 };
 
-/** Checks and creates the graph run; answers its id, and whether an idempotency key answered an earlier run. */
+/** A pipeline submitted as its compiled graph (pipeline-submit.ts): the run keeps its YAML as source and is a pipeline run. */
+export interface SubmittedPipeline {
+  yaml: string;
+  compiled: CompiledPipeline;
+  group: RunGroup | undefined;
+  publicUrl: string | undefined;
+}
+
+/** Checks and creates the graph run (or pipeline run); answers its id, and whether an idempotency key answered an earlier run. */
 export const submitGraph = async (
   pool: Pool,
   scope: Scope,
   raw: unknown,
-  pipeline: { cancelOn: readonly string[]; group?: { name: string; cancelRunning: boolean }; publicUrl?: string } = { cancelOn: [] },
+  pipeline?: SubmittedPipeline,
 ): Promise<{ id: string; duplicate: boolean }> => {
   const body = parseSubmission(raw);
   const input = assertStorableJson(body.input ?? {}, "input");
@@ -124,7 +125,7 @@ export const submitGraph = async (
   const request = {
     id: mintId("run"),
     projectId: scope.projectId,
-    source,
+    ...(pipeline ? { workflow: PIPELINE_WORKFLOW, source: pipeline.yaml } : { source }),
     filename,
     env: {},
     tags: body.tags,
@@ -137,16 +138,14 @@ export const submitGraph = async (
   const nodes = graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));
   return withTransaction(pool, async (tx) => {
     const r = await submitGraphRun(tx, request, { sender: scope.caller.userName, nodes, input });
-    // A pipeline's cancel_on, in the run's own transaction (store/src/emit.ts cancels on it).
-    if (!r.duplicate && pipeline.cancelOn.length > 0) await setRunCancelOn(tx, r.id, pipeline.cancelOn);
-    const group = pipeline.group;
-    if (!r.duplicate && group)
-      await joinRunGroup(tx, {
-        projectId: scope.projectId,
+    // A pipeline's compiled graph, cancel_on, job groups and workflow group, in the run's own transaction.
+    if (!r.duplicate && pipeline)
+      await setupPipelineRun(tx, {
         runId: r.id,
-        grp: group.name,
-        cancelRunning: group.cancelRunning,
-        cancel: (id) => cancelRun(tx, id, `concurrency: a newer run of group ${group.name} started (${r.id})`, pipeline.publicUrl),
+        projectId: scope.projectId,
+        pipeline: pipeline.compiled,
+        group: pipeline.group,
+        publicUrl: pipeline.publicUrl,
       });
     return r;
   });

@@ -32,11 +32,19 @@ const CI = `jobs:
   test: {needs: build, if: "input.ref != 'skip'", steps: [{run: make test}]}
 `;
 
-test("a pipeline becomes one graph run: its jobs' nodes pending, in order, named by the YAML file, with its input", async () => {
+test("a pipeline becomes one pipeline run on the graph engine: its YAML its source, the compiled graph beside it, its jobs' nodes pending, in order, with its input", async () => {
   const res = await ask(t, "POST", `${base}/runs`, { body: submit(CI, { input: { ref: "main" }, tags: ["ci"] }) });
   assert.equal(res.status, 201, res.text);
-  const run = res.body as { id: string; filename: string; tags: string[] };
-  assert.deepEqual([run.filename, run.tags], ["ci.yaml", ["ci"]]);
+  const run = res.body as { id: string; filename: string; tags: string[]; workflow: string };
+  assert.deepEqual([run.workflow, run.filename, run.tags], ["flowsvc/pipeline/v1", "ci.yaml", ["ci"]]);
+  const stored = await t.db.pool.query<{ source: string; graph: string; workflow: string }>(
+    `select source, graph, workflow from runs where id = $1`,
+    [run.id],
+  );
+  assert.equal(stored.rows[0]?.source, CI);
+  assert.match(stored.rows[0]?.graph ?? "", /^\{"version":"flowsvc-graph\/v1",/);
+  const shown = await ask(t, "GET", `${base}/runs/${run.id}`);
+  assert.equal((shown.body as { nodes?: unknown[] }).nodes?.length, 4, "GET runs/<id> shows a pipeline run's nodes");
   const { rows } = await t.db.pool.query<{ node_id: string; status: string }>(
     `select node_id, status from graph_nodes where run_id = $1 order by ord`,
     [run.id],
@@ -49,7 +57,7 @@ test("a pipeline becomes one graph run: its jobs' nodes pending, in order, named
   assert.deepEqual(input.rows[0]?.input, { ref: "main" });
 });
 
-test("refused with the YAML line and column, and nothing written: bad pipelines, --credential, engine gaps", async () => {
+test("refused with the YAML line and column, and nothing written: bad pipelines, --credential, groups that do not evaluate", async () => {
   await refused(
     submit("jobs:\n  a:\n    needs: [zz]\n    steps: [{run: x}]\n"),
     400,
@@ -66,13 +74,29 @@ test("refused with the YAML line and column, and nothing written: bad pipelines,
     400,
     /--credential is refused on a pipeline submit/,
   );
-  await refused(submit("jobs: {a: {concurrency: {group: g}, steps: [{run: x}]}}\n"), 400, /jobs\.a\.concurrency: groups are not available/);
+  await refused(
+    submit("concurrency: {group: '${{ steps.a.output }}'}\njobs: {a: {steps: [{run: x}]}}\n"),
+    400,
+    /line 1, column \d+: concurrency\.group/,
+  );
+  await refused(
+    submit("concurrency: {group: 'g-${{ input.g }}'}\njobs: {a: {steps: [{run: x}]}}\n", { input: { g: "z".repeat(300) } }),
+    400,
+    /^concurrency\.group: the group evaluates to 302 characters/,
+  );
   await refused(submit("concurrency: {group: 'd-${{ input.nope }}'}\njobs: {a: {steps: [{run: x}]}}\n"), 400, /^concurrency\.group: /);
   await refused(
     submit("concurrency: {group: '${{ input.g }}'}\njobs: {a: {steps: [{run: x}]}}\n", { input: { g: "" } }),
     400,
-    /^concurrency\.group: the group evaluates to ""/,
+    /^concurrency\.group: the group evaluates to 0 characters/,
   );
+  // Hostile group text and input: a NUL or a lone surrogate in the YAML's group text, or in the input it reads.
+  const grouped = (group: string): string => `concurrency: {group: ${group}}\njobs: {a: {steps: [{run: x}]}}\n`;
+  await refused(submit(grouped('"d-\\0"')), 400, /line 1, column \d+: concurrency\.group: .*NUL/);
+  await refused(submit(grouped('"d-\\ud800"')), 400, /line 1, column \d+: concurrency\.group: .*surrogate/);
+  await refused(submit(grouped("'d-${{ input.g }}'"), { input: { g: "\ud800" } }), 400, /surrogate/);
+  await refused(submit(grouped("'d-${{ input.g }}'"), { input: { g: "a\u0000b" } }), 400, /NUL/);
+  await refused(submit(grouped("'${{ env.NOPE }}'")), 400, /^concurrency\.group: .*NOPE/);
   await refused(submit("jobs: {a: {steps: [{run: x}]}}\n", { interpreter: ["bash"] }), 400, /interpreter/);
 });
 
@@ -102,6 +126,10 @@ test("a workflow concurrency group shares flow lock's leases: queue holds the la
     ).rows;
   const q1 = await post("queue", "q");
   const q2 = await post("queue", "q");
+  // The queued run says what it waits for.
+  const shown = await ask(t, "GET", `${base}/runs/${q2}`);
+  assert.deepEqual((shown.body as { status: string; substate: unknown }).substate, { name: "deploy-q", kind: "concurrency" });
+  assert.equal((shown.body as { status: string }).status, "queued");
   assert.deepEqual(
     (await leases("deploy-q")).map((l) => [l.run_id, l.granted]),
     [

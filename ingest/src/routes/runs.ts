@@ -11,10 +11,10 @@ import {
   type RunRequest,
   type ValueMasker,
   RUN_STATUSES,
+  isGraphEngineWorkflow,
   isTerminalStatus,
 } from "@flowsvc/core";
 import {
-  GRAPH_WORKFLOW,
   getGraphRunNodes,
   getRunView,
   listActivities,
@@ -100,7 +100,7 @@ const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest =>
 });
 
 /** `POST {scoped}/runs` (member): 201 with the new run, or 200 with the run an idempotency key already made. */
-const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => {
+const submitRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDeps): void => {
   const doc = api({
     summary: "Submit a run: a script, a graph document, or a stored graph by name",
     description:
@@ -113,7 +113,9 @@ const submitRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void =
   app.post(BASE, { bodyLimit: 2 * SOURCE_LIMIT, ...doc }, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
     if (isGraphSubmission(req.body) || isPipelineSubmission(req.body)) {
-      const graph = isPipelineSubmission(req.body) ? await submitPipeline(pool, scope, req.body) : await submitGraph(pool, scope, req.body);
+      const graph = isPipelineSubmission(req.body)
+        ? await submitPipeline(pool, scope, req.body, publicUrl)
+        : await submitGraph(pool, scope, req.body);
       if (graph.duplicate) return reply.status(200).send({ id: graph.id, duplicate: true });
       const { masker } = await maskers.forProject(scope.projectId);
       const view = await getRunView(pool, scope.projectId, graph.id);
@@ -151,7 +153,7 @@ const showRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => 
   app.get(`${BASE}/:id`, api({ summary: "Show a run and its activities", tag: "runs", auth: "viewer", params: RunParams }), async (req) => {
     const { scope, id, run } = await viewedRun(pool, req);
     const { masker } = await maskers.forProject(scope.projectId);
-    const nodes = run.workflow === GRAPH_WORKFLOW ? { nodes: masker.json(await getGraphRunNodes(pool, id)) } : {};
+    const nodes = isGraphEngineWorkflow(run.workflow) ? { nodes: masker.json(await getGraphRunNodes(pool, id)) } : {};
     return { ...maskRunView(masker, run), activities: await listActivities(pool, id), ...nodes };
   });
 };
@@ -165,8 +167,9 @@ const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps)
   });
   app.get(`${BASE}/:id/steps`, doc, async (req) => {
     const { scope, id, run } = await viewedRun(pool, req);
-    // A graph run's steps are its nodes, their outputs masked.
-    if (run.workflow === GRAPH_WORKFLOW) return (await maskers.forProject(scope.projectId)).masker.json(await getGraphRunNodes(pool, id));
+    // A graph or pipeline run's steps are its nodes, their outputs masked.
+    if (isGraphEngineWorkflow(run.workflow))
+      return (await maskers.forProject(scope.projectId)).masker.json(await getGraphRunNodes(pool, id));
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
     const journal = await openJournal(pool, keyring, project, { runId: id, entries: await listJournal(pool, id) });
