@@ -1,14 +1,25 @@
 import type { FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { digestToken, jobAndRunByToken, jobByToken, tokenKindOf, type LeasedJob, type RunInternal } from "@flowsvc/store";
+import {
+  digestToken,
+  jobAndRunByToken,
+  jobByToken,
+  tokenKindOf,
+  type LeasedJob,
+  type LeasedJobInScope,
+  type RunInternal,
+} from "@flowsvc/store";
 import { bearerOf } from "./auth.js";
 
 export const jobLost = (): FlowError =>
   new FlowError("job_lost", "this job's lease is gone: it finished, or it was dispatched again to another agent");
 
-/** The job behind an agent request's token: one dispatch of one job, alive while it holds its lease. */
-export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<LeasedJob & { digest: Buffer }> => {
+/**
+ * The job behind an agent request's token: one dispatch of one job, alive while it holds its
+ * lease, with its run's project and org (the scope its journal values are sealed in).
+ */
+export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<LeasedJobInScope & { digest: Buffer }> => {
   const digest = jobTokenDigestOf(req);
   const job = await jobByToken(pool, digest);
   if (!job) throw jobLost();

@@ -38,13 +38,14 @@ const heartbeatRoute = (app: FastifyInstance, { pool, leaseMs }: RouteDeps): voi
  * `POST /agent/v1/journal`: a step's result is recorded at its position, or, replayed, answered as
  * recorded; a different call at a recorded position is the determinism refusal.
  */
-const journalRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
+const journalRoute = (app: FastifyInstance, { pool, keyring }: RouteDeps): void => {
   app.post("/agent/v1/journal", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
     const job = await jobOfRequest(pool, req);
     if (job.kind === "node") throw new FlowError("invalid_argument", "a graph's code or shell node cannot make durable calls");
     const entry = RecordRequestSchema.parse(req.body);
     // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
-    const scope = await maskers.forRun(job.run_id);
+    // Sealing needs only the run's org and project (the token's lookup has them), not its masker.
+    const scope = { orgId: job.org_id, projectId: job.project_id };
     const sealed =
       entry.kind === "step"
         ? { ...entry, result: await sealStepResult(keyring, scope, { runId: job.run_id, position: entry.position }, entry.result) }
