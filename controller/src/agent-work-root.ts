@@ -23,8 +23,22 @@ export const removeAgentDirs = async (paths: readonly string[], user: AgentUser 
     await Promise.all(paths.map((p) => rm(p, { recursive: true, force: true, maxRetries: 3 })));
     return;
   }
+  // A worker removes its job's directory itself before it says `done`: starting `rm` (a fork of
+  // the server) only to find nothing cost every job ~4 ms of the server's CPU. lstat follows no
+  // link at the end of the path, and the work root above it is ours to name.
+  const present = (
+    await Promise.all(
+      paths.map((p) =>
+        lstat(p).then(
+          () => p,
+          (err: NodeJS.ErrnoException) => (err.code === "ENOENT" ? undefined : p),
+        ),
+      ),
+    )
+  ).filter((p): p is string => p !== undefined);
+  if (present.length === 0) return;
   await new Promise<void>((resolve, reject) => {
-    const child = spawn("rm", ["-rf", "--", ...paths], { uid: user.uid, gid: user.gid, stdio: ["ignore", "ignore", "pipe"], cwd: "/" });
+    const child = spawn("rm", ["-rf", "--", ...present], { uid: user.uid, gid: user.gid, stdio: ["ignore", "ignore", "pipe"], cwd: "/" });
     let err = "";
     child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
     child.on("error", reject);

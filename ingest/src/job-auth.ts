@@ -1,18 +1,49 @@
 import type { FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { digestToken, jobAndRunByToken, jobByToken, tokenKindOf, type LeasedJob, type RunInternal } from "@flowsvc/store";
+import {
+  digestToken,
+  jobAndRunByToken,
+  jobByToken,
+  tokenKindOf,
+  type LeasedJob,
+  type LeasedJobInScope,
+  type RunInternal,
+} from "@flowsvc/store";
 import { bearerOf } from "./auth.js";
 
 export const jobLost = (): FlowError =>
   new FlowError("job_lost", "this job's lease is gone: it finished, or it was dispatched again to another agent");
 
-/** The job behind an agent request's token: one dispatch of one job, alive while it holds its lease. */
-export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<LeasedJob & { digest: Buffer }> => {
+/** What a token's job was when it was last seen live, by token digest (hex); the oldest go first. */
+const seenJobs = new Map<string, LeasedJobInScope>();
+const SEEN_JOBS_MAX = 4096;
+
+/**
+ * The job behind an agent request's token: one dispatch of one job, alive while it holds its
+ * lease, with its run's project and org (the scope its journal values are sealed in).
+ */
+export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<LeasedJobInScope & { digest: Buffer }> => {
   const digest = jobTokenDigestOf(req);
   const job = await jobByToken(pool, digest);
   if (!job) throw jobLost();
+  const key = digest.toString("hex");
+  seenJobs.delete(key);
+  seenJobs.set(key, job);
+  if (seenJobs.size > SEEN_JOBS_MAX) seenJobs.delete(seenJobs.keys().next().value!);
   return { ...job, digest };
+};
+
+/**
+ * The job a token belonged to when this process last saw it live, without asking the database:
+ * a token is minted for one dispatch of one job, so its job, run, project and org never change;
+ * only whether it is still live does, and a caller of this must check that in its own statement
+ * (see recordJournalForToken). Undefined for a token not seen yet.
+ */
+export const lastSeenJobOfRequest = (req: FastifyRequest): (LeasedJobInScope & { digest: Buffer }) | undefined => {
+  const digest = jobTokenDigestOf(req);
+  const job = seenJobs.get(digest.toString("hex"));
+  return job && { ...job, digest };
 };
 
 /** A claim's job and its run, in one lookup. */

@@ -170,12 +170,15 @@ test("a job token does not open the user API", async () => {
 test("a finished job's token is lost: every route answers 409 job_lost and writes nothing", async () => {
   const job = await startScriptJob(t);
   await claim(job);
+  // A step recorded first: the server has seen this token's job, and records its next step in one statement.
+  await agent("journal", job, step(0, "build"));
   await agent("finish", job, { exit_code: 0, duration_ms: 0 });
   const journal = await countRows(t, "journal");
   for (const [path, body] of [
     ["heartbeat", {}],
     ["claim", { agent_id: "late" }],
-    ["journal", step(0, "late")],
+    ["journal", step(1, "late")],
+    ["journal", step(0, "build")],
     ["log", { chunks: [] }],
     ["finish", { exit_code: 0, duration_ms: 0 }],
   ] as const) {

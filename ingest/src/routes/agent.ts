@@ -6,6 +6,7 @@ import {
   FlowError,
   LogRequestSchema,
   RecordRequestSchema,
+  type RecordRequest,
 } from "@flowsvc/core";
 import {
   appendAnnotation,
@@ -15,11 +16,13 @@ import {
   finishScriptJob,
   openJournalResult,
   recordJournal,
+  recordJournalForToken,
   runLineage,
   sealStepResult,
   withTransaction,
+  type LeasedJobInScope,
 } from "@flowsvc/store";
-import { jobLost, jobOfRequest, jobTokenDigestOf } from "../job-auth.js";
+import { jobLost, jobOfRequest, jobTokenDigestOf, lastSeenJobOfRequest } from "../job-auth.js";
 import type { RouteDeps } from "../deps.js";
 import { claimRoute } from "./agent-claim.js";
 
@@ -38,18 +41,36 @@ const heartbeatRoute = (app: FastifyInstance, { pool, leaseMs }: RouteDeps): voi
  * `POST /agent/v1/journal`: a step's result is recorded at its position, or, replayed, answered as
  * recorded; a different call at a recorded position is the determinism refusal.
  */
-const journalRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps): void => {
+const journalRoute = (app: FastifyInstance, { pool, keyring }: RouteDeps): void => {
+  /** A step's output may hold a secret it printed: it is stored sealed (the run's org and project are the seal's scope). */
+  const sealedEntry = async (job: LeasedJobInScope, entry: RecordRequest): Promise<RecordRequest> =>
+    entry.kind === "step"
+      ? {
+          ...entry,
+          result: await sealStepResult(
+            keyring,
+            { orgId: job.org_id, projectId: job.project_id },
+            { runId: job.run_id, position: entry.position },
+            entry.result,
+          ),
+        }
+      : entry;
+
   app.post("/agent/v1/journal", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
+    // A job already seen records its step in one statement that also checks the job is live
+    // (one round trip per `flow step`); anything else (a first record, a lost job, a retried or
+    // mismatching record) takes the long way below.
+    const seen = lastSeenJobOfRequest(req);
+    if (seen && seen.kind !== "node") {
+      const entry = RecordRequestSchema.parse(req.body);
+      const recorded = await recordJournalForToken(pool, { digest: seen.digest, runId: seen.run_id }, await sealedEntry(seen, entry));
+      if (recorded) return { entry: { ...recorded, result: entry.result ?? null } };
+    }
     const job = await jobOfRequest(pool, req);
     if (job.kind === "node") throw new FlowError("invalid_argument", "a graph's code or shell node cannot make durable calls");
     const entry = RecordRequestSchema.parse(req.body);
-    // A step's output may hold a secret it printed: it is stored sealed, and answered as recorded.
-    const scope = await maskers.forRun(job.run_id);
-    const sealed =
-      entry.kind === "step"
-        ? { ...entry, result: await sealStepResult(keyring, scope, { runId: job.run_id, position: entry.position }, entry.result) }
-        : entry;
-    const out = await recordJournal(pool, job.run_id, sealed);
+    const scope = { orgId: job.org_id, projectId: job.project_id };
+    const out = await recordJournal(pool, job.run_id, await sealedEntry(job, entry));
     if (out.type === "mismatch") throw determinismError(out.entry, entry);
     if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };
     return { entry: { ...out.entry, result: await openJournalResult(keyring, scope, await runLineage(pool, job.run_id), out.entry) } };
