@@ -106,7 +106,7 @@ const bareRowCpu = async (client: pg.Client, rows: number): Promise<number | und
   let n = 0;
   const insert = () =>
     client.query(
-      "insert into bench_events (id, project_id, type, payload) select * from unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])",
+      "insert into bench_events (id, project_id, type, payload, trusted) select *, true from unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])",
       [
         Array.from({ length: batch }, () => `evt-bench-${n++}`),
         Array(batch).fill("prj"),

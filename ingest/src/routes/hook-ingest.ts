@@ -230,7 +230,10 @@ const deliver = async (
 export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: HookCache }> = (app, { deps, hooks }, done) => {
   // A redelivery racing its first delivery in another batch waits on the unique index and then
   // answers the first one's event (emitEvents), so no retry is needed here.
-  const committer = new GroupCommitter<EmitInput, EmitResult>(deps.pool, emitBatch.apply, { begin: emitBatch.begin });
+  const committer = new GroupCommitter<EmitInput, EmitResult>(deps.pool, emitBatch.apply, {
+    begin: emitBatch.begin,
+    alone: emitBatch.alone,
+  });
   app.addHook("onClose", () => committer.close());
   const ctx: IngestCtx = { keyring: deps.keyring, hooks, committer };
   // Every refusal is counted, by reason or error code: the body parser's 413 as much as a bad signature.
