@@ -192,6 +192,27 @@ const setHook = async (server: TestServer): Promise<{ path: string; secret: stri
   return { path: new URL(hook.ingest_url).pathname, secret: hook.secret };
 };
 
+const rate = (r: number): string => `${Math.round(r).toString().padStart(6)} /s`;
+
+/** What the CPU per delivery at 32 senders allows on this host's cores, beside the HTTP floor's and a bare row's. */
+const printCpu = ({ many, floor, bareRow, base }: { many: Cpu; floor: Cpu; bareRow: number | undefined; base: number }): void => {
+  const f = rate;
+  const us = (c: Cpu): string => `${Math.round(c.server)} / ${Math.round(c.postgres)} / ${Math.round(c.senders)} us`;
+  // Client, server and Postgres share this machine's cores: what their CPU per delivery allows.
+  const cores = availableParallelism();
+  const cap = (c: Cpu): number => (cores * 1e6) / (c.server + c.postgres + c.senders);
+  console.log(`    CPU per delivery at 32 senders (server / Postgres / senders), last round: ${us(many)}; the HTTP floor: ${us(floor)}`);
+  console.log(
+    `    on ${cores} cores that CPU allows at most ${f(cap(many))} (${(cap(many) / base).toFixed(2)}x); the floor's alone ${f(cap(floor))} (${(cap(floor) / base).toFixed(2)}x)`,
+  );
+  if (bareRow !== undefined) {
+    const best = cap({ ...floor, postgres: floor.postgres + bareRow });
+    console.log(
+      `    Postgres CPU per row of a bare 16-row INSERT into a copy of events: ${Math.round(bareRow)} us; with the floor, the best any ingest could do here: ${f(best)} (${(best / base).toFixed(2)}x)`,
+    );
+  }
+};
+
 const ROUNDS = 3;
 
 const main = async (): Promise<void> => {
@@ -272,24 +293,7 @@ const main = async (): Promise<void> => {
       `    1-sender ceiling, one HTTP round trip then one commit per delivery: ${f(bound1)}   ${(bound1 / base).toFixed(2)}x; 1 sender reaches ${(median(one) / bound1).toFixed(2)}x of it (target >= 0.9x)`,
     );
     console.log(`    32-sender ceiling, the HTTP floor alone: ${f(median(floor32))}   ${(median(floor32) / base).toFixed(2)}x`);
-    if (manyCpu && floorCpu) {
-      const us = (c: Cpu): string => `${Math.round(c.server)} / ${Math.round(c.postgres)} / ${Math.round(c.senders)} us`;
-      // Client, server and Postgres share this machine's cores: what their CPU per delivery allows.
-      const cores = availableParallelism();
-      const cap = (c: Cpu): number => (cores * 1e6) / (c.server + c.postgres + c.senders);
-      console.log(
-        `    CPU per delivery at 32 senders (server / Postgres / senders), last round: ${us(manyCpu)}; the HTTP floor: ${us(floorCpu)}`,
-      );
-      console.log(
-        `    on ${cores} cores that CPU allows at most ${f(cap(manyCpu))} (${(cap(manyCpu) / base).toFixed(2)}x); the floor's alone ${f(cap(floorCpu))} (${(cap(floorCpu) / base).toFixed(2)}x)`,
-      );
-      if (bareRow !== undefined) {
-        const best = cap({ ...floorCpu, postgres: floorCpu.postgres + bareRow });
-        console.log(
-          `    Postgres CPU per row of a bare 16-row INSERT into a copy of events: ${Math.round(bareRow)} us; with the floor, the best any ingest could do here: ${f(best)} (${(best / base).toFixed(2)}x)`,
-        );
-      }
-    }
+    if (manyCpu && floorCpu) printCpu({ many: manyCpu, floor: floorCpu, bareRow, base });
     console.log(`  bus rows of type bench.delivery: ${rows[0]!.n} (warm-up 400 + ${2 * ROUNDS * COUNT} measured, every one acknowledged)`);
   } finally {
     await client.end().catch(() => undefined);
