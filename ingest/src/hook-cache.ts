@@ -2,7 +2,9 @@
  * The hooks ingest verifies deliveries with, kept in memory: a delivery then costs no lookup
  * before its batch. A cached hook may be stale (rotated, re-keyed or removed, here or by another
  * replica), which is safe: the event is recorded only if the hook's rev is still the one it was
- * verified against (emitEvents), and otherwise the route forgets it and verifies again.
+ * verified against (emitEvents, recordAlone), and otherwise the route forgets it and verifies
+ * again; a delivery the cached copy refuses is verified again against the hook as it is (the
+ * secret or key it was rotated to works at once on every replica).
  */
 import type { Pool } from "pg";
 import { findIngestHook, type IngestHook } from "@flowsvc/store";
@@ -28,6 +30,11 @@ export class HookCache {
       this.#hooks.set(key, hook);
     }
     return hook;
+  }
+
+  /** Whether a copy of the hook is in memory (it may be stale). */
+  has(org: string, project: string, name: string): boolean {
+    return this.#hooks.has(HookCache.#key(org, project, name));
   }
 
   /** After this replica changed the hook, or a delivery found its copy stale. */

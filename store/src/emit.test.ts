@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { FlowError } from "@flowsvc/core";
 import { createTestDatabase, createTestProject, waitFor, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
-import { StaleHookError, emitEvent, emitEvents, handlerRunId, type EmitInput } from "./emit.js";
+import { StaleHookError, emitBatch, emitEvent, emitEvents, handlerRunId, type EmitInput, type EmitResult } from "./emit.js";
+import { GroupCommitter } from "./group-commit.js";
 import { performCall } from "./calls.js";
 import { completeRun } from "./run-lifecycle.js";
 import { suspendJob, wakeRun } from "./wake.js";
@@ -331,4 +332,102 @@ void test("an event with a NUL character is refused with a clear error, whoever 
   await assert.rejects(emit({ projectId: p, type: "nul", fields: { ref: "x\u0000" } }), /NUL characters/);
   const { rows } = await db.pool.query<{ n: number }>(`select count(*)::int as n from events where project_id = $1`, [p]);
   assert.equal(rows[0]!.n, 0);
+});
+
+/** Emits through a GroupCommitter set up as hook ingest sets it up; how many of its batches went in one round trip. */
+const ingestCommitter = () =>
+  new GroupCommitter<EmitInput, EmitResult>(db.pool, emitBatch.apply, { begin: emitBatch.begin, alone: emitBatch.alone });
+
+const eventCount = async (projectId: string): Promise<number> =>
+  (await db.pool.query<{ n: number }>(`select count(*)::int as n from events where project_id = $1`, [projectId])).rows[0]!.n;
+
+void test("a batch that is only its event rows commits in one round trip; whatever needs more goes the transactional way, nothing doubled", async () => {
+  const p = await newProject();
+  const gc = ingestCommitter();
+  const hookRev = (
+    await db.pool.query<{ rev: string }>(
+      `insert into event_hooks (project_id, name, mode, event_type, secret_digest) values ($1, 'h', 'token', 'e', '\\x00') returning rev`,
+      [p],
+    )
+  ).rows[0]!.rev;
+  const input = (over: Partial<EmitInput> = {}): EmitInput => ({ ...base, projectId: p, type: "e", hookName: "h", hookRev, ...over });
+  // Nothing known of the project's handlers yet: the first batch reads them in a transaction.
+  const first = await gc.submit(input({ payload: { n: 0 } }));
+  assert.equal(gc.stats.alone, 0);
+  const [a, b] = await Promise.all([gc.submit(input({ payload: { n: 1 } })), gc.submit(input({ payload: { n: 2 } }))]);
+  assert.equal(gc.stats.alone, 2, "no handler takes `e`: one statement each, commit included");
+  const { rows } = await db.pool.query<{ id: string; payload: unknown; generation: number; trusted: boolean; hook_name: string }>(
+    `select id, payload, generation, trusted, hook_name from events where project_id = $1 order by payload->>'n'`,
+    [p],
+  );
+  // Two batches in flight at once commit in either order: the rows are compared by payload.
+  assert.deepEqual(
+    rows.map((r) => [r.id, r.payload, r.generation, r.trusted, r.hook_name]),
+    [first, a, b].map((r, n) => [r.eventId, { n }, 0, true, "h"]),
+  );
+
+  // A handler set since: declined, written by emitEvents (the handler's run started), alone again once it is known not to take the type.
+  await addHandler(p, "on-e", ["e"]);
+  const handled = await gc.submit(input());
+  assert.equal(handled.handlerRuns.length, 1);
+  await db.pool.query(`update handlers set patterns = '{other}' where project_id = $1`, [p]);
+  assert.deepEqual((await gc.submit(input())).handlerRuns, []);
+  await gc.submit(input());
+  assert.equal(gc.stats.alone, 3);
+
+  // A redelivery: declined (the first is in), answered with the first delivery's event.
+  const once = await gc.submit(input({ deliveryId: "d-1" }));
+  assert.equal(gc.stats.alone, 4);
+  const twice = await gc.submit(input({ deliveryId: "d-1" }));
+  assert.deepEqual([twice.duplicate, twice.eventId], [true, once.eventId]);
+  assert.equal(gc.stats.alone, 4);
+
+  // The hook rotated since it was verified: declined, and the transactional way says it is stale.
+  await db.pool.query(`update event_hooks set secret_digest = '\\x01' where project_id = $1`, [p]);
+  const before = await eventCount(p);
+  await assert.rejects(gc.submit(input()), StaleHookError);
+  assert.equal(await eventCount(p), before, "nothing recorded against the old hook");
+
+  // A parked waiter of the type gets the event; a live run that lists the type in cancel_on is cancelled.
+  const waiter = await newRunningScript(p);
+  await withTransaction(db.pool, (tx) => performCall(tx, waiter, { position: 0, kind: "wait-event", name: "e", ordinal: 0, args: {} }));
+  const doomed = await newRunningScript(p);
+  await db.pool.query(`update runs set cancel_on = '{e}' where id = $1`, [doomed]);
+  const woke = await gc.submit({ ...base, projectId: p, type: "e", payload: "for the waiter" });
+  const done = await withTransaction(db.pool, (tx) =>
+    performCall(tx, waiter, { position: 0, kind: "wait-event", name: "e", ordinal: 0, args: {} }),
+  );
+  assert.equal((done.entry.result as { envelope: { event: string } }).envelope.event, woke.eventId);
+  assert.equal((await db.pool.query<{ status: string }>(`select status from runs where id = $1`, [doomed])).rows[0]!.status, "cancelled");
+  assert.equal(gc.stats.alone, 4, "none of these went alone");
+  await gc.close();
+});
+
+void test("a waiter that notes the bus position while a one-round-trip batch waits for its lock is given that batch's event", async () => {
+  const p = await newProject();
+  const gc = ingestCommitter();
+  await gc.submit({ ...base, projectId: p, type: "ready" }); // the handlers of p are known now: none
+  const runId = await newRunningScript(p);
+  const waiter = await db.pool.connect();
+  try {
+    await waiter.query("begin");
+    // The waiter holds the type's lock exclusively, its pending entry not yet committed.
+    assert.equal(
+      (await performCall(waiter, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} })).status,
+      "pending",
+    );
+    const pending = gc.submit({ ...base, projectId: p, type: "ready", payload: "after the wait began" });
+    await waitForLockWait();
+    await waiter.query("commit");
+    const event = await pending;
+    const done = await withTransaction(db.pool, (tx) =>
+      performCall(tx, runId, { position: 0, kind: "wait-event", name: "ready", ordinal: 0, args: {} }),
+    );
+    assert.equal(done.status, "done", "the batch saw the waiter that parked while it waited for the lock");
+    assert.equal((done.entry.result as { envelope: { event: string } }).envelope.event, event.eventId);
+    assert.equal(gc.stats.alone, 0, "it declined and went the transactional way");
+  } finally {
+    waiter.release();
+  }
+  await gc.close();
 });

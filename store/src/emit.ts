@@ -140,8 +140,18 @@ export const handlerRunId = (eventId: string, handler: string): string =>
  * waiter starts after it) or sees the waiter's pending entry and delivers to it: none slips
  * between the two, however the transactions interleave.
  */
-const busLockKey = (projectId: string, type: string): string =>
-  createHash("sha256").update(`bus\u001f${projectId}\u001f${type}`).digest().readBigInt64BE().toString();
+const busLockKeys = new Map<string, string>();
+const busLockKey = (projectId: string, type: string): string => {
+  const name = `bus\u001f${projectId}\u001f${type}`;
+  let key = busLockKeys.get(name);
+  if (key === undefined) {
+    // A digest per delivery showed in hook ingest's profile: the keys of the types in use are kept.
+    key = createHash("sha256").update(name).digest().readBigInt64BE().toString();
+    if (busLockKeys.size >= 10_000) busLockKeys.clear();
+    busLockKeys.set(name, key);
+  }
+  return key;
+};
 
 /**
  * The start of an emit's transaction, as SQL without parameters (the keys are numbers made here):
@@ -161,6 +171,59 @@ const busLocksSql = (inputs: readonly EmitInput[]): string =>
 export const emitBatch = {
   begin: busLocksSql,
   apply: (tx: PoolClient, inputs: readonly EmitInput[]): Promise<EmitResult[]> => emitEvents(tx, inputs, { busLocked: true }),
+  alone: (db: PoolClient, inputs: readonly EmitInput[]): Promise<EmitResult[] | undefined> => recordAlone(db, inputs),
+};
+
+/** SQLSTATE of flowsvc_record_events_alone's refusal: the batch needs more than its rows (nothing was written). */
+const DECLINED_ALONE = "FL001";
+
+/**
+ * The project's handler revision at which none of its handlers' patterns takes `type`, as far as
+ * this process knows (the cache emitEvents keeps); undefined when one may (or nothing is known).
+ */
+const revWithoutHandlersFor = (projectId: string, type: string): string | undefined => {
+  const known = handlerCache.get(projectId);
+  return known && !known.handlers.some((h) => matchesAny(h.patterns, type)) ? known.rev : undefined;
+};
+
+/**
+ * Hook ingest's common case in one round trip, on a connection in autocommit: deliveries from
+ * outside (no source run, not platform events) into projects where no handler takes their type
+ * are recorded, and committed, by one call of flowsvc_record_events_alone (migration 019), which
+ * declines (writing nothing) when a waiter is parked, a run would be cancelled, the handlers or a
+ * hook changed, or a delivery id repeats. Answers undefined when the batch must go through
+ * emitEvents in a transaction instead.
+ */
+export const recordAlone = async (db: PoolClient, inputs: readonly EmitInput[]): Promise<EmitResult[] | undefined> => {
+  const revs: string[] = [];
+  for (const i of inputs) {
+    const rev = i.sourceRunId === null && !i.platform ? revWithoutHandlersFor(i.projectId, i.type) : undefined;
+    if (rev === undefined) return undefined;
+    revs.push(rev);
+  }
+  const { payloads, fields } = storableJson(inputs);
+  const ids = inputs.map(() => mintId("evt"));
+  const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
+  try {
+    await db.query(`select flowsvc_record_events_alone($1::bigint[], $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::uuid[], $12::bigint[])`, [
+      [...new Set(inputs.map((i) => busLockKey(i.projectId, i.type)))],
+      ids,
+      col((i) => i.projectId),
+      col((i) => i.type),
+      col((i) => i.key),
+      payloads,
+      fields,
+      col((i) => i.hookName ?? null),
+      col((i) => i.deliveryId ?? null),
+      col((i) => i.trusted),
+      col((i) => i.hookRev ?? null),
+      revs,
+    ]);
+  } catch (err) {
+    if ((err as { code?: string }).code === DECLINED_ALONE) return undefined;
+    throw err;
+  }
+  return ids.map((eventId) => ({ eventId, duplicate: false, handlerRuns: [], declined: [], dropped: [] }));
 };
 
 /** `flow wait-event`: called in the waiter's transaction before it reads the bus position. */
@@ -277,17 +340,22 @@ const deliveryKey = (i: EmitInput): string => `${i.projectId}\u001f${i.hookName 
  * generation of the run that emitted it, whether waiters of its type are parked, and the
  * project's handler revision.
  */
-const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: readonly string[]): Promise<Recorded[]> => {
-  const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
-  const payloads = col((i) => JSON.stringify(i.payload ?? null));
-  const fields = col((i) => (i.fields ? JSON.stringify(i.fields) : null));
-  // Postgres's jsonb cannot hold U+0000: say so, for every way onto the bus, instead of failing in the insert.
+/** The events' payloads and fields as JSON text; Postgres's jsonb cannot hold U+0000: say so, for every way onto the bus, instead of failing in the insert. */
+const storableJson = (inputs: readonly EmitInput[]): { payloads: string[]; fields: Array<string | null> } => {
+  const payloads = inputs.map((i) => JSON.stringify(i.payload ?? null));
+  const fields = inputs.map((i) => (i.fields ? JSON.stringify(i.fields) : null));
   if ([...payloads, ...fields].some((j) => j?.includes("\\u0000"))) {
     throw new FlowError(
       "invalid_argument",
       "the event contains NUL characters (\\u0000), which the event bus cannot store; nothing was recorded",
     );
   }
+  return { payloads, fields };
+};
+
+const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: readonly string[]): Promise<Recorded[]> => {
+  const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
+  const { payloads, fields } = storableJson(inputs);
   // Run with its generic plan (busLocksSql), prepared once per connection like every statement (pool.ts).
   const { rows } = await tx.query<Recorded>(
     `with input as (

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { PoolClient } from "pg";
 import { GroupCommitter, eachItem } from "./group-commit.js";
-import { createTestDatabase, type TestDatabase } from "./testing.js";
+import { createTestDatabase, waitFor, type TestDatabase } from "./testing.js";
 
 const scratch = async (t: { after(fn: () => Promise<void>): void }): Promise<TestDatabase> => {
   const db = await createTestDatabase();
@@ -142,4 +142,125 @@ test("`begin` runs inside each batch's transaction, also when a failed batch is 
   assert.deepEqual(begins, [[0], [1, 2, 3, 4], [1], [2], [3], [4]]);
   const { rows } = await db.pool.query<{ v: string | null }>("select current_setting('flowsvc.batch', true) as v");
   assert.ok(!rows[0]!.v, "set_config(..., true) is local to the transaction it ran in");
+});
+
+test("order is kept: rows land in the order submitted, within and across batches, and each caller gets its own item's result", async (t) => {
+  const db = await scratch(t);
+  await db.pool.query("alter table gc add column at bigserial");
+  const gc = new GroupCommitter(
+    db.pool,
+    async (tx: PoolClient, items: readonly number[]) => {
+      // One multi-row INSERT per batch, in the batch's order (as emitEvents' unnest ... with ordinality).
+      await tx.query("insert into gc (id) select id from unnest($1::int[]) with ordinality as t(id, ord) order by ord", [items]);
+      return items.map((i) => `item ${i}`);
+    },
+    { maxInFlight: 1, maxBatch: 7 },
+  );
+  const order = Array.from({ length: 40 }, (_, i) => (i * 17) % 40);
+  const results = await Promise.all(order.map((i) => gc.submit(i)));
+  assert.deepEqual(
+    results,
+    order.map((i) => `item ${i}`),
+  );
+  const { rows } = await db.pool.query<{ id: number }>("select id from gc order by at");
+  assert.deepEqual(
+    rows.map((r) => r.id),
+    order,
+  );
+  assert.ok(gc.stats.batches >= 6, `batches of at most 7: ${gc.stats.batches}`);
+});
+
+test("an item arriving while a batch commits waits for the next batch, and is answered only after that batch's commit", async (t) => {
+  const db = await scratch(t);
+  const blocker = await db.pool.connect();
+  try {
+    await midCommit(db, blocker);
+  } finally {
+    blocker.release();
+  }
+});
+
+const midCommit = async (db: TestDatabase, blocker: PoolClient): Promise<void> => {
+  await blocker.query("begin");
+  await blocker.query("select pg_advisory_xact_lock(42)");
+  // The first batch waits on the lock the test holds: it is "committing" for as long as the test wants.
+  const gc = new GroupCommitter(
+    db.pool,
+    eachItem(async (tx: PoolClient, id: number) => {
+      if (id === 1) await tx.query("select pg_advisory_xact_lock(42)");
+      return insert(tx, id);
+    }),
+    { maxInFlight: 1 },
+  );
+  const settled = new Set<number>();
+  const first = gc.submit(1).then((v) => settled.add(v));
+  await waitFor(
+    "the first batch waits for the lock",
+    async () =>
+      (
+        await db.pool.query<{ n: number }>(
+          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+        )
+      ).rows[0]!.n > 0,
+    10_000,
+    10,
+  );
+  const late = [gc.submit(2).then((v) => settled.add(v)), gc.submit(3).then((v) => settled.add(v))];
+  assert.equal(gc.stats.batches, 1, "no second batch while the only slot is busy");
+  assert.equal(settled.size, 0, "nothing is answered before its batch committed");
+  await blocker.query("commit");
+  await first;
+  await Promise.all(late);
+  assert.deepEqual([...settled].sort(), [1, 2, 3]);
+  assert.equal(gc.stats.batches, 2, "the two that arrived mid-commit went together in the next batch");
+  assert.deepEqual(await ids(db), [1, 2, 3]);
+};
+
+test("`alone` commits a batch in one statement when it can; when it declines the batch goes through a transaction; when it fails each item is tried alone", async (t) => {
+  const db = await scratch(t);
+  const applied: number[][] = [];
+  const gc = new GroupCommitter(
+    db.pool,
+    async (tx: PoolClient, items: readonly number[]) => {
+      applied.push([...items]);
+      await tx.query("insert into gc (id, note) select unnest($1::int[]), 'tx'", [items]);
+      return items.map(() => "tx");
+    },
+    {
+      maxInFlight: 1,
+      alone: async (db2: PoolClient, items: readonly number[]) => {
+        if (items.some((i) => i >= 100)) return undefined; // declined: nothing written
+        // One autocommit statement: all of the batch or, on error, none of it.
+        await db2.query("insert into gc (id, note) select unnest($1::int[]), 'alone'", [items]);
+        return items.map(() => "alone");
+      },
+    },
+  );
+  assert.deepEqual(await Promise.all([1, 2, 3].map((i) => gc.submit(i))), ["alone", "alone", "alone"]);
+  assert.deepEqual(applied, [], "a transaction was never opened");
+  assert.deepEqual(await gc.submit(100), "tx");
+  await db.pool.query("insert into gc (id) values (5)");
+  // 5 is taken: the batch [4, 5, 6] fails alone as a whole (nothing of it written), then each is applied alone in a transaction.
+  const blocker = gc.submit(7);
+  const outcomes = await Promise.allSettled([4, 5, 6].map((i) => gc.submit(i)));
+  assert.equal(await blocker, "alone");
+  assert.deepEqual(
+    outcomes.map((o) => (o.status === "fulfilled" ? o.value : (o.reason as { code?: string }).code)),
+    ["tx", "23505", "tx"],
+  );
+  const { rows } = await db.pool.query<{ id: number; note: string | null }>("select id, note from gc order by id");
+  assert.deepEqual(
+    rows.map((r) => [r.id, r.note]),
+    [
+      [1, "alone"],
+      [2, "alone"],
+      [3, "alone"],
+      [4, "tx"],
+      [5, null],
+      [6, "tx"],
+      [7, "alone"],
+      [100, "tx"],
+    ],
+  );
+  assert.equal(gc.stats.alone, 3);
 });

@@ -10,6 +10,10 @@
 // their own while a commit is in flight, so it stays off. Two batches in flight let one commit
 // (its WAL flush) while the next one runs its statements.
 //
+// When the committer has `alone`, each batch first tries it: the batch written and committed by one
+// autocommit statement (one round trip instead of BEGIN, statements and COMMIT); it declines,
+// having written nothing, when the batch needs a transaction, and the batch is applied as above.
+//
 // A batch whose transaction fails (one item's error aborts the whole transaction) is retried item
 // by item, each in a transaction of its own, so one bad item neither loses nor wrongly acknowledges
 // the others: each settles with its own outcome. The retries run one after another inside the
@@ -17,7 +21,7 @@
 import type { Pool, PoolClient } from "pg";
 import { withTransaction } from "./pool.js";
 
-export interface GroupCommitOptions<I = unknown> {
+export interface GroupCommitOptions<I = unknown, O = unknown> {
   /** Most items in one transaction. Default 64. */
   maxBatch?: number;
   /** Batch transactions committing at once. Default 2. */
@@ -26,6 +30,12 @@ export interface GroupCommitOptions<I = unknown> {
   lingerMs?: number;
   /** SQL for BEGIN's round trip of each batch's transaction (withTransaction's `begin`). */
   begin?: (items: readonly I[]) => string;
+  /**
+   * A batch written and committed without a transaction block (one autocommit statement: one
+   * round trip in all), tried first; it answers undefined, having written nothing, when the batch
+   * needs the transactional way, and then `apply` runs in a transaction as usual.
+   */
+  alone?: (db: PoolClient, items: readonly I[]) => Promise<O[] | undefined>;
 }
 
 interface Pending<I, O> {
@@ -37,6 +47,8 @@ interface Pending<I, O> {
 export interface GroupCommitStats {
   batches: number;
   items: number;
+  /** Batches committed by `alone`, in one round trip. */
+  alone: number;
   /** Batches whose transaction failed and whose items were retried alone. */
   splitBatches: number;
 }
@@ -60,20 +72,22 @@ export class GroupCommitter<I, O> {
   readonly #maxInFlight: number;
   readonly #lingerMs: number;
   readonly #begin: ((items: readonly I[]) => string) | undefined;
+  readonly #alone: GroupCommitOptions<I, O>["alone"];
   #queue: Array<Pending<I, O>> = [];
   #inFlight = 0;
   #linger: NodeJS.Timeout | undefined;
   #closed = false;
   #drained: Array<() => void> = [];
-  readonly stats: GroupCommitStats = { batches: 0, items: 0, splitBatches: 0 };
+  readonly stats: GroupCommitStats = { batches: 0, items: 0, alone: 0, splitBatches: 0 };
 
-  constructor(pool: Pool, apply: ApplyBatch<I, O>, opts: GroupCommitOptions<I> = {}) {
+  constructor(pool: Pool, apply: ApplyBatch<I, O>, opts: GroupCommitOptions<I, O> = {}) {
     this.#pool = pool;
     this.#apply = apply;
     this.#maxBatch = Math.max(1, opts.maxBatch ?? 64);
     this.#maxInFlight = Math.max(1, opts.maxInFlight ?? 2);
     this.#lingerMs = Math.max(0, opts.lingerMs ?? 0);
     this.#begin = opts.begin;
+    this.#alone = opts.alone;
   }
 
   /** Applies `item` in the next batch; resolves with its result once that batch committed. */
@@ -122,7 +136,9 @@ export class GroupCommitter<I, O> {
     let results: O[];
     try {
       const items = batch.map((p) => p.item);
-      results = await withTransaction(this.#pool, (tx) => this.#apply(tx, items), { begin: this.#begin?.(items) });
+      results =
+        (await this.#tryAlone(items)) ??
+        (await withTransaction(this.#pool, (tx) => this.#apply(tx, items), { begin: this.#begin?.(items) }));
     } catch (err) {
       if (batch.length === 1) {
         batch[0]!.reject(err);
@@ -139,5 +155,23 @@ export class GroupCommitter<I, O> {
       return;
     }
     batch.forEach((p, i) => p.resolve(results[i]!));
+  }
+
+  /** The batch by `alone` on a pooled connection outside any transaction; undefined when it declined (or there is none). */
+  async #tryAlone(items: readonly I[]): Promise<O[] | undefined> {
+    if (!this.#alone) return undefined;
+    const client = await this.#pool.connect();
+    let broken: Error | undefined;
+    try {
+      const results = await this.#alone(client, items);
+      if (results) this.stats.alone++;
+      return results;
+    } catch (err) {
+      // A statement Postgres refused (it has a SQLSTATE) leaves the connection usable; anything else may not.
+      if (!(err as { code?: unknown }).code) broken = err instanceof Error ? err : new Error(String(err));
+      throw err;
+    } finally {
+      client.release(broken);
+    }
   }
 }

@@ -83,14 +83,13 @@ const header = (req: FastifyRequest, name: string): string | undefined => {
   return typeof v === "string" && v !== "" ? v : undefined;
 };
 
-/** Why each 401 was refused, for the refusal counter (a bounded reason, never the hook's name). */
-const refusalReasons = new WeakMap<object, HookRefusalReason>();
+/** Why each 401 was refused, for the log and the refusal counter (a bounded reason; the hook's name only in the log). */
+const refusals = new WeakMap<object, { hook: string; reason: HookRefusalReason }>();
 
-/** The 401 a sender gets, logged with why (the URL without its secret). */
-const refused = (req: FastifyRequest, hook: string, reason: HookRefusalReason, answer: { message: string; hint?: string }): FlowError => {
-  req.log.info({ hook, url: redactSecretQuery(req.url), reason }, "hook delivery refused");
+/** The 401 a sender gets, with why (logged by the plugin's onError, once it is the answer). */
+const refused = (hook: string, reason: HookRefusalReason, answer: { message: string; hint?: string }): FlowError => {
   const err = new FlowError("unauthenticated", answer.message, answer.hint ? { hint: answer.hint } : {});
-  refusalReasons.set(err, reason);
+  refusals.set(err, { hook, reason });
   return err;
 };
 
@@ -117,7 +116,7 @@ const githubEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHoo
       signature === undefined
         ? "the delivery has no X-Hub-Signature-256 header"
         : "the X-Hub-Signature-256 signature does not match the body";
-    throw refused(req, hook.name, signature === undefined ? "no_signature" : "bad_signature", {
+    throw refused(hook.name, signature === undefined ? "no_signature" : "bad_signature", {
       message: `${what}: event hook ${hook.name} takes deliveries signed with its key (sha256=<HMAC-SHA256 of the raw body>)`,
       hint: "set the webhook's secret on the forge to the --key given to `flow event-hook set`",
     });
@@ -154,7 +153,7 @@ const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: Inge
     rawBody: raw,
   });
   if (!ok) {
-    throw refused(req, hook.name, "bad_signature", {
+    throw refused(hook.name, "bad_signature", {
       message: `the ${hook.hmacHeader} header is missing or does not match the body under event hook ${hook.name}'s key`,
       hint: `sign the raw body with HMAC-SHA256 and send ${hook.hmacHeader}: ${hook.hmacPrefix ?? ""}<hex>`,
     });
@@ -169,7 +168,7 @@ const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: Inge
 const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, { raw, query }: Delivery): Promise<EmitInput> => {
   const secret = presentedSecret(req, query);
   if (secret !== undefined && !hookSecretMatches(secret, hook.secretDigest)) {
-    throw refused(req, hook.name, "wrong_secret", {
+    throw refused(hook.name, "wrong_secret", {
       message: `the secret sent is not the secret of event hook ${hook.name}; ${SECRET_HELP}`,
       hint: "a rotated secret stops working at once: use the latest one",
     });
@@ -180,7 +179,7 @@ const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, {
     return { ...common, ...shaped, payload: { body, query: queryObject(query) } };
   }
   if (hook.mode === "token" && secret === undefined)
-    throw refused(req, hook.name, "no_secret", { message: `no secret was sent; ${SECRET_HELP}` });
+    throw refused(hook.name, "no_secret", { message: `no secret was sent; ${SECRET_HELP}` });
   if (hook.mode === "hmac") await checkManualHmac(keyring, req, hook, raw);
   // Checked only now, after the secret or signature: an unauthenticated sender gets its 401 first.
   return {
@@ -209,12 +208,21 @@ const deliver = async (
   again = false,
 ): Promise<{ input: EmitInput; result: EmitResult }> => {
   const { org, project, name } = delivery;
+  const cached = ctx.hooks.has(org, project, name);
   const hook = await ctx.hooks.get(org, project, name);
   if (!hook)
     throw new FlowError("not_found", `no event hook ${name} in ${org}/${project}`, {
       hint: "the ingest URL is printed by `flow event-hook set` and `flow event-hook show`",
     });
-  const input = await toEmit(ctx.keyring, req, hook, delivery);
+  let input: EmitInput;
+  try {
+    input = await toEmit(ctx.keyring, req, hook, delivery);
+  } catch (err) {
+    // The copy in memory may predate a rotation on another replica: refused, it is read again.
+    if (!cached || !refusals.has(err as object)) throw err;
+    ctx.hooks.forget(org, project, name);
+    return deliver(ctx, req, delivery, again);
+  }
   try {
     return { input, result: await ctx.committer.submit(input) };
   } catch (err) {
@@ -230,12 +238,17 @@ const deliver = async (
 export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: HookCache }> = (app, { deps, hooks }, done) => {
   // A redelivery racing its first delivery in another batch waits on the unique index and then
   // answers the first one's event (emitEvents), so no retry is needed here.
-  const committer = new GroupCommitter<EmitInput, EmitResult>(deps.pool, emitBatch.apply, { begin: emitBatch.begin });
+  const committer = new GroupCommitter<EmitInput, EmitResult>(deps.pool, emitBatch.apply, {
+    begin: emitBatch.begin,
+    alone: emitBatch.alone,
+  });
   app.addHook("onClose", () => committer.close());
   const ctx: IngestCtx = { keyring: deps.keyring, hooks, committer };
   // Every refusal is counted, by reason or error code: the body parser's 413 as much as a bad signature.
   app.addHook("onError", (req, _reply, err, next) => {
-    deps.metrics?.hookRefused(refusalReasons.get(err) ?? toFlowError(err, req).code);
+    const refusal = refusals.get(err);
+    if (refusal) req.log.info({ ...refusal, url: redactSecretQuery(req.url) }, "hook delivery refused");
+    deps.metrics?.hookRefused(refusal?.reason ?? toFlowError(err, req).code);
     next();
   });
   app.removeAllContentTypeParsers();

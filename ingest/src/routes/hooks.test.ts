@@ -5,6 +5,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
+import { mintHookSecret } from "@flowsvc/store";
 import { ask, assertCallerRefusals, assertError, countRows, createTestApp, deepJson, type TestApp } from "../testing/test-app.js";
 
 let t: TestApp;
@@ -70,6 +71,28 @@ test("an admin creates a token hook (201 with its secret, once), replaces it (20
   assert.equal((await ask(t, "DELETE", `${hooks}/ci`, { as: "admin" })).status, 204);
   assertError(await ask(t, "GET", `${hooks}/ci`, { as: "viewer" }), 404, /event hook ci not found in/);
   await refusedDelivery("a removed hook", () => deliver("ci", "{}", { "x-flow-hook-secret": secret }), 404, /no event hook ci in/);
+});
+
+test("a hook rotated or removed behind this process's back (another replica): the old secret is refused, the new one works at once", async () => {
+  const first = await created("replica", { event_type: "replica.fired" });
+  assert.equal((await deliver("replica", "{}", { "x-flow-hook-secret": first })).status, 202, "the hook is now in memory");
+  const rotated = mintHookSecret();
+  await t.db.pool.query(`update event_hooks set secret_digest = $1 where name = 'replica'`, [rotated.digest]);
+  await refusedDelivery(
+    "the secret it was rotated from",
+    () => deliver("replica", "{}", { "x-flow-hook-secret": first }),
+    401,
+    /the secret sent is not the secret of event hook replica/,
+  );
+  const accepted = await deliver("replica", `{"n":2}`, { "x-flow-hook-secret": rotated.secret });
+  assert.equal(accepted.status, 202, `the new secret, though the memory held the old one: ${accepted.text}`);
+  await t.db.pool.query(`delete from event_hooks where name = 'replica'`);
+  await refusedDelivery(
+    "a removed hook",
+    () => deliver("replica", "{}", { "x-flow-hook-secret": rotated.secret }),
+    404,
+    /no event hook replica in/,
+  );
 });
 
 test("hook management refuses callers: no token, a forged token, a member writing, a non-member", async () => {
