@@ -1,7 +1,8 @@
 /** `GET {scoped}/runs/:id/log/lines` over app.inject(): windows of the log by line equal the log route's text, and the refusals. */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { GRAPH_WORKFLOW, appendLogs, createRun, insertGraphNodes, updateGraphNode, withTransaction } from "@flowsvc/store";
+import { PIPELINE_WORKFLOW } from "@flowsvc/core";
+import { appendLogs, createRun, withTransaction } from "@flowsvc/store";
 import { LogLineIndexes } from "../log-lines.js";
 import { ask, assertCallerRefusals, assertError, createTestApp, type TestApp } from "../testing/test-app.js";
 
@@ -78,20 +79,19 @@ test("windows by line cut across rows, empty rows, blank lines, CR and an unfini
 
 test("a pipeline run's lines carry their job's prefix in every window, as `flow follow` prints them", async () => {
   const id = await withTransaction(t.db.pool, async (tx) => {
-    const nodes = [
-      { id: "build--step1", type: "shell" },
-      { id: "test--step1", type: "shell" },
-    ];
     const run = await createRun(tx, {
       projectId: t.project.projectId,
-      source: "{}",
+      source: "jobs: {}",
       filename: "ci.yaml",
       trusted: true,
-      workflow: GRAPH_WORKFLOW,
+      workflow: PIPELINE_WORKFLOW,
     });
-    await insertGraphNodes(tx, run.id, { nodes, input: {} });
-    await updateGraphNode(tx, run.id, "build--step1", { job_id: "job-build" });
-    await updateGraphNode(tx, run.id, "test--step1", { job_id: "job-test" });
+    // A pipeline row's job is the job row's node (it outlives the node's settled attempt).
+    for (const [job, node] of [
+      ["job-build", "build--step1"],
+      ["job-test", "test--step1"],
+    ])
+      await tx.query(`insert into jobs (id, run_id, status, kind, node_id) values ($1, $2, 'done', 'node', $3)`, [job, run.id, node]);
     return run.id;
   });
   // Two jobs' chunks interleaved, each splitting its own lines.
