@@ -21,6 +21,7 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
+import { rm } from "node:fs/promises";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
@@ -102,6 +103,12 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
       return;
     }
     log.info(outcomeFields(outcome), "job done");
+    // The job's working directory goes before `done`: the launcher then finds nothing to remove and
+    // spawns no `rm` (as root it removes as the agent user, one process per job; it still removes
+    // what a script that outlived its group put back).
+    await rm(job.workdir, { recursive: true, force: true, maxRetries: 3 }).catch((err: unknown) =>
+      log.warn({ err, workdir: job.workdir }, "could not remove the job's working directory; the launcher will"),
+    );
     current = undefined;
     if (ending !== undefined) exit.resolve(ending);
     else channel.send({ type: "done", jobId: job.jobId, outcome: outcome.type });

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
+import { lstat } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { WorkerReplySchema, newId, type WorkerJob } from "@flowsvc/core";
@@ -296,7 +297,7 @@ export class LocalLauncher implements Launcher {
       { agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid: agent.child.pid, outcome: m.outcome },
       "job done",
     );
-    this.#removeWorkdir(job.workdir);
+    this.#removeWorkdir(job.workdir, { leftoversOnly: true });
     if (agent.jobs >= this.#maxJobs) {
       void this.#terminate(agent, "it ran its share of jobs");
       // Replaced now, one for one: retiring recycles a process and leaves the pool its size (only
@@ -358,8 +359,21 @@ export class LocalLauncher implements Launcher {
     });
   }
 
-  #removeWorkdir(workdir: string): void {
-    const removal = removeAgentDirs([workdir], this.#opts.runAs)
+  /**
+   * Removes a job's working directory. After `done` the agent has removed it already
+   * (`leftoversOnly`): an lstat says so, and no `rm` process is started for nothing (as root the
+   * removal is a process run as the agent user: on a burst of short jobs it was the server's
+   * largest cost).
+   */
+  #removeWorkdir(workdir: string, { leftoversOnly = false } = {}): void {
+    const gone = leftoversOnly
+      ? lstat(workdir).then(
+          () => false,
+          (err: NodeJS.ErrnoException) => err.code === "ENOENT",
+        )
+      : Promise.resolve(false);
+    const removal = gone
+      .then((isGone) => (isGone ? undefined : removeAgentDirs([workdir], this.#opts.runAs)))
       .catch((err: unknown) => this.#opts.log({ workdir, err }, "could not remove a job's working directory"))
       .finally(() => this.#removals.delete(removal));
     this.#removals.add(removal);
