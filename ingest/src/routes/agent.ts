@@ -79,13 +79,18 @@ const annotateRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void
 
 /** `POST /agent/v1/finish`: a script job's end; the run succeeds, retries or fails (store's finishScriptJob). */
 const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDeps): void => {
-  app.post("/agent/v1/finish", async (req) => {
+  // The body may carry the job's last log batch (as large as one /log request).
+  app.post("/agent/v1/finish", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
     const job = await jobOfRequest(pool, req);
     if (job.kind === "node") {
       const body = FinishRequestSchema.parse(req.body);
       const { masker } = await maskers.forRun(job.run_id);
       const node = { jobId: job.id, exitCode: body.exit_code, outputs: body.outputs, error: body.error, masker };
-      const status = await withTransaction(pool, (tx) => finishNodeJob(tx, node));
+      const status = await withTransaction(pool, async (tx) => {
+        // First: the node's output takes the last lines of its stdout from run_logs.
+        await appendLogs(tx, job.run_id, job.id, body.log ?? []);
+        return finishNodeJob(tx, node);
+      });
       req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "graph node job finished");
       return { status: status === "success" ? "succeeded" : (status ?? "failed") };
     }
@@ -104,7 +109,10 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
       masker,
       publicUrl,
     };
-    const status = await withTransaction(pool, (tx) => finishScriptJob(tx, finish));
+    const status = await withTransaction(pool, async (tx) => {
+      await appendLogs(tx, job.run_id, job.id, body.log ?? []);
+      return finishScriptJob(tx, finish);
+    });
     req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
     return { status };
   });
