@@ -6,8 +6,10 @@
  * at once), the write end is handed to the child as fd 1 and closed here after the spawn.
  */
 import { execFileSync } from "node:child_process";
-import { closeSync, constants, fstatSync, openSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, renameSync, rmSync } from "node:fs";
 import { Socket } from "node:net";
+import { join } from "node:path";
 import { FlowError } from "@flowsvc/core";
 
 export interface CapturePipe {
@@ -20,9 +22,51 @@ export interface CapturePipe {
   closeWriteEnd(): void;
 }
 
-export const openCapturePipe = (path: string): CapturePipe => {
+/**
+ * FIFOs made ahead, many per `mkfifo` process (a worker agent runs job after job: a process per
+ * job's pipe cost the agent a fork of itself each time). Each FIFO is new and serves one job: it is
+ * renamed into the job's scratch directory (same inode) and removed with it. The stock directory is
+ * the agent's (0700, in the work root, where a server's start sweeps what a killed one left).
+ */
+export interface FifoStock {
+  /** Moves a fresh FIFO to `dest`; false when it could not (the caller makes one there itself). */
+  take(dest: string): boolean;
+  /** Removes the stock directory (the agent is ending). */
+  dispose(): void;
+}
+
+const STOCK_BATCH = 32;
+
+export const fifoStock = (dir: string): FifoStock => {
+  const free: string[] = [];
+  const refill = (): void => {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const paths = Array.from({ length: STOCK_BATCH }, () => join(dir, `f-${randomBytes(8).toString("hex")}`));
+    execFileSync("mkfifo", ["-m", "600", "--", ...paths], { stdio: ["ignore", "ignore", "pipe"] });
+    free.push(...paths);
+  };
+  return {
+    take: (dest) => {
+      try {
+        if (free.length === 0) refill();
+        renameSync(free.pop()!, dest);
+        // Made by this agent's user, so only that user can have swapped it: still, a FIFO it must be.
+        const st = lstatSync(dest);
+        if (st.isFIFO() && st.uid === process.getuid?.()) return true;
+        rmSync(dest, { force: true });
+        return false;
+      } catch {
+        return false;
+      }
+    },
+    dispose: () => rmSync(dir, { recursive: true, force: true }),
+  };
+};
+
+/** The capture pipe at `path`: a FIFO from `stock` when one is given, else one made by `mkfifo`. */
+export const openCapturePipe = (path: string, stock?: FifoStock): CapturePipe => {
   try {
-    execFileSync("mkfifo", ["-m", "600", path], { stdio: ["ignore", "ignore", "pipe"] });
+    if (!stock?.take(path)) execFileSync("mkfifo", ["-m", "600", path], { stdio: ["ignore", "ignore", "pipe"] });
   } catch (err) {
     throw new FlowError("internal", `cannot make the capture pipe ${path}: ${(err as Error).message}`, {
       hint: "the agent host needs `mkfifo` (coreutils) on PATH",

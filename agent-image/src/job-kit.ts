@@ -6,6 +6,7 @@
 import { join } from "node:path";
 import { FlowError } from "@flowsvc/core";
 import type { AgentBackend } from "./backend.js";
+import type { FifoStock } from "./capture-pipe.js";
 import type { AgentConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 
@@ -56,6 +57,8 @@ export interface JobOptions {
   readonly scriptPath?: string;
   /** Where to write the script's process-group id for the launcher (unset: not written). */
   readonly pgidFile?: string;
+  /** FIFOs made ahead for the capture pipe (a worker agent's; unset: one `mkfifo` per job). */
+  readonly fifoStock?: FifoStock;
   readonly timings?: Partial<JobTimings>;
 }
 
@@ -72,6 +75,7 @@ export const agentJobOptions = (
     readonly stop: AbortSignal;
     readonly agentPid: number;
     readonly timings?: Partial<JobTimings> | undefined;
+    readonly fifoStock?: FifoStock | undefined;
   },
 ): JobOptions => ({
   agentId: job.agentId,
@@ -84,6 +88,7 @@ export const agentJobOptions = (
   agentPid: agent.agentPid,
   pgidFile: join(job.workdir, "script.pgid"),
   ...(agent.timings ? { timings: agent.timings } : {}),
+  ...(agent.fifoStock ? { fifoStock: agent.fifoStock } : {}),
 });
 
 /** The fields of a job's last log line. */

@@ -60,7 +60,7 @@ const scriptEnv = (scope: JobScope, claim: ScriptClaim, scratch: ScratchDir): Re
 
 const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: ScratchDir): Promise<JobOutcome> => {
   const { options, logger, backend, timings: t, lost } = scope;
-  const pipe = openCapturePipe(scratch.capturePath);
+  const pipe = openCapturePipe(scratch.capturePath, options.fifoStock);
   const shipper = new LogShipper({ send: (chunks) => backend.log(chunks), logger, intervalMs: t.logIntervalMs, signal: scope.jobAbort });
   const outputs = new Map<string, string>();
   let failure: FlowError | undefined;

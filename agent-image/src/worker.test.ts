@@ -1,6 +1,6 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, realpath, rm, writeFile } from "node:fs/promises";
+import { lstat, mkdtemp, readdir, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { LogChunk } from "@flowsvc/core";
@@ -137,8 +137,14 @@ void test("a worker runs jobs one after another, each with its own token, agent 
     { code: "ENOENT" },
     "the job's working directory is gone before done (its launcher spawns no rm)",
   );
+  // Both capture pipes came from one mkfifo of 32: the rest wait in the stock, which goes with the worker.
+  const stock = join(dir, "fifos-4242");
+  const left = await readdir(stock);
+  assert.equal(left.length, 30);
+  for (const name of left) assert.ok((await lstat(join(stock, name))).isFIFO());
   w.stop("test");
   assert.equal(await w.exited, 0);
+  await assert.rejects(readdir(stock), { code: "ENOENT" }, "the worker removed its FIFO stock as it ended");
 });
 
 void test("a stop while a job runs ends its script by the stop path, sends no done and exits 0", async () => {

@@ -22,8 +22,10 @@
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
 import { rm } from "node:fs/promises";
-import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
+import { dirname, join } from "node:path";
+import { FlowError, WorkerJobSchema, describeIssues, workerFifoStockName, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient } from "./agent-api-client.js";
+import { fifoStock, type FifoStock } from "./capture-pipe.js";
 import type { AgentBackend } from "./backend.js";
 import type { WorkerAgentConfig } from "./config.js";
 import { agentJobOptions, deferred, outcomeFields } from "./job-kit.js";
@@ -52,6 +54,25 @@ export interface WorkerOptions {
   readonly timings?: Partial<JobTimings>;
 }
 
+/** The worker's FIFO stock beside the jobs' working directories: `<work root>/fifos-<pid>` (the launcher removes it if the worker dies). */
+export const fifoStockDir = (workRoot: string, pid: number): string => join(workRoot, workerFifoStockName(pid));
+
+/** The FIFO stock of the work root the worker's jobs are in (one root in practice), removed when the worker ends. */
+const workerStocks = (agentPid: number): { for(job: WorkerJob): FifoStock; dispose(): void } => {
+  let stock: { readonly root: string; readonly fifos: FifoStock } | undefined;
+  return {
+    for: (job) => {
+      const root = dirname(job.workdir);
+      if (stock?.root !== root) {
+        stock?.fifos.dispose();
+        stock = { root, fifos: fifoStock(fifoStockDir(root, agentPid)) };
+      }
+      return stock.fifos;
+    },
+    dispose: () => stock?.fifos.dispose(),
+  };
+};
+
 export const WORKER_EXIT = { stopped: 0, agentFailure: 1, protocolError: 2 } as const;
 
 export interface AgentWorker {
@@ -66,6 +87,8 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   const exit = deferred<number>();
   let current: { readonly job: WorkerJob; readonly stop: AbortController } | undefined;
   let ending: number | undefined;
+  const stocks = workerStocks(options.agentPid);
+  void exit.promise.then(() => stocks.dispose());
 
   /**
    * Takes no more jobs and exits with `code` once the current job (if any) settled; `stopJob`
@@ -95,7 +118,13 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
       const backend = options.backendFor?.(job, log) ?? new AgentApiClient({ serverUrl: config.serverUrl, token: job.token, logger: log });
       outcome = await runJob(
         backend,
-        agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
+        agentJobOptions(config, job, {
+          logger: log,
+          stop: stop.signal,
+          agentPid: options.agentPid,
+          timings: options.timings,
+          fifoStock: stocks.for(job),
+        }),
       );
     } catch (err) {
       log.error({ err }, "agent failed");

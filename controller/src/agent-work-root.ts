@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { chmod, chown, lstat, mkdir, readdir, readlink, realpath, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { WORKER_FIFO_STOCK_PREFIX } from "@flowsvc/core";
 
 /** The unprivileged user local agents run as when the server runs as root. */
 export interface AgentUser {
@@ -119,7 +120,8 @@ export const prepareAgentWorkRoot = async (
   if (!st.isDirectory()) throw new Error(`the agents' work root ${workRoot} is not a directory`);
   if (user && (st.uid !== user.uid || st.gid !== user.gid)) await chown(workRoot, user.uid, user.gid);
   await chmod(workRoot, 0o700);
-  const stale = (await readdir(workRoot)).filter((name) => name.startsWith(WORKDIR_PREFIX));
+  // Also the FIFO stocks of workers that died with their server (core's workerFifoStockName).
+  const stale = (await readdir(workRoot)).filter((name) => name.startsWith(WORKDIR_PREFIX) || name.startsWith(WORKER_FIFO_STOCK_PREFIX));
   const inUse = await sweepAgentWorkdirs(workRoot, stale, user);
   return { removed: stale.filter((n) => !inUse.includes(n)), inUse };
 };

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { lstat } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { WorkerReplySchema, newId, type WorkerJob } from "@flowsvc/core";
+import { WorkerReplySchema, newId, workerFifoStockName, type WorkerJob } from "@flowsvc/core";
 import type { LaunchRequest, Launcher, LauncherEvents } from "./launcher.js";
 import { killAgentGroup, removeAgentDirs, type AgentUser } from "./agent-work-root.js";
 
@@ -318,6 +318,8 @@ export class LocalLauncher implements Launcher {
     const job = agent.job;
     agent.job = undefined;
     const { pid } = agent.child;
+    // A worker removes its FIFO stock as it ends; one that died leaves it.
+    if (pid !== undefined) this.#removeWorkdir(join(this.#opts.workRoot, workerFifoStockName(pid)), { leftoversOnly: true });
     if (!job) {
       this.#opts.log({ pid, code, signal, jobs: agent.jobs }, "agent exited");
       return;

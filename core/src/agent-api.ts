@@ -229,6 +229,14 @@ export const ActivityFinishRequestSchema = z.object({
 });
 
 /**
+ * A worker agent's stock of capture FIFOs, a directory beside its jobs' working directories (in
+ * the work root): `fifos-<pid>`. The worker removes it when it ends, the launcher when the worker
+ * died, a server's start when a killed server left it.
+ */
+export const WORKER_FIFO_STOCK_PREFIX = "fifos-";
+export const workerFifoStockName = (agentPid: number): string => `${WORKER_FIFO_STOCK_PREFIX}${agentPid}`;
+
+/**
  * The local launcher and a worker-mode agent talk over Node's IPC channel (docs/internals.md,
  * "Local agents"): a job goes to an idle worker, which answers `ready` once and `done` per job.
  * Both sides parse what they receive with these.
