@@ -1,11 +1,13 @@
 import type { FastifyInstance, FastifyPluginCallback } from "fastify";
 import {
   AnnotateRequestSchema,
+  createValueMasker,
   determinismError,
   FinishRequestSchema,
   FlowError,
   LogRequestSchema,
   RecordRequestSchema,
+  type FinishRequest,
 } from "@flowsvc/core";
 import {
   appendAnnotation,
@@ -77,6 +79,11 @@ const annotateRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void
   });
 };
 
+const NOTHING_TO_MASK = createValueMasker([]);
+
+/** Exit 0 and no outputs: the finish stores no text the script wrote (an error is read only on failure). */
+const succeededBare = (body: FinishRequest): boolean => body.exit_code === 0 && Object.keys(body.outputs).length === 0;
+
 /** `POST /agent/v1/finish`: a script job's end; the run succeeds, retries or fails (store's finishScriptJob). */
 const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDeps): void => {
   // The body may carry the job's last log batch (as large as one /log request).
@@ -99,7 +106,8 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
     }
     const body = FinishRequestSchema.parse(req.body);
     // The run's masker: outputs and the error text are stored masked, so the run.* events are too.
-    const { masker } = await maskers.forRun(job.run_id);
+    // A success with no outputs stores neither: no look-up (two queries) for a masker with nothing to mask.
+    const { masker } = succeededBare(body) ? { masker: NOTHING_TO_MASK } : await maskers.forRun(job.run_id);
     const finish = {
       job,
       exitCode: body.exit_code,
