@@ -36,7 +36,13 @@ export const fakeBackend = (methods: Partial<AgentBackend> = {}): FakeBackend =>
     state: (body: StateRequest): Promise<StateAnswer> => (calls.push(["state", body]), pick("state")(body)),
     log: (chunks) => (calls.push(["log", chunks]), methods.log ? methods.log(chunks) : Promise.resolve()),
     annotate: (markdown) => (calls.push(["annotate", markdown]), pick("annotate")(markdown)),
-    finish: (body) => (calls.push(["finish", body]), pick("finish")(body)),
+    // A finish that carries the last log batch is recorded as the server applies it: the log, then the finish.
+    finish: (body) => {
+      const { log, ...rest } = body;
+      if (log) calls.push(["log", log]);
+      calls.push(["finish", rest]);
+      return pick("finish")(body);
+    },
     finishActivity: (body: ActivityFinish) => (calls.push(["finishActivity", body]), pick("finishActivity")(body)),
     close: () => (calls.push(["close", {}]), methods.close ? methods.close() : Promise.resolve()),
   };

@@ -78,6 +78,27 @@ export class LogShipper {
     }
   }
 
+  /**
+   * For the job's last request: waits for the batch in flight, then hands over what is still
+   * queued when it fits one request (the caller sends it with the finish, in order after every
+   * batch sent here), or ships it here and answers nothing to add. The shipper is then empty.
+   */
+  async takeRest(): Promise<LogChunk[]> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    while (this.#sending) await this.#sending;
+    if (this.#aborted) return [];
+    const chars = this.#queue.reduce((n, c) => n + c.data.length, 0);
+    if (chars > this.#maxRequestChars || this.#queue.length > 10_000) {
+      await this.flush();
+      return [];
+    }
+    const rest = this.#queue.splice(0);
+    this.#queuedChars -= chars;
+    this.#releaseDrainWaiters();
+    return rest;
+  }
+
   /** Drops what is queued and stops (the job was lost, or the agent is stopping). */
   abort(): void {
     this.#aborted = true;

@@ -77,6 +77,50 @@ void test("a call answered done returns to the script, which runs on and finishe
   assert.deepEqual(methods(backend), ["claim", "call", "finish", "close"]);
 });
 
+void test("a script's last output goes with its finish, one request; a refused finish ships it alone and fails the job saying why", async () => {
+  const bodies: unknown[] = [];
+  const backend = fakeBackend({
+    claim: () => Promise.resolve(scriptClaim({ source: "echo hi\necho oops >&2\n" })),
+    finish: (body) => (bodies.push(body), Promise.resolve("succeeded")),
+  });
+  assert.deepEqual(await runJob(backend, options({ timings: { logIntervalMs: 60_000 } })), {
+    type: "finished",
+    exitCode: 0,
+    status: "succeeded",
+  });
+  assert.equal(bodies.length, 1);
+  assert.deepEqual((bodies[0] as { log?: LogChunk[] }).log, [
+    { stream: "stdout", data: "hi\n" },
+    { stream: "stderr", data: "oops\n" },
+  ]);
+  assert.ok(!backend.calls.some(([m], i) => m === "log" && backend.calls[i + 1]?.[0] !== "finish"), "no log request of its own");
+
+  const refused: Array<[string, unknown]> = [];
+  const strict = fakeBackend({
+    claim: () => Promise.resolve(scriptClaim({ source: "echo kept\n" })),
+    log: (chunks) => (refused.push(["log", chunks]), Promise.resolve()),
+    finish: (body) => {
+      refused.push(["finish", body]);
+      return refused.length === 1
+        ? Promise.reject(new FlowError("payload_too_large", "the body is over its limit"))
+        : Promise.resolve("failed");
+    },
+  });
+  assert.deepEqual(await runJob(strict, options({ timings: { logIntervalMs: 60_000 } })), {
+    type: "finished",
+    exitCode: 0,
+    status: "failed",
+  });
+  assert.deepEqual(
+    refused.map(([m]) => m),
+    ["finish", "log", "finish"],
+  );
+  assert.deepEqual(refused[1], ["log", [{ stream: "stdout", data: "kept\n" }]]);
+  const last = refused[2]![1] as { error?: string; log?: unknown };
+  assert.match(last.error ?? "", /the server refused the job's result: the body is over its limit/);
+  assert.equal(last.log, undefined);
+});
+
 void test("FLOW_INPUT_FILE holds the claim's input (a handler run's envelope) when it has one, the trigger's envelope otherwise", async () => {
   const input = { type: "deploy.done", event: "evt-1", key: "acme/web", payload: { v: 2 } };
   for (const [fields, expected] of [

@@ -3,7 +3,7 @@
  * its landing. Outputs count only on success (spec: "committed only on successful exit").
  */
 import { FlowError } from "@flowsvc/core";
-import type { FinishRequest } from "@flowsvc/core";
+import type { FinishRequest, LogChunk } from "@flowsvc/core";
 import type { JobOutcome, JobScope } from "./job-kit.js";
 import type { LogShipper } from "./log-shipper.js";
 import type { ScriptExit } from "./script-runner.js";
@@ -30,29 +30,48 @@ export const finishBody = (end: ScriptEnding): FinishRequest => {
   };
 };
 
+/**
+ * The finish lands with the log the shipper still held (one request, one commit). Refused outright
+ * (a body over a limit, ...): the log goes alone, as the shipper would have sent it (a batch the
+ * server refuses is dropped there too), and the job fails saying why: a job that can never finish
+ * would be dispatched again forever.
+ */
+const landFinish = async (scope: JobScope, shipper: LogShipper, body: FinishRequest): Promise<string | undefined> => {
+  const { logger, backend } = scope;
+  const log = await shipper.takeRest();
+  try {
+    return await backend.finish(log.length > 0 ? { ...body, log } : body);
+  } catch (err) {
+    if (!(err instanceof FlowError) || err.code === "job_lost" || err.code === "internal" || scope.options.stop.aborted) throw err;
+    logger.error({ err }, "the server refused the finish; failing the job");
+    if (log.length > 0) await shipAlone(scope, log);
+    return await backend.finish({
+      exit_code: body.exit_code === 0 ? 1 : body.exit_code,
+      outputs: {},
+      error: `the server refused the job's result: ${err.message}`,
+      duration_ms: body.duration_ms,
+    });
+  }
+};
+
+/** The last log batch on its own: a refusal drops it (said in the agent's log), a lost job stops here. */
+const shipAlone = async (scope: JobScope, log: LogChunk[]): Promise<void> => {
+  try {
+    await scope.backend.log(log);
+  } catch (err) {
+    if (!(err instanceof FlowError) || err.code === "job_lost" || err.code === "internal" || scope.options.stop.aborted) throw err;
+    scope.logger.error({ err, chunks: log.length }, "the server refused a log batch; it is dropped");
+  }
+};
+
 export const finishScriptJob = async (scope: JobScope, shipper: LogShipper, end: ScriptEnding): Promise<JobOutcome> => {
-  const { logger, backend, lost } = scope;
+  const { logger, lost } = scope;
   const body = finishBody(end);
   const exitCode = body.exit_code;
   // A start failure is the one ending nothing else in the log shows (a client prints its own errors).
   if (end.exit.startError !== undefined) shipper.push("system", `error: ${end.exit.startError}\n`);
   try {
-    await shipper.flush();
-    let status: string | undefined;
-    try {
-      status = await backend.finish(body);
-    } catch (err) {
-      // Refused outright (a body over a limit, ...): a job that can never finish would be dispatched
-      // again forever, so it fails, saying why.
-      if (!(err instanceof FlowError) || err.code === "job_lost" || err.code === "internal" || scope.options.stop.aborted) throw err;
-      logger.error({ err }, "the server refused the finish; failing the job");
-      status = await backend.finish({
-        exit_code: exitCode === 0 ? 1 : exitCode,
-        outputs: {},
-        error: `the server refused the job's result: ${err.message}`,
-        duration_ms: body.duration_ms,
-      });
-    }
+    const status = await landFinish(scope, shipper, body);
     logger.info({ exitCode, status }, "job finished");
     return { type: "finished", exitCode, status };
   } catch (err) {

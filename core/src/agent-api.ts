@@ -78,6 +78,12 @@ export const FinishRequestSchema = z.object({
     .max(64 * 1024)
     .optional(),
   duration_ms: z.number().int().nonnegative(),
+  /**
+   * The job's last log batch, appended in the finish's own transaction (one request and one commit
+   * fewer per job): what the agent had not shipped yet when the script ended, in order after every
+   * batch already sent to /log.
+   */
+  log: z.array(LogChunkSchema).max(10_000).optional(),
 });
 export type FinishRequest = z.infer<typeof FinishRequestSchema>;
 

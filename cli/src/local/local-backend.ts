@@ -163,9 +163,10 @@ export class LocalBackend implements AgentBackend {
     await this.#o.output.stderr(`flow: annotation: ${markdown}${markdown.endsWith("\n") ? "" : "\n"}`);
   }
 
-  finish(body: FinishRequest): Promise<string | undefined> {
+  async finish(body: FinishRequest): Promise<string | undefined> {
+    if (body.log) await this.log(body.log);
     this.#finish = body;
-    return Promise.resolve(body.exit_code === 0 ? "succeeded" : "failed");
+    return body.exit_code === 0 ? "succeeded" : "failed";
   }
 
   finishActivity(): Promise<string | undefined> {

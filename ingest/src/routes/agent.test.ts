@@ -129,11 +129,18 @@ test("a handler run's claim carries its event's whole envelope as input", async 
   await ask(t, "DELETE", `${t.project.base}/handlers/on-order`);
 });
 
-test("a failing script: the run fails with the error, masked", async () => {
+test("a failing script: the run fails with the error, masked; the finish's last log batch is in the run's log", async () => {
   const job = await startScriptJob(t);
   await claim(job);
-  const finished = await agent("finish", job, { exit_code: 3, duration_ms: 1 });
+  assert.equal((await agent("log", job, { chunks: [{ stream: "stdout", data: "first\n" }] })).status, 200);
+  const log = [
+    { stream: "stdout", data: "last\n" },
+    { stream: "stderr", data: "boom\n" },
+  ];
+  const finished = await agent("finish", job, { exit_code: 3, duration_ms: 1, log });
   assert.deepEqual(finished.body, { status: "failed" });
+  const text = (await ask(t, "GET", `${t.project.base}/runs/${job.runId}/log`, { as: "viewer" })).text;
+  assert.equal(text, "first\nlast\nboom\n");
   const view = (await ask(t, "GET", `${t.project.base}/runs/${job.runId}`, { as: "viewer" })).body as { status: string; error: string };
   assert.deepEqual([view.status, view.error], ["failed", "the script exited with code 3"]);
 });
@@ -174,6 +181,7 @@ test("a finished job's token is lost: every route answers 409 job_lost and write
   await agent("journal", job, step(0, "build"));
   await agent("finish", job, { exit_code: 0, duration_ms: 0 });
   const journal = await countRows(t, "journal");
+  const logs = await countRows(t, "run_logs");
   for (const [path, body] of [
     ["heartbeat", {}],
     ["claim", { agent_id: "late" }],
@@ -181,11 +189,13 @@ test("a finished job's token is lost: every route answers 409 job_lost and write
     ["journal", step(0, "build")],
     ["log", { chunks: [] }],
     ["finish", { exit_code: 0, duration_ms: 0 }],
+    ["finish", { exit_code: 0, duration_ms: 0, log: [{ stream: "stdout", data: "late\n" }] }],
   ] as const) {
     const res = await agent(path, job, body);
     assertError(res, 409, /this job's lease is gone: it finished, or it was dispatched again to another agent/, `${path} after finish`);
   }
   assert.equal(await countRows(t, "journal"), journal);
+  assert.equal(await countRows(t, "run_logs"), logs);
   assert.equal(await runStatus(job.runId), "succeeded");
 });
 

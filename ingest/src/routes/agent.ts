@@ -1,11 +1,13 @@
 import type { FastifyInstance, FastifyPluginCallback } from "fastify";
 import {
   AnnotateRequestSchema,
+  createValueMasker,
   determinismError,
   FinishRequestSchema,
   FlowError,
   LogRequestSchema,
   RecordRequestSchema,
+  type FinishRequest,
   type RecordRequest,
 } from "@flowsvc/core";
 import {
@@ -98,15 +100,25 @@ const annotateRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void
   });
 };
 
+const NOTHING_TO_MASK = createValueMasker([]);
+
+/** Exit 0 and no outputs: the finish stores no text the script wrote (an error is read only on failure). */
+const succeededBare = (body: FinishRequest): boolean => body.exit_code === 0 && Object.keys(body.outputs).length === 0;
+
 /** `POST /agent/v1/finish`: a script job's end; the run succeeds, retries or fails (store's finishScriptJob). */
 const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDeps): void => {
-  app.post("/agent/v1/finish", async (req) => {
+  // The body may carry the job's last log batch (as large as one /log request).
+  app.post("/agent/v1/finish", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
     const job = await jobOfRequest(pool, req);
     if (job.kind === "node") {
       const body = FinishRequestSchema.parse(req.body);
       const { masker } = await maskers.forRun(job.run_id);
       const node = { jobId: job.id, exitCode: body.exit_code, outputs: body.outputs, error: body.error, masker };
-      const status = await withTransaction(pool, (tx) => finishNodeJob(tx, node));
+      const status = await withTransaction(pool, async (tx) => {
+        // First: the node's output takes the last lines of its stdout from run_logs.
+        await appendLogs(tx, job.run_id, job.id, body.log ?? []);
+        return finishNodeJob(tx, node);
+      });
       req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "graph node job finished");
       return { status: status === "success" ? "succeeded" : (status ?? "failed") };
     }
@@ -115,7 +127,8 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
     }
     const body = FinishRequestSchema.parse(req.body);
     // The run's masker: outputs and the error text are stored masked, so the run.* events are too.
-    const { masker } = await maskers.forRun(job.run_id);
+    // A success with no outputs stores neither: no look-up (two queries) for a masker with nothing to mask.
+    const { masker } = succeededBare(body) ? { masker: NOTHING_TO_MASK } : await maskers.forRun(job.run_id);
     const finish = {
       job,
       exitCode: body.exit_code,
@@ -125,7 +138,10 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
       masker,
       publicUrl,
     };
-    const status = await withTransaction(pool, (tx) => finishScriptJob(tx, finish));
+    const status = await withTransaction(pool, async (tx) => {
+      await appendLogs(tx, job.run_id, job.id, body.log ?? []);
+      return finishScriptJob(tx, finish);
+    });
     req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
     return { status };
   });
