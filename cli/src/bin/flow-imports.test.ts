@@ -81,10 +81,15 @@ void test("no client command loads a server module", async () => {
   ];
   for (const args of commands) {
     const urls = await modulesOf(args);
-    // The recorder saw this process: it resolved the binary itself.
+    // The recorder saw this process: it resolved the binary itself, and the program it ran (the
+    // CommonJS bundle that `npm run build` writes, or tsc's output after a later `tsc -b`).
     assert.ok(
       urls.some((u) => u.endsWith("/cli/dist/bin/flow.js")),
       `flow ${args.join(" ")}: nothing recorded`,
+    );
+    assert.ok(
+      urls.some((u) => /\/cli\/dist\/(bundle\/main\.cjs|bin\/main\.js)$/.test(u)),
+      `flow ${args.join(" ")}: the program was not recorded`,
     );
     for (const [what, pattern] of SERVER_MODULES) {
       const loaded = urls.filter((u) => pattern.test(u));
