@@ -1,13 +1,15 @@
 #!/usr/bin/env node
-// Bundles the user CLI (cli/src/bin/main.ts and the client modules it imports) into ONE CommonJS
-// file, cli/dist/bundle/main.cjs, run by `npm run build` after tsc. cli/bin/flow.js (the `flow`
-// that npm links) and cli/dist/bin/flow.js load it.
+// Bundles the user CLI (cli/src/bin/main.ts and the client modules it imports) into CommonJS files
+// in cli/dist/bundle/, run by `npm run build` after tsc: flow.cjs (cli/src/bin/entry.ts: answers
+// `flow --version` and picks the next file), cmd-<name>.cjs for each command of program.ts's table
+// (main.ts with that command's module only) and main.cjs (every command: help, completion, in-script
+// calls). cli/bin/flow.js (the `flow` that npm links) and cli/dist/bin/flow.js require flow.cjs.
 //
 // Why (issue 15: every user command reaches its first request within 1.5x `node -e 0`): Node 20's
 // ES module loader costs about 0.5 ms per module (resolve, URL conversions, link) and a few ms just
 // to start, where CommonJS loads one file synchronously; an ESM bundle split per command still
-// loaded ~15 modules. In one file, each command's code is wrapped by esbuild and runs only when its
-// command is imported (program.ts's table), so V8 only pre-parses the rest. What else start-up
+// loaded ~15 modules. And a command compiles only its own bundle (~85 KB, commander being 56 KB of
+// it), not main.cjs's 190 KB of every command. What else start-up
 // no longer pays: commander's node:child_process (for executable subcommands we never use; it also
 // loads dgram) is required when first used, and an `await import("node:http")` becomes a require,
 // so no ES module is loaded at all on a user command's path.
@@ -24,7 +26,7 @@
 // Whitespace and syntax are minified, names kept; a source map is written beside the file (node
 // --enable-source-maps maps a stack trace back to cli/src).
 import { build } from "esbuild";
-import { renameSync, rmSync } from "node:fs";
+import { readFileSync, renameSync, rmSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -84,29 +86,60 @@ const externals = {
 const fresh = `${outdir}.${process.pid}.tmp`;
 const stale = `${outdir}.${process.pid}.old`;
 rmSync(fresh, { recursive: true, force: true });
-const result = await build({
-  entryPoints: [join(src, "bin", "main.ts")],
-  outfile: join(fresh, "main.cjs"),
-  bundle: true,
-  format: "cjs",
-  platform: "node",
-  target: "node20",
-  sourcemap: "linked",
-  minifyWhitespace: true,
-  minifySyntax: true,
-  // import.meta is empty in CommonJS: version.ts and print-format.ts resolve files from it.
-  define: { "import.meta.url": "__flowModuleUrl" },
-  banner: { js: 'const __flowModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
-  plugins: [externals],
-  metafile: true,
-  logLevel: "warning",
+/**
+ * The command modules of program.ts's table, by command name, read from its source: each gets a
+ * bundle of its own. A command that needs the others (`needsAll`: completion) is left to main.cjs.
+ */
+const PROGRAM = join(src, "commands", "program.ts");
+const commandModules = [
+  ...readFileSync(PROGRAM, "utf8").matchAll(/\{ name: "([a-z-]+)", load: async \(\) => \(await import\("([^"]+)"\)\)[^}]*\}/g),
+]
+  .filter((m) => !m[0].includes("needsAll"))
+  .map((m) => ({ name: m[1], module: m[2] }));
+if (commandModules.length < 10) throw new Error(`bundle-cli: found only ${commandModules.length} commands in ${PROGRAM}`);
+
+/** In a command's own bundle, program.ts's imports of the other commands load an empty module (never called: commandsFor). */
+const onlyCommand = (own) => ({
+  name: "flowsvc-only-command",
+  setup(b) {
+    b.onResolve({ filter: /^\.\.?\// }, (args) =>
+      args.importer === PROGRAM && args.kind === "dynamic-import" && args.path !== own
+        ? { path: args.path, namespace: "flowsvc-absent" }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "flowsvc-absent" }, () => ({ contents: "export {};", loader: "js" }));
+  },
 });
-// A bundled file is required when its command runs: one that imported zod (a core subpath that began
-// to) would load zod there. Keep such a subpath out of BUNDLED_CORE.
-for (const [input, { imports }] of Object.entries(result.metafile.inputs)) {
-  if (imports.some((i) => i.path === "zod" || i.path.startsWith("zod/")))
-    throw new Error(`bundle-cli: ${input} imports zod; keep it external`);
-}
+
+const bundleOne = async (entry, file, plugins = []) => {
+  const result = await build({
+    entryPoints: [join(src, "bin", entry)],
+    outfile: join(fresh, file),
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    sourcemap: "linked",
+    minifyWhitespace: true,
+    minifySyntax: true,
+    // import.meta is empty in CommonJS: version.ts and print-format.ts resolve files from it.
+    define: { "import.meta.url": "__flowModuleUrl" },
+    banner: { js: 'const __flowModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
+    plugins: [...plugins, externals],
+    metafile: true,
+    logLevel: "warning",
+  });
+  // A bundled file is required when its command runs: one that imported zod (a core subpath that began
+  // to) would load zod there. Keep such a subpath out of BUNDLED_CORE.
+  for (const [input, { imports }] of Object.entries(result.metafile.inputs)) {
+    if (imports.some((i) => i.path === "zod" || i.path.startsWith("zod/")))
+      throw new Error(`bundle-cli: ${input} imports zod; keep it external`);
+  }
+};
+
+await bundleOne("entry.ts", "flow.cjs");
+await bundleOne("main.ts", "main.cjs");
+for (const { name, module } of commandModules) await bundleOne("main.ts", `cmd-${name}.cjs`, [onlyCommand(module)]);
 try {
   renameSync(outdir, stale);
 } catch (err) {

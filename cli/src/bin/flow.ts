@@ -10,7 +10,7 @@ import { statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
-const BUNDLE = new URL("../bundle/main.cjs", import.meta.url);
+const BUNDLE = new URL("../bundle/flow.cjs", import.meta.url);
 // tsc -b rewrites the CLI's build info whenever it emits any file of it.
 const BUILD_INFO = new URL("../../tsconfig.tsbuildinfo", import.meta.url);
 
