@@ -1,23 +1,32 @@
 #!/usr/bin/env node
-// Bundles the user CLI (cli/src/bin/main.ts and the client modules it imports) into
-// cli/dist/bundle/, run by `npm run build` after tsc. cli/dist/bin/flow.js loads main.js from there.
+// Bundles the user CLI (cli/src/bin/main.ts and the client modules it imports) into CommonJS files
+// in cli/dist/bundle/, run by `npm run build` after tsc: flow.cjs (cli/src/bin/entry.ts: answers
+// `flow --version` and picks the next file), cmd-<name>.cjs for each command of program.ts's table
+// (main.ts with that command's module only) and main.cjs (every command: help, completion, in-script
+// calls). cli/bin/flow.js (the `flow` that npm links) and cli/dist/bin/flow.js require flow.cjs.
 //
-// Why: a `flow` command paid ~0.5 s of module loading before its first request (issue 15). Loading
-// one small entry file and one chunk per command, with commander inlined, instead of ~25 modules
-// resolved one by one, is most of what brings a command within 1.5x `node -e 0`.
+// Why (issue 15: every user command reaches its first request within 1.5x `node -e 0`): Node 20's
+// ES module loader costs about 0.5 ms per module (resolve, URL conversions, link) and a few ms just
+// to start, where CommonJS loads one file synchronously; an ESM bundle split per command still
+// loaded ~15 modules. And a command compiles only its own bundle (~85 KB, commander being 56 KB of
+// it), not main.cjs's 190 KB of every command. What else start-up
+// no longer pays: commander's node:child_process (for executable subcommands we never use; it also
+// loads dgram) is required when first used, and an `await import("node:http")` becomes a require,
+// so no ES module is loaded at all on a user command's path.
 //
 // What is bundled: cli/src, except the server and the local engine (cli/src/server/**, but for the
-// `flow server` definition in command.ts, and cli/src/local/**), plus commander. Everything else
-// stays external and is loaded at run time from where tsc and npm put it: the server and local
-// engine from cli/dist, and every other package (core, zod, yaml, the agent's in-script client, ...)
-// from node_modules, so one copy of each is ever loaded (FlowError stays one class). The module
-// list test (cli/src/bin/flow-imports.test.ts) relies on that: a client command that imported a
-// server module would resolve it at run time, where the test sees it.
-// Each lazily imported command becomes a chunk of its own (esbuild's splitting). Whitespace and
-// syntax are minified, names kept; source maps are written beside each file (node
+// `flow server` definition in command.ts, and cli/src/local/**); commander; and core's zod-free
+// subpaths (BUNDLED_CORE). Everything else stays external and is loaded at run time from where tsc
+// and npm put it: the server and local engine from cli/dist (import()), and every other package
+// (core's graph and pipeline models, zod, yaml, the agent's in-script client, ...) from node_modules.
+// core's errors are thus loaded twice when a command also loads the server or core's zod models:
+// FlowError's instanceof checks a brand (core/src/errors.ts), so either copy's errors are FlowErrors.
+// The module list test (cli/src/bin/flow-imports.test.ts) relies on the externals: a client command
+// that loaded a server module would resolve it at run time, where the test sees it.
+// Whitespace and syntax are minified, names kept; a source map is written beside the file (node
 // --enable-source-maps maps a stack trace back to cli/src).
 import { build } from "esbuild";
-import { renameSync, rmSync } from "node:fs";
+import { readFileSync, renameSync, rmSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -25,12 +34,22 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const src = join(root, "cli", "src");
 const outdir = join(root, "cli", "dist", "bundle");
 const BUNDLED_PACKAGES = new Set(["commander"]);
+/** core's subpaths without zod that client commands import (core/package.json's exports). */
+const BUNDLED_CORE = new Set(
+  ["errors", "duration", "run-status", "events", "secret-rules", "credentials", "graph/approval-fields"].map((p) => `@flowsvc/core/${p}`),
+);
+/** A module whose exports load `node:<name>` on first use: commander requires child_process at its top. */
+const LAZY_BUILTIN = "flowsvc-lazy-builtin";
 const SERVER_DEFINITION = join(src, "server", "command.ts");
 
 const isLoadedFromDist = (file) =>
   (file.startsWith(join(src, "server") + sep) && file !== SERVER_DEFINITION) || file.startsWith(join(src, "local") + sep);
 
-/** The server and the local engine stay in tsc's output: an import of one is rewritten to its cli/dist file. */
+/**
+ * The server and the local engine stay in tsc's output: an import of one is rewritten to its cli/dist
+ * file. Packages stay external but for commander and BUNDLED_CORE. A builtin is required (a dynamic
+ * import() of one would start the ES module loader), and commander's child_process lazily.
+ */
 const externals = {
   name: "flowsvc-externals",
   setup(b) {
@@ -40,7 +59,22 @@ const externals = {
       const distFile = join(root, "cli", "dist", relative(src, file)).replace(/\.ts$/, ".js");
       return { path: relative(outdir, distFile).split(sep).join("/"), external: true };
     });
+    b.onResolve({ filter: /^node:/ }, (args) => {
+      if (args.path === "node:child_process" && args.importer.includes(`${sep}node_modules${sep}commander${sep}`)) {
+        return { path: args.path, namespace: LAZY_BUILTIN };
+      }
+      return args.kind === "dynamic-import" ? { path: args.path, namespace: "flowsvc-builtin" } : { path: args.path, external: true };
+    });
+    b.onLoad({ filter: /.*/, namespace: LAZY_BUILTIN }, (args) => ({
+      contents: `let m; module.exports = new Proxy({}, { get: (_, key) => (m ??= require(${JSON.stringify(args.path)}))[key] });`,
+      loader: "js",
+    }));
+    b.onLoad({ filter: /.*/, namespace: "flowsvc-builtin" }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)});`,
+      loader: "js",
+    }));
     b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (BUNDLED_CORE.has(args.path)) return undefined;
       const name = args.path.startsWith("@") ? args.path.split("/").slice(0, 2).join("/") : args.path.split("/")[0];
       return BUNDLED_PACKAGES.has(name) ? undefined : { path: args.path, external: true };
     });
@@ -52,22 +86,60 @@ const externals = {
 const fresh = `${outdir}.${process.pid}.tmp`;
 const stale = `${outdir}.${process.pid}.old`;
 rmSync(fresh, { recursive: true, force: true });
-await build({
-  entryPoints: [join(src, "bin", "main.ts")],
-  outdir: fresh,
-  bundle: true,
-  splitting: true,
-  format: "esm",
-  platform: "node",
-  target: "node20",
-  sourcemap: "linked",
-  minifyWhitespace: true,
-  minifySyntax: true,
-  // commander is CommonJS: give the bundle a require() for its own require("node:...") calls.
-  banner: { js: 'import { createRequire as __flowRequire } from "node:module"; const require = __flowRequire(import.meta.url);' },
-  plugins: [externals],
-  logLevel: "warning",
+/**
+ * The command modules of program.ts's table, by command name, read from its source: each gets a
+ * bundle of its own. A command that needs the others (`needsAll`: completion) is left to main.cjs.
+ */
+const PROGRAM = join(src, "commands", "program.ts");
+const commandModules = [
+  ...readFileSync(PROGRAM, "utf8").matchAll(/\{ name: "([a-z-]+)", load: async \(\) => \(await import\("([^"]+)"\)\)[^}]*\}/g),
+]
+  .filter((m) => !m[0].includes("needsAll"))
+  .map((m) => ({ name: m[1], module: m[2] }));
+if (commandModules.length < 10) throw new Error(`bundle-cli: found only ${commandModules.length} commands in ${PROGRAM}`);
+
+/** In a command's own bundle, program.ts's imports of the other commands load an empty module (never called: commandsFor). */
+const onlyCommand = (own) => ({
+  name: "flowsvc-only-command",
+  setup(b) {
+    b.onResolve({ filter: /^\.\.?\// }, (args) =>
+      args.importer === PROGRAM && args.kind === "dynamic-import" && args.path !== own
+        ? { path: args.path, namespace: "flowsvc-absent" }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "flowsvc-absent" }, () => ({ contents: "export {};", loader: "js" }));
+  },
 });
+
+const bundleOne = async (entry, file, plugins = []) => {
+  const result = await build({
+    entryPoints: [join(src, "bin", entry)],
+    outfile: join(fresh, file),
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    sourcemap: "linked",
+    minifyWhitespace: true,
+    minifySyntax: true,
+    // import.meta is empty in CommonJS: version.ts and print-format.ts resolve files from it.
+    define: { "import.meta.url": "__flowModuleUrl" },
+    banner: { js: 'const __flowModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
+    plugins: [...plugins, externals],
+    metafile: true,
+    logLevel: "warning",
+  });
+  // A bundled file is required when its command runs: one that imported zod (a core subpath that began
+  // to) would load zod there. Keep such a subpath out of BUNDLED_CORE.
+  for (const [input, { imports }] of Object.entries(result.metafile.inputs)) {
+    if (imports.some((i) => i.path === "zod" || i.path.startsWith("zod/")))
+      throw new Error(`bundle-cli: ${input} imports zod; keep it external`);
+  }
+};
+
+await bundleOne("entry.ts", "flow.cjs");
+await bundleOne("main.ts", "main.cjs");
+for (const { name, module } of commandModules) await bundleOne("main.ts", `cmd-${name}.cjs`, [onlyCommand(module)]);
 try {
   renameSync(outdir, stale);
 } catch (err) {

@@ -5,21 +5,33 @@
  * from spawn to the request's arrival at a stand-in API on 127.0.0.1 (a plain node:http server in
  * this process that answers what each command expects); the total wall to exit is printed beside it.
  * Target: every command within 1.5x `node -e 0` (medians). Figures only, nothing asserted.
- * CLI_START_ROUNDS (default 20) sets the rounds; CLI_START_FLOW another flow.js to time.
+ * CLI_START_ROUNDS (default 20) sets the rounds. CLI_START_FLOW times other builds beside this
+ * worktree's (say, main's, for a before/after in one run): `label=path/to/flow.js`, comma-separated.
+ * The machine's load average is printed beside the figures (the host is shared: compare ratios).
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fmt, median, percentile } from "./support.js";
 
 const ROUNDS = Number(process.env.CLI_START_ROUNDS ?? 20);
-// CLI_START_FLOW times another build's flow.js (say, main's) the same way, for a before/after.
-const FLOW = process.env.CLI_START_FLOW ?? join(dirname(fileURLToPath(import.meta.url)), "..", "..", "cli", "bin", "flow.js");
+const OWN_FLOW = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "cli", "bin", "flow.js");
+/** The builds to time: this worktree's, then each `label=path` of CLI_START_FLOW. */
+const FLOWS: ReadonlyArray<[string, string]> = [
+  ["", OWN_FLOW],
+  ...(process.env.CLI_START_FLOW ?? "")
+    .split(",")
+    .filter((item) => item.trim() !== "")
+    .map((item): [string, string] => {
+      const at = item.indexOf("=");
+      return at < 0 ? [`${item} `, item] : [`${item.slice(0, at)} `, item.slice(at + 1)];
+    }),
+];
 const RUN = {
   id: "run-01jd8k2m3n4p5q6r7s8t9v0w1x",
   status: "succeeded",
@@ -77,13 +89,15 @@ const main = async (): Promise<void> => {
   const script = join(dir, "job.sh");
   await writeFile(script, "echo hi\n");
   const env = { PATH: process.env.PATH, HOME: dir, FLOWSVC_URL: api.url, FLOWSVC_TOKEN: "bench", FLOWSVC_CONFIG: join(dir, "none.json") };
-  const cases: Array<[string, string[]]> = [
-    ["node -e 0", ["-e", "0"]],
-    ["flow --version", [FLOW, "--version"]],
-    ["flow status <id>", [FLOW, "status", RUN.id]],
-    ["flow runs ls", [FLOW, "runs", "ls"]],
-    ["flow submit <file>", [FLOW, "submit", script]],
-  ];
+  const cases: Array<[string, string[]]> = [["node -e 0", ["-e", "0"]]];
+  for (const [label, flow] of FLOWS) {
+    cases.push(
+      [`${label}flow --version`, [flow, "--version"]],
+      [`${label}flow status <id>`, [flow, "status", RUN.id]],
+      [`${label}flow runs ls`, [flow, "runs", "ls"]],
+      [`${label}flow submit <file>`, [flow, "submit", script]],
+    );
+  }
   const samples = new Map<string, Sample[]>(cases.map(([label]) => [label, []]));
   try {
     for (let round = 0; round < ROUNDS; round++) {
@@ -97,9 +111,15 @@ const main = async (): Promise<void> => {
     await rm(dir, { recursive: true, force: true });
   }
   const base = median(samples.get("node -e 0")!.map((s) => s.wall));
+  const width = Math.max(...cases.map(([label]) => label.length)) + 2;
   console.log(`CLI start-up, ${ROUNDS} rounds interleaved; "ready" is the first request as the API saw it (else the exit)`);
   console.log(
-    `  ${"".padEnd(20)} ${"ready p50".padStart(10)} ${"ready p90".padStart(10)} ${"wall p50".padStart(10)} ${"x node -e 0".padStart(12)}`,
+    `  load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")} on ${cpus().length} cores`,
+  );
+  console.log(
+    `  ${"".padEnd(width)} ${"ready p50".padStart(10)} ${"ready p90".padStart(10)} ${"wall p50".padStart(10)} ${"x node -e 0".padStart(12)}`,
   );
   for (const [label] of cases) {
     const list = samples.get(label)!;
@@ -107,7 +127,7 @@ const main = async (): Promise<void> => {
     const wall = list.map((s) => s.wall);
     const ratio = (median(ready) / base).toFixed(2);
     console.log(
-      `  ${label.padEnd(20)} ${fmt(median(ready)).padStart(10)} ${fmt(percentile(ready, 90)).padStart(10)} ${fmt(median(wall)).padStart(10)} ${`${ratio}x`.padStart(12)}`,
+      `  ${label.padEnd(width)} ${fmt(median(ready)).padStart(10)} ${fmt(percentile(ready, 90)).padStart(10)} ${fmt(median(wall)).padStart(10)} ${`${ratio}x`.padStart(12)}`,
     );
   }
   console.log("  target (issue 15): each flow command ready within 1.5x node -e 0");

@@ -1,9 +1,12 @@
 /**
  * The CLI's saved config file: where `flow` finds the server and the token when neither flags nor
  * the environment say. Written by `flow login`, and by `flow server` on its first start.
+ *
+ * Every user command reads it before its first request, so the read path uses node:fs (loaded with
+ * Node itself) and the writer loads node:fs/promises and node:crypto when it runs: each costs a few
+ * milliseconds of every command's start-up (issue 15).
  */
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
-import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs";
 import { dirname, join } from "node:path";
 import { FlowError, describeIssues } from "@flowsvc/core/errors";
 import { PROJECT_REF_PATTERN, httpUrlProblem } from "./config.js";
@@ -42,7 +45,7 @@ const isMissing = (err: unknown): boolean => (err as NodeJS.ErrnoException | und
 export const readCliConfig = async (path: string): Promise<CliConfig | undefined> => {
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = await new Promise<string>((resolve, reject) => readFile(path, "utf8", (err, data) => (err ? reject(err) : resolve(data))));
   } catch (err) {
     if (isMissing(err)) return undefined;
     throw new FlowError("config", `cannot read the CLI config ${path}: ${(err as Error).message}`, { cause: err });
@@ -63,6 +66,7 @@ export const readCliConfig = async (path: string): Promise<CliConfig | undefined
 /** Writes the config atomically (temp file + rename), readable by its owner only (0600). */
 export const writeCliConfig = async (path: string, cfg: CliConfig): Promise<void> => {
   const body = `${JSON.stringify({ url: cfg.url, token: cfg.token, project: cfg.project }, null, 2)}\n`;
+  const [{ mkdir, open, rename, rm }, { randomBytes }] = await Promise.all([import("node:fs/promises"), import("node:crypto")]);
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   const temp = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   const handle = await open(temp, "wx", 0o600);

@@ -38,7 +38,21 @@ export interface FlowErrorOptions {
   details?: Record<string, unknown>;
 }
 
+/** Marks FlowError's prototype: see FlowError[Symbol.hasInstance]. Symbol.for, so every copy of this module agrees on it. */
+const FLOW_ERROR_BRAND = Symbol.for("flowsvc.FlowError");
+
 export class FlowError extends Error {
+  /**
+   * `err instanceof FlowError` holds for a FlowError made by any copy of this module: the user CLI's
+   * bundle carries its own copy of core's errors (scripts/bundle-cli.mjs), while the server, the
+   * local engine and core's zod modules it loads at run time throw core's dist copy. A subclass
+   * (`instanceof StepFailed`) keeps the ordinary prototype check.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== FlowError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === "object" && value !== null && (value as { [FLOW_ERROR_BRAND]?: unknown })[FLOW_ERROR_BRAND] === true;
+  }
+
   override readonly name = "FlowError";
   readonly code: ErrorCode;
   readonly hint: string | undefined;
@@ -62,6 +76,8 @@ export class FlowError extends Error {
     };
   }
 }
+
+Object.defineProperty(FlowError.prototype, FLOW_ERROR_BRAND, { value: true });
 
 export interface ErrorBody {
   error: { code: string; message: string; hint?: string; details?: Record<string, unknown> };

@@ -81,11 +81,25 @@ void test("no client command loads a server module", async () => {
   ];
   for (const args of commands) {
     const urls = await modulesOf(args);
-    // The recorder saw this process: it resolved the binary itself.
+    // The recorder saw this process: it resolved the binary itself, and the program it ran (the
+    // CommonJS bundle that `npm run build` writes, or tsc's output after a later `tsc -b`).
     assert.ok(
       urls.some((u) => u.endsWith("/cli/dist/bin/flow.js")),
       `flow ${args.join(" ")}: nothing recorded`,
     );
+    assert.ok(
+      urls.some((u) => /\/cli\/dist\/(bundle\/(flow|main|cmd-[a-z-]+)\.cjs|bin\/main\.js)$/.test(u)),
+      `flow ${args.join(" ")}: the program was not recorded`,
+    );
+    // From the bundle, a command compiles only its own bundle (scripts/bundle-cli.mjs), not every command's main.cjs.
+    const [name] = args;
+    if (urls.some((u) => u.endsWith("/cli/dist/bundle/flow.cjs")) && name && !name.startsWith("-") && name !== "completion") {
+      assert.ok(
+        urls.some((u) => u.endsWith(`/cli/dist/bundle/cmd-${name}.cjs`)),
+        `flow ${args.join(" ")} did not run cmd-${name}.cjs`,
+      );
+      assert.ok(!urls.some((u) => u.endsWith("/cli/dist/bundle/main.cjs")), `flow ${args.join(" ")} loaded main.cjs`);
+    }
     for (const [what, pattern] of SERVER_MODULES) {
       const loaded = urls.filter((u) => pattern.test(u));
       assert.deepEqual(loaded, [], `flow ${args.join(" ")} loaded ${what}`);

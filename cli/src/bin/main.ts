@@ -6,6 +6,7 @@
 import { processEnvironment } from "../config.js";
 import type { Environment } from "../config.js";
 import { mayBeInScript } from "../commands/route.js";
+import { cliVersion } from "../version.js";
 
 interface InScriptClient {
   IN_SCRIPT_COMMANDS: readonly string[];
@@ -20,6 +21,9 @@ const loadInScriptClient = async (): Promise<InScriptClient | undefined> => {
   return Array.isArray(mod.IN_SCRIPT_COMMANDS) && typeof mod.runInScriptCommand === "function" ? (mod as InScriptClient) : undefined;
 };
 
+/** `flow --version` alone: answered here, before the program (commander and a command) is loaded. */
+const isVersionOnly = (argv: readonly string[]): boolean => argv.length === 3 && (argv[2] === "--version" || argv[2] === "-V");
+
 const runUserCli = async (argv: string[], env: Environment): Promise<number> => {
   const [{ runCli }, { processStdio }] = await Promise.all([import("../commands/program.js"), import("../print.js")]);
   return runCli(argv, { env, io: processStdio(), now: () => new Date() });
@@ -31,11 +35,19 @@ process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
-const env = processEnvironment();
-const argv = process.argv;
-const command = argv[2] ?? "";
-const client = mayBeInScript(argv, env) ? await loadInScriptClient() : undefined;
-if (client?.IN_SCRIPT_COMMANDS.includes(command)) {
-  process.exit(await client.runInScriptCommand(argv.slice(2), { ...env }));
-}
-process.exitCode = await runUserCli(argv, env);
+const main = async (): Promise<void> => {
+  const env = processEnvironment();
+  const argv = process.argv;
+  if (isVersionOnly(argv)) {
+    process.stdout.write(`${cliVersion()}\n`);
+    return;
+  }
+  const command = argv[2] ?? "";
+  const client = mayBeInScript(argv, env) ? await loadInScriptClient() : undefined;
+  if (client?.IN_SCRIPT_COMMANDS.includes(command)) {
+    process.exit(await client.runInScriptCommand(argv.slice(2), { ...env }));
+  }
+  process.exitCode = await runUserCli(argv, env);
+};
+
+void main();

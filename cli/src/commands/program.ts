@@ -2,10 +2,10 @@
  * The user CLI: builds the commander program and runs it. Errors come back here and are printed
  * once (`error: ...`, then the hint); commander's usage errors become exit status 2.
  */
-import { createRequire } from "node:module";
 import { Command, CommanderError } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import { printError } from "../print-error.js";
+import { cliVersion } from "../version.js";
 import type { CliDeps, CommandDeps } from "./context.js";
 import { examples, parseProjectFlag, parseUrlFlag } from "./options.js";
 import { topCommandOf } from "./route.js";
@@ -70,8 +70,6 @@ export const commandsFor = (argv?: readonly string[]): readonly CommandEntry[] =
   return COMMANDS;
 };
 
-const version = (): string => (createRequire(import.meta.url)("../../package.json") as { version: string }).version;
-
 const commandPath = (cmd: Command): string => {
   const names: string[] = [];
   for (let c: Command | null = cmd; c; c = c.parent) names.unshift(c.name());
@@ -101,7 +99,7 @@ export const buildProgram = async (deps: CommandDeps, argv?: readonly string[]):
   const factories = await Promise.all(commandsFor(argv).map((c) => c.load()));
   const program = new Command("flow")
     .description("flowsvc: submit and inspect durable workflow runs, manage secrets and events")
-    .version(version(), "-V, --version")
+    .version(cliVersion(), "-V, --version")
     .option("--url <url>", "the flowsvc API (env FLOWSVC_URL, else the saved config, else http://127.0.0.1:8080)", parseUrlFlag)
     .option("--token <token>", "API token (env FLOWSVC_TOKEN, else the saved config)")
     .option(
