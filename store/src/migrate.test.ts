@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { listMigrations, migrate } from "./migrate.js";
+import { TERMINAL_STATUSES_SQL } from "@flowsvc/core";
 import { createPool } from "./pool.js";
 import { createTestDatabase } from "./testing.js";
 
@@ -69,4 +70,12 @@ test("a failing migration is rolled back and not recorded; the ones before it st
 
   // The pool is still healthy: the migrator's client did not leak its lock or transaction.
   assert.deepEqual((await db.pool.query("select count(*)::int as n from pg_locks where locktype = 'advisory'")).rows, [{ n: 0 }]);
+});
+
+test("a migration that names the terminal run statuses names exactly core's (an index predicate and a function cannot import them)", async () => {
+  const named = (await listMigrations()).flatMap((m) =>
+    [...m.sql.matchAll(/status not in \(([^)]*)\)/g)].map((hit) => ({ migration: m.name, list: hit[1]!.replace(/\s+/g, " ").trim() })),
+  );
+  assert.ok(named.length >= 2, `the cancel_on index (016) and the lone-batch function (019) name them: ${JSON.stringify(named)}`);
+  for (const n of named) assert.equal(n.list, TERMINAL_STATUSES_SQL, `${n.migration}: a list of terminal statuses other than core's`);
 });
