@@ -18,6 +18,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { TERMINAL_STATUSES_SQL } from "@flowsvc/core";
 import type { TestServer } from "@flowsvc/test/support/server";
 import { api, fmt, median, startBenchServer } from "./support.js";
 
@@ -163,7 +164,7 @@ const submitAll = async (server: TestServer, tag: string): Promise<void> => {
 const waitAllEnded = async (db: pg.Client, tag: string): Promise<{ polls: number }> => {
   for (let polls = 1; ; polls++) {
     const { rows } = await db.query<{ ended: string }>(
-      `select count(*) as ended from runs where tags @> array[$1]::text[] and status in ('succeeded', 'failed', 'cancelled')`,
+      `select count(*) as ended from runs where tags @> array[$1]::text[] and status in (${TERMINAL_STATUSES_SQL})`,
       [tag],
     );
     if (Number(rows[0]!.ended) >= RUNS) return { polls };

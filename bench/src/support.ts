@@ -5,6 +5,7 @@
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { request } from "undici";
+import { isTerminalStatus } from "@flowsvc/core";
 import { startTestServer, type TestServer } from "@flowsvc/test/support/server";
 
 export interface BenchRun {
@@ -49,7 +50,7 @@ export const waitForRun = async (server: TestServer, id: string, timeoutMs = 300
   const end = Date.now() + timeoutMs;
   for (;;) {
     const run = await api<BenchRun>(server, "GET", `/runs/${id}`);
-    if (["succeeded", "failed", "cancelled"].includes(run.status)) return run;
+    if (isTerminalStatus(run.status)) return run;
     if (Date.now() > end) throw new Error(`run ${id} still ${run.status} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 5));
   }
@@ -66,7 +67,7 @@ export const followRun = async (server: TestServer, id: string): Promise<BenchRu
   const text = await res.body.text();
   if (res.statusCode !== 200) throw new Error(`GET /runs/${id}/log: HTTP ${res.statusCode} ${text}`);
   const run = await api<BenchRun>(server, "GET", `/runs/${id}`);
-  if (!["succeeded", "failed", "cancelled"].includes(run.status)) throw new Error(`run ${id} is ${run.status} after its log ended`);
+  if (!isTerminalStatus(run.status)) throw new Error(`run ${id} is ${run.status} after its log ended`);
   return run;
 };
 
