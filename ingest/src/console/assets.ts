@@ -9,11 +9,13 @@
  * Events stream (`log.events`) while the run goes on: a 100k-line log is never 100k lines in memory
  * nor 100k DOM nodes. Text goes in with textContent, never as HTML.
  */
+import { TERMINAL_STATUSES } from "@flowsvc/core";
+
 export const CLIENT_JS = String.raw`"use strict";
 (function () {
   // At most KEEP windows of WIN lines are held (2,000 lines); MAX_PX: the tallest spacer drawn.
   var ROW = 18, WIN = 500, KEEP = 4, MAX_PX = 15000000;
-  var TERMINAL = { succeeded: 1, failed: 1, cancelled: 1 };
+  var TERMINAL = ${JSON.stringify(Object.fromEntries(TERMINAL_STATUSES.map((s) => [s, 1])))};
   function getJson(url) {
     return fetch(url, { credentials: "same-origin", headers: { accept: "application/json" } }).then(function (r) {
       if (!r.ok) throw new Error("HTTP " + r.status);
