@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { RUN_INTERNAL_COLUMNS, type RunInternal } from "./runs.js";
+import type { ProjectRef } from "./tenancy.js";
 
 type Db = Pool | PoolClient;
 
@@ -91,20 +92,31 @@ export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJobInSco
 };
 
 const JOB_AND_RUN_BY_TOKEN = `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
-       (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run
-  from jobs j left join runs r on r.id = j.run_id
+       (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run,
+       o.id as project_org_id, o.name as project_org, p.name as project_name
+  from jobs j left join runs r on r.id = j.run_id left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id
  where j.token_digest = $1 and j.status in ('dispatched', 'running')`;
 
 /**
- * A claim's two lookups in one round trip: the job behind a live token (as jobByToken) and its
- * run (as getRunInternal; undefined if the run is gone).
+ * A claim's lookups in one round trip: the job behind a live token (as jobByToken), its run (as
+ * getRunInternal; undefined if the run is gone) and the run's project (as findProjectById).
  */
-export const jobAndRunByToken = async (db: Db, digest: Buffer): Promise<{ job: LeasedJob; run: RunInternal | undefined } | undefined> => {
-  const { rows } = await db.query<LeasedJob & { run: RunInternal | null }>(JOB_AND_RUN_BY_TOKEN, [digest]);
+export const jobAndRunByToken = async (
+  db: Db,
+  digest: Buffer,
+): Promise<{ job: LeasedJob; run: RunInternal | undefined; project: ProjectRef | undefined } | undefined> => {
+  const { rows } = await db.query<
+    LeasedJob & { run: RunInternal | null; project_org_id: string | null; project_org: string | null; project_name: string | null }
+  >(JOB_AND_RUN_BY_TOKEN, [digest]);
   const row = rows[0];
   if (!row) return undefined;
-  const { run, ...job } = row;
-  return { job, run: run?.id ? run : undefined };
+  const { run, project_org_id: orgId, project_org: org, project_name: project, ...job } = row;
+  const found = run?.id ? run : undefined;
+  return {
+    job,
+    run: found,
+    project: found && orgId !== null && org !== null && project !== null ? { orgId, projectId: found.project_id, org, project } : undefined,
+  };
 };
 
 export const markJobRunning = async (db: Db, jobId: string, agentId: string, leaseMs: number): Promise<void> => {

@@ -25,9 +25,8 @@ import {
 } from "@flowsvc/core";
 import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
-import { findProjectById } from "./tenancy.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
+import { finishRun, getRunInternalInProject, markRunRunning, appendAnnotation } from "./runs.js";
 import { releaseRunLeases } from "./locks.js";
 import { finishActivity, uncollectedActivities } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
@@ -224,10 +223,11 @@ export interface LifecycleEvent {
 
 /** Appends a `run.*` event for a run in the same transaction as the state change it reports (the graph driver's run.awaiting and run.wait_expired too). */
 export const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
-  const run = await getRunInternal(db, runId);
-  if (!run) return;
-  const project = await findProjectById(db, run.project_id);
-  const payload = lifecyclePayload({ ...run, org: project?.org ?? "", project: project?.project ?? "" }, extra, publicUrl);
+  // The run and its project's names in one statement (this runs in every start's and end's transaction).
+  const found = await getRunInternalInProject(db, runId);
+  if (!found) return;
+  const { run, org, project } = found;
+  const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
   await emitEvent(db, {
