@@ -40,22 +40,28 @@ export const claimReadyJobs = async (
     capabilities,
     mintDigest,
   }: { limit: number; leaseMs: number; capabilities: readonly string[]; mintDigest: () => Buffer },
-): Promise<Array<ClaimedJob & { digest: Buffer }>> => {
+): Promise<Array<ClaimedJob & { digest: Buffer } & Placement>> => {
   if (limit <= 0) return [];
   // One digest per job that may be claimed; those not used are never stored.
   const digests = Array.from({ length: limit }, () => mintDigest());
-  const { rows } = await db.query<ClaimedJob & { digest: Buffer }>(
+  // Each job comes back with its run's placement (as runPlacements; "" when the run is gone): the launch needs it.
+  const { rows } = await db.query<ClaimedJob & { digest: Buffer } & Placement>(
     `with ready as (
-       select id, row_number() over (order by not_before, created_at) as n
-         from (select id, not_before, created_at from jobs
+       select id, run_id, row_number() over (order by not_before, created_at) as n
+         from (select id, run_id, not_before, created_at from jobs
                 where status = 'queued' and not_before <= now() and capabilities <@ $2::text[]
                 order by not_before, created_at limit $1 for update skip locked) r
      )
      update jobs j set status = 'dispatched', attempt = j.attempt + 1, token_digest = d.digest,
             lease_expires_at = now() + ($4::int * interval '1 millisecond'), updated_at = now()
        from ready join unnest($3::bytea[]) with ordinality as d(digest, n) on d.n = ready.n
+            left join lateral (
+              select o.name as org, p.name as project
+                from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
+               where r.id = ready.run_id) pl on true
       where j.id = ready.id
-      returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id, j.token_digest as digest`,
+      returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id, j.token_digest as digest,
+                coalesce(pl.org, '') as org, coalesce(pl.project, '') as project`,
     [limit, capabilities, digests, leaseMs],
   );
   return rows;
@@ -173,6 +179,12 @@ export const graceLeasesAfterRestart = async (db: Db, leaseMs: number): Promise<
   );
   return rowCount ?? 0;
 };
+
+/** Where a run lives: its org's and project's names. */
+export interface Placement {
+  org: string;
+  project: string;
+}
 
 /** Where each run lives (its org's and project's names), for launchers that place agents by project. */
 export const runPlacements = async (db: Db, runIds: readonly string[]): Promise<Map<string, { org: string; project: string }>> => {
