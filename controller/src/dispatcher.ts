@@ -8,7 +8,6 @@ import {
   requeueExpiredJobs,
   requeueJobAttempt,
   returnUnstartedJob,
-  runPlacements,
   withTransaction,
   type Listener,
 } from "@flowsvc/store";
@@ -162,15 +161,22 @@ export class Dispatcher {
         },
       });
       if (claimed.length === 0) return;
-      const placements = await runPlacements(this.#o.pool, [...new Set(claimed.map((j) => j.run_id))]);
       for (const job of claimed) {
         if (job.attempt > this.#o.maxAttempts) {
           await this.#giveUp(job, job.attempt - 1);
           continue;
         }
         const token = tokens.get(job.digest.toString("hex"))!;
-        const where = placements.get(job.run_id) ?? { org: "", project: "" };
-        this.#launch(launcher, { jobId: job.id, runId: job.run_id, attempt: job.attempt, token, capabilities: job.capabilities, ...where });
+        const { org, project } = job;
+        this.#launch(launcher, {
+          jobId: job.id,
+          runId: job.run_id,
+          attempt: job.attempt,
+          token,
+          capabilities: job.capabilities,
+          org,
+          project,
+        });
       }
       // Fewer ready than free slots: none is left (one queued meanwhile nudges another pass), so no
       // empty claim, and no tokens minted for it.

@@ -8,6 +8,7 @@ import {
   tokenKindOf,
   type LeasedJob,
   type LeasedJobInScope,
+  type ProjectRef,
   type RunInternal,
 } from "@flowsvc/store";
 import { bearerOf } from "./auth.js";
@@ -46,11 +47,14 @@ export const lastSeenJobOfRequest = (req: FastifyRequest): (LeasedJobInScope & {
   return job && { ...job, digest };
 };
 
-/** A claim's job and its run, in one lookup. */
-export const jobAndRunOfRequest = async (pool: Pool, req: FastifyRequest): Promise<{ job: LeasedJob; run: RunInternal }> => {
+/** A claim's job, its run and the run's project, in one lookup. */
+export const jobAndRunOfRequest = async (
+  pool: Pool,
+  req: FastifyRequest,
+): Promise<{ job: LeasedJob; run: RunInternal; project: ProjectRef }> => {
   const found = await jobAndRunByToken(pool, jobTokenDigestOf(req));
-  if (!found?.run) throw jobLost();
-  return { job: found.job, run: found.run };
+  if (!found?.run || !found.project) throw jobLost();
+  return { job: found.job, run: found.run, project: found.project };
 };
 
 /**

@@ -1,15 +1,6 @@
 import type { Pool } from "pg";
 import { createValueMasker, credentialMaskValues, FlowError, type ValueMasker } from "@flowsvc/core";
-import {
-  credentialStamp,
-  openProjectCredentials,
-  openProjectSecrets,
-  projectSecretScope,
-  runCredentialStamp,
-  runSecretScope,
-  type Keyring,
-  type RunView,
-} from "@flowsvc/store";
+import { openProjectCredentials, openProjectSecrets, projectSecretScope, runSecretScope, type Keyring, type RunView } from "@flowsvc/store";
 
 /** A project's secrets as a one-shot masker, with the scope that seals and opens its journal. */
 export interface RunMaskScope {
@@ -69,14 +60,14 @@ export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
 
   return {
     async forRun(runId) {
-      const [scope, credentials] = await Promise.all([runSecretScope(pool, runId), runCredentialStamp(pool, runId)]);
+      const scope = await runSecretScope(pool, runId);
       if (!scope) throw new FlowError("not_found", `run ${runId} not found`);
-      return withMasker({ ...scope, stamp: `${scope.stamp}/${credentials}` });
+      return withMasker(scope);
     },
     async forProject(projectId) {
-      const [scope, credentials] = await Promise.all([projectSecretScope(pool, projectId), credentialStamp(pool, projectId)]);
+      const scope = await projectSecretScope(pool, projectId);
       if (!scope) throw new FlowError("not_found", `project ${projectId} not found`);
-      return withMasker({ ...scope, stamp: `${scope.stamp}/${credentials}` });
+      return withMasker(scope);
     },
   };
 };

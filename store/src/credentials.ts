@@ -292,24 +292,18 @@ export const openProjectCredentials = async (db: Db, keyring: Keyring, scope: Cr
  * (name, version) of each account, digested. Setting, replacing or deleting one, or an account's
  * renewal, changes it, so the run maskers' cache knows when to open them again.
  */
-export const credentialStamp = async (db: Db, projectId: string): Promise<string> => {
-  const { rows } = await db.query<{ stamp: string }>(
-    `select coalesce(md5(string_agg(s, ',' order by s)), '') as stamp from (
-       select 'c:' || name || '@' || set_at::text as s from credentials where project_id = $1
-       union all select 'a:' || name || '@' || version::text from accounts where project_id = $1) x`,
-    [projectId],
-  );
-  return rows[0]?.stamp ?? "";
-};
+/**
+ * The stamp of a project's credentials and accounts as a SQL expression of `projectIdSql` (a
+ * column or a parameter): a digest of every (name, set_at or version), nothing opened. Beside
+ * the secrets' stamp in one statement (projectSecretScope, runSecretScope).
+ */
+export const credentialStampSql = (projectIdSql: string): string =>
+  `(select coalesce(md5(string_agg(s, ',' order by s)), '') from (
+       select 'c:' || name || '@' || set_at::text as s from credentials where project_id = ${projectIdSql}
+       union all select 'a:' || name || '@' || version::text from accounts where project_id = ${projectIdSql}) x)`;
 
-/** credentialStamp of a run's project, by the run's id (one query, beside the secrets' stamp). */
-export const runCredentialStamp = async (db: Db, runId: string): Promise<string> => {
-  const { rows } = await db.query<{ stamp: string }>(
-    `select coalesce(md5(string_agg(s, ',' order by s)), '') as stamp from (
-       select 'c:' || c.name || '@' || c.set_at::text as s from runs r join credentials c on c.project_id = r.project_id where r.id = $1
-       union all select 'a:' || a.name || '@' || a.version::text from runs r join accounts a on a.project_id = r.project_id where r.id = $1) x`,
-    [runId],
-  );
+export const credentialStamp = async (db: Db, projectId: string): Promise<string> => {
+  const { rows } = await db.query<{ stamp: string }>(`select ${credentialStampSql("$1")} as stamp`, [projectId]);
   return rows[0]?.stamp ?? "";
 };
 

@@ -239,6 +239,8 @@ interface Recorded {
   from_handler: boolean;
   generation: number;
   has_waiters: boolean;
+  /** A live run of the project lists the type in its cancel_on (runs_cancel_on_live serves the probe): cancelOnEvents looks closer. */
+  has_cancel_on: boolean;
   handlers_rev: string;
 }
 
@@ -290,9 +292,11 @@ export const emitEvents = async (
 /**
  * `cancel_on: [types]` (spec "Subjects"): a live run that lists the event's type is cancelled when
  * the subjects match (an unkeyed event reaches every such run; a keyed one only runs without a
- * subject or with the same). One statement for the batch, an empty index probe when no run declares it.
+ * subject or with the same). One statement for the deliveries whose insert saw such a run (has_cancel_on),
+ * none when no live run of their projects declares their types (the common case).
  */
-const cancelOnEvents = async (tx: PoolClient, deliveries: readonly Delivery[]): Promise<void> => {
+const cancelOnEvents = async (tx: PoolClient, all: readonly Delivery[]): Promise<void> => {
+  const deliveries = all.filter((d) => d.hasCancelOn);
   if (deliveries.length === 0) return;
   const { rows } = await tx.query<{ id: string; type: string }>(
     `select distinct on (r.id) r.id, d.type from runs r
@@ -329,7 +333,16 @@ const deliveryOf = (index: number, input: EmitInput, r: Recorded): Delivery | un
     payload: input.payload,
     ...(input.fields ? { fields: input.fields } : {}),
   });
-  return { index, input, eventId: r.id, generation, envelope, hasWaiters: r.has_waiters, rev: r.handlers_rev };
+  return {
+    index,
+    input,
+    eventId: r.id,
+    generation,
+    envelope,
+    hasWaiters: r.has_waiters,
+    hasCancelOn: r.has_cancel_on,
+    rev: r.handlers_rev,
+  };
 };
 
 const deliveryKey = (i: EmitInput): string => `${i.projectId}\u001f${i.hookName ?? ""}\u001f${i.deliveryId ?? ""}`;
@@ -382,7 +395,10 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
      )
      select i.id, ins.seq, c.hook_ok, s.from_handler, s.generation, p.handlers_rev,
             exists (select 1 from journal j join runs r on r.id = j.run_id
-                     where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending' and r.project_id = i.project_id) as has_waiters
+                     where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending' and r.project_id = i.project_id) as has_waiters,
+            exists (select 1 from runs r
+                     where r.project_id = i.project_id and r.cancel_on is not null and r.status not in (${TERMINAL_STATUSES_SQL})
+                       and i.type = any(r.cancel_on)) as has_cancel_on
        from input i join src s on s.id = i.id join current c on c.id = i.id join projects p on p.id = i.project_id
             left join ins on ins.id = i.id
       order by i.ord`,
@@ -450,6 +466,8 @@ interface Delivery {
   generation: number;
   envelope: Envelope;
   hasWaiters: boolean;
+  /** Recorded's has_cancel_on. */
+  hasCancelOn: boolean;
   rev: string;
 }
 

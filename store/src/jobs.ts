@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { RUN_INTERNAL_COLUMNS, type RunInternal } from "./runs.js";
+import type { ProjectRef } from "./tenancy.js";
 
 type Db = Pool | PoolClient;
 
@@ -39,22 +40,28 @@ export const claimReadyJobs = async (
     capabilities,
     mintDigest,
   }: { limit: number; leaseMs: number; capabilities: readonly string[]; mintDigest: () => Buffer },
-): Promise<Array<ClaimedJob & { digest: Buffer }>> => {
+): Promise<Array<ClaimedJob & { digest: Buffer } & Placement>> => {
   if (limit <= 0) return [];
   // One digest per job that may be claimed; those not used are never stored.
   const digests = Array.from({ length: limit }, () => mintDigest());
-  const { rows } = await db.query<ClaimedJob & { digest: Buffer }>(
+  // Each job comes back with its run's placement (as runPlacements; "" when the run is gone): the launch needs it.
+  const { rows } = await db.query<ClaimedJob & { digest: Buffer } & Placement>(
     `with ready as (
-       select id, row_number() over (order by not_before, created_at) as n
-         from (select id, not_before, created_at from jobs
+       select id, run_id, row_number() over (order by not_before, created_at) as n
+         from (select id, run_id, not_before, created_at from jobs
                 where status = 'queued' and not_before <= now() and capabilities <@ $2::text[]
                 order by not_before, created_at limit $1 for update skip locked) r
      )
      update jobs j set status = 'dispatched', attempt = j.attempt + 1, token_digest = d.digest,
             lease_expires_at = now() + ($4::int * interval '1 millisecond'), updated_at = now()
        from ready join unnest($3::bytea[]) with ordinality as d(digest, n) on d.n = ready.n
+            left join lateral (
+              select o.name as org, p.name as project
+                from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
+               where r.id = ready.run_id) pl on true
       where j.id = ready.id
-      returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id, j.token_digest as digest`,
+      returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id, j.token_digest as digest,
+                coalesce(pl.org, '') as org, coalesce(pl.project, '') as project`,
     [limit, capabilities, digests, leaseMs],
   );
   return rows;
@@ -91,20 +98,31 @@ export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJobInSco
 };
 
 const JOB_AND_RUN_BY_TOKEN = `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
-       (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run
-  from jobs j left join runs r on r.id = j.run_id
+       (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run,
+       o.id as project_org_id, o.name as project_org, p.name as project_name
+  from jobs j left join runs r on r.id = j.run_id left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id
  where j.token_digest = $1 and j.status in ('dispatched', 'running')`;
 
 /**
- * A claim's two lookups in one round trip: the job behind a live token (as jobByToken) and its
- * run (as getRunInternal; undefined if the run is gone).
+ * A claim's lookups in one round trip: the job behind a live token (as jobByToken), its run (as
+ * getRunInternal; undefined if the run is gone) and the run's project (as findProjectById).
  */
-export const jobAndRunByToken = async (db: Db, digest: Buffer): Promise<{ job: LeasedJob; run: RunInternal | undefined } | undefined> => {
-  const { rows } = await db.query<LeasedJob & { run: RunInternal | null }>(JOB_AND_RUN_BY_TOKEN, [digest]);
+export const jobAndRunByToken = async (
+  db: Db,
+  digest: Buffer,
+): Promise<{ job: LeasedJob; run: RunInternal | undefined; project: ProjectRef | undefined } | undefined> => {
+  const { rows } = await db.query<
+    LeasedJob & { run: RunInternal | null; project_org_id: string | null; project_org: string | null; project_name: string | null }
+  >(JOB_AND_RUN_BY_TOKEN, [digest]);
   const row = rows[0];
   if (!row) return undefined;
-  const { run, ...job } = row;
-  return { job, run: run?.id ? run : undefined };
+  const { run, project_org_id: orgId, project_org: org, project_name: project, ...job } = row;
+  const found = run?.id ? run : undefined;
+  return {
+    job,
+    run: found,
+    project: found && orgId !== null && org !== null && project !== null ? { orgId, projectId: found.project_id, org, project } : undefined,
+  };
 };
 
 export const markJobRunning = async (db: Db, jobId: string, agentId: string, leaseMs: number): Promise<void> => {
@@ -161,6 +179,12 @@ export const graceLeasesAfterRestart = async (db: Db, leaseMs: number): Promise<
   );
   return rowCount ?? 0;
 };
+
+/** Where a run lives: its org's and project's names. */
+export interface Placement {
+  org: string;
+  project: string;
+}
 
 /** Where each run lives (its org's and project's names), for launchers that place agents by project. */
 export const runPlacements = async (db: Db, runIds: readonly string[]): Promise<Map<string, { org: string; project: string }>> => {

@@ -25,11 +25,10 @@ import {
 } from "@flowsvc/core";
 import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
-import { findProjectById } from "./tenancy.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternal, markRunRunning, appendAnnotation } from "./runs.js";
-import { releaseRunLeases } from "./locks.js";
-import { finishActivity, uncollectedActivities } from "./activities.js";
+import { finishRun, getRunInternalInProject, markRunRunning, appendAnnotation } from "./runs.js";
+import { grantNext, releaseRunLeases } from "./locks.js";
+import { finishActivity } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
 import { queueRunJob } from "./wake.js";
 import { appendLogs } from "./logs.js";
@@ -224,10 +223,11 @@ export interface LifecycleEvent {
 
 /** Appends a `run.*` event for a run in the same transaction as the state change it reports (the graph driver's run.awaiting and run.wait_expired too). */
 export const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
-  const run = await getRunInternal(db, runId);
-  if (!run) return;
-  const project = await findProjectById(db, run.project_id);
-  const payload = lifecyclePayload({ ...run, org: project?.org ?? "", project: project?.project ?? "" }, extra, publicUrl);
+  // The run and its project's names in one statement (this runs in every start's and end's transaction).
+  const found = await getRunInternalInProject(db, runId);
+  if (!found) return;
+  const { run, org, project } = found;
+  const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
   await emitEvent(db, {
@@ -272,13 +272,33 @@ const uncollectedNote = (unreported: ReadonlyArray<{ name: string; status: strin
   return `${unreported.length} ${unreported.length === 1 ? "activity was" : "activities were"} never collected: ${list}`;
 };
 
+type Uncollected = { name: string; status: string; exit_code: number | null };
+
+/**
+ * An ending run's two first steps in one statement: its leases are released (as releaseRunLeases;
+ * each group's next waiter is granted) and its activities nobody collected are listed (as
+ * uncollectedActivities).
+ */
+const releaseLeasesListUncollected = async (db: PoolClient, runId: string): Promise<Uncollected[]> => {
+  const { rows } = await db.query<{ released: Array<{ project_id: string; grp: string }>; uncollected: Uncollected[] }>(
+    `with released as (
+       update lock_leases set released_at = now() where run_id = $1 and released_at is null returning project_id, grp)
+     select (select coalesce(jsonb_agg(distinct jsonb_build_object('project_id', project_id, 'grp', grp)), '[]') from released) as released,
+            (select coalesce(jsonb_agg(jsonb_build_object('name', name, 'status', status, 'exit_code', exit_code) order by position), '[]')
+               from activities where run_id = $1 and not collected) as uncollected`,
+    [runId],
+  );
+  const { released, uncollected } = rows[0]!;
+  for (const g of released) await grantNext(db, g.project_id, g.grp);
+  return uncollected;
+};
+
 /**
  * Ends a run with a terminal status: its leases are released, uncollected activities annotated,
  * and `run.<status>` appended. False (and no event) when the run had already ended.
  */
 export const completeRun = async (db: PoolClient, runId: string, outcome: RunOutcome, publicUrl: string | undefined): Promise<boolean> => {
-  await releaseRunLeases(db, runId);
-  const note = uncollectedNote(await uncollectedActivities(db, runId));
+  const note = uncollectedNote(await releaseLeasesListUncollected(db, runId));
   if (note !== undefined) await appendAnnotation(db, runId, note);
   const { output, error, extra } = outcomeColumns(outcome);
   if (!(await finishRun(db, runId, { status: outcome.status, output, error }))) return false;

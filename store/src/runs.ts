@@ -132,6 +132,25 @@ export const getRunInternal = async (db: Db, runId: string, forUpdate = false): 
   return rows[0];
 };
 
+/**
+ * A run (as getRunInternal) with its project's org and project names ("" when the project is
+ * gone, as a lifecycle payload had them), in one statement.
+ */
+export const getRunInternalInProject = async (
+  db: Db,
+  runId: string,
+): Promise<{ run: RunInternal; org: string; project: string } | undefined> => {
+  const { rows } = await db.query<{ run: RunInternal; org: string | null; project: string | null }>(
+    `select (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run,
+            o.name as org, p.name as project
+       from runs r left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id
+      where r.id = $1`,
+    [runId],
+  );
+  const row = rows[0];
+  return row && { run: row.run, org: row.org ?? "", project: row.project ?? "" };
+};
+
 /** queued/parked -> running. Returns true when this call started the run for the first time. */
 export const markRunRunning = async (db: PoolClient, runId: string): Promise<boolean> => {
   const { rows } = await db.query<{ first: boolean }>(
@@ -149,12 +168,14 @@ export const finishRun = async (
   runId: string,
   end: { status: TerminalStatus; output: Record<string, unknown> | null; error: string | null },
 ): Promise<boolean> => {
+  // The notify rides on the update (one statement): it fires only when the run did end here.
   const { rowCount } = await db.query(
-    `update runs set status = $2, output = $3, error = $4, finished_at = now(), substate = null, deadline = null
-      where id = $1 and status not in (${TERMINAL_STATUSES_SQL})`,
+    `with ended as (
+       update runs set status = $2, output = $3, error = $4, finished_at = now(), substate = null, deadline = null
+        where id = $1 and status not in (${TERMINAL_STATUSES_SQL}) returning id)
+     select pg_notify('flowsvc_runs', id) from ended`,
     [runId, end.status, end.output, end.error],
   );
-  if ((rowCount ?? 0) > 0) await db.query(`select pg_notify('flowsvc_runs', $1)`, [runId]);
   return (rowCount ?? 0) > 0;
 };
 

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { FlowError, type SecretMeta } from "@flowsvc/core";
+import { credentialStampSql } from "./credentials.js";
 import type { Keyring } from "./keyring.js";
 
 type Db = Pool | PoolClient;
@@ -70,14 +71,15 @@ export const openProjectSecrets = async (db: Db, keyring: Keyring, projectId: st
 
 /**
  * Where a run's secrets live, and a stamp of them: (name, set_at) of every secret of its project,
- * digested. Setting, replacing or deleting a secret changes the stamp, so a cache of the opened
- * values (ingest/src/run-masker.ts) knows it is stale without opening anything.
+ * digested, then the stamp of its credentials and accounts (credentialStampSql), in one
+ * statement. Setting, replacing or deleting a secret or a credential changes the stamp, so a
+ * cache of the opened values (ingest/src/run-masker.ts) knows it is stale without opening anything.
  */
 export const runSecretScope = async (db: Db, runId: string): Promise<{ projectId: string; orgId: string; stamp: string } | undefined> => {
   const { rows } = await db.query<{ project_id: string; org_id: string; stamp: string }>(
     `select r.project_id, p.org_id,
             (select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')
-               from secrets s where s.project_id = r.project_id) as stamp
+               from secrets s where s.project_id = r.project_id) || '/' || ${credentialStampSql("r.project_id")} as stamp
        from runs r join projects p on p.id = r.project_id where r.id = $1`,
     [runId],
   );
@@ -85,7 +87,7 @@ export const runSecretScope = async (db: Db, runId: string): Promise<{ projectId
   return r ? { projectId: r.project_id, orgId: r.org_id, stamp: r.stamp } : undefined;
 };
 
-/** The stamp of a project's secrets (see runSecretScope) and its org. */
+/** The stamp of a project's secrets and credentials (see runSecretScope) and its org. */
 export const projectSecretScope = async (
   db: Db,
   projectId: string,
@@ -93,7 +95,7 @@ export const projectSecretScope = async (
   const { rows } = await db.query<{ org_id: string; stamp: string }>(
     `select p.org_id,
             (select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')
-               from secrets s where s.project_id = p.id) as stamp
+               from secrets s where s.project_id = p.id) || '/' || ${credentialStampSql("p.id")} as stamp
        from projects p where p.id = $1`,
     [projectId],
   );

@@ -13,7 +13,6 @@ import {
 } from "@flowsvc/core";
 import {
   appendLogs,
-  findProjectById,
   getActivity,
   getEventForEnvelope,
   listJournal,
@@ -34,10 +33,11 @@ import {
 import type { RouteDeps } from "../deps.js";
 import { jobAndRunOfRequest, jobLost } from "../job-auth.js";
 
-/** What a claim is about: the job behind the token, its run, and the agent that asks. */
+/** What a claim is about: the job behind the token, its run and project, and the agent that asks. */
 interface Claim {
   job: LeasedJob;
   run: RunInternal;
+  project: ProjectRef;
   agentId: string;
 }
 
@@ -102,9 +102,7 @@ const resolveCredentials = async (deps: RouteDeps, claim: Claim, orgId: string):
 
 /** The run's project, the secrets its job gets, and its credentials (or the job fails). */
 const scopeOf = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Claim): Promise<JobScope> => {
-  const { run } = claim;
-  const project = await findProjectById(deps.pool, run.project_id);
-  if (!project) throw jobLost();
+  const { run, project } = claim;
   const credentials = await resolveCredentials(deps, claim, project.orgId);
   // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
   return { project, secrets: run.trusted ? await resolveSecrets(deps, log, run, project.orgId) : {}, credentials };
@@ -131,14 +129,11 @@ const environment = (run: RunInternal, { secrets, credentials }: JobScope) => ({
  * A script job's claim: the run's project, secrets, credentials, journal and trigger envelope are
  * read, each on its own connection; then the run starts and its job runs under this agent.
  */
-const claimScript = async (
-  deps: RouteDeps,
-  req: FastifyRequest,
-  { job, run, agentId }: Claim,
-): Promise<ClaimResponse & { kind: "script" }> => {
+const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): Promise<ClaimResponse & { kind: "script" }> => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
+  const { job, run, agentId } = claim;
   const [scope, sealedJournal, envelope] = await Promise.all([
-    scopeOf(deps, req.log, { job, run, agentId }),
+    scopeOf(deps, req.log, claim),
     listJournal(pool, run.id),
     envelopeOf(deps, run.event_id),
   ]);
@@ -177,11 +172,11 @@ const claimScript = async (
 const claimNode = async (
   deps: RouteDeps,
   req: FastifyRequest,
-  { job, run, agentId }: Claim,
+  { job, run, project, agentId }: Claim,
 ): Promise<ClaimResponse & { kind: "script" }> => {
   const { pool, keyring, leaseMs } = deps;
-  const [spec, project] = await Promise.all([nodeJobSpec(pool, job.id), findProjectById(pool, run.project_id)]);
-  if (!spec || !project) throw jobLost();
+  const spec = await nodeJobSpec(pool, job.id);
+  if (!spec) throw jobLost();
   const scope = { orgId: project.orgId, projectId: run.project_id };
   const holdings = new Map<string, ResolvedHolding>();
   for (const name of new Set(Object.values(spec.credentials))) {
@@ -215,9 +210,10 @@ const claimNode = async (
 };
 
 /** An activity job's claim: its command, with the run's env and secrets. */
-const claimActivity = async (deps: RouteDeps, req: FastifyRequest, { job, run, agentId }: Claim): Promise<ActivityClaim> => {
+const claimActivity = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): Promise<ActivityClaim> => {
   const { pool, leaseMs } = deps;
-  const scope = await scopeOf(deps, req.log, { job, run, agentId });
+  const { job, run, agentId } = claim;
+  const scope = await scopeOf(deps, req.log, claim);
   const { project } = scope;
   const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
   if (!activity) throw jobLost();
@@ -242,9 +238,9 @@ const claimActivity = async (deps: RouteDeps, req: FastifyRequest, { job, run, a
 /** `POST /agent/v1/claim`: the first call of a dispatched job; it starts the job (and its run). */
 export const claimRoute = (app: FastifyInstance, deps: RouteDeps): void => {
   app.post("/agent/v1/claim", async (req): Promise<(ClaimResponse & { kind: "script" }) | ActivityClaim> => {
-    const { job, run } = await jobAndRunOfRequest(deps.pool, req);
-    const { agent_id: agentId } = ClaimRequestSchema.parse(req.body);
-    if (job.kind === "node") return claimNode(deps, req, { job, run, agentId });
-    return job.kind === "run" ? claimScript(deps, req, { job, run, agentId }) : claimActivity(deps, req, { job, run, agentId });
+    const found = await jobAndRunOfRequest(deps.pool, req);
+    const claim = { ...found, agentId: ClaimRequestSchema.parse(req.body).agent_id };
+    if (claim.job.kind === "node") return claimNode(deps, req, claim);
+    return claim.job.kind === "run" ? claimScript(deps, req, claim) : claimActivity(deps, req, claim);
   });
 };
