@@ -889,6 +889,19 @@ static int cmd_activity_wait_all(int argc, char **argv) {
 
 /* ---- flow spawn ---------------------------------------------------------------------------------- */
 
+/* A document named on the command line (a path, or - for stdin) into `out`; 1 (said) when it cannot be read. */
+static int read_source(const char *file, buf *out) {
+  if (!strcmp(file, "-")) return read_stdin(out);
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    say(2, "error: cannot read ", file, ": ", strerror(errno), NULL);
+    return 1;
+  }
+  int failed = read_all(fd, out, file);
+  close(fd);
+  return failed;
+}
+
 static int cmd_spawn(int argc, char **argv) {
   const command *self = find_command("spawn");
   const char *pos[1] = {NULL}, *as = NULL;
@@ -905,18 +918,7 @@ static int cmd_spawn(int argc, char **argv) {
   int from_stdin = !strcmp(file, "-");
   buf source, req;
   buf_init(&source, NULL, 0);
-  if (from_stdin) {
-    if (read_stdin(&source)) return 1;
-  } else {
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      say(2, "error: cannot read ", file, ": ", strerror(errno), NULL);
-      return 1;
-    }
-    int failed = read_all(fd, &source, file);
-    close(fd);
-    if (failed) return 1;
-  }
+  if (read_source(file, &source)) return 1;
   buf_init(&req, NULL, 0);
   req_begin(&req, 1, self->name);
   buf_puts(&req, ",\"source_b64\":\"");
@@ -943,18 +945,7 @@ static int put_json_flag(buf *req, const char *field, const char *text) {
 static int put_definition(buf *req, const char *file) {
   buf source;
   buf_init(&source, NULL, 0);
-  if (!strcmp(file, "-")) {
-    if (read_stdin(&source)) return 1;
-  } else {
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      say(2, "error: cannot read ", file, ": ", strerror(errno), NULL);
-      return 1;
-    }
-    int failed = read_all(fd, &source, file);
-    close(fd);
-    if (failed) return 1;
-  }
+  if (read_source(file, &source)) return 1;
   buf_puts(req, ",\"definition_b64\":\"");
   buf_put_b64(req, (const unsigned char *)source.p, source.len);
   buf_puts(req, "\"");
