@@ -21,6 +21,7 @@ import { Storage } from "./storage.js";
 import { servingCert } from "./tls.js";
 import { WatchHub } from "./watch-hub.js";
 import { isWatch, serveWatch } from "./watch-stream.js";
+import { closeLoopback, listenLoopback } from "../support/loopback.js";
 
 export interface FakeApiServerOptions {
   /** Bearer token every request must carry (default: a fixed test token; "" accepts any request). */
@@ -193,8 +194,7 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
       },
     );
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as { port: number }).port;
+  const port = await listenLoopback(server);
   const url = `https://127.0.0.1:${port}`;
   ctx.host = `127.0.0.1:${port}`;
   const dir = mkdtempSync(join(tmpdir(), "fake-kube-"));
@@ -214,8 +214,7 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
     refuse: (when, code = 503) => void (refusal = when ? { when, code } : undefined),
     close: async () => {
       hub.dropAll();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closeLoopback(server);
       rmSync(dir, { recursive: true, force: true });
     },
   };

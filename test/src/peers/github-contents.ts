@@ -8,7 +8,7 @@
  * with the content in base64. `?ref=` picks a branch (default `main`).
  */
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { closeLoopback, listenLoopback } from "../support/loopback.js";
 
 export interface ContentsRequest {
   path: string;
@@ -77,20 +77,14 @@ export class GithubContentsPeer {
         res.end(a.body);
       });
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(0, "127.0.0.1", resolve);
-    });
+    this.#url = `http://127.0.0.1:${await listenLoopback(server)}`;
     this.#server = server;
-    this.#url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     return this;
   }
 
   async stop(): Promise<void> {
     const server = this.#server;
     this.#server = undefined;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (server) await closeLoopback(server);
   }
 }

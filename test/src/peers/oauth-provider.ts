@@ -9,7 +9,7 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { closeLoopback, listenLoopback } from "../support/loopback.js";
 
 export interface PeerUser {
   id: number;
@@ -78,14 +78,12 @@ export class OAuthProviderPeer {
   }
 
   async start(): Promise<this> {
-    await new Promise<void>((r) => this.#server.listen(0, "127.0.0.1", r));
-    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    this.url = `http://127.0.0.1:${await listenLoopback(this.#server)}`;
     return this;
   }
 
   async close(): Promise<void> {
-    this.#server.closeAllConnections();
-    await new Promise((r) => this.#server.close(r));
+    await closeLoopback(this.#server);
   }
 
   /** A provider object for FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS pointing here. */

@@ -4,7 +4,7 @@
  * test can assert what reached the far side, and answers through the subclass's `handle`.
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { closeLoopback, listenLoopback } from "../support/loopback.js";
 
 export interface PeerRequest {
   method: string;
@@ -60,21 +60,15 @@ export abstract class Peer {
 
   async start(port = 0): Promise<this> {
     const server = createServer((req, res) => void this.#serve(req, res));
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(port, "127.0.0.1", resolve);
-    });
+    this.#url = `http://127.0.0.1:${await listenLoopback(server, port)}`;
     this.#server = server;
-    this.#url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     return this;
   }
 
   async stop(): Promise<void> {
     const server = this.#server;
     this.#server = undefined;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (server) await closeLoopback(server);
   }
 
   async #serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
