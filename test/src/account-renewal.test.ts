@@ -131,8 +131,9 @@ void test("a timeout after sending is in_doubt with a rotating provider, and bac
   const [pr, ps] = [providerOf(rot, "rot3"), providerOf(still, "still")];
   const a = await dueAccount(rot, "rot3");
   const b = await dueAccount(still, "still");
-  rot.tokenFaults.push({ kind: "delay", ms: 1_000 });
-  still.tokenFaults.push({ kind: "delay", ms: 1_000 });
+  // Both providers hold the request past the client's 200 ms: a timeout after sending.
+  rot.tokenFaults.push({ kind: "hold" });
+  still.tokenFaults.push({ kind: "hold" });
   const deps = depsFor([pr, ps], { timeoutMs: 200 });
   assert.equal(await renewAccount(deps, a.key, "loop-a"), "in_doubt");
   assert.equal(await renewAccount(deps, b.key, "loop-a"), "refreshing");
@@ -211,10 +212,11 @@ void test("a disabled account is never refreshed, even when due; one disabled wh
   assert.equal(peer.presented.get(refresh), undefined, "the disabled account's refresh token was never sent");
 
   const racing = await dueAccount(peer, "off");
-  peer.tokenFaults.push({ kind: "delay", ms: 600 });
+  peer.tokenFaults.push({ kind: "hold" });
   const renewing = renewAccount(depsFor([p]), racing.key, "loop-a");
   await waitFor("the refresh to be on its way", async () => (await stateOf(racing.key)).sentUnrecorded, 5_000);
   assert.equal(await disableAccount(db.pool, racing.key), true);
+  peer.releaseHeld(); // the provider answers only now, after the disable
   assert.equal(await renewing, "lost", "its outcome is not written over the disable");
   assert.equal((await stateOf(racing.key)).status, "disabled");
 });

@@ -3,7 +3,7 @@
  * RFC 7636 S256 only, revocation RFC 7009): an authorize endpoint that redirects with `code` and
  * `state` as the signed-in user, a token endpoint (authorization_code with the PKCE check,
  * refresh_token with optional rotation and family revocation on reuse), an identity endpoint and a
- * revoke endpoint. Faults are queued per endpoint: delays, error answers, and a connection dropped
+ * revoke endpoint. Faults are queued per endpoint: answers held until released, error answers, and a connection dropped
  * after the request was read (before or after the provider acted on it). It counts what it was
  * sent, so a test can assert that no refresh token was ever presented twice.
  */
@@ -17,8 +17,8 @@ export interface PeerUser {
 }
 
 export type TokenFault =
-  /** Wait before answering (a slow provider; past the client's timeout it is a timeout). */
-  | { kind: "delay"; ms: number }
+  /** Read the request and answer it only once `releaseHeld()` is called (a slow provider: past the client's timeout, a timeout). */
+  | { kind: "hold" }
   /** Answer this status with an OAuth error body (or plain text for 5xx). */
   | { kind: "status"; status: number; error?: string }
   /** Read the request, act on it (`applied`: a refresh rotates) or not, then drop the connection. */
@@ -55,6 +55,7 @@ export class OAuthProviderPeer {
   /** Who the next consent signs in as. */
   user: PeerUser = { id: 1001, login: "ann" };
   readonly tokenFaults: TokenFault[] = [];
+  #held: Array<() => void> = [];
   /** The identity endpoint answers this status next (once), instead of the user. */
   identityFaults: number[] = [];
   /** Each refresh token, and how many times it was presented. */
@@ -80,6 +81,11 @@ export class OAuthProviderPeer {
   async start(): Promise<this> {
     this.url = `http://127.0.0.1:${await listenLoopback(this.#server)}`;
     return this;
+  }
+
+  /** Lets every token request held by a `hold` fault go on (it is then answered as usual). */
+  releaseHeld(): void {
+    for (const go of this.#held.splice(0)) go();
   }
 
   async close(): Promise<void> {
@@ -177,7 +183,7 @@ export class OAuthProviderPeer {
 
   async #token(req: IncomingMessage, body: URLSearchParams, res: ServerResponse): Promise<void> {
     const fault = this.tokenFaults.shift();
-    if (fault?.kind === "delay") await new Promise((r) => setTimeout(r, fault.ms));
+    if (fault?.kind === "hold") await new Promise<void>((r) => this.#held.push(r));
     if (fault?.kind === "status")
       return fault.status >= 500
         ? void res.writeHead(fault.status).end("upstream trouble")
