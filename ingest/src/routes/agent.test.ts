@@ -187,6 +187,7 @@ test("a finished job's token is lost: every route answers 409 job_lost and write
     ["claim", { agent_id: "late" }],
     ["journal", step(1, "late")],
     ["journal", step(0, "build")],
+    ["journal", { position: "zero" }], // a body that does not parse: the lost job is told first
     ["log", { chunks: [] }],
     ["finish", { exit_code: 0, duration_ms: 0 }],
     ["finish", { exit_code: 0, duration_ms: 0, log: [{ stream: "stdout", data: "late\n" }] }],

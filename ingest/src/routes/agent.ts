@@ -62,9 +62,11 @@ const journalRoute = (app: FastifyInstance, { pool, keyring }: RouteDeps): void 
     // A job already seen records its step in one statement that also checks the job is live
     // (one round trip per `flow step`); anything else (a first record, a lost job, a retried or
     // mismatching record) takes the long way below.
+    // A body that does not parse takes the long way too, so a lost job is told so (409) before its body is judged.
     const seen = lastSeenJobOfRequest(req);
-    if (seen && seen.kind !== "node") {
-      const entry = RecordRequestSchema.parse(req.body);
+    const quick = seen && seen.kind !== "node" ? RecordRequestSchema.safeParse(req.body) : undefined;
+    if (seen && quick?.success) {
+      const entry = quick.data;
       const recorded = await recordJournalForToken(pool, { digest: seen.digest, runId: seen.run_id }, await sealedEntry(seen, entry));
       if (recorded) return { entry: { ...recorded, result: entry.result ?? null } };
     }
