@@ -48,32 +48,58 @@ const processCpu = (pid: number): { own: number; children: number } | undefined 
   return { own: (Number(f[11]) + Number(f[12])) / 100, children: (Number(f[13]) + Number(f[14])) / 100 };
 };
 
-/**
- * CPU seconds so far of the server, its Postgres and this process (the senders), from /proc
- * (Linux; undefined elsewhere). Exited processes drop out, so take it around a steady scenario.
- */
-const cpuNow = (): Cpu | undefined => {
-  const out: Cpu = { server: 0, postgres: 0, senders: 0 };
+/** Every process on the host: its parent and its command line (Linux; undefined elsewhere). */
+const processTable = (): Map<number, { ppid: number; cmd: string }> | undefined => {
   let names: string[];
   try {
     names = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
   } catch {
     return undefined;
   }
+  const table = new Map<number, { ppid: number; cmd: string }>();
   for (const pid of names) {
-    let cmd: string;
     try {
-      cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      table.set(Number(pid), { ppid, cmd: readFileSync(`/proc/${pid}/cmdline`, "utf8") });
     } catch {
-      continue; // gone meanwhile
+      // gone meanwhile
     }
-    const cpu = processCpu(Number(pid));
-    if (!cpu) continue;
-    if (Number(pid) === process.pid) out.senders += cpu.own;
+  }
+  return table;
+};
+
+/** The processes under `root` (its children, theirs, ...). */
+const descendants = (table: Map<number, { ppid: number; cmd: string }>, root: number): number[] => {
+  const children = new Map<number, number[]>();
+  for (const [pid, { ppid }] of table) children.set(ppid, [...(children.get(ppid) ?? []), pid]);
+  const out: number[] = [];
+  const stack = [root];
+  while (stack.length > 0) {
+    const next = children.get(stack.pop()!) ?? [];
+    out.push(...next);
+    stack.push(...next);
+  }
+  return out;
+};
+
+/**
+ * CPU seconds so far of the bench's server, its embedded Postgres and this process (the senders),
+ * from /proc (Linux; undefined elsewhere). Only this bench's own processes count: the server and
+ * the Postgres under it, not another `flow server` or Postgres that shares the host. Exited
+ * processes drop out, so take it around a steady scenario.
+ */
+const cpuNow = (server: TestServer): Cpu | undefined => {
+  const table = processTable();
+  const root = server.process.pid;
+  if (!table || root === undefined) return undefined;
+  const out: Cpu = { server: processCpu(root)?.own ?? 0, postgres: 0, senders: processCpu(process.pid)?.own ?? 0 };
+  for (const pid of descendants(table, root)) {
+    if (!table.get(pid)!.cmd.includes("postgres")) continue; // its agents
+    const cpu = processCpu(pid);
     // Plus its reaped children's: the postmaster's backends and autovacuum workers, so one that
     // exits between two readings does not take its CPU with it.
-    else if (cmd.includes("postgres")) out.postgres += cpu.own + cpu.children;
-    else if (cmd.includes("flow.js\u0000server")) out.server += cpu.own;
+    if (cpu) out.postgres += cpu.own + cpu.children;
   }
   return out;
 };
@@ -246,13 +272,13 @@ const main = async (): Promise<void> => {
       plain.push(await insertLoop(client, "bench_plain_insert", COUNT));
       direct.push(await eventRowLoop(client, COUNT));
       one.push(await ingest(server, hook, 1, COUNT));
-      const c0 = cpuNow();
+      const c0 = cpuNow(server);
       many.push(await ingest(server, hook, 32, COUNT));
-      manyCpu = cpuPer(c0, cpuNow(), COUNT);
+      manyCpu = cpuPer(c0, cpuNow(server), COUNT);
       floor1.push(await ingest(server, UNROUTED, 1, COUNT));
-      const f0 = cpuNow();
+      const f0 = cpuNow(server);
       floor32.push(await ingest(server, UNROUTED, 32, COUNT));
-      floorCpu = cpuPer(f0, cpuNow(), COUNT);
+      floorCpu = cpuPer(f0, cpuNow(server), COUNT);
     }
     const temp = await insertLoop(client, "bench_temp_insert", COUNT);
     const bareRow = await bareRowCpu(client, 4 * COUNT);

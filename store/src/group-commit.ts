@@ -3,9 +3,10 @@
 // Each submitted item is applied inside a batch transaction (by `applyBatch(tx, items)`, or item by
 // item with `eachItem(apply)`), and its promise
 // settles only after that transaction committed (or definitely failed). Batching is "natural": an
-// item that arrives while fewer than `maxInFlight` batches are committing starts a batch at once
-// (one sender pays no added latency); items that arrive while every slot is busy queue up and go
-// together in the next batch, up to `maxBatch`. `lingerMs` (default 0) can hold an idle batch back
+// item that arrives while no batch is committing starts a batch at once (one sender pays no added
+// latency); one that arrives while a batch commits waits for the end of the event loop's turn, so
+// the items read together from the sockets go together (no timer); items that arrive while every
+// slot is busy queue up and go together in the next batch, up to `maxBatch`. `lingerMs` (default 0) can hold an idle batch back
 // to gather company: at one sender that is pure added latency, and under load batches form on
 // their own while a commit is in flight, so it stays off. Two batches in flight let one commit
 // (its WAL flush) while the next one runs its statements.
@@ -76,6 +77,7 @@ export class GroupCommitter<I, O> {
   #queue: Array<Pending<I, O>> = [];
   #inFlight = 0;
   #linger: NodeJS.Timeout | undefined;
+  #gathering = false;
   #closed = false;
   #drained: Array<() => void> = [];
   readonly stats: GroupCommitStats = { batches: 0, items: 0, alone: 0, splitBatches: 0 };
@@ -113,13 +115,7 @@ export class GroupCommitter<I, O> {
 
   #pump(lingered = false): void {
     while (this.#queue.length > 0 && this.#inFlight < this.#maxInFlight) {
-      if (!lingered && this.#lingerMs > 0 && !this.#closed && this.#queue.length < this.#maxBatch) {
-        this.#linger ??= setTimeout(() => {
-          this.#linger = undefined;
-          this.#pump(true);
-        }, this.#lingerMs);
-        return;
-      }
+      if (!lingered && this.#holdBack()) return;
       const batch = this.#queue.splice(0, this.#maxBatch);
       this.#inFlight++;
       void this.#commit(batch).finally(() => {
@@ -128,6 +124,34 @@ export class GroupCommitter<I, O> {
         if (this.#queue.length === 0 && this.#inFlight === 0) for (const done of this.#drained.splice(0)) done();
       });
     }
+  }
+
+  /**
+   * Whether the next batch waits for company, and if so arranges for #pump(true) to run later:
+   * after lingerMs, when set; or, while another batch is committing (so this one would not be
+   * alone anyway), once this turn of the event loop has read what the sockets already hold
+   * (setImmediate runs right after the poll phase), so items that arrived together go together.
+   * No timer by default: an idle committer starts at once, and nothing waits for items that have
+   * not arrived.
+   */
+  #holdBack(): boolean {
+    if (this.#closed || this.#queue.length >= this.#maxBatch) return false;
+    if (this.#lingerMs > 0) {
+      this.#linger ??= setTimeout(() => {
+        this.#linger = undefined;
+        this.#pump(true);
+      }, this.#lingerMs);
+      return true;
+    }
+    if (this.#inFlight === 0) return false;
+    if (!this.#gathering) {
+      this.#gathering = true;
+      setImmediate(() => {
+        this.#gathering = false;
+        this.#pump(true);
+      });
+    }
+    return true;
   }
 
   async #commit(batch: Array<Pending<I, O>>): Promise<void> {
