@@ -32,9 +32,9 @@ export class HookCache {
     return hook;
   }
 
-  /** Whether a copy of the hook is in memory (it may be stale). */
-  has(org: string, project: string, name: string): boolean {
-    return this.#hooks.has(HookCache.#key(org, project, name));
+  /** The copy of the hook in memory (it may be stale), without a lookup; undefined when there is none. */
+  cached(org: string, project: string, name: string): IngestHook | undefined {
+    return this.#hooks.get(HookCache.#key(org, project, name));
   }
 
   /** After this replica changed the hook, or a delivery found its copy stale. */

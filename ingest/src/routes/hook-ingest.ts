@@ -100,6 +100,9 @@ const openKey = (keyring: Keyring, hook: IngestHook): Promise<string> =>
     hook.keySealed!,
   );
 
+/** The query of a delivery URL without one (only ever read). */
+const NO_QUERY: URLSearchParams = new URLSearchParams();
+
 /** One delivery as it arrived: the raw body and the query. */
 interface Delivery {
   raw: Buffer;
@@ -208,8 +211,10 @@ const deliver = async (
   again = false,
 ): Promise<{ input: EmitInput; result: EmitResult }> => {
   const { org, project, name } = delivery;
-  const cached = ctx.hooks.has(org, project, name);
-  const hook = await ctx.hooks.get(org, project, name);
+  // A hit costs no promise: the common case, every delivery after a hook's first.
+  const copy = ctx.hooks.cached(org, project, name);
+  const cached = copy !== undefined;
+  const hook = copy ?? (await ctx.hooks.get(org, project, name));
   if (!hook)
     throw new FlowError("not_found", `no event hook ${name} in ${org}/${project}`, {
       hint: "the ingest URL is printed by `flow event-hook set` and `flow event-hook show`",
@@ -265,7 +270,7 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
   app.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
     const target = req.params as Target;
     const qs = req.url.indexOf("?");
-    const query = new URLSearchParams(qs < 0 ? "" : req.url.slice(qs + 1));
+    const query = qs < 0 ? NO_QUERY : new URLSearchParams(req.url.slice(qs + 1));
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const { input, result } = await deliver(ctx, req, { ...target, raw, query });
     deps.metrics?.hookDeliveries.inc({ outcome: result.duplicate ? "duplicate" : "recorded" });
