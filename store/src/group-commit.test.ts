@@ -52,6 +52,19 @@ test("one sender at a time gets a batch of its own at once, without waiting for 
   assert.deepEqual(await ids(db), [0, 1, 2, 3, 4]);
 });
 
+test("items that arrive in one turn while a batch commits go together in the next, though a second slot is free", async (t) => {
+  const db = await scratch(t);
+  const gc = new GroupCommitter(db.pool, eachItem(insert));
+  const first = gc.submit(0);
+  assert.equal(gc.stats.batches, 1, "an idle committer starts the first item's batch at once");
+  // Two slots (the default): each of these could have started a batch of its own, and three commits would follow.
+  const rest = [1, 2, 3].map((id) => gc.submit(id));
+  assert.equal(gc.stats.batches, 1, "nothing else starts in the turn the items arrive in");
+  assert.deepEqual(await Promise.all([first, ...rest]), [0, 1, 2, 3]);
+  assert.deepEqual([gc.stats.batches, gc.stats.items], [2, 4]);
+  assert.deepEqual(await ids(db), [0, 1, 2, 3]);
+});
+
 test("a failing item neither loses nor wrongly acknowledges the others in its batch", async (t) => {
   const db = await scratch(t);
   await db.pool.query("insert into gc (id) values (7)");
