@@ -4,12 +4,16 @@
  *
  * Built on node:http (node:https only for an https:// URL), not undici: importing undici cost a
  * user command about 170 ms of its start-up, node:http a few ms, and one request per command needs
- * nothing more (README, "How fast the CLI starts").
+ * nothing more (README, "How fast the CLI starts"). A client's first call to an http:// URL goes
+ * out on its own connection through http1.ts (node:net, the request written by hand, the answer
+ * read whole): most commands make one request, and it then leaves before node:http is loaded.
  */
 import type * as Http from "node:http";
 import type { Agent, ClientRequest, IncomingMessage } from "node:http";
 import { ERROR_CODES, FlowError, errorFromBody } from "@flowsvc/core/errors";
 import type { ErrorCode } from "@flowsvc/core/errors";
+import { exchangeOnce, isPlainRequest } from "./http1.js";
+import type { Http1Request } from "./http1.js";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "DELETE";
 
@@ -153,14 +157,53 @@ const readText = async (res: IncomingMessage): Promise<string> => {
   return Buffer.concat(chunks).toString("utf8");
 };
 
+/**
+ * The first call written by hand (http1.ts), when node:http would send it as written: an http:// URL
+ * without credentials, query or fragment (node:http's reading of those stands), a path and header
+ * values node:http accepts (it refuses the others, and so it should).
+ */
+const handRequest = (
+  url: string,
+  r: { method: HttpMethod; path: string; headers: Record<string, string>; payload: string | undefined },
+): Http1Request | undefined => {
+  if (!url.startsWith("http:") || !isPlainRequest(r.path, r.headers)) return undefined;
+  const target = new URL(url);
+  if (target.username || target.password || target.search || target.hash) return undefined;
+  return {
+    host: target.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port: Number(target.port || 80),
+    hostHeader: target.host,
+    method: r.method,
+    path: `${target.pathname.replace(/\/+$/, "")}${r.path}`,
+    headers: r.headers,
+    payload: r.payload,
+    connectTimeoutMs: CONNECT_TIMEOUT_MS,
+  };
+};
+
+/** An answer read whole: its status and its body as text. */
+interface TextAnswer {
+  status: number;
+  text: string;
+}
+
+/** A node:http answer read whole; one that is not 2xx reads as much of its body as it can. */
+const textOf = async (res: IncomingMessage): Promise<TextAnswer> => {
+  const status = res.statusCode ?? 0;
+  return { status, text: status >= 200 && status < 300 ? await readText(res) : await readText(res).catch(() => "") };
+};
+
+const requestHeaders = (token: string, payload: string | undefined): Record<string, string> => ({
+  accept: "application/json, text/plain",
+  ...(token ? { authorization: `Bearer ${token}` } : {}),
+  ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": String(Buffer.byteLength(payload)) }),
+});
+
 export const createApiClient = (options: ApiClientOptions): ApiClient => {
   const url = options.url.replace(/\/+$/, "");
   let transport: Promise<Transport> | undefined;
-  const headers = (payload: string | undefined): Record<string, string> => ({
-    accept: "application/json, text/plain",
-    ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
-    ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": String(Buffer.byteLength(payload)) }),
-  });
+  let firstCall = true;
+  const headers = (payload: string | undefined): Record<string, string> => requestHeaders(options.token, payload);
 
   const exchange = async (method: HttpMethod, path: string, payload: string | undefined): Promise<IncomingMessage> => {
     const { request, agent } = await (transport ??= loadTransport(url));
@@ -186,16 +229,32 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
     throw answerError({ url, method, path }, status, text);
   };
 
+  /** The first call to an http:// URL goes by hand (handRequest); every other through node:http. */
+  const firstByHand = (method: HttpMethod, path: string, payload: string | undefined): Promise<TextAnswer> | undefined => {
+    const first = firstCall;
+    firstCall = false;
+    const req = first ? handRequest(url, { method, path, headers: headers(payload), payload }) : undefined;
+    return req && exchangeOnce(req).then(({ status, body }) => ({ status, text: body.toString("utf8") }));
+  };
+
+  /** One exchange read whole. */
+  const exchangeText = async (method: HttpMethod, path: string, payload: string | undefined): Promise<TextAnswer> => {
+    const byHand = firstByHand(method, path, payload);
+    if (byHand) return byHand;
+    return textOf(await exchange(method, path, payload));
+  };
+
   return {
     url,
     call: async <T>(method: HttpMethod, path: string, body?: unknown): Promise<T> => {
-      const res = await send(method, path, body);
-      let text: string;
+      let answer: TextAnswer;
       try {
-        text = await readText(res);
+        answer = await exchangeText(method, path, body === undefined ? undefined : JSON.stringify(body));
       } catch (err) {
         throw networkError(url, err);
       }
+      if (answer.status < 200 || answer.status >= 300) throw answerError({ url, method, path }, answer.status, answer.text);
+      const { text } = answer;
       if (text.trim() === "") return undefined as T;
       const parsed = parseJson(text);
       if (parsed === undefined)
@@ -203,6 +262,7 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
       return parsed as T;
     },
     stream: async (path, sink) => {
+      firstCall = false;
       const res = await send("GET", path, undefined);
       const chunks = res[Symbol.asyncIterator]();
       for (;;) {

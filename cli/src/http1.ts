@@ -1,0 +1,187 @@
+/**
+ * One HTTP/1.1 exchange over a fresh node:net connection, for the first request of a user command to
+ * an http:// URL (http.ts): the request is written by hand and the answer read whole, so a command's
+ * first request does not wait for Node to load its HTTP client (node:http, its agent, parser and
+ * streams: ~2-3 ms of a ~30 ms start-up, issue 15). What it supports is what that call needs: one
+ * request with `connection: close`, an answer with a content-length, chunked (trailers skipped) or
+ * ending with the connection, 1xx interim answers skipped. An answer that does not parse is an error
+ * (as node:http's parser would raise one). The request side is never half-closed: the server closes
+ * the connection after its answer. https:// and every later request of a command go through
+ * node:http or node:https as before (streaming, keep-alive).
+ */
+import type { Socket } from "node:net";
+
+export interface Http1Request {
+  readonly host: string;
+  readonly port: number;
+  /** The Host header: the URL's host (with its port unless the scheme's default). */
+  readonly hostHeader: string;
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly payload: string | undefined;
+  readonly connectTimeoutMs: number;
+}
+
+export interface Http1Answer {
+  readonly status: number;
+  readonly body: Buffer;
+}
+
+/** Characters node:http accepts in a header value and a path (it refuses the others): only such a request is written by hand. */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const PATH = /^\/[\x21-\x7e]*$/;
+
+/** True when the request can be written by hand exactly as node:http would send it (else http.ts lets node:http refuse it). */
+export const isPlainRequest = (path: string, headers: Readonly<Record<string, string>>): boolean =>
+  PATH.test(path) && Object.values(headers).every((v) => HEADER_VALUE.test(v));
+
+export const requestBytes = (req: Http1Request): Buffer => {
+  const lines = [`${req.method} ${req.path} HTTP/1.1`, `host: ${req.hostHeader}`];
+  for (const [name, value] of Object.entries(req.headers)) lines.push(`${name}: ${value}`);
+  lines.push("connection: close", "", "");
+  const head = Buffer.from(lines.join("\r\n"), "latin1");
+  return req.payload === undefined ? head : Buffer.concat([head, Buffer.from(req.payload, "utf8")]);
+};
+
+class MalformedAnswer extends Error {
+  constructor(what: string) {
+    super(`malformed HTTP answer: ${what}`);
+  }
+}
+
+/** A parsed answer, "more" when the bytes so far are a prefix of one, or throws MalformedAnswer. */
+type Parsed = Http1Answer | "more";
+
+const CRLF = Buffer.from("\r\n");
+const HEAD_END = Buffer.from("\r\n\r\n");
+
+interface Head {
+  readonly status: number;
+  readonly headers: Map<string, string[]>;
+  readonly bodyAt: number;
+}
+
+const parseHead = (buf: Buffer, from: number): Head | "more" => {
+  const end = buf.indexOf(HEAD_END, from);
+  if (end < 0) return "more";
+  const [statusLine = "", ...lines] = buf.toString("latin1", from, end).split("\r\n");
+  const m = /^HTTP\/1\.[01] (\d{3})(?: .*)?$/.exec(statusLine);
+  if (!m) throw new MalformedAnswer(`status line ${JSON.stringify(statusLine.slice(0, 80))}`);
+  const headers = new Map<string, string[]>();
+  for (const line of lines) {
+    const colon = line.indexOf(":");
+    if (colon <= 0) throw new MalformedAnswer(`header line ${JSON.stringify(line.slice(0, 80))}`);
+    const name = line.slice(0, colon).trim().toLowerCase();
+    headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()]);
+  }
+  return { status: Number(m[1]), headers, bodyAt: end + HEAD_END.length };
+};
+
+/** A chunked body from `at`: the decoded bytes once its last chunk and trailers are in. */
+const parseChunked = (buf: Buffer, at: number, ended: boolean): Buffer | "more" => {
+  const parts: Buffer[] = [];
+  for (let pos = at; ;) {
+    const lineEnd = buf.indexOf(CRLF, pos);
+    if (lineEnd < 0) return "more";
+    const sizeText = buf.toString("latin1", pos, lineEnd).split(";")[0]!.trim();
+    if (!/^[0-9a-fA-F]{1,8}$/.test(sizeText)) throw new MalformedAnswer(`chunk size ${JSON.stringify(sizeText.slice(0, 20))}`);
+    const size = parseInt(sizeText, 16);
+    if (size === 0) {
+      // Trailers, then an empty line; a server that closes right after the last chunk is done too.
+      const trailerEnd = buf.indexOf(CRLF, lineEnd + 2) === lineEnd + 2 ? lineEnd + 4 : buf.indexOf(HEAD_END, lineEnd);
+      return trailerEnd >= 0 || ended ? Buffer.concat(parts) : "more";
+    }
+    const dataEnd = lineEnd + 2 + size;
+    if (buf.length < dataEnd + 2) return "more";
+    if (buf[dataEnd] !== 0x0d || buf[dataEnd + 1] !== 0x0a) throw new MalformedAnswer("chunk without its CRLF");
+    parts.push(buf.subarray(lineEnd + 2, dataEnd));
+    pos = dataEnd + 2;
+  }
+};
+
+const contentLength = (values: string[] | undefined): number | undefined => {
+  if (values === undefined) return undefined;
+  const distinct = new Set(values.flatMap((v) => v.split(",")).map((v) => v.trim()));
+  const [only] = distinct;
+  if (distinct.size !== 1 || only === undefined || !/^\d{1,15}$/.test(only)) throw new MalformedAnswer("content-length");
+  return Number(only);
+};
+
+const bodyOf = (buf: Buffer, head: Head, ended: boolean): Buffer | "more" => {
+  if (head.status === 204 || head.status === 304) return Buffer.alloc(0);
+  const codings = (head.headers.get("transfer-encoding") ?? []).join(",").toLowerCase();
+  if (codings.trim() !== "") {
+    if (!/(^|,)\s*chunked\s*$/.test(codings)) throw new MalformedAnswer(`transfer-encoding ${codings}`);
+    return parseChunked(buf, head.bodyAt, ended);
+  }
+  const length = contentLength(head.headers.get("content-length"));
+  if (length === undefined) return ended ? buf.subarray(head.bodyAt) : "more";
+  if (buf.length - head.bodyAt >= length) return buf.subarray(head.bodyAt, head.bodyAt + length);
+  return "more";
+};
+
+/** The connection closed too early: node:http's words and code for it. */
+const hangUp = (when: string): Error => Object.assign(new Error(`socket hang up: the connection closed ${when}`), { code: "ECONNRESET" });
+
+/** The answer in `buf` (after any 1xx interim answers), "more" while it is incomplete; throws when it cannot be one. */
+export const parseAnswer = (buf: Buffer, ended: boolean): Parsed => {
+  for (let from = 0; ;) {
+    const head = parseHead(buf, from);
+    if (head === "more") {
+      if (ended) throw hangUp("before the answer's head ended");
+      return "more";
+    }
+    if (head.status >= 100 && head.status < 200 && head.status !== 101) {
+      from = head.bodyAt;
+      continue;
+    }
+    const body = bodyOf(buf, head, ended);
+    if (body === "more") {
+      if (ended) throw hangUp("before the answer ended");
+      return "more";
+    }
+    return { status: head.status, body };
+  }
+};
+
+/** Sends the request on a new connection and answers the whole answer; network failures reject with their code (ECONNREFUSED, ...). */
+export const exchangeOnce = async (req: Http1Request): Promise<Http1Answer> => {
+  const { connect } = await import("node:net");
+  return new Promise<Http1Answer>((resolve, reject) => {
+    let buf: Buffer = Buffer.alloc(0);
+    let settled = false;
+    const socket: Socket = connect({ host: req.host, port: req.port });
+    const finish = (err: Error | undefined, answer?: Http1Answer): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(answer!);
+    };
+    const timer = setTimeout(() => {
+      const err = Object.assign(new Error(`connect timeout after ${req.connectTimeoutMs} ms`), { code: "ECONNECT_TIMEOUT" });
+      finish(err);
+    }, req.connectTimeoutMs);
+    socket.once("connect", () => clearTimeout(timer));
+    const read = (ended: boolean): void => {
+      try {
+        const parsed = parseAnswer(buf, ended);
+        if (parsed !== "more") finish(undefined, parsed);
+      } catch (err) {
+        finish(err as Error);
+      }
+    };
+    socket.on("data", (chunk: Buffer) => {
+      buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+      read(false);
+    });
+    socket.once("end", () => read(true));
+    // An error once the answer is complete (the server closing while a large body was still being written) changes nothing.
+    socket.once("error", (err) => finish(err));
+    socket.once("close", () => read(true));
+    // write, not end: a server that sees the request's side closed may drop the request (node:http does unless httpAllowHalfOpen).
+    socket.write(requestBytes(req));
+  });
+};
