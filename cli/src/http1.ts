@@ -149,7 +149,10 @@ export const parseAnswer = (buf: Buffer, ended: boolean): Parsed => {
 export const exchangeOnce = async (req: Http1Request): Promise<Http1Answer> => {
   const { connect } = await import("node:net");
   return new Promise<Http1Answer>((resolve, reject) => {
-    let buf: Buffer = Buffer.alloc(0);
+    let chunks: Buffer[] = [];
+    let total = 0;
+    /** A parse is tried once the bytes reach this (doubling after each incomplete try, so a large answer is copied O(n) times, not O(n²)), and at the end. */
+    let tryAt = 0;
     let settled = false;
     const socket: Socket = connect({ host: req.host, port: req.port });
     const finish = (err: Error | undefined, answer?: Http1Answer): void => {
@@ -166,16 +169,21 @@ export const exchangeOnce = async (req: Http1Request): Promise<Http1Answer> => {
     }, req.connectTimeoutMs);
     socket.once("connect", () => clearTimeout(timer));
     const read = (ended: boolean): void => {
+      if (settled) return;
+      const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+      chunks = [buf];
       try {
         const parsed = parseAnswer(buf, ended);
         if (parsed !== "more") finish(undefined, parsed);
+        else tryAt = total * 2;
       } catch (err) {
         finish(err as Error);
       }
     };
     socket.on("data", (chunk: Buffer) => {
-      buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-      read(false);
+      chunks.push(chunk);
+      total += chunk.length;
+      if (total >= tryAt) read(false);
     });
     socket.once("end", () => read(true));
     // An error once the answer is complete (the server closing while a large body was still being written) changes nothing.
