@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Bundles the user CLI (cli/src/bin/main.ts and the client modules it imports) into CommonJS files
 // in cli/dist/bundle/, run by `npm run build` after tsc: flow.cjs (cli/src/bin/entry.ts: answers
-// `flow --version` and picks the next file), cmd-<name>.cjs for each command of program.ts's table
+// `flow --version` and picks the next file), cmd-<name>.cjs for each command of table.ts's table
 // (main.ts with that command's module only) and main.cjs (every command: help, completion, in-script
 // calls). cli/bin/flow.js (the `flow` that npm links) and cli/dist/bin/flow.js require flow.cjs.
 //
@@ -92,23 +92,23 @@ const fresh = `${outdir}.${process.pid}.tmp`;
 const stale = `${outdir}.${process.pid}.old`;
 rmSync(fresh, { recursive: true, force: true });
 /**
- * The command modules of program.ts's table, by command name, read from its source: each gets a
+ * The command modules of cli/src/commands/table.ts's table, by command name, read from its source: each gets a
  * bundle of its own. A command that needs the others (`needsAll`: completion) is left to main.cjs.
  */
-const PROGRAM = join(src, "commands", "table.ts");
+const TABLE = join(src, "commands", "table.ts");
 const commandModules = [
-  ...readFileSync(PROGRAM, "utf8").matchAll(/\{ name: "([a-z-]+)", load: async \(\) => \(await import\("([^"]+)"\)\)[^}]*\}/g),
+  ...readFileSync(TABLE, "utf8").matchAll(/\{ name: "([a-z-]+)", load: async \(\) => \(await import\("([^"]+)"\)\)[^}]*\}/g),
 ]
   .filter((m) => !m[0].includes("needsAll"))
   .map((m) => ({ name: m[1], module: m[2] }));
-if (commandModules.length < 10) throw new Error(`bundle-cli: found only ${commandModules.length} commands in ${PROGRAM}`);
+if (commandModules.length < 10) throw new Error(`bundle-cli: found only ${commandModules.length} commands in ${TABLE}`);
 
-/** In a command's own bundle, program.ts's imports of the other commands load an empty module (never called: commandsFor). */
+/** In a command's own bundle, table.ts's imports of the other commands load an empty module (never called: commandsFor). */
 const onlyCommand = (own) => ({
   name: "flowsvc-only-command",
   setup(b) {
     b.onResolve({ filter: /^\.\.?\// }, (args) =>
-      args.importer === PROGRAM && args.kind === "dynamic-import" && args.path !== own
+      args.importer === TABLE && args.kind === "dynamic-import" && args.path !== own
         ? { path: args.path, namespace: "flowsvc-absent" }
         : undefined,
     );

@@ -45,6 +45,7 @@ const main = async (): Promise<void> => {
   const command = argv[2] ?? "";
   const client = mayBeInScript(argv, env) ? await loadInScriptClient() : undefined;
   if (client?.IN_SCRIPT_COMMANDS.includes(command)) {
+    guardStdout(); // a step's output piped into `head` ends quietly, as before
     process.exit(await client.runInScriptCommand(argv.slice(2), { ...env }));
   }
   process.exitCode = await runUserCli(argv, env);
