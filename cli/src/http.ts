@@ -12,8 +12,8 @@ import type * as Http from "node:http";
 import type { Agent, ClientRequest, IncomingMessage } from "node:http";
 import { ERROR_CODES, FlowError, errorFromBody } from "@flowsvc/core/errors";
 import type { ErrorCode } from "@flowsvc/core/errors";
-import { exchangeOnce, isPlainRequest } from "./http1.js";
-import type { Http1Request } from "./http1.js";
+import { exchangeOnce, isPlainRequest, openStream } from "./http1.js";
+import type { Http1Request, Http1Stream } from "./http1.js";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "DELETE";
 
@@ -193,6 +193,37 @@ const textOf = async (res: IncomingMessage): Promise<TextAnswer> => {
   return { status, text: status >= 200 && status < 300 ? await readText(res) : await readText(res).catch(() => "") };
 };
 
+/** A streamed body: its pieces, and how to drop it when the consumer fails. */
+interface OpenBody {
+  chunks: AsyncIterator<unknown>;
+  destroy: () => void;
+}
+
+const wholeText = async (pieces: AsyncIterable<Buffer>): Promise<string> => {
+  const parts: Buffer[] = [];
+  for await (const piece of pieces) parts.push(piece);
+  return Buffer.concat(parts).toString("utf8");
+};
+
+/** Hands each piece of `body` to `sink` as it arrives; a network failure becomes the user's error, a failed sink drops the body. */
+const pump = async (url: string, body: OpenBody, sink: (chunk: Uint8Array) => Promise<void>): Promise<void> => {
+  for (;;) {
+    let next: IteratorResult<unknown>;
+    try {
+      next = await body.chunks.next();
+    } catch (err) {
+      throw networkError(url, err);
+    }
+    if (next.done) return;
+    try {
+      await sink(next.value as Uint8Array);
+    } catch (err) {
+      body.destroy();
+      throw err;
+    }
+  }
+};
+
 const requestHeaders = (token: string, payload: string | undefined): Record<string, string> => ({
   accept: "application/json, text/plain",
   ...(token ? { authorization: `Bearer ${token}` } : {}),
@@ -237,6 +268,26 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
     return req && exchangeOnce(req).then(({ status, body }) => ({ status, text: body.toString("utf8") }));
   };
 
+  /** A streamed GET's body: the first call by hand (http1.ts's openStream), else through node:http. */
+  const openBody = async (path: string): Promise<OpenBody> => {
+    const first = firstCall;
+    firstCall = false;
+    const req = first ? handRequest(url, { method: "GET", path, headers: headers(undefined), payload: undefined }) : undefined;
+    if (!req) {
+      const res = await send("GET", path, undefined);
+      return { chunks: res[Symbol.asyncIterator](), destroy: () => res.destroy() };
+    }
+    let opened: Http1Stream;
+    try {
+      opened = await openStream(req);
+    } catch (err) {
+      throw networkError(url, err);
+    }
+    if (opened.status >= 200 && opened.status < 300) return { chunks: opened.body, destroy: () => opened.close() };
+    const text = await wholeText(opened.body).catch(() => "");
+    throw answerError({ url, method: "GET", path }, opened.status, text);
+  };
+
   /** One exchange read whole. */
   const exchangeText = async (method: HttpMethod, path: string, payload: string | undefined): Promise<TextAnswer> => {
     const byHand = firstByHand(method, path, payload);
@@ -261,26 +312,7 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
         throw new FlowError("internal", `flowsvc at ${url} answered ${method} ${path} with a body that is not JSON`);
       return parsed as T;
     },
-    stream: async (path, sink) => {
-      firstCall = false;
-      const res = await send("GET", path, undefined);
-      const chunks = res[Symbol.asyncIterator]();
-      for (;;) {
-        let next: IteratorResult<unknown>;
-        try {
-          next = await chunks.next();
-        } catch (err) {
-          throw networkError(url, err);
-        }
-        if (next.done) return;
-        try {
-          await sink(next.value as Uint8Array);
-        } catch (err) {
-          res.destroy();
-          throw err;
-        }
-      }
-    },
+    stream: async (path, sink) => pump(url, await openBody(path), sink),
     // destroy, not a graceful end: a stream a failed sink left open must not hold the process.
     close: async () => {
       if (transport) (await transport).agent.destroy();

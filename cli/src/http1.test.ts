@@ -13,7 +13,7 @@ import type { AddressInfo, Server, Socket } from "node:net";
 import { after, before, test } from "node:test";
 import { FlowError } from "@flowsvc/core/errors";
 import { createApiClient } from "./http.js";
-import { exchangeOnce, parseAnswer } from "./http1.js";
+import { ChunkedDecoder, exchangeOnce, parseAnswer } from "./http1.js";
 
 const listen = async (server: Server): Promise<string> => {
   server.listen(0, "127.0.0.1");
@@ -50,6 +50,24 @@ void test("each framing parses, whatever the split of its bytes; an incomplete o
   const toClose = Buffer.from(ANSWERS.toClose!);
   assert.equal(parseAnswer(toClose, false), "more");
   assert.deepEqual(parseAnswer(toClose, true), { status: 200, body: Buffer.from('{"close":true}') });
+});
+
+void test("a chunked body decodes the same fed whole or byte by byte, and is done only after its trailers", () => {
+  const answer = ANSWERS.chunked!;
+  const body = Buffer.from(answer.slice(answer.indexOf("\r\n\r\n") + 4), "latin1");
+  const whole = new ChunkedDecoder();
+  assert.equal(Buffer.concat(whole.feed(body)).toString(), '{"a":[1,2,3,4,5,6]}');
+  assert.ok(whole.done);
+  const bytewise = new ChunkedDecoder();
+  const parts: Buffer[] = [];
+  for (let i = 0; i < body.length; i++) {
+    assert.equal(bytewise.done, false, `done early at ${i}`);
+    parts.push(...bytewise.feed(body.subarray(i, i + 1)));
+  }
+  assert.ok(bytewise.done);
+  assert.equal(Buffer.concat(parts).toString(), '{"a":[1,2,3,4,5,6]}');
+  for (const bad of ["zz\r\n", "2\r\nabc\r\n", `${"1".repeat(9000)}`])
+    assert.throws(() => new ChunkedDecoder().feed(Buffer.from(bad)), /malformed HTTP answer/, bad.slice(0, 20));
 });
 
 void test("what is not an HTTP/1.1 answer is refused, not guessed", () => {
@@ -112,6 +130,26 @@ void test("an ApiClient's first call (by hand) answers what its second (node:htt
     await client.close();
     assert.deepEqual(first, second, name);
   }
+  for (const [name, text] of Object.entries(ANSWERS)) {
+    next = { text };
+    const client = createApiClient({ url: rawUrl, token: "t" });
+    const streamed = async (): Promise<unknown> => {
+      const pieces: Buffer[] = [];
+      const result = await outcome(() => client.stream("/api/v1/x/log", (chunk) => Promise.resolve(void pieces.push(Buffer.from(chunk)))));
+      return { result, text: Buffer.concat(pieces).toString("utf8") };
+    };
+    const [first, second] = [await streamed(), await streamed()];
+    await client.close();
+    assert.deepEqual(first, second, `stream ${name}`);
+  }
+  // A sink that fails stops a stream read by hand, with the sink's error.
+  next = { text: ANSWERS.chunked! };
+  const failing = createApiClient({ url: rawUrl, token: "t" });
+  await assert.rejects(
+    failing.stream("/log", () => Promise.reject(new Error("disk full"))),
+    /disk full/,
+  );
+  await failing.close();
   next = { text: ANSWERS.length!, hangup: true };
   const client = createApiClient({ url: rawUrl, token: "t" });
   const cut = (await outcome(() => client.call("GET", "/x"))) as { code: string; message: string };

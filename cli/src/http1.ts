@@ -193,3 +193,143 @@ export const exchangeOnce = async (req: Http1Request): Promise<Http1Answer> => {
     socket.write(requestBytes(req));
   });
 };
+
+/** A chunked body decoded as its bytes arrive: feed() answers the data decoded so far; `done` once the last chunk and its trailers are in. */
+export class ChunkedDecoder {
+  private buf: Buffer = Buffer.alloc(0);
+  private left = 0;
+  private state: "size" | "data" | "crlf" | "trailers" | "done" = "size";
+
+  get done(): boolean {
+    return this.state === "done";
+  }
+
+  feed(bytes: Buffer): Buffer[] {
+    this.buf = this.buf.length === 0 ? bytes : Buffer.concat([this.buf, bytes]);
+    const out: Buffer[] = [];
+    while (this.step(out));
+    return out;
+  }
+
+  /** One step of the machine; false when it needs more bytes (or is done). */
+  private step(out: Buffer[]): boolean {
+    if (this.state === "data") {
+      const piece = this.buf.subarray(0, this.left);
+      if (piece.length === 0) return false;
+      out.push(piece);
+      this.buf = this.buf.subarray(piece.length);
+      this.left -= piece.length;
+      if (this.left === 0) this.state = "crlf";
+      return true;
+    }
+    if (this.state === "crlf") {
+      if (this.buf.length < 2) return false;
+      if (this.buf[0] !== 0x0d || this.buf[1] !== 0x0a) throw new MalformedAnswer("chunk without its CRLF");
+      this.buf = this.buf.subarray(2);
+      this.state = "size";
+      return true;
+    }
+    return this.state === "done" ? false : this.line();
+  }
+
+  /** A size line or a trailer line. */
+  private line(): boolean {
+    const end = this.buf.indexOf(CRLF);
+    if (end < 0) {
+      if (this.buf.length > 8192) throw new MalformedAnswer("a chunk-size or trailer line over 8 KiB");
+      return false;
+    }
+    const text = this.buf.toString("latin1", 0, end);
+    this.buf = this.buf.subarray(end + 2);
+    if (this.state === "trailers") {
+      if (text === "") this.state = "done";
+      return this.state !== "done";
+    }
+    const sizeText = text.split(";")[0]!.trim();
+    if (!/^[0-9a-fA-F]{1,8}$/.test(sizeText)) throw new MalformedAnswer(`chunk size ${JSON.stringify(sizeText.slice(0, 20))}`);
+    this.left = parseInt(sizeText, 16);
+    this.state = this.left === 0 ? "trailers" : "data";
+    return true;
+  }
+}
+
+/** An answer whose body is read as it arrives: its status and its decoded body, piece by piece (the connection ends with it). */
+export interface Http1Stream {
+  readonly status: number;
+  readonly body: AsyncGenerator<Buffer, void>;
+  /** Drops the connection (a consumer that stops early). */
+  close(): void;
+}
+
+/** How the body after the head ends: by length, chunked, at the close, or empty. */
+const bodyFraming = (head: Head): { kind: "length"; length: number } | { kind: "chunked" } | { kind: "close" } | { kind: "empty" } => {
+  if (head.status === 204 || head.status === 304) return { kind: "empty" };
+  const codings = (head.headers.get("transfer-encoding") ?? []).join(",").toLowerCase();
+  if (codings.trim() !== "") {
+    if (!/(^|,)\s*chunked\s*$/.test(codings)) throw new MalformedAnswer(`transfer-encoding ${codings}`);
+    return { kind: "chunked" };
+  }
+  const length = contentLength(head.headers.get("content-length"));
+  return length === undefined ? { kind: "close" } : { kind: "length", length };
+};
+
+/** Sends the request on a new connection and answers once the head is in; the body is then read as the consumer asks (backpressure). */
+export const openStream = async (req: Http1Request): Promise<Http1Stream> => {
+  const { connect } = await import("node:net");
+  const socket: Socket = connect({ host: req.host, port: req.port });
+  const timer = setTimeout(() => {
+    socket.destroy(Object.assign(new Error(`connect timeout after ${req.connectTimeoutMs} ms`), { code: "ECONNECT_TIMEOUT" }));
+  }, req.connectTimeoutMs);
+  socket.once("connect", () => clearTimeout(timer));
+  socket.once("close", () => clearTimeout(timer));
+  socket.write(requestBytes(req));
+  const input = socket[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const next = async (): Promise<Buffer | undefined> => {
+    const n = await input.next();
+    return n.done ? undefined : n.value;
+  };
+  let buf: Buffer = Buffer.alloc(0);
+  let head: Head | "more" = "more";
+  try {
+    while ((head = parseHead(buf, 0)) === "more" || (head.status >= 100 && head.status < 200 && head.status !== 101)) {
+      if (head !== "more") {
+        buf = buf.subarray(head.bodyAt);
+        continue;
+      }
+      const more = await next();
+      if (more === undefined) throw hangUp("before the answer's head ended");
+      buf = buf.length === 0 ? more : Buffer.concat([buf, more]);
+    }
+  } catch (err) {
+    socket.destroy();
+    throw err;
+  }
+  const framing = bodyFraming(head);
+  const rest = buf.subarray(head.bodyAt);
+  async function* body(): AsyncGenerator<Buffer, void> {
+    try {
+      if (framing.kind === "empty") return;
+      if (framing.kind === "chunked") {
+        const decoder = new ChunkedDecoder();
+        for (let bytes: Buffer | undefined = rest; ; bytes = await next()) {
+          if (bytes === undefined) throw hangUp("before the answer ended");
+          for (const piece of decoder.feed(bytes)) yield piece;
+          if (decoder.done) return;
+        }
+      }
+      let left = framing.kind === "length" ? framing.length : Infinity;
+      for (let bytes: Buffer | undefined = rest; left > 0; bytes = await next()) {
+        if (bytes === undefined) {
+          if (framing.kind === "close") return;
+          throw hangUp("before the answer ended");
+        }
+        const piece = bytes.subarray(0, Math.min(bytes.length, left));
+        left -= piece.length;
+        if (piece.length > 0) yield piece;
+      }
+    } finally {
+      socket.destroy();
+    }
+  }
+  return { status: head.status, body: body(), close: () => socket.destroy() };
+};
