@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Bundles the user CLI (cli/src/bin/main.ts and the client modules it imports) into CommonJS files
 // in cli/dist/bundle/, run by `npm run build` after tsc: flow.cjs (cli/src/bin/entry.ts: answers
-// `flow --version` and picks the next file), cmd-<name>.cjs for each command of program.ts's table
+// `flow --version` and picks the next file), cmd-<name>.cjs for each command of table.ts's table
 // (main.ts with that command's module only) and main.cjs (every command: help, completion, in-script
 // calls). cli/bin/flow.js (the `flow` that npm links) and cli/dist/bin/flow.js require flow.cjs.
 //
@@ -92,23 +92,23 @@ const fresh = `${outdir}.${process.pid}.tmp`;
 const stale = `${outdir}.${process.pid}.old`;
 rmSync(fresh, { recursive: true, force: true });
 /**
- * The command modules of program.ts's table, by command name, read from its source: each gets a
+ * The command modules of cli/src/commands/table.ts's table, by command name, read from its source: each gets a
  * bundle of its own. A command that needs the others (`needsAll`: completion) is left to main.cjs.
  */
-const PROGRAM = join(src, "commands", "program.ts");
+const TABLE = join(src, "commands", "table.ts");
 const commandModules = [
-  ...readFileSync(PROGRAM, "utf8").matchAll(/\{ name: "([a-z-]+)", load: async \(\) => \(await import\("([^"]+)"\)\)[^}]*\}/g),
+  ...readFileSync(TABLE, "utf8").matchAll(/\{ name: "([a-z-]+)", load: async \(\) => \(await import\("([^"]+)"\)\)[^}]*\}/g),
 ]
   .filter((m) => !m[0].includes("needsAll"))
   .map((m) => ({ name: m[1], module: m[2] }));
-if (commandModules.length < 10) throw new Error(`bundle-cli: found only ${commandModules.length} commands in ${PROGRAM}`);
+if (commandModules.length < 10) throw new Error(`bundle-cli: found only ${commandModules.length} commands in ${TABLE}`);
 
-/** In a command's own bundle, program.ts's imports of the other commands load an empty module (never called: commandsFor). */
+/** In a command's own bundle, table.ts's imports of the other commands load an empty module (never called: commandsFor). */
 const onlyCommand = (own) => ({
   name: "flowsvc-only-command",
   setup(b) {
     b.onResolve({ filter: /^\.\.?\// }, (args) =>
-      args.importer === PROGRAM && args.kind === "dynamic-import" && args.path !== own
+      args.importer === TABLE && args.kind === "dynamic-import" && args.path !== own
         ? { path: args.path, namespace: "flowsvc-absent" }
         : undefined,
     );
@@ -127,9 +127,10 @@ const bundleOne = async (entry, file, plugins = []) => {
     sourcemap: "linked",
     minifyWhitespace: true,
     minifySyntax: true,
-    // import.meta is empty in CommonJS: version.ts and print-format.ts resolve files from it.
-    define: { "import.meta.url": "__flowModuleUrl" },
-    banner: { js: 'const __flowModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
+    // import.meta is empty in CommonJS: version.ts and print-format.ts resolve files from it. A getter:
+    // pathToFileURL costs ~1 ms of a fresh process, which a command that never reads it does not pay.
+    define: { "import.meta.url": "__flowMeta.url" },
+    banner: { js: 'const __flowMeta = { get url() { return require("node:url").pathToFileURL(__filename).href; } };' },
     plugins: [...plugins, externals],
     metafile: true,
     logLevel: "warning",
@@ -159,15 +160,21 @@ try {
   const cacheScript = join(root, "scripts", "cli-code-cache.cjs");
   const job = join(codeCacheHome, "job.sh");
   writeFileSync(job, "echo hi\n");
-  /** Beyond `--help`, what the cache's runs do: the commands whose start-up bench/src/cli-start.ts times, and steps. */
+  /**
+   * What the cache's runs of the hot commands do (those parsed without commander, src/commands/spec.ts):
+   * a plain call against the stand-in API, and not `--help`, so the cache holds what that call compiles
+   * and not commander (deserializing a cache costs by its size). Every other bundle's run is `--help`.
+   */
   const WARM_UP = {
     status: [["status", "run-01jd8k2m3n4p5q6r7s8t9v0w1x"]],
     steps: [["steps", "run-01jd8k2m3n4p5q6r7s8t9v0w1x"]],
     runs: [["runs", "ls"]],
     submit: [["submit", job]],
+    follow: [["follow", "run-01jd8k2m3n4p5q6r7s8t9v0w1x"]],
+    emit: [["emit", "bench.done"]],
   };
   for (const [file, command] of [["main.cjs"], ...commandModules.map(({ name }) => [`cmd-${name}.cjs`, name])]) {
-    const runs = command ? [[command, "--help"], ...(WARM_UP[command] ?? [])] : [["--help"]];
+    const runs = WARM_UP[command] ?? [[...(command ? [command] : []), "--help"]];
     const args = [cacheScript, join(fresh, file), ...runs.map((run) => JSON.stringify(run))];
     const run = spawnSync(process.execPath, args, { env, stdio: ["ignore", "ignore", "pipe"], encoding: "utf8" });
     if (run.status !== 0) throw new Error(`bundle-cli: the code cache of ${file} failed (${run.status}): ${run.stderr}`);

@@ -2,11 +2,11 @@
  * The CLI's saved config file: where `flow` finds the server and the token when neither flags nor
  * the environment say. Written by `flow login`, and by `flow server` on its first start.
  *
- * Every user command reads it before its first request, so the read path uses node:fs (loaded with
- * Node itself) and the writer loads node:fs/promises and node:crypto when it runs: each costs a few
+ * Every user command reads it before its first request, so the read path uses node:fs's readFileSync
+ * (loaded with Node itself; no thread pool) and the writer loads node:fs/promises and node:crypto when it runs: each costs a few
  * milliseconds of every command's start-up (issue 15).
  */
-import { readFile } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { FlowError, describeIssues } from "@flowsvc/core/errors";
 import { PROJECT_REF_PATTERN, httpUrlProblem } from "./config.js";
@@ -41,11 +41,12 @@ export const resolveCliConfigPath = (env: { FLOWSVC_CONFIG?: string; XDG_CONFIG_
 
 const isMissing = (err: unknown): boolean => (err as NodeJS.ErrnoException | undefined)?.code === "ENOENT";
 
-/** The saved config, or undefined when there is no file. A file that does not parse is a `config` error. */
-export const readCliConfig = async (path: string): Promise<CliConfig | undefined> => {
+const readNow = (path: string): CliConfig | undefined => {
   let text: string;
   try {
-    text = await new Promise<string>((resolve, reject) => readFile(path, "utf8", (err, data) => (err ? reject(err) : resolve(data))));
+    // Synchronous: a config is a few hundred bytes, and the first asynchronous read would start libuv's
+    // thread pool and cost a turn of the event loop before the command's first request (issue 15).
+    text = readFileSync(path, "utf8");
   } catch (err) {
     if (isMissing(err)) return undefined;
     throw new FlowError("config", `cannot read the CLI config ${path}: ${(err as Error).message}`, { cause: err });
@@ -62,6 +63,9 @@ export const readCliConfig = async (path: string): Promise<CliConfig | undefined
   const { url, token, project } = json as CliConfig;
   return { url, token, project };
 };
+
+/** The saved config, or undefined when there is no file. A file that does not parse is a `config` error (a rejection). */
+export const readCliConfig = (path: string): Promise<CliConfig | undefined> => new Promise((resolve) => resolve(readNow(path)));
 
 /** Writes the config atomically (temp file + rename), readable by its owner only (0600). */
 export const writeCliConfig = async (path: string, cfg: CliConfig): Promise<void> => {

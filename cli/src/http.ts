@@ -4,12 +4,16 @@
  *
  * Built on node:http (node:https only for an https:// URL), not undici: importing undici cost a
  * user command about 170 ms of its start-up, node:http a few ms, and one request per command needs
- * nothing more (README, "How fast the CLI starts").
+ * nothing more (README, "How fast the CLI starts"). A client's first call to an http:// URL goes
+ * out on its own connection through http1.ts (node:net, the request written by hand, the answer
+ * read whole): most commands make one request, and it then leaves before node:http is loaded.
  */
 import type * as Http from "node:http";
 import type { Agent, ClientRequest, IncomingMessage } from "node:http";
 import { ERROR_CODES, FlowError, errorFromBody } from "@flowsvc/core/errors";
 import type { ErrorCode } from "@flowsvc/core/errors";
+import { exchangeOnce, isPlainRequest, openStream } from "./http1.js";
+import type { Http1Request, Http1Stream } from "./http1.js";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "DELETE";
 
@@ -153,14 +157,84 @@ const readText = async (res: IncomingMessage): Promise<string> => {
   return Buffer.concat(chunks).toString("utf8");
 };
 
+/**
+ * The first call written by hand (http1.ts), when node:http would send it as written: an http:// URL
+ * without credentials, query or fragment (node:http's reading of those stands), a path and header
+ * values node:http accepts (it refuses the others, and so it should).
+ */
+const handRequest = (
+  url: string,
+  r: { method: HttpMethod; path: string; headers: Record<string, string>; payload: string | undefined },
+): Http1Request | undefined => {
+  if (!url.startsWith("http:") || !isPlainRequest(r.path, r.headers)) return undefined;
+  const target = new URL(url);
+  if (target.username || target.password || target.search || target.hash) return undefined;
+  return {
+    host: target.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port: Number(target.port || 80),
+    hostHeader: target.host,
+    method: r.method,
+    path: `${target.pathname.replace(/\/+$/, "")}${r.path}`,
+    headers: r.headers,
+    payload: r.payload,
+    connectTimeoutMs: CONNECT_TIMEOUT_MS,
+  };
+};
+
+/** An answer read whole: its status and its body as text. */
+interface TextAnswer {
+  status: number;
+  text: string;
+}
+
+/** A node:http answer read whole; one that is not 2xx reads as much of its body as it can. */
+const textOf = async (res: IncomingMessage): Promise<TextAnswer> => {
+  const status = res.statusCode ?? 0;
+  return { status, text: status >= 200 && status < 300 ? await readText(res) : await readText(res).catch(() => "") };
+};
+
+/** A streamed body: its pieces, and how to drop it when the consumer fails. */
+interface OpenBody {
+  chunks: AsyncIterator<unknown>;
+  destroy: () => void;
+}
+
+const wholeText = async (pieces: AsyncIterable<Buffer>): Promise<string> => {
+  const parts: Buffer[] = [];
+  for await (const piece of pieces) parts.push(piece);
+  return Buffer.concat(parts).toString("utf8");
+};
+
+/** Hands each piece of `body` to `sink` as it arrives; a network failure becomes the user's error, a failed sink drops the body. */
+const pump = async (url: string, body: OpenBody, sink: (chunk: Uint8Array) => Promise<void>): Promise<void> => {
+  for (;;) {
+    let next: IteratorResult<unknown>;
+    try {
+      next = await body.chunks.next();
+    } catch (err) {
+      throw networkError(url, err);
+    }
+    if (next.done) return;
+    try {
+      await sink(next.value as Uint8Array);
+    } catch (err) {
+      body.destroy();
+      throw err;
+    }
+  }
+};
+
+const requestHeaders = (token: string, payload: string | undefined): Record<string, string> => ({
+  accept: "application/json, text/plain",
+  ...(token ? { authorization: `Bearer ${token}` } : {}),
+  ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": String(Buffer.byteLength(payload)) }),
+});
+
 export const createApiClient = (options: ApiClientOptions): ApiClient => {
   const url = options.url.replace(/\/+$/, "");
   let transport: Promise<Transport> | undefined;
-  const headers = (payload: string | undefined): Record<string, string> => ({
-    accept: "application/json, text/plain",
-    ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
-    ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": String(Buffer.byteLength(payload)) }),
-  });
+  let firstCall = true;
+  const headers = (payload: string | undefined): Record<string, string> => requestHeaders(options.token, payload);
 
   const exchange = async (method: HttpMethod, path: string, payload: string | undefined): Promise<IncomingMessage> => {
     const { request, agent } = await (transport ??= loadTransport(url));
@@ -186,41 +260,59 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
     throw answerError({ url, method, path }, status, text);
   };
 
+  /** The first call to an http:// URL goes by hand (handRequest); every other through node:http. */
+  const firstByHand = (method: HttpMethod, path: string, payload: string | undefined): Promise<TextAnswer> | undefined => {
+    const first = firstCall;
+    firstCall = false;
+    const req = first ? handRequest(url, { method, path, headers: headers(payload), payload }) : undefined;
+    return req && exchangeOnce(req).then(({ status, body }) => ({ status, text: body.toString("utf8") }));
+  };
+
+  /** A streamed GET's body: the first call by hand (http1.ts's openStream), else through node:http. */
+  const openBody = async (path: string): Promise<OpenBody> => {
+    const first = firstCall;
+    firstCall = false;
+    const req = first ? handRequest(url, { method: "GET", path, headers: headers(undefined), payload: undefined }) : undefined;
+    if (!req) {
+      const res = await send("GET", path, undefined);
+      return { chunks: res[Symbol.asyncIterator](), destroy: () => res.destroy() };
+    }
+    let opened: Http1Stream;
+    try {
+      opened = await openStream(req);
+    } catch (err) {
+      throw networkError(url, err);
+    }
+    if (opened.status >= 200 && opened.status < 300) return { chunks: opened.body, destroy: () => opened.close() };
+    const text = await wholeText(opened.body).catch(() => "");
+    throw answerError({ url, method: "GET", path }, opened.status, text);
+  };
+
+  /** One exchange read whole. */
+  const exchangeText = async (method: HttpMethod, path: string, payload: string | undefined): Promise<TextAnswer> => {
+    const byHand = firstByHand(method, path, payload);
+    if (byHand) return byHand;
+    return textOf(await exchange(method, path, payload));
+  };
+
   return {
     url,
     call: async <T>(method: HttpMethod, path: string, body?: unknown): Promise<T> => {
-      const res = await send(method, path, body);
-      let text: string;
+      let answer: TextAnswer;
       try {
-        text = await readText(res);
+        answer = await exchangeText(method, path, body === undefined ? undefined : JSON.stringify(body));
       } catch (err) {
         throw networkError(url, err);
       }
+      if (answer.status < 200 || answer.status >= 300) throw answerError({ url, method, path }, answer.status, answer.text);
+      const { text } = answer;
       if (text.trim() === "") return undefined as T;
       const parsed = parseJson(text);
       if (parsed === undefined)
         throw new FlowError("internal", `flowsvc at ${url} answered ${method} ${path} with a body that is not JSON`);
       return parsed as T;
     },
-    stream: async (path, sink) => {
-      const res = await send("GET", path, undefined);
-      const chunks = res[Symbol.asyncIterator]();
-      for (;;) {
-        let next: IteratorResult<unknown>;
-        try {
-          next = await chunks.next();
-        } catch (err) {
-          throw networkError(url, err);
-        }
-        if (next.done) return;
-        try {
-          await sink(next.value as Uint8Array);
-        } catch (err) {
-          res.destroy();
-          throw err;
-        }
-      }
-    },
+    stream: async (path, sink) => pump(url, await openBody(path), sink),
     // destroy, not a graceful end: a stream a failed sink left open must not hold the process.
     close: async () => {
       if (transport) (await transport).agent.destroy();

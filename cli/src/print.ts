@@ -40,7 +40,36 @@ export const streamStdio = (stdin: () => Readable & { isTTY?: boolean }, stdout:
   },
 });
 
-export const processStdio = (): Stdio => streamStdio(() => process.stdin, process.stdout, process.stderr);
+let stdoutGuarded = false;
+
+/** process.stdout, which `flow ... | head` may close early: then the CLI stops quietly instead of crashing on EPIPE. */
+export const guardStdout = (): NodeJS.WriteStream => {
+  if (!stdoutGuarded) {
+    stdoutGuarded = true;
+    process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "EPIPE") process.exit(0);
+      throw err;
+    });
+  }
+  return process.stdout;
+};
+
+/**
+ * The process's stdio, opened on first use: Node builds process.stdout and process.stderr when first
+ * read (a stream for the pipe, file or terminal, ~2-4 ms), which a command then pays after its
+ * request is on its way rather than before (issue 15: start-up).
+ */
+export const processStdio = (): Stdio => {
+  let io: Stdio | undefined;
+  const open = (): Stdio => (io ??= streamStdio(() => process.stdin, guardStdout(), process.stderr));
+  return {
+    write: (data) => open().write(data),
+    out: (text) => open().out(text),
+    note: (text) => open().note(text),
+    stdinIsTty: () => open().stdinIsTty(),
+    readStdin: () => open().readStdin(),
+  };
+};
 
 /** How a list shows as a table: its columns, and the note printed to stderr when there are no rows. */
 export interface ListTable<T> {

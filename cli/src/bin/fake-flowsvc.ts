@@ -91,6 +91,8 @@ export interface FlowOptions {
   stdin?: string;
   /** Called with each stdout chunk as it arrives. */
   onStdout?: (chunk: string) => void;
+  /** The script to run instead of the binary (flow-imports.test.ts runs tsc's main.js, unbundled). */
+  bin?: string;
 }
 
 export const FLOW_BIN = fileURLToPath(new URL("./flow.js", import.meta.url));
@@ -111,7 +113,7 @@ export const removeHomes = async (): Promise<void> => {
 
 /** Runs the compiled binary with exactly the environment given: nothing of the caller's leaks in. */
 export const runFlow = async (args: string[], options: FlowOptions = {}): Promise<FlowResult> => {
-  const child = spawn(process.execPath, [FLOW_BIN, ...args], { env: { ...options.env }, stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [options.bin ?? FLOW_BIN, ...args], { env: { ...options.env }, stdio: ["pipe", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (chunk: string) => {

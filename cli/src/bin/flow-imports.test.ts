@@ -36,6 +36,8 @@ before(async () => {
   api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}`, () => ({ status: 200, json: run }));
   api.routes.set(`GET ${SCOPED}/runs`, () => ({ status: 200, json: { runs: [run] } }));
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
+  api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/steps`, () => ({ status: 200, json: { steps: [] } }));
+  api.routes.set(`POST ${SCOPED}/events`, () => ({ status: 201, json: { id: "evt-1" } }));
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
   api.routes.set(`GET ${SCOPED}/schedules`, () => ({ status: 200, json: [] }));
   api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
@@ -53,12 +55,12 @@ after(async () => {
   await removeHomes();
 });
 
-/** Runs `flow args` with the recorder and answers the URLs it resolved. */
-const modulesOf = async (args: string[]): Promise<string[]> => {
+/** Runs `flow args` (or `bin`) with the recorder and answers the URLs it resolved. */
+const modulesOf = async (args: string[], bin?: string): Promise<string[]> => {
   const { home, configPath } = await freshHome();
   const log = join(home, "imports.log");
   const env = { HOME: home, FLOWSVC_CONFIG: configPath, FLOWSVC_URL: api.url, NODE_OPTIONS: `--import=${RECORDER}`, FLOW_IMPORT_LOG: log };
-  const r = await runFlow(args, { env });
+  const r = await runFlow(args, { env, ...(bin === undefined ? {} : { bin }) });
   assert.equal(r.code, 0, `flow ${args.join(" ")}: ${r.stderr}`);
   return (await readFile(log, "utf8")).trim().split("\n");
 };
@@ -74,6 +76,8 @@ void test("no client command loads a server module", async () => {
     ["approve", RUN_ID],
     ["runs", "ls"],
     ["submit", script],
+    ["steps", RUN_ID],
+    ["emit", "x.done"],
     ["secret", "ls"],
     ["schedule", "ls"],
     ["graph", "ls"],
@@ -105,6 +109,43 @@ void test("no client command loads a server module", async () => {
       assert.deepEqual(loaded, [], `flow ${args.join(" ")} loaded ${what}`);
     }
   }
+});
+
+void test("a hot command's plain call loads neither commander nor a server module (tsc's output: each module a file the recorder sees)", async () => {
+  const { home } = await freshHome();
+  const script = join(home, "job.sh");
+  await writeFile(script, "echo hi\n");
+  const main = fileURLToPath(new URL("./main.js", import.meta.url));
+  const hot = [
+    ["status", RUN_ID, "-o", "json"],
+    ["runs", "ls", "--limit", "5"],
+    ["submit", script, "--tag", "t"],
+    ["steps", RUN_ID],
+    ["emit", "x.done"],
+  ];
+  for (const args of hot) {
+    const urls = await modulesOf(args, main);
+    assert.ok(
+      urls.some((u) => u.endsWith("/cli/dist/commands/spec.js")),
+      `flow ${args.join(" ")}: the command table was not recorded`,
+    );
+    assert.deepEqual(
+      urls.filter((u) => /\/node_modules\/commander\/|\/cli\/dist\/commands\/(program|options|spec-commander)\.js$/.test(u)),
+      [],
+      `flow ${args.join(" ")} loaded commander`,
+    );
+    for (const [what, pattern] of SERVER_MODULES) {
+      assert.deepEqual(
+        urls.filter((u) => pattern.test(u)),
+        [],
+        `flow ${args.join(" ")} loaded ${what}`,
+      );
+    }
+  }
+  // And a call fastParse leaves to commander still runs: commander prints the error.
+  const bad = await runFlow(["status", RUN_ID, "--bogus"], { bin: main, env: { FLOWSVC_URL: api.url } });
+  assert.equal(bad.code, 2);
+  assert.equal(bad.stderr, "error: unknown option '--bogus'\nsee `flow status --help`\n");
 });
 
 void test("flow check loads core's graph model and zod, and still nothing of the server; the real binary answers", async () => {

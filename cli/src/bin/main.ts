@@ -6,6 +6,7 @@
 import { processEnvironment } from "../config.js";
 import type { Environment } from "../config.js";
 import { mayBeInScript } from "../commands/route.js";
+import { guardStdout, processStdio } from "../print.js";
 import { cliVersion } from "../version.js";
 
 interface InScriptClient {
@@ -24,27 +25,27 @@ const loadInScriptClient = async (): Promise<InScriptClient | undefined> => {
 /** `flow --version` alone: answered here, before the program (commander and a command) is loaded. */
 const isVersionOnly = (argv: readonly string[]): boolean => argv.length === 3 && (argv[2] === "--version" || argv[2] === "-V");
 
+/** A hot command invoked plainly runs without commander (fast.ts); anything else through the commander program. */
 const runUserCli = async (argv: string[], env: Environment): Promise<number> => {
-  const [{ runCli }, { processStdio }] = await Promise.all([import("../commands/program.js"), import("../print.js")]);
-  return runCli(argv, { env, io: processStdio(), now: () => new Date() });
+  const { runFast } = await import("../commands/fast.js");
+  const deps = { env, io: processStdio(), now: () => new Date() };
+  const status = await runFast(argv, deps);
+  if (status !== undefined) return status;
+  const { runCli } = await import("../commands/program.js");
+  return runCli(argv, deps);
 };
-
-// `flow ... | head` closes stdout early: stop quietly instead of crashing on EPIPE.
-process.stdout.on("error", (err: NodeJS.ErrnoException) => {
-  if (err.code === "EPIPE") process.exit(0);
-  throw err;
-});
 
 const main = async (): Promise<void> => {
   const env = processEnvironment();
   const argv = process.argv;
   if (isVersionOnly(argv)) {
-    process.stdout.write(`${cliVersion()}\n`);
+    guardStdout().write(`${cliVersion()}\n`);
     return;
   }
   const command = argv[2] ?? "";
   const client = mayBeInScript(argv, env) ? await loadInScriptClient() : undefined;
   if (client?.IN_SCRIPT_COMMANDS.includes(command)) {
+    guardStdout(); // a step's output piped into `head` ends quietly, as before
     process.exit(await client.runInScriptCommand(argv.slice(2), { ...env }));
   }
   process.exitCode = await runUserCli(argv, env);

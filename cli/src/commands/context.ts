@@ -52,8 +52,9 @@ export const loadSettings = async (deps: CliDeps, flags: SettingFlags): Promise<
   return { settings: resolveSettings(flags, env, saved), configPath };
 };
 
-export const withApi = async <T>(deps: CliDeps, cmd: Command, fn: (ctx: CommandContext) => Promise<T>): Promise<T> => {
-  const { settings, configPath } = await loadSettings(deps, flagsOf(cmd));
+/** Runs `fn` with an API client for the settings that `flags` (a command's global flags) resolve to, and closes it. */
+export const withSettings = async <T>(deps: CliDeps, flags: SettingFlags, fn: (ctx: CommandContext) => Promise<T>): Promise<T> => {
+  const { settings, configPath } = await loadSettings(deps, flags);
   const api = createApiClient({ url: settings.url, token: settings.token });
   try {
     return await fn({ io: deps.io, now: deps.now(), settings, configPath, api, scoped: scopedPrefix(settings.org, settings.project) });
@@ -61,3 +62,6 @@ export const withApi = async <T>(deps: CliDeps, cmd: Command, fn: (ctx: CommandC
     await api.close();
   }
 };
+
+export const withApi = async <T>(deps: CliDeps, cmd: Command, fn: (ctx: CommandContext) => Promise<T>): Promise<T> =>
+  withSettings(deps, flagsOf(cmd), fn);

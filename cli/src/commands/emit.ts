@@ -2,12 +2,11 @@
  * `flow emit <type>` outside a script: appends an event to the project's bus and prints its id.
  * Inside a script bin/flow.ts hands `emit` to the in-script client instead (checkpointed there).
  */
-import { Command } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import type { Settings } from "../config.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, parseJsonFlag } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import { parseJsonFlag } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 interface EmitOptions {
   key?: string;
@@ -23,26 +22,27 @@ const withNotFoundHint = (err: unknown, settings: Settings): unknown =>
       })
     : err;
 
-export const emitCommand = (deps: CommandDeps): Command =>
-  new Command("emit")
-    .description("publish an event on the project's bus and print its id")
-    .argument("<type>", "the event type: 1-64 of A-Z a-z 0-9 . _ - (run.*, flow.* and a few others are reserved)")
-    .option("--key <subject>", "the event's subject, e.g. a repository; none means broadcast")
-    .option("--payload <json>", "the payload, valid JSON (default null)", parseJsonFlag)
-    .addHelpText(
-      "after",
-      examples('flow emit deploy.requested --key acme/web --payload \'{"ref":"main"}\'', "id=$(flow emit nightly.done)"),
-    )
-    .action(async (type: string, opts: EmitOptions, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const body = { type, ...(opts.key === undefined ? {} : { key: opts.key }), payload: opts.payload ?? null };
-        const answer = await ctx.api
-          .call<{ id?: string; event_id?: string }>("POST", scopedPath(ctx, "events"), body)
-          .catch((err: unknown) => {
-            throw withNotFoundHint(err, ctx.settings);
-          });
-        const id = answer?.id ?? answer?.event_id;
-        if (!id) throw new FlowError("internal", "the server accepted the event but did not answer its id");
-        ctx.io.out(id);
-      });
+export const emitSpec: CommandSpec = {
+  name: "emit",
+  description: "publish an event on the project's bus and print its id",
+  arguments: [{ name: "<type>", description: "the event type: 1-64 of A-Z a-z 0-9 . _ - (run.*, flow.* and a few others are reserved)" }],
+  options: [
+    { flags: "--key <subject>", description: "the event's subject, e.g. a repository; none means broadcast" },
+    { flags: "--payload <json>", description: "the payload, valid JSON (default null)", parse: parseJsonFlag },
+  ],
+  examples: ['flow emit deploy.requested --key acme/web --payload \'{"ref":"main"}\'', "id=$(flow emit nightly.done)"],
+  action: async (deps, { args: [type = ""], opts, flags }) => {
+    const { key, payload } = opts as EmitOptions;
+    await withSettings(deps, flags, async (ctx) => {
+      const body = { type, ...(key === undefined ? {} : { key }), payload: payload ?? null };
+      const answer = await ctx.api
+        .call<{ id?: string; event_id?: string }>("POST", scopedPath(ctx, "events"), body)
+        .catch((err: unknown) => {
+          throw withNotFoundHint(err, ctx.settings);
+        });
+      const id = answer?.id ?? answer?.event_id;
+      if (!id) throw new FlowError("internal", "the server accepted the event but did not answer its id");
+      ctx.io.out(id);
     });
+  },
+};

@@ -2,13 +2,12 @@
  * `flow follow <run>`: copies the run's log to stdout as it arrives, then exits 0 when the run
  * succeeded and 1 when it failed or was cancelled. `flow submit --follow` uses followRun.
  */
-import { Command } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import { isTerminalStatus } from "./api-types.js";
 import type { RunRecord } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandContext, CommandDeps } from "./context.js";
-import { examples } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import type { CommandContext } from "./context.js";
+import type { CommandSpec } from "./spec.js";
 
 /** Streams the log, then answers the exit status the run's outcome maps to. */
 export const followRun = async (ctx: CommandContext, id: string): Promise<number> => {
@@ -24,11 +23,12 @@ export const followRun = async (ctx: CommandContext, id: string): Promise<number
   return 1;
 };
 
-export const followCommand = (deps: CommandDeps): Command =>
-  new Command("follow")
-    .description("stream a run's log to stdout until it finishes; exit 0 if it succeeded, 1 if it failed or was cancelled")
-    .argument("<run>", "the run id")
-    .addHelpText("after", examples("flow follow run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow follow "$(flow submit build.sh)" > build.log'))
-    .action(async (id: string, _opts: unknown, cmd: Command) => {
-      deps.setExitCode(await withApi(deps, cmd, (ctx) => followRun(ctx, id)));
-    });
+export const followSpec: CommandSpec = {
+  name: "follow",
+  description: "stream a run's log to stdout until it finishes; exit 0 if it succeeded, 1 if it failed or was cancelled",
+  arguments: [{ name: "<run>", description: "the run id" }],
+  examples: ["flow follow run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow follow "$(flow submit build.sh)" > build.log'],
+  action: async (deps, { args: [id = ""], flags }) => {
+    deps.setExitCode(await withSettings(deps, flags, (ctx) => followRun(ctx, id)));
+  },
+};

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { InvalidArgumentError } from "commander";
+import { InvalidArgumentError } from "./parsers.js";
 import { collectEnv, parseEnvAssignment, parsePositiveInt, splitInterpreter } from "./options.js";
 
 void test("--env splits at the first = and keeps the rest of the value", () => {

@@ -1,10 +1,9 @@
 /** `flow status <run>`: one run's state, including the substate of the activity it is parked on. */
-import { Command } from "commander";
 import { formatDetails, formatDocument, formatTime } from "../print-format.js";
 import type { RunRecord } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 const block = (value: unknown): string => (value === undefined || value === null ? "-" : JSON.stringify(value, null, 2));
 
@@ -75,16 +74,17 @@ export const formatRunDetails = (run: RunRecord, now: Date): string => {
   ]);
 };
 
-export const statusCommand = (deps: CommandDeps): Command =>
-  new Command("status")
-    .description("show a run: status, substate (what a parked run waits on), times, output, error, annotations")
-    .argument("<run>", "the run id")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow status run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow status "$run" -o json | jq -r .status'))
-    .action(async (id: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const run = await ctx.api.call<RunRecord>("GET", scopedPath(ctx, "runs", id));
-        const format = formatOf(opts);
-        ctx.io.out(format === "table" ? formatRunDetails(run, ctx.now) : formatDocument(run, format));
-      });
+export const statusSpec: CommandSpec = {
+  name: "status",
+  description: "show a run: status, substate (what a parked run waits on), times, output, error, annotations",
+  arguments: [{ name: "<run>", description: "the run id" }],
+  options: [OUTPUT_OPTION],
+  examples: ["flow status run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow status "$run" -o json | jq -r .status'],
+  action: async (deps, { args: [id = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const run = await ctx.api.call<RunRecord>("GET", scopedPath(ctx, "runs", id));
+      const format = formatOf(opts);
+      ctx.io.out(format === "table" ? formatRunDetails(run, ctx.now) : formatDocument(run, format));
     });
+  },
+};

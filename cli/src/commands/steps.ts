@@ -1,12 +1,11 @@
 /** `flow steps <run>`: the run's journal, one line per durable call. */
-import { Command } from "commander";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
 import type { NodeRecord, StepRecord } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 /** Bytes of recorded stdout, from its base64 length (no decoding). */
 export const base64Bytes = (b64: string): number => {
@@ -49,24 +48,23 @@ export const NODE_COLUMNS: ReadonlyArray<Column<NodeRecord>> = [
 
 const isNode = (x: StepRecord | NodeRecord): x is NodeRecord => typeof x === "object" && x !== null && "node_id" in x;
 
-export const stepsCommand = (deps: CommandDeps): Command =>
-  new Command("steps")
-    .description(
-      "list a run's recorded durable calls (position, kind, name#ordinal, status, exit code, bytes of output), or a graph run's nodes (status, attempt, output)",
-    )
-    .argument("<run>", "the run id")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow steps run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow steps "$run" -o yaml'))
-    .action(async (id: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const steps = listFrom<StepRecord | NodeRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), [
-          "steps",
-          "journal",
-          "entries",
-        ]);
-        const nodes = steps.filter(isNode);
-        if (nodes.length > 0 && nodes.length === steps.length)
-          printList(ctx.io, formatOf(opts), nodes, { columns: NODE_COLUMNS, empty: "" });
-        else printList(ctx.io, formatOf(opts), steps as StepRecord[], { columns: STEP_COLUMNS, empty: `no recorded steps in ${id}` });
-      });
+export const stepsSpec: CommandSpec = {
+  name: "steps",
+  description:
+    "list a run's recorded durable calls (position, kind, name#ordinal, status, exit code, bytes of output), or a graph run's nodes (status, attempt, output)",
+  arguments: [{ name: "<run>", description: "the run id" }],
+  options: [OUTPUT_OPTION],
+  examples: ["flow steps run-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow steps "$run" -o yaml'],
+  action: async (deps, { args: [id = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const steps = listFrom<StepRecord | NodeRecord>(await ctx.api.call("GET", scopedPath(ctx, "runs", id, "steps")), [
+        "steps",
+        "journal",
+        "entries",
+      ]);
+      const nodes = steps.filter(isNode);
+      if (nodes.length > 0 && nodes.length === steps.length) printList(ctx.io, formatOf(opts), nodes, { columns: NODE_COLUMNS, empty: "" });
+      else printList(ctx.io, formatOf(opts), steps as StepRecord[], { columns: STEP_COLUMNS, empty: `no recorded steps in ${id}` });
     });
+  },
+};

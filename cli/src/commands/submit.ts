@@ -3,13 +3,14 @@
  * `run=$(flow submit f.sh)` works; with --follow the log goes to stdout and the id to stderr.
  */
 import { basename } from "node:path";
-import { Command, Option } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import type { SubmitAnswer } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
+import type { SettingFlags } from "../config.js";
+import { scopedPath, withSettings } from "./context.js";
 import type { CommandDeps } from "./context.js";
 import { followRun } from "./follow.js";
-import { collectEnv, collectList, examples, parseRetryFlag, splitInterpreter } from "./options.js";
+import { collectEnv, collectList, parseRetryFlag, splitInterpreter } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 import { isGraphSubmit, isPipelineSubmit } from "../document-kind.js";
 import { readSource } from "../read-source.js";
 
@@ -98,72 +99,73 @@ export const graphSubmitBody = (
   };
 };
 
-export const submitCommand = (deps: CommandDeps): Command =>
-  new Command("submit")
-    .description(
-      "submit a script, a graph (a .json file or --as graph) or a pipeline (a .yaml file or --as pipeline|yaml) as a new run and print its id",
-    )
-    .argument(
-      "<file>",
-      "the script to run; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu",
-    )
-    .addOption(
-      new Option("--as <kind>", "what the file is (default: graph for .json, pipeline for .yaml/.yml, else script)").choices([
-        "script",
-        "graph",
-        "pipeline",
-        "yaml",
-      ]),
-    )
-    .option("--input <json>", "a graph's or pipeline's input, read by its expressions as input.*")
-    .option("--interpreter <cmd>", "the command that runs the file, split on spaces (overrides the extension)")
-    .option("--follow", "stream the run's log to stdout; exit 0 if it succeeds, 1 if it fails or is cancelled")
-    .option("--idempotency-key <key>", "a repeat submit under the same key answers the first run's id instead of a new run")
-    .option("--env <NAME=VALUE>", "set a variable in the run's environment (repeatable)", collectEnv)
-    .option(
-      "--credential <ENV=name>",
-      "give the script the credential <name> as variable ENV, resolved when the job starts; a missing one fails the job (repeatable)",
-      collectList,
-    )
-    .option("--tag <tag>", "tag the run (repeatable)", collectList)
-    .option(
-      "--retry <attempts[,backoff]>",
-      "re-run the whole script when it fails, at most <attempts> attempts in all, <backoff> apart (e.g. 3,30s)",
-      parseRetryFlag,
-    )
-    .addHelpText(
-      "after",
-      examples(
-        "run=$(flow submit build.sh)",
-        "flow submit deploy.py --env TARGET=staging --tag deploy --follow",
-        "flow submit release.sh --credential GH_TOKEN=github",
-        "flow submit nightly.sh --idempotency-key nightly-2025-01-31",
-        "flow submit flaky.sh --retry 3,10s --follow",
-        'flow submit deploy-graph.json --input \'{"env":"staging"}\'',
-        'flow submit job.js --interpreter "node --enable-source-maps"',
-      ),
-    )
-    .action(async (file: string, opts: SubmitOptions, cmd: Command) => {
-      const documentKind = isGraphSubmit(file, opts.as) ? "graph" : isPipelineSubmit(file, opts.as) ? "pipeline" : undefined;
-      if (documentKind) {
-        if (documentKind === "pipeline" && opts.credential !== undefined) graphSubmitBody(file, "", opts, documentKind); // refused before the file is read
-        const graphBody = graphSubmitBody(file, await readSource(file), opts, documentKind);
-        return submitAndPrint(deps, cmd, { body: graphBody, follow: opts.follow });
-      }
-      if (opts.input !== undefined)
-        throw new FlowError("invalid_argument", "--input applies to graphs and pipelines (a .json or .yaml file, or --as graph|pipeline)");
-      const credential = await parseCredentialFlags(opts.credential); // a bad flag is refused before the file is read
-      const body = submitBody(file, await readSource(file), { ...opts, credential });
-      await submitAndPrint(deps, cmd, { body, follow: opts.follow });
-    });
+export const submitSpec: CommandSpec = {
+  name: "submit",
+  description:
+    "submit a script, a graph (a .json file or --as graph) or a pipeline (a .yaml file or --as pipeline|yaml) as a new run and print its id",
+  arguments: [
+    {
+      name: "<file>",
+      description:
+        "the script to run; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu",
+    },
+  ],
+  options: [
+    {
+      flags: "--as <kind>",
+      description: "what the file is (default: graph for .json, pipeline for .yaml/.yml, else script)",
+      choices: ["script", "graph", "pipeline", "yaml"],
+    },
+    { flags: "--input <json>", description: "a graph's or pipeline's input, read by its expressions as input.*" },
+    { flags: "--interpreter <cmd>", description: "the command that runs the file, split on spaces (overrides the extension)" },
+    { flags: "--follow", description: "stream the run's log to stdout; exit 0 if it succeeds, 1 if it fails or is cancelled" },
+    { flags: "--idempotency-key <key>", description: "a repeat submit under the same key answers the first run's id instead of a new run" },
+    { flags: "--env <NAME=VALUE>", description: "set a variable in the run's environment (repeatable)", parse: collectEnv },
+    {
+      flags: "--credential <ENV=name>",
+      description:
+        "give the script the credential <name> as variable ENV, resolved when the job starts; a missing one fails the job (repeatable)",
+      parse: collectList,
+    },
+    { flags: "--tag <tag>", description: "tag the run (repeatable)", parse: collectList },
+    {
+      flags: "--retry <attempts[,backoff]>",
+      description: "re-run the whole script when it fails, at most <attempts> attempts in all, <backoff> apart (e.g. 3,30s)",
+      parse: parseRetryFlag,
+    },
+  ],
+  examples: [
+    "run=$(flow submit build.sh)",
+    "flow submit deploy.py --env TARGET=staging --tag deploy --follow",
+    "flow submit release.sh --credential GH_TOKEN=github",
+    "flow submit nightly.sh --idempotency-key nightly-2025-01-31",
+    "flow submit flaky.sh --retry 3,10s --follow",
+    'flow submit deploy-graph.json --input \'{"env":"staging"}\'',
+    'flow submit job.js --interpreter "node --enable-source-maps"',
+  ],
+  action: async (deps, { args: [file = ""], opts: parsed, flags }) => {
+    const opts = parsed as SubmitOptions;
+    const documentKind = isGraphSubmit(file, opts.as) ? "graph" : isPipelineSubmit(file, opts.as) ? "pipeline" : undefined;
+    if (documentKind) {
+      if (documentKind === "pipeline" && opts.credential !== undefined) graphSubmitBody(file, "", opts, documentKind); // refused before the file is read
+      const graphBody = graphSubmitBody(file, await readSource(file), opts, documentKind);
+      return submitAndPrint(deps, flags, { body: graphBody, follow: opts.follow });
+    }
+    if (opts.input !== undefined)
+      throw new FlowError("invalid_argument", "--input applies to graphs and pipelines (a .json or .yaml file, or --as graph|pipeline)");
+    const credential = await parseCredentialFlags(opts.credential); // a bad flag is refused before the file is read
+    const body = submitBody(file, await readSource(file), { ...opts, credential });
+    await submitAndPrint(deps, flags, { body, follow: opts.follow });
+  },
+};
 
 /** POSTs the submit body; prints the id (or follows the run's log). */
 const submitAndPrint = async (
   deps: CommandDeps,
-  cmd: Command,
+  flags: SettingFlags,
   s: { body: Record<string, unknown>; follow: boolean | undefined },
 ): Promise<void> =>
-  withApi(deps, cmd, async (ctx) => {
+  withSettings(deps, flags, async (ctx) => {
     const run = await ctx.api.call<SubmitAnswer>("POST", scopedPath(ctx, "runs"), s.body);
     if (run.duplicate) ctx.io.note(`duplicate: run ${run.id} was already submitted under this idempotency key`);
     if (!s.follow) {

@@ -1,0 +1,130 @@
+/**
+ * Parsers and shared option descriptions of the commands, without commander: the hot commands
+ * (spec.ts) parse their argv from these without loading it (issue 15: start-up). A parser throws
+ * InvalidArgumentError below, which commander reports naming the flag exactly as its own (it reads
+ * the error's `code` and `exitCode`, commander.invalidArgument and 1); program.ts turns that into a
+ * usage error (exit 2).
+ */
+import { FlowError } from "@flowsvc/core/errors";
+import { parseDuration } from "@flowsvc/core/duration";
+import { PROJECT_REF_PATTERN } from "../config.js";
+import { OUTPUT_FORMATS } from "../print-format.js";
+import type { OutputFormat } from "../print-format.js";
+import type { OptionSpec } from "./spec.js";
+
+/** A bad flag or argument value; commander prints `error: option '<flags>' argument '<value>' is invalid. <message>`. */
+export class InvalidArgumentError extends Error {
+  /** What commander's parse reads to report it as one of its own (commander's InvalidArgumentError has the same). */
+  readonly code = "commander.invalidArgument";
+  readonly exitCode = 1;
+  constructor(message: string) {
+    super(message);
+    this.name = "InvalidArgumentError";
+  }
+}
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** `NAME=VALUE` split at the first `=`; the value may be empty or contain `=`. */
+export const parseEnvAssignment = (text: string): [string, string] => {
+  const eq = text.indexOf("=");
+  if (eq < 0) throw new InvalidArgumentError("expected NAME=VALUE.");
+  const name = text.slice(0, eq);
+  if (name === "") throw new InvalidArgumentError("the variable name before `=` is empty.");
+  if (!ENV_NAME.test(name))
+    throw new InvalidArgumentError(`"${name}" is not a variable name (letters, digits and _, not starting with a digit).`);
+  return [name, text.slice(eq + 1)];
+};
+
+/** Repeatable `--env NAME=VALUE`: the last value of a name wins. */
+export const collectEnv = (text: string, previous: Record<string, string> | undefined): Record<string, string> => {
+  const [name, value] = parseEnvAssignment(text);
+  return { ...previous, [name]: value };
+};
+
+/** Repeatable flag collected into a list. */
+export const collectList = (text: string, previous: string[] | undefined): string[] => [...(previous ?? []), text];
+
+export const parsePositiveInt = (text: string): number => {
+  if (!/^\d+$/.test(text) || Number(text) < 1) throw new InvalidArgumentError("expected a whole number of at least 1.");
+  return Number(text);
+};
+
+export const parseUrlFlag = (text: string): string => {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new InvalidArgumentError("expected a URL such as http://127.0.0.1:8080.");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new InvalidArgumentError("expected an http:// or https:// URL.");
+  return text.replace(/\/+$/, "");
+};
+
+export const parseProjectFlag = (text: string): string => {
+  if (!PROJECT_REF_PATTERN.test(text)) throw new InvalidArgumentError("expected org/project.");
+  return text;
+};
+
+export const parseJsonFlag = (text: string): unknown => {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new InvalidArgumentError(`not valid JSON (${(err as Error).message}).`);
+  }
+};
+
+/** `--interpreter "python3 -u"` is `["python3", "-u"]`. */
+export const splitInterpreter = (text: string): string[] => {
+  const words = text.split(/\s+/).filter((w) => w !== "");
+  if (words.length === 0)
+    throw new FlowError("invalid_argument", "--interpreter is empty", {
+      hint: 'give the command that runs the file, e.g. --interpreter "python3 -u"',
+    });
+  return words;
+};
+
+/** `-o json|yaml` on every list, show and status command; the default is a table for people. */
+export const OUTPUT_OPTION: OptionSpec = {
+  flags: "-o, --output <format>",
+  description: "print one JSON or YAML document instead of a table",
+  choices: OUTPUT_FORMATS,
+};
+
+/** The program's options (program.ts; fastParse reads them past any command). */
+export const GLOBAL_OPTIONS: readonly OptionSpec[] = [
+  {
+    flags: "--url <url>",
+    description: "the flowsvc API (env FLOWSVC_URL, else the saved config, else http://127.0.0.1:8080)",
+    parse: parseUrlFlag,
+  },
+  { flags: "--token <token>", description: "API token (env FLOWSVC_TOKEN, else the saved config)" },
+  {
+    flags: "--project <org/project>",
+    description: "the project to act on (env FLOWSVC_PROJECT, else the saved config, else default/default)",
+    parse: parseProjectFlag,
+  },
+];
+
+export const formatOf = (opts: { output?: string }): OutputFormat =>
+  opts.output === "json" || opts.output === "yaml" ? opts.output : "table";
+
+/** Help text shown after a command's options: `Examples:` and one `$ flow ...` line each. */
+export const examples = (...lines: string[]): string => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
+
+/**
+ * `--retry <attempts>[,<backoff>]`: at most <attempts> attempts in all (the first included),
+ * <backoff> (humantime, default 0s) apart.
+ */
+export const parseRetryFlag = (text: string): { attempts: number; backoff_ms: number } => {
+  const m = /^(\d+)(?:,(.+))?$/.exec(text.trim());
+  const attempts = m ? Number(m[1]) : NaN;
+  if (!m || !Number.isInteger(attempts) || attempts < 1 || attempts > 100) {
+    throw new InvalidArgumentError(`takes <attempts>[,<backoff>], e.g. 3 or 3,30s (attempts 1-100), not "${text}"`);
+  }
+  try {
+    return { attempts, backoff_ms: m[2] === undefined ? 0 : parseDuration(m[2]) };
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};

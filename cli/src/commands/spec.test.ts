@@ -1,0 +1,182 @@
+/**
+ * The hot commands' parse without commander (spec.ts's fastParse) against commander's own parse of the
+ * same table (spec-commander.ts), on the same argvs: whenever fastParse answers, commander accepts the
+ * argv and calls the same leaf with the same arguments, options and global flags; everything else
+ * (help, errors) is left to commander. And the plain calls users type are parsed without commander.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Command, CommanderError } from "commander";
+import type { CommandDeps } from "./context.js";
+import { GLOBAL_OPTIONS } from "./parsers.js";
+import { commanderFrom, optionFrom } from "./spec-commander.js";
+import { fastParse, flagOf, isCommandSpec } from "./spec.js";
+import type { CommandSpec, Invocation } from "./spec.js";
+import { COMMANDS } from "./table.js";
+
+const deps = {} as CommandDeps;
+
+const hotSpecs = async (): Promise<CommandSpec[]> => {
+  const definitions = await Promise.all(COMMANDS.map((c) => c.load()));
+  return definitions.filter(isCommandSpec);
+};
+
+type Outcome = { leaf: string; call: Invocation } | { error: string };
+
+const silence = (cmd: Command): void => {
+  cmd.exitOverride().configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
+  for (const sub of cmd.commands) silence(sub);
+};
+
+/** commander's reading of `tokens` (argv past node and the script): the leaf it called and with what, or its error code. */
+const commanderParse = async (spec: CommandSpec, tokens: readonly string[]): Promise<Outcome> => {
+  let outcome: Outcome | undefined;
+  const program = new Command("flow").version("0.0.0", "-V, --version");
+  for (const option of GLOBAL_OPTIONS) program.addOption(optionFrom(option));
+  program.addCommand(
+    commanderFrom(spec, deps, (leaf, call) => {
+      outcome = { leaf: leaf.name, call };
+      return Promise.resolve();
+    }),
+  );
+  silence(program);
+  try {
+    await program.parseAsync([...tokens], { from: "user" });
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    return { error: err.code };
+  }
+  return outcome ?? { error: "no action" };
+};
+
+/** Plain calls: fastParse must take them (else the hot path silently went back to commander). */
+const PLAIN: Record<string, string[][]> = {
+  status: [
+    ["status", "run-1"],
+    ["status", "run-1", "-o", "json"],
+    ["--url", "http://h:1", "status", "r", "--output=yaml"],
+    ["status", "r", "-oyaml"],
+  ],
+  runs: [
+    ["runs", "ls"],
+    ["runs", "list", "--status", "failed", "--limit", "5", "--tag", "t"],
+    ["runs", "ls", "--project", "a/b", "-o", "json"],
+  ],
+  submit: [
+    ["submit", "job.sh"],
+    ["submit", "job.sh", "--env", "A=1", "--env", "A=2", "--env=B=x=y", "--tag", "a", "--tag", "b", "--follow"],
+    ["submit", "g.json", "--as", "graph", "--input", '{"a":1}', "--idempotency-key", "k", "--retry", "3,10s"],
+    ["--token", "t", "submit", "job.py", "--interpreter", "python3 -u", "--credential", "GH=github"],
+  ],
+  follow: [["follow", "run-1"]],
+  steps: [["steps", "run-1", "-o", "yaml"]],
+  signal: [
+    ["signal", "run-1", "go"],
+    ["signal", "run-1", "go", "--payload", '{"a":[1]}'],
+  ],
+  emit: [
+    ["emit", "deploy.done"],
+    ["emit", "x", "--key", "acme/web", "--payload", "null"],
+  ],
+};
+
+/** Tokens that are not plain, or hostile: each is tried at every place of each plain call. */
+const ODD = [
+  "--",
+  "-",
+  "",
+  "-h",
+  "--help",
+  "help",
+  "-V",
+  "--version",
+  "-Vx",
+  "--unknown",
+  "--no-follow",
+  "--follow=yes",
+  "-o",
+  "--output=",
+  "-oxml",
+  "--output=xml",
+  "--url",
+  "--url=ftp://x",
+  "--url=http://127.0.0.1:1",
+  "--project=nope",
+  "--limit",
+  "--limit=1e400",
+  "--limit=-1",
+  "-5",
+  "--env",
+  "--env=NOEQ",
+  "--env=LD_PRELOAD=/x.so",
+  "--retry=0",
+  "--as=nope",
+  "--payload={",
+  "--payload=1e400",
+  "a\u0000b",
+  "\ud800",
+  "--tag=%2e%2e",
+  "--token=-x",
+];
+
+const variants = (plain: readonly string[]): string[][] => {
+  const out: string[][] = [];
+  for (const odd of ODD) for (let at = 0; at <= plain.length; at++) out.push([...plain.slice(0, at), odd, ...plain.slice(at)]);
+  for (let cut = 0; cut < plain.length; cut++) out.push(plain.slice(0, cut));
+  out.push([...plain, "extra"]);
+  return out;
+};
+
+void test("every hot command's options have a shape fastParse reads (a value `<x>` or a switch, no --no-)", async () => {
+  const specs = await hotSpecs();
+  assert.deepEqual(specs.map((s) => s.name).sort(), Object.keys(PLAIN).sort());
+  const options = [...GLOBAL_OPTIONS, ...specs.flatMap((s) => [s, ...(s.subcommands ?? [])]).flatMap((s) => s.options ?? [])];
+  for (const option of options) assert.ok(flagOf(option), option.flags);
+});
+
+void test("the plain calls are parsed without commander, exactly as commander parses them", async () => {
+  for (const spec of await hotSpecs()) {
+    for (const tokens of PLAIN[spec.name] ?? []) {
+      const fast = fastParse(spec, GLOBAL_OPTIONS, tokens);
+      assert.ok(fast, `fastParse left \`flow ${tokens.join(" ")}\` to commander`);
+      assert.deepEqual({ leaf: fast.leaf.name, call: fast.call }, await commanderParse(spec, tokens), tokens.join(" "));
+    }
+  }
+});
+
+void test("an odd or hostile argv is either parsed as commander parses it or left to commander", async () => {
+  let fast = 0;
+  let left = 0;
+  for (const spec of await hotSpecs()) {
+    for (const plain of PLAIN[spec.name] ?? []) {
+      for (const tokens of variants(plain)) {
+        const parsed = fastParse(spec, GLOBAL_OPTIONS, tokens);
+        if (!parsed) {
+          left++;
+          continue;
+        }
+        fast++;
+        assert.deepEqual({ leaf: parsed.leaf.name, call: parsed.call }, await commanderParse(spec, tokens), JSON.stringify(tokens));
+      }
+    }
+  }
+  // Both sides are exercised: an operand such as "" or "a\0b" is plain, a help flag is not.
+  assert.ok(fast > 50 && left > 500, `fast ${fast}, left to commander ${left}`);
+});
+
+void test("commander still reports what fastParse leaves to it: help, unknown options, bad values, missing arguments", async () => {
+  const [status] = (await hotSpecs()).filter((s) => s.name === "status");
+  assert.ok(status);
+  const cases: Array<[string[], string]> = [
+    [["status", "r", "--help"], "commander.helpDisplayed"],
+    [["status", "r", "--bogus"], "commander.unknownOption"],
+    [["status", "r", "-o", "xml"], "commander.invalidArgument"],
+    [["status"], "commander.missingArgument"],
+    [["status", "a", "b"], "commander.excessArguments"],
+    [["status", "r", "--url", "ftp://x"], "commander.invalidArgument"],
+  ];
+  for (const [tokens, code] of cases) {
+    assert.equal(fastParse(status, GLOBAL_OPTIONS, tokens), undefined, tokens.join(" "));
+    assert.deepEqual(await commanderParse(status, tokens), { error: code }, tokens.join(" "));
+  }
+});

@@ -1,0 +1,70 @@
+/**
+ * The user CLI's table of top-level commands, without commander: program.ts builds the commander
+ * program from it, and fast.ts runs a hot command (a CommandSpec) from it without commander.
+ * scripts/bundle-cli.mjs reads this file's table to write a bundle per command.
+ */
+import type { Command } from "commander";
+import type { CommandDeps } from "./context.js";
+import { topCommandOf } from "./route.js";
+import type { CommandSpec } from "./spec.js";
+
+/** What a command module exports: the commander definition of one top-level command, its action included, or its CommandSpec (spec.ts). */
+export type CommandFactory = (deps: CommandDeps) => Command;
+export type CommandDefinition = CommandFactory | CommandSpec;
+
+/** One top-level command: its name, how to import its module, and whether it needs every other command (to describe them). */
+interface CommandEntry {
+  readonly name: string;
+  readonly load: () => Promise<CommandDefinition>;
+  readonly needsAll?: boolean;
+}
+
+/**
+ * The user CLI's top-level commands, in help order. Each module is imported only when its command
+ * runs (or for the top-level help), so `flow status` loads status.ts and not the server, the local
+ * engine or the other commands. A new command is one line here plus its name in route.ts's
+ * USER_COMMANDS (route.test.ts checks the two agree).
+ */
+export const COMMANDS: readonly CommandEntry[] = [
+  { name: "submit", load: async () => (await import("./submit.js")).submitSpec },
+  { name: "follow", load: async () => (await import("./follow.js")).followSpec },
+  { name: "runs", load: async () => (await import("./runs.js")).runsSpec },
+  { name: "status", load: async () => (await import("./status.js")).statusSpec },
+  { name: "steps", load: async () => (await import("./steps.js")).stepsSpec },
+  { name: "signal", load: async () => (await import("./signal.js")).signalSpec },
+  { name: "approve", load: async () => (await import("./approve.js")).approveCommand },
+  { name: "rerun", load: async () => (await import("./rerun.js")).rerunCommand },
+  { name: "cancel", load: async () => (await import("./cancel.js")).cancelCommand },
+  { name: "secret", load: async () => (await import("./secret.js")).secretCommand },
+  { name: "credential", load: async () => (await import("./credential.js")).credentialCommand },
+  { name: "account", load: async () => (await import("./account.js")).accountCommand },
+  { name: "member", load: async () => (await import("./member.js")).memberCommand },
+  { name: "events", load: async () => (await import("./events.js")).eventsCommand },
+  { name: "emit", load: async () => (await import("./emit.js")).emitSpec },
+  { name: "event-hook", load: async () => (await import("./event-hook.js")).eventHookCommand },
+  { name: "handler", load: async () => (await import("./handler.js")).handlerCommand },
+  { name: "schedule", load: async () => (await import("./schedule.js")).scheduleCommand },
+  { name: "agents", load: async () => (await import("./agents.js")).agentsCommand },
+  { name: "graph", load: async () => (await import("./graph.js")).graphCommand },
+  { name: "login", load: async () => (await import("./login.js")).loginCommand },
+  { name: "run", load: async () => (await import("./run.js")).runCommand },
+  { name: "check", load: async () => (await import("./check.js")).checkCommand },
+  { name: "completion", load: async () => (await import("./completion.js")).completionCommand, needsAll: true },
+  // The definition only: server/command.ts imports the server itself when `flow server` runs.
+  { name: "server", load: async () => (await import("../server/command.js")).serverCommand },
+];
+
+const VERSION_FLAGS: readonly string[] = ["-V", "--version"];
+
+/**
+ * The commands an invocation needs: its own; none for `flow --version`; all of them for help, a
+ * bare `flow`, a name commander must call unknown (it suggests the nearest), and `flow completion`.
+ */
+export const commandsFor = (argv?: readonly string[]): readonly CommandEntry[] => {
+  if (argv === undefined) return COMMANDS;
+  const top = topCommandOf(argv);
+  const entry = COMMANDS.find((c) => c.name === top);
+  if (entry) return entry.needsAll ? COMMANDS : [entry];
+  if (top === undefined && argv.slice(2).some((a) => VERSION_FLAGS.includes(a))) return [];
+  return COMMANDS;
+};
