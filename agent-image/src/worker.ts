@@ -98,7 +98,12 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
     try {
       const backend =
         options.backendFor?.(job, log) ??
-        new AgentApiClient({ serverUrl: config.serverUrl, token: job.token, logger: log, dispatcher: (dispatcher ??= newAgentApiDispatcher()) });
+        new AgentApiClient({
+          serverUrl: config.serverUrl,
+          token: job.token,
+          logger: log,
+          dispatcher: (dispatcher ??= newAgentApiDispatcher()),
+        });
       outcome = await runJob(
         backend,
         agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
