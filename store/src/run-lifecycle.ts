@@ -26,7 +26,7 @@ import {
 import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternalInProject, markRunRunning, appendAnnotation } from "./runs.js";
+import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation } from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
 import { finishActivity } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
@@ -244,6 +244,24 @@ export const emitLifecycle = async (db: PoolClient, { runId, type, extra, public
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */
 export const startRunIfNeeded = async (db: PoolClient, runId: string, publicUrl: string | undefined): Promise<void> => {
   if (await markRunRunning(db, runId)) await emitLifecycle(db, { runId, type: "run.started", extra: {}, publicUrl });
+};
+
+/**
+ * A script job's claim: the job runs under its agent and its run is running (one statement);
+ * the first time, `run.started` is appended (as startRunIfNeeded).
+ */
+export const startJobAndRun = async (
+  db: PoolClient,
+  job: {
+    readonly jobId: string;
+    readonly runId: string;
+    readonly agentId: string;
+    readonly leaseMs: number;
+    readonly publicUrl: string | undefined;
+  },
+): Promise<void> => {
+  if (await markJobAndRunRunning(db, job))
+    await emitLifecycle(db, { runId: job.runId, type: "run.started", extra: {}, publicUrl: job.publicUrl });
 };
 
 export type RunOutcome =

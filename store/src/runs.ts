@@ -162,6 +162,26 @@ export const markRunRunning = async (db: PoolClient, runId: string): Promise<boo
   return rows[0]?.first ?? false;
 };
 
+/**
+ * A script job's claim in one statement: the job runs under `agentId` with a fresh lease (as
+ * jobs.ts's markJobRunning) and its run is running (as markRunRunning, whose answer it gives).
+ */
+export const markJobAndRunRunning = async (
+  db: PoolClient,
+  job: { readonly jobId: string; readonly runId: string; readonly agentId: string; readonly leaseMs: number },
+): Promise<boolean> => {
+  const { rows } = await db.query<{ first: boolean }>(
+    `with job as (
+       update jobs set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
+        where id = $1)
+     update runs set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
+      where id = $4 and status in ('queued', 'parked')
+      returning (started_at = now()) as first`,
+    [job.jobId, job.agentId, job.leaseMs, job.runId],
+  );
+  return rows[0]?.first ?? false;
+};
+
 /** A live run takes a terminal status (the one write of one): false when it had already ended. */
 export const finishRun = async (
   db: PoolClient,

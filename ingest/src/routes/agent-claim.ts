@@ -23,7 +23,7 @@ import {
   openDeclaredCredentials,
   openJournal,
   openSealedSecrets,
-  startRunIfNeeded,
+  startJobAndRun,
   withTransaction,
   type ClaimReads,
   type LeasedJob,
@@ -138,10 +138,7 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): 
   const [scope, envelope] = await Promise.all([scopeOf(deps, req.log, claim), envelopeOf(deps, run.event_id)]);
   const sealedJournal = claim.reads.journal;
   // After the scope: a job whose credentials do not resolve has failed, and its run never started.
-  await withTransaction(pool, async (tx) => {
-    await markJobRunning(tx, job.id, agentId, leaseMs);
-    await startRunIfNeeded(tx, run.id, publicUrl);
-  });
+  await withTransaction(pool, (tx) => startJobAndRun(tx, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl }));
   const { project } = scope;
   // Step and activity output is sealed at rest; the agent replays it as recorded.
   const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
