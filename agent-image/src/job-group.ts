@@ -3,34 +3,20 @@
  * id for the launcher, remove that record at the end, and end the group when the lease is lost or
  * the agent is told to stop (no finish either way).
  */
-import { rmSync, writeFileSync } from "node:fs";
+import { rm, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JobOutcome, JobScope } from "./job-kit.js";
 import { isCode } from "./job-kit.js";
 import type { LogShipper } from "./log-shipper.js";
 import type { RunningScript } from "./script-runner.js";
 
-/**
- * The launcher reads this file to end the group should the agent die without doing it. Written
- * and removed synchronously: a tiny file of the agent's own, where the thread pool's hand-off cost
- * more than the write (scratch-dir.ts).
- */
-export const writeGroupFile = (pgidFile: string | undefined, pid: number | undefined): Promise<void> => {
-  try {
-    if (pgidFile !== undefined && pid !== undefined) writeFileSync(pgidFile, `${pid}\n`, { mode: 0o600 });
-    return Promise.resolve();
-  } catch (err) {
-    return Promise.reject(err as Error);
-  }
+/** The launcher reads this file to end the group should the agent die without doing it. */
+export const writeGroupFile = async (pgidFile: string | undefined, pid: number | undefined): Promise<void> => {
+  if (pgidFile !== undefined && pid !== undefined) await writeFile(pgidFile, `${pid}\n`, { mode: 0o600 });
 };
 
-export const removeGroupFile = (pgidFile: string | undefined): Promise<void> => {
-  try {
-    if (pgidFile !== undefined) rmSync(pgidFile, { force: true });
-    return Promise.resolve();
-  } catch (err) {
-    return Promise.reject(err as Error);
-  }
+export const removeGroupFile = async (pgidFile: string | undefined): Promise<void> => {
+  if (pgidFile !== undefined) await rm(pgidFile, { force: true });
 };
 
 /** A job's running process group, as its ending sees it. */

@@ -3,12 +3,8 @@
  * `input.json` (for FLOW_INPUT_FILE: the claim's event envelope, else the trigger's), the agent
  * socket and the capture pipe.
  * It is the script's working directory and is removed when the job ends.
- *
- * The file work is synchronous on purpose: a handful of tiny files in a directory of the agent's
- * own, one job at a time. Each asynchronous call went through the thread pool (a hand-off, a
- * wake-up and a promise each), which cost more CPU than the system call it carried.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 
@@ -48,44 +44,28 @@ export const inputEnvelope = (trigger: Readonly<Record<string, unknown>>): Recor
   ...trigger,
 });
 
-export const prepareScratchDir = (workdir: string, content: ScratchContent): Promise<ScratchDir> => {
-  try {
-    return Promise.resolve(prepareScratchDirSync(workdir, content));
-  } catch (err) {
-    return Promise.reject(err as Error);
-  }
-};
-
-const prepareScratchDirSync = (workdir: string, content: ScratchContent): ScratchDir => {
-  mkdirSync(workdir, { recursive: true, mode: 0o700 });
-  const dir = mkdtempSync(join(workdir, "j-")); // mkdtemp makes it 0700
+export const prepareScratchDir = async (workdir: string, content: ScratchContent): Promise<ScratchDir> => {
+  await mkdir(workdir, { recursive: true, mode: 0o700 });
+  const dir = await mkdtemp(join(workdir, "j-")); // mkdtemp makes it 0700
   const extraDirs: string[] = [];
-  const removeNow = (): void => {
-    for (const d of [dir, ...extraDirs]) rmSync(d, { recursive: true, force: true });
-  };
-  const remove = (): Promise<void> => {
-    try {
-      removeNow();
-      return Promise.resolve();
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
+  const remove = async (): Promise<void> => {
+    for (const d of [dir, ...extraDirs]) await rm(d, { recursive: true, force: true });
   };
   try {
     const scriptPath = join(dir, scriptFileName(content.filename));
-    writeFileSync(scriptPath, content.source, { mode: 0o700 });
+    await writeFile(scriptPath, content.source, { mode: 0o700 });
     const inputPath = join(dir, "input.json");
     const input = content.input ?? inputEnvelope(content.trigger);
-    writeFileSync(inputPath, JSON.stringify(input), { mode: 0o600 });
+    await writeFile(inputPath, JSON.stringify(input), { mode: 0o600 });
     let socketPath = join(dir, "agent.sock");
     if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
-      const short = mkdtempSync(join(tmpdir(), "fa-"));
+      const short = await mkdtemp(join(tmpdir(), "fa-"));
       extraDirs.push(short);
       socketPath = join(short, "agent.sock");
     }
     return { dir, scriptPath, inputPath, socketPath, capturePath: join(dir, ".flow-stdout"), remove };
   } catch (err) {
-    removeNow();
+    await remove();
     throw err;
   }
 };

@@ -4,7 +4,7 @@
  * asks the handler, writes the answer, and reads the next request on the same connection. A handler
  * may answer nothing (a call that suspends the run gets no answer).
  */
-import { chmodSync, rmSync } from "node:fs";
+import { chmod, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import type { Server, Socket } from "node:net";
 import { SOCKET_PROTOCOL_VERSION } from "@flowsvc/core";
@@ -38,8 +38,7 @@ export const startSocketServer = async (path: string, handle: SocketHandler, log
     socket.once("close", () => connections.delete(socket));
     serveConnection(socket, handle, logger);
   });
-  // Synchronous: one path in the agent's own directory (scratch-dir.ts says why).
-  rmSync(path, { force: true });
+  await rm(path, { force: true });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(path, () => {
@@ -47,14 +46,14 @@ export const startSocketServer = async (path: string, handle: SocketHandler, log
       resolve();
     });
   });
-  chmodSync(path, 0o600);
+  await chmod(path, 0o600);
   server.on("error", (err) => logger.error({ err }, "agent socket failed"));
   return {
     path,
     close: async () => {
       for (const s of connections) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      rmSync(path, { force: true });
+      await rm(path, { force: true });
     },
   };
 };

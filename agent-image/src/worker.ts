@@ -21,7 +21,7 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
-import { rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient, newAgentApiDispatcher } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
@@ -116,12 +116,9 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
     log.info(outcomeFields(outcome), "job done");
     // The job's directory is this agent user's: removing it here spares the launcher starting a
     // process to do it (it only checks that nothing is left, and removes what is).
-    // Synchronous: by now it holds nothing but what the job left (scratch-dir.ts says why).
-    try {
-      rmSync(job.workdir, { recursive: true, force: true });
-    } catch (err) {
-      log.warn({ err }, "could not remove the job's directory");
-    }
+    await rm(job.workdir, { recursive: true, force: true }).catch((err: unknown) =>
+      log.warn({ err }, "could not remove the job's directory"),
+    );
     current = undefined;
     if (ending !== undefined) exit.resolve(ending);
     else channel.send({ type: "done", jobId: job.jobId, outcome: outcome.type });
