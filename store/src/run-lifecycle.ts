@@ -319,9 +319,11 @@ export const completeRun = async (db: PoolClient, runId: string, outcome: RunOut
   const note = uncollectedNote(await releaseLeasesListUncollected(db, runId));
   if (note !== undefined) await appendAnnotation(db, runId, note);
   const { output, error, extra } = outcomeColumns(outcome);
-  if (!(await finishRun(db, runId, { status: outcome.status, output, error }))) return false;
+  const ended = await finishRun(db, runId, { status: outcome.status, output, error });
+  if (!ended) return false;
   await emitLifecycle(db, { runId, type: `run.${outcome.status}`, extra, publicUrl });
-  await resolveCallOfChild(db, runId);
+  // Only a child run (parent_run_id set) can be what a parent's `flow call` waits on.
+  if (ended.hasParent) await resolveCallOfChild(db, runId);
   return true;
 };
 
