@@ -4,7 +4,7 @@ import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { FlowError } from "@flowsvc/core";
-import { AgentApiClient } from "./agent-api-client.js";
+import { AgentApiClient, newAgentApiDispatcher } from "./agent-api-client.js";
 import { silentLogger } from "./logger.js";
 
 type Route = (body: unknown, res: ServerResponse) => void;
@@ -139,3 +139,52 @@ void test("a lost lease ends every other call's retries with job_lost; close is 
   await Promise.all([s.client.close(), s.client.close()]);
   await s.close();
 });
+
+void test("jobs that share a worker's pool: one kept-alive connection, each its own token, closing one ends only its own calls", async () => {
+  const sockets = new Set<unknown>();
+  const tokens: string[] = [];
+  let releaseHeld: (() => void) | undefined;
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    sockets.add(req.socket);
+    tokens.push(`${req.url ?? ""} ${String(req.headers.authorization)}`);
+    req.resume().on("end", () => {
+      if (req.url === "/agent/v1/log") {
+        // Held until the test ends: the call of the job whose client closes meanwhile.
+        releaseHeld = () => send(res, 200, {});
+        return;
+      }
+      send(res, 200, { lease_ms: 1000 });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const serverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const dispatcher = newAgentApiDispatcher();
+  const a = new AgentApiClient({ serverUrl, token: "tok-a", logger: silentLogger, dispatcher, minDelayMs: 1, maxDelayMs: 5 });
+  const b = new AgentApiClient({ serverUrl, token: "tok-b", logger: silentLogger, dispatcher, minDelayMs: 1, maxDelayMs: 5 });
+  try {
+    for (let i = 0; i < 4; i++) assert.equal(await b.heartbeat(), 1000);
+    // undici replaces its very first connection once; after that, calls reuse the kept-alive one.
+    assert.ok(sockets.size <= 2, `calls one after another reuse the pool's connection (${sockets.size} connections for 4 calls)`);
+    const held = a.log([{ stream: "stdout", data: "hi\n" }]);
+    await waitUntil(() => releaseHeld !== undefined);
+    await a.close();
+    await assert.rejects(held, /closed/);
+    assert.equal(await b.heartbeat(), 1000, "the other job's client still works on the shared pool");
+    assert.deepEqual(tokens, [
+      ...Array.from({ length: 4 }, () => "/agent/v1/heartbeat Bearer tok-b"),
+      "/agent/v1/log Bearer tok-a",
+      "/agent/v1/heartbeat Bearer tok-b",
+    ]);
+  } finally {
+    releaseHeld?.();
+    await b.close();
+    await dispatcher.destroy();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+/** Polls `ready` on the event loop's next turns (no fixed sleep: it returns as soon as it holds). */
+const waitUntil = async (ready: () => boolean): Promise<void> => {
+  while (!ready()) await new Promise((resolve) => setImmediate(resolve));
+};

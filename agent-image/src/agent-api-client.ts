@@ -62,7 +62,17 @@ export interface AgentApiClientOptions {
   readonly minDelayMs?: number;
   readonly maxDelayMs?: number;
   readonly requestTimeoutMs?: number;
+  /**
+   * The connection pool to use (a worker agent's one pool for all its jobs: one keep-alive
+   * connection instead of a TCP connect and a server accept per job). A given pool is the
+   * caller's: close() ends this client's calls, not the pool. Unset: the client makes its own.
+   */
+  readonly dispatcher?: Dispatcher;
 }
+
+/** A pool of connections to the server, as one client makes for itself (a worker shares one across its jobs). */
+export const newAgentApiDispatcher = (requestTimeoutMs = 30_000): Dispatcher =>
+  new Agent({ keepAliveTimeout: 4_000, connect: { timeout: 10_000 }, headersTimeout: requestTimeoutMs, bodyTimeout: requestTimeoutMs });
 
 const HeartbeatResponseSchema = z.object({ lease_ms: z.number().int().positive().optional() });
 const RecordResponseSchema = z.object({ entry: JournalEntrySchema });
@@ -74,6 +84,8 @@ type Retry = "never" | "forever" | { readonly giveUpAfterMs: number };
 export class AgentApiClient implements AgentBackend {
   readonly #options: AgentApiClientOptions;
   readonly #dispatcher: Dispatcher;
+  /** Whether #dispatcher is this client's own (closed with it) or the caller's. */
+  readonly #ownDispatcher: boolean;
   /** Aborted on a lost lease or close(); with options.signal, ends every retry loop and request. */
   readonly #abort = new AbortController();
   readonly #signal: AbortSignal;
@@ -85,8 +97,8 @@ export class AgentApiClient implements AgentBackend {
   constructor(options: AgentApiClientOptions) {
     this.#options = options;
     this.#signal = options.signal ? AbortSignal.any([options.signal, this.#abort.signal]) : this.#abort.signal;
-    const timeout = options.requestTimeoutMs ?? 30_000;
-    this.#dispatcher = new Agent({ keepAliveTimeout: 4_000, connect: { timeout: 10_000 }, headersTimeout: timeout, bodyTimeout: timeout });
+    this.#ownDispatcher = options.dispatcher === undefined;
+    this.#dispatcher = options.dispatcher ?? newAgentApiDispatcher(options.requestTimeoutMs);
   }
 
   /** The job (a script or an activity child); `kind` defaults to "script" for older servers. */
@@ -143,11 +155,11 @@ export class AgentApiClient implements AgentBackend {
     return (await this.#post("finish-activity", body, FinishResponseSchema, "forever")).status;
   }
 
-  /** Ends every call in flight (they fail with the abort's reason) and the connection pool. Idempotent. */
+  /** Ends every call in flight (they fail with the abort's reason) and the connection pool if it is this client's own. Idempotent. */
   close(): Promise<void> {
     this.#closed ??= (async () => {
       if (!this.#abort.signal.aborted) this.#abort.abort(new FlowError("unavailable", "the agent API client is closed"));
-      await this.#dispatcher.destroy();
+      if (this.#ownDispatcher) await this.#dispatcher.destroy();
     })();
     return this.#closed;
   }

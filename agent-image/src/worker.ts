@@ -23,7 +23,7 @@
  */
 import { rm } from "node:fs/promises";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
-import { AgentApiClient } from "./agent-api-client.js";
+import { AgentApiClient, newAgentApiDispatcher } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
 import type { WorkerAgentConfig } from "./config.js";
 import { agentJobOptions, deferred, outcomeFields } from "./job-kit.js";
@@ -66,6 +66,10 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   const exit = deferred<number>();
   let current: { readonly job: WorkerJob; readonly stop: AbortController } | undefined;
   let ending: number | undefined;
+  // One connection pool for every job: a job's calls go over a kept-alive connection instead of
+  // a new TCP connection (and a server accept) per job. Each request carries its own job's token;
+  // a job's client closing aborts its own calls only. Made on the first job (tests give backendFor).
+  let dispatcher: ReturnType<typeof newAgentApiDispatcher> | undefined;
 
   /**
    * Takes no more jobs and exits with `code` once the current job (if any) settled; `stopJob`
@@ -92,7 +96,14 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
     log.info({ workdir: job.workdir }, "job assigned");
     let outcome: JobOutcome;
     try {
-      const backend = options.backendFor?.(job, log) ?? new AgentApiClient({ serverUrl: config.serverUrl, token: job.token, logger: log });
+      const backend =
+        options.backendFor?.(job, log) ??
+        new AgentApiClient({
+          serverUrl: config.serverUrl,
+          token: job.token,
+          logger: log,
+          dispatcher: (dispatcher ??= newAgentApiDispatcher()),
+        });
       outcome = await runJob(
         backend,
         agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
@@ -135,5 +146,10 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   channel.onDisconnect(() => end(WORKER_EXIT.stopped, "the launcher went away", false));
   channel.send({ type: "ready" });
   logger.info({}, "worker ready");
-  return { stop: (reason) => end(WORKER_EXIT.stopped, reason, true), exited: exit.promise };
+  // Nothing runs once the worker is over: its connections go too (main.ts exits anyway; a test may not).
+  const exited = exit.promise.then(async (code) => {
+    await dispatcher?.destroy().catch(() => undefined);
+    return code;
+  });
+  return { stop: (reason) => end(WORKER_EXIT.stopped, reason, true), exited };
 };

@@ -30,8 +30,16 @@ const SCRIPT = "echo hi\n";
 
 const load = (): string => `load ${loadavg()[0]!.toFixed(2)}`;
 
-/** The bare cost of the runs' processes: `bash -c 'echo hi'` started and waited for, one after another. */
-const spawnFloorMs = async (n: number): Promise<number> => {
+/**
+ * The bare cost of the runs' processes: `bash -c 'echo hi'` started and waited for, one after
+ * another. Answers the wall time and the CPU per spawn (this process's and the children's).
+ */
+const spawnFloor = async (n: number): Promise<{ ms: number; cpuMs: number }> => {
+  const cpu = (): number => {
+    const s = procStat(String(process.pid));
+    return s ? s.own + s.children : 0;
+  };
+  const c0 = cpu();
   const t0 = performance.now();
   for (let i = 0; i < n; i++) {
     await new Promise<void>((resolve, reject) => {
@@ -41,7 +49,7 @@ const spawnFloorMs = async (n: number): Promise<number> => {
       child.once("close", () => resolve());
     });
   }
-  return performance.now() - t0;
+  return { ms: performance.now() - t0, cpuMs: ((cpu() - c0) * 1000) / n };
 };
 
 /** A superuser connection to the server's embedded Postgres (the port from postmaster.pid). */
@@ -58,10 +66,11 @@ interface Counters {
   walFsyncs: number;
 }
 
-/** CPU seconds so far, by role: the server process, its agents (with the scripts they reaped), Postgres, this process. */
+/** CPU seconds so far, by role: the server process, its agents (their own Node processes), the scripts they reaped, Postgres, this process. */
 interface Cpu {
   server: number;
   agents: number;
+  scripts: number;
   postgres: number;
   bench: number;
 }
@@ -113,16 +122,18 @@ const serverTree = (serverPid: number): ProcStat[] => {
 /**
  * Agents are reused and recycled: one that exits between two readings lands in the server's reaped
  * children with its whole life, which is why those count as the agents' and not the server's. A
- * script's CPU is its agent's once reaped.
+ * script's CPU is its agent's once reaped: `scripts` is what the agents reaped, `agents` their own.
  */
 const cpuNow = (serverPid: number): Cpu => {
-  const out: Cpu = { server: 0, agents: 0, postgres: 0, bench: procStat(String(process.pid))?.own ?? 0 };
+  const out: Cpu = { server: 0, agents: 0, scripts: 0, postgres: 0, bench: procStat(String(process.pid))?.own ?? 0 };
   for (const p of serverTree(serverPid)) {
     if (p.pid === serverPid) {
       out.server += p.own;
       out.agents += p.children;
-    } else if (p.cmd.includes("agent-image/dist/main.js")) out.agents += p.own + p.children;
-    else if (p.cmd.includes("postgres")) out.postgres += p.own + p.children;
+    } else if (p.cmd.includes("agent-image/dist/main.js")) {
+      out.agents += p.own;
+      out.scripts += p.children;
+    } else if (p.cmd.includes("postgres")) out.postgres += p.own + p.children;
   }
   return out;
 };
@@ -209,6 +220,7 @@ const burst = async (server: TestServer, db: pg.Client, tag: string): Promise<Bu
     cpu: {
       server: ((cpu1.server - cpu0.server) * 1000) / RUNS,
       agents: ((cpu1.agents - cpu0.agents) * 1000) / RUNS,
+      scripts: ((cpu1.scripts - cpu0.scripts) * 1000) / RUNS,
       postgres: ((cpu1.postgres - cpu0.postgres) * 1000) / RUNS,
       bench: ((cpu1.bench - cpu0.bench) * 1000) / RUNS,
     },
@@ -227,8 +239,8 @@ const report = (i: number, b: Burst, floorMs: number): void => {
   );
   const c = b.cpu;
   console.log(
-    `           CPU per run: server ${fmt(c.server)}, agents and scripts ${fmt(c.agents)}, Postgres ${fmt(c.postgres)}, submitters ${fmt(c.bench)};` +
-      ` total ${fmt(c.server + c.agents + c.postgres + c.bench)}`,
+    `           CPU per run: server ${fmt(c.server)}, agents ${fmt(c.agents)} and their scripts ${fmt(c.scripts)}, Postgres ${fmt(c.postgres)},` +
+      ` submitters ${fmt(c.bench)}; total ${fmt(c.server + c.agents + c.scripts + c.postgres + c.bench)}`,
   );
 };
 
@@ -239,21 +251,25 @@ const main = async (): Promise<void> => {
     // Warm-up: every agent of the pool started, the server's code paths compiled.
     await submitAll(server, "warmup");
     await waitAllEnded(db, "warmup");
-    const floorBefore = await spawnFloorMs(RUNS);
+    const before = await spawnFloor(RUNS);
+    const floorBefore = before.ms;
     console.log(
       `${RUNS} runs of \`echo hi\`, ${IN_FLIGHT} submits in flight, ${AGENTS} agents; ${ROUNDS} bursts after a warm-up of ${RUNS}`,
     );
-    console.log(`  process-spawn floor: ${RUNS} \`bash -c 'echo hi'\` one after another ${fmt(floorBefore)} (${load()})`);
+    console.log(
+      `  process-spawn floor: ${RUNS} \`bash -c 'echo hi'\` one after another ${fmt(floorBefore)}, ${fmt(before.cpuMs)} of CPU each (${load()})`,
+    );
     const walls: number[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const b = await burst(server, db, `burst-${i}`);
       report(i, b, floorBefore);
       walls.push(b.wallMs);
     }
-    const floorAfter = await spawnFloorMs(RUNS);
+    const after = await spawnFloor(RUNS);
+    const floorAfter = after.ms;
     const floor = (floorBefore + floorAfter) / 2;
     const m = median(walls);
-    console.log(`  process-spawn floor again: ${fmt(floorAfter)} (${load()})`);
+    console.log(`  process-spawn floor again: ${fmt(floorAfter)}, ${fmt(after.cpuMs)} of CPU each (${load()})`);
     console.log(
       `  median ${fmt(m)}, ${((RUNS / m) * 1000).toFixed(1)} runs/s, ${(m / floor).toFixed(2)}x the mean floor ${fmt(floor)}; target < 2.5 s (80 runs/s, ~2.5x the floor)`,
     );

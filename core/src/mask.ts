@@ -91,7 +91,14 @@ const patternStrings = (values: readonly string[]): Set<string> => {
   return out;
 };
 
+/**
+ * The table of no pattern: shared (a table is only read once built), so a job without secrets
+ * (most of them) does not zero 64 KiB per stream for nothing.
+ */
+const NO_PATTERNS: PatternTable = { byFirst: [], starts: new Uint8Array(256), starts2: new Uint8Array(65536), maxLen: 0 };
+
 const buildTable = (values: readonly string[]): PatternTable => {
+  if (!values.some((v) => v !== "")) return NO_PATTERNS;
   const encoder = new TextEncoder();
   const byFirst: Uint8Array[][] = [];
   const starts = new Uint8Array(256);

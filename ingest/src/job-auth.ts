@@ -6,6 +6,7 @@ import {
   jobAndRunByToken,
   jobByToken,
   tokenKindOf,
+  type ClaimReads,
   type LeasedJob,
   type LeasedJobInScope,
   type ProjectRef,
@@ -47,14 +48,14 @@ export const lastSeenJobOfRequest = (req: FastifyRequest): (LeasedJobInScope & {
   return job && { ...job, digest };
 };
 
-/** A claim's job, its run and the run's project, in one lookup. */
+/** A claim's job, its run, the run's project and the claim's reads (store's ClaimReads), in one lookup. */
 export const jobAndRunOfRequest = async (
   pool: Pool,
   req: FastifyRequest,
-): Promise<{ job: LeasedJob; run: RunInternal; project: ProjectRef }> => {
+): Promise<{ job: LeasedJob; run: RunInternal; project: ProjectRef; reads: ClaimReads }> => {
   const found = await jobAndRunByToken(pool, jobTokenDigestOf(req));
   if (!found?.run || !found.project) throw jobLost();
-  return { job: found.job, run: found.run, project: found.project };
+  return { job: found.job, run: found.run, project: found.project, reads: found.reads };
 };
 
 /**

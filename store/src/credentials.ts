@@ -164,7 +164,8 @@ const openCredential = async (
   return text === undefined ? undefined : credentialFromSealedText(text, row.kind);
 };
 
-type DeclaredRow = {
+/** One credential a run declares, with what its project holds under that name (sealed). */
+export type DeclaredRow = {
   variable: string;
   name: string;
   kind: CredentialKind | null;
@@ -198,21 +199,34 @@ const openHolding = async (keyring: Keyring, scope: CredentialScope, r: Declared
   return holding;
 };
 
+const DECLARED_QUERY = `select d.key as variable, d.value as name, c.kind, c.sealed, a.status as account_status, a.sealed as account_sealed
+       from runs r cross join lateral jsonb_each_text(r.credentials) d
+       left join credentials c on c.project_id = r.project_id and c.name = d.value
+       left join accounts a on a.project_id = r.project_id and a.name = d.value
+      where r.id = $1`;
+
 /**
  * What a run declares and what its project holds under those names, opened for the claim (one
  * query; a run that declares nothing costs no decryption). A value that does not open (a wrong key,
  * a row moved or edited) is left without a value: the resolver fails the job on it.
  */
-export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string, scope: CredentialScope): Promise<RunCredentials> => {
-  const query = `select d.key as variable, d.value as name, c.kind, c.sealed, a.status as account_status, a.sealed as account_sealed
-       from runs r cross join lateral jsonb_each_text(r.credentials) d
-       left join credentials c on c.project_id = r.project_id and c.name = d.value
-       left join accounts a on a.project_id = r.project_id and a.name = d.value
-      where r.id = $1`;
-  let { rows } = await db.query<DeclaredRow>(query, [runId]);
+export const openRunCredentials = async (db: Db, keyring: Keyring, runId: string, scope: CredentialScope): Promise<RunCredentials> =>
+  openDeclaredCredentials(db, keyring, { runId, scope, rows: (await db.query<DeclaredRow>(DECLARED_QUERY, [runId])).rows });
+
+/**
+ * openRunCredentials on rows already read (the claim reads them with its job: store's
+ * claimReadsByToken). Rows naming an account are read again once orphaned accounts are disabled.
+ */
+export const openDeclaredCredentials = async (
+  db: Db,
+  keyring: Keyring,
+  read: { readonly runId: string; readonly scope: CredentialScope; readonly rows: readonly DeclaredRow[] },
+): Promise<RunCredentials> => {
+  const { runId, scope } = read;
+  let rows = read.rows;
   // A granter who left the project disables the accounts they granted (checked where accounts are used).
   if (rows.some((r) => r.account_status !== null) && (await disableOrphanedAccounts(db, scope.projectId)) > 0)
-    ({ rows } = await db.query<DeclaredRow>(query, [runId]));
+    ({ rows } = await db.query<DeclaredRow>(DECLARED_QUERY, [runId]));
   const declared: Record<string, string> = {};
   const holdings = new Map<string, ResolvedHolding>();
   for (const r of rows) {

@@ -1,6 +1,8 @@
 import type { Pool, PoolClient } from "pg";
 import { RUN_INTERNAL_COLUMNS, type RunInternal } from "./runs.js";
 import type { ProjectRef } from "./tenancy.js";
+import type { DeclaredRow } from "./credentials.js";
+import type { JournalEntry } from "@flowsvc/core";
 
 type Db = Pool | PoolClient;
 
@@ -97,31 +99,77 @@ export const jobByToken = async (db: Db, digest: Buffer): Promise<LeasedJobInSco
   return rows[0];
 };
 
+/**
+ * The claim's reads besides the job: what the run declares (credentials.ts's DeclaredRow, sealed
+ * values as hex), the project's sealed secrets (only for a trusted run: an untrusted one gets
+ * none) and, for a script job, the run's journal. Asked apart, they were three more statements on
+ * three more pool connections for every job.
+ */
+const CLAIM_READS = `(select coalesce(jsonb_agg(jsonb_build_object('variable', d.key, 'name', d.value, 'kind', c.kind,
+               'sealed', encode(c.sealed, 'hex'), 'account_status', a.status, 'account_sealed', encode(a.sealed, 'hex'))), '[]')
+          from jsonb_each_text(r.credentials) d
+          left join credentials c on c.project_id = r.project_id and c.name = d.value
+          left join accounts a on a.project_id = r.project_id and a.name = d.value) as declared,
+       (select coalesce(jsonb_agg(jsonb_build_object('name', s.name, 'sealed', encode(s.sealed, 'hex')) order by s.name), '[]')
+          from secrets s where s.project_id = r.project_id and r.trusted) as secrets,
+       (select coalesce(jsonb_agg(jsonb_build_object('position', jr.position, 'kind', jr.kind, 'name', jr.name, 'ordinal', jr.ordinal,
+               'status', jr.status, 'result', jr.result) order by jr.position), '[]')
+          from journal jr where jr.run_id = j.run_id and j.kind = 'run') as journal`;
+
 const JOB_AND_RUN_BY_TOKEN = `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
        (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run,
-       o.id as project_org_id, o.name as project_org, p.name as project_name
+       o.id as project_org_id, o.name as project_org, p.name as project_name,
+       ${CLAIM_READS}
   from jobs j left join runs r on r.id = j.run_id left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id
  where j.token_digest = $1 and j.status in ('dispatched', 'running')`;
 
+type HexRow<T, K extends keyof T> = Omit<T, K> & { [P in K]: string | null };
+
+/** What the claim reads with its job (CLAIM_READS), sealed values as bytes again. */
+export interface ClaimReads {
+  /** What the run declares and what its project holds under those names (for openDeclaredCredentials). */
+  declared: DeclaredRow[];
+  /** The project's sealed secrets; none for an untrusted run. */
+  secrets: Array<{ name: string; sealed: Buffer }>;
+  /** The run's journal (a script job's; empty for the others), results as stored. */
+  journal: JournalEntry[];
+}
+
+const bytes = (hex: string | null): Buffer | null => (hex === null ? null : Buffer.from(hex, "hex"));
+
 /**
  * A claim's lookups in one round trip: the job behind a live token (as jobByToken), its run (as
- * getRunInternal; undefined if the run is gone) and the run's project (as findProjectById).
+ * getRunInternal; undefined if the run is gone), the run's project (as findProjectById) and the
+ * claim's reads (ClaimReads).
  */
 export const jobAndRunByToken = async (
   db: Db,
   digest: Buffer,
-): Promise<{ job: LeasedJob; run: RunInternal | undefined; project: ProjectRef | undefined } | undefined> => {
+): Promise<{ job: LeasedJob; run: RunInternal | undefined; project: ProjectRef | undefined; reads: ClaimReads } | undefined> => {
   const { rows } = await db.query<
-    LeasedJob & { run: RunInternal | null; project_org_id: string | null; project_org: string | null; project_name: string | null }
+    LeasedJob & {
+      run: RunInternal | null;
+      project_org_id: string | null;
+      project_org: string | null;
+      project_name: string | null;
+      declared: Array<HexRow<DeclaredRow, "sealed" | "account_sealed">> | null;
+      secrets: Array<{ name: string; sealed: string }> | null;
+      journal: JournalEntry[] | null;
+    }
   >(JOB_AND_RUN_BY_TOKEN, [digest]);
   const row = rows[0];
   if (!row) return undefined;
-  const { run, project_org_id: orgId, project_org: org, project_name: project, ...job } = row;
+  const { run, project_org_id: orgId, project_org: org, project_name: project, declared, secrets, journal, ...job } = row;
   const found = run?.id ? run : undefined;
   return {
     job,
     run: found,
     project: found && orgId !== null && org !== null && project !== null ? { orgId, projectId: found.project_id, org, project } : undefined,
+    reads: {
+      declared: (declared ?? []).map((d) => ({ ...d, sealed: bytes(d.sealed), account_sealed: bytes(d.account_sealed) })),
+      secrets: (secrets ?? []).map((s) => ({ name: s.name, sealed: Buffer.from(s.sealed, "hex") })),
+      journal: journal ?? [],
+    },
   };
 };
 

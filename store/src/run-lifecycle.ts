@@ -26,7 +26,7 @@ import {
 import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternalInProject, markRunRunning, appendAnnotation } from "./runs.js";
+import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation } from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
 import { finishActivity } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
@@ -246,6 +246,24 @@ export const startRunIfNeeded = async (db: PoolClient, runId: string, publicUrl:
   if (await markRunRunning(db, runId)) await emitLifecycle(db, { runId, type: "run.started", extra: {}, publicUrl });
 };
 
+/**
+ * A script job's claim: the job runs under its agent and its run is running (one statement);
+ * the first time, `run.started` is appended (as startRunIfNeeded).
+ */
+export const startJobAndRun = async (
+  db: PoolClient,
+  job: {
+    readonly jobId: string;
+    readonly runId: string;
+    readonly agentId: string;
+    readonly leaseMs: number;
+    readonly publicUrl: string | undefined;
+  },
+): Promise<void> => {
+  if (await markJobAndRunRunning(db, job))
+    await emitLifecycle(db, { runId: job.runId, type: "run.started", extra: {}, publicUrl: job.publicUrl });
+};
+
 export type RunOutcome =
   | { status: "succeeded"; output: Record<string, unknown> }
   | { status: "failed"; error: string; output?: Record<string, unknown> }
@@ -301,9 +319,11 @@ export const completeRun = async (db: PoolClient, runId: string, outcome: RunOut
   const note = uncollectedNote(await releaseLeasesListUncollected(db, runId));
   if (note !== undefined) await appendAnnotation(db, runId, note);
   const { output, error, extra } = outcomeColumns(outcome);
-  if (!(await finishRun(db, runId, { status: outcome.status, output, error }))) return false;
+  const ended = await finishRun(db, runId, { status: outcome.status, output, error });
+  if (!ended) return false;
   await emitLifecycle(db, { runId, type: `run.${outcome.status}`, extra, publicUrl });
-  await resolveCallOfChild(db, runId);
+  // Only a child run (parent_run_id set) can be what a parent's `flow call` waits on.
+  if (ended.hasParent) await resolveCallOfChild(db, runId);
   return true;
 };
 

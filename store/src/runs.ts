@@ -162,21 +162,44 @@ export const markRunRunning = async (db: PoolClient, runId: string): Promise<boo
   return rows[0]?.first ?? false;
 };
 
-/** A live run takes a terminal status (the one write of one): false when it had already ended. */
+/**
+ * A script job's claim in one statement: the job runs under `agentId` with a fresh lease (as
+ * jobs.ts's markJobRunning) and its run is running (as markRunRunning, whose answer it gives).
+ */
+export const markJobAndRunRunning = async (
+  db: PoolClient,
+  job: { readonly jobId: string; readonly runId: string; readonly agentId: string; readonly leaseMs: number },
+): Promise<boolean> => {
+  const { rows } = await db.query<{ first: boolean }>(
+    `with job as (
+       update jobs set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
+        where id = $1)
+     update runs set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
+      where id = $4 and status in ('queued', 'parked')
+      returning (started_at = now()) as first`,
+    [job.jobId, job.agentId, job.leaseMs, job.runId],
+  );
+  return rows[0]?.first ?? false;
+};
+
+/**
+ * A live run takes a terminal status (the one write of one): undefined when it had already ended,
+ * else whether it has a parent run (only then can a parent's `flow call` wait on it).
+ */
 export const finishRun = async (
   db: PoolClient,
   runId: string,
   end: { status: TerminalStatus; output: Record<string, unknown> | null; error: string | null },
-): Promise<boolean> => {
+): Promise<{ hasParent: boolean } | undefined> => {
   // The notify rides on the update (one statement): it fires only when the run did end here.
-  const { rowCount } = await db.query(
+  const { rows } = await db.query<{ has_parent: boolean }>(
     `with ended as (
        update runs set status = $2, output = $3, error = $4, finished_at = now(), substate = null, deadline = null
-        where id = $1 and status not in (${TERMINAL_STATUSES_SQL}) returning id)
-     select pg_notify('flowsvc_runs', id) from ended`,
+        where id = $1 and status not in (${TERMINAL_STATUSES_SQL}) returning id, parent_run_id)
+     select pg_notify('flowsvc_runs', id), parent_run_id is not null as has_parent from ended`,
     [runId, end.status, end.output, end.error],
   );
-  return (rowCount ?? 0) > 0;
+  return rows[0] && { hasParent: rows[0].has_parent };
 };
 
 export const appendAnnotation = async (db: Db, runId: string, markdown: string): Promise<void> => {

@@ -58,14 +58,24 @@ export interface OpenedSecret {
  * without a value: one bad row must not fail every run of the project, so the caller decides.
  */
 export const openProjectSecrets = async (db: Db, keyring: Keyring, projectId: string, orgId: string): Promise<OpenedSecret[]> =>
+  openSealedSecrets(keyring, { projectId, orgId }, await loadSealedSecrets(db, projectId));
+
+/** openProjectSecrets on sealed rows already read (the claim reads them with its job: store's claimReadsByToken). */
+export const openSealedSecrets = async (
+  keyring: Keyring,
+  scope: { readonly projectId: string; readonly orgId: string },
+  sealed: ReadonlyArray<{ name: string; sealed: Uint8Array }>,
+): Promise<OpenedSecret[]> =>
   Promise.all(
-    (await loadSealedSecrets(db, projectId)).map(async (s) => ({
+    sealed.map(async (s) => ({
       name: s.name,
       // Only a value that does not open is skipped; a database error fails the caller, not silently its secrets.
-      value: await keyring.open(orgId, { org: orgId, project: projectId, kind: "secret", name: s.name }, s.sealed).catch((err: unknown) => {
-        if (err instanceof FlowError) return undefined;
-        throw err;
-      }),
+      value: await keyring
+        .open(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "secret", name: s.name }, s.sealed)
+        .catch((err: unknown) => {
+          if (err instanceof FlowError) return undefined;
+          throw err;
+        }),
     })),
   );
 

@@ -15,17 +15,17 @@ import {
   appendLogs,
   getActivity,
   getEventForEnvelope,
-  listJournal,
   markActivityRunning,
   failJobAtClaim,
   markJobRunning,
   nodeJobSpec,
   openNamedCredential,
+  openDeclaredCredentials,
   openJournal,
-  openProjectSecrets,
-  openRunCredentials,
-  startRunIfNeeded,
+  openSealedSecrets,
+  startJobAndRun,
   withTransaction,
+  type ClaimReads,
   type LeasedJob,
   type ProjectRef,
   type RunInternal,
@@ -33,11 +33,12 @@ import {
 import type { RouteDeps } from "../deps.js";
 import { jobAndRunOfRequest, jobLost } from "../job-auth.js";
 
-/** What a claim is about: the job behind the token, its run and project, and the agent that asks. */
+/** What a claim is about: the job behind the token, its run and project, what was read with them, and the agent that asks. */
 interface Claim {
   job: LeasedJob;
   run: RunInternal;
   project: ProjectRef;
+  reads: ClaimReads;
   agentId: string;
 }
 
@@ -51,15 +52,12 @@ const secretProblem = (name: string, value: string | undefined): string | undefi
  * and the run's log says which and why, never the value: one bad secret must not fail every
  * run of its project.
  */
-const resolveSecrets = async (
-  deps: RouteDeps,
-  log: FastifyBaseLogger,
-  run: RunInternal,
-  orgId: string,
-): Promise<Record<string, string>> => {
+const resolveSecrets = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Claim): Promise<Record<string, string>> => {
+  const { run, project, reads } = claim;
   const secrets: Record<string, string> = {};
   const skipped: string[] = [];
-  for (const { name, value } of await openProjectSecrets(deps.pool, deps.keyring, run.project_id, orgId)) {
+  // The claim's lookup read the sealed secrets with the job (none for an untrusted run).
+  for (const { name, value } of await openSealedSecrets(deps.keyring, { projectId: run.project_id, orgId: project.orgId }, reads.secrets)) {
     const problem = secretProblem(name, value);
     if (value !== undefined && problem === undefined) {
       secrets[name] = value;
@@ -92,7 +90,11 @@ interface JobScope {
  */
 const resolveCredentials = async (deps: RouteDeps, claim: Claim, orgId: string): Promise<JobScope["credentials"]> => {
   const { job, run } = claim;
-  const { declared, holdings } = await openRunCredentials(deps.pool, deps.keyring, run.id, { orgId, projectId: run.project_id });
+  const { declared, holdings } = await openDeclaredCredentials(deps.pool, deps.keyring, {
+    runId: run.id,
+    scope: { orgId, projectId: run.project_id },
+    rows: claim.reads.declared,
+  });
   const resolved = resolveJobCredentials({ declared, trusted: run.trusted, holdings });
   if (resolved.ok) return resolved;
   const error = `the job failed before it ran: its credentials do not resolve: ${resolved.problems.join("; ")}`;
@@ -105,7 +107,7 @@ const scopeOf = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Claim): P
   const { run, project } = claim;
   const credentials = await resolveCredentials(deps, claim, project.orgId);
   // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-  return { project, secrets: run.trusted ? await resolveSecrets(deps, log, run, project.orgId) : {}, credentials };
+  return { project, secrets: run.trusted ? await resolveSecrets(deps, log, claim) : {}, credentials };
 };
 
 /** A handler run reads the whole envelope of its event from FLOW_INPUT_FILE. */
@@ -126,22 +128,17 @@ const environment = (run: RunInternal, { secrets, credentials }: JobScope) => ({
 });
 
 /**
- * A script job's claim: the run's project, secrets, credentials, journal and trigger envelope are
- * read, each on its own connection; then the run starts and its job runs under this agent.
+ * A script job's claim: the run's project, secrets, credentials and journal came with the job
+ * (one statement), the trigger envelope is read if it has one; then the run starts and its job
+ * runs under this agent.
  */
 const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): Promise<ClaimResponse & { kind: "script" }> => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
   const { job, run, agentId } = claim;
-  const [scope, sealedJournal, envelope] = await Promise.all([
-    scopeOf(deps, req.log, claim),
-    listJournal(pool, run.id),
-    envelopeOf(deps, run.event_id),
-  ]);
+  const [scope, envelope] = await Promise.all([scopeOf(deps, req.log, claim), envelopeOf(deps, run.event_id)]);
+  const sealedJournal = claim.reads.journal;
   // After the scope: a job whose credentials do not resolve has failed, and its run never started.
-  await withTransaction(pool, async (tx) => {
-    await markJobRunning(tx, job.id, agentId, leaseMs);
-    await startRunIfNeeded(tx, run.id, publicUrl);
-  });
+  await withTransaction(pool, (tx) => startJobAndRun(tx, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl }));
   const { project } = scope;
   // Step and activity output is sealed at rest; the agent replays it as recorded.
   const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
@@ -169,11 +166,8 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): 
  * exactly like a script's `--credential` (all of them, or the job fails here and its node's retry
  * policy decides), the project's secrets under the node's `env`, no journal.
  */
-const claimNode = async (
-  deps: RouteDeps,
-  req: FastifyRequest,
-  { job, run, project, agentId }: Claim,
-): Promise<ClaimResponse & { kind: "script" }> => {
+const claimNode = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): Promise<ClaimResponse & { kind: "script" }> => {
+  const { job, run, project, agentId } = claim;
   const { pool, keyring, leaseMs } = deps;
   const spec = await nodeJobSpec(pool, job.id);
   if (!spec) throw jobLost();
@@ -189,7 +183,7 @@ const claimNode = async (
     await withTransaction(pool, (tx) => failJobAtClaim(tx, { job, error, publicUrl: deps.publicUrl }));
     throw new FlowError("job_lost", error);
   }
-  const secrets = run.trusted ? await resolveSecrets(deps, req.log, run, project.orgId) : {};
+  const secrets = run.trusted ? await resolveSecrets(deps, req.log, claim) : {};
   await markJobRunning(pool, job.id, agentId, leaseMs);
   req.log.info({ runId: run.id, jobId: job.id, node: spec.node_id, agentId }, "graph node job claimed");
   return {
