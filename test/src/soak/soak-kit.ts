@@ -30,6 +30,7 @@ import { readFileSync } from "node:fs";
 import { copyFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
+import { HANDLER_RUNS_IN_FLIGHT_LIMIT } from "@flowsvc/core";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { scriptDir } from "../support/script-dir.js";
 import { alive, waitFor } from "../support/wait.js";
@@ -242,6 +243,37 @@ const deliverUntilAcknowledged = async (api: Api, secret: string, tally: Tally, 
   }
 };
 
+/**
+ * The handler runs the soak's chains hold or will hold, for the project's limit on handler runs in
+ * flight: the live ones, plus one for each live h1 run that has not emitted its soak.b yet (its h2).
+ */
+const chainRunsInFlight = async (dataDir: string): Promise<number> => {
+  const live = `status not in ('succeeded', 'failed', 'cancelled')`;
+  const rows = await query<{ n: number }>(
+    dataDir,
+    `select (select count(*) from runs where handler_name is not null and ${live})::int
+          + (select count(*) from runs r where r.handler_name = 'h1' and ${live}
+                and not exists (select 1 from events e where e.type = 'soak.b' and e.source_run_id = r.id))::int as n`,
+  );
+  return rows[0]?.n ?? 0;
+};
+
+/**
+ * A delivery sent as a sender that respects the project's limit on handler runs in flight
+ * (HANDLER_RUNS_IN_FLIGHT_LIMIT) would: once its chain (h1, then h2) has room, so that h1's emit is
+ * not refused for the limit (emit_refused: documented, not a loss). Deliveries go one at a time.
+ */
+const deliverWithinTheLimit = async (
+  ctx: { server: TestServer; api: Api; secret: string },
+  tally: Tally,
+  deadline: number,
+): Promise<void> => {
+  const room = async (): Promise<boolean> =>
+    (await chainRunsInFlight(ctx.server.dataDir).catch(() => HANDLER_RUNS_IN_FLIGHT_LIMIT)) + 2 <= HANDLER_RUNS_IN_FLIGHT_LIMIT;
+  while (Date.now() < deadline && !(await room())) await new Promise((r) => setTimeout(r, 50));
+  await deliverUntilAcknowledged(ctx.api, ctx.secret, tally, deadline);
+};
+
 /** Wave `i`'s part of `n` (the earlier waves get work first): the workload is sent in waves, one before each fault and one after the last. */
 const share = (n: number, i: number, waves: number): number => Math.ceil(((i + 1) * n) / waves) - Math.ceil((i * n) / waves);
 
@@ -334,17 +366,19 @@ const drive = async (ctx: { server: TestServer; api: Api; secret: string; effect
   ]);
   const waves = order.length + 1;
   const sent: Array<Promise<void>> = [];
+  let deliveries = Promise.resolve();
   const sendWave = (i: number): void => {
     for (let k = 0; k < share(opts.scripts, i, waves); k++)
       sent.push(submitUntilAcknowledged(api, stepScript(effects, opts.steps), tally, deadline));
-    for (let k = 0; k < share(opts.deliveries, i, waves); k++) sent.push(deliverUntilAcknowledged(api, secret, tally, deadline));
+    for (let k = 0; k < share(opts.deliveries, i, waves); k++)
+      deliveries = deliveries.then(() => deliverWithinTheLimit({ server, api, secret }, tally, deadline));
   };
   for (const [i, fault] of order.entries()) {
     sendWave(i);
     log(await inject(fault, server, tally, deadline));
   }
   sendWave(order.length);
-  await Promise.all(sent);
+  await Promise.all([...sent, deliveries]);
 };
 
 /** a a a b b c -> a b c a b a */
@@ -362,11 +396,19 @@ interface Row {
   error: string | null;
   handler_name: string | null;
   event_id: string | null;
+  /** A failed run's last stderr and system log lines: why it failed. */
+  log_tail: string | null;
 }
 
 /** Reads what the database holds of the soak: runs, the hook's events, the handlers' events, step journal entries. */
 const snapshot = async (dataDir: string) => {
-  const runs = await query<Row>(dataDir, `select id, status, error, handler_name, event_id from runs`);
+  const runs = await query<Row>(
+    dataDir,
+    `select id, status, error, handler_name, event_id,
+            case when status = 'failed' then (select right(string_agg(data, '' order by l.id), 400) from run_logs l
+                                               where l.run_id = r.id and l.stream <> 'stdout') end as log_tail
+       from runs r`,
+  );
   const aEvents = await query<{ id: string; delivery: string }>(
     dataDir,
     `select id, payload->'body'->>'id' as delivery from events where type = 'soak.a'`,
@@ -491,7 +533,10 @@ const counter = (counts: Counts, details: string[]) => (figure: keyof Counts, de
   details.push(detail);
 };
 
-const runDetail = (r: Row | undefined): string => (r ? `${r.status}${r.error ? ` (${r.error.slice(0, 300)})` : ""}` : "missing");
+const runDetail = (r: Row | undefined): string =>
+  r
+    ? `${r.status}${r.error ? ` (${r.error.slice(0, 300)})` : ""}${r.log_tail ? `, its log ends ${JSON.stringify(r.log_tail)}` : ""}`
+    : "missing";
 
 /** The handler chain of each acknowledged delivery: its event, h1's run, the soak.b event h1 emitted, h2's run. */
 const countChains = (snap: Snapshot, tally: Tally, count: ReturnType<typeof counter>): void => {
