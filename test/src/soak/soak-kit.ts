@@ -195,6 +195,8 @@ interface Tally {
   refusedWhileDown: number;
   /** Why requests were not acknowledged, and how often. */
   refusals: Map<string, number>;
+  /** The soak ended (counted, or failed): requests still being sent again give up. */
+  over: boolean;
   serverKills: number;
   agentKills: number;
   terminated: number;
@@ -210,7 +212,7 @@ const refused = (tally: Tally, why: string): undefined => {
 /** Submits with an idempotency key until acknowledged: a submit that fails while the server is down is sent again. */
 const submitUntilAcknowledged = async (api: Api, source: string, tally: Tally, deadline: number): Promise<void> => {
   const key = randomUUID();
-  while (Date.now() < deadline) {
+  while (Date.now() < deadline && !tally.over) {
     const res = await api("POST", `${BASE}/runs`, { kind: "script", source, filename: "soak.sh", idempotency_key: key }).catch(
       (err: Error) => refused(tally, `${err.message}: ${String((err.cause as Error | undefined)?.message)}`),
     );
@@ -230,7 +232,7 @@ const submitUntilAcknowledged = async (api: Api, source: string, tally: Tally, d
  */
 const deliverUntilAcknowledged = async (api: Api, secret: string, tally: Tally, deadline: number): Promise<void> => {
   const id = randomUUID();
-  while (Date.now() < deadline) {
+  while (Date.now() < deadline && !tally.over) {
     const res = await api("POST", "/api/v1/hooks/default/default/soak", { id }, { "x-flow-hook-secret": secret, authorization: "" }).catch(
       (err: Error) => refused(tally, `${err.message}: ${String((err.cause as Error | undefined)?.message)}`),
     );
@@ -270,7 +272,7 @@ const deliverWithinTheLimit = async (
 ): Promise<void> => {
   const room = async (): Promise<boolean> =>
     (await chainRunsInFlight(ctx.server.dataDir).catch(() => HANDLER_RUNS_IN_FLIGHT_LIMIT)) + 2 <= HANDLER_RUNS_IN_FLIGHT_LIMIT;
-  while (Date.now() < deadline && !(await room())) await new Promise((r) => setTimeout(r, 50));
+  while (Date.now() < deadline && !tally.over && !(await room())) await new Promise((r) => setTimeout(r, 50));
   await deliverUntilAcknowledged(ctx.api, ctx.secret, tally, deadline);
 };
 
@@ -612,6 +614,7 @@ export const runSoak = async (opts: SoakOptions): Promise<SoakFigures> => {
     deliveries: [],
     refusedWhileDown: 0,
     refusals: new Map(),
+    over: false,
     serverKills: 0,
     agentKills: 0,
     terminated: 0,
@@ -645,6 +648,7 @@ export const runSoak = async (opts: SoakOptions): Promise<SoakFigures> => {
       details: [...details, ...[...tally.refusals].map(([why, n]) => `not acknowledged ${n} times: ${why}`)],
     };
   } finally {
+    tally.over = true;
     if (opts.keepLogs) {
       for (const f of ["server.log", "postgres.log"])
         await copyFile(join(server.dataDir, f), join(opts.keepLogs, f)).catch(() => undefined);
