@@ -26,7 +26,7 @@
  * `npm run soak` runs the full version (test/src/soak/main.ts); test/src/soak/soak.test.ts a short one.
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { copyFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
@@ -162,14 +162,30 @@ const setUp = async (api: Api, effects: string): Promise<string> => {
   return (hook.body as { secret: string }).secret;
 };
 
-/** The processes `parent` started (its main thread's children, from /proc: cheap enough to poll). */
+/**
+ * The processes `parent` started: its main thread's children from /proc (cheap enough to poll), or,
+ * on a kernel without CONFIG_PROC_CHILDREN, every process whose parent it is (a scan of /proc).
+ */
 const childrenOf = (parent: number): number[] => {
   try {
     return readFileSync(`/proc/${parent}/task/${parent}/children`, "latin1").split(" ").filter(Boolean).map(Number);
   } catch {
-    return [];
+    return existsSync(`/proc/${parent}`) ? scanChildrenOf(parent) : [];
   }
 };
+
+const scanChildrenOf = (parent: number): number[] =>
+  readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parent;
+      } catch {
+        return false;
+      }
+    });
 
 const isAgent = (pid: number): boolean => {
   try {
