@@ -55,6 +55,22 @@ const fromFastify = (fe: Partial<FastifyError>, req: FastifyRequest | undefined)
 /** SQLSTATE disk_full: Postgres could not extend a file; the statement (and its transaction) wrote nothing. */
 const PG_DISK_FULL = "53100";
 
+/**
+ * The statement's connection to Postgres was lost: a terminated backend (admin_shutdown 57P01,
+ * crash_shutdown 57P02, cannot_connect_now 57P03), a connection exception (class 08), or pg's own
+ * word that the socket closed under it. Transient, not a bug; whether a COMMIT in flight took
+ * effect is unknown, so the answer does not say nothing was recorded.
+ */
+const lostDatabaseConnection = (err: unknown): boolean => {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === "string") return /^57P0[123]$/.test(code) || /^08[0-9A-Z]{3}$/.test(code);
+  return (
+    err instanceof Error &&
+    typeof message === "string" &&
+    /^(Connection terminated unexpectedly|Client has encountered a connection error and is not queryable)$/.test(message)
+  );
+};
+
 /** The one place where an error becomes an HTTP status and a body `{error: {code, message, hint?}}`. */
 export const toFlowError = (err: unknown, req?: FastifyRequest): FlowError => {
   if (err instanceof FlowError) return err;
@@ -62,6 +78,12 @@ export const toFlowError = (err: unknown, req?: FastifyRequest): FlowError => {
   if ((err as { code?: unknown } | null)?.code === PG_DISK_FULL) {
     return new FlowError("unavailable", "the database's disk is full: nothing was recorded", {
       hint: "free space where the server's data dir (or its Postgres) lives, then send it again",
+      cause: err,
+    });
+  }
+  if (lostDatabaseConnection(err)) {
+    return new FlowError("unavailable", "the server lost its connection to the database: the request may not have been recorded", {
+      hint: "send it again (a submit with the same idempotency key is recorded once)",
       cause: err,
     });
   }

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createPool, withTransaction } from "./pool.js";
-import { createTestDatabase } from "./testing.js";
+import { createTestDatabase, waitFor } from "./testing.js";
 
 test("withTransaction commits what its function did and returns its value", async (t) => {
   const db = await createTestDatabase();
@@ -51,4 +51,38 @@ test("a lost idle connection is logged and does not crash the process; the pool 
   assert.equal(logged.length, 1);
   assert.match(logged[0] ?? "", /^postgres pool: idle connection lost: /);
   assert.deepEqual((await pool.query("select 2 as two")).rows, [{ two: 2 }]);
+});
+
+test("a checked-out client whose backend is terminated fails its query, does not crash the process, and leaves the pool", async (t) => {
+  const db = await createTestDatabase();
+  t.after(() => db.drop());
+  const pool = createPool(db.url, { max: 1, applicationName: "pool-busy-test" });
+  t.after(() => pool.end());
+  const terminate = (): Promise<unknown> =>
+    db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pool-busy-test'");
+
+  // Busy: a statement in flight when the backend goes (a query's error, then the connection's end).
+  const busy = await pool.connect();
+  const ended = new Promise<void>((resolve) => busy.once("end", () => resolve()));
+  const inFlight = busy.query("select pg_sleep(30)");
+  await waitFor(
+    "the statement to run",
+    async () => (await db.pool.query("select 1 from pg_stat_activity where query = 'select pg_sleep(30)'")).rowCount === 1,
+  );
+  await terminate();
+  await assert.rejects(inFlight, /terminating connection due to administrator command/);
+  await ended;
+  busy.release();
+
+  // Idle in a transaction the caller holds: nothing in flight; the next statement fails.
+  const idle = await pool.connect();
+  await idle.query("begin");
+  const idleEnded = new Promise<void>((resolve) => idle.once("end", () => resolve()));
+  await terminate();
+  await idleEnded;
+  await assert.rejects(idle.query("select 1"), /not queryable|Connection terminated/);
+  idle.release();
+
+  // With max 1, this answers only if release() dropped the dead clients.
+  assert.deepEqual((await pool.query("select 3 as three")).rows, [{ three: 3 }]);
 });

@@ -42,6 +42,9 @@ class PreparingClient extends pg.Client {
   }
 }
 
+/** See createPool: the error reaches the caller through its query; the event itself needs a listener. */
+const absorbCheckedOutError = (): void => undefined;
+
 export function createPool(url: string, opts: PoolOptions = {}): pg.Pool {
   const pool = new pg.Pool({
     Client: PreparingClient,
@@ -53,6 +56,12 @@ export function createPool(url: string, opts: PoolOptions = {}): pg.Pool {
   // An idle client's connection dying emits 'error' on the pool; unhandled, it would crash the
   // process. The pool has already discarded that client: note it and carry on.
   pool.on("error", (err) => opts.log?.(`postgres pool: idle connection lost: ${err.message}`));
+  // A checked-out client has no listener of the pool's: its connection dying (a terminated
+  // backend, a Postgres restart) emits 'error' on the client itself, even when a query in flight
+  // already rejected with it, and an 'error' event nobody listens to kills the process. The query
+  // in flight, or the next one, rejects and its caller handles that; release() then drops the
+  // client (it is no longer queryable). So a listener for the client's whole life only absorbs it.
+  pool.on("connect", (client) => client.on("error", absorbCheckedOutError));
   return pool;
 }
 

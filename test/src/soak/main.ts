@@ -22,7 +22,6 @@ if (!args.includes("--disk-only")) {
     scripts: 60,
     steps: 10,
     deliveries: 120,
-    workloadMs: 150_000,
     deadlineMs: 6 * 60_000,
     settleMs: 4 * 60_000,
     log,
@@ -33,7 +32,7 @@ if (!args.includes("--disk-only")) {
   for (const d of details) console.log(`  ${d}`);
   bad += figures.runsLost + figures.stepsRunTwice + figures.acceptedWithoutEvent + figures.eventsDeliveredTwice;
   console.log(
-    `soak: runs lost ${figures.runsLost}, steps run twice ${figures.stepsRunTwice} (and ${figures.stepsRerunAfterAgentKill} re-run after the soak killed their agent before it recorded them, same idempotency key), ` +
+    `soak: runs lost ${figures.runsLost}, steps run twice ${figures.stepsRunTwice} (and, same idempotency key, ${figures.stepsRerunAfterAgentKill} re-run after the soak killed their agent before it recorded them, ${figures.stepsRerunAfterLeaseLoss} after their lease lapsed before it recorded them), ` +
       `202s without an event ${figures.acceptedWithoutEvent}, ` +
       `events delivered twice ${figures.eventsDeliveredTwice} (${(figures.wallMs / 1000).toFixed(1)} s)`,
   );
