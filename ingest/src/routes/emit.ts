@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
 import { EMIT_BODY_LIMIT, assertEmittable, trustOf } from "@flowsvc/core";
-import { emitEvent, withTransaction } from "@flowsvc/store";
+import { createdRunsWake, emitBatch, withTransaction, type EmitInput } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
@@ -42,16 +42,19 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
     const scope = await authorize(pool, req, "member");
     const body = EmitBody.parse(req.body);
     const type = assertEmittable(body.type);
-    const result = await withTransaction(pool, (tx) =>
-      emitEvent(tx, {
-        projectId: scope.projectId,
-        type,
-        key: body.key ?? null,
-        payload: body.payload ?? null,
-        sourceRunId: null,
-        trusted: trustOf({ by: "person" }),
-      }),
-    );
+    const input: EmitInput = {
+      projectId: scope.projectId,
+      type,
+      key: body.key ?? null,
+      payload: body.payload ?? null,
+      sourceRunId: null,
+      trusted: trustOf({ by: "person" }),
+    };
+    // The bus locks ride in BEGIN's round trip (emitBatch.begin), as hook ingest's batches do.
+    const result = (await withTransaction(pool, (tx) => emitBatch.apply(tx, [input]), { begin: emitBatch.begin([input]) }))[0]!;
+    // Its handler runs' jobs are committed: this process's dispatcher takes them now, not after the NOTIFY comes back.
+    const wake = createdRunsWake(result.handlerRuns);
+    if (wake !== undefined) deps.listener.local("flowsvc_jobs", wake);
     deps.metrics?.handlersDelivered(result);
     for (const d of result.declined) {
       req.log.info(
