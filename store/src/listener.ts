@@ -43,7 +43,8 @@ const echoFilter = (): {
     takeLocal(channel, payload) {
       localChannels.add(channel);
       const key = `${channel}\u001f${payload}`;
-      if (echoedFirst.delete(key)) return false;
+      // Its echo came already, or it was delivered here already (several emits of one group commit).
+      if (echoedFirst.delete(key) || awaitingEcho.has(key)) return false;
       remember(awaitingEcho, key);
       return true;
     },
