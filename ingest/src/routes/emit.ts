@@ -30,8 +30,10 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
   const { pool } = deps;
   // Emits that arrive while others commit go together in the next transaction (one WAL flush, one
   // turn of the project's handler-runs lock): at 8 in flight they queued on that lock one by one.
-  // A lone emit starts at once; one refused in a group is retried alone, so only it fails.
-  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitBatch.apply, { begin: emitBatch.begin, alone: emitBatch.alone });
+  // A lone emit starts at once; one refused in a group is retried alone, so only it fails. No
+  // `alone` (hook ingest's one-statement path): it declines every emit a handler takes, after
+  // checking out a connection for nothing, and those are the emits whose latency counts here.
+  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitBatch.apply, { begin: emitBatch.begin });
   app.addHook("onClose", () => committer.close());
 
   // Fastify compares the body with bodyLimit byte for byte: exactly 2 MiB is taken, one more is a 413.
