@@ -30,7 +30,7 @@ import { GRAPH_WORKFLOW, insertGraphNodes } from "./graph-runs.js";
 import { setupPipelineRun } from "./pipeline-runs.js";
 import { resolveEntry } from "./journal-entries.js";
 import { mintId } from "./mint.js";
-import { createRuns } from "./run-lifecycle.js";
+import { createRuns, createdRunsWake } from "./run-lifecycle.js";
 import { setRunsCredentials } from "./credentials.js";
 import { wakeRun } from "./wake.js";
 import { graphScope } from "./graph-runs.js";
@@ -75,6 +75,11 @@ export interface EmitResult {
   declined: Array<{ handler: string; error: string }>;
   /** Platform events only: handlers not started because the project had too many in flight. */
   dropped: string[];
+  /**
+   * With handler runs: the payload of the NOTIFY flowsvc_jobs their insert sent (createdRunsWake of
+   * every run the transaction created), for Listener.local in the process that commits it.
+   */
+  wake?: string;
 }
 
 interface HandlerRow {
@@ -627,7 +632,12 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
       },
     );
   }
-  for (const r of requests) if (created.has(r.request.id)) results[r.index]!.handlerRuns.push(r.request.id);
+  const wake = createdRunsWake(created);
+  for (const r of requests)
+    if (created.has(r.request.id)) {
+      results[r.index]!.handlerRuns.push(r.request.id);
+      results[r.index]!.wake = wake;
+    }
   for (const r of requests)
     if (r.graph && created.has(r.request.id)) {
       const nodes = r.graph.nodes.map((n) => ({ id: n.id, type: n.type, ...(n.retry ? { retry: n.retry } : {}) }));

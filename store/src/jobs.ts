@@ -31,11 +31,12 @@ export const readyJobCapabilities = async (db: Db): Promise<string[][]> => {
 
 /**
  * Claims up to `limit` ready jobs whose capabilities `capabilities` covers, oldest first, each
- * with a fresh token digest: one statement, so it needs no transaction (`db` may be the pool),
- * and jobs locked by a concurrent claim are skipped, not waited for.
+ * with a fresh token digest: one statement in a transaction of its own (so it takes the pool, never
+ * a caller's transaction, whose commit it would make asynchronous too), and jobs locked by a
+ * concurrent claim are skipped, not waited for.
  */
 export const claimReadyJobs = async (
-  db: Db,
+  db: Pool,
   {
     limit,
     leaseMs,
@@ -47,8 +48,13 @@ export const claimReadyJobs = async (
   // One digest per job that may be claimed; those not used are never stored.
   const digests = Array.from({ length: limit }, () => mintDigest());
   // Each job comes back with its run's placement (as runPlacements; "" when the run is gone): the launch needs it.
+  // The dispatch commits without waiting for its WAL flush (synchronous_commit off for this statement's
+  // own transaction): it is a lease, not a fact. Lost in a Postgres crash, the job is queued again
+  // and the agent's claim with this token answers job_lost; the claim's own commit is durable, and
+  // flushing it flushes this one first (WAL order), so no job runs on a dispatch that was lost.
   const { rows } = await db.query<ClaimedJob & { digest: Buffer } & Placement>(
-    `with ready as (
+    `with async_commit as materialized (select set_config('synchronous_commit', 'off', true) as v),
+     ready as (
        select id, run_id, row_number() over (order by not_before, created_at) as n
          from (select id, run_id, not_before, created_at from jobs
                 where status = 'queued' and not_before <= now() and capabilities <@ $2::text[]
@@ -56,7 +62,7 @@ export const claimReadyJobs = async (
      )
      update jobs j set status = 'dispatched', attempt = j.attempt + 1, token_digest = d.digest,
             lease_expires_at = now() + ($4::int * interval '1 millisecond'), updated_at = now()
-       from ready join unnest($3::bytea[]) with ordinality as d(digest, n) on d.n = ready.n
+       from async_commit, ready join unnest($3::bytea[]) with ordinality as d(digest, n) on d.n = ready.n
             left join lateral (
               select o.name as org, p.name as project
                 from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id

@@ -8,8 +8,55 @@ export interface Listener {
   on(channel: NotifyChannel, fn: (payload: string) => void): () => void;
   /** Also called after every reconnect, so subscribers re-read what they may have missed. */
   onReconnect(fn: () => void): () => void;
+  /**
+   * A transaction of this process committed `pg_notify(channel, payload)`: its subscribers here are
+   * called now instead of after Postgres sends the NOTIFY back, and that echo is dropped when it
+   * comes (or, if it came first, this call does nothing). Only for payloads unique to the
+   * transaction (a run id): two transactions' notifications must not be taken for each other.
+   */
+  local(channel: NotifyChannel, payload: string): void;
   close(): Promise<void>;
 }
+
+/** How many unmatched local deliveries (or early echoes) a listener remembers. */
+const ECHO_MEMORY = 4096;
+
+/**
+ * Matches local() deliveries with the NOTIFY echoes of the same (channel, payload), whichever
+ * comes first: the first is delivered, the second dropped. Only channels local() was used on, and
+ * only non-empty payloads, are looked at.
+ */
+const echoFilter = (): {
+  takeLocal(channel: NotifyChannel, payload: string): boolean;
+  isEcho(channel: NotifyChannel, payload: string): boolean;
+} => {
+  /** Payloads delivered by `local` whose echo has not come yet, and echoes that came before their `local`. */
+  const awaitingEcho = new Set<string>();
+  const echoedFirst = new Set<string>();
+  const localChannels = new Set<NotifyChannel>();
+  /** Both sets are bounded: an echo lost with a dropped connection (every subscriber is nudged on reconnect) is forgotten. */
+  const remember = (set: Set<string>, key: string): void => {
+    if (set.size >= ECHO_MEMORY) set.delete(set.values().next().value!);
+    set.add(key);
+  };
+  return {
+    takeLocal(channel, payload) {
+      localChannels.add(channel);
+      const key = `${channel}\u001f${payload}`;
+      // Its echo came already, or it was delivered here already (several emits of one group commit).
+      if (echoedFirst.delete(key) || awaitingEcho.has(key)) return false;
+      remember(awaitingEcho, key);
+      return true;
+    },
+    isEcho(channel, payload) {
+      if (payload === "" || !localChannels.has(channel)) return false;
+      const key = `${channel}\u001f${payload}`;
+      if (awaitingEcho.delete(key)) return true;
+      remember(echoedFirst, key);
+      return false;
+    },
+  };
+};
 
 /**
  * One LISTEN connection per process. NOTIFY is a nudge, never the data: subscribers re-read the
@@ -23,11 +70,18 @@ export const startListener = (url: string, log: (msg: string, err?: unknown) => 
   let closed = false;
   let attempt = 0;
   let timer: NodeJS.Timeout | undefined;
+  const echoes = echoFilter();
+  const fanOut = (channel: NotifyChannel, payload: string): void => {
+    for (const fn of subs.get(channel) ?? []) fn(payload);
+  };
 
   const connect = async (): Promise<void> => {
     const c = new pg.Client({ connectionString: url, application_name: "flowsvc-listener" });
     c.on("notification", (n) => {
-      for (const fn of subs.get(n.channel as NotifyChannel) ?? []) fn(n.payload ?? "");
+      const channel = n.channel as NotifyChannel;
+      const payload = n.payload ?? "";
+      if (echoes.isEcho(channel, payload)) return;
+      fanOut(channel, payload);
     });
     c.on("error", (err) => {
       log("listener connection error", err);
@@ -70,6 +124,9 @@ export const startListener = (url: string, log: (msg: string, err?: unknown) => 
       if (!set) subs.set(channel, (set = new Set()));
       set.add(fn);
       return () => set.delete(fn);
+    },
+    local(channel, payload) {
+      if (echoes.takeLocal(channel, payload)) fanOut(channel, payload);
     },
     onReconnect(fn) {
       reconnectSubs.add(fn);

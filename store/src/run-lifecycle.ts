@@ -103,9 +103,20 @@ const CREATE_RUNS_SQL = `with input as (
      select i.job_id, r.id, 'queued', 'run', array(select jsonb_array_elements_text(i.capabilities::jsonb)) from r join input i on i.id = r.id
       where i.workflow not in (${GRAPH_ENGINE_WORKFLOWS_SQL})
    )
-   select 'run' as kind, r.id, 0 as n from r cross join lateral (select pg_notify('flowsvc_jobs', '')) wake
+   select 'run' as kind, r.id, 0 as n from r cross join lateral (select pg_notify('flowsvc_jobs', (select min(id collate "C") from r))) wake
    union all
    select 'over', c.project_id, c.n from counts c where c.n + c.wanted > $21`;
+
+/**
+ * The payload of the one NOTIFY on flowsvc_jobs that CREATE_RUNS_SQL sends for the runs it
+ * inserted: the least of their ids (bytewise), unique to the transaction, so the process that
+ * committed it can wake its own dispatcher at once (Listener.local) and drop the echo.
+ */
+export const createdRunsWake = (created: Iterable<string>): string | undefined => {
+  let least: string | undefined;
+  for (const id of created) if (least === undefined || id < least) least = id;
+  return least;
+};
 
 export interface CreatedRuns {
   /** The runs inserted (each with its queued first job). */
