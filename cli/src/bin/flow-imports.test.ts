@@ -46,6 +46,10 @@ before(async () => {
   });
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
   api.routes.set(`GET ${SCOPED}/schedules`, () => ({ status: 200, json: [] }));
+  for (const list of ["handlers", "event-hooks", "events", "credentials"])
+    api.routes.set(`GET ${SCOPED}/${list}`, () => ({ status: 200, json: [] }));
+  api.routes.set("GET /api/v1/agents", () => ({ status: 200, json: [] }));
+  api.routes.set(`POST ${SCOPED}/runs/${RUN_ID}/cancel`, () => ({ status: 200, json: { ...run, status: "cancelled" } }));
   api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
   api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/approvals`, () => ({
     status: 200,
@@ -85,9 +89,15 @@ void test("no client command loads a server module", async () => {
     ["steps", RUN_ID],
     ["emit", "x.done"],
     ["signal", RUN_ID, "go"],
+    ["cancel", RUN_ID],
     ["secret", "ls"],
     ["schedule", "ls"],
     ["graph", "ls"],
+    ["handler", "ls"],
+    ["event-hook", "ls"],
+    ["events", "ls"],
+    ["agents", "ls"],
+    ["credential", "ls"],
     ["completion", "bash"],
   ];
   for (const args of commands) {
