@@ -149,7 +149,7 @@ for (const { name, module } of commandModules) await bundleOne("main.ts", `cmd-$
 
 /**
  * The V8 code cache (<bundle>.v8cache) of each bundle without an import() of its own (so not main.cjs,
- * server, run, check or signal), written by scripts/cli-code-cache.cjs after a `flow <command> --help` run
+ * server, run or check; signal's import of the local engine is guarded, see cli-code-cache.cjs), written by scripts/cli-code-cache.cjs after a `flow <command> --help` run
  * and, for the commands of WARM_UP, a run against a stand-in API, so it holds the functions those compile;
  * cli/src/bin/entry.ts loads it. In a clean environment: a temporary HOME and config, and no NODE_OPTIONS
  * (V8 rejects a cache made with other flags than the run's).
@@ -172,6 +172,8 @@ try {
     submit: [["submit", job]],
     follow: [["follow", "run-01jd8k2m3n4p5q6r7s8t9v0w1x"]],
     emit: [["emit", "bench.done"]],
+    // No local run of that id in the temporary HOME: the signal goes to the API (the local engine's import() is not reached).
+    signal: [["signal", "run-01jd8k2m3n4p5q6r7s8t9v0w1x", "go"]],
   };
   for (const [file, command] of [["main.cjs"], ...commandModules.map(({ name }) => [`cmd-${name}.cjs`, name])]) {
     const runs = WARM_UP[command] ?? [[...(command ? [command] : []), "--help"]];

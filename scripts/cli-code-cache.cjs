@@ -21,10 +21,12 @@ const [file, ...argvs] = process.argv.slice(2);
 if (!file || argvs.length === 0) throw new Error("usage: cli-code-cache.cjs <bundle.cjs> <argv JSON>...");
 const source = readFileSync(file, "utf8");
 // In a vm.Script import() needs an experimental loader: no cache for a bundle with an import() of its own
-// (entry.ts requires it). main.ts's import of the in-script client is in every bundle; entry.ts requires
-// the bundle when an invocation may reach it (route.ts's mayBeInScript).
-const IN_SCRIPT_IMPORT = "import(IN_SCRIPT_PACKAGE)";
-if (source.match(/\bimport\(/g).length !== source.split(IN_SCRIPT_IMPORT).length - 1) process.exit(0);
+// (entry.ts requires it), but for the guarded ones: main.ts's import of the in-script client is in every
+// bundle, and signal.ts's of the local engine in cmd-signal.cjs; entry.ts requires the bundle when an
+// invocation may reach one (route.ts's mayBeInScript; local-state-dir.ts's mayBeLocalRun for `flow signal`).
+const GUARDED_IMPORTS = ["import(IN_SCRIPT_PACKAGE)", 'import("../local/local-signal.js")'];
+const guarded = GUARDED_IMPORTS.reduce((n, text) => n + source.split(text).length - 1, 0);
+if (source.match(/\bimport\(/g).length !== guarded) process.exit(0);
 const script = new Script(wrap(source), { filename: file });
 
 const RUN_ID = "run-01jd8k2m3n4p5q6r7s8t9v0w1x";

@@ -11,6 +11,9 @@
  * CLI_START_ROUNDS (default 20) sets the rounds. CLI_START_FLOW times other builds beside this
  * worktree's (say, main's, for a before/after in one run): `label=path/to/flow.js`, comma-separated.
  * The machine's load average is printed beside the figures (the host is shared: compare ratios).
+ * CLI_START_MORE=1 adds the other commands a person types (signal, approve, cancel, secret ls,
+ * handler ls, event-hook ls, schedule ls, graph ls, events ls, agents ls, credential ls): the
+ * default run stays short.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -23,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import { fmt, median, percentile } from "./support.js";
 
 const ROUNDS = Number(process.env.CLI_START_ROUNDS ?? 20);
+const MORE = process.env.CLI_START_MORE === "1";
 const OWN_FLOW = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "cli", "bin", "flow.js");
 /** The builds to time: this worktree's, then each `label=path` of CLI_START_FLOW. */
 const FLOWS: ReadonlyArray<[string, string]> = [
@@ -50,6 +54,17 @@ interface Sample {
   wall: number;
 }
 
+/** What the stand-in API answers: each command's request gets a body it accepts. */
+const answerOf = (method: string, url: string): unknown => {
+  const path = url.split("?")[0] ?? "";
+  if (path.endsWith("/approvals")) return { run_id: RUN.id, gates: [{ gate: "g", prompt: "p", fields: [] }] };
+  if (path.includes("/approvals/")) return { run_id: RUN.id, gate: "g", decision: "approve", approved_by: "bench", fields: {} };
+  if (method === "POST") return path.endsWith("/cancel") ? RUN : { id: RUN.id };
+  if (path.endsWith("/runs")) return { runs: [RUN] };
+  if (/\/(secrets|handlers|event-hooks|schedules|graphs|events|agents|credentials)$/.test(path)) return { items: [] };
+  return RUN;
+};
+
 /** The stand-in API: notes when each request arrives (performance.now of this process) and answers it. */
 const startApi = async (): Promise<{ url: string; arrivals: number[]; stop: () => Promise<void> }> => {
   const arrivals: number[] = [];
@@ -57,8 +72,7 @@ const startApi = async (): Promise<{ url: string; arrivals: number[]; stop: () =
     arrivals.push(performance.now());
     req.resume();
     req.on("end", () => {
-      const path = req.url ?? "";
-      const body = req.method === "POST" ? { id: RUN.id } : path.endsWith("/runs") || path.includes("/runs?") ? { runs: [RUN] } : RUN;
+      const body = answerOf(req.method ?? "GET", req.url ?? "");
       res.writeHead(req.method === "POST" ? 201 : 200, { "content-type": "application/json" }).end(JSON.stringify(body));
     });
   });
@@ -107,6 +121,16 @@ const main = async (): Promise<void> => {
       [`${label}flow submit <file>`, [flow, "submit", script]],
       [`${label}flow follow <id>`, [flow, "follow", RUN.id]],
       [`${label}flow emit <type>`, [flow, "emit", "bench.done"]],
+    );
+    if (!MORE) continue;
+    cases.push(
+      [`${label}flow signal <id> <name>`, [flow, "signal", RUN.id, "go"]],
+      [`${label}flow approve <id>`, [flow, "approve", RUN.id]],
+      [`${label}flow cancel <id>`, [flow, "cancel", RUN.id]],
+      ...["secret", "handler", "event-hook", "schedule", "graph", "events", "agents", "credential"].map((name): [string, string[]] => [
+        `${label}flow ${name} ls`,
+        [flow, name, name === "secret" || name === "credential" ? "list" : "ls"],
+      ]),
     );
   }
   const samples = new Map<string, Sample[]>(cases.map(([label]) => [label, []]));

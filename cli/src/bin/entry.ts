@@ -13,8 +13,9 @@
  * In a vm.Script, import() needs Node 20's experimental USE_MAIN_CONTEXT_DEFAULT_LOADER (a warning on
  * stderr), so a bundle runs from its cache only where it imports nothing: the build writes none for a
  * bundle with an import() of its own (of the server, the local engine, core's zod models: `flow
- * server`, `run`, `check`, `signal`, main.cjs), and an invocation that may be an in-script call
- * (main.ts then imports the in-script client) requires the bundle as before.
+ * server`, `run`, `check`, main.cjs), and an invocation that may be an in-script call (main.ts then
+ * imports the in-script client) or a `flow signal` to a local run (signal.ts then imports the local
+ * engine) requires the bundle as before.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { Module, createRequire, wrap } from "node:module";
@@ -22,6 +23,7 @@ import { dirname, join } from "node:path";
 import { Script } from "node:vm";
 import { mayBeInScript, topCommandOf } from "../commands/route.js";
 import { processEnvironment } from "../config.js";
+import { mayBeLocalRun } from "../local-state-dir.js";
 import { cliVersion } from "../version.js";
 
 /** What node:module's wrap() makes of a CommonJS file: the function require() calls. */
@@ -38,8 +40,17 @@ const readCache = (file: string): Buffer | undefined => {
 };
 
 /** Runs a CommonJS bundle as `require` would, compiled with its code cache when the build wrote one. */
-const runBundle = (file: string): void => {
-  const cachedData = mayBeInScript(argv, processEnvironment()) ? undefined : readCache(file);
+/**
+ * Whether this invocation may reach an import() of its bundle: an in-script call (the in-script
+ * client), or a `flow signal` naming a local run (the local engine; a run id whose directory exists).
+ */
+const mayImport = (top: string | undefined): boolean => {
+  const env = processEnvironment();
+  return mayBeInScript(argv, env) || (top === "signal" && argv.slice(3).some((arg) => mayBeLocalRun(arg, env)));
+};
+
+const runBundle = (file: string, top: string | undefined): void => {
+  const cachedData = mayImport(top) ? undefined : readCache(file);
   if (cachedData === undefined) {
     createRequire(file)(file);
     return;
@@ -60,5 +71,5 @@ if (argv.length === 3 && (argv[2] === "--version" || argv[2] === "-V")) {
   const top = topCommandOf(argv);
   // __dirname, not import.meta.url: this file runs only as the CommonJS bundle, and a file URL costs ~1 ms to make.
   const own = top !== undefined && /^[a-z][a-z-]*$/.test(top) ? join(__dirname, `cmd-${top}.cjs`) : undefined;
-  runBundle(own !== undefined && existsSync(own) ? own : join(__dirname, "main.cjs"));
+  runBundle(own !== undefined && existsSync(own) ? own : join(__dirname, "main.cjs"), top);
 }

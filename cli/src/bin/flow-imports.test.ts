@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
@@ -29,6 +29,8 @@ const SERVER_MODULES: ReadonlyArray<[string, RegExp]> = [
 ];
 
 let api: FakeFlowsvc;
+/** The bodies of the signals the stand-in API took. */
+const signals: unknown[] = [];
 
 before(async () => {
   api = await startFakeFlowsvc();
@@ -38,8 +40,16 @@ before(async () => {
   api.routes.set(`POST ${SCOPED}/runs`, () => ({ status: 201, json: { id: RUN_ID } }));
   api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/steps`, () => ({ status: 200, json: { steps: [] } }));
   api.routes.set(`POST ${SCOPED}/events`, () => ({ status: 201, json: { id: "evt-1" } }));
+  api.routes.set(`POST ${SCOPED}/runs/${RUN_ID}/signals/go`, (req) => {
+    signals.push(req.body);
+    return { status: 202, json: {} };
+  });
   api.routes.set(`GET ${SCOPED}/secrets`, () => ({ status: 200, json: { secrets: [] } }));
   api.routes.set(`GET ${SCOPED}/schedules`, () => ({ status: 200, json: [] }));
+  for (const list of ["handlers", "event-hooks", "events", "credentials"])
+    api.routes.set(`GET ${SCOPED}/${list}`, () => ({ status: 200, json: [] }));
+  api.routes.set("GET /api/v1/agents", () => ({ status: 200, json: [] }));
+  api.routes.set(`POST ${SCOPED}/runs/${RUN_ID}/cancel`, () => ({ status: 200, json: { ...run, status: "cancelled" } }));
   api.routes.set(`GET ${SCOPED}/graphs`, () => ({ status: 200, json: [] }));
   api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/approvals`, () => ({
     status: 200,
@@ -78,9 +88,16 @@ void test("no client command loads a server module", async () => {
     ["submit", script],
     ["steps", RUN_ID],
     ["emit", "x.done"],
+    ["signal", RUN_ID, "go"],
+    ["cancel", RUN_ID],
     ["secret", "ls"],
     ["schedule", "ls"],
     ["graph", "ls"],
+    ["handler", "ls"],
+    ["event-hook", "ls"],
+    ["events", "ls"],
+    ["agents", "ls"],
+    ["credential", "ls"],
     ["completion", "bash"],
   ];
   for (const args of commands) {
@@ -122,6 +139,7 @@ void test("a hot command's plain call loads neither commander nor a server modul
     ["submit", script, "--tag", "t"],
     ["steps", RUN_ID],
     ["emit", "x.done"],
+    ["signal", RUN_ID, "go", "--payload", "null"],
   ];
   for (const args of hot) {
     const urls = await modulesOf(args, main);
@@ -146,6 +164,32 @@ void test("a hot command's plain call loads neither commander nor a server modul
   const bad = await runFlow(["status", RUN_ID, "--bogus"], { bin: main, env: { FLOWSVC_URL: api.url } });
   assert.equal(bad.code, 2);
   assert.equal(bad.stderr, "error: unknown option '--bogus'\nsee `flow status --help`\n");
+});
+
+void test("flow signal --payload null sends JSON null on both paths; a local run's directory still takes the signal locally", async () => {
+  const { home, configPath } = await freshHome();
+  const env = { HOME: home, FLOWSVC_CONFIG: configPath, FLOWSVC_URL: api.url };
+  signals.length = 0;
+  // The plain call (no commander), then one fastParse leaves to commander (`--` ends the options).
+  for (const args of [
+    ["signal", RUN_ID, "go", "--payload", "null"],
+    ["signal", RUN_ID, "go", "--payload", "null", "--"],
+  ]) {
+    const r = await runFlow(args, { env });
+    assert.equal(r.code, 0, `flow ${args.join(" ")}: ${r.stderr}`);
+  }
+  assert.deepEqual(signals, [{ payload: null }, { payload: null }]);
+  // A run directory of a `flow run` that is gone: the local engine decides (and answers not_found), no request is sent.
+  const runDir = join(home, ".local", "state", "flowsvc", "local", "runs", RUN_ID);
+  await mkdir(runDir, { recursive: true });
+  await writeFile(join(runDir, "pid"), "2147483646\n");
+  const ended = await runFlow(["signal", RUN_ID, "go"], { env });
+  assert.notEqual(ended.code, 0);
+  assert.match(ended.stderr, /^error: local run run-01jd8k2m3n4p5q6r7s8t9v0w1x is no longer running/);
+  assert.equal(signals.length, 2);
+  const gone = await runFlow(["signal", RUN_ID, "go"], { env });
+  assert.equal(gone.code, 0, gone.stderr); // the leftover directory was removed: the signal went to the server
+  assert.equal(signals.length, 3);
 });
 
 void test("flow check loads core's graph model and zod, and still nothing of the server; the real binary answers", async () => {

@@ -1,4 +1,6 @@
 /** `flow signal <run> <name> [--payload <json>]`: deliver a signal to a run (user authentication). */
+import type { Environment } from "../config.js";
+import { mayBeLocalRun } from "../local-state-dir.js";
 import { scopedPath, withSettings } from "./context.js";
 import { parseJsonFlag } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
@@ -14,15 +16,23 @@ export const signalSpec: CommandSpec = {
   examples: ['flow signal "$run" approved', 'flow signal run-01jd8k2m3n4p5q6r7s8t9v0w1x deploy --payload \'{"env":"prod"}\''],
   action: async (deps, { args: [id = "", name = ""], opts, flags }) => {
     const { payload } = opts as { payload?: unknown };
-    if (await deliverLocally(id, name, payload)) return;
+    if (await deliverLocally(deps.env, { id, name, payload })) return;
     await withSettings(deps, flags, async (ctx) => {
       await ctx.api.call("POST", `${scopedPath(ctx, "runs", id)}/signals/${encodeURIComponent(name)}`, { payload: payload ?? null });
     });
   },
 };
 
-/** A run started with `flow run` on this machine takes its signals from a local spool, not the server. */
-const deliverLocally = async (id: string, name: string, payload: unknown): Promise<boolean> => {
+/**
+ * A run started with `flow run` on this machine takes its signals from a local spool, not the server.
+ * The local engine (ES modules, zod) loads only when the run's directory exists (one stat): a signal
+ * for a server run reaches its request without it (issue 15: start-up).
+ */
+const deliverLocally = async (
+  env: Environment,
+  { id, name, payload }: { id: string; name: string; payload: unknown },
+): Promise<boolean> => {
+  if (!mayBeLocalRun(id, env)) return false;
   const { deliverLocalSignal } = await import("../local/local-signal.js");
-  return deliverLocalSignal(id, name, JSON.stringify(payload ?? null));
+  return deliverLocalSignal(id, name, JSON.stringify(payload ?? null), env);
 };

@@ -180,3 +180,21 @@ void test("commander still reports what fastParse leaves to it: help, unknown op
     assert.deepEqual(await commanderParse(status, tokens), { error: code }, tokens.join(" "));
   }
 });
+
+void test("a parser's null is the value on both paths: `--payload null` is JSON null, not commander's \"\"", async () => {
+  const specs = await hotSpecs();
+  for (const tokens of [
+    ["emit", "x", "--payload", "null"],
+    ["emit", "x", "--payload=null"],
+    ["signal", "run-1", "go", "--payload", "null"],
+    ["signal", "run-1", "go", "--payload", '"x"', "--payload", "null"],
+  ]) {
+    const spec = specs.find((s) => s.name === tokens[0]);
+    assert.ok(spec);
+    const fast = fastParse(spec, GLOBAL_OPTIONS, tokens);
+    assert.equal(fast?.call.opts["payload"], null, `fastParse: ${tokens.join(" ")}`);
+    const slow = await commanderParse(spec, tokens);
+    assert.ok("call" in slow, tokens.join(" "));
+    assert.equal(slow.call.opts["payload"], null, `commander: ${tokens.join(" ")}`);
+  }
+});

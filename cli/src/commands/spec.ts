@@ -112,8 +112,10 @@ const valueOf = (flag: Flag, text: string | undefined, previous: unknown): { val
   if (flag.spec.choices && !flag.spec.choices.includes(text)) return undefined;
   if (!flag.spec.parse) return { value: text };
   try {
-    // commander stores a parser's null or undefined as "" (`--payload null` is ""): the same here.
-    return { value: flag.spec.parse(text, previous) ?? "" };
+    // A parser's null is the value (`--payload null` is JSON null; spec-commander.ts keeps it so on
+    // commander's path too); undefined is "", as commander stores it.
+    const value = flag.spec.parse(text, previous);
+    return { value: value === undefined ? "" : value };
   } catch {
     return undefined;
   }

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { FlowError, ID_PATTERN, JournalEntrySchema, describeIssues } from "@flowsvc/core";
 import type { JournalEntry } from "@flowsvc/core";
+import { localRunPath } from "./config.js";
 import { isProcessAlive } from "./local-files.js";
 
 export interface LocalRunDir {
@@ -29,7 +30,7 @@ export type LocalRunPresence = "running" | "ended" | "none";
 /** `<state>/runs/<run-id>`; undefined for a text that is not a run id (never a path outside). */
 export const localRunDir = (stateDir: string, runId: string): LocalRunDir | undefined => {
   if (!ID_PATTERN.test(runId) || !runId.startsWith("run-")) return undefined;
-  const dir = join(stateDir, "runs", runId);
+  const dir = localRunPath(stateDir, runId);
   return {
     runId,
     dir,
