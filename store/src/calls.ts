@@ -75,9 +75,14 @@ const CREATORS: Partial<Record<CallRequest["kind"], (tx: PoolClient, c: NewCall)
   "wait-event": async (tx, { run, req }) => {
     const duration = waitDurationMs("wait-event", parseArgs("wait-event", req.args));
     // A waiter that starts after an event fired waits for the next one: remember where the bus
-    // was, once no emit of the type is still between its sequence number and its commit.
+    // was, once no emit of the type is still between its sequence number and its commit. Only
+    // events of the run's project and of this type can reach the waiter, so their highest seq is
+    // the position (events_project_type serves it; migration 020).
     await lockEventTypeForWait(tx, run.project_id, req.name);
-    const { rows } = await tx.query<{ seq: string }>(`select coalesce(max(seq), 0) as seq from events`);
+    const { rows } = await tx.query<{ seq: string }>(
+      `select coalesce(max(seq), 0) as seq from events where project_id = $1 and type = $2`,
+      [run.project_id, req.name],
+    );
     return pending(duration, { ...req.args, after_seq: rows[0]!.seq });
   },
   emit: async (tx, { run, req }) => {

@@ -433,3 +433,28 @@ void test("a waiter that notes the bus position while a one-round-trip batch wai
   }
   await gc.close();
 });
+
+void test("an event needs its project, either way onto the bus (no foreign key checks it); a deleted project takes its events along", async () => {
+  const p = await newProject();
+  await assert.rejects(emit({ projectId: "prj_nosuch", type: "x" }), (err: unknown) => {
+    assert.ok(err instanceof FlowError && err.code === "not_found", String(err));
+    return true;
+  });
+  assert.equal(await eventCount("prj_nosuch"), 0);
+  // The first emit reads the project's handlers (none take `x`), so the one-statement way is open to the next.
+  await emit({ projectId: p, type: "x", payload: 1 });
+  const lone = (): Promise<EmitResult[] | undefined> =>
+    db.pool.connect().then(async (c) => {
+      try {
+        return await emitBatch.alone(c, [{ ...base, projectId: p, type: "x", payload: 2 }]);
+      } finally {
+        c.release();
+      }
+    });
+  assert.equal((await lone())?.length, 1);
+  assert.equal(await eventCount(p), 2);
+  await db.pool.query(`delete from projects where id = $1`, [p]);
+  assert.equal(await eventCount(p), 0, "the project's deletion deleted its events (migration 020's trigger)");
+  assert.equal(await lone(), undefined, "the one-statement way declines for a project that is gone");
+  assert.equal(await eventCount(p), 0);
+});
