@@ -54,6 +54,11 @@ export interface JobOptions {
    * pipe and FLOW_INPUT_FILE.
    */
   readonly scriptPath?: string;
+  /**
+   * `workdir` belongs to this job alone: it does not exist yet, the job makes it and puts its
+   * scratch files there directly, and the caller removes it after the job (a worker's job directory).
+   */
+  readonly ownsWorkdir?: boolean;
   /** Where to write the script's process-group id for the launcher (unset: not written). */
   readonly pgidFile?: string;
   readonly timings?: Partial<JobTimings>;

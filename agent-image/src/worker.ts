@@ -106,7 +106,11 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
         });
       outcome = await runJob(
         backend,
-        agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
+        // The job's directory is named for this dispatch alone: its files go there directly.
+        {
+          ...agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
+          ownsWorkdir: true,
+        },
       );
     } catch (err) {
       log.error({ err }, "agent failed");
