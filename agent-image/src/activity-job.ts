@@ -15,7 +15,7 @@ import { collectCapped } from "./capped-output.js";
 import { startHeartbeat } from "./heartbeat.js";
 import type { JobOutcome, JobScope } from "./job-kit.js";
 import { whenAborted } from "./job-kit.js";
-import { endInterruptedJob, outcomeOfFailure, removeGroupFile, writeGroupFile } from "./job-group.js";
+import { endInterruptedJob, outcomeOfFailure, recordGroup, removeGroupFile } from "./job-group.js";
 import { LogShipper } from "./log-shipper.js";
 import { createMaskedLog } from "./output-pump.js";
 import type { RunningScript, ScriptExit } from "./script-runner.js";
@@ -102,7 +102,7 @@ export const runActivityJob = async (scope: JobScope, claim: ActivityClaim): Pro
   const { child } = run;
   const heartbeat = startHeartbeat(() => backend.heartbeat(), claim.lease_ms, logger);
   try {
-    await writeGroupFile(options.pgidFile, child.pid);
+    await recordGroup(options, child.pid);
     logger.info({ pid: child.pid }, "activity started");
     const first = await Promise.race([
       child.exited.then(() => "exit" as const),

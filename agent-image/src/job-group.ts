@@ -5,14 +5,19 @@
  */
 import { rm, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { JobOutcome, JobScope } from "./job-kit.js";
+import type { JobOptions, JobOutcome, JobScope } from "./job-kit.js";
 import { isCode } from "./job-kit.js";
 import type { LogShipper } from "./log-shipper.js";
 import type { RunningScript } from "./script-runner.js";
 
-/** The launcher reads this file to end the group should the agent die without doing it. */
-export const writeGroupFile = async (pgidFile: string | undefined, pid: number | undefined): Promise<void> => {
-  if (pgidFile !== undefined && pid !== undefined) await writeFile(pgidFile, `${pid}\n`, { mode: 0o600 });
+/**
+ * Says where the group is, for whoever ends it should the agent die without doing it: the
+ * launcher of a worker (`onGroup`, over IPC), `flow run`'s exit guard (the pgid file).
+ */
+export const recordGroup = async (options: Pick<JobOptions, "pgidFile" | "onGroup">, pid: number | undefined): Promise<void> => {
+  if (pid === undefined) return;
+  options.onGroup?.(pid);
+  if (options.pgidFile !== undefined) await writeFile(options.pgidFile, `${pid}\n`, { mode: 0o600 });
 };
 
 export const removeGroupFile = async (pgidFile: string | undefined): Promise<void> => {

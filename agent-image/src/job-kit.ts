@@ -3,7 +3,6 @@
  * caller gave runJob, the outcome types, timings, and the job's scope (the backend watched for a
  * lost lease, the signals that end it).
  */
-import { join } from "node:path";
 import { FlowError } from "@flowsvc/core";
 import type { AgentBackend } from "./backend.js";
 import type { AgentConfig } from "./config.js";
@@ -54,16 +53,19 @@ export interface JobOptions {
    * pipe and FLOW_INPUT_FILE.
    */
   readonly scriptPath?: string;
-  /** Where to write the script's process-group id for the launcher (unset: not written). */
+  /**
+   * `workdir` belongs to this job alone: it does not exist yet, the job makes it and puts its
+   * scratch files there directly, and the caller removes it after the job (a worker's job directory).
+   */
+  readonly ownsWorkdir?: boolean;
+  /** Where to write the script's process-group id (`flow run`'s exit guard reads it; unset: not written). */
   readonly pgidFile?: string;
+  /** Told the process-group id of the script (or command) once it started: a worker tells its launcher. */
+  readonly onGroup?: (pgid: number) => void;
   readonly timings?: Partial<JobTimings>;
 }
 
-/**
- * JobOptions for a job of an agent process, one-job or worker: the agent's configuration, the
- * job's id and working directory, and the pgid file there that the launcher reads to end the
- * script's group should the agent die without doing it.
- */
+/** JobOptions for a job of an agent process, one-job or worker: the agent's configuration, the job's id and working directory. */
 export const agentJobOptions = (
   config: Pick<AgentConfig, "capabilities" | "clientDir" | "agentEnv">,
   job: { readonly agentId: string; readonly workdir: string },
@@ -82,7 +84,6 @@ export const agentJobOptions = (
   logger: agent.logger,
   stop: agent.stop,
   agentPid: agent.agentPid,
-  pgidFile: join(job.workdir, "script.pgid"),
   ...(agent.timings ? { timings: agent.timings } : {}),
 });
 

@@ -79,3 +79,25 @@ void test("a claim's input (a handler run's event envelope) is written whole as 
     await rm(root, { recursive: true, force: true });
   }
 });
+
+void test("a job that owns its workdir (a worker's) puts its files there, and refuses one that exists already", async () => {
+  const root = await mkdtemp(join(tmpdir(), "fa-scratch-"));
+  try {
+    const own = join(root, "agt-1");
+    const s = await prepareScratchDir(own, { filename: "a.sh", source: "echo hi\n", trigger: {} }, true);
+    assert.equal(s.dir, own, "no nested directory");
+    assert.equal((await stat(own)).mode & 0o777, 0o700);
+    assert.equal(await readFile(join(own, "a.sh"), "utf8"), "echo hi\n");
+    await s.remove();
+    assert.ok((await stat(own)).isDirectory(), "the owner (the worker) removes it, once");
+    // A directory that exists already is not this job's alone: its files go into a new one inside.
+    const again = await prepareScratchDir(own, { filename: "a.sh", source: "", trigger: {} }, true);
+    assert.equal(dirname(again.dir), own);
+    assert.match(again.dir, /\/j-[^/]+$/);
+    await again.remove();
+    await assert.rejects(stat(again.dir), { code: "ENOENT" });
+    assert.equal(scriptFileName("script.pgid"), "script", "the script cannot take the launcher's pgid file's name");
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+});

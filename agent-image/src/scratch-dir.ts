@@ -28,7 +28,7 @@ export interface ScratchContent {
 /** A Unix socket path must fit in sun_path (108 bytes with the NUL on Linux); keep a margin. */
 const MAX_SOCKET_PATH = 100;
 
-const RESERVED = new Set(["input.json", "agent.sock", ".flow-stdout"]);
+const RESERVED = new Set(["input.json", "agent.sock", ".flow-stdout", "script.pgid"]);
 
 /** The script's file name: the recorded filename's last segment, or `script` if it has none. */
 export const scriptFileName = (filename: string): string => {
@@ -44,12 +44,35 @@ export const inputEnvelope = (trigger: Readonly<Record<string, unknown>>): Recor
   ...trigger,
 });
 
-export const prepareScratchDir = async (workdir: string, content: ScratchContent): Promise<ScratchDir> => {
-  await mkdir(workdir, { recursive: true, mode: 0o700 });
-  const dir = await mkdtemp(join(workdir, "j-")); // mkdtemp makes it 0700
+/**
+ * Where the job's files go: a new `j-` directory under `workdir` (which other jobs may share: a
+ * Pod's FLOW_AGENT_WORKDIR, the system's temporary directory), or, with `ownsWorkdir`, `workdir`
+ * itself, made here (0700) and refused if it exists already: a worker's job directory, named for
+ * this dispatch alone and removed by the worker after the job (the nested directory would only
+ * cost a mkdtemp and a second removal per job).
+ */
+const makeJobDir = async (workdir: string, ownsWorkdir: boolean): Promise<{ dir: string; own: boolean }> => {
+  if (ownsWorkdir) {
+    const made = await mkdir(workdir, { mode: 0o700 }).then(
+      () => true,
+      (err: NodeJS.ErrnoException) => {
+        if (err.code === "EEXIST") return false; // not fresh: fall back to a directory of its own
+        throw err;
+      },
+    );
+    if (made) return { dir: workdir, own: true };
+  } else {
+    await mkdir(workdir, { recursive: true, mode: 0o700 });
+  }
+  return { dir: await mkdtemp(join(workdir, "j-")), own: false }; // mkdtemp makes it 0700
+};
+
+export const prepareScratchDir = async (workdir: string, content: ScratchContent, ownsWorkdir = false): Promise<ScratchDir> => {
+  const { dir, own } = await makeJobDir(workdir, ownsWorkdir);
   const extraDirs: string[] = [];
+  // The job's own workdir is removed by its owner (the worker), once, after the job.
   const remove = async (): Promise<void> => {
-    for (const d of [dir, ...extraDirs]) await rm(d, { recursive: true, force: true });
+    for (const d of own ? extraDirs : [dir, ...extraDirs]) await rm(d, { recursive: true, force: true });
   };
   try {
     const scriptPath = join(dir, scriptFileName(content.filename));

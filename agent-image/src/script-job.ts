@@ -17,7 +17,7 @@ import { startHeartbeat } from "./heartbeat.js";
 import type { JobOutcome, JobScope } from "./job-kit.js";
 import { deferred, whenAborted } from "./job-kit.js";
 import type { JobGroup } from "./job-group.js";
-import { endInterruptedJob, outcomeOfFailure, removeGroupFile, writeGroupFile } from "./job-group.js";
+import { endInterruptedJob, outcomeOfFailure, recordGroup, removeGroupFile } from "./job-group.js";
 import { JournalCursor } from "./journal-cursor.js";
 import { LogShipper } from "./log-shipper.js";
 import type { PendingCall } from "./op-kit.js";
@@ -32,7 +32,7 @@ import { startSocketServer } from "./socket-server.js";
 export type ScriptClaim = Extract<AnyClaim, { kind: "script" }>;
 
 export const runScriptJob = async (scope: JobScope, claim: ScriptClaim): Promise<JobOutcome> => {
-  const scratch = await prepareScratchDir(scope.options.workdir, claim);
+  const scratch = await prepareScratchDir(scope.options.workdir, claim, scope.options.ownsWorkdir === true);
   try {
     return await executeScript(scope, claim, scratch);
   } finally {
@@ -110,7 +110,7 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
   };
 
   try {
-    await writeGroupFile(options.pgidFile, script.pid);
+    await recordGroup(options, script.pid);
     logger.info({ scriptPid: script.pid, interpreter: claim.interpreter }, "script started");
     const first = await Promise.race([
       script.exited.then((exit) => ({ type: "exit" as const, exit })),

@@ -31,13 +31,20 @@ const config: WorkerAgentConfig = {
 /** The launcher's end of the channel: what the worker sent, and ways to talk to it. */
 const launcherEnd = () => {
   const sent: WorkerReply[] = [];
+  /** The `group` messages (each job's script's process group), apart: the others are counted by `until`. */
+  const groups: WorkerReply[] = [];
   let deliver: (m: unknown) => void = () => undefined;
   let disconnect: () => void = () => undefined;
   let wake: () => void = () => undefined;
   return {
     sent,
+    groups,
     channel: {
       send: (m: WorkerReply) => {
+        if (m.type === "group") {
+          groups.push(m);
+          return;
+        }
         sent.push(m);
         wake();
       },
@@ -135,8 +142,14 @@ void test("a worker runs jobs one after another, each with its own token, agent 
   await assert.rejects(
     readdir(job(1).workdir),
     { code: "ENOENT" },
-    "the worker removed the job's directory (scratch, script.pgid) before done",
+    "the worker removed the job's directory (its scratch files) before done",
   );
+  assert.deepEqual(
+    end.groups.map((m) => m.type === "group" && m.jobId),
+    ["job-1", "job-2"],
+    "each job told the launcher its script's process group",
+  );
+  for (const m of end.groups) assert.ok(m.type === "group" && Number.isInteger(m.pgid) && m.pgid > 1);
   w.stop("test");
   assert.equal(await w.exited, 0);
 });

@@ -11,8 +11,10 @@
  * IPC protocol (Node's `ipc` channel; docs/internals.md, "Local agents"):
  * - launcher -> worker: `{type: "job", jobId, runId, attempt, token, agentId, workdir}`, only to a
  *   worker that runs no job (one just spawned too: Node queues the message until it listens);
- * - worker -> launcher: `{type: "ready"}` once it listens; `{type: "done", jobId, outcome}` when a
- *   job settled and the worker takes the next one.
+ * - worker -> launcher: `{type: "ready"}` once it listens; `{type: "group", jobId, pgid}` when the
+ *   job's script (or command) started in process group `pgid` (the launcher ends that group if the
+ *   worker dies before `done`); `{type: "done", jobId, outcome}` when a job settled and the worker
+ *   takes the next one.
  * Endings: a stop (SIGTERM, SIGINT, SIGHUP) ends the current job by its stop path (script ended,
  * no finish), sends no `done`, exit 0; the launcher requeues the job. The launcher gone (the server
  * died: the channel closed) takes no new job but lets the current one run on, as a one-job agent
@@ -106,7 +108,13 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
         });
       outcome = await runJob(
         backend,
-        agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
+        // The job's directory is named for this dispatch alone: its files go there directly. The
+        // launcher learns the script's group over IPC (no file the script could rewrite).
+        {
+          ...agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
+          ownsWorkdir: true,
+          onGroup: (pgid) => channel.send({ type: "group", jobId: job.jobId, pgid }),
+        },
       );
     } catch (err) {
       log.error({ err }, "agent failed");

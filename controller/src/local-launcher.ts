@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { WorkerReplySchema, newId, type WorkerJob } from "@flowsvc/core";
@@ -66,6 +66,8 @@ interface Assignment {
   readonly req: LaunchRequest;
   readonly agentId: string;
   readonly workdir: string;
+  /** The process group of the job's script (or command), once the agent said it (`group`). */
+  pgid?: number;
 }
 
 interface AgentProcess {
@@ -97,9 +99,9 @@ interface AgentProcess {
  * - An agent is replaced (at once, by a fresh one) after `maxJobsPerAgent` jobs; an idle one exits
  *   after `idleMs` when another agent of the pool is idle too, so a quiet laptop keeps one Node
  *   process per pool.
- * - An agent runs the script in a process group of its own and writes the group's id to
- *   `script.pgid` in the job's working directory: when an agent dies mid-job, the launcher ends
- *   the orphaned script and reports `agentExited` (the job is requeued at once).
+ * - An agent runs the script in a process group of its own and tells the group's id over IPC
+ *   (`{type: "group"}`): when an agent dies mid-job, the launcher ends the orphaned script and
+ *   reports `agentExited` (the job is requeued at once).
  * - As root (`runAs`), agents run as an unprivileged user, and what the launcher does inside the
  *   work root (removing a working directory, ending a script's group) it does as that user too.
  * Reuse does not weaken local isolation: the agents of one server share one user either way (README).
@@ -289,6 +291,10 @@ export class LocalLauncher implements Launcher {
       agent.child.kill("SIGKILL"); // its exit requeues the job it held
       return;
     }
+    if (m.type === "group") {
+      job.pgid = m.pgid;
+      return;
+    }
     // The job finished, parked, was lost or never claimed: each leaves nothing to requeue (the
     // `stopped` ending sends no `done`; the agent exits and the exit requeues).
     agent.job = undefined;
@@ -321,7 +327,7 @@ export class LocalLauncher implements Launcher {
       this.#opts.log({ pid, code, signal, jobs: agent.jobs }, "agent exited");
       return;
     }
-    this.#reapScript(job.workdir);
+    if (job.pgid !== undefined) killAgentGroup(job.pgid, this.#opts.runAs); // the orphaned script, if it still runs
     this.#removeWorkdir(job.workdir);
     this.#opts.log(
       { agentId: job.agentId, jobId: job.req.jobId, runId: job.req.runId, pid, code, signal, jobs: agent.jobs },
@@ -363,17 +369,5 @@ export class LocalLauncher implements Launcher {
       .catch((err: unknown) => this.#opts.log({ workdir, err }, "could not remove a job's working directory"))
       .finally(() => this.#removals.delete(removal));
     this.#removals.add(removal);
-  }
-
-  /** Ends the process group of a script whose agent died (nothing happens when it already ended). */
-  #reapScript(workdir: string): void {
-    let pgid: number;
-    try {
-      pgid = Number(readFileSync(join(workdir, "script.pgid"), "utf8").trim());
-    } catch {
-      return;
-    }
-    if (!Number.isInteger(pgid) || pgid <= 1) return;
-    killAgentGroup(pgid, this.#opts.runAs);
   }
 }

@@ -230,7 +230,8 @@ export const ActivityFinishRequestSchema = z.object({
 
 /**
  * The local launcher and a worker-mode agent talk over Node's IPC channel (docs/internals.md,
- * "Local agents"): a job goes to an idle worker, which answers `ready` once and `done` per job.
+ * "Local agents"): a job goes to an idle worker, which answers `ready` once, then per job `group` (its
+ * script's process group) and `done`.
  * Both sides parse what they receive with these.
  */
 export const WorkerJobSchema = z.object({
@@ -249,5 +250,8 @@ export const JOB_OUTCOMES = ["finished", "suspended", "lost", "stopped", "not_cl
 export const WorkerReplySchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("ready") }),
   z.object({ type: z.literal("done"), jobId: z.string(), outcome: z.enum(JOB_OUTCOMES) }),
+  // The job's script (or command) started in process group `pgid`: the launcher ends that group
+  // should the agent die before `done`.
+  z.object({ type: z.literal("group"), jobId: z.string(), pgid: z.number().int().min(2) }),
 ]);
 export type WorkerReply = z.infer<typeof WorkerReplySchema>;

@@ -67,6 +67,17 @@ const childrenOf = (pid: number): number[] =>
       }
     });
 
+/** The process groups the agents started (their scripts): children of `agents` that lead a group. */
+const scriptGroupsOf = (agents: readonly number[]): number[] =>
+  agents.flatMap(childrenOf).filter((p) => {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, "latin1");
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) === p;
+    } catch {
+      return false;
+    }
+  });
+
 const uidOf = (pid: number): number => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
 
 void test("as root, a script runs as flowsvc-agent and reads none of the master key, admin token, CLI login, server.log or the server's memory", async (t) => {
@@ -198,12 +209,15 @@ void test("working directories a server killed with SIGKILL left behind are remo
   const server = await startTestServer({ agents: 2, leaseMs: 2000 });
   try {
     const run = await start(server, "long.sh", `flow step first -- echo first\nsleep 300\n`);
-    await waitFor("the job's working directory", () =>
-      workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))),
+    await waitFor(
+      "the job's script to run in its working directory",
+      () =>
+        workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "long.sh"))) &&
+        scriptGroupsOf(childrenOf(server.process.pid!)).length > 0,
     );
     const left = workdirs(server);
-    const pgids = left.map((d) => Number(readFileSync(join(server.dataDir, "agents", d, "script.pgid"), "utf8").trim()));
     const agents = childrenOf(server.process.pid!);
+    const pgids = scriptGroupsOf(agents);
     assert.ok(agents.length > 0);
     await server.kill("SIGKILL");
     for (const pid of agents) {
@@ -246,8 +260,11 @@ void test("a working directory a killed server's agent still works in survives t
       "orphan.sh",
       `flow step first -- echo first\nwhile [ ! -e ${go} ]; do sleep 0.1; done\necho orphan-done\n`,
     );
-    await waitFor("the job's working directory", () =>
-      workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "script.pgid"))),
+    await waitFor(
+      "the job's script to run in its working directory",
+      () =>
+        workdirs(server).some((d) => existsSync(join(server.dataDir, "agents", d, "orphan.sh"))) &&
+        scriptGroupsOf(childrenOf(server.process.pid!)).length > 0,
     );
     const [held] = workdirs(server);
     const agents = childrenOf(server.process.pid!);
