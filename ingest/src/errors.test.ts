@@ -19,17 +19,19 @@ void test("regression (soak): a statement whose Postgres connection was terminat
   const pool = createPool(db.url, { max: 1, applicationName: "errors-test" });
   t.after(() => pool.end());
   const client = await pool.connect();
-  const inFlight = client.query("select pg_sleep(30)");
+  // Its rejection is watched from the start: it may come before pg_terminate_backend's own answer,
+  // and a rejection nobody watches yet fails the test as unhandled.
+  const inFlight = client.query("select pg_sleep(30)").then(
+    () => assert.fail("the statement should have failed"),
+    (err: unknown) => err,
+  );
   await waitFor(
     "the statement to run",
     async () => (await db.pool.query("select 1 from pg_stat_activity where query = 'select pg_sleep(30)'")).rowCount === 1,
   );
   await db.pool.query("select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'errors-test'");
   // The statement in flight gets Postgres's 57P01; the next one on that client, pg's own refusal.
-  const terminated = await inFlight.then(
-    () => assert.fail("the statement should have failed"),
-    (err: unknown) => err,
-  );
+  const terminated = await inFlight;
   const next = await client.query("select 1").then(
     () => assert.fail("the dead connection should refuse"),
     (err: unknown) => err,
