@@ -187,9 +187,14 @@ const scanChildrenOf = (parent: number): number[] =>
       }
     });
 
+/**
+ * An agent runs the agent package's dist/main.js: from the checkout (agent-image/), or, when the
+ * server runs as root from a checkout its agent user cannot read (CI's `mktemp -d` clone), from the
+ * readable copy in the data dir (agent-runtime/<version>/node_modules/@flowsvc/agent/).
+ */
 const isAgent = (pid: number): boolean => {
   try {
-    return /agent-image\/dist\/main\.js/.test(readFileSync(`/proc/${pid}/cmdline`, "latin1"));
+    return /(agent-image|@flowsvc\/agent)\/dist\/main\.js/.test(readFileSync(`/proc/${pid}/cmdline`, "latin1"));
   } catch {
     return false;
   }
