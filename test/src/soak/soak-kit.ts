@@ -30,7 +30,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { copyFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
-import { HANDLER_RUNS_IN_FLIGHT_LIMIT } from "@flowsvc/core";
+import { HANDLER_RUNS_IN_FLIGHT_LIMIT, isTerminalStatus } from "@flowsvc/core";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { scriptDir } from "../support/script-dir.js";
 import { alive, waitFor } from "../support/wait.js";
@@ -445,14 +445,12 @@ const snapshot = async (dataDir: string) => {
 };
 type Snapshot = Awaited<ReturnType<typeof snapshot>>;
 
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
-
 /** Everything acknowledged has come to rest: every submitted run and every chain link is terminal. */
 const settled = (snap: Snapshot, tally: Tally): boolean => {
   const byId = new Map(snap.runs.map((r) => [r.id, r]));
-  if (!tally.runs.every((id) => TERMINAL.has(byId.get(id)?.status ?? ""))) return false;
+  if (!tally.runs.every((id) => isTerminalStatus(byId.get(id)?.status ?? ""))) return false;
   const handlerRuns = snap.runs.filter((r) => r.handler_name !== null);
-  if (!handlerRuns.every((r) => TERMINAL.has(r.status))) return false;
+  if (!handlerRuns.every((r) => isTerminalStatus(r.status))) return false;
   const h1 = new Set(handlerRuns.filter((r) => r.handler_name === "h1").map((r) => r.event_id));
   const h2 = new Set(handlerRuns.filter((r) => r.handler_name === "h2").map((r) => r.event_id));
   const delivered = new Set(snap.aEvents.map((e) => e.delivery));
@@ -692,7 +690,7 @@ const stopAll = async (server: TestServer, orphans: readonly number[]): Promise<
 
 /** The jobs of runs that did not finish, and the server's last output: where a stuck run is to be chased. */
 const unfinished = async (server: TestServer, snap: Snapshot): Promise<string[]> => {
-  const open = snap.runs.filter((r) => !TERMINAL.has(r.status)).map((r) => r.id);
+  const open = snap.runs.filter((r) => !isTerminalStatus(r.status)).map((r) => r.id);
   if (open.length === 0) return [];
   const jobs = await query<Record<string, unknown>>(
     server.dataDir,
