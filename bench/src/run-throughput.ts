@@ -75,6 +75,11 @@ interface Cpu {
   bench: number;
 }
 
+/** A burst's CPU per run; `split` is false when an agent was replaced during it (see cpuNow). */
+interface BurstCpu extends Cpu {
+  split: boolean;
+}
+
 interface ProcStat {
   pid: number;
   ppid: number;
@@ -124,13 +129,21 @@ const serverTree = (serverPid: number): ProcStat[] => {
  * children with its whole life, which is why those count as the agents' and not the server's. A
  * script's CPU is its agent's once reaped: `scripts` is what the agents reaped, `agents` their own.
  */
-const cpuNow = (serverPid: number): Cpu => {
-  const out: Cpu = { server: 0, agents: 0, scripts: 0, postgres: 0, bench: procStat(String(process.pid))?.own ?? 0 };
+const cpuNow = (serverPid: number): Cpu & { agentPids: Set<number> } => {
+  const out = {
+    server: 0,
+    agents: 0,
+    scripts: 0,
+    postgres: 0,
+    bench: procStat(String(process.pid))?.own ?? 0,
+    agentPids: new Set<number>(),
+  };
   for (const p of serverTree(serverPid)) {
     if (p.pid === serverPid) {
       out.server += p.own;
       out.agents += p.children;
     } else if (p.cmd.includes("agent-image/dist/main.js")) {
+      out.agentPids.add(p.pid);
       out.agents += p.own;
       out.scripts += p.children;
     } else if (p.cmd.includes("postgres")) out.postgres += p.own + p.children;
@@ -156,7 +169,7 @@ interface Burst {
   commitsPerRun: number;
   fsyncsPerRun: number;
   /** CPU milliseconds per run by role. */
-  cpu: Cpu;
+  cpu: BurstCpu;
 }
 
 /** Submits `RUNS` runs tagged `tag`, `IN_FLIGHT` at a time; answers when the last submit answered. */
@@ -223,6 +236,8 @@ const burst = async (server: TestServer, db: pg.Client, tag: string): Promise<Bu
       scripts: ((cpu1.scripts - cpu0.scripts) * 1000) / RUNS,
       postgres: ((cpu1.postgres - cpu0.postgres) * 1000) / RUNS,
       bench: ((cpu1.bench - cpu0.bench) * 1000) / RUNS,
+      // An agent that exited took its scripts' CPU with it into the server's reaped children (counted as agents').
+      split: [...cpu0.agentPids].every((pid) => cpu1.agentPids.has(pid)),
     },
   };
 };
@@ -239,7 +254,11 @@ const report = (i: number, b: Burst, floorMs: number): void => {
   );
   const c = b.cpu;
   console.log(
-    `           CPU per run: server ${fmt(c.server)}, agents ${fmt(c.agents)} and their scripts ${fmt(c.scripts)}, Postgres ${fmt(c.postgres)},` +
+    `           CPU per run: server ${fmt(c.server)}, ` +
+      (c.split
+        ? `agents ${fmt(c.agents)} and their scripts ${fmt(c.scripts)}`
+        : `agents and their scripts ${fmt(c.agents + c.scripts)} (not split: an agent was replaced during the burst)`) +
+      `, Postgres ${fmt(c.postgres)},` +
       ` submitters ${fmt(c.bench)}; total ${fmt(c.server + c.agents + c.scripts + c.postgres + c.bench)}`,
   );
 };
