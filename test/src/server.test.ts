@@ -126,3 +126,23 @@ void test("bad server flags are refused with every problem listed", async () => 
   assert.match(r.stderr, /port:/);
   assert.match(r.stderr, /agents:/);
 });
+
+void test(
+  "as root, a data dir the agent user cannot reach is refused with one clear error and nothing else",
+  { skip: process.getuid?.() === 0 ? false : "only root runs local agents as another user" },
+  async () => {
+    const parent = await mkdtemp(join(tmpdir(), "flowsvc-0700-")); // mkdtemp makes it 0700
+    const dataDir = join(parent, "data");
+    const r = await runFlow(["server", "--port", "0", "--data-dir", dataDir], {
+      FLOWSVC_DATABASE_URL: undefined,
+      FLOWSVC_CONFIG: join(parent, "cli.json"),
+    });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /^error: local agents run as "[^"]+" when flowsvc runs as root, and .* keeps them out of /m);
+    // The server's log file was still opening when the refusal ended the process: its flush at exit
+    // once printed "sonic boom is not ready yet ... a bug in flow" after the clear error.
+    assert.doesNotMatch(r.stderr, /bug|sonic/i);
+    assert.equal(r.stderr.trim().split("\n").length, 2, r.stderr);
+    await rm(parent, { recursive: true, force: true });
+  },
+);

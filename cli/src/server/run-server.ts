@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import { chmod, mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -128,6 +129,11 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const logPath = join(config.dataDir, "server.log");
   await chmod(logPath, 0o600).catch(() => undefined); // made 0644 by servers before 0600 was asked for
+  // Open before anything can end the process: pino flushes this file synchronously at exit, and
+  // sonic-boom throws ("not ready yet") for a file still opening, which a start refused at once
+  // (a data dir the agent user cannot reach) printed as a bug after its own clear error.
+  const logFile = pino.destination({ dest: logPath, mkdir: true, sync: false, mode: 0o600 });
+  await once(logFile, "ready");
   const logger = pino(
     {
       level: config.logLevel,
@@ -136,7 +142,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       serializers: { url: redactUrl, req: (req: { method?: string; url?: unknown }) => ({ method: req.method, url: redactUrl(req.url) }) },
     },
     pino.multistream([
-      { level: config.logLevel, stream: pino.destination({ dest: logPath, mkdir: true, sync: false, mode: 0o600 }) },
+      { level: config.logLevel, stream: logFile },
       { level: "warn", stream: process.stderr },
     ]),
   );
@@ -151,11 +157,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
         logger.error({ err }, "error during shutdown");
       }
     }
-    try {
-      logger.flush();
-    } catch {
-      // the log file is not open yet (a start that failed at once): there is nothing to flush
-    }
+    logger.flush();
   };
 
   try {
