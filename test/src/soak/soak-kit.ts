@@ -282,6 +282,19 @@ const chainRunsInFlight = async (dataDir: string): Promise<number> => {
 };
 
 /**
+ * Checks `check` until it holds (true) or `deadline` passes (false): the soak's one wait on a
+ * condition. Unlike waitFor, running out of time is an answer, not an error: a fault that meets no
+ * work in flight by then still happens, and the counts say so.
+ */
+const until = async (deadline: number, check: () => boolean | Promise<boolean>): Promise<boolean> => {
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+/**
  * A delivery sent as a sender that respects the project's limit on handler runs in flight
  * (HANDLER_RUNS_IN_FLIGHT_LIMIT) would: once its chain (h1, then h2) has room, so that h1's emit is
  * not refused for the limit (emit_refused: documented, not a loss). Deliveries go one at a time.
@@ -293,7 +306,7 @@ const deliverWithinTheLimit = async (
 ): Promise<void> => {
   const room = async (): Promise<boolean> =>
     (await chainRunsInFlight(ctx.server.dataDir).catch(() => HANDLER_RUNS_IN_FLIGHT_LIMIT)) + 2 <= HANDLER_RUNS_IN_FLIGHT_LIMIT;
-  while (Date.now() < deadline && !tally.over && !(await room())) await new Promise((r) => setTimeout(r, 50));
+  await until(deadline, async () => tally.over || (await room()));
   await deliverUntilAcknowledged(ctx.api, ctx.secret, tally, deadline);
 };
 
@@ -304,14 +317,11 @@ const share = (n: number, i: number, waves: number): number => Math.ceil(((i + 1
  * Waits (until `deadline`, polling every 20 ms) for an agent of the server to run a script, so that
  * the fault meets a script in flight; answers whether one did.
  */
-const workInFlight = async (server: TestServer, deadline: number): Promise<boolean> => {
-  while (Date.now() < deadline) {
+const workInFlight = (server: TestServer, deadline: number): Promise<boolean> =>
+  until(deadline, () => {
     assertServerUp(server);
-    if (busyAgentsOf(server.process.pid!).length > 0) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return false;
-};
+    return busyAgentsOf(server.process.pid!).length > 0;
+  });
 
 /** A server the soak did not kill must be running: one that ended on its own is the finding, with its last output. */
 const assertServerUp = (server: TestServer): void => {
@@ -324,16 +334,17 @@ const assertServerUp = (server: TestServer): void => {
 
 /** Terminates the server's Postgres connections; while it has none (it just started), waits for one, until `deadline`. */
 const terminateBackends = async (dataDir: string, deadline: number): Promise<number> => {
-  for (;;) {
+  let n = 0;
+  await until(deadline, async () => {
     const rows = await query<{ n: number }>(
       dataDir,
       `select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
         where datname = 'flowsvc' and pid <> pg_backend_pid() and backend_type = 'client backend'`,
     );
-    const n = rows[0]?.n ?? 0;
-    if (n > 0 || Date.now() >= deadline) return n;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    n = rows[0]?.n ?? 0;
+    return n > 0;
+  });
+  return n;
 };
 
 /** SIGKILLs an agent of the server that runs a script (an idle one if none does by `deadline`). */
