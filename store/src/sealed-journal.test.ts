@@ -47,13 +47,19 @@ before(async () => {
 });
 after(async () => db?.drop());
 
+/** What sealStepResult stored, which must be a sealed string here. */
+const sealedText = (stored: unknown): string => {
+  assert.equal(typeof stored, "string");
+  return stored as string;
+};
+
 const stepResult = { stdout_b64: Buffer.from(`step: ${SECRET}\n\u0000\u00ff`).toString("base64"), exit: 0 };
 
 void test("a sealed step result holds no plaintext and opens to the recorded value in its run and in reruns of it", async () => {
   const source = await newRun(scope.projectId);
   const rerun = await newRun(scope.projectId, source);
   const rerunOfRerun = await newRun(scope.projectId, rerun);
-  const sealed = await sealStepResult(keyring, scope, { runId: source, position: 3 }, stepResult);
+  const sealed = sealedText(await sealStepResult(keyring, scope, { runId: source, position: 3 }, stepResult));
   assert.ok(sealed.startsWith(SEALED_JOURNAL_PREFIX));
   assert.ok(!sealed.includes(SECRET) && !sealed.includes(stepResult.stdout_b64));
   for (const run of [source, rerun, rerunOfRerun]) {
@@ -69,7 +75,7 @@ void test("a sealed step result holds no plaintext and opens to the recorded val
 void test("a sealed step result copied to another run, another position or another project does not open", async () => {
   const source = await newRun(scope.projectId);
   const stranger = await newRun(scope.projectId);
-  const sealed = await sealStepResult(keyring, scope, { runId: source, position: 0 }, stepResult);
+  const sealed = sealedText(await sealStepResult(keyring, scope, { runId: source, position: 0 }, stepResult));
   await assert.rejects(
     openJournalResult(keyring, scope, await runLineage(db.pool, stranger), { position: 0, result: sealed }),
     /sealed for run-.*#0, not for this run/,
@@ -82,6 +88,34 @@ void test("a sealed step result copied to another run, another position or anoth
   // The name in the sealed string is bound by the seal: rewriting it to this run fails to open.
   const relabelled = sealed.replace(source, stranger);
   await assert.rejects(openJournalResult(keyring, scope, new Set([stranger]), { position: 0, result: relabelled }), /could not be opened/);
+});
+
+void test("a step that printed nothing is stored plain and reads as it is; anything more than an exit code is sealed", async () => {
+  const run = await newRun(scope.projectId);
+  const place = { runId: run, position: 0 };
+  for (const quiet of [
+    { stdout_b64: "", exit: 0 },
+    { stdout_b64: "", exit: 3 },
+  ]) {
+    const stored = await sealStepResult(keyring, scope, place, quiet);
+    assert.deepEqual(stored, quiet);
+    assert.deepEqual(await openJournalResult(keyring, scope, new Set([run]), { position: 0, result: stored }), quiet);
+  }
+  // One byte printed, an error text beside the empty stdout, an extra field, a non-integer exit: sealed.
+  for (const loud of [
+    { stdout_b64: "Cg==", exit: 0 },
+    { stdout_b64: "", exit: 1, error: `step output is ${SECRET}` },
+    { stdout_b64: "", exit: 0, note: SECRET },
+    { stdout_b64: "", exit: 1e400 },
+    { stdout_b64: "", exit: "0" },
+  ]) {
+    const stored = sealedText(await sealStepResult(keyring, scope, place, loud));
+    assert.ok(stored.startsWith(SEALED_JOURNAL_PREFIX) && !stored.includes(SECRET), JSON.stringify(loud));
+    assert.deepEqual(
+      await openJournalResult(keyring, scope, new Set([run]), { position: 0, result: stored }),
+      JSON.parse(JSON.stringify(loud)),
+    );
+  }
 });
 
 void test("an activity's sealed stdout opens inside its result; plain results written before sealing read as they are", async () => {

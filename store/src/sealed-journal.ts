@@ -31,9 +31,24 @@ export interface StepPlace {
   readonly position: number;
 }
 
-/** A step's result as stored: sealed, bound to its run and position (core/src/sealed-journal.ts). */
-export const sealStepResult = async (keyring: Keyring, scope: JournalSealScope, step: StepPlace, result: unknown): Promise<string> =>
-  sealAs(keyring, scope, stepSealName(step.runId, step.position), JSON.stringify(result ?? null));
+/**
+ * A step result that holds nothing the script printed: exactly `{stdout_b64: "", exit: <integer>}`
+ * (an exit code cannot carry a secret). Anything more (an error text, another field) is sealed.
+ */
+const printedNothing = (result: unknown): boolean => {
+  if (result === null || typeof result !== "object" || Array.isArray(result)) return false;
+  const keys = Object.keys(result);
+  const { stdout_b64, exit } = result as { stdout_b64?: unknown; exit?: unknown };
+  return keys.length === 2 && stdout_b64 === "" && Number.isSafeInteger(exit);
+};
+
+/**
+ * A step's result as stored: sealed, bound to its run and position (core/src/sealed-journal.ts).
+ * A result that printed nothing is kept plain (it reads back as it is, like a row written before
+ * sealing): nothing to hide, and no WebCrypto seal on the step's one round trip.
+ */
+export const sealStepResult = async (keyring: Keyring, scope: JournalSealScope, step: StepPlace, result: unknown): Promise<unknown> =>
+  printedNothing(result) ? result : sealAs(keyring, scope, stepSealName(step.runId, step.position), JSON.stringify(result ?? null));
 
 /** An activity's stdout (base64) as stored: sealed, bound to the activity. */
 export const sealActivityOutput = async (
