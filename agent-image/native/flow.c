@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -544,13 +545,62 @@ static void put_list_field(buf *b, const char *key, const char *const *items, in
 
 /* ---- flow step --------------------------------------------------------------------------- */
 
+/* What a shell says when it cannot run a command (errno e): 127 when missing, 126 otherwise. */
+static int exec_failure(const char *file, int e) {
+  const char *why = e == ENOENT && !strchr(file, '/') ? "command not found" : strerror(e);
+  say(2, "flow step: ", file, ": ", why, NULL);
+  return e == ENOENT ? 127 : 126;
+}
+
+/* Starts the body with fork and execvp, for what posix_spawnp does not do as execvp does: a file
+ * without a #! line (ENOEXEC: execvp runs it with /bin/sh) and a pipe end that is fd 1 itself. */
+static pid_t fork_body(char **cmd, char **env, int out) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (out == 1) (void)fcntl(1, F_SETFD, 0);
+  else (void)dup2(out, 1);
+  signal(SIGPIPE, SIG_DFL);
+  environ = env;
+  execvp(cmd[0], cmd);
+  _exit(exec_failure(cmd[0], errno));
+}
+
+/* Starts the body with its stdout on `out` and SIGPIPE back at its default (this client ignores
+ * it). posix_spawnp is a vfork and exec: no copy of this process's page tables on every step.
+ * Answers the pid, or 0 with *code set when the command cannot be run (said like a shell). */
+static pid_t start_body(char **cmd, char **env, int out, int *code) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  sigset_t dfl;
+  pid_t pid = 0;
+  if (out == 1) return fork_body(cmd, env, out);
+  if (posix_spawn_file_actions_init(&fa)) die_oom();
+  if (posix_spawnattr_init(&at)) die_oom();
+  sigemptyset(&dfl);
+  sigaddset(&dfl, SIGPIPE);
+  int e = posix_spawn_file_actions_adddup2(&fa, out, 1);
+  if (!e) e = posix_spawnattr_setsigdefault(&at, &dfl);
+  if (!e) e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
+  /* execvp takes PATH from the environment it runs in; posix_spawnp from ours: the same PATH,
+   * since only FLOW_* variables are left out of the body's. */
+  if (!e) e = posix_spawnp(&pid, cmd[0], &fa, &at, cmd, env);
+  posix_spawnattr_destroy(&at);
+  posix_spawn_file_actions_destroy(&fa);
+  if (e == ENOEXEC) return fork_body(cmd, env, out);
+  if (e) {
+    *code = exec_failure(cmd[0], e);
+    return 0;
+  }
+  return pid;
+}
+
 /* Runs the step body: the script's env minus FLOW_*, plus FLOW_IDEMPOTENCY_KEY; stdout copied
  * live to ours and kept up to the limit; stderr untouched. Returns its exit status. */
 static int run_body(char **cmd, char *idem_kv, buf *kept, unsigned long long *total) {
   size_t n = 0, k = 0;
   for (char **e = environ; *e; e++) n++;
   char **env = malloc((n + 2) * sizeof *env);
-  int p[2];
+  int p[2], failed = 0;
   if (!env) die_oom();
   for (char **e = environ; *e; e++)
     if (strncmp(*e, "FLOW_", 5) != 0) env[k++] = *e;
@@ -560,21 +610,16 @@ static int run_body(char **cmd, char *idem_kv, buf *kept, unsigned long long *to
     say(2, "error: flow step: cannot create a pipe: ", strerror(errno), NULL);
     return 1;
   }
-  pid_t pid = fork();
+  pid_t pid = start_body(cmd, env, p[1], &failed);
   if (pid < 0) {
     say(2, "error: flow step: cannot start a process: ", strerror(errno), NULL);
     return 1;
   }
   if (pid == 0) {
-    if (p[1] == 1) (void)fcntl(1, F_SETFD, 0);
-    else (void)dup2(p[1], 1);
-    signal(SIGPIPE, SIG_DFL);
-    environ = env;
-    execvp(cmd[0], cmd);
-    int e = errno;
-    const char *why = e == ENOENT && !strchr(cmd[0], '/') ? "command not found" : strerror(e);
-    say(2, "flow step: ", cmd[0], ": ", why, NULL);
-    _exit(e == ENOENT ? 127 : 126);
+    free(env);
+    close(p[0]);
+    close(p[1]);
+    return failed;
   }
   free(env);
   close(p[1]);
