@@ -41,19 +41,20 @@ export const recordJournal = async (db: Db, runId: string, entry: RecordRequest)
  * the row is written only while that job is live (dispatched or running) and the position is
  * free. Nothing written answers undefined (the job is gone, or the position is taken: a retried
  * record or a determinism mismatch), and the caller asks again the long way (jobByToken, then
- * recordJournal), which tells the three apart.
+ * recordJournal), which tells the three apart. The entry written comes back without its result
+ * (the caller has it: a step's stdout, up to 2 MiB sealed, is not sent back and parsed again).
  */
 export const recordJournalForToken = async (
   db: Db,
   job: { readonly digest: Buffer; readonly runId: string },
   entry: RecordRequest,
-): Promise<JournalEntry | undefined> => {
-  const { rows } = await db.query<JournalEntry>(
+): Promise<Omit<JournalEntry, "result"> | undefined> => {
+  const { rows } = await db.query<Omit<JournalEntry, "result">>(
     `insert into journal (run_id, position, kind, name, ordinal, status, result, resolved_at)
      select j.run_id, $3::int, $4::text, $5::text, $6::int, $7::text, $8::jsonb, case when $7::text = 'done' then now() end
        from jobs j where j.token_digest = $1 and j.run_id = $2 and j.status in ('dispatched', 'running')
      on conflict (run_id, position) do nothing
-     returning position, kind, name, ordinal, status, result`,
+     returning position, kind, name, ordinal, status`,
     [job.digest, job.runId, entry.position, entry.kind, entry.name, entry.ordinal, entry.status, JSON.stringify(entry.result ?? null)],
   );
   return rows[0];

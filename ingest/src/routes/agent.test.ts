@@ -88,6 +88,21 @@ test("a script job's life: claim (with the project's secrets), heartbeat, journa
     step(0, "build", "built").result,
     "a replay answers as recorded",
   );
+  // The job is known now: the next records take the one-statement way, and answer what was sent.
+  // A step that printed nothing is stored plain; one that printed is sealed.
+  for (const [position, text] of [
+    [1, ""],
+    [2, `out ${SECRET}`],
+  ] as const) {
+    const next = await agent("journal", job, step(position, `s${position}`, text));
+    assert.deepEqual((next.body as { entry: unknown }).entry, { ...step(position, `s${position}`, text), status: "done" });
+  }
+  const stored = await t.db.pool.query<{ position: number; result: unknown }>(
+    `select position, result from journal where run_id = $1 and position > 0 order by position`,
+    [job.runId],
+  );
+  assert.deepEqual(stored.rows[0], { position: 1, result: { stdout_b64: "", exit: 0 } });
+  assert.match(String(stored.rows[1]?.result), /^flowsvc-sealed:1:/);
 
   assert.deepEqual((await agent("log", job, { chunks: [{ stream: "stdout", data: "hello\n" }] })).body, {});
   assert.equal((await ask(t, "GET", `${t.project.base}/runs/${job.runId}/log`, { as: "viewer" })).text, "hello\n");
