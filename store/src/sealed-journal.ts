@@ -47,8 +47,10 @@ const printedNothing = (result: unknown): boolean => {
  * A result that printed nothing is kept plain (it reads back as it is, like a row written before
  * sealing): nothing to hide, and no WebCrypto seal on the step's one round trip.
  */
-export const sealStepResult = async (keyring: Keyring, scope: JournalSealScope, step: StepPlace, result: unknown): Promise<unknown> =>
-  printedNothing(result) ? result : sealAs(keyring, scope, stepSealName(step.runId, step.position), JSON.stringify(result ?? null));
+export const sealStepResult = (keyring: Keyring, scope: JournalSealScope, step: StepPlace, result: unknown): Promise<unknown> =>
+  printedNothing(result)
+    ? Promise.resolve(result)
+    : sealAs(keyring, scope, stepSealName(step.runId, step.position), JSON.stringify(result ?? null));
 
 /** An activity's stdout (base64) as stored: sealed, bound to the activity. */
 export const sealActivityOutput = async (
