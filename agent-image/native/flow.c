@@ -1203,9 +1203,23 @@ static int run_user_cli(char **argv) {
   return 1;
 }
 
+/*
+ * A closed stdin, stdout or stderr is taken by /dev/null, as Node does for the fallback client:
+ * otherwise the agent connection would get that number, and what the client writes to stdout
+ * (a step's echo) would go into the connection.
+ */
+static void hold_std_fds(void) {
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0 && null != fd) close(null); /* cannot happen: open takes the lowest free number */
+  }
+}
+
 int main(int argc, char **argv) {
   const char *name = argc > 1 ? argv[1] : "";
   if (!runs_in_script(name)) return run_user_cli(argv);
+  hold_std_fds();
   const command *c = find_command(name);
   signal(SIGPIPE, SIG_IGN); /* a closed stdout or agent is an error to report, not a death */
   if (c && wants_help(argc - 1, argv + 1)) {

@@ -173,6 +173,19 @@ forBoth("the record survives a reader that closes stdout early", async (client, 
   assert.equal(peer.recorded.get("many")?.exit, 0);
 });
 
+forBoth("a step run with stdout closed, or all three standard streams, records its body and exits with its code", async (client, peer) => {
+  // With fd 1 closed, the agent connection would be given fd 1 and the echo of the body's output
+  // would be written into it; the client keeps the standard descriptors taken (/dev/null) instead.
+  const script = [
+    'timeout 10 "$CLIENT" step out -- sh -c "echo hi; exit 3" >&-; echo "rc=$?"',
+    'timeout 10 "$CLIENT" step all -- sh -c "echo all; exit 4" <&- >&- 2>&-; echo "rc=$?"',
+  ].join("\n");
+  const r = await runShell(client, peer, script);
+  assert.deepEqual([r.code, r.stdout.toString(), r.stderr], [0, "rc=3\nrc=4\n", ""]);
+  assert.deepEqual([peer.recorded.get("out")?.stdout.toString(), peer.recorded.get("out")?.exit], ["hi\n", 3]);
+  assert.deepEqual([peer.recorded.get("all")?.stdout.toString(), peer.recorded.get("all")?.exit], ["all\n", 4]);
+});
+
 forBoth("the step's stdin is the script's stdin", async (client, peer) => {
   const r = await runClient(client, peer, ["step", "tr", "--", "tr", "a-z", "A-Z"], { stdin: "shout\n" });
   assert.equal(r.stdout.toString(), "SHOUT\n");
