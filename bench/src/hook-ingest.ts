@@ -324,6 +324,16 @@ const printCpu = ({ many, floor, bareRow, base }: { many: Cpu; floor: Cpu; bareR
   }
 };
 
+/** The plain INSERT loop's table, and a TEMP one (no WAL flush at commit) for reference. */
+const createInsertTables = async (client: pg.Client): Promise<void> => {
+  await client.query(
+    "create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
+  );
+  await client.query(
+    "create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
+  );
+};
+
 const ROUNDS = 3;
 /** Operations of each kind in one block of the interleaved comparison. */
 const LONE_BLOCK = 25;
@@ -348,12 +358,7 @@ const main = async (): Promise<void> => {
   const client = new pg.Client(await databaseUrl(server));
   try {
     await client.connect();
-    await client.query(
-      "create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
-    );
-    await client.query(
-      "create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
-    );
+    await createInsertTables(client);
     const hook = await setHook(server);
     await ingest(server, hook, 8, 400); // warm-up: JIT, pool connections, plans
     await insertLoop(client, "bench_plain_insert", 400);
