@@ -122,23 +122,34 @@ const insertLoop = async (client: pg.Client, table: string, count: number): Prom
 };
 
 /**
- * Deliveries per second of the database alone, one client: flowsvc_record_events_alone (what a
- * lone delivery's batch is: migration 019) called in a loop, one event row and one commit each.
- * An events row costs more than the plain loop's (four indexes, a larger row, the checks): this
- * is the floor of a delivery's database part, with no HTTP and no server.
+ * One events row and one commit, as a lone delivery's batch is (migration 019's
+ * flowsvc_record_events_alone, called in autocommit), prepared as the server's pool prepares it.
+ */
+const eventRow = (() => {
+  let project: { id: string; rev: string } | undefined;
+  let n = 0;
+  const payload = JSON.stringify({ body: JSON.parse(BODY) as unknown, query: {} });
+  return async (client: pg.Client): Promise<void> => {
+    project ??= (
+      await client.query<{ id: string; rev: string }>("select id, handlers_rev::text as rev from projects where name = 'default' limit 1")
+    ).rows[0]!;
+    await client.query({
+      name: "bench-event-row",
+      text: "select flowsvc_record_events_alone('{1}'::bigint[], $1, $2, '{bench.direct}', '{NULL}', $3, '{NULL}', '{NULL}', '{NULL}', '{t}', '{NULL}'::uuid[], $4::bigint[])",
+      values: [[`evt-direct-${process.pid}-${n++}`], [project.id], [payload], [project.rev]],
+    });
+  };
+})();
+
+/**
+ * Deliveries per second of the database alone, one client: eventRow in a loop. An events row
+ * costs more than the plain loop's (more indexes, a larger row, the checks): this is the floor of
+ * a delivery's database part, with no HTTP and no server.
  */
 const eventRowLoop = async (client: pg.Client, count: number): Promise<number> => {
-  const { rows } = await client.query<{ id: string; rev: string }>(
-    "select id, handlers_rev::text as rev from projects where name = 'default' limit 1",
-  );
-  const project = rows[0]!;
-  const payload = JSON.stringify({ body: JSON.parse(BODY) as unknown, query: {} });
+  await eventRow(client);
   const started = performance.now();
-  for (let i = 0; i < count; i++)
-    await client.query(
-      "select flowsvc_record_events_alone('{1}'::bigint[], $1, $2, '{bench.direct}', '{NULL}', $3, '{NULL}', '{NULL}', '{NULL}', '{t}', '{NULL}'::uuid[], $4::bigint[])",
-      [[`evt-direct-${started}-${i}`], [project.id], [payload], [project.rev]],
-    );
+  for (let i = 0; i < count; i++) await eventRow(client);
   return count / ((performance.now() - started) / 1000);
 };
 
@@ -180,23 +191,27 @@ interface IngestTarget {
 /** The HTTP floor: an unrouted path, answered 404 with no database work. */
 const UNROUTED: IngestTarget = { path: "/bench-unrouted", secret: "", expect: 404 };
 
+/** One POST of the bench's body to `target` on `http`; answers whether it got the status expected. */
+const post = async (http: Pool, { path, secret, expect = 202 }: IngestTarget): Promise<boolean> => {
+  const res = await http.request({
+    path,
+    method: "POST",
+    headers: { "x-flow-hook-secret": secret, "content-type": "application/json" },
+    body: BODY,
+  });
+  await res.body.dump();
+  return res.statusCode === expect;
+};
+
 /** Accepted deliveries per second with `senders` concurrent senders sharing `count` deliveries. */
 const ingest = async (server: TestServer, target: IngestTarget, senders: number, count: number): Promise<number> => {
-  const { path, secret, expect = 202 } = target;
   const http = new Pool(server.url, { connections: senders, pipelining: 1 });
   let next = 0;
   let refused = 0;
   const sender = async (): Promise<void> => {
     while (next < count) {
       next++;
-      const res = await http.request({
-        path,
-        method: "POST",
-        headers: { "x-flow-hook-secret": secret, "content-type": "application/json" },
-        body: BODY,
-      });
-      await res.body.dump();
-      if (res.statusCode !== expect) refused++;
+      if (!(await post(http, target))) refused++;
     }
   };
   const started = performance.now();
@@ -205,6 +220,76 @@ const ingest = async (server: TestServer, target: IngestTarget, senders: number,
   await http.close();
   if (refused > 0) throw new Error(`${refused} of ${count} deliveries were not accepted`);
   return rate;
+};
+
+/** Milliseconds per operation of each part of the interleaved comparison (`many`: per delivery of a 32-sender burst). */
+interface LoneTimes {
+  delivery: number;
+  floor: number;
+  plain: number;
+  row: number;
+  many: number;
+}
+
+/** Deliveries in each 32-sender burst of the interleaved comparison, per block of the other kinds. */
+const MANY_PER_BLOCK = 8;
+
+/**
+ * One sender against its ceiling, measured at the same moments: blocks of `block` deliveries, HTTP
+ * floor requests (the 404), plain INSERTs and events-row calls, one kind after the other, repeated
+ * until `count` of each, each round starting at the next kind; and a 32-sender burst of
+ * MANY_PER_BLOCK x `block` deliveries among them. This disk's commit time moves by 2-10x from one
+ * second to the next, so timing the ceiling's parts in phases of their own (as the rounds do)
+ * compares a delivery with a commit of another moment; interleaved in blocks, each kind sees the
+ * same disk.
+ */
+const loneInterleaved = async (
+  server: TestServer,
+  client: pg.Client,
+  { hook, count, block }: { hook: IngestTarget; count: number; block: number },
+): Promise<LoneTimes> => {
+  const http = new Pool(server.url, { connections: 1, pipelining: 1 });
+  const http32 = new Pool(server.url, { connections: 32, pipelining: 1 });
+  const burst = async (): Promise<void> => {
+    let next = 0;
+    const sender = async (): Promise<void> => {
+      while (next++ < MANY_PER_BLOCK * block) if (!(await post(http32, hook))) throw new Error("a delivery was not accepted");
+    };
+    await Promise.all(Array.from({ length: 32 }, sender));
+  };
+  await burst(); // its 32 connections
+  const spent: LoneTimes = { delivery: 0, floor: 0, plain: 0, row: 0, many: 0 };
+  const ops: Record<keyof LoneTimes, () => Promise<unknown>> = {
+    delivery: async () => {
+      if (!(await post(http, hook))) throw new Error("a delivery was not accepted");
+    },
+    floor: () => post(http, UNROUTED),
+    plain: () => client.query("insert into bench_plain_insert (payload) values ($1)", [BODY]),
+    row: () => eventRow(client),
+    many: burst,
+  };
+  try {
+    const kinds = Object.keys(ops) as Array<keyof LoneTimes>;
+    // Each block starts the round at the next kind, so each follows every other as often (a burst leaves
+    // work behind in Postgres that would otherwise always fall on the same kind).
+    for (let done = 0, b = 0; done < count; done += block, b++)
+      for (const kind of [...kinds.slice(b % kinds.length), ...kinds.slice(0, b % kinds.length)]) {
+        const started = performance.now();
+        for (let i = 0; i < (kind === "many" ? 1 : block); i++) await ops[kind]();
+        spent[kind] += performance.now() - started;
+      }
+  } finally {
+    await http.close();
+    await http32.close();
+  }
+  const n = Math.ceil(count / block) * block;
+  return {
+    delivery: spent.delivery / n,
+    floor: spent.floor / n,
+    plain: spent.plain / n,
+    row: spent.row / n,
+    many: spent.many / (n * MANY_PER_BLOCK),
+  };
 };
 
 const setHook = async (server: TestServer): Promise<{ path: string; secret: string }> => {
@@ -239,7 +324,31 @@ const printCpu = ({ many, floor, bareRow, base }: { many: Cpu; floor: Cpu; bareR
   }
 };
 
+/** The plain INSERT loop's table, and a TEMP one (no WAL flush at commit) for reference. */
+const createInsertTables = async (client: pg.Client): Promise<void> => {
+  await client.query(
+    "create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
+  );
+  await client.query(
+    "create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
+  );
+};
+
 const ROUNDS = 3;
+/** Operations of each kind in one block of the interleaved comparison. */
+const LONE_BLOCK = 25;
+
+/** The interleaved comparison's figures: each kind timed in blocks at the same moments as the others. */
+const printInterleaved = (t: LoneTimes, block: number): void => {
+  const ms = (x: number): string => `${x.toFixed(3)} ms`;
+  console.log(
+    `  interleaved (blocks of ${block} of each kind, one after the other, so each sees the disk of the same moment): per operation, delivery at 1 sender ${ms(t.delivery)}, HTTP floor ${ms(t.floor)}, plain INSERT ${ms(t.plain)}, events row ${ms(t.row)}; per delivery of a 32-sender burst ${ms(t.many)}`,
+  );
+  console.log(
+    `    1 sender: ${(((t.floor + t.plain) / t.delivery) * 1).toFixed(2)}x of the one-round-trip-plus-one-commit ceiling (target >= 0.9x), ${((t.floor + t.row) / t.delivery).toFixed(2)}x of the events-row ceiling; the delivery beyond the floor and the events row: ${ms(t.delivery - t.floor - t.row)}`,
+  );
+  console.log(`    32 senders: ${(t.plain / t.many).toFixed(2)}x the plain INSERT loop (target >= 3x)`);
+};
 
 const main = async (): Promise<void> => {
   const load0 = loadavg()
@@ -249,12 +358,7 @@ const main = async (): Promise<void> => {
   const client = new pg.Client(await databaseUrl(server));
   try {
     await client.connect();
-    await client.query(
-      "create table bench_plain_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
-    );
-    await client.query(
-      "create temp table bench_temp_insert (id bigserial primary key, payload jsonb not null, at timestamptz not null default now())",
-    );
+    await createInsertTables(client);
     const hook = await setHook(server);
     await ingest(server, hook, 8, 400); // warm-up: JIT, pool connections, plans
     await insertLoop(client, "bench_plain_insert", 400);
@@ -280,6 +384,7 @@ const main = async (): Promise<void> => {
       floor32.push(await ingest(server, UNROUTED, 32, COUNT));
       floorCpu = cpuPer(f0, cpuNow(server), COUNT);
     }
+    const lone = await loneInterleaved(server, client, { hook, count: COUNT, block: LONE_BLOCK });
     const temp = await insertLoop(client, "bench_temp_insert", COUNT);
     const bareRow = await bareRowCpu(client, 4 * COUNT);
     const { rows } = await client.query<{ n: number }>(`select count(*)::int as n from events where type = 'bench.delivery'`);
@@ -320,7 +425,9 @@ const main = async (): Promise<void> => {
     );
     console.log(`    32-sender ceiling, the HTTP floor alone: ${f(median(floor32))}   ${(median(floor32) / base).toFixed(2)}x`);
     if (manyCpu && floorCpu) printCpu({ many: manyCpu, floor: floorCpu, bareRow, base });
-    console.log(`  bus rows of type bench.delivery: ${rows[0]!.n} (warm-up 400 + ${2 * ROUNDS * COUNT} measured, every one acknowledged)`);
+    printInterleaved(lone, LONE_BLOCK);
+    const measured = 2 * ROUNDS * COUNT + Math.ceil(COUNT / LONE_BLOCK) * LONE_BLOCK * (1 + MANY_PER_BLOCK) + MANY_PER_BLOCK * LONE_BLOCK;
+    console.log(`  bus rows of type bench.delivery: ${rows[0]!.n} (warm-up 400 + ${measured} measured, every one acknowledged)`);
   } finally {
     await client.end().catch(() => undefined);
     await server.stop();

@@ -273,6 +273,9 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
     const query = qs < 0 ? NO_QUERY : new URLSearchParams(req.url.slice(qs + 1));
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const { input, result } = await deliver(ctx, req, { ...target, raw, query });
+    // The 202 first: a lone sender waits for it, and the rest is bookkeeping (it runs in the same
+    // turn of the event loop, so no request can see the counters before they moved).
+    void reply.status(202).send({ event_id: result.eventId, event_type: input.type });
     deps.metrics?.hookDeliveries.inc({ outcome: result.duplicate ? "duplicate" : "recorded" });
     deps.metrics?.handlersDelivered(result);
     for (const d of result.declined)
@@ -281,7 +284,7 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
         "handler declined the event: its `when` could not be evaluated",
       );
     req.log.debug({ hook: target.name, eventId: result.eventId, type: input.type, duplicate: result.duplicate }, "hook delivery accepted");
-    return reply.status(202).send({ event_id: result.eventId, event_type: input.type });
+    return reply;
   });
   done();
 };
