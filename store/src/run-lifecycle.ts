@@ -26,7 +26,7 @@ import {
 import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation } from "./runs.js";
+import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation, type RunInProject } from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
 import { finishActivity } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
@@ -236,8 +236,15 @@ export interface LifecycleEvent {
 export const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
   // The run and its project's names in one statement (this runs in every start's and end's transaction).
   const found = await getRunInternalInProject(db, runId);
-  if (!found) return;
-  const { run, org, project } = found;
+  if (found) await appendLifecycle(db, found, { type, extra, publicUrl });
+};
+
+/** emitLifecycle for a run already read (a state change's update returned it as it is now). */
+const appendLifecycle = async (
+  db: PoolClient,
+  { run, org, project }: RunInProject,
+  { type, extra, publicUrl }: Omit<LifecycleEvent, "runId">,
+): Promise<void> => {
   const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
@@ -271,8 +278,9 @@ export const startJobAndRun = async (
     readonly publicUrl: string | undefined;
   },
 ): Promise<void> => {
-  if (await markJobAndRunRunning(db, job))
-    await emitLifecycle(db, { runId: job.runId, type: "run.started", extra: {}, publicUrl: job.publicUrl });
+  // The update answers the run as it is now: its event needs no second read.
+  const started = await markJobAndRunRunning(db, job);
+  if (started) await appendLifecycle(db, started, { type: "run.started", extra: {}, publicUrl: job.publicUrl });
 };
 
 export type RunOutcome =
@@ -332,7 +340,7 @@ export const completeRun = async (db: PoolClient, runId: string, outcome: RunOut
   const { output, error, extra } = outcomeColumns(outcome);
   const ended = await finishRun(db, runId, { status: outcome.status, output, error });
   if (!ended) return false;
-  await emitLifecycle(db, { runId, type: `run.${outcome.status}`, extra, publicUrl });
+  await appendLifecycle(db, ended, { type: `run.${outcome.status}`, extra, publicUrl });
   // Only a child run (parent_run_id set) can be what a parent's `flow call` waits on.
   if (ended.hasParent) await resolveCallOfChild(db, runId);
   return true;
