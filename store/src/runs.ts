@@ -30,10 +30,11 @@ export interface RunView {
   finished_at: string | null;
 }
 
-const VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
+/** RunView's columns, unqualified (read with toRunView). */
+export const RUN_VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
   attempt, retry, parent_run_id, rerun_of, output, error, annotations, created_at, started_at, finished_at`;
 
-interface RunRowRaw {
+export interface RunRowRaw {
   id: string;
   workflow: string;
   status: RunStatus;
@@ -57,7 +58,7 @@ interface RunRowRaw {
 }
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
-const toView = (r: RunRowRaw): RunView => ({
+export const toRunView = (r: RunRowRaw): RunView => ({
   ...r,
   deadline: iso(r.deadline),
   created_at: r.created_at.toISOString(),
@@ -66,8 +67,8 @@ const toView = (r: RunRowRaw): RunView => ({
 });
 
 export const getRunView = async (db: Db, projectId: string, runId: string): Promise<RunView | undefined> => {
-  const { rows } = await db.query<RunRowRaw>(`select ${VIEW_COLUMNS} from runs where project_id = $1 and id = $2`, [projectId, runId]);
-  return rows[0] ? toView(rows[0]) : undefined;
+  const { rows } = await db.query<RunRowRaw>(`select ${RUN_VIEW_COLUMNS} from runs where project_id = $1 and id = $2`, [projectId, runId]);
+  return rows[0] ? toRunView(rows[0]) : undefined;
 };
 
 export const listRunViews = async (
@@ -76,13 +77,13 @@ export const listRunViews = async (
   filter: { status?: string | undefined; tag?: string | undefined; handler?: string | undefined; limit: number },
 ): Promise<RunView[]> => {
   const { rows } = await db.query<RunRowRaw>(
-    `select ${VIEW_COLUMNS} from runs where project_id = $1
+    `select ${RUN_VIEW_COLUMNS} from runs where project_id = $1
        and ($2::text is null or status = $2) and ($3::text is null or $3 = any(tags))
        and ($5::text is null or handler_name = $5)
      order by created_at desc, id desc limit $4`,
     [projectId, filter.status ?? null, filter.tag ?? null, filter.limit, filter.handler ?? null],
   );
-  return rows.map(toView);
+  return rows.map(toRunView);
 };
 
 /** What the server needs about a run to hand a job to an agent or to finish it. */
