@@ -1,6 +1,14 @@
 import type { Pool } from "pg";
 import { createValueMasker, credentialMaskValues, FlowError, type ValueMasker } from "@flowsvc/core";
-import { openProjectCredentials, openProjectSecrets, projectSecretScope, runSecretScope, type Keyring, type RunView } from "@flowsvc/store";
+import {
+  getRunViewInSecretScope,
+  openProjectCredentials,
+  openProjectSecrets,
+  projectSecretScope,
+  runSecretScope,
+  type Keyring,
+  type RunView,
+} from "@flowsvc/store";
 
 /** A project's secrets as a one-shot masker, with the scope that seals and opens its journal. */
 export interface RunMaskScope {
@@ -13,6 +21,8 @@ export interface RunMaskers {
   /** The masker of a run's project: every secret value of the project, trusted run or not. */
   forRun(runId: string): Promise<RunMaskScope>;
   forProject(projectId: string): Promise<RunMaskScope>;
+  /** A run of the project as the API shows it, masked (maskRunView); the run and the stamp in one statement. */
+  runView(projectId: string, runId: string): Promise<RunView | undefined>;
 }
 
 /**
@@ -68,6 +78,10 @@ export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
       const scope = await projectSecretScope(pool, projectId);
       if (!scope) throw new FlowError("not_found", `project ${projectId} not found`);
       return withMasker(scope);
+    },
+    async runView(projectId, runId) {
+      const found = await getRunViewInSecretScope(pool, projectId, runId);
+      return found && maskRunView(await maskerOf(found.scope), found.view);
     },
   };
 };

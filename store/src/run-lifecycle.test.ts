@@ -317,6 +317,37 @@ void test("a second finish of the same job is refused with job_lost and changes 
   );
 });
 
+void test("a successful finish of a job no longer live is job_lost and releases nothing: the run keeps its lease and stays running", async () => {
+  const p = await newProject();
+  const { runId, job } = await runningRun(p);
+  await db.pool.query(`insert into lock_leases (project_id, grp, run_id, position, granted_at) values ($1, 'deploy', $2, 0, now())`, [
+    p,
+    runId,
+  ]);
+  // The lease lapsed and the job was dispatched again under a new token: this finish comes too late.
+  await db.pool.query(`update jobs set status = 'done', token_digest = null where id = $1`, [job.id]);
+  await assert.rejects(finish(job, { exitCode: 0 }), (err: unknown) => err instanceof FlowError && err.code === "job_lost");
+  assert.equal((await runRow(runId)).status, "running");
+  const open = await one<{ n: string }>(`select count(*) as n from lock_leases where run_id = $1 and released_at is null`, [runId]);
+  assert.equal(Number(open.n), 1);
+  assert.deepEqual(
+    (await eventsOf(runId)).map((e) => e.type),
+    ["run.started"],
+  );
+  // Its run's events carry the run as its update left it: run.started says running, run.succeeded the output.
+  const { runId: other, job: live } = await runningRun(p);
+  assert.equal(await finish(live, { exitCode: 0, outputs: { k: "v" } }), "succeeded");
+  const events = await eventsOf(other);
+  assert.deepEqual(
+    events.map((e) => [e.type, e.payload["status"]]),
+    [
+      ["run.started", "running"],
+      ["run.succeeded", "succeeded"],
+    ],
+  );
+  assert.deepEqual(events[1]!.payload["output"], { k: "v", exit_code: 0, duration_ms: 42 });
+});
+
 void test("the run's end and its run.* event are one transaction: rolled back together, and neither is left half-written", async () => {
   const p = await newProject();
   const { runId, job } = await runningRun(p);

@@ -26,7 +26,7 @@ import {
 import { setRunCredentials } from "./credentials.js";
 import { emitEvent } from "./emit.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation } from "./runs.js";
+import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation, type RunInProject } from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
 import { finishActivity } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
@@ -236,8 +236,15 @@ export interface LifecycleEvent {
 export const emitLifecycle = async (db: PoolClient, { runId, type, extra, publicUrl }: LifecycleEvent): Promise<void> => {
   // The run and its project's names in one statement (this runs in every start's and end's transaction).
   const found = await getRunInternalInProject(db, runId);
-  if (!found) return;
-  const { run, org, project } = found;
+  if (found) await appendLifecycle(db, found, { type, extra, publicUrl });
+};
+
+/** emitLifecycle for a run already read (a state change's update returned it as it is now). */
+const appendLifecycle = async (
+  db: PoolClient,
+  { run, org, project }: RunInProject,
+  { type, extra, publicUrl }: Omit<LifecycleEvent, "runId">,
+): Promise<void> => {
   const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
@@ -271,8 +278,9 @@ export const startJobAndRun = async (
     readonly publicUrl: string | undefined;
   },
 ): Promise<void> => {
-  if (await markJobAndRunRunning(db, job))
-    await emitLifecycle(db, { runId: job.runId, type: "run.started", extra: {}, publicUrl: job.publicUrl });
+  // The update answers the run as it is now: its event needs no second read.
+  const started = await markJobAndRunRunning(db, job);
+  if (started) await appendLifecycle(db, started, { type: "run.started", extra: {}, publicUrl: job.publicUrl });
 };
 
 export type RunOutcome =
@@ -304,20 +312,27 @@ const uncollectedNote = (unreported: ReadonlyArray<{ name: string; status: strin
 type Uncollected = { name: string; status: string; exit_code: number | null };
 
 /**
- * An ending run's two first steps in one statement: its leases are released (as releaseRunLeases;
+ * An ending run's first steps in one statement: its leases are released (as releaseRunLeases;
  * each group's next waiter is granted) and its activities nobody collected are listed (as
- * uncollectedActivities).
+ * uncollectedActivities). With `jobId` (a script job's successful finish) that live job is done
+ * too (as endLiveJob), and a job no longer live is refused with `job_lost` (the caller's
+ * transaction then rolls back what this statement did).
  */
-const releaseLeasesListUncollected = async (db: PoolClient, runId: string): Promise<Uncollected[]> => {
-  const { rows } = await db.query<{ released: Array<{ project_id: string; grp: string }>; uncollected: Uncollected[] }>(
-    `with released as (
+const releaseLeasesListUncollected = async (db: PoolClient, runId: string, jobId?: string): Promise<Uncollected[]> => {
+  const { rows } = await db.query<{ job_ended: boolean; released: Array<{ project_id: string; grp: string }>; uncollected: Uncollected[] }>(
+    `with job as (
+       update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
+        where $2::text is not null and id = $2 and status in ('dispatched', 'running') returning 1),
+     released as (
        update lock_leases set released_at = now() where run_id = $1 and released_at is null returning project_id, grp)
-     select (select coalesce(jsonb_agg(distinct jsonb_build_object('project_id', project_id, 'grp', grp)), '[]') from released) as released,
+     select exists (select from job) as job_ended,
+            (select coalesce(jsonb_agg(distinct jsonb_build_object('project_id', project_id, 'grp', grp)), '[]') from released) as released,
             (select coalesce(jsonb_agg(jsonb_build_object('name', name, 'status', status, 'exit_code', exit_code) order by position), '[]')
                from activities where run_id = $1 and not collected) as uncollected`,
-    [runId],
+    [runId, jobId ?? null],
   );
-  const { released, uncollected } = rows[0]!;
+  const { job_ended, released, uncollected } = rows[0]!;
+  if (jobId !== undefined && !job_ended) throw jobEnded(jobId);
   for (const g of released) await grantNext(db, g.project_id, g.grp);
   return uncollected;
 };
@@ -326,13 +341,24 @@ const releaseLeasesListUncollected = async (db: PoolClient, runId: string): Prom
  * Ends a run with a terminal status: its leases are released, uncollected activities annotated,
  * and `run.<status>` appended. False (and no event) when the run had already ended.
  */
-export const completeRun = async (db: PoolClient, runId: string, outcome: RunOutcome, publicUrl: string | undefined): Promise<boolean> => {
-  const note = uncollectedNote(await releaseLeasesListUncollected(db, runId));
+export const completeRun = (db: PoolClient, runId: string, outcome: RunOutcome, publicUrl: string | undefined): Promise<boolean> =>
+  endRun(db, { runId, outcome, publicUrl });
+
+interface RunEnding {
+  readonly runId: string;
+  readonly outcome: RunOutcome;
+  readonly publicUrl: string | undefined;
+  /** A live job of the run that is done with it, in the run's first statement (releaseLeasesListUncollected). */
+  readonly jobId?: string;
+}
+
+const endRun = async (db: PoolClient, { runId, outcome, publicUrl, jobId }: RunEnding): Promise<boolean> => {
+  const note = uncollectedNote(await releaseLeasesListUncollected(db, runId, jobId));
   if (note !== undefined) await appendAnnotation(db, runId, note);
   const { output, error, extra } = outcomeColumns(outcome);
   const ended = await finishRun(db, runId, { status: outcome.status, output, error });
   if (!ended) return false;
-  await emitLifecycle(db, { runId, type: `run.${outcome.status}`, extra, publicUrl });
+  await appendLifecycle(db, ended, { type: `run.${outcome.status}`, extra, publicUrl });
   // Only a child run (parent_run_id set) can be what a parent's `flow call` waits on.
   if (ended.hasParent) await resolveCallOfChild(db, runId);
   return true;
@@ -403,13 +429,14 @@ export type ScriptJobStatus = "succeeded" | "retrying" | "failed";
 export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promise<ScriptJobStatus> => {
   // What Postgres cannot store (NUL, a lone surrogate) is refused by name before anything is written.
   assertStorableJson({ outputs: f.outputs, error: f.error }, "finish");
-  if (!(await endLiveJob(tx, f.job.id))) throw jobEnded(f.job.id);
   const runId = f.job.run_id;
   if (f.exitCode === 0) {
     const output = { ...(f.masker.json(f.outputs) as Record<string, string>), exit_code: 0, duration_ms: f.durationMs };
-    await completeRun(tx, runId, { status: "succeeded", output }, f.publicUrl);
+    // The job's end rides on the run's first statement (one round trip fewer); not live: job_lost.
+    await endRun(tx, { runId, outcome: { status: "succeeded", output }, publicUrl: f.publicUrl, jobId: f.job.id });
     return "succeeded";
   }
+  if (!(await endLiveJob(tx, f.job.id))) throw jobEnded(f.job.id);
   const error = f.masker.text(f.error ?? `the script exited with code ${f.exitCode}`);
   if (await retryIfAllowed(tx, runId, f.job.id, error)) return "retrying";
   await completeRun(tx, runId, { status: "failed", error, output: { exit_code: f.exitCode, duration_ms: f.durationMs } }, f.publicUrl);

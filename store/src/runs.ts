@@ -30,10 +30,11 @@ export interface RunView {
   finished_at: string | null;
 }
 
-const VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
+/** RunView's columns, unqualified (read with toRunView). */
+export const RUN_VIEW_COLUMNS = `id, workflow, status, substate, deadline, filename, interpreter, tags, trigger, idempotency_key,
   attempt, retry, parent_run_id, rerun_of, output, error, annotations, created_at, started_at, finished_at`;
 
-interface RunRowRaw {
+export interface RunRowRaw {
   id: string;
   workflow: string;
   status: RunStatus;
@@ -57,7 +58,7 @@ interface RunRowRaw {
 }
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
-const toView = (r: RunRowRaw): RunView => ({
+export const toRunView = (r: RunRowRaw): RunView => ({
   ...r,
   deadline: iso(r.deadline),
   created_at: r.created_at.toISOString(),
@@ -66,8 +67,8 @@ const toView = (r: RunRowRaw): RunView => ({
 });
 
 export const getRunView = async (db: Db, projectId: string, runId: string): Promise<RunView | undefined> => {
-  const { rows } = await db.query<RunRowRaw>(`select ${VIEW_COLUMNS} from runs where project_id = $1 and id = $2`, [projectId, runId]);
-  return rows[0] ? toView(rows[0]) : undefined;
+  const { rows } = await db.query<RunRowRaw>(`select ${RUN_VIEW_COLUMNS} from runs where project_id = $1 and id = $2`, [projectId, runId]);
+  return rows[0] ? toRunView(rows[0]) : undefined;
 };
 
 export const listRunViews = async (
@@ -76,13 +77,13 @@ export const listRunViews = async (
   filter: { status?: string | undefined; tag?: string | undefined; handler?: string | undefined; limit: number },
 ): Promise<RunView[]> => {
   const { rows } = await db.query<RunRowRaw>(
-    `select ${VIEW_COLUMNS} from runs where project_id = $1
+    `select ${RUN_VIEW_COLUMNS} from runs where project_id = $1
        and ($2::text is null or status = $2) and ($3::text is null or $3 = any(tags))
        and ($5::text is null or handler_name = $5)
      order by created_at desc, id desc limit $4`,
     [projectId, filter.status ?? null, filter.tag ?? null, filter.limit, filter.handler ?? null],
   );
-  return rows.map(toView);
+  return rows.map(toRunView);
 };
 
 /** What the server needs about a run to hand a job to an agent or to finish it. */
@@ -132,23 +133,38 @@ export const getRunInternal = async (db: Db, runId: string, forUpdate = false): 
   return rows[0];
 };
 
+/** A run (as getRunInternal) with its project's org and project names ("" when the project is gone, as a lifecycle payload had them). */
+export interface RunInProject {
+  run: RunInternal;
+  org: string;
+  project: string;
+}
+
 /**
- * A run (as getRunInternal) with its project's org and project names ("" when the project is
- * gone, as a lifecycle payload had them), in one statement.
+ * The select list and joins that read a RunInProject from `source` (a table or a CTE holding
+ * RUN_INTERNAL_COLUMNS): `run` (the row as JSON), `org`, `project`. A state change's own update
+ * returns what its `run.*` event needs with it, instead of reading the run again.
  */
-export const getRunInternalInProject = async (
-  db: Db,
-  runId: string,
-): Promise<{ run: RunInternal; org: string; project: string } | undefined> => {
+const runInProjectSql = (source: string): { columns: string; joins: string } => ({
+  columns: `(select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run, o.name as org, p.name as project`,
+  joins: `${source} r left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id`,
+});
+
+const runInProjectOf = (row: { run: RunInternal; org: string | null; project: string | null }): RunInProject => ({
+  run: row.run,
+  org: row.org ?? "",
+  project: row.project ?? "",
+});
+
+/** A run with its project's org and project names (RunInProject), in one statement. */
+export const getRunInternalInProject = async (db: Db, runId: string): Promise<RunInProject | undefined> => {
+  const { columns, joins } = runInProjectSql("runs");
   const { rows } = await db.query<{ run: RunInternal; org: string | null; project: string | null }>(
-    `select (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run,
-            o.name as org, p.name as project
-       from runs r left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id
-      where r.id = $1`,
+    `select ${columns} from ${joins} where r.id = $1`,
     [runId],
   );
   const row = rows[0];
-  return row && { run: row.run, org: row.org ?? "", project: row.project ?? "" };
+  return row && runInProjectOf(row);
 };
 
 /** queued/parked -> running. Returns true when this call started the run for the first time. */
@@ -164,42 +180,51 @@ export const markRunRunning = async (db: PoolClient, runId: string): Promise<boo
 
 /**
  * A script job's claim in one statement: the job runs under `agentId` with a fresh lease (as
- * jobs.ts's markJobRunning) and its run is running (as markRunRunning, whose answer it gives).
+ * jobs.ts's markJobRunning) and its run is running (as markRunRunning). Answers the run as it is
+ * now (RunInProject, for its `run.started` event) when this call started it for the first time,
+ * else undefined.
  */
 export const markJobAndRunRunning = async (
   db: PoolClient,
   job: { readonly jobId: string; readonly runId: string; readonly agentId: string; readonly leaseMs: number },
-): Promise<boolean> => {
-  const { rows } = await db.query<{ first: boolean }>(
+): Promise<RunInProject | undefined> => {
+  const { columns, joins } = runInProjectSql("started");
+  const { rows } = await db.query<{ first: boolean; run: RunInternal; org: string | null; project: string | null }>(
     `with job as (
        update jobs set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
-        where id = $1)
-     update runs set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
-      where id = $4 and status in ('queued', 'parked')
-      returning (started_at = now()) as first`,
+        where id = $1),
+     started as (
+       update runs set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
+        where id = $4 and status in ('queued', 'parked')
+        returning ${RUN_INTERNAL_SELECT}, (started_at = now()) as first)
+     select r.first, ${columns} from ${joins}`,
     [job.jobId, job.agentId, job.leaseMs, job.runId],
   );
-  return rows[0]?.first ?? false;
+  const row = rows[0];
+  return row?.first ? runInProjectOf(row) : undefined;
 };
 
 /**
  * A live run takes a terminal status (the one write of one): undefined when it had already ended,
- * else whether it has a parent run (only then can a parent's `flow call` wait on it).
+ * else the run as it is now (RunInProject, for its `run.*` event) and whether it has a parent run
+ * (only then can a parent's `flow call` wait on it).
  */
 export const finishRun = async (
   db: PoolClient,
   runId: string,
   end: { status: TerminalStatus; output: Record<string, unknown> | null; error: string | null },
-): Promise<{ hasParent: boolean } | undefined> => {
+): Promise<(RunInProject & { hasParent: boolean }) | undefined> => {
+  const { columns, joins } = runInProjectSql("ended");
   // The notify rides on the update (one statement): it fires only when the run did end here.
-  const { rows } = await db.query<{ has_parent: boolean }>(
+  const { rows } = await db.query<{ has_parent: boolean; run: RunInternal; org: string | null; project: string | null }>(
     `with ended as (
        update runs set status = $2, output = $3, error = $4, finished_at = now(), substate = null, deadline = null
-        where id = $1 and status not in (${TERMINAL_STATUSES_SQL}) returning id, parent_run_id)
-     select pg_notify('flowsvc_runs', id), parent_run_id is not null as has_parent from ended`,
+        where id = $1 and status not in (${TERMINAL_STATUSES_SQL}) returning ${RUN_INTERNAL_SELECT}, parent_run_id)
+     select pg_notify('flowsvc_runs', r.id), r.parent_run_id is not null as has_parent, ${columns} from ${joins}`,
     [runId, end.status, end.output, end.error],
   );
-  return rows[0] && { hasParent: rows[0].has_parent };
+  const row = rows[0];
+  return row && { ...runInProjectOf(row), hasParent: row.has_parent };
 };
 
 export const appendAnnotation = async (db: Db, runId: string, markdown: string): Promise<void> => {

@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from "pg";
 import { FlowError, type SecretMeta } from "@flowsvc/core";
 import { credentialStampSql } from "./credentials.js";
 import type { Keyring } from "./keyring.js";
+import { RUN_VIEW_COLUMNS, toRunView, type RunRowRaw, type RunView } from "./runs.js";
 
 type Db = Pool | PoolClient;
 
@@ -80,16 +81,19 @@ export const openSealedSecrets = async (
   );
 
 /**
- * Where a run's secrets live, and a stamp of them: (name, set_at) of every secret of its project,
- * digested, then the stamp of its credentials and accounts (credentialStampSql), in one
- * statement. Setting, replacing or deleting a secret or a credential changes the stamp, so a
- * cache of the opened values (ingest/src/run-masker.ts) knows it is stale without opening anything.
+ * The stamp of a project's secrets and credentials, as SQL over `projectIdSql`: (name, set_at) of
+ * every secret of the project, digested, then the stamp of its credentials and accounts
+ * (credentialStampSql). Setting, replacing or deleting a secret or a credential changes the stamp,
+ * so a cache of the opened values (ingest/src/run-masker.ts) knows it is stale without opening anything.
  */
+const secretStampSql = (projectIdSql: string): string =>
+  `(select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')
+      from secrets s where s.project_id = ${projectIdSql}) || '/' || ${credentialStampSql(projectIdSql)}`;
+
+/** Where a run's secrets live, and their stamp (secretStampSql), in one statement. */
 export const runSecretScope = async (db: Db, runId: string): Promise<{ projectId: string; orgId: string; stamp: string } | undefined> => {
   const { rows } = await db.query<{ project_id: string; org_id: string; stamp: string }>(
-    `select r.project_id, p.org_id,
-            (select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')
-               from secrets s where s.project_id = r.project_id) || '/' || ${credentialStampSql("r.project_id")} as stamp
+    `select r.project_id, p.org_id, ${secretStampSql("r.project_id")} as stamp
        from runs r join projects p on p.id = r.project_id where r.id = $1`,
     [runId],
   );
@@ -97,18 +101,36 @@ export const runSecretScope = async (db: Db, runId: string): Promise<{ projectId
   return r ? { projectId: r.project_id, orgId: r.org_id, stamp: r.stamp } : undefined;
 };
 
-/** The stamp of a project's secrets and credentials (see runSecretScope) and its org. */
+/** The stamp of a project's secrets and credentials (secretStampSql) and its org. */
 export const projectSecretScope = async (
   db: Db,
   projectId: string,
 ): Promise<{ projectId: string; orgId: string; stamp: string } | undefined> => {
   const { rows } = await db.query<{ org_id: string; stamp: string }>(
-    `select p.org_id,
-            (select coalesce(md5(string_agg(s.name || '@' || s.set_at::text, ',' order by s.name)), '')
-               from secrets s where s.project_id = p.id) || '/' || ${credentialStampSql("p.id")} as stamp
-       from projects p where p.id = $1`,
+    `select p.org_id, ${secretStampSql("p.id")} as stamp from projects p where p.id = $1`,
     [projectId],
   );
   const r = rows[0];
   return r ? { projectId, orgId: r.org_id, stamp: r.stamp } : undefined;
+};
+
+/**
+ * A run as the API shows it (getRunView) and its project's secret scope (projectSecretScope) in
+ * one statement: what a submit answers, masked, without a second round trip.
+ */
+export const getRunViewInSecretScope = async (
+  db: Db,
+  projectId: string,
+  runId: string,
+): Promise<{ view: RunView; scope: { projectId: string; orgId: string; stamp: string } } | undefined> => {
+  const { rows } = await db.query<RunRowRaw & { scope_org_id: string | null; scope_stamp: string }>(
+    `select ${RUN_VIEW_COLUMNS},
+            (select p.org_id from projects p where p.id = $1) as scope_org_id, ${secretStampSql("$1")} as scope_stamp
+       from runs where project_id = $1 and id = $2`,
+    [projectId, runId],
+  );
+  const r = rows[0];
+  if (!r || r.scope_org_id === null) return undefined;
+  const { scope_org_id: orgId, scope_stamp: stamp, ...run } = r;
+  return { view: toRunView(run), scope: { projectId, orgId, stamp } };
 };

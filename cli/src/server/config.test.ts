@@ -19,7 +19,7 @@ const problem = (flags: Parameters<typeof loadServerConfig>[0], env: Record<stri
 
 void test("defaults, then the environment, then flags", () => {
   const d = loadServerConfig({}, home);
-  assert.deepEqual([d.port, d.agents, d.leaseMs, d.agentMaxJobs, d.agentIdleMs, d.logLevel], [8080, 4, 15_000, 200, 60_000, "info"]);
+  assert.deepEqual([d.port, d.agents, d.leaseMs, d.agentMaxJobs, d.agentIdleMs, d.logLevel], [8080, 4, 15_000, 1000, 60_000, "info"]);
   const e = loadServerConfig(
     {},
     { ...home, FLOWSVC_PORT: "9000", FLOWSVC_AGENTS: "2", FLOWSVC_AGENT_MAX_JOBS: "50", FLOWSVC_AGENT_IDLE_MS: "1500" },

@@ -32,7 +32,7 @@ const ServerConfigSchema = z.object({
     .int()
     .min(1)
     .max(1_000_000)
-    .default(200),
+    .default(1000),
   agentIdleMs: z.coerce
     .number({ error: "FLOWSVC_AGENT_IDLE_MS must be a whole number of milliseconds from 100 to 86400000" })
     .int()

@@ -117,17 +117,13 @@ const submitRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
         ? await submitPipeline(pool, scope, req.body, publicUrl)
         : await submitGraph(pool, scope, req.body);
       if (graph.duplicate) return reply.status(200).send({ id: graph.id, duplicate: true });
-      const { masker } = await maskers.forProject(scope.projectId);
-      const view = await getRunView(pool, scope.projectId, graph.id);
-      return reply.status(201).send(view && maskRunView(masker, view));
+      return reply.status(201).send(await maskers.runView(scope.projectId, graph.id));
     }
     const body = SubmitSchema.parse(req.body);
     const run = newRun(scope, body);
     const res = await withTransaction(pool, (tx) => submitRun(tx, run, { sender: scope.caller.userName, credentials: body.credentials }));
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
-    const { masker } = await maskers.forProject(scope.projectId);
-    const view = await getRunView(pool, scope.projectId, res.id);
-    return reply.status(201).send(view && maskRunView(masker, view));
+    return reply.status(201).send(await maskers.runView(scope.projectId, res.id));
   });
 };
 
