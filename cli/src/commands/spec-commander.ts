@@ -1,6 +1,6 @@
 /**
  * A CommandSpec (spec.ts) as a commander command: the same arguments, options, help text and action,
- * so `--help`, completion and every usage error of a hot command come from commander as they did
+ * so `--help`, completion and every usage error of a CommandSpec's command come from commander as they did
  * when the command was written with commander's calls, and fastParse reads the same table.
  */
 import { Argument, Command, Option } from "commander";

@@ -1,5 +1,5 @@
 /**
- * The hot commands' parse without commander (spec.ts's fastParse) against commander's own parse of the
+ * The CommandSpec commands' parse without commander (spec.ts's fastParse) against commander's own parse of the
  * same table (spec-commander.ts), on the same argvs: whenever fastParse answers, commander accepts the
  * argv and calls the same leaf with the same arguments, options and global flags; everything else
  * (help, errors) is left to commander. And the plain calls users type are parsed without commander.
@@ -16,7 +16,7 @@ import { COMMANDS } from "./table.js";
 
 const deps = {} as CommandDeps;
 
-const hotSpecs = async (): Promise<CommandSpec[]> => {
+const allSpecs = async (): Promise<CommandSpec[]> => {
   const definitions = await Promise.all(COMMANDS.map((c) => c.load()));
   return definitions.filter(isCommandSpec);
 };
@@ -200,7 +200,7 @@ const variants = (plain: readonly string[]): string[][] => {
 };
 
 void test("every CommandSpec's options have a shape fastParse reads (a value `<x>` or a switch, no --no-); each leaf has a plain call here", async () => {
-  const specs = await hotSpecs();
+  const specs = await allSpecs();
   assert.deepEqual(specs.map((s) => s.name).sort(), Object.keys(PLAIN).sort());
   const options = [...GLOBAL_OPTIONS, ...specs.flatMap((s) => [s, ...(s.subcommands ?? [])]).flatMap((s) => s.options ?? [])];
   for (const option of options) assert.ok(flagOf(option), option.flags);
@@ -217,7 +217,7 @@ void test("every CommandSpec's options have a shape fastParse reads (a value `<x
 });
 
 void test("the plain calls are parsed without commander, exactly as commander parses them", async () => {
-  for (const spec of await hotSpecs()) {
+  for (const spec of await allSpecs()) {
     for (const tokens of PLAIN[spec.name] ?? []) {
       const fast = fastParse(spec, GLOBAL_OPTIONS, tokens);
       assert.ok(fast, `fastParse left \`flow ${tokens.join(" ")}\` to commander`);
@@ -229,7 +229,7 @@ void test("the plain calls are parsed without commander, exactly as commander pa
 void test("an odd or hostile argv is either parsed as commander parses it or left to commander", async () => {
   let fast = 0;
   let left = 0;
-  for (const spec of await hotSpecs()) {
+  for (const spec of await allSpecs()) {
     for (const plain of PLAIN[spec.name] ?? []) {
       for (const tokens of variants(plain)) {
         const parsed = fastParse(spec, GLOBAL_OPTIONS, tokens);
@@ -247,7 +247,7 @@ void test("an odd or hostile argv is either parsed as commander parses it or lef
 });
 
 void test("commander still reports what fastParse leaves to it: help, unknown options, bad values, missing arguments", async () => {
-  const [status] = (await hotSpecs()).filter((s) => s.name === "status");
+  const [status] = (await allSpecs()).filter((s) => s.name === "status");
   assert.ok(status);
   const cases: Array<[string[], string]> = [
     [["status", "r", "--help"], "commander.helpDisplayed"],
@@ -264,7 +264,7 @@ void test("commander still reports what fastParse leaves to it: help, unknown op
 });
 
 void test("a parser's null is the value on both paths: `--payload null` is JSON null, not commander's \"\"", async () => {
-  const specs = await hotSpecs();
+  const specs = await allSpecs();
   for (const tokens of [
     ["emit", "x", "--payload", "null"],
     ["emit", "x", "--payload=null"],
@@ -282,7 +282,7 @@ void test("a parser's null is the value on both paths: `--payload null` is JSON 
 });
 
 void test("a mandatory option left out, a missing required argument or an extra one is commander's to report; a missing optional one takes its default", async () => {
-  const specs = await hotSpecs();
+  const specs = await allSpecs();
   const spec = (name: string): CommandSpec => {
     const found = specs.find((s) => s.name === name);
     assert.ok(found, name);

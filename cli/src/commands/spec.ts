@@ -1,12 +1,14 @@
 /**
- * The hot commands' one description (issue 15: start-up): a command the user types often (status,
- * runs ls, submit, follow, steps, signal, emit) is a CommandSpec, a table of its arguments, options,
- * help text and action, without commander. The same table builds its commander command
+ * The user commands' one description (issue 15: start-up): every command that sends a request
+ * (status, runs, submit, follow, steps, signal, emit, approve, rerun, cancel, secret, credential,
+ * account, member, events, event-hook, handler, schedule, agents, graph, login) is a CommandSpec, a
+ * table of its arguments (optional ones with their default), options (mandatory ones marked), help
+ * text and action, without commander. The same table builds its commander command
  * (spec-commander.ts: help, completion, every error) and is read here by fastParse, which parses an
  * argv without loading commander, but only an argv whose meaning is plain: every flag known and
  * spelled out, every value present and valid, the arguments counted. Anything else (a help flag, an
- * unknown or grouped flag, `--`, a value that starts with `-`, a bad value, a missing or extra
- * argument) answers undefined and the invocation goes to commander, which parses it and prints its
+ * unknown or grouped flag, `--`, a value that starts with `-` but for `-`, a bad value, a missing
+ * mandatory option, a missing or extra argument) answers undefined and the invocation goes to commander, which parses it and prints its
  * help or its error exactly as before. So fastParse never decides anything commander would answer
  * differently (spec.test.ts runs both on the same argvs).
  */

@@ -1,6 +1,7 @@
 /**
  * The user CLI's table of top-level commands, without commander: program.ts builds the commander
- * program from it, and fast.ts runs a hot command (a CommandSpec) from it without commander.
+ * program from it, and fast.ts runs a CommandSpec's plain call from it without commander (every
+ * command but run, check, completion and server, which send no request to the API).
  * scripts/bundle-cli.mjs reads this file's table to write a bundle per command.
  */
 import type { Command } from "commander";
