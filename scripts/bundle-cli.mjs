@@ -41,7 +41,9 @@ const outdir = join(root, "cli", "dist", "bundle");
 const BUNDLED_PACKAGES = new Set(["commander"]);
 /** core's subpaths without zod that client commands import (core/package.json's exports). */
 const BUNDLED_CORE = new Set(
-  ["errors", "duration", "run-status", "events", "secret-rules", "credentials", "graph/approval-fields"].map((p) => `@flowsvc/core/${p}`),
+  ["errors", "duration", "run-status", "events", "secret-rules", "credentials", "graph/approval-fields", "members"].map(
+    (p) => `@flowsvc/core/${p}`,
+  ),
 );
 /** A module whose exports load `node:<name>` on first use: commander requires child_process at its top. */
 const LAZY_BUILTIN = "flowsvc-lazy-builtin";
@@ -161,19 +163,36 @@ try {
   const job = join(codeCacheHome, "job.sh");
   writeFileSync(job, "echo hi\n");
   /**
-   * What the cache's runs of the hot commands do (those parsed without commander, src/commands/spec.ts):
-   * a plain call against the stand-in API, and not `--help`, so the cache holds what that call compiles
-   * and not commander (deserializing a cache costs by its size). Every other bundle's run is `--help`.
+   * What the cache's runs of the user commands do (each a CommandSpec parsed without commander,
+   * src/commands/spec.ts): a plain call against the stand-in API (for a command with subcommands, the
+   * one typed most: its list), and not `--help`, so the cache holds what that call compiles and not
+   * commander (deserializing a cache costs by its size; a subcommand not warmed compiles its own few
+   * functions). Every other bundle's run (server, run, check: no cache, they import()) is `--help`.
    */
+  const runId = "run-01jd8k2m3n4p5q6r7s8t9v0w1x";
   const WARM_UP = {
-    status: [["status", "run-01jd8k2m3n4p5q6r7s8t9v0w1x"]],
-    steps: [["steps", "run-01jd8k2m3n4p5q6r7s8t9v0w1x"]],
+    status: [["status", runId]],
+    steps: [["steps", runId]],
     runs: [["runs", "ls"]],
     submit: [["submit", job]],
-    follow: [["follow", "run-01jd8k2m3n4p5q6r7s8t9v0w1x"]],
+    follow: [["follow", runId]],
     emit: [["emit", "bench.done"]],
     // No local run of that id in the temporary HOME: the signal goes to the API (the local engine's import() is not reached).
-    signal: [["signal", "run-01jd8k2m3n4p5q6r7s8t9v0w1x", "go"]],
+    signal: [["signal", runId, "go"]],
+    approve: [["approve", runId]],
+    rerun: [["rerun", runId, "--from", "deploy"]],
+    cancel: [["cancel", runId]],
+    secret: [["secret", "ls"]],
+    credential: [["credential", "ls"]],
+    account: [["account", "ls"]],
+    member: [["member", "ls"]],
+    events: [["events", "ls"]],
+    "event-hook": [["event-hook", "ls"]],
+    handler: [["handler", "ls"]],
+    schedule: [["schedule", "ls"]],
+    agents: [["agents", "ls"]],
+    graph: [["graph", "ls"]],
+    login: [["login", "--token", "code-cache"]],
   };
   for (const [file, command] of [["main.cjs"], ...commandModules.map(({ name }) => [`cmd-${name}.cjs`, name])]) {
     const runs = WARM_UP[command] ?? [[...(command ? [command] : []), "--help"]];

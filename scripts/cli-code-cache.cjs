@@ -30,7 +30,23 @@ if (source.match(/\bimport\(/g).length !== guarded) process.exit(0);
 const script = new Script(wrap(source), { filename: file });
 
 const RUN_ID = "run-01jd8k2m3n4p5q6r7s8t9v0w1x";
-const ANSWER = JSON.stringify({ id: RUN_ID, status: "succeeded", created_at: new Date(0).toISOString(), runs: [], steps: [] });
+// One answer for every warmed command: a run (status, submit, cancel, ...), an empty list (`items`: every
+// `ls`), the gates of a run and the answer to one (approve), a user (login).
+const ANSWER = JSON.stringify({
+  id: RUN_ID,
+  run_id: RUN_ID,
+  status: "succeeded",
+  created_at: new Date(0).toISOString(),
+  runs: [],
+  steps: [],
+  items: [],
+  gates: [{ gate: "g", prompt: "p", fields: [] }],
+  gate: "g",
+  decision: "approve",
+  approved_by: "code-cache",
+  fields: {},
+  user: "code-cache",
+});
 const api = createServer((req, res) => {
   req.resume();
   req.on("end", () => res.writeHead(req.method === "POST" ? 201 : 200, { "content-type": "application/json" }).end(ANSWER));

@@ -27,9 +27,32 @@ export const localStateDir = (env: LocalEnvironment): string => {
 export const localRunPath = (stateDir: string, runId: string): string => join(stateDir, "runs", runId);
 
 /**
+ * The answers mayBeLocalRun gave in this process, by directory. On globalThis, not in this module:
+ * the bundle's entry (flow.cjs) and the command's own bundle each inline this module, and the entry's
+ * answer is the one the command must act on (below).
+ */
+const DECIDED = Symbol.for("flowsvc.mayBeLocalRun");
+const decided = (): Map<string, boolean> => {
+  const store = globalThis as { [DECIDED]?: Map<string, boolean> };
+  return (store[DECIDED] ??= new Map<string, boolean>());
+};
+
+/**
  * Whether `runId` may be a local run on this machine: its directory exists (a run id only; a text
  * that could leave the runs directory is not one). False means the signal goes to the server
  * without the local engine; true lets local-signal.ts decide (a directory left by a killed run).
+ * Decided once per process: a later call answers what the first one saw. The bundle's entry asks
+ * first (a local run's signal imports the local engine, so its bundle must not run from the code
+ * cache, where import() fails) and signal.ts acts on that same answer: a `flow run` that starts
+ * between the two cannot make the command import() from a cached bundle. Its signal goes to the
+ * server, as it would have a moment earlier.
  */
-export const mayBeLocalRun = (runId: string, env: LocalEnvironment): boolean =>
-  runId.startsWith("run-") && !/[/\\\0]/.test(runId) && existsSync(localRunPath(localStateDir(env), runId));
+export const mayBeLocalRun = (runId: string, env: LocalEnvironment): boolean => {
+  if (!runId.startsWith("run-") || /[/\\\0]/.test(runId)) return false;
+  const dir = localRunPath(localStateDir(env), runId);
+  const known = decided().get(dir);
+  if (known !== undefined) return known;
+  const exists = existsSync(dir);
+  decided().set(dir, exists);
+  return exists;
+};

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -54,6 +55,26 @@ before(async () => {
   api.routes.set(`GET ${SCOPED}/runs/${RUN_ID}/approvals`, () => ({
     status: 200,
     json: { run_id: RUN_ID, gates: [{ gate: "g", prompt: "p", fields: [] }] },
+  }));
+  api.routes.set(`POST ${SCOPED}/runs/${RUN_ID}/rerun`, () => ({ status: 201, json: run }));
+  api.routes.set(`PUT ${SCOPED}/secrets/API_TOKEN`, () => ({ status: 200, json: {} }));
+  api.routes.set(`PUT ${SCOPED}/credentials/llm`, () => ({ status: 200, json: { name: "llm", kind: "api_key" } }));
+  api.routes.set(`GET ${SCOPED}/accounts`, () => ({ status: 200, json: [] }));
+  api.routes.set(`PUT ${SCOPED}/members/ann`, () => ({ status: 200, json: { role: "member", added: true } }));
+  const created = { created_at: run.created_at, updated_at: run.created_at };
+  api.routes.set(`PUT ${SCOPED}/event-hooks/x`, () => ({
+    status: 201,
+    json: { name: "x", mode: "token", emits: "t", ingest_url: `${api.url}/hooks/x`, secret: "s", rotated_at: null, ...created },
+  }));
+  api.routes.set(`PUT ${SCOPED}/handlers/x`, () => ({ status: 201, json: { name: "x", on: ["a.b"], when: null, ...created } }));
+  api.routes.set(`PUT ${SCOPED}/schedules/x`, () => ({
+    status: 201,
+    json: { name: "x", cron: "@daily", tz: "UTC", paused: false, next_fire_at: null, ...created },
+  }));
+  api.routes.set(`PUT ${SCOPED}/graphs/x`, () => ({ status: 200, json: { name: "x", nodes: 0, endpoints: [] } }));
+  api.routes.set("GET /api/v1/whoami", () => ({
+    status: 200,
+    json: { user: "ada", projects: [{ org: "default", project: "default", role: "admin" }] },
   }));
   api.routes.set(`POST ${SCOPED}/runs/${RUN_ID}/approvals/g`, () => ({
     status: 200,
@@ -128,11 +149,14 @@ void test("no client command loads a server module", async () => {
   }
 });
 
-void test("a hot command's plain call loads neither commander nor a server module (tsc's output: each module a file the recorder sees)", async () => {
+void test("a user command's plain call loads neither commander nor a server module (tsc's output: each module a file the recorder sees)", async () => {
   const { home } = await freshHome();
   const script = join(home, "job.sh");
   await writeFile(script, "echo hi\n");
+  const graph = join(home, "graph.json");
+  await writeFile(graph, "{}\n");
   const main = fileURLToPath(new URL("./main.js", import.meta.url));
+  // Each a CommandSpec (cli/src/commands/spec.ts); the `ls` of the others are in the test above, from the bundle.
   const hot = [
     ["status", RUN_ID, "-o", "json"],
     ["runs", "ls", "--limit", "5"],
@@ -140,6 +164,17 @@ void test("a hot command's plain call loads neither commander nor a server modul
     ["steps", RUN_ID],
     ["emit", "x.done"],
     ["signal", RUN_ID, "go", "--payload", "null"],
+    ["approve", RUN_ID],
+    ["rerun", RUN_ID, "--from", "deploy"],
+    ["secret", "set", "API_TOKEN", "v"],
+    ["credential", "set", "llm", "--kind", "api-key", "--header", "x-api-key", "--value", "v"],
+    ["account", "ls"],
+    ["member", "set", "ann", "--role", "member"],
+    ["event-hook", "set", "x", "--event-type", "t"],
+    ["handler", "set", "x", script, "--on", "a.b"],
+    ["schedule", "set", "x", script, "--cron", "@daily"],
+    ["graph", "set", "x", graph],
+    ["login", "--token", "t"],
   ];
   for (const args of hot) {
     const urls = await modulesOf(args, main);
@@ -190,6 +225,41 @@ void test("flow signal --payload null sends JSON null on both paths; a local run
   const gone = await runFlow(["signal", RUN_ID, "go"], { env });
   assert.equal(gone.code, 0, gone.stderr); // the leftover directory was removed: the signal went to the server
   assert.equal(signals.length, 3);
+});
+
+/**
+ * The bundle's entry decides whether a `flow signal` runs its bundle from the code cache (where an
+ * import() of the local engine fails) from one stat of the run's directory; signal.ts must act on
+ * that answer. A preload makes the directory appear right after the first stat of it (a `flow run`
+ * starting in between, without timing): the signal still goes to the server, and nothing fails.
+ */
+void test("a local run's directory that appears after the entry's stat: the signal goes to the server, no import() from the cache", async (t) => {
+  const bundle = fileURLToPath(new URL("../bundle/flow.cjs", import.meta.url));
+  if (!existsSync(bundle)) {
+    t.skip("no bundle (npm run build writes it)");
+    return;
+  }
+  const { home, configPath } = await freshHome();
+  const appear = join(home, "appear.cjs");
+  await writeFile(
+    appear,
+    [
+      'const fs = require("node:fs");',
+      "const existsSync = fs.existsSync;",
+      "fs.existsSync = (path) => {",
+      "  const found = existsSync(path);",
+      '  if (!found && String(path).includes("/runs/run-")) fs.mkdirSync(path, { recursive: true });',
+      "  return found;",
+      "};",
+    ].join("\n"),
+  );
+  signals.length = 0;
+  const env = { HOME: home, FLOWSVC_CONFIG: configPath, FLOWSVC_URL: api.url, NODE_OPTIONS: `--require=${appear}` };
+  const r = await runFlow(["signal", RUN_ID, "go"], { env, bin: bundle });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, "");
+  assert.deepEqual(signals, [{ payload: null }]);
+  assert.ok(existsSync(join(home, ".local", "state", "flowsvc", "local", "runs", RUN_ID)), "the preload made the directory");
 });
 
 void test("flow check loads core's graph model and zod, and still nothing of the server; the real binary answers", async () => {

@@ -25,7 +25,7 @@ const loadInScriptClient = async (): Promise<InScriptClient | undefined> => {
 /** `flow --version` alone: answered here, before the program (commander and a command) is loaded. */
 const isVersionOnly = (argv: readonly string[]): boolean => argv.length === 3 && (argv[2] === "--version" || argv[2] === "-V");
 
-/** A hot command invoked plainly runs without commander (fast.ts); anything else through the commander program. */
+/** A CommandSpec's command invoked plainly runs without commander (fast.ts); anything else through the commander program. */
 const runUserCli = async (argv: string[], env: Environment): Promise<number> => {
   const { runFast } = await import("../commands/fast.js");
   const deps = { env, io: processStdio(), now: () => new Date() };

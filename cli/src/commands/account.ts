@@ -3,14 +3,13 @@
  * table). Connecting is a browser flow only (the Connections page, or `POST {scoped}/accounts/connect`
  * from a console); the CLI lists, switches off (until a reconnect) and removes. No path prints a token.
  */
-import { Command } from "commander";
 import { assertCredentialName } from "@flowsvc/core/credentials";
 import type { Column } from "../print-format.js";
 import { printList } from "../print.js";
 import { listFrom } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 interface AccountInfo {
   name: string;
@@ -28,63 +27,61 @@ const COLUMNS: Array<Column<AccountInfo>> = [
   { header: "GRANTER", value: (a) => a.granter ?? "-" },
 ];
 
-const listCommand = (deps: CommandDeps): Command =>
-  new Command("list")
-    .alias("ls")
-    .description("list the project's connected accounts: name, provider, far-side account, status (viewer)")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow account list", "flow account list -o json"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const rows = listFrom<AccountInfo>(await ctx.api.call("GET", scopedPath(ctx, "accounts")), ["accounts"]);
-        printList(ctx.io, formatOf(opts), rows, { columns: COLUMNS, empty: "no connected accounts (connect one on the Connections page)" });
-      });
+const listSpec: CommandSpec = {
+  name: "list",
+  aliases: ["ls"],
+  description: "list the project's connected accounts: name, provider, far-side account, status (viewer)",
+  options: [OUTPUT_OPTION],
+  examples: ["flow account list", "flow account list -o json"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const rows = listFrom<AccountInfo>(await ctx.api.call("GET", scopedPath(ctx, "accounts")), ["accounts"]);
+      printList(ctx.io, formatOf(opts), rows, { columns: COLUMNS, empty: "no connected accounts (connect one on the Connections page)" });
     });
+  },
+};
 
-const rmCommand = (deps: CommandDeps): Command =>
-  new Command("rm")
-    .description("forget a connected account, and revoke it at the provider when it allows (admin, or the account's granter)")
-    .argument("<name>", "the account's name")
-    .addHelpText("after", examples("flow account rm github"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      assertCredentialName(name);
-      await withApi(deps, cmd, async (ctx) => {
-        const gone = await ctx.api.call<{ revoked: boolean }>("DELETE", scopedPath(ctx, "accounts", name));
-        ctx.io.note(`connected account ${name} removed${gone.revoked ? " and revoked at the provider" : " (not revoked at the provider)"}`);
-      });
+const rmSpec: CommandSpec = {
+  name: "rm",
+  description: "forget a connected account, and revoke it at the provider when it allows (admin, or the account's granter)",
+  arguments: [{ name: "<name>", description: "the account's name" }],
+  examples: ["flow account rm github"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    assertCredentialName(name);
+    await withSettings(deps, flags, async (ctx) => {
+      const gone = await ctx.api.call<{ revoked: boolean }>("DELETE", scopedPath(ctx, "accounts", name));
+      ctx.io.note(`connected account ${name} removed${gone.revoked ? " and revoked at the provider" : " (not revoked at the provider)"}`);
     });
+  },
+};
 
-const disableCommand = (deps: CommandDeps): Command =>
-  new Command("disable")
-    .description(
-      "switch a connected account off until it is reconnected: nodes and jobs naming it fail, nothing is renewed (admin, or the account's granter)",
-    )
-    .argument("<name>", "the account's name")
-    .addHelpText("after", examples("flow account disable github"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      assertCredentialName(name);
-      await withApi(deps, cmd, async (ctx) => {
-        const r = await ctx.api.call<{ changed: boolean }>("POST", `${scopedPath(ctx, "accounts", name)}/disable`, {});
-        ctx.io.note(
-          r.changed
-            ? `connected account ${name} disabled: reconnect it on the Connections page to use it again`
-            : `connected account ${name} was already disabled`,
-        );
-      });
+const disableSpec: CommandSpec = {
+  name: "disable",
+  description:
+    "switch a connected account off until it is reconnected: nodes and jobs naming it fail, nothing is renewed (admin, or the account's granter)",
+  arguments: [{ name: "<name>", description: "the account's name" }],
+  examples: ["flow account disable github"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    assertCredentialName(name);
+    await withSettings(deps, flags, async (ctx) => {
+      const r = await ctx.api.call<{ changed: boolean }>("POST", `${scopedPath(ctx, "accounts", name)}/disable`, {});
+      ctx.io.note(
+        r.changed
+          ? `connected account ${name} disabled: reconnect it on the Connections page to use it again`
+          : `connected account ${name} was already disabled`,
+      );
     });
+  },
+};
 
-export const accountCommand = (deps: CommandDeps): Command => {
-  const account = new Command("account")
-    .description("list, disable and remove connected accounts (connecting is done in the browser, on the Connections page)")
-    .addHelpText(
-      "after",
-      examples(
-        "flow account list",
-        "flow account disable github",
-        "flow account rm github",
-        "flow submit deploy.sh --credential GH_TOKEN=github",
-      ),
-    );
-  for (const sub of [listCommand, disableCommand, rmCommand]) account.addCommand(sub(deps));
-  return account;
+export const accountSpec: CommandSpec = {
+  name: "account",
+  description: "list, disable and remove connected accounts (connecting is done in the browser, on the Connections page)",
+  subcommands: [listSpec, disableSpec, rmSpec],
+  examples: [
+    "flow account list",
+    "flow account disable github",
+    "flow account rm github",
+    "flow submit deploy.sh --credential GH_TOKEN=github",
+  ],
 };

@@ -1,12 +1,11 @@
 /** `flow agents ls`: the agents the server knows (GET /api/v1/agents), local processes and agents holding jobs. */
-import { Command } from "commander";
 import { formatAge } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
-import { withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption } from "./options.js";
+import { withSettings } from "./context.js";
+import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 /** One agent as the server answers it (ingest/src/routes/agents.ts). */
 export interface AgentRecord {
@@ -37,24 +36,26 @@ export const agentColumns = (now: Date): Array<Column<AgentRecord>> => [
   { header: "LAST SEEN", value: (a) => lastSeen(a.last_seen, now) },
 ];
 
-const listCommand = (deps: CommandDeps): Command =>
-  new Command("ls")
-    .alias("list")
-    .description("list the agents the server knows: its local agent processes (idle or busy) and every agent holding a job")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow agents ls", "flow agents ls -o json"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const agents = listFrom<AgentRecord>(await ctx.api.call("GET", "/api/v1/agents"), ["agents"]);
-        printList(ctx.io, formatOf(opts), agents, {
-          columns: agentColumns(ctx.now),
-          empty: "no agents: none is running and none holds a job",
-        });
+const listSpec: CommandSpec = {
+  name: "ls",
+  aliases: ["list"],
+  description: "list the agents the server knows: its local agent processes (idle or busy) and every agent holding a job",
+  options: [OUTPUT_OPTION],
+  examples: ["flow agents ls", "flow agents ls -o json"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const agents = listFrom<AgentRecord>(await ctx.api.call("GET", "/api/v1/agents"), ["agents"]);
+      printList(ctx.io, formatOf(opts), agents, {
+        columns: agentColumns(ctx.now),
+        empty: "no agents: none is running and none holds a job",
       });
     });
+  },
+};
 
-export const agentsCommand = (deps: CommandDeps): Command =>
-  new Command("agents")
-    .description("inspect the server's agents")
-    .addCommand(listCommand(deps))
-    .addHelpText("after", examples("flow agents ls"));
+export const agentsSpec: CommandSpec = {
+  name: "agents",
+  description: "inspect the server's agents",
+  subcommands: [listSpec],
+  examples: ["flow agents ls"],
+};

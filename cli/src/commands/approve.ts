@@ -13,13 +13,13 @@
  * Client command: no zod, no server module (cli/src/bin/flow-imports.test.ts); readline is loaded
  * only to prompt.
  */
-import { Command } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import { parseFieldFlags, type ApprovalField } from "@flowsvc/core/graph/approval-fields";
 import type { Stdio } from "../print.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandContext, CommandDeps } from "./context.js";
-import { collectList, examples } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import type { CommandContext } from "./context.js";
+import { collectList } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 interface ParkedGate {
   gate: string;
@@ -132,39 +132,42 @@ const terminalReader = async (): Promise<{ read: LineReader; close: () => void }
 const answer = async (ctx: CommandContext, runId: string, gateName: string, body: { decision: string; fields: Record<string, string> }) =>
   ctx.api.call<ApprovalAnswer>("POST", `${scopedPath(ctx, "runs", runId, "approvals", gateName)}`, body);
 
-export const approveCommand = (deps: CommandDeps): Command =>
-  new Command("approve")
-    .description("answer the approval gate a graph run is parked on; on a terminal, asks for each declared field")
-    .argument("<run>", "the run id")
-    .argument("[gate]", "the gate (the approval node's id); default: the one the run is parked on")
-    .option("--field <name=value>", "a declared field's value (repeatable)", collectList)
-    .option("--reject", "reject instead of approve: the gate fails and the run with it")
-    .addHelpText(
-      "after",
-      examples(
-        'flow approve "$run"',
-        'flow approve "$run" review --field reason="tests pass" --field env=production',
-        'flow approve "$run" --reject',
-      ),
-    )
-    .action(async (runId: string, gateName: string | undefined, opts: ApproveOptions, cmd: Command) => {
-      const flags = parseFieldFlags(opts.field ?? []);
-      if (!flags.ok) throw new FlowError("invalid_argument", flags.message);
-      await withApi(deps, cmd, async (ctx) => {
-        const { gates } = await ctx.api.call<{ gates: ParkedGate[] }>("GET", scopedPath(ctx, "runs", runId, "approvals"));
-        const gate = pickGate(runId, gates, gateName);
-        let fields = flags.fields;
-        if (gate && ctx.io.stdinIsTty() && !opts.reject) {
-          const terminal = await terminalReader();
-          try {
-            fields = await promptFields(gate, fields, terminal.read, ctx.io);
-          } finally {
-            terminal.close();
-          }
+export const approveSpec: CommandSpec = {
+  name: "approve",
+  description: "answer the approval gate a graph run is parked on; on a terminal, asks for each declared field",
+  arguments: [
+    { name: "<run>", description: "the run id" },
+    { name: "[gate]", description: "the gate (the approval node's id); default: the one the run is parked on" },
+  ],
+  options: [
+    { flags: "--field <name=value>", description: "a declared field's value (repeatable)", parse: collectList },
+    { flags: "--reject", description: "reject instead of approve: the gate fails and the run with it" },
+  ],
+  examples: [
+    'flow approve "$run"',
+    'flow approve "$run" review --field reason="tests pass" --field env=production',
+    'flow approve "$run" --reject',
+  ],
+  action: async (deps, { args: [runId = "", gateName], opts: options, flags: settingFlags }) => {
+    const opts = options as ApproveOptions;
+    const flags = parseFieldFlags(opts.field ?? []);
+    if (!flags.ok) throw new FlowError("invalid_argument", flags.message);
+    await withSettings(deps, settingFlags, async (ctx) => {
+      const { gates } = await ctx.api.call<{ gates: ParkedGate[] }>("GET", scopedPath(ctx, "runs", runId, "approvals"));
+      const gate = pickGate(runId, gates, gateName);
+      let fields = flags.fields;
+      if (gate && ctx.io.stdinIsTty() && !opts.reject) {
+        const terminal = await terminalReader();
+        try {
+          fields = await promptFields(gate, fields, terminal.read, ctx.io);
+        } finally {
+          terminal.close();
         }
-        // A gate not in the list (not parked, answered, no such gate) is the server's to refuse, by name.
-        const res = await answer(ctx, runId, gate?.gate ?? gateName ?? "", { decision: opts.reject ? "reject" : "approve", fields });
-        ctx.io.out(`${res.decision === "reject" ? "rejected" : "approved"} gate ${res.gate} of run ${res.run_id} as ${res.approved_by}`);
-        for (const [k, v] of Object.entries(res.fields)) ctx.io.out(`  ${k}: ${JSON.stringify(v)}`);
-      });
+      }
+      // A gate not in the list (not parked, answered, no such gate) is the server's to refuse, by name.
+      const res = await answer(ctx, runId, gate?.gate ?? gateName ?? "", { decision: opts.reject ? "reject" : "approve", fields });
+      ctx.io.out(`${res.decision === "reject" ? "rejected" : "approved"} gate ${res.gate} of run ${res.run_id} as ${res.approved_by}`);
+      for (const [k, v] of Object.entries(res.fields)) ctx.io.out(`  ${k}: ${JSON.stringify(v)}`);
     });
+  },
+};

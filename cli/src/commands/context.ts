@@ -1,6 +1,6 @@
 /**
  * What a command action gets: the resolved settings, an API client for them and the project-scoped
- * path prefix. `withApi` opens it from the command's flags and closes the client afterwards.
+ * path prefix. `withSettings` opens it from the invocation's global flags and closes the client afterwards.
  */
 import type { Command } from "commander";
 import { readCliConfig, resolveCliConfigPath } from "../cli-config.js";
@@ -62,6 +62,3 @@ export const withSettings = async <T>(deps: CliDeps, flags: SettingFlags, fn: (c
     await api.close();
   }
 };
-
-export const withApi = async <T>(deps: CliDeps, cmd: Command, fn: (ctx: CommandContext) => Promise<T>): Promise<T> =>
-  withSettings(deps, flagsOf(cmd), fn);

@@ -7,7 +7,6 @@
  * shell history and `ps` keep them; the spec's one exception is an api-key's `--value <V>` (`-`
  * reads stdin there too).
  */
-import { Command, Option } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import {
   CLI_KIND_SPELLINGS,
@@ -23,9 +22,10 @@ import type { Column } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Stdio } from "../print.js";
 import { listFrom } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption } from "./options.js";
+import type { SettingFlags } from "../config.js";
+import { scopedPath, withSettings } from "./context.js";
+import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import type { CommandSpec, Invocation } from "./spec.js";
 import { stripOneNewline } from "./secret.js";
 
 interface CredentialInfo {
@@ -105,47 +105,55 @@ export const credentialBody = async (io: Stdio, name: string, opts: SetOptions):
 };
 
 /**
- * `--token` is also the program's global option (the API token), and commander hands it to the
- * program wherever it appears: for a kind that takes a token, the program's `--token` is this
- * command's, and the API token comes from FLOWSVC_TOKEN or the saved config instead.
+ * `--token` is also the program's global option (the API token), and the program takes it wherever
+ * it appears (commander and fastParse alike): for a kind that takes a token, the program's `--token`
+ * is this command's, and the API token comes from FLOWSVC_TOKEN or the saved config instead.
  */
-const takeTokenFlag = (cmd: Command, opts: SetOptions): SetOptions => {
+const takeTokenFlag = (call: Invocation): { opts: SetOptions; flags: SettingFlags } => {
+  const opts = call.opts as unknown as SetOptions;
   const kind = parseCredentialKind(opts.kind);
-  const root = cmd.parent?.parent;
-  if (kind === undefined || !KIND_FIELDS[kind].includes("token") || root?.getOptionValueSource("token") !== "cli") return opts;
-  const token = root.getOptionValue("token") as string | undefined;
-  root.setOptionValueWithSource("token", undefined, "default");
-  return { ...opts, token };
+  if (kind === undefined || !KIND_FIELDS[kind].includes("token") || call.flags.token === undefined) return { opts, flags: call.flags };
+  return { opts: { ...opts, token: call.flags.token }, flags: { ...call.flags, token: undefined } };
 };
 
-const setCommand = (deps: CommandDeps): Command =>
-  new Command("set")
-    .description("create or replace a credential (admin); secret fields are read from stdin with -")
-    .argument("<name>", "the credential's name (letters, digits, . _ -); graphs and --credential ENV=name refer to it")
-    .addOption(
-      new Option("--kind <kind>", "how it authenticates").choices(CREDENTIAL_KINDS.map((k) => CLI_KIND_SPELLINGS[k])).makeOptionMandatory(),
-    )
-    .option("--token <->", "bearer, url-token: - reads the token from stdin (the API token then comes from FLOWSVC_TOKEN or flow login)")
-    .option("--header <H>", "api-key: the header that carries the key (e.g. X-Api-Key)")
-    .option("--value <V>", "api-key: the key, or - to read it from stdin")
-    .option("--username <U>", "basic: the username")
-    .option("--password <->", "basic: - reads the password from stdin")
-    .addHelpText(
-      "after",
-      examples(
-        'printf %s "$GITHUB_TOKEN" | flow credential set github --kind bearer --token -',
-        'printf %s "$KEY" | flow credential set llm --kind api-key --header x-api-key --value -',
-        'printf %s "$PASS" | flow credential set registry --kind basic --username ci --password -',
-        'printf %s "$HOOK_TOKEN" | flow credential set chat-hook --kind url-token --token -',
-      ),
-    )
-    .action(async (name: string, opts: SetOptions, cmd: Command) => {
-      const body = await credentialBody(deps.io, name, takeTokenFlag(cmd, opts));
-      await withApi(deps, cmd, async (ctx) => {
-        const set = await ctx.api.call<CredentialInfo>("PUT", scopedPath(ctx, "credentials", name), body);
-        ctx.io.note(`credential ${name} set (${CLI_KIND_SPELLINGS[parseCredentialKind(set.kind) ?? "bearer"]})`);
-      });
+const setSpec: CommandSpec = {
+  name: "set",
+  description: "create or replace a credential (admin); secret fields are read from stdin with -",
+  arguments: [
+    { name: "<name>", description: "the credential's name (letters, digits, . _ -); graphs and --credential ENV=name refer to it" },
+  ],
+  options: [
+    {
+      flags: "--kind <kind>",
+      description: "how it authenticates",
+      choices: CREDENTIAL_KINDS.map((k) => CLI_KIND_SPELLINGS[k]),
+      mandatory: true,
+    },
+    {
+      flags: "--token <->",
+      description: "bearer, url-token: - reads the token from stdin (the API token then comes from FLOWSVC_TOKEN or flow login)",
+    },
+    { flags: "--header <H>", description: "api-key: the header that carries the key (e.g. X-Api-Key)" },
+    { flags: "--value <V>", description: "api-key: the key, or - to read it from stdin" },
+    { flags: "--username <U>", description: "basic: the username" },
+    { flags: "--password <->", description: "basic: - reads the password from stdin" },
+  ],
+  examples: [
+    'printf %s "$GITHUB_TOKEN" | flow credential set github --kind bearer --token -',
+    'printf %s "$KEY" | flow credential set llm --kind api-key --header x-api-key --value -',
+    'printf %s "$PASS" | flow credential set registry --kind basic --username ci --password -',
+    'printf %s "$HOOK_TOKEN" | flow credential set chat-hook --kind url-token --token -',
+  ],
+  action: async (deps, call) => {
+    const [name = ""] = call.args;
+    const { opts, flags } = takeTokenFlag(call);
+    const body = await credentialBody(deps.io, name, opts);
+    await withSettings(deps, flags, async (ctx) => {
+      const set = await ctx.api.call<CredentialInfo>("PUT", scopedPath(ctx, "credentials", name), body);
+      ctx.io.note(`credential ${name} set (${CLI_KIND_SPELLINGS[parseCredentialKind(set.kind) ?? "bearer"]})`);
     });
+  },
+};
 
 const COLUMNS = (now: Date): Array<Column<CredentialInfo>> => [
   { header: "NAME", value: (c) => c.name },
@@ -153,41 +161,39 @@ const COLUMNS = (now: Date): Array<Column<CredentialInfo>> => [
   { header: "SET", value: (c) => formatAge(c.set_at, now) },
 ];
 
-const listCommand = (deps: CommandDeps): Command =>
-  new Command("list")
-    .alias("ls")
-    .description("list the project's credentials: names, kinds and when each was set, never values (viewer)")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow credential list", "flow credential list -o json"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const rows = listFrom<CredentialInfo>(await ctx.api.call("GET", scopedPath(ctx, "credentials")), ["credentials"]);
-        printList(ctx.io, formatOf(opts), rows, { columns: COLUMNS(ctx.now), empty: "no credentials" });
-      });
+const listSpec: CommandSpec = {
+  name: "list",
+  aliases: ["ls"],
+  description: "list the project's credentials: names, kinds and when each was set, never values (viewer)",
+  options: [OUTPUT_OPTION],
+  examples: ["flow credential list", "flow credential list -o json"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const rows = listFrom<CredentialInfo>(await ctx.api.call("GET", scopedPath(ctx, "credentials")), ["credentials"]);
+      printList(ctx.io, formatOf(opts), rows, { columns: COLUMNS(ctx.now), empty: "no credentials" });
     });
+  },
+};
 
-const rmCommand = (deps: CommandDeps): Command =>
-  new Command("rm")
-    .description("delete a credential (admin); jobs that name it fail until it is set again")
-    .argument("<name>", "the credential's name")
-    .addHelpText("after", examples("flow credential rm github"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        await ctx.api.call("DELETE", scopedPath(ctx, "credentials", name));
-        ctx.io.note(`credential ${name} removed`);
-      });
+const rmSpec: CommandSpec = {
+  name: "rm",
+  description: "delete a credential (admin); jobs that name it fail until it is set again",
+  arguments: [{ name: "<name>", description: "the credential's name" }],
+  examples: ["flow credential rm github"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      await ctx.api.call("DELETE", scopedPath(ctx, "credentials", name));
+      ctx.io.note(`credential ${name} removed`);
     });
+  },
+};
 
-export const credentialCommand = (deps: CommandDeps): Command => {
-  const credential = new Command("credential")
-    .description("manage the project's typed, write-only credentials (bearer, api-key, basic, url-token)")
-    .addHelpText(
-      "after",
-      examples(
-        'printf %s "$TOKEN" | flow credential set github --kind bearer --token -',
-        "flow submit deploy.sh --credential GH_TOKEN=github",
-      ),
-    );
-  for (const sub of [setCommand, listCommand, rmCommand]) credential.addCommand(sub(deps));
-  return credential;
+export const credentialSpec: CommandSpec = {
+  name: "credential",
+  description: "manage the project's typed, write-only credentials (bearer, api-key, basic, url-token)",
+  subcommands: [setSpec, listSpec, rmSpec],
+  examples: [
+    'printf %s "$TOKEN" | flow credential set github --kind bearer --token -',
+    "flow submit deploy.sh --credential GH_TOKEN=github",
+  ],
 };

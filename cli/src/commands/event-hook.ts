@@ -3,16 +3,16 @@
  * events (spec "Event hook"). `set` and `rotate` are the only commands that ever print a hook's
  * shared secret, once: the server keeps only its digest.
  */
-import { Command } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import { formatAge, formatDetails, formatDocument, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import type { Stdio } from "../print.js";
 import { listFrom } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandContext, CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import type { CommandContext } from "./context.js";
+import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 import { stripOneNewline } from "./secret.js";
 
 export interface HookView {
@@ -92,48 +92,53 @@ const readKey = async (io: Stdio, flag: string, value: string | undefined): Prom
   return stripOneNewline(await io.readStdin());
 };
 
-const setCommand = (deps: CommandDeps): Command =>
-  new Command("set")
-    .description("create an event hook, or replace its configuration keeping its secret (admin)")
-    .argument("<name>", "the hook's name; its events are typed <name>.<event> for a manifest hook")
-    .option(
-      "--event-type <type>",
-      "shared-token mode: the type every delivery is emitted as (with --hmac-*: overrides the default, the hook's name)",
-    )
-    .option("--manifest <manifest>", "built-in manifest mode (github): verify the forge's signature, derive the type per delivery")
-    .option("--key <signing_key>", "the manifest's signing key (the webhook secret on the forge); - reads it from stdin")
-    .option("--hmac-header <header>", "manual HMAC mode: the header carrying the signature")
-    .option("--hmac-key <key>", "manual HMAC mode: the HMAC-SHA256 key; - reads it from stdin")
-    .option("--hmac-prefix <prefix>", "manual HMAC mode: text before the hex digest in the header, e.g. sha256=")
-    .addOption(outputOption())
-    .addHelpText(
-      "after",
-      examples(
-        "flow event-hook set deploys --event-type deploy.requested",
-        "flow event-hook set gh --manifest github --key - < webhook-secret.txt",
-        "flow event-hook set billing --hmac-header X-Signature --hmac-prefix sha256= --hmac-key - < key.txt",
-      ) + "\nA hook that exists keeps its secret when set again; `flow event-hook rotate <name>` mints a new one.\n",
-    )
-    .action(async (name: string, opts: SetOptions, cmd: Command) => {
-      if (opts.key === "-" && opts.hmacKey === "-")
-        throw new FlowError("invalid_argument", "only one of --key and --hmac-key can read stdin");
-      const key = await readKey(deps.io, "--key", opts.key);
-      const hmacKey = await readKey(deps.io, "--hmac-key", opts.hmacKey);
-      const body = {
-        event_type: opts.eventType,
-        manifest: opts.manifest,
-        key,
-        hmac_header: opts.hmacHeader,
-        hmac_key: hmacKey,
-        hmac_prefix: opts.hmacPrefix,
-      };
-      await withApi(deps, cmd, async (ctx) => {
-        const hook = await ctx.api.call<HookView>("PUT", scopedPath(ctx, "event-hooks", name), body);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(hook, format));
-        else printCreated(ctx.io, hook, hook.secret ? "created" : "replaced");
-      });
+const setSpec: CommandSpec = {
+  name: "set",
+  description: "create an event hook, or replace its configuration keeping its secret (admin)",
+  arguments: [{ name: "<name>", description: "the hook's name; its events are typed <name>.<event> for a manifest hook" }],
+  options: [
+    {
+      flags: "--event-type <type>",
+      description: "shared-token mode: the type every delivery is emitted as (with --hmac-*: overrides the default, the hook's name)",
+    },
+    {
+      flags: "--manifest <manifest>",
+      description: "built-in manifest mode (github): verify the forge's signature, derive the type per delivery",
+    },
+    { flags: "--key <signing_key>", description: "the manifest's signing key (the webhook secret on the forge); - reads it from stdin" },
+    { flags: "--hmac-header <header>", description: "manual HMAC mode: the header carrying the signature" },
+    { flags: "--hmac-key <key>", description: "manual HMAC mode: the HMAC-SHA256 key; - reads it from stdin" },
+    { flags: "--hmac-prefix <prefix>", description: "manual HMAC mode: text before the hex digest in the header, e.g. sha256=" },
+    OUTPUT_OPTION,
+  ],
+  examples: [
+    "flow event-hook set deploys --event-type deploy.requested",
+    "flow event-hook set gh --manifest github --key - < webhook-secret.txt",
+    "flow event-hook set billing --hmac-header X-Signature --hmac-prefix sha256= --hmac-key - < key.txt",
+  ],
+  helpAfter: "\nA hook that exists keeps its secret when set again; `flow event-hook rotate <name>` mints a new one.\n",
+  action: async (deps, { args: [name = ""], opts: options, flags }) => {
+    const opts = options as SetOptions;
+    if (opts.key === "-" && opts.hmacKey === "-")
+      throw new FlowError("invalid_argument", "only one of --key and --hmac-key can read stdin");
+    const key = await readKey(deps.io, "--key", opts.key);
+    const hmacKey = await readKey(deps.io, "--hmac-key", opts.hmacKey);
+    const body = {
+      event_type: opts.eventType,
+      manifest: opts.manifest,
+      key,
+      hmac_header: opts.hmacHeader,
+      hmac_key: hmacKey,
+      hmac_prefix: opts.hmacPrefix,
+    };
+    await withSettings(deps, flags, async (ctx) => {
+      const hook = await ctx.api.call<HookView>("PUT", scopedPath(ctx, "event-hooks", name), body);
+      const format = formatOf(opts);
+      if (format !== "table") ctx.io.out(formatDocument(hook, format));
+      else printCreated(ctx.io, hook, hook.secret ? "created" : "replaced");
     });
+  },
+};
 
 const HOOK_COLUMNS = (now: Date): Array<Column<HookView>> => [
   { header: "NAME", value: (h) => h.name },
@@ -143,81 +148,81 @@ const HOOK_COLUMNS = (now: Date): Array<Column<HookView>> => [
   { header: "INGEST URL", value: (h) => h.ingest_url },
 ];
 
-const listCommand = (deps: CommandDeps): Command =>
-  new Command("ls")
-    .alias("list")
-    .description("list the project's event hooks (viewer); never their secrets or keys")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow event-hook ls", "flow event-hook ls -o json"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const hooks = listFrom<HookView>(await ctx.api.call("GET", scopedPath(ctx, "event-hooks")), ["hooks"]);
-        printList(ctx.io, formatOf(opts), hooks, { columns: HOOK_COLUMNS(ctx.now), empty: "no event hooks" });
-      });
+const listSpec: CommandSpec = {
+  name: "ls",
+  aliases: ["list"],
+  description: "list the project's event hooks (viewer); never their secrets or keys",
+  options: [OUTPUT_OPTION],
+  examples: ["flow event-hook ls", "flow event-hook ls -o json"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const hooks = listFrom<HookView>(await ctx.api.call("GET", scopedPath(ctx, "event-hooks")), ["hooks"]);
+      printList(ctx.io, formatOf(opts), hooks, { columns: HOOK_COLUMNS(ctx.now), empty: "no event hooks" });
     });
+  },
+};
 
-const showCommand = (deps: CommandDeps): Command =>
-  new Command("show")
-    .description("show one event hook: mode, what it emits, its ingest URL (viewer); never its secret or key")
-    .argument("<name>", "the hook's name")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow event-hook show gh", "flow event-hook show gh -o json | jq -r .ingest_url"))
-    .action(async (name: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx: CommandContext) => {
-        const h = await ctx.api.call<HookView>("GET", scopedPath(ctx, "event-hooks", name));
-        const format = formatOf(opts);
-        if (format !== "table") {
-          ctx.io.out(formatDocument(h, format));
-          return;
-        }
-        ctx.io.out(
-          formatDetails([
-            ["name", h.name],
-            ["mode", modeOf(h)],
-            ["emits", h.emits ?? "-"],
-            ...(h.mode === "hmac" ? [["hmac prefix", h.hmac_prefix || "(none)"] as const] : []),
-            ["ingest URL", h.ingest_url],
-            ["created", formatTime(h.created_at, ctx.now)],
-            ["rotated", h.rotated_at ? formatTime(h.rotated_at, ctx.now) : "never"],
-          ]),
-        );
-      });
+const printHook = (ctx: CommandContext, h: HookView): void =>
+  ctx.io.out(
+    formatDetails([
+      ["name", h.name],
+      ["mode", modeOf(h)],
+      ["emits", h.emits ?? "-"],
+      ...(h.mode === "hmac" ? [["hmac prefix", h.hmac_prefix || "(none)"] as const] : []),
+      ["ingest URL", h.ingest_url],
+      ["created", formatTime(h.created_at, ctx.now)],
+      ["rotated", h.rotated_at ? formatTime(h.rotated_at, ctx.now) : "never"],
+    ]),
+  );
+
+const showSpec: CommandSpec = {
+  name: "show",
+  description: "show one event hook: mode, what it emits, its ingest URL (viewer); never its secret or key",
+  arguments: [{ name: "<name>", description: "the hook's name" }],
+  options: [OUTPUT_OPTION],
+  examples: ["flow event-hook show gh", "flow event-hook show gh -o json | jq -r .ingest_url"],
+  action: async (deps, { args: [name = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const h = await ctx.api.call<HookView>("GET", scopedPath(ctx, "event-hooks", name));
+      const format = formatOf(opts);
+      if (format !== "table") ctx.io.out(formatDocument(h, format));
+      else printHook(ctx, h);
     });
+  },
+};
 
-const rmCommand = (deps: CommandDeps): Command =>
-  new Command("rm")
-    .description("remove an event hook (admin); its ingest URL answers 404 from then on, its events stay on the bus")
-    .argument("<name>", "the hook's name")
-    .addHelpText("after", examples("flow event-hook rm gh"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        await ctx.api.call("DELETE", scopedPath(ctx, "event-hooks", name));
-        ctx.io.note(`event hook ${name} removed`);
-      });
+const rmSpec: CommandSpec = {
+  name: "rm",
+  description: "remove an event hook (admin); its ingest URL answers 404 from then on, its events stay on the bus",
+  arguments: [{ name: "<name>", description: "the hook's name" }],
+  examples: ["flow event-hook rm gh"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      await ctx.api.call("DELETE", scopedPath(ctx, "event-hooks", name));
+      ctx.io.note(`event hook ${name} removed`);
     });
+  },
+};
 
-const rotateCommand = (deps: CommandDeps): Command =>
-  new Command("rotate")
-    .description("mint a new shared secret for an event hook (admin); the old one stops working at once")
-    .argument("<name>", "the hook's name")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow event-hook rotate deploys", "flow event-hook rotate deploys -o json | jq -r .secret"))
-    .action(async (name: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const hook = await ctx.api.call<HookView>("POST", scopedPath(ctx, "event-hooks", name, "rotate"));
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(hook, format));
-        else printCreated(ctx.io, hook, "rotated");
-      });
+const rotateSpec: CommandSpec = {
+  name: "rotate",
+  description: "mint a new shared secret for an event hook (admin); the old one stops working at once",
+  arguments: [{ name: "<name>", description: "the hook's name" }],
+  options: [OUTPUT_OPTION],
+  examples: ["flow event-hook rotate deploys", "flow event-hook rotate deploys -o json | jq -r .secret"],
+  action: async (deps, { args: [name = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const hook = await ctx.api.call<HookView>("POST", scopedPath(ctx, "event-hooks", name, "rotate"));
+      const format = formatOf(opts);
+      if (format !== "table") ctx.io.out(formatDocument(hook, format));
+      else printCreated(ctx.io, hook, "rotated");
     });
+  },
+};
 
-export const eventHookCommand = (deps: CommandDeps): Command => {
-  const hook = new Command("event-hook")
-    .description("manage inbound event hooks: HTTP endpoints that turn outside deliveries into bus events")
-    .addHelpText(
-      "after",
-      examples("flow event-hook set deploys --event-type deploy.requested", "flow event-hook ls", "flow event-hook rotate deploys"),
-    );
-  for (const sub of [setCommand, listCommand, showCommand, rmCommand, rotateCommand]) hook.addCommand(sub(deps));
-  return hook;
+export const eventHookSpec: CommandSpec = {
+  name: "event-hook",
+  description: "manage inbound event hooks: HTTP endpoints that turn outside deliveries into bus events",
+  subcommands: [setSpec, listSpec, showSpec, rmSpec, rotateSpec],
+  examples: ["flow event-hook set deploys --event-type deploy.requested", "flow event-hook ls", "flow event-hook rotate deploys"],
 };

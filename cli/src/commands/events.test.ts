@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { InvalidArgumentError } from "commander";
+import { InvalidArgumentError } from "./parsers.js";
 import { formatCatalog, parseSinceFlag } from "./events.js";
 
 void test("--since takes a duration back from now or an ISO 8601 time, and refuses anything else naming both forms", () => {

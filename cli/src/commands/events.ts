@@ -1,5 +1,4 @@
 /** `flow events ls|show|catalog`: the project's event bus, newest first, one full event, and the types it knows. */
-import { Command, InvalidArgumentError } from "commander";
 import { parseDuration } from "@flowsvc/core/duration";
 import { formatAge, formatDetails, formatDocument, formatJsonCell, formatTable, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
@@ -7,9 +6,9 @@ import type { Column } from "../print-format.js";
 import { withQuery } from "../http.js";
 import { listFrom } from "./api-types.js";
 import type { EventRecord } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption, parsePositiveInt } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import { InvalidArgumentError, OUTPUT_OPTION, formatOf, parsePositiveInt } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 export const eventColumns = (now: Date): Array<Column<EventRecord>> => [
   { header: "ID", value: (e) => e.id },
@@ -57,44 +56,46 @@ interface ListOptions {
   output?: string;
 }
 
-const listEventsCommand = (deps: CommandDeps): Command =>
-  new Command("ls")
-    .alias("list")
-    .description("list recent events, newest first")
-    .option("--type <type>", "only events of this type")
-    .option("--key <subject>", "only events with this subject (key)")
-    .option(
-      "--since <duration|time>",
-      "only events recorded since then: a duration back from now (30m, 2h) or an ISO 8601 time",
-      parseSinceFlag,
-    )
-    .option("--limit <n>", "at most this many events (default 50)", parsePositiveInt)
-    .addOption(outputOption())
-    .addHelpText(
-      "after",
-      examples("flow events ls", "flow events ls --type deploy.finished --limit 5 -o json", "flow events ls --key acme/web --since 2h"),
-    )
-    .action(async (opts: ListOptions, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const path = withQuery(scopedPath(ctx, "events"), { type: opts.type, key: opts.key, since: opts.since, limit: opts.limit });
-        const events = listFrom<EventRecord>(await ctx.api.call("GET", path), ["events"]);
-        printList(ctx.io, formatOf(opts), events, { columns: eventColumns(ctx.now), empty: "no events" });
-      });
+const listEventsSpec: CommandSpec = {
+  name: "ls",
+  aliases: ["list"],
+  description: "list recent events, newest first",
+  options: [
+    { flags: "--type <type>", description: "only events of this type" },
+    { flags: "--key <subject>", description: "only events with this subject (key)" },
+    {
+      flags: "--since <duration|time>",
+      description: "only events recorded since then: a duration back from now (30m, 2h) or an ISO 8601 time",
+      parse: parseSinceFlag,
+    },
+    { flags: "--limit <n>", description: "at most this many events (default 50)", parse: parsePositiveInt },
+    OUTPUT_OPTION,
+  ],
+  examples: ["flow events ls", "flow events ls --type deploy.finished --limit 5 -o json", "flow events ls --key acme/web --since 2h"],
+  action: async (deps, { opts, flags }) => {
+    const { type, key, since, limit } = opts as ListOptions;
+    await withSettings(deps, flags, async (ctx) => {
+      const path = withQuery(scopedPath(ctx, "events"), { type, key, since, limit });
+      const events = listFrom<EventRecord>(await ctx.api.call("GET", path), ["events"]);
+      printList(ctx.io, formatOf(opts), events, { columns: eventColumns(ctx.now), empty: "no events" });
     });
+  },
+};
 
-const showEventCommand = (deps: CommandDeps): Command =>
-  new Command("show")
-    .description("show one event in full, payload included")
-    .argument("<event>", "the event id (evt-...)")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow events show "$id" -o json | jq .payload'))
-    .action(async (id: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const event = await ctx.api.call<EventRecord & Record<string, unknown>>("GET", scopedPath(ctx, "events", id));
-        const format = formatOf(opts);
-        ctx.io.out(format === "table" ? formatEventDetails(event, ctx.now) : formatDocument(event, format));
-      });
+const showEventSpec: CommandSpec = {
+  name: "show",
+  description: "show one event in full, payload included",
+  arguments: [{ name: "<event>", description: "the event id (evt-...)" }],
+  options: [OUTPUT_OPTION],
+  examples: ["flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", 'flow events show "$id" -o json | jq .payload'],
+  action: async (deps, { args: [id = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const event = await ctx.api.call<EventRecord & Record<string, unknown>>("GET", scopedPath(ctx, "events", id));
+      const format = formatOf(opts);
+      ctx.io.out(format === "table" ? formatEventDetails(event, ctx.now) : formatDocument(event, format));
     });
+  },
+};
 
 interface CatalogEntry {
   type: string;
@@ -152,28 +153,24 @@ export const formatCatalog = (catalog: Catalog, now: Date): string => {
   return `${platform}\n${declared}\n${seen}${more}`;
 };
 
-const catalogCommand = (deps: CommandDeps): Command =>
-  new Command("catalog")
-    .description(
-      "list the event types this project knows: platform types, types graphs declare, and types seen on the bus with a sample payload",
-    )
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow events catalog", "flow events catalog -o json | jq '.seen[] | {type, sample_payload}'"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const catalog = await ctx.api.call<Catalog>("GET", scopedPath(ctx, "events", "catalog"));
-        const format = formatOf(opts);
-        ctx.io.out(format === "table" ? formatCatalog(catalog, ctx.now) : formatDocument(catalog, format));
-      });
+const catalogSpec: CommandSpec = {
+  name: "catalog",
+  description:
+    "list the event types this project knows: platform types, types graphs declare, and types seen on the bus with a sample payload",
+  options: [OUTPUT_OPTION],
+  examples: ["flow events catalog", "flow events catalog -o json | jq '.seen[] | {type, sample_payload}'"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const catalog = await ctx.api.call<Catalog>("GET", scopedPath(ctx, "events", "catalog"));
+      const format = formatOf(opts);
+      ctx.io.out(format === "table" ? formatCatalog(catalog, ctx.now) : formatDocument(catalog, format));
     });
+  },
+};
 
-export const eventsCommand = (deps: CommandDeps): Command =>
-  new Command("events")
-    .description("inspect the project's event bus")
-    .addCommand(listEventsCommand(deps))
-    .addCommand(showEventCommand(deps))
-    .addCommand(catalogCommand(deps))
-    .addHelpText(
-      "after",
-      examples("flow events ls --type deploy.requested", "flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow events catalog"),
-    );
+export const eventsSpec: CommandSpec = {
+  name: "events",
+  description: "inspect the project's event bus",
+  subcommands: [listEventsSpec, showEventSpec, catalogSpec],
+  examples: ["flow events ls --type deploy.requested", "flow events show evt-01jd8k2m3n4p5q6r7s8t9v0w1x", "flow events catalog"],
+};

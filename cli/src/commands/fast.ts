@@ -1,5 +1,5 @@
 /**
- * The user CLI without commander (issue 15: start-up): a hot command (a CommandSpec in table.ts)
+ * The user CLI without commander (issue 15: start-up): a user command (a CommandSpec in table.ts)
  * invoked plainly (spec.ts's fastParse) runs its action here, and commander is never loaded. Any
  * other invocation answers undefined and main.ts runs program.ts (commander), which parses it, prints
  * its help or its usage error, and runs the same action.
@@ -11,7 +11,7 @@ import { topCommandOf } from "./route.js";
 import { fastParse, isCommandSpec } from "./spec.js";
 import { COMMANDS } from "./table.js";
 
-/** Runs `argv` when it is a plain call of a hot command and answers its exit status; undefined leaves it to commander. */
+/** Runs `argv` when it is a plain call of a CommandSpec's command and answers its exit status; undefined leaves it to commander. */
 export const runFast = async (argv: readonly string[], deps: CliDeps): Promise<number | undefined> => {
   const top = topCommandOf(argv);
   const entry = COMMANDS.find((c) => c.name === top);

@@ -4,17 +4,16 @@
  * trigger and webhook nodes get endpoints of their own, whose secrets `set` prints once (as
  * `flow event-hook set` does). `show` prints the document alone on stdout, so it round-trips.
  */
-import { readFile } from "node:fs/promises";
-import { Command } from "commander";
+import { readFileSync } from "node:fs";
 import { FlowError } from "@flowsvc/core/errors";
 import { formatAge, formatDetails, formatDocument, formatTable } from "../print-format.js";
 import type { Column } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Stdio } from "../print.js";
 import { listFrom } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { examples, formatOf, outputOption } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 interface GraphInfo {
   name: string;
@@ -58,10 +57,11 @@ interface Report {
 }
 
 /** The file's JSON, or an error naming the file and what is wrong (the server names paths inside the graph). */
-const readDocument = async (file: string): Promise<unknown> => {
+const readDocument = (file: string): unknown => {
   let text: string;
   try {
-    text = await readFile(file, "utf8");
+    // node:fs, not node:fs/promises: no thread pool and no loading of fs/promises at start-up (issue 15).
+    text = readFileSync(file, "utf8");
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
     throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { cause: err });
@@ -97,20 +97,23 @@ const printEndpoints = (io: Stdio, graph: string, endpoints: readonly EndpointVi
     io.note("each new endpoint's secret is shown only now: the server keeps its digest alone; remove the node and save to drop it");
 };
 
-const setCommand = (deps: CommandDeps): Command =>
-  new Command("set")
-    .description("store a graph (create or replace; admin); a draft may name credentials that do not exist yet")
-    .argument("<name>", "the graph's name (1-40 letters, digits, _ and -)")
-    .argument("<file>", "the flowsvc-graph/v1 JSON document")
-    .addHelpText("after", examples("flow graph set deploy deploy.json", "flow graph requirements deploy"))
-    .action(async (name: string, file: string, _opts: unknown, cmd: Command) => {
-      const document = await readDocument(file);
-      await withApi(deps, cmd, async (ctx) => {
-        const saved = await ctx.api.call<SavedGraph>("PUT", scopedPath(ctx, "graphs", name), { document });
-        ctx.io.note(`graph ${name} stored (${saved.nodes} node${saved.nodes === 1 ? "" : "s"})`);
-        printEndpoints(ctx.io, name, saved.endpoints);
-      });
+const setSpec: CommandSpec = {
+  name: "set",
+  description: "store a graph (create or replace; admin); a draft may name credentials that do not exist yet",
+  arguments: [
+    { name: "<name>", description: "the graph's name (1-40 letters, digits, _ and -)" },
+    { name: "<file>", description: "the flowsvc-graph/v1 JSON document" },
+  ],
+  examples: ["flow graph set deploy deploy.json", "flow graph requirements deploy"],
+  action: async (deps, { args: [name = "", file = ""], flags }) => {
+    const document = readDocument(file);
+    await withSettings(deps, flags, async (ctx) => {
+      const saved = await ctx.api.call<SavedGraph>("PUT", scopedPath(ctx, "graphs", name), { document });
+      ctx.io.note(`graph ${name} stored (${saved.nodes} node${saved.nodes === 1 ? "" : "s"})`);
+      printEndpoints(ctx.io, name, saved.endpoints);
     });
+  },
+};
 
 const LIST_COLUMNS = (now: Date): Array<Column<GraphInfo>> => [
   { header: "NAME", value: (g) => g.name },
@@ -120,43 +123,46 @@ const LIST_COLUMNS = (now: Date): Array<Column<GraphInfo>> => [
   { header: "UPDATED", value: (g) => formatAge(g.updated_at, now) },
 ];
 
-const listCommand = (deps: CommandDeps): Command =>
-  new Command("ls")
-    .alias("list")
-    .description("list the project's stored graphs (viewer)")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow graph ls", "flow graph ls -o json"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const rows = listFrom<GraphInfo>(await ctx.api.call("GET", scopedPath(ctx, "graphs")), ["graphs"]);
-        printList(ctx.io, formatOf(opts), rows, { columns: LIST_COLUMNS(ctx.now), empty: "no stored graphs" });
-      });
+const listSpec: CommandSpec = {
+  name: "ls",
+  aliases: ["list"],
+  description: "list the project's stored graphs (viewer)",
+  options: [OUTPUT_OPTION],
+  examples: ["flow graph ls", "flow graph ls -o json"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const rows = listFrom<GraphInfo>(await ctx.api.call("GET", scopedPath(ctx, "graphs")), ["graphs"]);
+      printList(ctx.io, formatOf(opts), rows, { columns: LIST_COLUMNS(ctx.now), empty: "no stored graphs" });
     });
+  },
+};
 
-const showCommand = (deps: CommandDeps): Command =>
-  new Command("show")
-    .description("print a stored graph's document (viewer); its endpoints are listed on stderr")
-    .argument("<name>", "the graph's name")
-    .addHelpText("after", examples("flow graph show deploy > deploy.json"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const g = await ctx.api.call<ShownGraph>("GET", scopedPath(ctx, "graphs", name));
-        ctx.io.out(JSON.stringify(g.document, null, 2));
-        for (const e of g.endpoints) ctx.io.note(`${e.kind} endpoint of node ${e.node_id}: ${e.ingest_url} (emits ${e.emits})`);
-      });
+const showSpec: CommandSpec = {
+  name: "show",
+  description: "print a stored graph's document (viewer); its endpoints are listed on stderr",
+  arguments: [{ name: "<name>", description: "the graph's name" }],
+  examples: ["flow graph show deploy > deploy.json"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const g = await ctx.api.call<ShownGraph>("GET", scopedPath(ctx, "graphs", name));
+      ctx.io.out(JSON.stringify(g.document, null, 2));
+      for (const e of g.endpoints) ctx.io.note(`${e.kind} endpoint of node ${e.node_id}: ${e.ingest_url} (emits ${e.emits})`);
     });
+  },
+};
 
-const rmCommand = (deps: CommandDeps): Command =>
-  new Command("rm")
-    .description("remove a stored graph and its endpoints (admin); runs already started keep their graph")
-    .argument("<name>", "the graph's name")
-    .addHelpText("after", examples("flow graph rm deploy"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        await ctx.api.call("DELETE", scopedPath(ctx, "graphs", name));
-        ctx.io.note(`graph ${name} removed`);
-      });
+const rmSpec: CommandSpec = {
+  name: "rm",
+  description: "remove a stored graph and its endpoints (admin); runs already started keep their graph",
+  arguments: [{ name: "<name>", description: "the graph's name" }],
+  examples: ["flow graph rm deploy"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      await ctx.api.call("DELETE", scopedPath(ctx, "graphs", name));
+      ctx.io.note(`graph ${name} removed`);
     });
+  },
+};
 
 const REQUIREMENT_COLUMNS: ReadonlyArray<Column<RequirementRow>> = [
   { header: "NODE", value: (r) => r.node_id },
@@ -180,24 +186,24 @@ const printReport = (io: Stdio, name: string, report: Report): void => {
   );
 };
 
-const requirementsCommand = (deps: CommandDeps): Command =>
-  new Command("requirements")
-    .description("show each credential a stored graph names and its state: ok, missing, wrong_kind, conflict, needs_reconnect (viewer)")
-    .argument("<name>", "the graph's name")
-    .option("--json", "print the report as the API answers it")
-    .addHelpText("after", examples("flow graph requirements deploy", "flow graph requirements deploy --json | jq .ready"))
-    .action(async (name: string, opts: { json?: boolean }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const report = await ctx.api.call<Report>("GET", scopedPath(ctx, "graphs", name, "requirements"));
-        if (opts.json) ctx.io.out(formatDocument(report, "json"));
-        else printReport(ctx.io, name, report);
-      });
+const requirementsSpec: CommandSpec = {
+  name: "requirements",
+  description: "show each credential a stored graph names and its state: ok, missing, wrong_kind, conflict, needs_reconnect (viewer)",
+  arguments: [{ name: "<name>", description: "the graph's name" }],
+  options: [{ flags: "--json", description: "print the report as the API answers it" }],
+  examples: ["flow graph requirements deploy", "flow graph requirements deploy --json | jq .ready"],
+  action: async (deps, { args: [name = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const report = await ctx.api.call<Report>("GET", scopedPath(ctx, "graphs", name, "requirements"));
+      if (opts["json"]) ctx.io.out(formatDocument(report, "json"));
+      else printReport(ctx.io, name, report);
     });
+  },
+};
 
-export const graphCommand = (deps: CommandDeps): Command => {
-  const graph = new Command("graph")
-    .description("manage the project's stored graphs (flowsvc-graph/v1 JSON documents)")
-    .addHelpText("after", examples("flow graph set deploy deploy.json", "flow graph ls", "flow graph requirements deploy"));
-  for (const sub of [setCommand, listCommand, showCommand, rmCommand, requirementsCommand]) graph.addCommand(sub(deps));
-  return graph;
+export const graphSpec: CommandSpec = {
+  name: "graph",
+  description: "manage the project's stored graphs (flowsvc-graph/v1 JSON documents)",
+  subcommands: [setSpec, listSpec, showSpec, rmSpec, requirementsSpec],
+  examples: ["flow graph set deploy deploy.json", "flow graph ls", "flow graph requirements deploy"],
 };

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { InvalidArgumentError } from "commander";
+import { InvalidArgumentError } from "./parsers.js";
 import { FlowError } from "@flowsvc/core";
 import { HANDLER_TEMPLATES, chooseReaction, collectPatterns, parseNodeConfig } from "./handler.js";
 

@@ -3,18 +3,17 @@
  * event (spec "Handler"): a script, a pipeline (`--as yaml`), a stored graph (`--graph`) or one
  * node (`--node --config`).
  */
-import { readFile } from "node:fs/promises";
+import { readFileSync } from "node:fs";
 import { basename, extname } from "node:path";
-import { Command, InvalidArgumentError } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import { parsePatterns } from "@flowsvc/core/events";
 import { formatAge, formatDetails, formatDocument, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandDeps } from "./context.js";
-import { collectEnv, collectList, examples, formatOf, outputOption } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import { InvalidArgumentError, OUTPUT_OPTION, collectEnv, collectList, formatOf } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 export interface HandlerView {
   name: string;
@@ -94,15 +93,16 @@ export const parseNodeConfig = (text: string | undefined): Record<string, unknow
 };
 
 /** The reaction's body, reading the file when there is one. */
-const reactionBody = async (choice: ReactionChoice, opts: SetOptions): Promise<Record<string, unknown>> => {
+const reactionBody = (choice: ReactionChoice, opts: SetOptions): Record<string, unknown> => {
   if (choice.kind === "graph") return { kind: "graph", graph: choice.graph };
   if (choice.kind === "node") return { kind: "node", type: choice.type, config: parseNodeConfig(opts.config) };
-  return { kind: choice.kind, source: await readScript(choice.file), filename: basename(choice.file) };
+  return { kind: choice.kind, source: readScript(choice.file), filename: basename(choice.file) };
 };
 
-const readScript = async (file: string): Promise<string> => {
+const readScript = (file: string): string => {
   try {
-    return await readFile(file, "utf8");
+    // node:fs, not node:fs/promises: no thread pool and no loading of fs/promises at start-up (issue 15).
+    return readFileSync(file, "utf8");
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
     throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, {
@@ -119,61 +119,71 @@ const looksNotBash = (file: string, source: string): boolean => {
   return (ext !== "" && ext !== ".sh" && ext !== ".bash") || (shebang !== "" && !/\b(ba)?sh\b/.test(shebang));
 };
 
-const setCommand = (deps: CommandDeps): Command =>
-  new Command("set")
-    .description("create or replace a handler: a script that runs under bash -eu, once per matching event, in a run of its own (member)")
-    .argument("<name>", "the handler's name: 1-64 of A-Z a-z 0-9 . _ -")
-    .argument("[file]", "the script; it always runs under `bash -eu`, whatever its extension or shebang")
-    .option("--on <patterns>", "event types to react to, comma-separated (repeatable): exact, prefix.* or *", collectPatterns)
-    .option("--when <cel>", "a CEL predicate over `event` (type, key, payload, ...); compiled now; guard optional fields with has()")
-    .option("--tag <tag>", "tag every run the handler starts (repeatable)", collectList)
-    .option(
-      "--credential <ENV=name>",
-      "put a credential in the run's environment as ENV (repeatable); such handlers do not serve untrusted events",
-      collectEnv,
-    )
-    .option("--as <kind>", "what the file is: script (default) or yaml (a pipeline; a snapshot is stored now)")
-    .option("--graph <graph>", "a stored graph as the reaction, read when each event arrives; its input is the event")
-    .option("--node <kind>", "a single node as the reaction; its input is the event")
-    .option("--config <json>", "the node's config (a JSON object), with --node")
-    .addOption(outputOption())
-    .addHelpText(
-      "after",
-      examples(
-        "flow handler init > router.sh && flow handler set router router.sh --on 'deploy.*,release.published'",
-        "flow handler set big-orders orders.sh --on order.created --when 'has(event.payload.total) && event.payload.total > 1000'",
-        "flow handler set on-failure notify.sh --on run.failed --tag alerts --credential SLACK_TOKEN=slack",
-        "flow handler set ci ci.yaml --as yaml --on push",
-        "flow handler set triage --graph triage --on issue.opened",
-        `flow handler set ping --node emit --config '{"type":"pinged"}' --on deploy.done`,
-      ),
-    )
-    .action(async (name: string, file: string | undefined, opts: SetOptions, cmd: Command) => {
-      const choice = chooseReaction(file, opts);
-      if (!opts.on?.length)
-        throw new FlowError("invalid_argument", "--on is required: the event types this handler reacts to", {
-          hint: "e.g. --on deploy.requested or --on 'deploy.*,run.failed'",
-        });
-      const reaction = await reactionBody(choice, opts);
-      const body = {
-        on: opts.on,
-        ...(opts.when === undefined ? {} : { when: opts.when }),
-        reaction,
-        tags: opts.tag ?? [],
-        credentials: opts.credential ?? {},
-      };
-      await withApi(deps, cmd, async (ctx) => {
-        const h = await ctx.api.call<HandlerView>("PUT", scopedPath(ctx, "handlers", name), body);
-        const format = formatOf(opts);
-        if (format !== "table") ctx.io.out(formatDocument(h, format));
-        else
-          ctx.io.note(
-            `handler ${h.name} ${h.created_at === h.updated_at ? "created" : "replaced"}: on ${h.on.join(",")}${h.when ? ` when ${h.when}` : ""}`,
-          );
-        if (choice.kind === "script" && looksNotBash(choice.file, String(reaction["source"])))
-          ctx.io.note(`note: ${basename(choice.file)} will run under \`bash -eu\`, whatever its extension or shebang`);
+const setSpec: CommandSpec = {
+  name: "set",
+  description: "create or replace a handler: a script that runs under bash -eu, once per matching event, in a run of its own (member)",
+  arguments: [
+    { name: "<name>", description: "the handler's name: 1-64 of A-Z a-z 0-9 . _ -" },
+    { name: "[file]", description: "the script; it always runs under `bash -eu`, whatever its extension or shebang" },
+  ],
+  options: [
+    {
+      flags: "--on <patterns>",
+      description: "event types to react to, comma-separated (repeatable): exact, prefix.* or *",
+      parse: collectPatterns,
+    },
+    {
+      flags: "--when <cel>",
+      description: "a CEL predicate over `event` (type, key, payload, ...); compiled now; guard optional fields with has()",
+    },
+    { flags: "--tag <tag>", description: "tag every run the handler starts (repeatable)", parse: collectList },
+    {
+      flags: "--credential <ENV=name>",
+      description: "put a credential in the run's environment as ENV (repeatable); such handlers do not serve untrusted events",
+      parse: collectEnv,
+    },
+    { flags: "--as <kind>", description: "what the file is: script (default) or yaml (a pipeline; a snapshot is stored now)" },
+    { flags: "--graph <graph>", description: "a stored graph as the reaction, read when each event arrives; its input is the event" },
+    { flags: "--node <kind>", description: "a single node as the reaction; its input is the event" },
+    { flags: "--config <json>", description: "the node's config (a JSON object), with --node" },
+    OUTPUT_OPTION,
+  ],
+  examples: [
+    "flow handler init > router.sh && flow handler set router router.sh --on 'deploy.*,release.published'",
+    "flow handler set big-orders orders.sh --on order.created --when 'has(event.payload.total) && event.payload.total > 1000'",
+    "flow handler set on-failure notify.sh --on run.failed --tag alerts --credential SLACK_TOKEN=slack",
+    "flow handler set ci ci.yaml --as yaml --on push",
+    "flow handler set triage --graph triage --on issue.opened",
+    `flow handler set ping --node emit --config '{"type":"pinged"}' --on deploy.done`,
+  ],
+  action: async (deps, { args: [name = "", file], opts: options, flags }) => {
+    const opts = options as SetOptions;
+    const choice = chooseReaction(file, opts);
+    if (!opts.on?.length)
+      throw new FlowError("invalid_argument", "--on is required: the event types this handler reacts to", {
+        hint: "e.g. --on deploy.requested or --on 'deploy.*,run.failed'",
       });
+    const reaction = reactionBody(choice, opts);
+    const body = {
+      on: opts.on,
+      ...(opts.when === undefined ? {} : { when: opts.when }),
+      reaction,
+      tags: opts.tag ?? [],
+      credentials: opts.credential ?? {},
+    };
+    await withSettings(deps, flags, async (ctx) => {
+      const h = await ctx.api.call<HandlerView>("PUT", scopedPath(ctx, "handlers", name), body);
+      const format = formatOf(opts);
+      if (format !== "table") ctx.io.out(formatDocument(h, format));
+      else
+        ctx.io.note(
+          `handler ${h.name} ${h.created_at === h.updated_at ? "created" : "replaced"}: on ${h.on.join(",")}${h.when ? ` when ${h.when}` : ""}`,
+        );
+      if (choice.kind === "script" && looksNotBash(choice.file, String(reaction["source"])))
+        ctx.io.note(`note: ${basename(choice.file)} will run under \`bash -eu\`, whatever its extension or shebang`);
     });
+  },
+};
 
 const HANDLER_COLUMNS = (now: Date): Array<Column<HandlerView>> => [
   { header: "NAME", value: (h) => h.name },
@@ -184,18 +194,19 @@ const HANDLER_COLUMNS = (now: Date): Array<Column<HandlerView>> => [
   { header: "UPDATED", value: (h) => formatAge(h.updated_at, now) },
 ];
 
-const listCommand = (deps: CommandDeps): Command =>
-  new Command("ls")
-    .alias("list")
-    .description("list the project's handlers (viewer)")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow handler ls", "flow handler ls -o json | jq -r '.[].name'"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const handlers = listFrom<HandlerView>(await ctx.api.call("GET", scopedPath(ctx, "handlers")), ["handlers"]);
-        printList(ctx.io, formatOf(opts), handlers, { columns: HANDLER_COLUMNS(ctx.now), empty: "no handlers" });
-      });
+const listSpec: CommandSpec = {
+  name: "ls",
+  aliases: ["list"],
+  description: "list the project's handlers (viewer)",
+  options: [OUTPUT_OPTION],
+  examples: ["flow handler ls", "flow handler ls -o json | jq -r '.[].name'"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const handlers = listFrom<HandlerView>(await ctx.api.call("GET", scopedPath(ctx, "handlers")), ["handlers"]);
+      printList(ctx.io, formatOf(opts), handlers, { columns: HANDLER_COLUMNS(ctx.now), empty: "no handlers" });
     });
+  },
+};
 
 /** One handler for people: its fields, then the script. */
 export const formatHandlerDetails = (h: HandlerView, now: Date): string => {
@@ -216,49 +227,51 @@ export const formatHandlerDetails = (h: HandlerView, now: Date): string => {
   );
 };
 
-const showCommand = (deps: CommandDeps): Command =>
-  new Command("show")
-    .description("show one handler, its script included (viewer)")
-    .argument("<name>", "the handler's name")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow handler show router", "flow handler show router -o json | jq -r .reaction.source > router.sh"))
-    .action(async (name: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const h = await ctx.api.call<HandlerView>("GET", scopedPath(ctx, "handlers", name));
-        const format = formatOf(opts);
-        ctx.io.out(format === "table" ? formatHandlerDetails(h, ctx.now) : formatDocument(h, format));
-      });
+const showSpec: CommandSpec = {
+  name: "show",
+  description: "show one handler, its script included (viewer)",
+  arguments: [{ name: "<name>", description: "the handler's name" }],
+  options: [OUTPUT_OPTION],
+  examples: ["flow handler show router", "flow handler show router -o json | jq -r .reaction.source > router.sh"],
+  action: async (deps, { args: [name = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const h = await ctx.api.call<HandlerView>("GET", scopedPath(ctx, "handlers", name));
+      const format = formatOf(opts);
+      ctx.io.out(format === "table" ? formatHandlerDetails(h, ctx.now) : formatDocument(h, format));
     });
+  },
+};
 
-const rmCommand = (deps: CommandDeps): Command =>
-  new Command("rm")
-    .description("remove a handler; runs it already started go on (member)")
-    .argument("<name>", "the handler's name")
-    .addHelpText("after", examples("flow handler rm router"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        await ctx.api.call("DELETE", scopedPath(ctx, "handlers", name));
-        ctx.io.note(`handler ${name} removed`);
-      });
+const rmSpec: CommandSpec = {
+  name: "rm",
+  description: "remove a handler; runs it already started go on (member)",
+  arguments: [{ name: "<name>", description: "the handler's name" }],
+  examples: ["flow handler rm router"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      await ctx.api.call("DELETE", scopedPath(ctx, "handlers", name));
+      ctx.io.note(`handler ${name} removed`);
     });
+  },
+};
 
-const initCommand = (deps: CommandDeps): Command =>
-  new Command("init")
-    .description(
-      `print a starter handler script to stdout: ${Object.entries(HANDLER_TEMPLATES)
-        .map(([k, t]) => `${k} (${t.summary})`)
-        .join("; ")}`,
-    )
-    .argument("[template]", `which one: ${Object.keys(HANDLER_TEMPLATES).join(", ")}`, "router")
-    .addHelpText("after", examples("flow handler init > router.sh", "flow handler init on-failure > on-failure.sh"))
-    .action((template: string) => {
-      const t = (HANDLER_TEMPLATES as Record<string, { script: string } | undefined>)[template];
-      if (!t)
-        throw new FlowError("invalid_argument", `no starter script named ${template}`, {
-          hint: `choose one of: ${Object.keys(HANDLER_TEMPLATES).join(", ")}`,
-        });
-      deps.io.out(t.script);
-    });
+const initSpec = (): CommandSpec => ({
+  name: "init",
+  description: `print a starter handler script to stdout: ${Object.entries(HANDLER_TEMPLATES)
+    .map(([k, t]) => `${k} (${t.summary})`)
+    .join("; ")}`,
+  arguments: [{ name: "[template]", description: `which one: ${Object.keys(HANDLER_TEMPLATES).join(", ")}`, default: "router" }],
+  examples: ["flow handler init > router.sh", "flow handler init on-failure > on-failure.sh"],
+  action: ({ io }, { args: [template = "router"] }) => {
+    const t = (HANDLER_TEMPLATES as Record<string, { script: string } | undefined>)[template];
+    if (!t)
+      throw new FlowError("invalid_argument", `no starter script named ${template}`, {
+        hint: `choose one of: ${Object.keys(HANDLER_TEMPLATES).join(", ")}`,
+      });
+    io.out(t.script);
+    return Promise.resolve();
+  },
+});
 
 /**
  * Starter scripts for `flow handler init`. Plain shell on purpose: a handler's agent is only known
@@ -335,13 +348,9 @@ flow emit alert.run_failed --key "\${failed_run:-unknown}" --payload "{\\"run\\"
   },
 } as const;
 
-export const handlerCommand = (deps: CommandDeps): Command => {
-  const handler = new Command("handler")
-    .description("manage the project's handlers: scripts that run once per matching event")
-    .addHelpText(
-      "after",
-      examples("flow handler init > router.sh", "flow handler set router router.sh --on 'deploy.*'", "flow handler ls"),
-    );
-  for (const sub of [setCommand, listCommand, showCommand, rmCommand, initCommand]) handler.addCommand(sub(deps));
-  return handler;
+export const handlerSpec: CommandSpec = {
+  name: "handler",
+  description: "manage the project's handlers: scripts that run once per matching event",
+  subcommands: [setSpec, listSpec, showSpec, rmSpec, initSpec()],
+  examples: ["flow handler init > router.sh", "flow handler set router router.sh --on 'deploy.*'", "flow handler ls"],
 };

@@ -1,5 +1,5 @@
 /**
- * Parsers and shared option descriptions of the commands, without commander: the hot commands
+ * Parsers and shared option descriptions of the commands, without commander: the CommandSpec commands
  * (spec.ts) parse their argv from these without loading it (issue 15: start-up). A parser throws
  * InvalidArgumentError below, which commander reports naming the flag exactly as its own (it reads
  * the error's `code` and `exitCode`, commander.invalidArgument and 1); program.ts turns that into a

@@ -5,16 +5,16 @@
  * the server (core/src/cron.ts); this client loads no cron parser and no zod.
  */
 import { basename } from "node:path";
-import { Command } from "commander";
 import { FlowError } from "@flowsvc/core/errors";
 import { formatAge, formatDetails, formatDocument, formatTime } from "../print-format.js";
 import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { readSource } from "../read-source.js";
 import { listFrom } from "./api-types.js";
-import { scopedPath, withApi } from "./context.js";
-import type { CommandContext, CommandDeps } from "./context.js";
-import { collectList, examples, formatOf, outputOption, splitInterpreter } from "./options.js";
+import { scopedPath, withSettings } from "./context.js";
+import type { CommandContext } from "./context.js";
+import { OUTPUT_OPTION, collectList, formatOf, splitInterpreter } from "./parsers.js";
+import type { CommandSpec } from "./spec.js";
 
 export interface ScheduleView {
   id: string;
@@ -62,53 +62,62 @@ const printOne = (ctx: CommandContext, s: ScheduleView, opts: { output?: string 
   else ctx.io.note(note);
 };
 
-const setCommand = (deps: CommandDeps): Command =>
-  new Command("set")
-    .description("create or replace a schedule: run a script on a cron, in a time zone (member)")
-    .argument("<name>", "the schedule's name: 1-64 of A-Z a-z 0-9 . _ -")
-    .argument("<file>", "the script; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu")
-    .option("--cron <expr>", "five fields: minute hour day-of-month month day-of-week (e.g. '0 2 * * *'), or @hourly, @daily, @weekly ...")
-    .option("--tz <zone>", "the IANA time zone the cron is read in (default UTC), e.g. Europe/Berlin")
-    .option("--interpreter <cmd>", "the command that runs the file, split on spaces (overrides the extension)")
-    .option(
-      "--credential <ENV=name>",
-      "give each run the credential <name> as variable ENV, resolved when its job starts (repeatable)",
-      collectList,
-    )
-    .option("--tag <tag>", "tag every run (repeatable; schedule:<name> is always added)", collectList)
-    .addOption(outputOption())
-    .addHelpText(
-      "after",
-      examples(
-        "flow schedule set nightly examples/schedules/nightly.sh --cron '0 2 * * *' --tz Europe/Berlin",
-        "flow schedule set report report.py --cron '*/15 9-17 * * MON-FRI' --credential SLACK_TOKEN=slack",
-        "flow schedule set weekly weekly.js --cron @weekly --interpreter 'node --enable-source-maps'",
-      ),
-    )
-    .action(async (name: string, file: string, opts: SetOptions, cmd: Command) => {
-      if (opts.cron === undefined)
-        throw new FlowError("invalid_argument", "--cron is required: when the script runs", {
-          hint: "e.g. --cron '0 2 * * *' (02:00 every day) or --cron @hourly",
-        });
-      const credentials = await parseCredentialFlags(opts.credential); // a bad flag is refused before the file is read
-      const body = {
-        cron: opts.cron,
-        ...(opts.tz === undefined ? {} : { tz: opts.tz }),
-        reaction: {
-          kind: "script",
-          source: await readSource(file),
-          filename: basename(file),
-          ...(opts.interpreter === undefined ? {} : { interpreter: splitInterpreter(opts.interpreter) }),
-        },
-        tags: opts.tag ?? [],
-        credentials,
-      };
-      await withApi(deps, cmd, async (ctx) => {
-        const s = await ctx.api.call<ScheduleView>("PUT", scopedPath(ctx, "schedules", name), body);
-        const verb = s.created_at === s.updated_at ? "created" : "replaced";
-        printOne(ctx, s, opts, `schedule ${s.name} ${verb}: ${s.cron} (${s.tz}), next run ${nextOf(s, ctx.now)}`);
+const setSpec: CommandSpec = {
+  name: "set",
+  description: "create or replace a schedule: run a script on a cron, in a time zone (member)",
+  arguments: [
+    { name: "<name>", description: "the schedule's name: 1-64 of A-Z a-z 0-9 . _ -" },
+    {
+      name: "<file>",
+      description: "the script; by extension it runs with python3 (.py), bun run (.ts), node (.js, .mjs), go run (.go), else bash -eu",
+    },
+  ],
+  options: [
+    {
+      flags: "--cron <expr>",
+      description: "five fields: minute hour day-of-month month day-of-week (e.g. '0 2 * * *'), or @hourly, @daily, @weekly ...",
+    },
+    { flags: "--tz <zone>", description: "the IANA time zone the cron is read in (default UTC), e.g. Europe/Berlin" },
+    { flags: "--interpreter <cmd>", description: "the command that runs the file, split on spaces (overrides the extension)" },
+    {
+      flags: "--credential <ENV=name>",
+      description: "give each run the credential <name> as variable ENV, resolved when its job starts (repeatable)",
+      parse: collectList,
+    },
+    { flags: "--tag <tag>", description: "tag every run (repeatable; schedule:<name> is always added)", parse: collectList },
+    OUTPUT_OPTION,
+  ],
+  examples: [
+    "flow schedule set nightly examples/schedules/nightly.sh --cron '0 2 * * *' --tz Europe/Berlin",
+    "flow schedule set report report.py --cron '*/15 9-17 * * MON-FRI' --credential SLACK_TOKEN=slack",
+    "flow schedule set weekly weekly.js --cron @weekly --interpreter 'node --enable-source-maps'",
+  ],
+  action: async (deps, { args: [name = "", file = ""], opts: options, flags }) => {
+    const opts = options as SetOptions;
+    if (opts.cron === undefined)
+      throw new FlowError("invalid_argument", "--cron is required: when the script runs", {
+        hint: "e.g. --cron '0 2 * * *' (02:00 every day) or --cron @hourly",
       });
+    const credentials = await parseCredentialFlags(opts.credential); // a bad flag is refused before the file is read
+    const body = {
+      cron: opts.cron,
+      ...(opts.tz === undefined ? {} : { tz: opts.tz }),
+      reaction: {
+        kind: "script",
+        source: await readSource(file),
+        filename: basename(file),
+        ...(opts.interpreter === undefined ? {} : { interpreter: splitInterpreter(opts.interpreter) }),
+      },
+      tags: opts.tag ?? [],
+      credentials,
+    };
+    await withSettings(deps, flags, async (ctx) => {
+      const s = await ctx.api.call<ScheduleView>("PUT", scopedPath(ctx, "schedules", name), body);
+      const verb = s.created_at === s.updated_at ? "created" : "replaced";
+      printOne(ctx, s, opts, `schedule ${s.name} ${verb}: ${s.cron} (${s.tz}), next run ${nextOf(s, ctx.now)}`);
     });
+  },
+};
 
 const SCHEDULE_COLUMNS = (now: Date): Array<Column<ScheduleView>> => [
   { header: "NAME", value: (s) => s.name },
@@ -120,18 +129,19 @@ const SCHEDULE_COLUMNS = (now: Date): Array<Column<ScheduleView>> => [
   { header: "SCRIPT", value: (s) => s.reaction.filename },
 ];
 
-const listCommand = (deps: CommandDeps): Command =>
-  new Command("ls")
-    .alias("list")
-    .description("list the project's schedules: name, cron, zone, next run, paused (viewer)")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow schedule ls", "flow schedule ls -o json | jq -r '.[] | [.name, .next_fire_at] | @tsv'"))
-    .action(async (opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const schedules = listFrom<ScheduleView>(await ctx.api.call("GET", scopedPath(ctx, "schedules")), ["schedules"]);
-        printList(ctx.io, formatOf(opts), schedules, { columns: SCHEDULE_COLUMNS(ctx.now), empty: "no schedules" });
-      });
+const listSpec: CommandSpec = {
+  name: "ls",
+  aliases: ["list"],
+  description: "list the project's schedules: name, cron, zone, next run, paused (viewer)",
+  options: [OUTPUT_OPTION],
+  examples: ["flow schedule ls", "flow schedule ls -o json | jq -r '.[] | [.name, .next_fire_at] | @tsv'"],
+  action: async (deps, { opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const schedules = listFrom<ScheduleView>(await ctx.api.call("GET", scopedPath(ctx, "schedules")), ["schedules"]);
+      printList(ctx.io, formatOf(opts), schedules, { columns: SCHEDULE_COLUMNS(ctx.now), empty: "no schedules" });
     });
+  },
+};
 
 /** One schedule for people: its fields, then the script. */
 export const formatScheduleDetails = (s: ScheduleView, now: Date): string => {
@@ -152,55 +162,54 @@ export const formatScheduleDetails = (s: ScheduleView, now: Date): string => {
   );
 };
 
-const showCommand = (deps: CommandDeps): Command =>
-  new Command("show")
-    .description("show one schedule, its script included (viewer)")
-    .argument("<name>", "the schedule's name")
-    .addOption(outputOption())
-    .addHelpText("after", examples("flow schedule show nightly", "flow schedule show nightly -o json | jq -r .next_fire_at"))
-    .action(async (name: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const s = await ctx.api.call<ScheduleView>("GET", scopedPath(ctx, "schedules", name));
-        const format = formatOf(opts);
-        ctx.io.out(format === "table" ? formatScheduleDetails(s, ctx.now) : formatDocument(s, format));
-      });
+const showSpec: CommandSpec = {
+  name: "show",
+  description: "show one schedule, its script included (viewer)",
+  arguments: [{ name: "<name>", description: "the schedule's name" }],
+  options: [OUTPUT_OPTION],
+  examples: ["flow schedule show nightly", "flow schedule show nightly -o json | jq -r .next_fire_at"],
+  action: async (deps, { args: [name = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const s = await ctx.api.call<ScheduleView>("GET", scopedPath(ctx, "schedules", name));
+      const format = formatOf(opts);
+      ctx.io.out(format === "table" ? formatScheduleDetails(s, ctx.now) : formatDocument(s, format));
     });
+  },
+};
 
-const rmCommand = (deps: CommandDeps): Command =>
-  new Command("rm")
-    .description("remove a schedule; runs it already started go on (member)")
-    .argument("<name>", "the schedule's name")
-    .addHelpText("after", examples("flow schedule rm nightly"))
-    .action(async (name: string, _opts: unknown, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        await ctx.api.call("DELETE", scopedPath(ctx, "schedules", name));
-        ctx.io.note(`schedule ${name} removed`);
-      });
+const rmSpec: CommandSpec = {
+  name: "rm",
+  description: "remove a schedule; runs it already started go on (member)",
+  arguments: [{ name: "<name>", description: "the schedule's name" }],
+  examples: ["flow schedule rm nightly"],
+  action: async (deps, { args: [name = ""], flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      await ctx.api.call("DELETE", scopedPath(ctx, "schedules", name));
+      ctx.io.note(`schedule ${name} removed`);
     });
+  },
+};
 
-const pauseCommand = (deps: CommandDeps, action: "pause" | "resume"): Command =>
-  new Command(action)
-    .description(
-      action === "pause"
-        ? "pause a schedule: no tick fires until it is resumed (member)"
-        : "resume a paused schedule: it waits for its next match; ticks missed while paused are not made up (member)",
-    )
-    .argument("<name>", "the schedule's name")
-    .addOption(outputOption())
-    .addHelpText("after", examples(`flow schedule ${action} nightly`))
-    .action(async (name: string, opts: { output?: string }, cmd: Command) => {
-      await withApi(deps, cmd, async (ctx) => {
-        const s = await ctx.api.call<ScheduleView>("POST", `${scopedPath(ctx, "schedules", name)}/${action}`, {});
-        printOne(ctx, s, opts, `schedule ${s.name} ${s.paused ? "paused" : `resumed: next run ${nextOf(s, ctx.now)}`}`);
-      });
+const pauseSpec = (action: "pause" | "resume"): CommandSpec => ({
+  name: action,
+  description:
+    action === "pause"
+      ? "pause a schedule: no tick fires until it is resumed (member)"
+      : "resume a paused schedule: it waits for its next match; ticks missed while paused are not made up (member)",
+  arguments: [{ name: "<name>", description: "the schedule's name" }],
+  options: [OUTPUT_OPTION],
+  examples: [`flow schedule ${action} nightly`],
+  action: async (deps, { args: [name = ""], opts, flags }) => {
+    await withSettings(deps, flags, async (ctx) => {
+      const s = await ctx.api.call<ScheduleView>("POST", `${scopedPath(ctx, "schedules", name)}/${action}`, {});
+      printOne(ctx, s, opts, `schedule ${s.name} ${s.paused ? "paused" : `resumed: next run ${nextOf(s, ctx.now)}`}`);
     });
+  },
+});
 
-export const scheduleCommand = (deps: CommandDeps): Command => {
-  const schedule = new Command("schedule")
-    .description("manage the project's schedules: scripts the server runs on a cron")
-    .addHelpText("after", examples("flow schedule set nightly nightly.sh --cron '0 2 * * *' --tz Europe/Berlin", "flow schedule ls"));
-  for (const sub of [setCommand, listCommand, showCommand, rmCommand]) schedule.addCommand(sub(deps));
-  schedule.addCommand(pauseCommand(deps, "pause"));
-  schedule.addCommand(pauseCommand(deps, "resume"));
-  return schedule;
+export const scheduleSpec: CommandSpec = {
+  name: "schedule",
+  description: "manage the project's schedules: scripts the server runs on a cron",
+  subcommands: [setSpec, listSpec, showSpec, rmSpec, pauseSpec("pause"), pauseSpec("resume")],
+  examples: ["flow schedule set nightly nightly.sh --cron '0 2 * * *' --tz Europe/Berlin", "flow schedule ls"],
 };

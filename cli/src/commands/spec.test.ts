@@ -1,5 +1,5 @@
 /**
- * The hot commands' parse without commander (spec.ts's fastParse) against commander's own parse of the
+ * The CommandSpec commands' parse without commander (spec.ts's fastParse) against commander's own parse of the
  * same table (spec-commander.ts), on the same argvs: whenever fastParse answers, commander accepts the
  * argv and calls the same leaf with the same arguments, options and global flags; everything else
  * (help, errors) is left to commander. And the plain calls users type are parsed without commander.
@@ -10,13 +10,13 @@ import { Command, CommanderError } from "commander";
 import type { CommandDeps } from "./context.js";
 import { GLOBAL_OPTIONS } from "./parsers.js";
 import { commanderFrom, optionFrom } from "./spec-commander.js";
-import { fastParse, flagOf, isCommandSpec } from "./spec.js";
+import { argumentsOf, fastParse, flagOf, isCommandSpec } from "./spec.js";
 import type { CommandSpec, Invocation } from "./spec.js";
 import { COMMANDS } from "./table.js";
 
 const deps = {} as CommandDeps;
 
-const hotSpecs = async (): Promise<CommandSpec[]> => {
+const allSpecs = async (): Promise<CommandSpec[]> => {
   const definitions = await Promise.all(COMMANDS.map((c) => c.load()));
   return definitions.filter(isCommandSpec);
 };
@@ -49,7 +49,7 @@ const commanderParse = async (spec: CommandSpec, tokens: readonly string[]): Pro
   return outcome ?? { error: "no action" };
 };
 
-/** Plain calls: fastParse must take them (else the hot path silently went back to commander). */
+/** Plain calls: fastParse must take them (else the command silently went back to commander). Every leaf has one at least. */
 const PLAIN: Record<string, string[][]> = {
   status: [
     ["status", "run-1"],
@@ -78,6 +78,78 @@ const PLAIN: Record<string, string[][]> = {
     ["emit", "deploy.done"],
     ["emit", "x", "--key", "acme/web", "--payload", "null"],
   ],
+  approve: [
+    ["approve", "run-1"],
+    ["approve", "run-1", "review", "--field", "reason=ok", "--field", "env=prod", "--reject"],
+  ],
+  rerun: [["rerun", "run-1", "--from", "test#2", "--follow"]],
+  cancel: [
+    ["cancel", "run-1"],
+    ["cancel", "run-1", "--reason", "superseded"],
+  ],
+  secret: [
+    ["secret", "set", "API_TOKEN", "-"],
+    ["secret", "list"],
+    ["secret", "ls", "-o", "json"],
+    ["secret", "get", "API_TOKEN"],
+    ["secret", "rm", "API_TOKEN"],
+  ],
+  credential: [
+    ["credential", "set", "gh", "--kind", "bearer", "--token", "-"],
+    ["credential", "set", "llm", "--kind", "api-key", "--header", "x-api-key", "--value", "-"],
+    ["credential", "ls"],
+    ["credential", "rm", "gh"],
+  ],
+  account: [
+    ["account", "list"],
+    ["account", "disable", "github"],
+    ["account", "rm", "github"],
+  ],
+  member: [
+    ["member", "ls"],
+    ["member", "set", "ann", "--role", "member"],
+    ["member", "rm", "ann"],
+  ],
+  events: [
+    ["events", "ls"],
+    ["events", "ls", "--type", "deploy.done", "--key", "k", "--since", "2h", "--limit", "5", "-o", "json"],
+    ["events", "show", "evt-1"],
+    ["events", "catalog"],
+  ],
+  "event-hook": [
+    ["event-hook", "set", "deploys", "--event-type", "deploy.requested"],
+    ["event-hook", "set", "gh", "--manifest", "github", "--key", "-"],
+    ["event-hook", "ls"],
+    ["event-hook", "show", "gh"],
+    ["event-hook", "rm", "gh"],
+    ["event-hook", "rotate", "gh", "-o", "json"],
+  ],
+  handler: [
+    ["handler", "set", "router", "router.sh", "--on", "deploy.*,run.failed", "--tag", "t", "--credential", "A=b"],
+    ["handler", "set", "triage", "--graph", "triage", "--on", "issue.opened"],
+    ["handler", "ls"],
+    ["handler", "show", "router"],
+    ["handler", "rm", "router"],
+    ["handler", "init"],
+    ["handler", "init", "on-failure"],
+  ],
+  schedule: [
+    ["schedule", "set", "nightly", "n.sh", "--cron", "0 2 * * *", "--tz", "Europe/Berlin", "--credential", "A=b"],
+    ["schedule", "ls"],
+    ["schedule", "show", "nightly"],
+    ["schedule", "rm", "nightly"],
+    ["schedule", "pause", "nightly"],
+    ["schedule", "resume", "nightly", "-o", "yaml"],
+  ],
+  agents: [["agents", "ls"]],
+  graph: [
+    ["graph", "set", "deploy", "deploy.json"],
+    ["graph", "ls"],
+    ["graph", "show", "deploy"],
+    ["graph", "rm", "deploy"],
+    ["graph", "requirements", "deploy", "--json"],
+  ],
+  login: [["login"], ["login", "--url", "http://127.0.0.1:8080", "--token", "t", "--project", "acme/web"]],
 };
 
 /** Tokens that are not plain, or hostile: each is tried at every place of each plain call. */
@@ -127,15 +199,25 @@ const variants = (plain: readonly string[]): string[][] => {
   return out;
 };
 
-void test("every hot command's options have a shape fastParse reads (a value `<x>` or a switch, no --no-)", async () => {
-  const specs = await hotSpecs();
+void test("every CommandSpec's options have a shape fastParse reads (a value `<x>` or a switch, no --no-); each leaf has a plain call here", async () => {
+  const specs = await allSpecs();
   assert.deepEqual(specs.map((s) => s.name).sort(), Object.keys(PLAIN).sort());
   const options = [...GLOBAL_OPTIONS, ...specs.flatMap((s) => [s, ...(s.subcommands ?? [])]).flatMap((s) => s.options ?? [])];
   for (const option of options) assert.ok(flagOf(option), option.flags);
+  for (const spec of specs) {
+    const leaves = spec.subcommands ? spec.subcommands.map((sub) => `${spec.name} ${sub.name}`) : [spec.name];
+    const called = new Set(
+      (PLAIN[spec.name] ?? []).map((tokens) => {
+        const parsed = fastParse(spec, GLOBAL_OPTIONS, tokens);
+        return parsed && (spec.subcommands ? `${spec.name} ${parsed.leaf.name}` : spec.name);
+      }),
+    );
+    for (const leaf of leaves) assert.ok(called.has(leaf), `no plain call of \`flow ${leaf}\` in PLAIN`);
+  }
 });
 
 void test("the plain calls are parsed without commander, exactly as commander parses them", async () => {
-  for (const spec of await hotSpecs()) {
+  for (const spec of await allSpecs()) {
     for (const tokens of PLAIN[spec.name] ?? []) {
       const fast = fastParse(spec, GLOBAL_OPTIONS, tokens);
       assert.ok(fast, `fastParse left \`flow ${tokens.join(" ")}\` to commander`);
@@ -147,7 +229,7 @@ void test("the plain calls are parsed without commander, exactly as commander pa
 void test("an odd or hostile argv is either parsed as commander parses it or left to commander", async () => {
   let fast = 0;
   let left = 0;
-  for (const spec of await hotSpecs()) {
+  for (const spec of await allSpecs()) {
     for (const plain of PLAIN[spec.name] ?? []) {
       for (const tokens of variants(plain)) {
         const parsed = fastParse(spec, GLOBAL_OPTIONS, tokens);
@@ -165,7 +247,7 @@ void test("an odd or hostile argv is either parsed as commander parses it or lef
 });
 
 void test("commander still reports what fastParse leaves to it: help, unknown options, bad values, missing arguments", async () => {
-  const [status] = (await hotSpecs()).filter((s) => s.name === "status");
+  const [status] = (await allSpecs()).filter((s) => s.name === "status");
   assert.ok(status);
   const cases: Array<[string[], string]> = [
     [["status", "r", "--help"], "commander.helpDisplayed"],
@@ -182,7 +264,7 @@ void test("commander still reports what fastParse leaves to it: help, unknown op
 });
 
 void test("a parser's null is the value on both paths: `--payload null` is JSON null, not commander's \"\"", async () => {
-  const specs = await hotSpecs();
+  const specs = await allSpecs();
   for (const tokens of [
     ["emit", "x", "--payload", "null"],
     ["emit", "x", "--payload=null"],
@@ -197,4 +279,48 @@ void test("a parser's null is the value on both paths: `--payload null` is JSON 
     assert.ok("call" in slow, tokens.join(" "));
     assert.equal(slow.call.opts["payload"], null, `commander: ${tokens.join(" ")}`);
   }
+});
+
+void test("a mandatory option left out, a missing required argument or an extra one is commander's to report; a missing optional one takes its default", async () => {
+  const specs = await allSpecs();
+  const spec = (name: string): CommandSpec => {
+    const found = specs.find((s) => s.name === name);
+    assert.ok(found, name);
+    return found;
+  };
+  const refused: Array<[string[], string]> = [
+    [["rerun", "run-1"], "commander.missingMandatoryOptionValue"],
+    [["member", "set", "ann"], "commander.missingMandatoryOptionValue"],
+    [["credential", "set", "gh", "--token", "-"], "commander.missingMandatoryOptionValue"],
+    [["approve"], "commander.missingArgument"],
+    [["approve", "run-1", "gate", "extra"], "commander.excessArguments"],
+    [["handler", "init", "router", "extra"], "commander.excessArguments"],
+    [["login", "extra"], "commander.excessArguments"],
+  ];
+  for (const [tokens, code] of refused) {
+    assert.equal(fastParse(spec(tokens[0]!), GLOBAL_OPTIONS, tokens), undefined, tokens.join(" "));
+    assert.deepEqual(await commanderParse(spec(tokens[0]!), tokens), { error: code }, tokens.join(" "));
+  }
+  // `[template]` defaults to router on both paths; `[gate]` left out is not passed on.
+  assert.deepEqual(fastParse(spec("handler"), GLOBAL_OPTIONS, ["handler", "init"])?.call.args, ["router"]);
+  assert.deepEqual(fastParse(spec("approve"), GLOBAL_OPTIONS, ["approve", "run-1"])?.call.args, ["run-1"]);
+  // The program's --token is taken wherever it stands, by both: `credential set` reads it from the global flags.
+  const set = ["credential", "set", "gh", "--kind", "bearer", "--token", "-"];
+  assert.equal(fastParse(spec("credential"), GLOBAL_OPTIONS, set)?.call.flags.token, "-");
+  const slow = await commanderParse(spec("credential"), set);
+  assert.ok("call" in slow && slow.call.flags.token === "-" && slow.call.opts["token"] === undefined);
+});
+
+void test("argumentsOf: the given arguments, then the defaults; undefined when commander must answer", () => {
+  const declared = [
+    { name: "<a>", description: "" },
+    { name: "[b]", description: "" },
+    { name: "[c]", description: "", default: "z" },
+  ];
+  assert.equal(argumentsOf(declared, ["1"]), undefined); // a gap before a default: commander passes [1, undefined, z]
+  assert.deepEqual(argumentsOf(declared, ["1", "2"]), ["1", "2", "z"]);
+  assert.deepEqual(argumentsOf(declared, ["1", "2", "3"]), ["1", "2", "3"]);
+  assert.equal(argumentsOf(declared, []), undefined);
+  assert.equal(argumentsOf(declared, ["1", "2", "3", "4"]), undefined);
+  assert.deepEqual(argumentsOf(declared.slice(0, 2), ["1"]), ["1"]);
 });

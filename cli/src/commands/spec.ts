@@ -1,12 +1,14 @@
 /**
- * The hot commands' one description (issue 15: start-up): a command the user types often (status,
- * runs ls, submit, follow, steps, signal, emit) is a CommandSpec, a table of its arguments, options,
- * help text and action, without commander. The same table builds its commander command
+ * The user commands' one description (issue 15: start-up): every command that sends a request
+ * (status, runs, submit, follow, steps, signal, emit, approve, rerun, cancel, secret, credential,
+ * account, member, events, event-hook, handler, schedule, agents, graph, login) is a CommandSpec, a
+ * table of its arguments (optional ones with their default), options (mandatory ones marked), help
+ * text and action, without commander. The same table builds its commander command
  * (spec-commander.ts: help, completion, every error) and is read here by fastParse, which parses an
  * argv without loading commander, but only an argv whose meaning is plain: every flag known and
  * spelled out, every value present and valid, the arguments counted. Anything else (a help flag, an
- * unknown or grouped flag, `--`, a value that starts with `-`, a bad value, a missing or extra
- * argument) answers undefined and the invocation goes to commander, which parses it and prints its
+ * unknown or grouped flag, `--`, a value that starts with `-` but for `-`, a bad value, a missing
+ * mandatory option, a missing or extra argument) answers undefined and the invocation goes to commander, which parses it and prints its
  * help or its error exactly as before. So fastParse never decides anything commander would answer
  * differently (spec.test.ts runs both on the same argvs).
  */
@@ -21,12 +23,16 @@ export interface OptionSpec {
   readonly choices?: readonly string[];
   /** commander's argParser: the value from the text and the previous value (repeatable options); throws InvalidArgumentError. */
   parse?(value: string, previous: unknown): unknown;
+  /** commander's makeOptionMandatory: a call without it is commander's to refuse (`required option ... not specified`). */
+  readonly mandatory?: boolean;
 }
 
-/** One positional argument: `<run>` (required). */
+/** One positional argument: `<run>` (required) or `[gate]` (optional, with its default when it has one). */
 export interface ArgumentSpec {
   readonly name: string;
   readonly description: string;
+  /** An optional argument's value when it is not given (commander shows it in the help: `(default: "router")`). */
+  readonly default?: string;
 }
 
 /** What an action gets: the arguments, the command's own options (by commander's attribute names) and the global flags. */
@@ -44,6 +50,9 @@ export interface CommandSpec {
   readonly options?: readonly OptionSpec[];
   /** `$ flow ...` lines of the help's Examples. */
   readonly examples?: readonly string[];
+  /** Help text printed before the Examples (a paragraph starting with "\n") and after them. */
+  readonly helpBefore?: string;
+  readonly helpAfter?: string;
   readonly subcommands?: readonly CommandSpec[];
   /** A leaf's action; a command with subcommands has none. */
   action?(deps: CommandDeps, call: Invocation): Promise<void>;
@@ -90,8 +99,9 @@ const stepAt = (flags: readonly Flag[], tokens: readonly string[], i: number): S
   const exact = flags.find((f) => f.long === token || f.short === token);
   if (exact) {
     if (!exact.takesValue) return { flag: exact, value: undefined, next: i + 1 };
+    // commander takes the next token whatever it is; "-" (read stdin) is plain, anything else starting with `-` is left to it.
     const value = tokens[i + 1];
-    return value === undefined || value.startsWith("-") ? "fallback" : { flag: exact, value, next: i + 2 };
+    return value === undefined || (value.startsWith("-") && value !== "-") ? "fallback" : { flag: exact, value, next: i + 2 };
   }
   return joinedAt(flags, token, i);
 };
@@ -146,21 +156,41 @@ const takeGlobals = (
   return { rest, flags };
 };
 
-/** A leaf's arguments and options from its tokens, or undefined when one is not plain. */
-const parseLeaf = (leaf: CommandSpec, tokens: readonly string[]): { args: string[]; opts: Record<string, unknown> } | undefined => {
+/** The leaf's options as fastParse reads them, or undefined when one has a shape it leaves to commander. */
+const flagsOfLeaf = (leaf: CommandSpec): Flag[] | undefined => {
   const flags: Flag[] = [];
   for (const option of leaf.options ?? []) {
     const flag = flagOf(option);
     if (!flag) return undefined;
     flags.push(flag);
   }
-  const args: string[] = [];
+  return flags;
+};
+
+/**
+ * The action's arguments as commander hands them on: those given, then each missing optional one's
+ * default (trailing missing ones without a default left out, as commanderFrom does); undefined when
+ * commander must answer (a required one missing, one too many, a gap before a default).
+ */
+export const argumentsOf = (declared: readonly ArgumentSpec[], given: readonly string[]): string[] | undefined => {
+  if (given.length > declared.length) return undefined;
+  const values: Array<string | undefined> = declared.map((arg, i) => (i < given.length ? given[i] : arg.default));
+  if (declared.some((arg, i) => i >= given.length && arg.name.startsWith("<"))) return undefined;
+  while (values.length > 0 && values[values.length - 1] === undefined) values.pop();
+  return values.every((v) => v !== undefined) ? values : undefined;
+};
+
+/** A leaf's arguments and options from its tokens, or undefined when one is not plain. */
+const parseLeaf = (leaf: CommandSpec, tokens: readonly string[]): { args: string[]; opts: Record<string, unknown> } | undefined => {
+  const flags = flagsOfLeaf(leaf);
+  if (!flags) return undefined;
+  const operands: string[] = [];
   const opts: Record<string, unknown> = {};
   for (let i = 0; i < tokens.length;) {
     const step = stepAt(flags, tokens, i);
     if (step === "fallback" || step === "unknown") return undefined;
     if (step === "operand") {
-      args.push(tokens[i]!);
+      operands.push(tokens[i]!);
       i++;
       continue;
     }
@@ -169,7 +199,10 @@ const parseLeaf = (leaf: CommandSpec, tokens: readonly string[]): { args: string
     opts[step.flag.key] = parsed.value;
     i = step.next;
   }
-  return args.length === (leaf.arguments ?? []).length ? { args, opts } : undefined;
+  // A mandatory option left out is commander's to report.
+  if (flags.some((f) => f.spec.mandatory && opts[f.key] === undefined)) return undefined;
+  const args = argumentsOf(leaf.arguments ?? [], operands);
+  return args && { args, opts };
 };
 
 /**

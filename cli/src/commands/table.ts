@@ -1,6 +1,7 @@
 /**
  * The user CLI's table of top-level commands, without commander: program.ts builds the commander
- * program from it, and fast.ts runs a hot command (a CommandSpec) from it without commander.
+ * program from it, and fast.ts runs a CommandSpec's plain call from it without commander (every
+ * command but run, check, completion and server, which send no request to the API).
  * scripts/bundle-cli.mjs reads this file's table to write a bundle per command.
  */
 import type { Command } from "commander";
@@ -32,21 +33,21 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: "status", load: async () => (await import("./status.js")).statusSpec },
   { name: "steps", load: async () => (await import("./steps.js")).stepsSpec },
   { name: "signal", load: async () => (await import("./signal.js")).signalSpec },
-  { name: "approve", load: async () => (await import("./approve.js")).approveCommand },
-  { name: "rerun", load: async () => (await import("./rerun.js")).rerunCommand },
-  { name: "cancel", load: async () => (await import("./cancel.js")).cancelCommand },
-  { name: "secret", load: async () => (await import("./secret.js")).secretCommand },
-  { name: "credential", load: async () => (await import("./credential.js")).credentialCommand },
-  { name: "account", load: async () => (await import("./account.js")).accountCommand },
-  { name: "member", load: async () => (await import("./member.js")).memberCommand },
-  { name: "events", load: async () => (await import("./events.js")).eventsCommand },
+  { name: "approve", load: async () => (await import("./approve.js")).approveSpec },
+  { name: "rerun", load: async () => (await import("./rerun.js")).rerunSpec },
+  { name: "cancel", load: async () => (await import("./cancel.js")).cancelSpec },
+  { name: "secret", load: async () => (await import("./secret.js")).secretSpec },
+  { name: "credential", load: async () => (await import("./credential.js")).credentialSpec },
+  { name: "account", load: async () => (await import("./account.js")).accountSpec },
+  { name: "member", load: async () => (await import("./member.js")).memberSpec },
+  { name: "events", load: async () => (await import("./events.js")).eventsSpec },
   { name: "emit", load: async () => (await import("./emit.js")).emitSpec },
-  { name: "event-hook", load: async () => (await import("./event-hook.js")).eventHookCommand },
-  { name: "handler", load: async () => (await import("./handler.js")).handlerCommand },
-  { name: "schedule", load: async () => (await import("./schedule.js")).scheduleCommand },
-  { name: "agents", load: async () => (await import("./agents.js")).agentsCommand },
-  { name: "graph", load: async () => (await import("./graph.js")).graphCommand },
-  { name: "login", load: async () => (await import("./login.js")).loginCommand },
+  { name: "event-hook", load: async () => (await import("./event-hook.js")).eventHookSpec },
+  { name: "handler", load: async () => (await import("./handler.js")).handlerSpec },
+  { name: "schedule", load: async () => (await import("./schedule.js")).scheduleSpec },
+  { name: "agents", load: async () => (await import("./agents.js")).agentsSpec },
+  { name: "graph", load: async () => (await import("./graph.js")).graphSpec },
+  { name: "login", load: async () => (await import("./login.js")).loginSpec },
   { name: "run", load: async () => (await import("./run.js")).runCommand },
   { name: "check", load: async () => (await import("./check.js")).checkCommand },
   { name: "completion", load: async () => (await import("./completion.js")).completionCommand, needsAll: true },
