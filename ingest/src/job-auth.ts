@@ -29,11 +29,15 @@ export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<Lea
   const digest = jobTokenDigestOf(req);
   const job = await jobByToken(pool, digest);
   if (!job) throw jobLost();
+  rememberJob(digest, job);
+  return { ...job, digest };
+};
+
+const rememberJob = (digest: Buffer, job: LeasedJobInScope): void => {
   const key = digest.toString("hex");
   seenJobs.delete(key);
   seenJobs.set(key, job);
   if (seenJobs.size > SEEN_JOBS_MAX) seenJobs.delete(seenJobs.keys().next().value!);
-  return { ...job, digest };
 };
 
 /**
@@ -53,8 +57,11 @@ export const jobAndRunOfRequest = async (
   pool: Pool,
   req: FastifyRequest,
 ): Promise<{ job: LeasedJob; run: RunInternal; project: ProjectRef; reads: ClaimReads }> => {
-  const found = await jobAndRunByToken(pool, jobTokenDigestOf(req));
+  const digest = jobTokenDigestOf(req);
+  const found = await jobAndRunByToken(pool, digest);
   if (!found?.run || !found.project) throw jobLost();
+  // The claim saw the job live: its first `flow step` can take the one-statement record too.
+  rememberJob(digest, { ...found.job, project_id: found.project.projectId, org_id: found.project.orgId });
   return { job: found.job, run: found.run, project: found.project, reads: found.reads };
 };
 
