@@ -267,3 +267,47 @@ test("a stopped dispatcher launches nothing more", () =>
       second.dispatcher.stop();
     }
   }));
+
+test("an emit's reservation: only a drained pool's spare slot, launched once at attempt 1 with its token; a held slot is never claimed", () =>
+  withStore(async (store) => {
+    const pool = new FakeLauncher({ slots: 2, capabilities: ["polyglot"] });
+    const { dispatcher } = await startDispatcher(store, [pool]);
+    try {
+      // The first pass found nothing queued: the pool is drained, and lends its slots.
+      await waitFor("the pool drained", () => {
+        const s = dispatcher.reserve(["polyglot"]);
+        s?.release();
+        return s !== undefined;
+      });
+      assert.equal(dispatcher.reserve(["gpu"]), undefined, "no pool advertises gpu");
+      const [held, launched] = [dispatcher.reserve(["polyglot"])!, dispatcher.reserve(["polyglot"])!];
+      assert.equal(dispatcher.reserve(["polyglot"]), undefined, "both slots are held");
+
+      // A job queued now wakes a pass (the dispatcher heard the NOTIFY before this subscriber), which has no slot to claim it into.
+      let heard = false;
+      const off = store.listener.on("flowsvc_jobs", () => (heard = true));
+      const queued = await submitRun(store, ["polyglot"]);
+      await waitFor("the NOTIFY", () => heard);
+      off();
+      await new Promise((r) => setImmediate(r));
+      assert.equal((await jobRow(store, queued.jobId)).status, "queued");
+      assert.equal(dispatcher.reserve(["polyglot"]), undefined, "not drained: a job waits");
+
+      launched.launch({ jobId: "job-x", runId: "run-x", org: store.orgName, project: "p" });
+      launched.launch({ jobId: "job-x", runId: "run-x", org: store.orgName, project: "p" });
+      assert.equal(pool.launches.length, 1, "launched once");
+      const [launch] = pool.launches;
+      assert.deepEqual(
+        { ...launch, token: undefined },
+        { jobId: "job-x", runId: "run-x", attempt: 1, token: undefined, capabilities: ["polyglot"], org: store.orgName, project: "p" },
+      );
+      assert.deepEqual(digestToken(launch!.token), launched.digest);
+      // Released, the slot goes to the job that waits.
+      held.release();
+      await waitFor("the queued job's launch", () => pool.launchesOf(queued.jobId).length === 1);
+      assert.equal(pool.overbooked, 0);
+    } finally {
+      dispatcher.stop();
+    }
+    assert.equal(dispatcher.reserve([]), undefined, "a stopped dispatcher lends nothing");
+  }));

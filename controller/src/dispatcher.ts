@@ -9,6 +9,8 @@ import {
   requeueJobAttempt,
   returnUnstartedJob,
   withTransaction,
+  type DispatchSlot,
+  type DispatchSlots,
   type Listener,
 } from "@flowsvc/store";
 import type { LaunchRequest, Launcher } from "./launcher.js";
@@ -44,9 +46,13 @@ const UNSERVED_CHECK_MS = 10_000;
 /**
  * Moves ready jobs to agents: claims them with SKIP LOCKED as slots come free, and puts jobs whose
  * agent stopped renewing its lease back in the queue. NOTIFY on flowsvc_jobs and free slots wake
- * it; a one-second poll covers delayed jobs and missed nudges.
+ * it; a one-second poll covers delayed jobs and missed nudges. A pool whose last claim found fewer
+ * ready jobs than free slots, with no nudge since, is drained: nothing it could run waits, so a
+ * slot it frees needs no claim, and its free slots may be reserved by an emit of this process for
+ * the jobs it is inserting (`reserve`: the job is written dispatched in the emit's own statement
+ * and launched once committed, without waiting for the queue).
  */
-export class Dispatcher {
+export class Dispatcher implements DispatchSlots {
   readonly #o: DispatcherOptions;
   #timer: NodeJS.Timeout | undefined;
   #reaper: NodeJS.Timeout | undefined;
@@ -58,6 +64,12 @@ export class Dispatcher {
   #busy = false;
   #again = false;
   #stopped = false;
+  /** Nudges so far: a claim that a nudge overtook may have missed what the nudge announced. */
+  #nudges = 0;
+  /** Launchers whose last claim left nothing they could run in the queue, with no nudge since. */
+  readonly #drained = new Set<Launcher>();
+  /** Slots reserved by emits and not yet launched or released, per launcher. */
+  readonly #held = new Map<Launcher, number>();
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
@@ -78,6 +90,8 @@ export class Dispatcher {
 
   /** Coalesces wake-ups: at most one claim pass runs, and one more follows if nudged meanwhile. */
   nudge(): void {
+    this.#nudges++;
+    this.#drained.clear();
     if (this.#stopped) return;
     if (this.#busy) {
       this.#again = true;
@@ -91,6 +105,58 @@ export class Dispatcher {
         this.nudge();
       }
     });
+  }
+
+  /**
+   * A launcher's slot came free: a claim pass, unless every pool is drained (nothing waits that a
+   * pool could run; whatever is queued later comes with its NOTIFY, and a job made ready by time
+   * with the poll).
+   */
+  slotFreed(): void {
+    if (this.#o.launchers.every((l) => this.#drained.has(l))) return;
+    this.nudge();
+  }
+
+  /**
+   * A free slot of a drained pool whose agents have `capabilities`, held for a job an emit is about
+   * to insert (store's DispatchSlots): the job is written dispatched with the slot's token digest and
+   * lease, and `launch` after its commit gives it to an agent; `release` if it was not written so.
+   * None while a pool may still have older ready jobs (they go first) or has no slot to spare.
+   */
+  reserve(capabilities: readonly string[]): DispatchSlot | undefined {
+    if (this.#stopped) return undefined;
+    const launcher = this.#o.launchers.find(
+      (l) => this.#drained.has(l) && capabilities.every((c) => l.capabilities.includes(c)) && this.#freeOf(l) > 0,
+    );
+    return launcher ? this.#hold(launcher, capabilities) : undefined;
+  }
+
+  /** Free slots of a launcher that no reservation holds. */
+  #freeOf(launcher: Launcher): number {
+    return launcher.free() - (this.#held.get(launcher) ?? 0);
+  }
+
+  #hold(launcher: Launcher, capabilities: readonly string[]): DispatchSlot {
+    const { token, digest } = mintToken("job");
+    this.#held.set(launcher, (this.#held.get(launcher) ?? 0) + 1);
+    let open = true;
+    const close = (): boolean => {
+      if (!open) return false;
+      open = false;
+      this.#held.set(launcher, (this.#held.get(launcher) ?? 1) - 1);
+      return true;
+    };
+    return {
+      digest,
+      leaseMs: launcher.dispatchLeaseMs ?? this.#o.leaseMs,
+      launch: ({ jobId, runId, org, project }) => {
+        if (close()) this.#launch(launcher, { jobId, runId, attempt: 1, token, capabilities: [...capabilities], org, project });
+      },
+      // A pool that is not drained may have a job waiting for this slot.
+      release: () => {
+        if (close() && !this.#drained.has(launcher)) this.nudge();
+      },
+    };
   }
 
   /** The launcher saw an agent end: if its job was not finished, it goes back to the queue now. */
@@ -147,8 +213,9 @@ export class Dispatcher {
   /** Hands ready jobs whose needs this pool meets to its free slots, until one side runs out. */
   async #fill(launcher: Launcher): Promise<void> {
     for (;;) {
-      const free = launcher.free();
+      const free = this.#freeOf(launcher);
       if (free <= 0 || this.#stopped) return;
+      const nudges = this.#nudges;
       const tokens = new Map<string, string>();
       const claimed = await claimReadyJobs(this.#o.pool, {
         limit: free,
@@ -160,7 +227,9 @@ export class Dispatcher {
           return t.digest;
         },
       });
-      if (claimed.length === 0) return;
+      // Fewer ready than free slots: none is left (one queued meanwhile nudges another pass), so no
+      // empty claim, and no tokens minted for it; and unless a nudge came meanwhile, the pool is drained.
+      if (claimed.length < free && nudges === this.#nudges) this.#drained.add(launcher);
       for (const job of claimed) {
         if (job.attempt > this.#o.maxAttempts) {
           await this.#giveUp(job, job.attempt - 1);
@@ -178,8 +247,6 @@ export class Dispatcher {
           project,
         });
       }
-      // Fewer ready than free slots: none is left (one queued meanwhile nudges another pass), so no
-      // empty claim, and no tokens minted for it.
       if (claimed.length < free) return;
     }
   }

@@ -61,7 +61,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
     events: {
       agentExited: (req, code, signal) => events.dispatcher?.agentExited(req, code, signal),
       launchFailed: (req, reason, retryAfterMs) => events.dispatcher?.launchFailed(req, reason, retryAfterMs),
-      slotFreed: () => events.dispatcher?.nudge(),
+      slotFreed: () => events.dispatcher?.slotFreed(),
     },
   });
   setConnectorBaseUrls(config.connectorBaseUrls);

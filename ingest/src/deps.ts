@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import type { AccountProvidersConfig, ResourceStore } from "@flowsvc/core";
-import type { Keyring, Listener, ServiceMetrics } from "@flowsvc/store";
+import type { DispatchSlots, Keyring, Listener, ServiceMetrics } from "@flowsvc/store";
 import type { LocalAgentInfo } from "@flowsvc/controller";
 import type { RunMaskers } from "./run-masker.js";
 import type { LogLineIndexes } from "./log-lines.js";
@@ -20,6 +20,12 @@ export interface IngestDeps {
   metrics?: ServiceMetrics;
   /** `flow server`'s local agent processes (its launchers), for `GET /api/v1/agents`; unset where there are none. */
   localAgents?: () => readonly LocalAgentView[];
+  /**
+   * `flow server`'s dispatcher, once it runs: an emit hands the jobs of the handler runs it starts
+   * to its free agents in the emit's own statement (store's emitToHandlers). Unset, or answering
+   * undefined: the jobs are queued for whichever dispatcher claims them.
+   */
+  dispatchSlots?: () => DispatchSlots | undefined;
   /** Connected-account providers (core's parsed config); absent or empty: connecting is not offered. */
   accounts?: AccountProvidersConfig;
 }

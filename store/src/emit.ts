@@ -12,11 +12,13 @@ import {
   derivedId,
   evaluatePredicate,
   matchesAny,
+  newRunDefaults,
   trustAfterReceiving,
   trustOf,
   type CompiledCel,
   type Envelope,
   type GraphDocument,
+  type NewRun,
   type Reaction,
   type RunRequest,
   reactionNodeGraph,
@@ -65,6 +67,11 @@ export interface EmitInput {
    * recorded and not delivered at all, so a handler on `run.*` cannot feed itself.
    */
   platform?: boolean;
+  /**
+   * Where the emitting project is (its org's and project's names): with it, emitToHandlers may hand
+   * the emit's new jobs to free agents of the dispatcher (a launch needs the placement).
+   */
+  placement?: { org: string; project: string };
 }
 
 export interface EmitResult {
@@ -661,6 +668,156 @@ const startHandlerRuns = async (tx: PoolClient, deliveries: readonly Delivery[],
     tx,
     declaring.filter((r) => created.has(r.runId)),
   );
+};
+
+/**
+ * A free agent of the process that commits an emit, held for one of the emit's new jobs until the
+ * job is launched or the slot released (controller's Dispatcher.reserve).
+ */
+export interface DispatchSlot {
+  /** The digest of the job's token, stored with the job; the token itself stays with the dispatcher. */
+  readonly digest: Buffer;
+  /** The lease the dispatched job starts with. */
+  readonly leaseMs: number;
+  /** After commit: the job (attempt 1) goes to the agent. */
+  launch(job: { jobId: string; runId: string; org: string; project: string }): void;
+  /** The job was not written as dispatched: the slot is free again. */
+  release(): void;
+}
+
+/** The dispatcher of the process that commits an emit, as the emit sees it (Dispatcher in `flow server`). */
+export interface DispatchSlots {
+  /** A free slot for a job that needs `capabilities`; undefined when there is none, and the job is queued as usual. */
+  reserve(capabilities: readonly string[]): DispatchSlot | undefined;
+}
+
+/** A handler run planned for flowsvc_emit_to_handlers: its emit's place in the batch, the run, its handler's declared credentials. */
+interface DirectRun {
+  index: number;
+  run: NewRun;
+  credentials: Readonly<Record<string, string>>;
+}
+
+/**
+ * The handler runs a batch of user emits starts, planned from each project's handlers as cached at
+ * its revision, as startHandlerRuns plans them (pattern, trust, `when`; a `when` that cannot be
+ * evaluated declines, reported in `results`); undefined when an emit needs the transactional way:
+ * not a person's emit, no handlers cached for its project, a reaction other than a script.
+ */
+const planDirect = (inputs: readonly EmitInput[], results: readonly EmitResult[]): DirectRun[] | undefined => {
+  const runs: DirectRun[] = [];
+  for (const [index, input] of inputs.entries()) {
+    const known = handlerCache.get(input.projectId);
+    if (
+      !known ||
+      input.sourceRunId !== null ||
+      input.platform ||
+      input.fields ||
+      input.hookName !== undefined ||
+      input.deliveryId !== undefined
+    )
+      return undefined;
+    const result = results[index]!;
+    const envelope = buildEnvelope({ id: result.eventId, type: input.type, key: input.key, payload: input.payload });
+    const d: Delivery = {
+      index,
+      input,
+      eventId: result.eventId,
+      generation: 0,
+      envelope,
+      hasWaiters: false,
+      hasCancelOn: false,
+      rev: known.rev,
+    };
+    for (const h of chooseHandlers(known.handlers, d, result.declined)) {
+      if (h.reaction.kind !== "script") return undefined;
+      runs.push({ index, run: newRunDefaults(handlerRunRequest(d, h, undefined)), credentials: h.credentials });
+    }
+  }
+  return runs;
+};
+
+/** flowsvc_emit_to_handlers's runs (migration 022): createRuns's columns, the declared credentials, the job and its dispatch. */
+const directRunsJson = (runs: ReadonlyArray<DirectRun & { jobId: string; slot: DispatchSlot | undefined }>): string =>
+  JSON.stringify(
+    runs.map(({ run, credentials, jobId, slot }) => ({
+      id: run.id,
+      project_id: run.projectId,
+      workflow: run.workflow,
+      source: run.source,
+      filename: run.filename,
+      interpreter: run.interpreter,
+      env: run.env,
+      tags: run.tags,
+      trigger: run.trigger,
+      created_by: run.createdBy,
+      trusted: run.trusted,
+      handler_name: run.handlerName,
+      event_id: run.eventId,
+      generation: run.generation,
+      credentials,
+      job_id: jobId,
+      capabilities: run.capabilities,
+      digest: slot ? slot.digest.toString("hex") : null,
+      lease_ms: slot ? slot.leaseMs : null,
+    })),
+  );
+
+/**
+ * A batch of people's emits (`POST {scoped}/events`) in one round trip, its commit included, when
+ * it can be: flowsvc_emit_to_handlers (migration 022) records the events and starts the script
+ * handler runs planned here (planDirect), and each new job that `slots` has a free agent for is
+ * written dispatched to it and launched once committed, with no wake and no dispatcher claim in
+ * between. A job without a slot is queued, and `wake` says so, as emitEvents's. Answers undefined,
+ * having written nothing, when the batch needs emitEvents in a transaction (for GroupCommitter's
+ * `alone`).
+ */
+export const emitToHandlers = async (
+  db: PoolClient,
+  inputs: readonly EmitInput[],
+  slots?: DispatchSlots,
+): Promise<EmitResult[] | undefined> => {
+  const results: EmitResult[] = inputs.map(() => ({
+    eventId: mintId("evt"),
+    duplicate: false,
+    handlerRuns: [],
+    declined: [],
+    dropped: [],
+  }));
+  const planned = planDirect(inputs, results);
+  if (!planned) return undefined;
+  const { payloads } = storableJson(inputs);
+  const runs = planned.map((p) => {
+    const placed = inputs[p.index]!.placement;
+    return { ...p, jobId: mintId("job"), slot: placed ? slots?.reserve(p.run.capabilities) : undefined };
+  });
+  const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
+  try {
+    await db.query(`select flowsvc_emit_to_handlers($1::bigint[], $2, $3, $4, $5, $6, $7, $8::bigint[], $9::jsonb, $10)`, [
+      [...new Set(inputs.map((i) => busLockKey(i.projectId, i.type)))],
+      results.map((r) => r.eventId),
+      col((i) => i.projectId),
+      col((i) => i.type),
+      col((i) => i.key),
+      payloads,
+      col((i) => i.trusted),
+      col((i) => handlerCache.get(i.projectId)!.rev),
+      directRunsJson(runs),
+      HANDLER_RUNS_IN_FLIGHT_LIMIT,
+    ]);
+  } catch (err) {
+    for (const r of runs) r.slot?.release();
+    if ((err as { code?: string }).code === DECLINED_ALONE) return undefined;
+    throw err;
+  }
+  const wake = runs.some((r) => !r.slot) ? createdRunsWake(runs.map((r) => r.run.id)) : undefined;
+  for (const { index, run, jobId, slot } of runs) {
+    const result = results[index]!;
+    result.handlerRuns.push(run.id);
+    if (wake !== undefined) result.wake = wake;
+    slot?.launch({ jobId, runId: run.id, ...inputs[index]!.placement! });
+  }
+  return results;
 };
 
 /**

@@ -120,7 +120,9 @@ const CLAIM_READS = `(select coalesce(jsonb_agg(jsonb_build_object('variable', d
           from secrets s where s.project_id = r.project_id and r.trusted) as secrets,
        (select coalesce(jsonb_agg(jsonb_build_object('position', jr.position, 'kind', jr.kind, 'name', jr.name, 'ordinal', jr.ordinal,
                'status', jr.status, 'result', jr.result) order by jr.position), '[]')
-          from journal jr where jr.run_id = j.run_id and j.kind = 'run') as journal`;
+          from journal jr where jr.run_id = j.run_id and j.kind = 'run') as journal,
+       (select jsonb_build_object('id', e.id, 'type', e.type, 'key', e.key, 'payload', e.payload, 'fields', e.fields)
+          from events e where e.id = r.event_id and j.kind = 'run') as event`;
 
 const JOB_AND_RUN_BY_TOKEN = `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
        (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run,
@@ -139,6 +141,17 @@ export interface ClaimReads {
   secrets: Array<{ name: string; sealed: Buffer }>;
   /** The run's journal (a script job's; empty for the others), results as stored. */
   journal: JournalEntry[];
+  /** A script job's trigger event (a handler run's), for its envelope; undefined for the others. */
+  event: ClaimEvent | undefined;
+}
+
+/** The event a handler run was started by, as its envelope needs it. */
+export interface ClaimEvent {
+  id: string;
+  type: string;
+  key: string | null;
+  payload: unknown;
+  fields: Record<string, unknown> | null;
 }
 
 const bytes = (hex: string | null): Buffer | null => (hex === null ? null : Buffer.from(hex, "hex"));
@@ -161,11 +174,12 @@ export const jobAndRunByToken = async (
       declared: Array<HexRow<DeclaredRow, "sealed" | "account_sealed">> | null;
       secrets: Array<{ name: string; sealed: string }> | null;
       journal: JournalEntry[] | null;
+      event: ClaimEvent | null;
     }
   >(JOB_AND_RUN_BY_TOKEN, [digest]);
   const row = rows[0];
   if (!row) return undefined;
-  const { run, project_org_id: orgId, project_org: org, project_name: project, declared, secrets, journal, ...job } = row;
+  const { run, project_org_id: orgId, project_org: org, project_name: project, declared, secrets, journal, event, ...job } = row;
   const found = run?.id ? run : undefined;
   return {
     job,
@@ -175,6 +189,7 @@ export const jobAndRunByToken = async (
       declared: (declared ?? []).map((d) => ({ ...d, sealed: bytes(d.sealed), account_sealed: bytes(d.account_sealed) })),
       secrets: (secrets ?? []).map((s) => ({ name: s.name, sealed: Buffer.from(s.sealed, "hex") })),
       journal: journal ?? [],
+      event: event ?? undefined,
     },
   };
 };

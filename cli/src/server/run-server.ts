@@ -207,6 +207,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     // The launchers start after the server listens (their agents need its URL): `flow agents ls` reads them once they are.
     const roster: { launchers: LocalLauncher[] } = { launchers: [] };
     const localAgents = () => roster.launchers.flatMap((l) => l.agents());
+    // The launchers' dispatcher, made once the server listens (see below): emits hand it their new jobs.
+    const events = { dispatcher: undefined as Dispatcher | undefined };
     const deps = {
       pool,
       keyring,
@@ -216,6 +218,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       leaseMs: config.leaseMs,
       metrics,
       localAgents,
+      dispatchSlots: () => events.dispatcher,
       accounts: config.accounts,
     };
     const app = buildApp(deps, logger);
@@ -223,8 +226,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     cleanups.push(() => app.close());
     const url = address.replace("://[::1]", "://localhost");
 
-    // The launcher reports agent exits to the dispatcher, which needs the launcher: tie the knot.
-    const events = { dispatcher: undefined as Dispatcher | undefined };
+    // The launcher reports agent exits to the dispatcher (`events`), which needs the launcher: tie the knot.
     // The default agents run scripts with this machine's runtimes, which is what `polyglot` means
     // (script handlers need it): a fresh `npm start` runs handlers without further flags.
     const pools = [{ capabilities: [LOCAL_AGENT_CAPABILITY], count: config.agents }, ...config.agentPools];
@@ -247,7 +249,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           events: {
             agentExited: (req) => events.dispatcher?.agentExited(req),
             launchFailed: (req, reason, retryAfterMs) => events.dispatcher?.launchFailed(req, reason, retryAfterMs),
-            slotFreed: () => events.dispatcher?.nudge(),
+            slotFreed: () => events.dispatcher?.slotFreed(),
           },
         }),
     );

@@ -109,7 +109,7 @@ export const startDispatcher = async (
     l.attach({
       agentExited: (req) => dispatcher.agentExited(req),
       launchFailed: (req, reason, retryAfterMs) => dispatcher.launchFailed(req, reason, retryAfterMs),
-      slotFreed: () => dispatcher.nudge(),
+      slotFreed: () => dispatcher.slotFreed(),
     });
   await dispatcher.start();
   return { dispatcher, logs, warnings };

@@ -14,7 +14,6 @@ import {
 import {
   appendLogs,
   getActivity,
-  getEventForEnvelope,
   markActivityRunning,
   failJobAtClaim,
   markJobRunning,
@@ -110,13 +109,9 @@ const scopeOf = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Claim): P
   return { project, secrets: run.trusted ? await resolveSecrets(deps, log, claim) : {}, credentials };
 };
 
-/** A handler run reads the whole envelope of its event from FLOW_INPUT_FILE. */
-const envelopeOf = async (deps: RouteDeps, eventId: string | null): Promise<{ input?: unknown }> => {
-  const e = eventId ? await getEventForEnvelope(deps.pool, eventId) : undefined;
-  return e
-    ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) }
-    : {};
-};
+/** A handler run reads the whole envelope of its event (read with the claim's job) from FLOW_INPUT_FILE. */
+const envelopeOf = (e: ClaimReads["event"]): { input?: unknown } =>
+  e ? { input: buildEnvelope({ id: e.id, type: e.type, key: e.key, payload: e.payload, ...(e.fields ? { fields: e.fields } : {}) }) } : {};
 
 /**
  * What the agent runs with, by the spec's precedence (core's layerJobEnv: the secrets, the run's
@@ -128,14 +123,15 @@ const environment = (run: RunInternal, { secrets, credentials }: JobScope) => ({
 });
 
 /**
- * A script job's claim: the run's project, secrets, credentials and journal came with the job
- * (one statement), the trigger envelope is read if it has one; then the run starts and its job
- * runs under this agent.
+ * A script job's claim: the run's project, secrets, credentials, journal and trigger event (for
+ * its envelope) came with the job (one statement); then the run starts and its job runs under
+ * this agent.
  */
 const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): Promise<ClaimResponse & { kind: "script" }> => {
   const { pool, keyring, leaseMs, publicUrl } = deps;
   const { job, run, agentId } = claim;
-  const [scope, envelope] = await Promise.all([scopeOf(deps, req.log, claim), envelopeOf(deps, run.event_id)]);
+  const scope = await scopeOf(deps, req.log, claim);
+  const envelope = envelopeOf(claim.reads.event);
   const sealedJournal = claim.reads.journal;
   // After the scope: a job whose credentials do not resolve has failed, and its run never started.
   await withTransaction(pool, (tx) => startJobAndRun(tx, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl }));

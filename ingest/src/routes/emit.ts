@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
 import { EMIT_BODY_LIMIT, assertEmittable, trustOf } from "@flowsvc/core";
-import { GroupCommitter, emitBatch, type EmitInput, type EmitResult } from "@flowsvc/store";
+import { GroupCommitter, emitBatch, emitToHandlers, type EmitInput, type EmitResult } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
@@ -28,12 +28,15 @@ const EmitBody = z
  */
 export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   const { pool } = deps;
-  // Emits that arrive while others commit go together in the next transaction (one WAL flush, one
-  // turn of the project's handler-runs lock): at 8 in flight they queued on that lock one by one.
-  // A lone emit starts at once; one refused in a group is retried alone, so only it fails. No
-  // `alone` (hook ingest's one-statement path): it declines every emit a handler takes, after
-  // checking out a connection for nothing, and those are the emits whose latency counts here.
-  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitBatch.apply, { begin: emitBatch.begin });
+  // Emits that arrive while others commit go together in the next batch (one WAL flush, one turn
+  // of the project's handler-runs lock): at 8 in flight they queued on that lock one by one. A
+  // lone emit starts at once; one refused in a group is retried alone, so only it fails. A batch
+  // goes in one round trip (emitToHandlers: the events, their script handler runs, and their jobs
+  // dispatched to the server's free agents), or, when that declines, in a transaction (emitBatch).
+  const committer = new GroupCommitter<EmitInput, EmitResult>(pool, emitBatch.apply, {
+    begin: emitBatch.begin,
+    alone: (db, inputs) => emitToHandlers(db, inputs, deps.dispatchSlots?.()),
+  });
   app.addHook("onClose", () => committer.close());
 
   // Fastify compares the body with bodyLimit byte for byte: exactly 2 MiB is taken, one more is a 413.
@@ -56,9 +59,10 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
       payload: body.payload ?? null,
       sourceRunId: null,
       trusted: trustOf({ by: "person" }),
+      placement: { org: scope.org, project: scope.project },
     };
     const result = await committer.submit(input);
-    // Its handler runs' jobs are committed: this process's dispatcher takes them now, not after the NOTIFY comes back.
+    // Its handler runs' jobs left queued are committed: this process's dispatcher takes them now, not after the NOTIFY comes back.
     if (result.wake !== undefined) deps.listener.local("flowsvc_jobs", result.wake);
     deps.metrics?.handlersDelivered(result);
     for (const d of result.declined) {
