@@ -9,7 +9,9 @@
 -- predicates evaluated in the server, as emitEvents does). Anything the plan did not see declines
 -- (SQLSTATE FL001, nothing written: the implicit transaction rolls back) and the batch goes the
 -- transactional way, which does the rest: the handlers moved on from that revision, a `wait-event`
--- of the type is parked, a live run lists the type in its cancel_on, or the project's handler runs
+-- of the type is parked, a live run lists the type in its cancel_on (the probe emitEvents makes, on
+-- runs_cancel_on_live; whether the event's subject cancels the run is cancelOnEvents's rule, not
+-- repeated here), or the project's handler runs
 -- in flight would pass the limit (the transactional way then refuses the emit with its message).
 --
 -- Locks, each in a statement of its own so that the statements after them take their snapshots
@@ -54,7 +56,7 @@ begin
      and not exists (
             select 1 from runs r
              where r.project_id = i.project_id and r.cancel_on is not null and r.status not in ('succeeded', 'failed', 'cancelled')
-               and i.type = any(r.cancel_on) and (i.key is null or r.trigger->>'key' is null or r.trigger->>'key' = i.key))
+               and i.type = any(r.cancel_on))
    order by i.ord;
   get diagnostics n = row_count;
   if n <> cardinality(p_ids) then
