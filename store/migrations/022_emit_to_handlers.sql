@@ -9,15 +9,16 @@
 -- predicates evaluated in the server, as emitEvents does). Anything the plan did not see declines
 -- (SQLSTATE FL001, nothing written: the implicit transaction rolls back) and the batch goes the
 -- transactional way, which does the rest: the handlers moved on from that revision, a `wait-event`
--- of the type is parked, a live run lists the type in its cancel_on (the probe emitEvents makes, on
--- runs_cancel_on_live; whether the event's subject cancels the run is cancelOnEvents's rule, not
--- repeated here), or the project's handler runs
--- in flight would pass the limit (the transactional way then refuses the emit with its message).
+-- of the type is parked, a live run that the event cancels (these three are the checks of hook
+-- ingest's flowsvc_record_events_alone, migration 019, which records the events here), or the
+-- project's handler runs in flight would pass the limit (the transactional way then refuses the
+-- emit with its message).
 --
 -- Locks, each in a statement of its own so that the statements after them take their snapshots
--- later: the bus locks shared (as emitEvents takes them in BEGIN's round trip: every parked waiter
--- is seen), then each project's handler-runs lock (createRuns's key, in the same order: the count
--- sees every emit of the project that committed before).
+-- later: the bus locks shared (taken by flowsvc_record_events_alone before its insert, as emitEvents
+-- takes them in BEGIN's round trip: every parked waiter is seen), then each project's handler-runs
+-- lock (createRuns's key, in the same order: the count sees every emit of the project that
+-- committed before).
 --
 -- p_runs: one object per run, as createRuns's columns (newRunDefaults) plus `credentials` (the
 -- handler's declared map), `job_id`, and for a job dispatched here `digest` (hex of its token's
@@ -39,29 +40,17 @@ create function flowsvc_emit_to_handlers(
 set plan_cache_mode = force_generic_plan
 as $$
 declare
-  n bigint;
+  dims integer[] := array[cardinality(p_ids)];
 begin
-  perform pg_advisory_xact_lock_shared(k) from unnest(p_lock_keys) as k;
+  -- The events, with every check that sends a batch the transactional way (the handlers moved, a
+  -- parked waiter, a live cancel_on run), are hook ingest's one-round-trip record (migration 019),
+  -- given no hook fields; it takes the bus locks first and declines with FL001 as this does.
+  perform flowsvc_record_events_alone(p_lock_keys, p_ids, p_project_ids, p_types, p_keys, p_payloads,
+                                      array_fill(null::text, dims), array_fill(null::text, dims),
+                                      array_fill(null::text, dims), p_trusted, array_fill(null::uuid, dims),
+                                      p_handlers_revs);
   perform pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16))
      from (select distinct r->>'project_id' as p from jsonb_array_elements(p_runs) as r order by 1) o;
-
-  insert into events (id, project_id, type, key, payload, source_run_id, generation, fields, trusted)
-  select i.id, i.project_id, i.type, i.key, i.payload::jsonb, null, 0, null, i.trusted
-    from unnest(p_ids, p_project_ids, p_types, p_keys, p_payloads, p_trusted, p_handlers_revs)
-           with ordinality as i(id, project_id, type, key, payload, trusted, handlers_rev, ord)
-    join projects p on p.id = i.project_id and p.handlers_rev = i.handlers_rev
-   where not exists (
-            select 1 from journal j join runs r on r.id = j.run_id
-             where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending' and r.project_id = i.project_id)
-     and not exists (
-            select 1 from runs r
-             where r.project_id = i.project_id and r.cancel_on is not null and r.status not in ('succeeded', 'failed', 'cancelled')
-               and i.type = any(r.cancel_on))
-   order by i.ord;
-  get diagnostics n = row_count;
-  if n <> cardinality(p_ids) then
-    raise exception 'the emit needs the transactional way' using errcode = 'FL001';
-  end if;
 
   if exists (
     select 1 from (select r->>'project_id' as project_id, count(*) as wanted from jsonb_array_elements(p_runs) as r group by 1) w
