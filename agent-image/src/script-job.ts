@@ -84,6 +84,7 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
       onSuspend: (call) => suspended.resolve(call),
     }),
     logger,
+    { fresh: true }, // prepareScratchDir made its directory for this job
   );
 
   const [command = "bash", ...interpreterArgs] = claim.interpreter;

@@ -106,13 +106,18 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
     });
   });
 
+  // Once the group was found empty it stays so: no process is left in it to start another. Its id
+  // is not signalled again (a later process could take that number), and no failed kill per job
+  // (each throws an ErrnoException) is paid twice.
+  let groupGone = false;
   const signalGroup = (signal: NodeJS.Signals | 0): boolean => {
-    if (pid === undefined) return false;
+    if (pid === undefined || groupGone) return false;
     try {
       process.kill(-pid, signal);
       return true;
-    } catch {
-      return false; // ESRCH: the group is empty
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ESRCH") groupGone = true; // the group is empty
+      return false;
     }
   };
 

@@ -23,7 +23,7 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
-import { rm } from "node:fs/promises";
+import { rm, rmdir } from "node:fs/promises";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient, newAgentApiDispatcher } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
@@ -53,6 +53,18 @@ export interface WorkerOptions {
   readonly backendFor?: (job: WorkerJob, logger: Logger) => AgentBackend;
   readonly timings?: Partial<JobTimings>;
 }
+
+/**
+ * The job's directory, gone: one rmdir when the job left it empty (its scratch files remove
+ * themselves), else (the script left files, or the job never made it) the recursive removal.
+ */
+const removeJobDir = async (dir: string): Promise<void> => {
+  try {
+    await rmdir(dir);
+  } catch {
+    await rm(dir, { recursive: true, force: true });
+  }
+};
 
 export const WORKER_EXIT = { stopped: 0, agentFailure: 1, protocolError: 2 } as const;
 
@@ -124,9 +136,7 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
     log.info(outcomeFields(outcome), "job done");
     // The job's directory is this agent user's: removing it here spares the launcher starting a
     // process to do it (it only checks that nothing is left, and removes what is).
-    await rm(job.workdir, { recursive: true, force: true }).catch((err: unknown) =>
-      log.warn({ err }, "could not remove the job's directory"),
-    );
+    await removeJobDir(job.workdir).catch((err: unknown) => log.warn({ err }, "could not remove the job's directory"));
     current = undefined;
     if (ending !== undefined) exit.resolve(ending);
     else channel.send({ type: "done", jobId: job.jobId, outcome: outcome.type });
