@@ -7,6 +7,7 @@ import { FlowError, isPassthroughVar } from "@flowsvc/core";
 import type { AgentBackend } from "./backend.js";
 import type { AgentConfig } from "./config.js";
 import type { Logger } from "./logger.js";
+import type { ScriptSpawner } from "./script-spawner.js";
 
 export type JobOutcome =
   | { readonly type: "finished"; readonly exitCode: number; readonly status: string | undefined }
@@ -62,6 +63,8 @@ export interface JobOptions {
   readonly pgidFile?: string;
   /** Told the process-group id of the script (or command) once it started: a worker tells its launcher. */
   readonly onGroup?: (pgid: number) => void;
+  /** A worker's script spawner (script-spawner.ts), made at its first script; undefined: Node's spawn. */
+  readonly spawner?: () => ScriptSpawner | undefined;
   readonly timings?: Partial<JobTimings>;
 }
 

@@ -32,6 +32,7 @@ import { agentJobOptions, deferred, outcomeFields } from "./job-kit.js";
 import type { JobOutcome, JobTimings } from "./job-kit.js";
 import type { Logger } from "./logger.js";
 import { runJob } from "./run-job.js";
+import { ScriptSpawner } from "./script-spawner.js";
 
 export type { WorkerJob, WorkerReply } from "@flowsvc/core";
 
@@ -52,6 +53,8 @@ export interface WorkerOptions {
   /** The backend of one job; by default the agent API over HTTP with the job's token. */
   readonly backendFor?: (job: WorkerJob, logger: Logger) => AgentBackend;
   readonly timings?: Partial<JobTimings>;
+  /** false: scripts start with Node's spawn even where the native spawner was built. */
+  readonly useSpawner?: boolean;
 }
 
 /**
@@ -84,6 +87,13 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   // a new TCP connection (and a server accept) per job. Each request carries its own job's token;
   // a job's client closing aborts its own calls only. Made on the first job (tests give backendFor).
   let dispatcher: ReturnType<typeof newAgentApiDispatcher> | undefined;
+  // The scripts' spawner (script-spawner.ts), made at the first script job; null: none on this host.
+  let spawner: ScriptSpawner | null | undefined;
+  const scriptSpawner = (): ScriptSpawner | undefined => {
+    if (options.useSpawner === false) return undefined;
+    spawner ??= ScriptSpawner.create() ?? null;
+    return spawner ?? undefined;
+  };
 
   /**
    * Takes no more jobs and exits with `code` once the current job (if any) settled; `stopJob`
@@ -126,6 +136,7 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
           ...agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
           ownsWorkdir: true,
           onGroup: (pgid) => channel.send({ type: "group", jobId: job.jobId, pgid }),
+          spawner: scriptSpawner,
         },
       );
     } catch (err) {
@@ -167,6 +178,7 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   // Nothing runs once the worker is over: its connections go too (main.ts exits anyway; a test may not).
   const exited = exit.promise.then(async (code) => {
     await dispatcher?.destroy().catch(() => undefined);
+    await spawner?.close();
     return code;
   });
   return { stop: (reason) => end(WORKER_EXIT.stopped, reason, true), exited };

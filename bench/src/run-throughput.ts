@@ -148,6 +148,10 @@ const cpuNow = (serverPid: number): Cpu & { agentPids: Set<number> } => {
       out.agentPids.add(p.pid);
       out.agents += p.own;
       out.scripts += p.children;
+    } else if (p.cmd.includes("flow-spawner")) {
+      // A worker's script spawner (its agent's child, alive as long as it): its scripts are its children.
+      out.agents += p.own;
+      out.scripts += p.children;
     } else if (p.cmd.includes("postgres")) out.postgres += p.own + p.children;
   }
   return out;
