@@ -16,7 +16,9 @@
  * its pid), default signal dispositions and an empty signal mask, and no other descriptor.
  * Answers, one line each:
  *   "P <id> <pid>"     started (the exec succeeded)
- *   "E <id> <errno>"   could not start (open, chdir or exec failed with errno); nothing runs
+ *   "E <id> <errno>"   could not start (chdir or exec failed with errno); nothing runs
+ *   "F <id> <errno>"   the output paths could not be opened (no /proc access?): the agent starts
+ *                      its scripts itself from then on
  *   "X <pid> <status>" a started script ended: its raw wait status
  */
 #define _GNU_SOURCE
@@ -155,6 +157,14 @@ static void start(char *req, uint32_t len) {
   int e = out < 0 ? errno : 0;
   int err_fd = e ? -1 : open(fields[3], O_WRONLY | O_CLOEXEC);
   if (!e && err_fd < 0) e = errno;
+  if (e) {
+    if (out >= 0) close(out);
+    snprintf(line, sizeof line, "F %.64s %d\n", id, e);
+    answer(line);
+    free(argv);
+    free(envp);
+    return;
+  }
   int report[2] = {-1, -1};
   if (!e && pipe2(report, O_CLOEXEC) < 0) e = errno;
   pid_t pid = -1;

@@ -161,7 +161,7 @@ const launchScript = async (scope: JobScope, pipe: CapturePipe, start: StartScri
     const script = await startScriptWith(spawner, { ...start, stdoutPath: `/proc/${process.pid}/fd/${pipe.writeFd}`, stderrPipe });
     if (script) return script;
     stderrPipe.reader.destroy();
-    scope.logger.warn({}, "the script spawner ended; scripts start with Node's spawn");
+    scope.logger.warn({}, "the script spawner ended or cannot open a job's output; scripts start with Node's spawn");
   }
   return startScript(start);
 };

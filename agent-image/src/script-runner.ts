@@ -152,6 +152,7 @@ export const startScriptWith = async (
     (status) => settle(exitOfStatus(status)),
   );
   stderrPipe.closeWriteEnd();
+  if ("unusable" in answer) return undefined;
   if ("errno" in answer) {
     if (!spawner.alive) return undefined;
     const startError = startErrorOf(options.command, `spawn ${options.command} ${answer.errno}`, answer.errno);

@@ -4,6 +4,7 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -109,5 +110,27 @@ void test("a command not on the env's PATH, a NUL in a variable or argument: the
     assert.deepEqual(viaSpawner.exit, viaNode.exit, JSON.stringify(start.env));
     assert.equal(viaSpawner.pid, undefined);
     assert.equal(viaSpawner.exit.startError?.includes("a\0b"), false, "the refusal never quotes a value");
+  }
+});
+
+void test("a spawner that cannot open a job's output paths (no /proc access) answers nothing started, and is not used again", async () => {
+  const own = ScriptSpawner.create();
+  assert.ok(own);
+  try {
+    const stderrPipe = openCapturePipe(join(dir, "err-unusable"));
+    const s = await startScriptWith(own, {
+      command: "bash",
+      args: ["-c", "touch ran"],
+      cwd: dir,
+      env: { PATH: "/usr/bin:/bin" },
+      stdoutPath: join(dir, "no-such-dir", "out"),
+      stderrPipe,
+    });
+    stderrPipe.reader.destroy();
+    assert.equal(s, undefined, "the caller starts the script itself");
+    assert.equal(own.alive, false);
+    assert.equal(existsSync(join(dir, "ran")), false, "nothing ran");
+  } finally {
+    await own.close();
   }
 });

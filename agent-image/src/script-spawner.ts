@@ -16,7 +16,8 @@ import { existsSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { fileURLToPath } from "node:url";
 
-export type SpawnAnswer = { readonly pid: number } | { readonly errno: string };
+/** Started; refused (nothing runs); or the spawner cannot serve this host (the caller starts the script itself). */
+export type SpawnAnswer = { readonly pid: number } | { readonly errno: string } | { readonly unusable: string };
 
 export interface SpawnRequest {
   readonly command: string;
@@ -46,6 +47,8 @@ export class ScriptSpawner {
   #nextId = 0;
   #buffered = "";
   #ended = false;
+  /** It could not open a job's output FIFOs: the worker starts its scripts itself from then on. */
+  #unusable = false;
 
   private constructor(binary: string) {
     this.#child = spawn(binary, [], { stdio: ["pipe", "pipe", "inherit"] });
@@ -74,7 +77,7 @@ export class ScriptSpawner {
   }
 
   get alive(): boolean {
-    return !this.#ended;
+    return !this.#ended && !this.#unusable;
   }
 
   /**
@@ -123,6 +126,9 @@ export class ScriptSpawner {
       if (kind === "P") {
         this.#running.set(Number(b), pending.onExit);
         pending.resolve({ pid: Number(b) });
+      } else if (kind === "F") {
+        this.#unusable = true;
+        pending.resolve({ unusable: errnoName(Number(b)) });
       } else {
         pending.resolve({ errno: errnoName(Number(b)) });
       }
