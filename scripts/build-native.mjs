@@ -8,6 +8,9 @@
 //   agent-image/bin/flow         flow-native when it was built, else a shim that execs the Node
 //                                fallback; FLOW_CLIENT=node at build time forces the shim
 //   agent-image/bin-node/flow    always the shim, so tests can point FLOW_CLIENT_DIR at either
+//   agent-image/libexec/flow-spawner  agent-image/native/spawner.c, when a compiler is found: a
+//                                worker agent's scripts start from it, not from a fork of the
+//                                agent (agent-image/src/script-spawner.ts); none: Node's spawn
 //
 // The shim names the Node fallback relative to its own location, so agent-image/ can be copied
 // or moved (the agent image, the local server's agent-runtime copy) and still work; its Node is
@@ -27,6 +30,8 @@ const source = join(root, "agent-image", "native", "flow.c");
 const binDir = join(root, "agent-image", "bin");
 const nodeBinDir = join(root, "agent-image", "bin-node");
 const nativeOut = join(binDir, "flow-native");
+const spawnerSource = join(root, "agent-image", "native", "spawner.c");
+const spawnerOut = join(root, "agent-image", "libexec", "flow-spawner");
 
 // `CC` may carry words (`ccache gcc`, `gcc -m64`), as make and node-gyp allow.
 const ccWords = (process.env.CC ?? "").trim().split(/\s+/).filter(Boolean);
@@ -64,6 +69,7 @@ const compilerWorks = () => {
 const buildNative = () => {
   if (!compilerWorks()) {
     rmSync(nativeOut, { force: true }); // never leave a stale binary from an earlier build
+    rmSync(spawnerOut, { force: true });
     console.error(`build-native: no working C compiler (${cc}); agent-image/bin/flow is the Node fallback`);
     return false;
   }
@@ -76,6 +82,12 @@ const buildNative = () => {
     if (r.status !== 0) r = compile([...flags, "-o", tmp, source]);
     process.stderr.write(r.stderr ?? "");
     if (r.status !== 0) throw new Error(`build-native: ${cc} failed to compile ${source}`);
+  });
+  // Dynamic: it is started once per worker agent, not per call.
+  install(spawnerOut, (tmp) => {
+    const r = compile(["-std=c11", "-O2", "-Wall", "-Wextra", "-s", "-o", tmp, spawnerSource]);
+    process.stderr.write(r.stderr ?? "");
+    if (r.status !== 0) throw new Error(`build-native: ${cc} failed to compile ${spawnerSource}`);
   });
   return true;
 };

@@ -31,8 +31,9 @@ export interface CapturePipe {
   closeWriteEnd(): void;
 }
 
-/** The anchor of a FIFO whose last reader saw end-of-file: the next pipe reuses it. */
-let spare: number | undefined;
+/** Anchors of FIFOs whose last reader saw end-of-file: the next pipes reuse them (a job may take two: stdout, and stderr when a spawner starts its script). */
+const spares: number[] = [];
+const MAX_SPARES = 4;
 let procFd: boolean | undefined;
 
 const makeFifo = (path: string): void => {
@@ -48,8 +49,7 @@ const makeFifo = (path: string): void => {
 
 /** A FIFO's anchor (a read end nobody reads), unlinked: a spare one, else a new one made at `path`. */
 const takeAnchor = (path: string): number => {
-  const reused = spare;
-  spare = undefined;
+  const reused = spares.pop();
   if (reused !== undefined) return reused;
   makeFifo(path);
   try {
@@ -61,7 +61,7 @@ const takeAnchor = (path: string): number => {
 
 /** When the reader closes: its FIFO is kept for the next pipe only if the reader saw end-of-file. */
 const releaseAnchor = (anchor: number, drained: boolean): void => {
-  if (drained && spare === undefined) spare = anchor;
+  if (drained && spares.length < MAX_SPARES) spares.push(anchor);
   else closeSync(anchor);
 };
 

@@ -3,10 +3,11 @@
  * caller gave runJob, the outcome types, timings, and the job's scope (the backend watched for a
  * lost lease, the signals that end it).
  */
-import { FlowError } from "@flowsvc/core";
+import { FlowError, isPassthroughVar } from "@flowsvc/core";
 import type { AgentBackend } from "./backend.js";
 import type { AgentConfig } from "./config.js";
 import type { Logger } from "./logger.js";
+import type { ScriptSpawner } from "./script-spawner.js";
 
 export type JobOutcome =
   | { readonly type: "finished"; readonly exitCode: number; readonly status: string | undefined }
@@ -62,8 +63,28 @@ export interface JobOptions {
   readonly pgidFile?: string;
   /** Told the process-group id of the script (or command) once it started: a worker tells its launcher. */
   readonly onGroup?: (pgid: number) => void;
+  /** A worker's script spawner (script-spawner.ts), made at its first script; undefined: Node's spawn. */
+  readonly spawner?: () => ScriptSpawner | undefined;
   readonly timings?: Partial<JobTimings>;
 }
+
+/**
+ * The part of an agent's environment its jobs can see: scripts and activity commands take only the
+ * passthrough variables and PATH from it (core's composeScriptEnv, composeActivityEnv), so a
+ * worker filters it once instead of walking the whole environment (often 50+ variables) per job.
+ */
+const jobVisibleEnv = new WeakMap<object, Readonly<Record<string, string | undefined>>>();
+const visibleEnvOf = (agentEnv: Readonly<Record<string, string | undefined>>): Readonly<Record<string, string | undefined>> => {
+  let visible = jobVisibleEnv.get(agentEnv);
+  if (!visible) {
+    const kept = new Map<string, string>();
+    for (const [name, value] of Object.entries(agentEnv))
+      if (value !== undefined && (name === "PATH" || isPassthroughVar(name))) kept.set(name, value);
+    visible = Object.fromEntries(kept);
+    jobVisibleEnv.set(agentEnv, visible);
+  }
+  return visible;
+};
 
 /** JobOptions for a job of an agent process, one-job or worker: the agent's configuration, the job's id and working directory. */
 export const agentJobOptions = (
@@ -80,7 +101,7 @@ export const agentJobOptions = (
   capabilities: config.capabilities,
   workdir: job.workdir,
   clientDir: config.clientDir,
-  agentEnv: config.agentEnv,
+  agentEnv: visibleEnvOf(config.agentEnv),
   logger: agent.logger,
   stop: agent.stop,
   agentPid: agent.agentPid,

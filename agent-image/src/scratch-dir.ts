@@ -4,7 +4,7 @@
  * socket and the capture pipe.
  * It is the script's working directory and is removed when the job ends.
  */
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 
@@ -70,14 +70,18 @@ const makeJobDir = async (workdir: string, ownsWorkdir: boolean): Promise<{ dir:
 export const prepareScratchDir = async (workdir: string, content: ScratchContent, ownsWorkdir = false): Promise<ScratchDir> => {
   const { dir, own } = await makeJobDir(workdir, ownsWorkdir);
   const extraDirs: string[] = [];
-  // The job's own workdir is removed by its owner (the worker), once, after the job.
+  const scriptPath = join(dir, scriptFileName(content.filename));
+  const inputPath = join(dir, "input.json");
+  // The job's own workdir is removed by its owner (the worker), once, after the job: the files made
+  // here go now, so that an empty directory is one rmdir there (a recursive removal is an lstat, a
+  // failed rmdir, a readdir and an lstat per entry). Whatever the script left or changed is the
+  // owner's recursive fallback's.
   const remove = async (): Promise<void> => {
+    if (own) await Promise.all([scriptPath, inputPath].map((f) => unlink(f).catch(() => undefined)));
     for (const d of own ? extraDirs : [dir, ...extraDirs]) await rm(d, { recursive: true, force: true });
   };
   try {
-    const scriptPath = join(dir, scriptFileName(content.filename));
     await writeFile(scriptPath, content.source, { mode: 0o700 });
-    const inputPath = join(dir, "input.json");
     const input = content.input ?? inputEnvelope(content.trigger);
     await writeFile(inputPath, JSON.stringify(input), { mode: 0o600 });
     let socketPath = join(dir, "agent.sock");

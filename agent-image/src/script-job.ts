@@ -12,7 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { composeScriptEnv, prependPath } from "@flowsvc/core";
 import type { FlowError } from "@flowsvc/core";
 import type { AnyClaim } from "./backend.js";
-import { openCapturePipe } from "./capture-pipe.js";
+import { openCapturePipe, type CapturePipe } from "./capture-pipe.js";
 import { startHeartbeat } from "./heartbeat.js";
 import type { JobOutcome, JobScope } from "./job-kit.js";
 import { deferred, whenAborted } from "./job-kit.js";
@@ -24,7 +24,7 @@ import type { PendingCall } from "./op-kit.js";
 import { createMaskedLog } from "./output-pump.js";
 import type { ScratchDir } from "./scratch-dir.js";
 import { prepareScratchDir } from "./scratch-dir.js";
-import { startScript } from "./script-runner.js";
+import { startScript, startScriptWith, type RunningScript, type StartScriptOptions } from "./script-runner.js";
 import { finishScriptJob } from "./script-finish.js";
 import { createOpHandler } from "./socket-ops.js";
 import { startSocketServer } from "./socket-server.js";
@@ -84,11 +84,12 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
       onSuspend: (call) => suspended.resolve(call),
     }),
     logger,
+    { fresh: true }, // prepareScratchDir made its directory for this job
   );
 
   const [command = "bash", ...interpreterArgs] = claim.interpreter;
   const started = Date.now();
-  const script = startScript({
+  const script = await launchScript(scope, pipe, {
     command,
     args: [...interpreterArgs, options.scriptPath ?? scratch.scriptPath],
     cwd: options.cwd ?? scratch.dir,
@@ -147,6 +148,22 @@ const executeScript = async (scope: JobScope, claim: ScriptClaim, scratch: Scrat
     await server.close();
     await removeGroupFile(options.pgidFile);
   }
+};
+
+/**
+ * The script started by the worker's spawner when it has one (no fork of the agent; stderr is a
+ * second FIFO), else by Node's spawn.
+ */
+const launchScript = async (scope: JobScope, pipe: CapturePipe, start: StartScriptOptions): Promise<RunningScript> => {
+  const spawner = scope.options.spawner?.();
+  if (spawner?.alive) {
+    const stderrPipe = openCapturePipe(`${start.cwd}/.flow-stderr`);
+    const script = await startScriptWith(spawner, { ...start, stdoutPath: `/proc/${process.pid}/fd/${pipe.writeFd}`, stderrPipe });
+    if (script) return script;
+    stderrPipe.reader.destroy();
+    scope.logger.warn({}, "the script spawner ended or cannot open a job's output; scripts start with Node's spawn");
+  }
+  return startScript(start);
 };
 
 /** The run parks on `call`: end the script, ship everything it printed, then suspend the job. */

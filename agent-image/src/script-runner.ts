@@ -6,7 +6,9 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { missingInterpreterHint } from "@flowsvc/core";
+import type { CapturePipe } from "./capture-pipe.js";
 import { groupHasLiveMember } from "./process-group.js";
+import { signalName, type ScriptSpawner } from "./script-spawner.js";
 import { constants as osConstants } from "node:os";
 import { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -76,6 +78,96 @@ const notStarted = (options: StartScriptOptions, startError: string): RunningScr
   terminate: () => Promise.resolve(),
 });
 
+/** Signals to a started script's process group (its id is the script's pid). */
+const groupControl = (pid: number | undefined): Pick<RunningScript, "signalGroup" | "terminate"> => {
+  // Once the group was found empty it stays so: no process is left in it to start another. Its id
+  // is not signalled again (a later process could take that number), and no failed kill per job
+  // (each throws an ErrnoException) is paid twice.
+  let groupGone = false;
+  const signalGroup = (signal: NodeJS.Signals | 0): boolean => {
+    if (pid === undefined || groupGone) return false;
+    try {
+      process.kill(-pid, signal);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ESRCH") groupGone = true; // the group is empty
+      return false;
+    }
+  };
+  const terminate = async (graceMs: number): Promise<void> => {
+    if (pid === undefined || !signalGroup("SIGTERM")) return;
+    const deadline = Date.now() + graceMs;
+    while (Date.now() < deadline) {
+      await sleep(Math.min(10, Math.max(1, deadline - Date.now())));
+      if (!groupHasLiveMember(pid)) return;
+    }
+    signalGroup("SIGKILL");
+  };
+  return { signalGroup, terminate };
+};
+
+const startErrorOf = (command: string, message: string, code: string | undefined): string => {
+  // A program not found on PATH (ENOENT, or EACCES from a PATH dir it may not search) gets what to install (issue 13).
+  const hint = ["ENOENT", "EACCES"].includes(String(code)) ? `; ${missingInterpreterHint(command)}` : "";
+  return `cannot start ${JSON.stringify(command)}: ${message}${hint}`;
+};
+
+const holdsNul = (options: StartScriptOptions): boolean =>
+  [options.command, ...options.args, options.cwd].some((a) => a.includes("\0")) ||
+  Object.entries(options.env).some(([k, v]) => k.includes("\0") || v.includes("\0"));
+
+/** The exit of a raw wait status (undefined: unknown, the spawner ended before the script). */
+const exitOfStatus = (status: number | undefined): ScriptExit => {
+  if (status === undefined) return { exitCode: 1, signal: null, startError: "the agent's script spawner ended before the script did" };
+  if ((status & 0x7f) === 0) return { exitCode: (status >> 8) & 0xff, signal: null };
+  const signal = signalName(status & 0x7f);
+  return { exitCode: 128 + (status & 0x7f), signal };
+};
+
+/**
+ * Starts the script through the worker's spawner (script-spawner.ts): what startScript makes, but
+ * stderr is `stderrPipe` (a FIFO, as stdout) and the agent does not fork. Both write ends are
+ * closed here once the spawner answered. Undefined: the spawner is gone, start it with startScript.
+ */
+export const startScriptWith = async (
+  spawner: ScriptSpawner,
+  options: StartScriptOptions & { readonly stdoutPath: string; readonly stderrPipe: CapturePipe },
+): Promise<RunningScript | undefined> => {
+  const { stderrPipe } = options;
+  if (holdsNul(options)) {
+    stderrPipe.closeWriteEnd();
+    return { ...notStarted(options, describeSpawnRefusal(options, undefined)), stderr: stderrPipe.reader };
+  }
+  let settle: (exit: ScriptExit) => void = () => undefined;
+  const exited = new Promise<ScriptExit>((resolve) => (settle = resolve));
+  const answer = await spawner.start(
+    {
+      command: options.command,
+      args: options.args,
+      cwd: options.cwd,
+      env: options.env,
+      stdoutPath: options.stdoutPath,
+      stderrPath: `/proc/${process.pid}/fd/${stderrPipe.writeFd}`,
+    },
+    (status) => settle(exitOfStatus(status)),
+  );
+  stderrPipe.closeWriteEnd();
+  if ("unusable" in answer) return undefined;
+  if ("errno" in answer) {
+    if (!spawner.alive) return undefined;
+    const startError = startErrorOf(options.command, `spawn ${options.command} ${answer.errno}`, answer.errno);
+    return {
+      pid: undefined,
+      stdout: undefined,
+      stderr: stderrPipe.reader,
+      exited: Promise.resolve({ exitCode: 127, signal: null, startError }),
+      signalGroup: () => false,
+      terminate: () => Promise.resolve(),
+    };
+  }
+  return { pid: answer.pid, stdout: undefined, stderr: stderrPipe.reader, exited, ...groupControl(answer.pid) };
+};
+
 export const startScript = (options: StartScriptOptions): RunningScript => {
   const { command, args } = options;
   let child: ChildProcess;
@@ -96,35 +188,13 @@ export const startScript = (options: StartScriptOptions): RunningScript => {
   const exited = new Promise<ScriptExit>((resolve) => {
     child.once("error", (err) => {
       // Only a failed start reaches here without an exit: report it as a shell would (127).
-      // A program not found on PATH (ENOENT, or EACCES from a PATH dir it may not search) gets what to install (issue 13).
-      const hint = ["ENOENT", "EACCES"].includes(String((err as NodeJS.ErrnoException).code)) ? `; ${missingInterpreterHint(command)}` : "";
       if (child.pid === undefined)
-        resolve({ exitCode: 127, signal: null, startError: `cannot start ${JSON.stringify(command)}: ${err.message}${hint}` });
+        resolve({ exitCode: 127, signal: null, startError: startErrorOf(command, err.message, (err as NodeJS.ErrnoException).code) });
     });
     child.once("exit", (code, signal) => {
       resolve({ exitCode: code ?? (signal ? exitStatusFromSignal(signal) : 1), signal });
     });
   });
 
-  const signalGroup = (signal: NodeJS.Signals | 0): boolean => {
-    if (pid === undefined) return false;
-    try {
-      process.kill(-pid, signal);
-      return true;
-    } catch {
-      return false; // ESRCH: the group is empty
-    }
-  };
-
-  const terminate = async (graceMs: number): Promise<void> => {
-    if (pid === undefined || !signalGroup("SIGTERM")) return;
-    const deadline = Date.now() + graceMs;
-    while (Date.now() < deadline) {
-      await sleep(Math.min(10, Math.max(1, deadline - Date.now())));
-      if (!groupHasLiveMember(pid)) return;
-    }
-    signalGroup("SIGKILL");
-  };
-
-  return { pid, stdout: child.stdout ?? undefined, stderr: child.stderr!, exited, signalGroup, terminate };
+  return { pid, stdout: child.stdout ?? undefined, stderr: child.stderr!, exited, ...groupControl(pid) };
 };

@@ -31,14 +31,23 @@ const MAX_LINE_BYTES = 8 * 1024 * 1024;
 
 export const errorResponse = (code: string, message: string, exit = 1): SocketResponse => ({ ok: false, error: { code, message }, exit });
 
-export const startSocketServer = async (path: string, handle: SocketHandler, logger: Logger): Promise<SocketServer> => {
+/**
+ * `fresh`: `path` is in a directory made for this job a moment ago, so nothing can be there yet and
+ * no stale socket is removed first (an lstat that fails, per job).
+ */
+export const startSocketServer = async (
+  path: string,
+  handle: SocketHandler,
+  logger: Logger,
+  options: { readonly fresh?: boolean } = {},
+): Promise<SocketServer> => {
   const connections = new Set<Socket>();
   const server: Server = createServer((socket) => {
     connections.add(socket);
     socket.once("close", () => connections.delete(socket));
     serveConnection(socket, handle, logger);
   });
-  await rm(path, { force: true });
+  if (options.fresh !== true) await rm(path, { force: true });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(path, () => {
@@ -52,8 +61,8 @@ export const startSocketServer = async (path: string, handle: SocketHandler, log
     path,
     close: async () => {
       for (const s of connections) s.destroy();
+      // libuv unlinks a listening Unix socket's path when it closes it: nothing is left to remove.
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await rm(path, { force: true });
     },
   };
 };

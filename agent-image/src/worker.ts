@@ -23,7 +23,7 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
-import { rm } from "node:fs/promises";
+import { rm, rmdir } from "node:fs/promises";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient, newAgentApiDispatcher } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
@@ -32,6 +32,7 @@ import { agentJobOptions, deferred, outcomeFields } from "./job-kit.js";
 import type { JobOutcome, JobTimings } from "./job-kit.js";
 import type { Logger } from "./logger.js";
 import { runJob } from "./run-job.js";
+import { ScriptSpawner } from "./script-spawner.js";
 
 export type { WorkerJob, WorkerReply } from "@flowsvc/core";
 
@@ -52,7 +53,21 @@ export interface WorkerOptions {
   /** The backend of one job; by default the agent API over HTTP with the job's token. */
   readonly backendFor?: (job: WorkerJob, logger: Logger) => AgentBackend;
   readonly timings?: Partial<JobTimings>;
+  /** false: scripts start with Node's spawn even where the native spawner was built. */
+  readonly useSpawner?: boolean;
 }
+
+/**
+ * The job's directory, gone: one rmdir when the job left it empty (its scratch files remove
+ * themselves), else (the script left files, or the job never made it) the recursive removal.
+ */
+const removeJobDir = async (dir: string): Promise<void> => {
+  try {
+    await rmdir(dir);
+  } catch {
+    await rm(dir, { recursive: true, force: true });
+  }
+};
 
 export const WORKER_EXIT = { stopped: 0, agentFailure: 1, protocolError: 2 } as const;
 
@@ -72,6 +87,13 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   // a new TCP connection (and a server accept) per job. Each request carries its own job's token;
   // a job's client closing aborts its own calls only. Made on the first job (tests give backendFor).
   let dispatcher: ReturnType<typeof newAgentApiDispatcher> | undefined;
+  // The scripts' spawner (script-spawner.ts), made at the first script job; null: none on this host.
+  let spawner: ScriptSpawner | null | undefined;
+  const scriptSpawner = (): ScriptSpawner | undefined => {
+    if (options.useSpawner === false) return undefined;
+    spawner ??= ScriptSpawner.create() ?? null;
+    return spawner ?? undefined;
+  };
 
   /**
    * Takes no more jobs and exits with `code` once the current job (if any) settled; `stopJob`
@@ -114,6 +136,7 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
           ...agentJobOptions(config, job, { logger: log, stop: stop.signal, agentPid: options.agentPid, timings: options.timings }),
           ownsWorkdir: true,
           onGroup: (pgid) => channel.send({ type: "group", jobId: job.jobId, pgid }),
+          spawner: scriptSpawner,
         },
       );
     } catch (err) {
@@ -124,9 +147,7 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
     log.info(outcomeFields(outcome), "job done");
     // The job's directory is this agent user's: removing it here spares the launcher starting a
     // process to do it (it only checks that nothing is left, and removes what is).
-    await rm(job.workdir, { recursive: true, force: true }).catch((err: unknown) =>
-      log.warn({ err }, "could not remove the job's directory"),
-    );
+    await removeJobDir(job.workdir).catch((err: unknown) => log.warn({ err }, "could not remove the job's directory"));
     current = undefined;
     if (ending !== undefined) exit.resolve(ending);
     else channel.send({ type: "done", jobId: job.jobId, outcome: outcome.type });
@@ -157,6 +178,7 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   // Nothing runs once the worker is over: its connections go too (main.ts exits anyway; a test may not).
   const exited = exit.promise.then(async (code) => {
     await dispatcher?.destroy().catch(() => undefined);
+    await spawner?.close();
     return code;
   });
   return { stop: (reason) => end(WORKER_EXIT.stopped, reason, true), exited };

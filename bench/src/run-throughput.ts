@@ -11,7 +11,8 @@
  * the embedded Postgres every 20 ms, so the watcher costs the server nothing.
  *
  * RUN_THROUGHPUT_AGENTS sets `flow server --agents` (default 4, as `flow server`'s own default);
- * RUN_THROUGHPUT_ROUNDS the bursts (default 3).
+ * RUN_THROUGHPUT_ROUNDS the bursts (default 3). RUN_THROUGHPUT_NODE_OPTIONS is given to the server as
+ * NODE_OPTIONS, which its agents inherit (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile both).
  */
 import { spawn } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
@@ -27,6 +28,7 @@ const IN_FLIGHT = 8;
 const AGENTS = Number(process.env["RUN_THROUGHPUT_AGENTS"] ?? 4);
 const ROUNDS = Number(process.env["RUN_THROUGHPUT_ROUNDS"] ?? 3);
 const SCRIPT = "echo hi\n";
+const NODE_OPTIONS = process.env["RUN_THROUGHPUT_NODE_OPTIONS"];
 
 const load = (): string => `load ${loadavg()[0]!.toFixed(2)}`;
 
@@ -144,6 +146,10 @@ const cpuNow = (serverPid: number): Cpu & { agentPids: Set<number> } => {
       out.agents += p.children;
     } else if (p.cmd.includes("agent-image/dist/main.js")) {
       out.agentPids.add(p.pid);
+      out.agents += p.own;
+      out.scripts += p.children;
+    } else if (p.cmd.includes("flow-spawner")) {
+      // A worker's script spawner (its agent's child, alive as long as it): its scripts are its children.
       out.agents += p.own;
       out.scripts += p.children;
     } else if (p.cmd.includes("postgres")) out.postgres += p.own + p.children;
@@ -264,7 +270,7 @@ const report = (i: number, b: Burst, floorMs: number): void => {
 };
 
 const main = async (): Promise<void> => {
-  const server = await startBenchServer(AGENTS);
+  const server = await startBenchServer(AGENTS, NODE_OPTIONS ? { NODE_OPTIONS } : {});
   const db = await connectEmbedded(server.dataDir);
   try {
     // Warm-up: every agent of the pool started, the server's code paths compiled.

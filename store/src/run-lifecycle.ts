@@ -315,21 +315,27 @@ type Uncollected = { name: string; status: string; exit_code: number | null };
  * An ending run's first steps in one statement: its leases are released (as releaseRunLeases;
  * each group's next waiter is granted) and its activities nobody collected are listed (as
  * uncollectedActivities). With `jobId` (a script job's successful finish) that live job is done
- * too (as endLiveJob), and a job no longer live is refused with `job_lost` (the caller's
- * transaction then rolls back what this statement did).
+ * too (as endLiveJob), and a job no longer live (or, with `tokenDigest`, no longer held by that
+ * token) is refused with `job_lost` (the caller's transaction then rolls back what this statement did).
  */
-const releaseLeasesListUncollected = async (db: PoolClient, runId: string, jobId?: string): Promise<Uncollected[]> => {
+const releaseLeasesListUncollected = async (
+  db: PoolClient,
+  runId: string,
+  job?: { readonly id: string; readonly tokenDigest: Buffer | undefined },
+): Promise<Uncollected[]> => {
+  const jobId = job?.id;
   const { rows } = await db.query<{ job_ended: boolean; released: Array<{ project_id: string; grp: string }>; uncollected: Uncollected[] }>(
     `with job as (
        update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
-        where $2::text is not null and id = $2 and status in ('dispatched', 'running') returning 1),
+        where $2::text is not null and id = $2 and ($3::bytea is null or token_digest = $3)
+          and status in ('dispatched', 'running') returning 1),
      released as (
        update lock_leases set released_at = now() where run_id = $1 and released_at is null returning project_id, grp)
      select exists (select from job) as job_ended,
             (select coalesce(jsonb_agg(distinct jsonb_build_object('project_id', project_id, 'grp', grp)), '[]') from released) as released,
             (select coalesce(jsonb_agg(jsonb_build_object('name', name, 'status', status, 'exit_code', exit_code) order by position), '[]')
                from activities where run_id = $1 and not collected) as uncollected`,
-    [runId, jobId ?? null],
+    [runId, jobId ?? null, job?.tokenDigest ?? null],
   );
   const { job_ended, released, uncollected } = rows[0]!;
   if (jobId !== undefined && !job_ended) throw jobEnded(jobId);
@@ -350,10 +356,13 @@ interface RunEnding {
   readonly publicUrl: string | undefined;
   /** A live job of the run that is done with it, in the run's first statement (releaseLeasesListUncollected). */
   readonly jobId?: string;
+  /** With `jobId`: the job must still be held by this token (see endLiveJob). */
+  readonly tokenDigest?: Buffer | undefined;
 }
 
-const endRun = async (db: PoolClient, { runId, outcome, publicUrl, jobId }: RunEnding): Promise<boolean> => {
-  const note = uncollectedNote(await releaseLeasesListUncollected(db, runId, jobId));
+const endRun = async (db: PoolClient, { runId, outcome, publicUrl, jobId, tokenDigest }: RunEnding): Promise<boolean> => {
+  const job = jobId === undefined ? undefined : { id: jobId, tokenDigest };
+  const note = uncollectedNote(await releaseLeasesListUncollected(db, runId, job));
   if (note !== undefined) await appendAnnotation(db, runId, note);
   const { output, error, extra } = outcomeColumns(outcome);
   const ended = await finishRun(db, runId, { status: outcome.status, output, error });
@@ -392,12 +401,14 @@ export const retryIfAllowed = async (db: PoolClient, runId: string, jobId: strin
 /**
  * A live job (dispatched or running) is done: its token dies with it. False when it was not live
  * any more (finished already, or taken over): the caller must not end its run a second time.
+ * With `tokenDigest`, also false when the job is live under another token (dispatched again): a
+ * caller that did not look the token up first (the finish route's quick path) checks it here.
  */
-const endLiveJob = async (tx: PoolClient, jobId: string): Promise<boolean> => {
+const endLiveJob = async (tx: PoolClient, jobId: string, tokenDigest?: Buffer): Promise<boolean> => {
   const { rowCount } = await tx.query(
     `update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
-      where id = $1 and status in ('dispatched', 'running')`,
-    [jobId],
+      where id = $1 and ($2::bytea is null or token_digest = $2) and status in ('dispatched', 'running')`,
+    [jobId, tokenDigest ?? null],
   );
   return (rowCount ?? 0) > 0;
 };
@@ -407,6 +418,11 @@ const jobEnded = (jobId: string): FlowError =>
 
 export interface ScriptJobFinish {
   job: { id: string; run_id: string };
+  /**
+   * The digest of the token the finish came with: the job must still be held by it. The route's
+   * quick path (a token seen live at the claim, not looked up again) relies on this check.
+   */
+  tokenDigest?: Buffer | undefined;
   exitCode: number;
   /** The script's outputs (`flow output`), as the agent sent them: masked here before they are stored. */
   outputs: Record<string, string>;
@@ -433,10 +449,16 @@ export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promi
   if (f.exitCode === 0) {
     const output = { ...(f.masker.json(f.outputs) as Record<string, string>), exit_code: 0, duration_ms: f.durationMs };
     // The job's end rides on the run's first statement (one round trip fewer); not live: job_lost.
-    await endRun(tx, { runId, outcome: { status: "succeeded", output }, publicUrl: f.publicUrl, jobId: f.job.id });
+    await endRun(tx, {
+      runId,
+      outcome: { status: "succeeded", output },
+      publicUrl: f.publicUrl,
+      jobId: f.job.id,
+      tokenDigest: f.tokenDigest,
+    });
     return "succeeded";
   }
-  if (!(await endLiveJob(tx, f.job.id))) throw jobEnded(f.job.id);
+  if (!(await endLiveJob(tx, f.job.id, f.tokenDigest))) throw jobEnded(f.job.id);
   const error = f.masker.text(f.error ?? `the script exited with code ${f.exitCode}`);
   if (await retryIfAllowed(tx, runId, f.job.id, error)) return "retrying";
   await completeRun(tx, runId, { status: "failed", error, output: { exit_code: f.exitCode, duration_ms: f.durationMs } }, f.publicUrl);

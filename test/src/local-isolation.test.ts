@@ -67,16 +67,22 @@ const childrenOf = (pid: number): number[] =>
       }
     });
 
-/** The process groups the agents started (their scripts): children of `agents` that lead a group. */
+/**
+ * The process groups the agents started (their scripts): children of `agents`, or of a worker's
+ * script spawner (agent-image/native/spawner.c, the agent's child), that lead a group.
+ */
 const scriptGroupsOf = (agents: readonly number[]): number[] =>
-  agents.flatMap(childrenOf).filter((p) => {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, "latin1");
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) === p;
-    } catch {
-      return false;
-    }
-  });
+  agents
+    .flatMap(childrenOf)
+    .flatMap((p) => [p, ...childrenOf(p)])
+    .filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, "latin1");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) === p;
+      } catch {
+        return false;
+      }
+    });
 
 const uidOf = (pid: number): number => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
 

@@ -21,7 +21,7 @@ interface Pkg {
 }
 
 /** What of a workspace package the agent runs with: its built code and the in-script clients. */
-const WORKSPACE_PARTS = ["package.json", "dist", "bin", "bin-node"];
+const WORKSPACE_PARTS = ["package.json", "dist", "bin", "bin-node", "libexec"];
 
 /** Node's lookup of a bare package name: `node_modules/<name>` in `from` and each directory above it. */
 const findPackageDir = (name: string, from: string): string | undefined => {

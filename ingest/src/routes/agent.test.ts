@@ -215,6 +215,34 @@ test("a finished job's token is lost: every route answers 409 job_lost and write
   assert.equal(await runStatus(job.runId), "succeeded");
 });
 
+test("a token seen at its claim whose job was dispatched again: its finish is job_lost and writes nothing; the new token's finish lands", async () => {
+  const old = await startScriptJob(t);
+  await claim(old); // the server has seen this token's job live: its finish takes the quick path
+  // The lease lapsed and the job went to another agent: as the dispatcher requeues and dispatches it.
+  await t.db.pool.query(`update jobs set status = 'queued', token_digest = null, lease_expires_at = null where id = $1`, [old.jobId]);
+  const next = await dispatchJob(t, old.runId);
+  assert.equal(next.jobId, old.jobId);
+  const logs = await countRows(t, "run_logs");
+  for (const body of [
+    { exit_code: 0, duration_ms: 1, log: [{ stream: "stdout", data: "stale\n" }] },
+    { exit_code: 3, duration_ms: 1, error: "stale failure" },
+  ]) {
+    const res = await agent("finish", old, body);
+    assertError(
+      res,
+      409,
+      /this job's lease is gone: it finished, or it was dispatched again to another agent/,
+      `stale finish exit ${body.exit_code}`,
+    );
+    assert.equal(await runStatus(old.runId), "running", "a stale finish changes nothing");
+  }
+  assert.equal(await countRows(t, "run_logs"), logs);
+  await claim(next);
+  const done = await agent("finish", next, { exit_code: 0, duration_ms: 1 });
+  assert.equal(done.status, 200, done.text);
+  assert.equal(await runStatus(old.runId), "succeeded");
+});
+
 test("a different call at a recorded position is the determinism refusal (422), naming both calls", async () => {
   const job = await startScriptJob(t);
   await claim(job);

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyPluginCallback } from "fastify";
+import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   AnnotateRequestSchema,
   createValueMasker,
@@ -104,6 +104,23 @@ const annotateRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void
 
 const NOTHING_TO_MASK = createValueMasker([]);
 
+/**
+ * The finishing job, and its body when it takes the quick path: a script job seen live at its claim
+ * is not looked up again; the finish's own statements check that its token still holds it (store's
+ * finishScriptJob with tokenDigest), and a job lost meanwhile is job_lost with nothing written (its
+ * transaction rolls back). A body that does not parse takes the long way, so a lost job is told so
+ * (409) before its body is judged.
+ */
+const finishingJob = async (
+  pool: RouteDeps["pool"],
+  req: FastifyRequest,
+): Promise<{ job: LeasedJobInScope & { digest: Buffer }; quick?: FinishRequest }> => {
+  const seen = lastSeenJobOfRequest(req);
+  const quick = seen?.kind === "run" ? FinishRequestSchema.safeParse(req.body) : undefined;
+  if (seen && quick?.success) return { job: seen, quick: quick.data };
+  return { job: await jobOfRequest(pool, req) };
+};
+
 /** Exit 0 and no outputs: the finish stores no text the script wrote (an error is read only on failure). */
 const succeededBare = (body: FinishRequest): boolean => body.exit_code === 0 && Object.keys(body.outputs).length === 0;
 
@@ -111,7 +128,7 @@ const succeededBare = (body: FinishRequest): boolean => body.exit_code === 0 && 
 const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDeps): void => {
   // The body may carry the job's last log batch (as large as one /log request).
   app.post("/agent/v1/finish", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
-    const job = await jobOfRequest(pool, req);
+    const { job, quick } = await finishingJob(pool, req);
     if (job.kind === "node") {
       const body = FinishRequestSchema.parse(req.body);
       const { masker } = await maskers.forRun(job.run_id);
@@ -127,12 +144,13 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
     if (job.kind !== "run") {
       throw new FlowError("invalid_argument", "an activity job ends with POST /agent/v1/finish-activity, not /agent/v1/finish");
     }
-    const body = FinishRequestSchema.parse(req.body);
+    const body = quick ?? FinishRequestSchema.parse(req.body);
     // The run's masker: outputs and the error text are stored masked, so the run.* events are too.
     // A success with no outputs stores neither: no look-up (two queries) for a masker with nothing to mask.
     const { masker } = succeededBare(body) ? { masker: NOTHING_TO_MASK } : await maskers.forRun(job.run_id);
     const finish = {
       job,
+      tokenDigest: job.digest,
       exitCode: body.exit_code,
       outputs: body.outputs,
       error: body.error,
@@ -143,6 +161,9 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
     const status = await withTransaction(pool, async (tx) => {
       await appendLogs(tx, job.run_id, job.id, body.log ?? []);
       return finishScriptJob(tx, finish);
+    }).catch((err: unknown) => {
+      // The quick path's lost job answers as the token lookup would have.
+      throw err instanceof FlowError && err.code === "job_lost" && quick ? jobLost() : err;
     });
     req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
     return { status };
