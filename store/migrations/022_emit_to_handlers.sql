@@ -52,6 +52,8 @@ begin
   perform pg_advisory_xact_lock(hashtextextended('handlers-in-flight' || chr(31) || p, 16))
      from (select distinct r->>'project_id' as p from jsonb_array_elements(p_runs) as r order by 1) o;
 
+  -- createRuns's count of handler runs in flight; the statuses are runs_handler_in_flight's predicate
+  -- (migration 003), so that index serves it.
   if exists (
     select 1 from (select r->>'project_id' as project_id, count(*) as wanted from jsonb_array_elements(p_runs) as r group by 1) w
      where w.wanted + (select count(*) from runs r
