@@ -71,6 +71,19 @@ void test("worker mode refuses a token in its environment, and an unknown mode i
   assert.deepEqual(problems, ['FLOW_AGENT_MODE: must be "job" (the default) or "worker"']);
 });
 
+void test("FLOW_AGENT_SPAWNER=off turns a worker's script spawner off (on by default); another value is named", () => {
+  const worker = { FLOW_SERVER_URL: "http://127.0.0.1:8080", FLOW_AGENT_MODE: "worker" };
+  const spawnerOf = (env: Record<string, string>) => {
+    const c = parseAgentConfig(env);
+    return c.mode === "worker" ? c.spawner : "not a worker";
+  };
+  assert.equal(spawnerOf(worker), true);
+  assert.equal(spawnerOf({ ...worker, FLOW_AGENT_SPAWNER: "on" }), true);
+  assert.equal(spawnerOf({ ...worker, FLOW_AGENT_SPAWNER: "off" }), false);
+  for (const bad of ["OFF", "off\u0000", "0", "false", "of%66", "\ud800"])
+    assert.deepEqual(problemsOf({ ...worker, FLOW_AGENT_SPAWNER: bad }), ['FLOW_AGENT_SPAWNER: must be "on" (the default) or "off"'], bad);
+});
+
 void test("FLOW_AGENT_LOG_LEVEL sets the least level of the agent's lines (info by default); another value is named", () => {
   assert.equal(parseAgentConfig(good).logLevel, "info");
   assert.equal(parseAgentConfig({ ...good, FLOW_AGENT_LOG_LEVEL: "warn" }).logLevel, "warn");

@@ -73,6 +73,7 @@ const WorkerEnvSchema = z.object({
   FLOW_AGENT_MODE: z.literal("worker"),
   // Each job brings its own over IPC; one in the environment is a launcher mistake, not a default.
   FLOW_JOB_TOKEN: z.undefined({ error: "must not be set with FLOW_AGENT_MODE=worker (each job brings its own token)" }).optional(),
+  FLOW_AGENT_SPAWNER: z.enum(["on", "off"], { error: 'must be "on" (the default) or "off"' }).optional(),
 });
 
 interface CommonConfig {
@@ -98,6 +99,11 @@ export interface JobAgentConfig extends CommonConfig {
 /** Worker mode: the token, agent id and working directory come with each job (worker.ts). */
 export interface WorkerAgentConfig extends CommonConfig {
   readonly mode: "worker";
+  /**
+   * false (FLOW_AGENT_SPAWNER=off): scripts start with Node's spawn even where the native spawner
+   * (script-spawner.ts) was built. Unset: the spawner where the host has one.
+   */
+  readonly spawner?: boolean;
 }
 
 export type AgentConfig = JobAgentConfig | WorkerAgentConfig;
@@ -128,7 +134,7 @@ export const parseAgentConfig = (env: Readonly<Record<string, string | undefined
     agentEnv: { ...env },
     logLevel: e.FLOW_AGENT_LOG_LEVEL ?? "info",
   };
-  if (e.FLOW_AGENT_MODE === "worker") return { ...common, mode: "worker" };
+  if (e.FLOW_AGENT_MODE === "worker") return { ...common, mode: "worker", spawner: e.FLOW_AGENT_SPAWNER !== "off" };
   const token = "FLOW_JOB_TOKEN_FILE" in e ? readTokenFile(e.FLOW_JOB_TOKEN_FILE) : e.FLOW_JOB_TOKEN;
   return { ...common, mode: "job", jobToken: token, agentId: e.FLOW_AGENT_ID, workdir: e.FLOW_AGENT_WORKDIR ?? tmpdir() };
 };

@@ -1,8 +1,10 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, readdir, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { LogChunk } from "@flowsvc/core";
 import { FlowError } from "@flowsvc/core";
 import { fakeBackend, scriptClaim, type FakeBackend } from "./agent-test-kit.js";
@@ -71,11 +73,11 @@ const job = (n: number): WorkerJob => ({
 });
 
 /** A worker whose jobs claim `claims[token]` from a fake backend of their own. */
-const worker = (claims: Record<string, AnyClaim | Error>) => {
+const worker = (claims: Record<string, AnyClaim | Error>, workerConfig: WorkerAgentConfig = config) => {
   const end = launcherEnd();
   const backends: Array<[string, FakeBackend]> = [];
   const w: AgentWorker = startWorker({
-    config,
+    config: workerConfig,
     channel: end.channel,
     logger: silentLogger,
     agentPid: 4242,
@@ -152,6 +154,23 @@ void test("a worker runs jobs one after another, each with its own token, agent 
   for (const m of end.groups) assert.ok(m.type === "group" && Number.isInteger(m.pgid) && m.pgid > 1);
   w.stop("test");
   assert.equal(await w.exited, 0);
+});
+
+void test("FLOW_AGENT_SPAWNER=off: the worker starts its scripts itself; by default the native spawner starts them where it was built", async () => {
+  const source = 'echo "parent=$(cat /proc/$PPID/comm)"\n';
+  const parentOf = async (workerConfig: WorkerAgentConfig, n: number): Promise<string> => {
+    const { w, end, backends } = worker({ [`tok-${n}`]: scriptClaim({ job_id: `job-${n}`, source }) }, workerConfig);
+    await end.until(1);
+    end.deliver(job(n));
+    await end.until(2);
+    w.stop("test");
+    assert.equal(await w.exited, 0);
+    return stdoutOf(backends[0]![1]);
+  };
+  const self = readFileSync("/proc/self/comm", "utf8").trim();
+  assert.equal(await parentOf({ ...config, spawner: false }, 1), `parent=${self}\n`, "off: the worker's own process");
+  if (existsSync(fileURLToPath(new URL("../libexec/flow-spawner", import.meta.url))))
+    assert.equal(await parentOf(config, 2), "parent=flow-spawner\n", "unset: the spawner");
 });
 
 void test("a stop while a job runs ends its script by the stop path, sends no done and exits 0", async () => {

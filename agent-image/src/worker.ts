@@ -53,8 +53,6 @@ export interface WorkerOptions {
   /** The backend of one job; by default the agent API over HTTP with the job's token. */
   readonly backendFor?: (job: WorkerJob, logger: Logger) => AgentBackend;
   readonly timings?: Partial<JobTimings>;
-  /** false: scripts start with Node's spawn even where the native spawner was built. */
-  readonly useSpawner?: boolean;
 }
 
 /**
@@ -90,7 +88,7 @@ export const startWorker = (options: WorkerOptions): AgentWorker => {
   // The scripts' spawner (script-spawner.ts), made at the first script job; null: none on this host.
   let spawner: ScriptSpawner | null | undefined;
   const scriptSpawner = (): ScriptSpawner | undefined => {
-    if (options.useSpawner === false) return undefined;
+    if (config.spawner === false) return undefined;
     spawner ??= ScriptSpawner.create() ?? null;
     return spawner ?? undefined;
   };

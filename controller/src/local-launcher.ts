@@ -37,6 +37,8 @@ export interface LocalLauncherOptions {
    * warn: their info lines repeat what the server logs of each job: assigned, claimed, finished).
    */
   agentLogLevel?: "debug" | "info" | "warn" | "error";
+  /** false: the agents start scripts with Node's spawn, not the native spawner (FLOW_AGENT_SPAWNER=off). */
+  scriptSpawner?: boolean;
 }
 
 /**
@@ -212,6 +214,7 @@ export class LocalLauncher implements Launcher {
       FLOW_AGENT_CAPABILITIES: this.#opts.capabilities.join(","),
       FLOW_CLIENT_DIR: this.#opts.clientDir,
       FLOW_AGENT_LOG_LEVEL: this.#opts.agentLogLevel ?? "warn",
+      ...(this.#opts.scriptSpawner === false ? { FLOW_AGENT_SPAWNER: "off" } : {}),
     });
     const user = this.#opts.runAs;
     const child = spawn(process.execPath, [this.#opts.agentMain], {

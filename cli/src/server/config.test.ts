@@ -42,6 +42,13 @@ void test("every bad value is reported at once, each under its name", () => {
   assert.match(problem({}, { FLOWSVC_AGENT_MAX_JOBS: "2.5" }), /FLOWSVC_AGENT_MAX_JOBS must be/);
 });
 
+void test("FLOWSVC_AGENT_SPAWNER: on by default, off turns the local agents' script spawner off; another value is refused", () => {
+  assert.equal(loadServerConfig({}, home).agentSpawner, "on");
+  assert.equal(loadServerConfig({}, { ...home, FLOWSVC_AGENT_SPAWNER: "off" }).agentSpawner, "off");
+  for (const bad of ["no", "Off", "off\u0000", "LD_PRELOAD=x"])
+    assert.match(problem({}, { FLOWSVC_AGENT_SPAWNER: bad }), /FLOWSVC_AGENT_SPAWNER must be "on" \(the default\) or "off"/, bad);
+});
+
 void test("an external database without its master key is refused with how to make one", () => {
   const message = problem({}, { FLOWSVC_DATABASE_URL: "postgres://u:p@db.example:5432/flowsvc" });
   assert.match(message, /FLOWSVC_DATABASE_URL is set but FLOWSVC_MASTER_KEY is not/);

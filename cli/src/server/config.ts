@@ -39,6 +39,7 @@ const ServerConfigSchema = z.object({
     .min(100)
     .max(86_400_000)
     .default(60_000),
+  agentSpawner: z.enum(["on", "off"], { error: 'FLOWSVC_AGENT_SPAWNER must be "on" (the default) or "off"' }).default("on"),
   agentUser: z
     .string()
     .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "FLOWSVC_AGENT_USER must be a user name (lower-case letters, digits, _ and -, at most 32)")
@@ -97,6 +98,7 @@ const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<k
   leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
   agentMaxJobs: envSetting(env, "FLOWSVC_AGENT_MAX_JOBS"),
   agentIdleMs: envSetting(env, "FLOWSVC_AGENT_IDLE_MS"),
+  agentSpawner: envSetting(env, "FLOWSVC_AGENT_SPAWNER"),
   agentUser: envSetting(env, "FLOWSVC_AGENT_USER"),
   logLevel: flags.logLevel ?? env["FLOWSVC_LOG_LEVEL"],
   databaseUrl: envSetting(env, "FLOWSVC_DATABASE_URL"),

@@ -243,6 +243,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
           baseEnv: agentSetup.env,
           maxJobsPerAgent: config.agentMaxJobs,
           idleMs: config.agentIdleMs,
+          scriptSpawner: config.agentSpawner === "on",
           // At debug the agents' own lines (each script's pid, say) join the server's.
           agentLogLevel: config.logLevel === "debug" || config.logLevel === "trace" ? "info" : "warn",
           log,
