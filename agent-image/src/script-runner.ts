@@ -156,14 +156,7 @@ export const startScriptWith = async (
   if ("errno" in answer) {
     if (!spawner.alive) return undefined;
     const startError = startErrorOf(options.command, `spawn ${options.command} ${answer.errno}`, answer.errno);
-    return {
-      pid: undefined,
-      stdout: undefined,
-      stderr: stderrPipe.reader,
-      exited: Promise.resolve({ exitCode: 127, signal: null, startError }),
-      signalGroup: () => false,
-      terminate: () => Promise.resolve(),
-    };
+    return { ...notStarted(options, startError), stderr: stderrPipe.reader };
   }
   return { pid: answer.pid, stdout: undefined, stderr: stderrPipe.reader, exited, ...groupControl(answer.pid) };
 };
