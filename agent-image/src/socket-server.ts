@@ -88,8 +88,10 @@ const serveConnection = (socket: Socket, handle: SocketHandler, logger: Logger):
     busy = true;
     try {
       for (let line = lines.shift(); line !== undefined; line = lines.shift()) {
-        if (line.toString("utf8").trim() === "") continue;
-        const request = parseRequest(line);
+        // One UTF-8 decode per line (a step.complete carries up to 2 MiB of stdout as base64).
+        const text = line.toString("utf8");
+        if (text.trim() === "") continue;
+        const request = parseRequest(text);
         if ("error" in request) {
           write(socket, request.error);
           continue;
@@ -129,10 +131,10 @@ const serveConnection = (socket: Socket, handle: SocketHandler, logger: Logger):
   });
 };
 
-const parseRequest = (line: Buffer): { value: Record<string, unknown> } | { error: SocketResponse } => {
+const parseRequest = (line: string): { value: Record<string, unknown> } | { error: SocketResponse } => {
   let value: unknown;
   try {
-    value = JSON.parse(line.toString("utf8"));
+    value = JSON.parse(line);
   } catch {
     return { error: errorResponse("invalid_argument", "a socket request must be one JSON object per line") };
   }
