@@ -1,3 +1,4 @@
+import { createServer, type RequestListener, type Server } from "node:http";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { FlowError, REQUEST_ID_HEADER, assertStorableJson, pathParamProblem, queryProblem, saneRequestId } from "@flowsvc/core";
 import { ServiceMetrics, mintId } from "@flowsvc/store";
@@ -5,6 +6,7 @@ import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
 import { LogLineIndexes } from "./log-lines.js";
 import { observe } from "./observability.js";
+import { HookFront } from "./hook-front.js";
 import { catalogRoutes } from "./openapi/document.js";
 import { openApiRoutes } from "./openapi/routes.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
@@ -55,9 +57,39 @@ const guardInput = (app: FastifyInstance): void => {
   });
 };
 
+/** Fastify's server options that its own node:http server would have taken (its defaults: fastify/lib/server.js). */
+interface ServerOptions {
+  keepAliveTimeout: number;
+  requestTimeout: number;
+  connectionTimeout: number;
+  maxRequestsPerSocket: number;
+}
+
+/**
+ * The node:http server Fastify would make (same settings), whose request listener lets `front`
+ * take plain hook deliveries (hook-front.ts) and hands every other request to Fastify.
+ */
+const serverWithFront = (front: HookFront, fastify: RequestListener, opts: ServerOptions): Server => {
+  const server = createServer((req, res) => {
+    if (!front.take(req, res)) fastify(req, res);
+  });
+  server.keepAliveTimeout = opts.keepAliveTimeout;
+  server.requestTimeout = opts.requestTimeout;
+  server.setTimeout(opts.connectionTimeout);
+  if (opts.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = opts.maxRequestsPerSocket;
+  return server;
+};
+
+const fronts = new WeakMap<FastifyInstance, HookFront>();
+
+/** The app's hook front (hook-front.ts): which deliveries from a socket it served. */
+export const hookFrontOf = (app: FastifyInstance): HookFront | undefined => fronts.get(app);
+
 /** The HTTP surface: the user API (/api/v1), the agent API (/agent/v1) and health. */
 export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyInstance => {
+  const hookFront = new HookFront();
   const app = Fastify({
+    serverFactory: (handler, opts) => serverWithFront(hookFront, handler, opts as unknown as ServerOptions),
     loggerInstance: logger,
     bodyLimit: 1024 * 1024,
     // Agents post logs every 50 ms: per-request lines would drown the log. Errors are still logged.
@@ -76,10 +108,16 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     void reply.header(REQUEST_ID_HEADER, req.id);
     done();
   });
+  // A closing app answers every request itself (Fastify's 503), hook deliveries included.
+  app.addHook("preClose", (done) => {
+    hookFront.close();
+    done();
+  });
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   guardInput(app);
   // Every route registered from here on, for the OpenAPI document (openapi/document.ts).
+  fronts.set(app, hookFront);
   const routes = catalogRoutes(app);
   const metrics = deps.metrics ?? new ServiceMetrics({ pool: deps.pool });
   observe(app, metrics);
@@ -88,6 +126,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     metrics,
     maskers: createRunMaskers(deps.pool, deps.keyring),
     logLines: new LogLineIndexes(deps.pool),
+    hookFront,
   };
   // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
   // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).

@@ -4,6 +4,7 @@ import type { DispatchSlots, Keyring, Listener, ServiceMetrics } from "@flowsvc/
 import type { LocalAgentInfo } from "@flowsvc/controller";
 import type { RunMaskers } from "./run-masker.js";
 import type { LogLineIndexes } from "./log-lines.js";
+import type { HookFront } from "./hook-front.js";
 
 /** What the HTTP layer needs from the rest of the service; built once by the server. */
 export interface IngestDeps {
@@ -40,4 +41,6 @@ export interface RouteDeps extends IngestDeps {
   metrics: ServiceMetrics;
   /** Where each line of recently read run logs starts, cached per app (log-lines.ts). */
   logLines: LogLineIndexes;
+  /** Where the hook route installs its serving code for plain deliveries from a socket (hook-front.ts); unset: Fastify serves them all. */
+  hookFront?: HookFront;
 }

@@ -405,6 +405,36 @@ void test("a batch that is only its event rows commits in one round trip; whatev
   await gc.close();
 });
 
+void test("each probe of the one-statement record declines on its own, and only for its own project (migration 023's per-row lookups)", async () => {
+  const [p, q] = [await newProject(), await newProject()];
+  const gc = ingestCommitter();
+  const emit = (projectId: string, type: string) => gc.submit({ ...base, projectId, type });
+  await emit(p, "warm");
+  await emit(q, "warm"); // both projects' handlers known now: none
+  const alone = () => gc.stats.alone;
+  // A waiter parked in q on `w`: p's `w` still goes alone, q's does not (and the waiter gets it).
+  const waiter = await newRunningScript(q);
+  const wait = () =>
+    withTransaction(db.pool, (tx) => performCall(tx, waiter, { position: 0, kind: "wait-event", name: "w", ordinal: 0, args: {} }));
+  assert.equal((await wait()).status, "pending");
+  let before = alone();
+  await emit(p, "w");
+  assert.equal(alone(), before + 1, "another project's waiter does not decline");
+  const woke = await emit(q, "w");
+  assert.equal(alone(), before + 1, "its own project's waiter declines");
+  assert.equal(((await wait()).entry.result as { envelope: { event: string } }).envelope.event, woke.eventId);
+  // A live run of q with `c` in its cancel_on: the same.
+  const doomed = await newRunningScript(q);
+  await db.pool.query(`update runs set cancel_on = '{c}' where id = $1`, [doomed]);
+  before = alone();
+  await emit(p, "c");
+  assert.equal(alone(), before + 1, "another project's cancel_on does not decline");
+  await emit(q, "c");
+  assert.equal(alone(), before + 1, "its own project's cancel_on declines");
+  assert.equal((await db.pool.query<{ status: string }>(`select status from runs where id = $1`, [doomed])).rows[0]!.status, "cancelled");
+  await gc.close();
+});
+
 void test("a waiter that notes the bus position while a one-round-trip batch waits for its lock is given that batch's event", async () => {
   const p = await newProject();
   const gc = ingestCommitter();

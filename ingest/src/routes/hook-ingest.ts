@@ -4,15 +4,19 @@
  * bytes are kept for signatures whatever the content type. The 202 is sent only after the event's
  * transaction committed (group commit).
  */
-import type { FastifyPluginCallback, FastifyRequest } from "fastify";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   EMIT_BODY_LIMIT,
   FlowError,
   GITHUB_DELIVERY_HEADER,
+  REQUEST_ID_HEADER,
   GITHUB_EVENT_HEADER,
   GITHUB_SIGNATURE_HEADER,
   assertStorableJson,
+  httpStatusOf,
   redactSecretQuery,
+  saneRequestId,
   shapeGithubDelivery,
   trustOf,
   verifyGithubSignature,
@@ -24,14 +28,17 @@ import {
   emitBatch,
   hookSealName,
   hookSecretMatches,
+  mintId,
   type EmitInput,
   type EmitResult,
   type IngestHook,
   type HookRefusalReason,
   type Keyring,
+  type ServiceMetrics,
 } from "@flowsvc/store";
 import type { HookCache } from "../hook-cache.js";
-import type { IngestDeps } from "../deps.js";
+import type { RouteDeps } from "../deps.js";
+import { HOOK_ROUTE, type HookTarget, type ServeDelivery } from "../hook-front.js";
 import { toFlowError } from "../errors.js";
 import { api } from "../openapi/route-doc.js";
 
@@ -39,8 +46,19 @@ export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
 const SECRET_HELP =
   "send the hook's secret in the X-Flow-Hook-Secret header (or, when headers cannot be set, in the secret query parameter)";
 
+/**
+ * Who sent a delivery, as the route reads it: its headers, and its log (the request's child
+ * logger, made on first use: a delivery that logs nothing makes none).
+ */
+interface Sender {
+  headers: IncomingHttpHeaders;
+  log(): FastifyBaseLogger;
+  /** A debug line, only made when debug lines are written. */
+  debug(obj: object, msg: string): void;
+}
+
 /** The sender's secret: the header, else the `secret` query parameter. */
-export const presentedSecret = (req: FastifyRequest, query: URLSearchParams): string | undefined => {
+export const presentedSecret = (req: { headers: IncomingHttpHeaders }, query: URLSearchParams): string | undefined => {
   const h = req.headers[HOOK_SECRET_HEADER];
   return (typeof h === "string" ? h : undefined) ?? query.get("secret") ?? undefined;
 };
@@ -64,7 +82,7 @@ export const bodyValue = (raw: Buffer): unknown => {
 };
 
 /** GitHub's form content type sends the JSON as the `payload` field. */
-const githubBody = (req: FastifyRequest, raw: Buffer): unknown => {
+const githubBody = (req: Sender, raw: Buffer): unknown => {
   const type = String(req.headers["content-type"] ?? "")
     .split(";")[0]!
     .trim()
@@ -78,7 +96,7 @@ const githubBody = (req: FastifyRequest, raw: Buffer): unknown => {
   }
 };
 
-const header = (req: FastifyRequest, name: string): string | undefined => {
+const header = (req: Sender, name: string): string | undefined => {
   const v = req.headers[name];
   return typeof v === "string" && v !== "" ? v : undefined;
 };
@@ -112,7 +130,7 @@ interface Delivery {
 type GithubEmit = Omit<EmitInput, "projectId" | "sourceRunId" | "hookName" | "payload"> & { body: unknown };
 
 /** A GitHub delivery: signature over the raw bytes, then shaped by the manifest; dedup on its delivery id. */
-const githubEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, raw: Buffer): Promise<GithubEmit> => {
+const githubEmit = async (keyring: Keyring, req: Sender, hook: IngestHook, raw: Buffer): Promise<GithubEmit> => {
   const signature = req.headers[GITHUB_SIGNATURE_HEADER];
   if (!(await verifyGithubSignature(await openKey(keyring, hook), raw, signature))) {
     const what =
@@ -133,10 +151,12 @@ const githubEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHoo
   // Checked only now, after the signature: an unsigned sender learns nothing about its body.
   const shaped = shapeGithubDelivery(hook.name, header(req, GITHUB_EVENT_HEADER) ?? "", assertStorableJson(githubBody(req, raw)));
   if (!shaped.trusted)
-    req.log.info(
-      { hook: hook.name, type: shaped.type, reason: shaped.untrustedReason },
-      "untrusted delivery: its runs get no secrets or credentials",
-    );
+    req
+      .log()
+      .info(
+        { hook: hook.name, type: shaped.type, reason: shaped.untrustedReason },
+        "untrusted delivery: its runs get no secrets or credentials",
+      );
   return {
     type: shaped.type,
     key: shaped.key ?? null,
@@ -148,7 +168,7 @@ const githubEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHoo
 };
 
 /** A manual HMAC hook's check: its header holds the prefix and the HMAC-SHA256 of the raw body under its key. */
-const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, raw: Buffer): Promise<void> => {
+const checkManualHmac = async (keyring: Keyring, req: Sender, hook: IngestHook, raw: Buffer): Promise<void> => {
   const ok = await verifyManualHmac({
     headerValue: req.headers[hook.hmacHeader!],
     prefix: hook.hmacPrefix ?? "",
@@ -168,7 +188,7 @@ const checkManualHmac = async (keyring: Keyring, req: FastifyRequest, hook: Inge
  * token hook needs its secret; a signed hook needs its signature, and a secret sent along must
  * be the right one (GitHub cannot add headers, so the secret is optional there).
  */
-const toEmit = async (keyring: Keyring, req: FastifyRequest, hook: IngestHook, { raw, query }: Delivery): Promise<EmitInput> => {
+const toEmit = async (keyring: Keyring, req: Sender, hook: IngestHook, { raw, query }: Delivery): Promise<EmitInput> => {
   const secret = presentedSecret(req, query);
   if (secret !== undefined && !hookSecretMatches(secret, hook.secretDigest)) {
     throw refused(hook.name, "wrong_secret", {
@@ -201,13 +221,11 @@ interface IngestCtx {
   committer: GroupCommitter<EmitInput, EmitResult>;
 }
 
-type Target = { org: string; project: string; name: string };
-
 /** Verified against the cached hook; if that copy turns out stale at commit, once more against the current one. */
 const deliver = async (
   ctx: IngestCtx,
-  req: FastifyRequest,
-  delivery: Delivery & Target,
+  req: Sender,
+  delivery: Delivery & HookTarget,
   again = false,
 ): Promise<{ input: EmitInput; result: EmitResult }> => {
   const { org, project, name } = delivery;
@@ -239,8 +257,110 @@ const deliver = async (
   }
 };
 
+/** A committed delivery's counters and log lines, once its 202 is written. */
+const delivered = (
+  metrics: ServiceMetrics,
+  sender: Sender,
+  name: string,
+  { input, result }: { input: EmitInput; result: EmitResult },
+): void => {
+  metrics.hookDeliveries.inc({ outcome: result.duplicate ? "duplicate" : "recorded" });
+  metrics.handlersDelivered(result);
+  for (const d of result.declined)
+    sender
+      .log()
+      .info(
+        { eventId: result.eventId, type: input.type, handler: d.handler, err: d.error },
+        "handler declined the event: its `when` could not be evaluated",
+      );
+  sender.debug({ hook: name, eventId: result.eventId, type: input.type, duplicate: result.duplicate }, "hook delivery accepted");
+};
+
+/** A refused delivery's log line (a 401's reason) and its refusal counter, by reason or error code. */
+const countRefusal = (
+  { metrics, sender, url }: { metrics: ServiceMetrics; sender: Sender; url: string },
+  err: unknown,
+  code: () => string,
+): void => {
+  const refusal = refusals.get(err as object);
+  if (refusal) sender.log().info({ ...refusal, url: redactSecretQuery(url) }, "hook delivery refused");
+  metrics.hookRefused(refusal?.reason ?? code());
+};
+
+/** The body as Fastify's parser reads it (a copy, never a view of the socket's buffer); the front takes only a declared length within the limit. */
+const readBody = (req: IncomingMessage): Promise<Buffer> =>
+  new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    req.on("data", (chunk: Buffer) => {
+      chunks.push(chunk);
+      length += chunk.length;
+    });
+    req.once("end", () => resolve(Buffer.concat(chunks, length)));
+    req.once("error", (err: Error & { statusCode?: number }) => {
+      // As Fastify's parser: a body that broke off is the sender's error (400), and the connection closes.
+      if (!(typeof err.statusCode === "number" && err.statusCode >= 400)) err.statusCode = 400;
+      reject(err);
+    });
+  });
+
+/** JSON as Fastify answers it, with the request id every answer carries; `close`: the connection closes after it. */
+const answer = (
+  res: ServerResponse,
+  { status, payload, id, close }: { status: number; payload: unknown; id: string; close?: boolean },
+): void => {
+  const body = JSON.stringify(payload);
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    [REQUEST_ID_HEADER]: id,
+    ...(close ? { connection: "close" } : {}),
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+};
+
+/**
+ * The route served from a plain socket request (hook-front.ts): what Fastify's chain does for it,
+ * in the same order with the same code: the request id and its log, the body, the delivery, the
+ * 202 or the error's answer, the refusal's line and counter, the HTTP metrics.
+ */
+const serveDelivery = (ctx: IngestCtx, { metrics, logger }: { metrics: ServiceMetrics; logger: FastifyBaseLogger }): ServeDelivery => {
+  const debugs = logger.level === "debug" || logger.level === "trace";
+  return (req, res, { target, query }) => {
+    const started = performance.now();
+    const id = saneRequestId(req.headers[REQUEST_ID_HEADER]) ?? mintId("req");
+    let child: FastifyBaseLogger | undefined;
+    const log = (): FastifyBaseLogger => (child ??= logger.child({ requestId: id }));
+    const sender: Sender = { headers: req.headers, log, debug: (o, msg) => debugs && log().debug(o, msg) };
+    const answered = (status: number): void =>
+      metrics.httpAnswered({ method: "POST", route: HOOK_ROUTE, status, seconds: (performance.now() - started) / 1000 });
+    let bodyRead = false;
+    readBody(req)
+      .then((raw) => {
+        bodyRead = true;
+        return deliver(ctx, sender, { ...target, raw, query: query === undefined ? NO_QUERY : new URLSearchParams(query) });
+      })
+      .then(
+        (done) => {
+          answer(res, { status: 202, payload: { event_id: done.result.eventId, event_type: done.input.type }, id });
+          answered(202);
+          delivered(metrics, sender, target.name, done);
+        },
+        (err: unknown) => {
+          const fe = toFlowError(err);
+          countRefusal({ metrics, sender, url: req.url ?? "" }, err, () => fe.code);
+          if (fe.code === "internal") log().error({ err }, "request failed");
+          if (res.headersSent) return;
+          answer(res, { status: httpStatusOf(fe.code), payload: fe.toJSON(), id, close: !bodyRead });
+          answered(httpStatusOf(fe.code));
+        },
+      )
+      .catch((err: unknown) => log().error({ err }, "hook delivery: bookkeeping after the answer failed"));
+  };
+};
+
 /** The delivery route, in a plugin of its own: every content type arrives as the raw bytes (signatures are over them); 2 MiB, then a 413. */
-export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: HookCache }> = (app, { deps, hooks }, done) => {
+export const hookIngestRoutes: FastifyPluginCallback<{ deps: RouteDeps; hooks: HookCache }> = (app, { deps, hooks }, done) => {
   // A redelivery racing its first delivery in another batch waits on the unique index and then
   // answers the first one's event (emitEvents), so no retry is needed here.
   const committer = new GroupCommitter<EmitInput, EmitResult>(deps.pool, emitBatch.apply, {
@@ -249,11 +369,17 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
   });
   app.addHook("onClose", () => committer.close());
   const ctx: IngestCtx = { keyring: deps.keyring, hooks, committer };
+  const { metrics } = deps;
+  // A plain delivery from a socket skips Fastify (hook-front.ts) and is served by the same code as below.
+  deps.hookFront?.install(serveDelivery(ctx, { metrics, logger: app.log }));
+  const senderOf = (req: FastifyRequest): Sender => ({
+    headers: req.headers,
+    log: () => req.log,
+    debug: (o, msg) => req.log.debug(o, msg),
+  });
   // Every refusal is counted, by reason or error code: the body parser's 413 as much as a bad signature.
   app.addHook("onError", (req, _reply, err, next) => {
-    const refusal = refusals.get(err);
-    if (refusal) req.log.info({ ...refusal, url: redactSecretQuery(req.url) }, "hook delivery refused");
-    deps.metrics?.hookRefused(refusal?.reason ?? toFlowError(err, req).code);
+    countRefusal({ metrics, sender: senderOf(req), url: req.url }, err, () => toFlowError(err, req).code);
     next();
   });
   app.removeAllContentTypeParsers();
@@ -267,23 +393,17 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: IngestDeps; hooks: 
     bodyType: "*/*",
     response: { status: 202, description: "`{event_id, event_type}`" },
   });
-  app.post("/api/v1/hooks/:org/:project/:name", { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
-    const target = req.params as Target;
+  app.post(HOOK_ROUTE, { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
+    const target = req.params as HookTarget;
     const qs = req.url.indexOf("?");
     const query = qs < 0 ? NO_QUERY : new URLSearchParams(req.url.slice(qs + 1));
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const { input, result } = await deliver(ctx, req, { ...target, raw, query });
+    const sender = senderOf(req);
+    const done = await deliver(ctx, sender, { ...target, raw, query });
     // The 202 first: a lone sender waits for it, and the rest is bookkeeping (it runs in the same
     // turn of the event loop, so no request can see the counters before they moved).
-    void reply.status(202).send({ event_id: result.eventId, event_type: input.type });
-    deps.metrics?.hookDeliveries.inc({ outcome: result.duplicate ? "duplicate" : "recorded" });
-    deps.metrics?.handlersDelivered(result);
-    for (const d of result.declined)
-      req.log.info(
-        { eventId: result.eventId, type: input.type, handler: d.handler, err: d.error },
-        "handler declined the event: its `when` could not be evaluated",
-      );
-    req.log.debug({ hook: target.name, eventId: result.eventId, type: input.type, duplicate: result.duplicate }, "hook delivery accepted");
+    void reply.status(202).send({ event_id: done.result.eventId, event_type: done.input.type });
+    delivered(metrics, sender, target.name, done);
     return reply;
   });
   done();

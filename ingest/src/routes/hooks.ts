@@ -17,7 +17,7 @@ import { FlowError, HookName, HookSetBody, hookIngestUrl, parseHook, type HookRe
 import { getHook, listHooks } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import { HookCache } from "../hook-cache.js";
-import type { IngestDeps } from "../deps.js";
+import type { RouteDeps } from "../deps.js";
 import { hookIngestRoutes } from "./hook-ingest.js";
 import { api } from "../openapi/route-doc.js";
 
@@ -29,7 +29,7 @@ type Where = { org: string; project: string };
 
 /** What the management routes share: the deps, and the cache hook ingest verifies against (forgotten on every change). */
 interface HookCtx {
-  deps: IngestDeps;
+  deps: RouteDeps;
   hooks: HookCache;
 }
 
@@ -139,7 +139,7 @@ const removeRoute = (app: FastifyInstance, ctx: HookCtx): void => {
 };
 
 /** Management under `{scoped}/event-hooks` and ingest under `/api/v1/hooks`, sharing one hook cache. */
-export const hookRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
+export const hookRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) => {
   const ctx = { deps, hooks: new HookCache(deps.pool) };
   for (const route of [listRoute, showRoute, setRoute, rotateRoute, removeRoute]) route(app, ctx);
   void app.register(hookIngestRoutes, ctx);
