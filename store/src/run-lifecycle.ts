@@ -6,7 +6,7 @@
  * (`giveUpJob`; a graph's node job fails its node instead), and `completeRun` is the one way a run reaches a terminal status. Every state
  * change appends its `run.*` event in the caller's transaction.
  */
-import type { PoolClient } from "pg";
+import type { Pool, PoolClient } from "pg";
 import {
   FlowError,
   GRAPH_ENGINE_WORKFLOWS_SQL,
@@ -24,7 +24,8 @@ import {
   type ValueMasker,
 } from "@flowsvc/core";
 import { setRunCredentials } from "./credentials.js";
-import { emitEvent } from "./emit.js";
+import { emitBatch, emitEvent, emitEvents, type EmitInput } from "./emit.js";
+import { withTransaction } from "./pool.js";
 import { resolveCallOfChild } from "./call-children.js";
 import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation, type RunInProject } from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
@@ -184,21 +185,39 @@ export const submitRun = async (
   tx: PoolClient,
   request: Omit<RunRequest, "id"> & { id?: string },
   submitted: { sender: string; credentials: Readonly<Record<string, string>> },
+  opts: { busLocked?: boolean } = {},
 ): Promise<{ id: string; duplicate: boolean }> => {
   const r = await createRun(tx, request);
   if (r.duplicate) return r;
   await setRunCredentials(tx, r.id, submitted.credentials);
-  await emitEvent(tx, {
-    projectId: request.projectId,
-    type: "manual",
-    key: null,
-    payload: { run_id: r.id, sender: submitted.sender },
-    sourceRunId: null,
-    trusted: request.trusted,
-    platform: true,
-  });
+  await emitEvents(tx, [manualEvent(request, { runId: r.id, sender: submitted.sender })], opts);
   return r;
 };
+
+/** The `manual` event every submit leaves on the bus (submitRun). */
+const manualEvent = (request: { projectId: string; trusted: boolean }, by: { runId: string; sender: string }): EmitInput => ({
+  projectId: request.projectId,
+  type: "manual",
+  key: null,
+  payload: { run_id: by.runId, sender: by.sender },
+  sourceRunId: null,
+  trusted: request.trusted,
+  platform: true,
+});
+
+/**
+ * submitRun in a transaction of its own (`POST {scoped}/runs` with a script): the `manual` event's
+ * bus lock, and generic plans for the whole transaction (as every emit takes them: the run's insert,
+ * planned for its parameters each time, cost more to plan than to run), in BEGIN's round trip.
+ */
+export const submitRunTransaction = (
+  pool: Pool,
+  request: Omit<RunRequest, "id"> & { id?: string },
+  submitted: { sender: string; credentials: Readonly<Record<string, string>> },
+): Promise<{ id: string; duplicate: boolean }> =>
+  withTransaction(pool, (tx) => submitRun(tx, request, submitted, { busLocked: true }), {
+    begin: emitBatch.begin([manualEvent(request, { runId: "", sender: submitted.sender })]),
+  });
 
 /**
  * A graph's submit (`POST {scoped}/runs` with a graph, or a pipeline compiled to one): the run
