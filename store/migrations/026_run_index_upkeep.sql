@@ -22,8 +22,8 @@
 -- a query the run's life needs (primary keys, runs_project_created, runs_live_created and
 -- runs_finished_at for the Kubernetes mirror, runs_handler_in_flight, runs_cancel_on_live,
 -- jobs_ready, jobs_leased, jobs_run, jobs_token). A lower fillfactor was measured and left:
--- without HOT it only keeps a new row version on its page, which already happens for ~94% of
--- the updates (pg_stat_user_tables n_tup_newpage_upd).
+-- without HOT it only keeps a new row version on its page, which already happens for most of
+-- the updates (91% of runs', 94% of jobs' in a burst of 400 runs: pg_stat_user_tables n_tup_newpage_upd).
 drop index runs_project_status;
 
 create unique index runs_idempotency_key on runs (project_id, idempotency_key) where idempotency_key is not null;
