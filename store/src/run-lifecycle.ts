@@ -19,12 +19,13 @@ import {
   newRunDefaults,
   trustOf,
   type LifecycleType,
+  type LogChunk,
   type NewRun,
   type RunRequest,
   type ValueMasker,
 } from "@flowsvc/core";
 import { setRunCredentials } from "./credentials.js";
-import { emitBatch, emitEvent, emitEvents, type EmitInput } from "./emit.js";
+import { emitBatch, emitEvents, type EmitInput } from "./emit.js";
 import { withTransaction } from "./pool.js";
 import { resolveCallOfChild } from "./call-children.js";
 import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation, type RunInProject } from "./runs.js";
@@ -262,12 +263,12 @@ export const emitLifecycle = async (db: PoolClient, { runId, type, extra, public
 const appendLifecycle = async (
   db: PoolClient,
   { run, org, project }: RunInProject,
-  { type, extra, publicUrl }: Omit<LifecycleEvent, "runId">,
+  { type, extra, publicUrl, busLocked }: Omit<LifecycleEvent, "runId"> & { busLocked?: boolean },
 ): Promise<void> => {
   const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
-  await emitEvent(db, {
+  const event = {
     projectId: run.project_id,
     type,
     key,
@@ -275,7 +276,8 @@ const appendLifecycle = async (
     sourceRunId: run.id,
     trusted: trustOf({ by: "run", run }),
     platform: true,
-  });
+  };
+  await emitEvents(db, [event], { busLocked: busLocked === true });
 };
 
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */
@@ -377,16 +379,18 @@ interface RunEnding {
   readonly jobId?: string;
   /** With `jobId`: the job must still be held by this token (see endLiveJob). */
   readonly tokenDigest?: Buffer | undefined;
+  /** The transaction took the bus lock of `run.<status>` in the run's project already (finishScriptJobTransaction). */
+  readonly busLocked?: boolean;
 }
 
-const endRun = async (db: PoolClient, { runId, outcome, publicUrl, jobId, tokenDigest }: RunEnding): Promise<boolean> => {
+const endRun = async (db: PoolClient, { runId, outcome, publicUrl, jobId, tokenDigest, busLocked }: RunEnding): Promise<boolean> => {
   const job = jobId === undefined ? undefined : { id: jobId, tokenDigest };
   const note = uncollectedNote(await releaseLeasesListUncollected(db, runId, job));
   if (note !== undefined) await appendAnnotation(db, runId, note);
   const { output, error, extra } = outcomeColumns(outcome);
   const ended = await finishRun(db, runId, { status: outcome.status, output, error });
   if (!ended) return false;
-  await appendLifecycle(db, ended, { type: `run.${outcome.status}`, extra, publicUrl });
+  await appendLifecycle(db, ended, { type: `run.${outcome.status}`, extra, publicUrl, busLocked });
   // Only a child run (parent_run_id set) can be what a parent's `flow call` waits on.
   if (ended.hasParent) await resolveCallOfChild(db, runId);
   return true;
@@ -461,7 +465,7 @@ export type ScriptJobStatus = "succeeded" | "retrying" | "failed";
  * no longer live (a second finish) is refused with `job_lost`, and outputs or an error Postgres
  * cannot store with `invalid_argument`; either changes nothing.
  */
-export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promise<ScriptJobStatus> => {
+export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish, opts: { busLocked?: boolean } = {}): Promise<ScriptJobStatus> => {
   // What Postgres cannot store (NUL, a lone surrogate) is refused by name before anything is written.
   assertStorableJson({ outputs: f.outputs, error: f.error }, "finish");
   const runId = f.job.run_id;
@@ -474,6 +478,7 @@ export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promi
       publicUrl: f.publicUrl,
       jobId: f.job.id,
       tokenDigest: f.tokenDigest,
+      busLocked: opts.busLocked === true,
     });
     return "succeeded";
   }
@@ -482,6 +487,30 @@ export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promi
   if (await retryIfAllowed(tx, runId, f.job.id, error)) return "retrying";
   await completeRun(tx, runId, { status: "failed", error, output: { exit_code: f.exitCode, duration_ms: f.durationMs } }, f.publicUrl);
   return "failed";
+};
+
+/**
+ * finishScriptJob in a transaction of its own (`POST /agent/v1/finish`), after the job's last log
+ * lines. A success (exit 0) takes its `run.succeeded` event's bus lock, and generic plans for the
+ * transaction (as every emit takes them), in BEGIN's round trip: one round trip fewer a run. Any
+ * other ending takes its event's lock where it emits it, as before.
+ */
+export const finishScriptJobTransaction = (
+  pool: Pool,
+  f: ScriptJobFinish & { readonly projectId: string; readonly log: readonly LogChunk[] },
+): Promise<ScriptJobStatus> => {
+  const succeeds = f.exitCode === 0;
+  const begin = succeeds
+    ? emitBatch.begin([{ projectId: f.projectId, type: "run.succeeded", key: null, payload: null, sourceRunId: null, trusted: true }])
+    : undefined;
+  return withTransaction(
+    pool,
+    async (tx) => {
+      await appendLogs(tx, f.job.run_id, f.job.id, f.log);
+      return finishScriptJob(tx, f, { busLocked: succeeds });
+    },
+    { begin },
+  );
 };
 
 /**
