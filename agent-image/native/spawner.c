@@ -8,19 +8,8 @@
  * One per worker agent, started by it, as its user. stdin: requests; stdout: answers. EOF on stdin
  * (the agent is gone): exit; the scripts already started run on (the launcher ends their groups).
  *
- * Request: a 4-byte little-endian length, then that many bytes of NUL-terminated fields, the
- * first its kind:
- *   S (start a script): id, cwd, stdout path, stderr path, argc, argv[0..argc), envc, env[0..envc)
- *     ("NAME=value");
- *   M (make a job's directory and files): id, dir, n, then n times: path, mode (octal), content.
- *     The directory is made 0700 (it must not exist); each file is created (it must not exist) with
- *     its mode under the umask and its content written. Whatever fails, what was made is removed
- *     again, and the answer is "E <id> <errno>": the agent then makes them itself. "D <id> 0": made;
- *   U (remove a job's files and directory): id, dir, n, paths[0..n). Each path is unlinked (a
- *     failure is ignored), then the directory removed: "D <id> 0", or "E <id> <errno>" of the
- *     rmdir (the script left something: the agent removes the rest).
- * A job's file work costs the Node agent a thread-pool round trip per call (mkdir, open, write,
- * close, unlink, rmdir: ~10 a job); here it is one request each way.
+ * Request: a 4-byte little-endian length, then that many bytes of NUL-terminated fields:
+ *   id, cwd, stdout path, stderr path, argc, argv[0..argc), envc, env[0..envc) ("NAME=value").
  * argv[0] is the command, looked up on the PATH of env as execvp would (a name with a `/` as is).
  * The script gets stdin /dev/null, stdout and stderr opened from the two paths (write-only; FIFOs
  * the agent holds open for reading, through /proc/<agent>/fd/<n>), its own process group (pgid =
@@ -41,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -135,72 +123,7 @@ static void child(int report, int out, int err_fd, const char *cwd, char **argv,
   _exit(127);
 }
 
-/* The next NUL-terminated field at *p (before end), or exit 3 (a malformed request: an agent bug). */
-static char *field(char **p, char *end) {
-  if (*p >= end) exit(3);
-  char *f = *p;
-  *p += strnlen(f, (size_t)(end - f)) + 1;
-  return f;
-}
-
-static int write_all(int fd, const char *buf, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, buf, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return errno;
-    buf += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* M: the job's directory and files, all or nothing; answers D or E. */
-static void make_files(char *p, char *end) {
-  const char *id = field(&p, end), *dir = field(&p, end);
-  long n = strtol(field(&p, end), NULL, 10);
-  if (n < 0 || n > 64) exit(3);
-  const char *made[64];
-  long nmade = 0;
-  int e = mkdir(dir, 0700) < 0 ? errno : 0;
-  int made_dir = !e;
-  for (long i = 0; i < n; i++) {
-    const char *path = field(&p, end);
-    mode_t mode = (mode_t)strtol(field(&p, end), NULL, 8) & 07777;
-    const char *content = field(&p, end);
-    if (e) continue;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd < 0) {
-      e = errno;
-      continue;
-    }
-    made[nmade++] = path;
-    e = write_all(fd, content, strlen(content));
-    if (close(fd) < 0 && !e) e = errno;
-  }
-  char line[128];
-  if (e) {
-    for (long i = 0; i < nmade; i++) unlink(made[i]);
-    if (made_dir) rmdir(dir); /* never a directory that was there before */
-    snprintf(line, sizeof line, "E %.64s %d\n", id, e);
-  } else {
-    snprintf(line, sizeof line, "D %.64s 0\n", id);
-  }
-  answer(line);
-}
-
-/* U: a job's files unlinked, then its directory removed; answers D or E (the rmdir's errno). */
-static void remove_files(char *p, char *end) {
-  const char *id = field(&p, end), *dir = field(&p, end);
-  long n = strtol(field(&p, end), NULL, 10);
-  if (n < 0 || n > 64) exit(3);
-  for (long i = 0; i < n; i++) unlink(field(&p, end));
-  char line[128];
-  if (rmdir(dir) < 0) snprintf(line, sizeof line, "E %.64s %d\n", id, errno);
-  else snprintf(line, sizeof line, "D %.64s 0\n", id);
-  answer(line);
-}
-
-/* S: starts one request's script; answers P or E. */
+/* Starts one request's script; answers P or E. */
 static void start(char *req, uint32_t len) {
   char *fields[8];
   char *p = req, *end = req + len;
@@ -315,13 +238,7 @@ int main(void) {
       }
       if (read_full(0, req, len) < 0) return 0;
       req[len] = '\0';
-      size_t klen = strnlen(req, len);
-      if (klen != 1 || klen + 1 >= len) return 3;
-      char kind = req[0], *rest = req + 2, *end = req + len;
-      if (kind == 'S') start(rest, (uint32_t)(end - rest));
-      else if (kind == 'M') make_files(rest, end);
-      else if (kind == 'U') remove_files(rest, end);
-      else return 3;
+      start(req, len);
       reap(); /* a script may have ended while this one started */
     }
   }

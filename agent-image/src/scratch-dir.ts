@@ -7,7 +7,6 @@
 import { mkdir, mkdtemp, rm, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import type { ScriptSpawner } from "./script-spawner.js";
 
 export interface ScratchDir {
   readonly dir: string;
@@ -68,43 +67,7 @@ const makeJobDir = async (workdir: string, ownsWorkdir: boolean): Promise<{ dir:
   return { dir: await mkdtemp(join(workdir, "j-")), own: false }; // mkdtemp makes it 0700
 };
 
-/**
- * A worker's job directory and files made by its script spawner (script-spawner.ts makeFiles), one
- * request instead of a thread-pool round trip per file call; removed the same way (the directory too,
- * when the script left nothing). Undefined when the spawner cannot (the directory exists, the
- * socket's path is too long, a NUL, a failure: it left nothing): the caller makes them itself.
- */
-const prepareBySpawner = async (dir: string, content: ScratchContent, spawner: ScriptSpawner): Promise<ScratchDir | undefined> => {
-  const scriptPath = join(dir, scriptFileName(content.filename));
-  const inputPath = join(dir, "input.json");
-  const socketPath = join(dir, "agent.sock");
-  const input = JSON.stringify(content.input ?? inputEnvelope(content.trigger));
-  if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH || [dir, scriptPath, content.source, input].some((t) => t.includes("\0")))
-    return undefined;
-  const files = [
-    { path: scriptPath, mode: 0o700, content: content.source },
-    { path: inputPath, mode: 0o600, content: input },
-  ];
-  if ((await spawner.makeFiles(dir, files)) !== undefined) return undefined;
-  const remove = async (): Promise<void> => {
-    // Not gone (the script left files, or the spawner ended): the files are unlinked here and the
-    // directory is the worker's recursive removal's.
-    if ((await spawner.removeFiles(dir, [scriptPath, inputPath])) !== undefined)
-      await Promise.all([scriptPath, inputPath].map((f) => unlink(f).catch(() => undefined)));
-  };
-  return { dir, scriptPath, inputPath, socketPath, capturePath: join(dir, ".flow-stdout"), remove };
-};
-
-export const prepareScratchDir = async (
-  workdir: string,
-  content: ScratchContent,
-  ownsWorkdir = false,
-  spawner?: ScriptSpawner,
-): Promise<ScratchDir> => {
-  if (ownsWorkdir && spawner?.alive) {
-    const made = await prepareBySpawner(workdir, content, spawner);
-    if (made) return made;
-  }
+export const prepareScratchDir = async (workdir: string, content: ScratchContent, ownsWorkdir = false): Promise<ScratchDir> => {
   const { dir, own } = await makeJobDir(workdir, ownsWorkdir);
   const extraDirs: string[] = [];
   const scriptPath = join(dir, scriptFileName(content.filename));

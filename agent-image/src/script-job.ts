@@ -32,7 +32,7 @@ import { startSocketServer } from "./socket-server.js";
 export type ScriptClaim = Extract<AnyClaim, { kind: "script" }>;
 
 export const runScriptJob = async (scope: JobScope, claim: ScriptClaim): Promise<JobOutcome> => {
-  const scratch = await prepareScratchDir(scope.options.workdir, claim, scope.options.ownsWorkdir === true, scope.options.spawner?.());
+  const scratch = await prepareScratchDir(scope.options.workdir, claim, scope.options.ownsWorkdir === true);
   try {
     return await executeScript(scope, claim, scratch);
   } finally {

@@ -5,7 +5,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openCapturePipe } from "./capture-pipe.js";
@@ -133,41 +133,4 @@ void test("a spawner that cannot open a job's output paths (no /proc access) ans
   } finally {
     await own.close();
   }
-});
-
-void test("a job's directory and files: made with their modes and contents, all or nothing, and removed with the directory when the script left nothing", async () => {
-  const job = join(dir, "job-files");
-  const files = [
-    { path: join(job, "build.sh"), mode: 0o700, content: "echo h\u00e9llo \u{1F600}\n" },
-    { path: join(job, "input.json"), mode: 0o600, content: '{"type":"manual"}' },
-  ];
-  assert.equal(await spawner!.makeFiles(job, files), undefined);
-  assert.equal((await stat(job)).mode & 0o777, 0o700 & ~process.umask());
-  for (const f of files) {
-    assert.equal(await readFile(f.path, "utf8"), f.content);
-    assert.equal((await stat(f.path)).mode & 0o777, f.mode & ~process.umask());
-  }
-  // The directory exists: refused, and left as it was.
-  assert.equal(await spawner!.makeFiles(job, [{ path: join(job, "other"), mode: 0o600, content: "" }]), "EEXIST");
-  assert.deepEqual((await readdir(job)).sort(), ["build.sh", "input.json"]);
-  // The script left a file: the job's files go, the directory stays for the worker's recursive removal.
-  await writeFile(join(job, "left.txt"), "x");
-  assert.equal(
-    await spawner!.removeFiles(
-      job,
-      files.map((f) => f.path),
-    ),
-    "ENOTEMPTY",
-  );
-  assert.deepEqual(await readdir(job), ["left.txt"]);
-  await rm(join(job, "left.txt"));
-  assert.equal(await spawner!.removeFiles(job, []), undefined);
-  assert.equal(existsSync(job), false);
-  // A file that cannot be made (its directory is not there): nothing is left, not even the job's directory.
-  const half = join(dir, "job-half");
-  const bad = [files[0]!, { path: join(half, "no-such-dir", "x"), mode: 0o600, content: "" }].map((f, i) =>
-    i === 0 ? { ...f, path: join(half, "a.sh") } : f,
-  );
-  assert.equal(await spawner!.makeFiles(half, bad), "ENOENT");
-  assert.equal(existsSync(half), false);
 });

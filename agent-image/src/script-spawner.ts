@@ -28,13 +28,6 @@ export interface SpawnRequest {
   readonly stderrPath: string;
 }
 
-/** A file the spawner makes for a job (ScriptSpawner.makeFiles): content without NUL. */
-export interface JobFile {
-  readonly path: string;
-  readonly mode: number;
-  readonly content: string;
-}
-
 interface Pending {
   readonly resolve: (answer: SpawnAnswer) => void;
   readonly onExit: (status: number | undefined) => void;
@@ -51,8 +44,6 @@ export class ScriptSpawner {
   readonly #child: ChildProcess;
   readonly #starting = new Map<string, Pending>();
   readonly #running = new Map<number, (status: number | undefined) => void>();
-  /** File requests (M, U) waiting for their answer: undefined done, else the errno's name. */
-  readonly #fileOps = new Map<string, (errno: string | undefined) => void>();
   #nextId = 0;
   #buffered = "";
   #ended = false;
@@ -75,7 +66,7 @@ export class ScriptSpawner {
   /** Its answers hold the event loop while something waits for one. */
   #refs(): void {
     const out = this.#child.stdout as unknown as { ref?: () => void; unref?: () => void };
-    if (this.#starting.size + this.#running.size + this.#fileOps.size > 0) out.ref?.();
+    if (this.#starting.size + this.#running.size > 0) out.ref?.();
     else out.unref?.();
   }
 
@@ -99,7 +90,6 @@ export class ScriptSpawner {
     const id = String(this.#nextId++);
     const env = Object.entries(request.env).map(([k, v]) => `${k}=${v}`);
     const fields = [
-      "S",
       id,
       request.cwd,
       request.stdoutPath,
@@ -108,41 +98,14 @@ export class ScriptSpawner {
       request.command,
       ...request.args,
     ];
-    return new Promise<SpawnAnswer>((resolve) => {
-      this.#starting.set(id, { resolve, onExit });
-      this.#send([...fields, String(env.length), ...env]);
-    });
-  }
-
-  #send(fields: readonly string[]): void {
-    const body = Buffer.from(`${fields.join("\0")}\0`, "utf8");
+    const body = Buffer.from(`${[...fields, String(env.length), ...env].join("\0")}\0`, "utf8");
     const header = Buffer.alloc(4);
     header.writeUInt32LE(body.length);
-    this.#refs();
-    this.#child.stdin!.write(Buffer.concat([header, body]));
-  }
-
-  #fileOp(kind: "M" | "U", fields: readonly string[]): Promise<string | undefined> {
-    if (this.#ended) return Promise.resolve("ESRCH");
-    const id = String(this.#nextId++);
-    return new Promise((resolve) => {
-      this.#fileOps.set(id, resolve);
-      this.#send([kind, id, ...fields]);
+    return new Promise<SpawnAnswer>((resolve) => {
+      this.#starting.set(id, { resolve, onExit });
+      this.#refs();
+      this.#child.stdin!.write(Buffer.concat([header, body]));
     });
-  }
-
-  /**
-   * A job's directory (made 0700; it must not exist) and its files (created with their modes under
-   * the umask), all or nothing: undefined when made, else the errno's name (nothing was left).
-   * Paths and contents must hold no NUL (the caller checks).
-   */
-  makeFiles(dir: string, files: readonly JobFile[]): Promise<string | undefined> {
-    return this.#fileOp("M", [dir, String(files.length), ...files.flatMap((f) => [f.path, f.mode.toString(8), f.content])]);
-  }
-
-  /** Unlinks `paths` (failures ignored), then removes `dir`: undefined when it is gone, else the rmdir's errno name. */
-  removeFiles(dir: string, paths: readonly string[]): Promise<string | undefined> {
-    return this.#fileOp("U", [dir, String(paths.length), ...paths]);
   }
 
   #read(text: string): void {
@@ -155,12 +118,6 @@ export class ScriptSpawner {
         const onExit = this.#running.get(Number(a));
         this.#running.delete(Number(a));
         onExit?.(Number(b));
-        continue;
-      }
-      const fileOp = this.#fileOps.get(a);
-      if (fileOp && (kind === "D" || kind === "E")) {
-        this.#fileOps.delete(a);
-        fileOp(kind === "D" ? undefined : errnoName(Number(b)));
         continue;
       }
       const pending = this.#starting.get(a);
@@ -184,8 +141,6 @@ export class ScriptSpawner {
     this.#ended = true;
     for (const p of this.#starting.values()) p.resolve({ errno: "ESRCH" });
     for (const onExit of this.#running.values()) onExit(undefined);
-    for (const fileOp of this.#fileOps.values()) fileOp("ESRCH");
-    this.#fileOps.clear();
     this.#starting.clear();
     this.#running.clear();
   }

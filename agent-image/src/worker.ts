@@ -23,7 +23,6 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
-import { existsSync } from "node:fs";
 import { rm, rmdir } from "node:fs/promises";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient, newAgentApiDispatcher } from "./agent-api-client.js";
@@ -57,13 +56,10 @@ export interface WorkerOptions {
 }
 
 /**
- * The job's directory, gone: nothing to do when the job's own removal took it (the spawner's),
- * one rmdir when the job left it empty (its scratch files remove themselves), else (the script
- * left files, or the job never made it) the recursive removal.
+ * The job's directory, gone: one rmdir when the job left it empty (its scratch files remove
+ * themselves), else (the script left files, or the job never made it) the recursive removal.
  */
 const removeJobDir = async (dir: string): Promise<void> => {
-  // The script spawner removed it with the job's files (scratch-dir.ts): a stat, no thread-pool call.
-  if (!existsSync(dir)) return;
   try {
     await rmdir(dir);
   } catch {
