@@ -217,7 +217,7 @@ export const submitRunTransaction = (
   submitted: { sender: string; credentials: Readonly<Record<string, string>> },
 ): Promise<{ id: string; duplicate: boolean }> =>
   withTransaction(pool, (tx) => submitRun(tx, request, submitted, { busLocked: true }), {
-    begin: emitBatch.begin([manualEvent(request, { runId: "", sender: submitted.sender })]),
+    begin: busLockedBegin(request.projectId, "manual"),
   });
 
 /**
@@ -298,11 +298,29 @@ export const startJobAndRun = async (
     readonly leaseMs: number;
     readonly publicUrl: string | undefined;
   },
+  opts: { busLocked?: boolean } = {},
 ): Promise<void> => {
   // The update answers the run as it is now: its event needs no second read.
   const started = await markJobAndRunRunning(db, job);
-  if (started) await appendLifecycle(db, started, { type: "run.started", extra: {}, publicUrl: job.publicUrl });
+  if (started) await appendLifecycle(db, started, { type: "run.started", extra: {}, publicUrl: job.publicUrl, ...opts });
 };
+
+/**
+ * SQL for BEGIN's round trip of a transaction that emits one `type` event in `projectId`: that
+ * event's bus lock and generic plans (emit.ts busLocksSql, as every emit takes them), so the emit
+ * itself needs no statement of its own for them (`busLocked`). The lock is shared: taking it when
+ * the event does not come after all (the run had moved on) holds nobody up but a `flow
+ * wait-event` on that type, until the commit.
+ */
+const busLockedBegin = (projectId: string, type: string): string =>
+  emitBatch.begin([{ projectId, type, key: null, payload: null, sourceRunId: null, trusted: true }]);
+
+/** startJobAndRun in a transaction of its own (a script job's claim), `run.started`'s bus lock in BEGIN's round trip: one round trip fewer a run. */
+export const startJobAndRunTransaction = (
+  pool: Pool,
+  job: Parameters<typeof startJobAndRun>[1] & { readonly projectId: string },
+): Promise<void> =>
+  withTransaction(pool, (tx) => startJobAndRun(tx, job, { busLocked: true }), { begin: busLockedBegin(job.projectId, "run.started") });
 
 export type RunOutcome =
   | { status: "succeeded"; output: Record<string, unknown> }
@@ -500,9 +518,7 @@ export const finishScriptJobTransaction = (
   f: ScriptJobFinish & { readonly projectId: string; readonly log: readonly LogChunk[] },
 ): Promise<ScriptJobStatus> => {
   const succeeds = f.exitCode === 0;
-  const begin = succeeds
-    ? emitBatch.begin([{ projectId: f.projectId, type: "run.succeeded", key: null, payload: null, sourceRunId: null, trusted: true }])
-    : undefined;
+  const begin = succeeds ? busLockedBegin(f.projectId, "run.succeeded") : undefined;
   return withTransaction(
     pool,
     async (tx) => {
