@@ -9,7 +9,7 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { createConnection, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -130,6 +130,21 @@ const garbageLine = fc.oneof(
   fc.string({ unit: "binary", maxLength: 200 }).map((s) => new TextEncoder().encode(s.replaceAll("\n", ""))),
   fc.jsonValue({ maxDepth: 3 }).map((v) => new TextEncoder().encode(JSON.stringify(v))),
 );
+
+void test("the socket is the agent user's alone (0600) from its bind, and the agent's umask is what it was", async () => {
+  const umask = process.umask(0o022);
+  try {
+    const server = await agent();
+    try {
+      assert.equal((await stat(server.path)).mode & 0o777, 0o600);
+      assert.equal(process.umask(0o022), 0o022);
+    } finally {
+      await server.close();
+    }
+  } finally {
+    process.umask(umask);
+  }
+});
 
 void test("garbage lines: each non-blank line gets one answer, in order, and the socket lives on", async () => {
   const server = await agent();

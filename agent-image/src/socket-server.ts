@@ -4,7 +4,7 @@
  * asks the handler, writes the answer, and reads the next request on the same connection. A handler
  * may answer nothing (a call that suspends the run gets no answer).
  */
-import { chmod, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import type { Server, Socket } from "node:net";
 import { SOCKET_PROTOCOL_VERSION } from "@flowsvc/core";
@@ -50,12 +50,18 @@ export const startSocketServer = async (
   if (options.fresh !== true) await rm(path, { force: true });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(path, () => {
-      server.off("error", reject);
-      resolve();
-    });
+    // The socket is 0600 from its bind, which listen() does synchronously: the umask holds for that
+    // call only (no window with wider permissions, and no chmod after it: one file call fewer a job).
+    const umask = process.umask(0o177);
+    try {
+      server.listen(path, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    } finally {
+      process.umask(umask);
+    }
   });
-  await chmod(path, 0o600);
   server.on("error", (err) => logger.error({ err }, "agent socket failed"));
   return {
     path,

@@ -382,6 +382,8 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
   const col = <T>(f: (i: EmitInput) => T): T[] => inputs.map(f);
   const { payloads, fields } = storableJson(inputs);
   // Run with its generic plan (busLocksSql), prepared once per connection like every statement (pool.ts).
+  // The source run is a scalar subquery by primary key: as a join, the generic plan (made while runs
+  // is small, as on a new server) was a hash join over a scan of every run, once per event.
   const { rows } = await tx.query<Recorded>(
     `with input as (
        select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::bool[], $12::uuid[])
@@ -393,9 +395,9 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
          from input i
      ),
      src as (
-       select i.id, coalesce(r.handler_name is not null, false) as from_handler,
-              case when r.handler_name is not null then r.generation else 0 end as generation
-         from input i left join runs r on r.id = i.source_run_id
+       select h.id, h.generation is not null as from_handler, coalesce(h.generation, 0) as generation
+         from (select i.id, (select r.generation from runs r where r.id = i.source_run_id and r.handler_name is not null) as generation
+                 from input i) h
      ),
      ins as (
        insert into events (id, project_id, type, key, payload, source_run_id, generation, fields, hook_name, delivery_id, trusted)

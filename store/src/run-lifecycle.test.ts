@@ -119,6 +119,16 @@ void test("createRun under an idempotency key already used answers the first run
     [p],
   );
   assert.deepEqual(counts, { runs: 1, jobs: 1 });
+  // The key is unique per project only (migration 026's partial index): the same key elsewhere, and runs without one, are new runs.
+  const other = await newProject();
+  const elsewhere = await withTransaction(db.pool, (tx) => createRun(tx, { ...req, projectId: other }));
+  assert.equal(elsewhere.duplicate, false);
+  const unkeyed = { ...req, idempotencyKey: null };
+  const [a, b] = [
+    await withTransaction(db.pool, (tx) => createRun(tx, unkeyed)),
+    await withTransaction(db.pool, (tx) => createRun(tx, unkeyed)),
+  ];
+  assert.deepEqual([a.duplicate, b.duplicate, a.id === b.id], [false, false, false]);
 });
 
 void test("a handler's run runs under bash -eu and needs polyglot, whatever its filename or the interpreter asked for (spec: Handler)", async () => {

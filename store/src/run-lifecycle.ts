@@ -6,7 +6,7 @@
  * (`giveUpJob`; a graph's node job fails its node instead), and `completeRun` is the one way a run reaches a terminal status. Every state
  * change appends its `run.*` event in the caller's transaction.
  */
-import type { PoolClient } from "pg";
+import type { Pool, PoolClient } from "pg";
 import {
   FlowError,
   GRAPH_ENGINE_WORKFLOWS_SQL,
@@ -19,12 +19,14 @@ import {
   newRunDefaults,
   trustOf,
   type LifecycleType,
+  type LogChunk,
   type NewRun,
   type RunRequest,
   type ValueMasker,
 } from "@flowsvc/core";
 import { setRunCredentials } from "./credentials.js";
-import { emitEvent } from "./emit.js";
+import { emitBatch, emitEvents, type EmitInput } from "./emit.js";
+import { withTransaction } from "./pool.js";
 import { resolveCallOfChild } from "./call-children.js";
 import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation, type RunInProject } from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
@@ -184,21 +186,39 @@ export const submitRun = async (
   tx: PoolClient,
   request: Omit<RunRequest, "id"> & { id?: string },
   submitted: { sender: string; credentials: Readonly<Record<string, string>> },
+  opts: { busLocked?: boolean } = {},
 ): Promise<{ id: string; duplicate: boolean }> => {
   const r = await createRun(tx, request);
   if (r.duplicate) return r;
   await setRunCredentials(tx, r.id, submitted.credentials);
-  await emitEvent(tx, {
-    projectId: request.projectId,
-    type: "manual",
-    key: null,
-    payload: { run_id: r.id, sender: submitted.sender },
-    sourceRunId: null,
-    trusted: request.trusted,
-    platform: true,
-  });
+  await emitEvents(tx, [manualEvent(request, { runId: r.id, sender: submitted.sender })], opts);
   return r;
 };
+
+/** The `manual` event every submit leaves on the bus (submitRun). */
+const manualEvent = (request: { projectId: string; trusted: boolean }, by: { runId: string; sender: string }): EmitInput => ({
+  projectId: request.projectId,
+  type: "manual",
+  key: null,
+  payload: { run_id: by.runId, sender: by.sender },
+  sourceRunId: null,
+  trusted: request.trusted,
+  platform: true,
+});
+
+/**
+ * submitRun in a transaction of its own (`POST {scoped}/runs` with a script): the `manual` event's
+ * bus lock, and generic plans for the whole transaction (as every emit takes them: the run's insert,
+ * planned for its parameters each time, cost more to plan than to run), in BEGIN's round trip.
+ */
+export const submitRunTransaction = (
+  pool: Pool,
+  request: Omit<RunRequest, "id"> & { id?: string },
+  submitted: { sender: string; credentials: Readonly<Record<string, string>> },
+): Promise<{ id: string; duplicate: boolean }> =>
+  withTransaction(pool, (tx) => submitRun(tx, request, submitted, { busLocked: true }), {
+    begin: busLockedBegin(request.projectId, "manual"),
+  });
 
 /**
  * A graph's submit (`POST {scoped}/runs` with a graph, or a pipeline compiled to one): the run
@@ -243,12 +263,12 @@ export const emitLifecycle = async (db: PoolClient, { runId, type, extra, public
 const appendLifecycle = async (
   db: PoolClient,
   { run, org, project }: RunInProject,
-  { type, extra, publicUrl }: Omit<LifecycleEvent, "runId">,
+  { type, extra, publicUrl, busLocked }: Omit<LifecycleEvent, "runId"> & { busLocked?: boolean },
 ): Promise<void> => {
   const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
-  await emitEvent(db, {
+  const event = {
     projectId: run.project_id,
     type,
     key,
@@ -256,7 +276,8 @@ const appendLifecycle = async (
     sourceRunId: run.id,
     trusted: trustOf({ by: "run", run }),
     platform: true,
-  });
+  };
+  await emitEvents(db, [event], { busLocked: busLocked === true });
 };
 
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */
@@ -277,11 +298,29 @@ export const startJobAndRun = async (
     readonly leaseMs: number;
     readonly publicUrl: string | undefined;
   },
+  opts: { busLocked?: boolean } = {},
 ): Promise<void> => {
   // The update answers the run as it is now: its event needs no second read.
   const started = await markJobAndRunRunning(db, job);
-  if (started) await appendLifecycle(db, started, { type: "run.started", extra: {}, publicUrl: job.publicUrl });
+  if (started) await appendLifecycle(db, started, { type: "run.started", extra: {}, publicUrl: job.publicUrl, ...opts });
 };
+
+/**
+ * SQL for BEGIN's round trip of a transaction that emits one `type` event in `projectId`: that
+ * event's bus lock and generic plans (emit.ts busLocksSql, as every emit takes them), so the emit
+ * itself needs no statement of its own for them (`busLocked`). The lock is shared: taking it when
+ * the event does not come after all (the run had moved on) holds nobody up but a `flow
+ * wait-event` on that type, until the commit.
+ */
+const busLockedBegin = (projectId: string, type: string): string =>
+  emitBatch.begin([{ projectId, type, key: null, payload: null, sourceRunId: null, trusted: true }]);
+
+/** startJobAndRun in a transaction of its own (a script job's claim), `run.started`'s bus lock in BEGIN's round trip: one round trip fewer a run. */
+export const startJobAndRunTransaction = (
+  pool: Pool,
+  job: Parameters<typeof startJobAndRun>[1] & { readonly projectId: string },
+): Promise<void> =>
+  withTransaction(pool, (tx) => startJobAndRun(tx, job, { busLocked: true }), { begin: busLockedBegin(job.projectId, "run.started") });
 
 export type RunOutcome =
   | { status: "succeeded"; output: Record<string, unknown> }
@@ -358,16 +397,18 @@ interface RunEnding {
   readonly jobId?: string;
   /** With `jobId`: the job must still be held by this token (see endLiveJob). */
   readonly tokenDigest?: Buffer | undefined;
+  /** The transaction took the bus lock of `run.<status>` in the run's project already (finishScriptJobTransaction). */
+  readonly busLocked?: boolean;
 }
 
-const endRun = async (db: PoolClient, { runId, outcome, publicUrl, jobId, tokenDigest }: RunEnding): Promise<boolean> => {
+const endRun = async (db: PoolClient, { runId, outcome, publicUrl, jobId, tokenDigest, busLocked }: RunEnding): Promise<boolean> => {
   const job = jobId === undefined ? undefined : { id: jobId, tokenDigest };
   const note = uncollectedNote(await releaseLeasesListUncollected(db, runId, job));
   if (note !== undefined) await appendAnnotation(db, runId, note);
   const { output, error, extra } = outcomeColumns(outcome);
   const ended = await finishRun(db, runId, { status: outcome.status, output, error });
   if (!ended) return false;
-  await appendLifecycle(db, ended, { type: `run.${outcome.status}`, extra, publicUrl });
+  await appendLifecycle(db, ended, { type: `run.${outcome.status}`, extra, publicUrl, busLocked });
   // Only a child run (parent_run_id set) can be what a parent's `flow call` waits on.
   if (ended.hasParent) await resolveCallOfChild(db, runId);
   return true;
@@ -442,7 +483,7 @@ export type ScriptJobStatus = "succeeded" | "retrying" | "failed";
  * no longer live (a second finish) is refused with `job_lost`, and outputs or an error Postgres
  * cannot store with `invalid_argument`; either changes nothing.
  */
-export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promise<ScriptJobStatus> => {
+export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish, opts: { busLocked?: boolean } = {}): Promise<ScriptJobStatus> => {
   // What Postgres cannot store (NUL, a lone surrogate) is refused by name before anything is written.
   assertStorableJson({ outputs: f.outputs, error: f.error }, "finish");
   const runId = f.job.run_id;
@@ -455,6 +496,7 @@ export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promi
       publicUrl: f.publicUrl,
       jobId: f.job.id,
       tokenDigest: f.tokenDigest,
+      busLocked: opts.busLocked === true,
     });
     return "succeeded";
   }
@@ -463,6 +505,28 @@ export const finishScriptJob = async (tx: PoolClient, f: ScriptJobFinish): Promi
   if (await retryIfAllowed(tx, runId, f.job.id, error)) return "retrying";
   await completeRun(tx, runId, { status: "failed", error, output: { exit_code: f.exitCode, duration_ms: f.durationMs } }, f.publicUrl);
   return "failed";
+};
+
+/**
+ * finishScriptJob in a transaction of its own (`POST /agent/v1/finish`), after the job's last log
+ * lines. A success (exit 0) takes its `run.succeeded` event's bus lock, and generic plans for the
+ * transaction (as every emit takes them), in BEGIN's round trip: one round trip fewer a run. Any
+ * other ending takes its event's lock where it emits it, as before.
+ */
+export const finishScriptJobTransaction = (
+  pool: Pool,
+  f: ScriptJobFinish & { readonly projectId: string; readonly log: readonly LogChunk[] },
+): Promise<ScriptJobStatus> => {
+  const succeeds = f.exitCode === 0;
+  const begin = succeeds ? busLockedBegin(f.projectId, "run.succeeded") : undefined;
+  return withTransaction(
+    pool,
+    async (tx) => {
+      await appendLogs(tx, f.job.run_id, f.job.id, f.log);
+      return finishScriptJob(tx, f, { busLocked: succeeds });
+    },
+    { begin },
+  );
 };
 
 /**

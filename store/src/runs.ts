@@ -66,8 +66,16 @@ export const toRunView = (r: RunRowRaw): RunView => ({
   finished_at: iso(r.finished_at),
 });
 
+/**
+ * The run whose id is $2, as a relation named runs, for a caller that then checks its project
+ * (`where project_id = $1`). The fence (`offset 0`) keeps the project out of the lookup: planned
+ * while runs is empty (a new server's connections keep their generic plans), `project_id = $1 and
+ * id = $2` chose an index on project_id and read every run of the project per call.
+ */
+export const RUN_BY_ID_SQL = `(select * from runs where id = $2 offset 0) runs`;
+
 export const getRunView = async (db: Db, projectId: string, runId: string): Promise<RunView | undefined> => {
-  const { rows } = await db.query<RunRowRaw>(`select ${RUN_VIEW_COLUMNS} from runs where project_id = $1 and id = $2`, [projectId, runId]);
+  const { rows } = await db.query<RunRowRaw>(`select ${RUN_VIEW_COLUMNS} from ${RUN_BY_ID_SQL} where project_id = $1`, [projectId, runId]);
   return rows[0] ? toRunView(rows[0]) : undefined;
 };
 

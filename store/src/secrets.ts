@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from "pg";
 import { FlowError, type SecretMeta } from "@flowsvc/core";
 import { credentialStampSql } from "./credentials.js";
 import type { Keyring } from "./keyring.js";
-import { RUN_VIEW_COLUMNS, toRunView, type RunRowRaw, type RunView } from "./runs.js";
+import { RUN_BY_ID_SQL, RUN_VIEW_COLUMNS, toRunView, type RunRowRaw, type RunView } from "./runs.js";
 
 type Db = Pool | PoolClient;
 
@@ -126,7 +126,7 @@ export const getRunViewInSecretScope = async (
   const { rows } = await db.query<RunRowRaw & { scope_org_id: string | null; scope_stamp: string }>(
     `select ${RUN_VIEW_COLUMNS},
             (select p.org_id from projects p where p.id = $1) as scope_org_id, ${secretStampSql("$1")} as scope_stamp
-       from runs where project_id = $1 and id = $2`,
+       from ${RUN_BY_ID_SQL} where project_id = $1`,
     [projectId, runId],
   );
   const r = rows[0];

@@ -22,7 +22,7 @@ import {
   openDeclaredCredentials,
   openJournal,
   openSealedSecrets,
-  startJobAndRun,
+  startJobAndRunTransaction,
   withTransaction,
   type ClaimReads,
   type LeasedJob,
@@ -134,7 +134,7 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): 
   const envelope = envelopeOf(claim.reads.event);
   const sealedJournal = claim.reads.journal;
   // After the scope: a job whose credentials do not resolve has failed, and its run never started.
-  await withTransaction(pool, (tx) => startJobAndRun(tx, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl }));
+  await startJobAndRunTransaction(pool, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl, projectId: run.project_id });
   const { project } = scope;
   // Step and activity output is sealed at rest; the agent replays it as recorded.
   const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });

@@ -15,7 +15,7 @@ import {
   appendLogs,
   extendLease,
   finishNodeJob,
-  finishScriptJob,
+  finishScriptJobTransaction,
   openJournalResult,
   recordJournal,
   recordJournalForToken,
@@ -158,13 +158,12 @@ const finishRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
       masker,
       publicUrl,
     };
-    const status = await withTransaction(pool, async (tx) => {
-      await appendLogs(tx, job.run_id, job.id, body.log ?? []);
-      return finishScriptJob(tx, finish);
-    }).catch((err: unknown) => {
-      // The quick path's lost job answers as the token lookup would have.
-      throw err instanceof FlowError && err.code === "job_lost" && quick ? jobLost() : err;
-    });
+    const status = await finishScriptJobTransaction(pool, { ...finish, projectId: job.project_id, log: body.log ?? [] }).catch(
+      (err: unknown) => {
+        // The quick path's lost job answers as the token lookup would have.
+        throw err instanceof FlowError && err.code === "job_lost" && quick ? jobLost() : err;
+      },
+    );
     req.log.info({ runId: job.run_id, jobId: job.id, status, exitCode: body.exit_code }, "job finished");
     return { status };
   });

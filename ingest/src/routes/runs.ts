@@ -22,8 +22,7 @@ import {
   listRunViews,
   mintId,
   openJournal,
-  submitRun,
-  withTransaction,
+  submitRunTransaction,
   type RunView,
 } from "@flowsvc/store";
 import { authorize, type Scope } from "../auth.js";
@@ -121,7 +120,7 @@ const submitRoute = (app: FastifyInstance, { pool, maskers, publicUrl }: RouteDe
     }
     const body = SubmitSchema.parse(req.body);
     const run = newRun(scope, body);
-    const res = await withTransaction(pool, (tx) => submitRun(tx, run, { sender: scope.caller.userName, credentials: body.credentials }));
+    const res = await submitRunTransaction(pool, run, { sender: scope.caller.userName, credentials: body.credentials });
     if (res.duplicate) return reply.status(200).send({ id: res.id, duplicate: true });
     return reply.status(201).send(await maskers.runView(scope.projectId, res.id));
   });
