@@ -24,9 +24,17 @@ import {
   type ValueMasker,
 } from "@flowsvc/core";
 import { setRunCredentials } from "./credentials.js";
-import { emitEvent } from "./emit.js";
+import { emitEvent, type EmitInput } from "./emit.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation, type RunInProject } from "./runs.js";
+import {
+  finishRun,
+  getRunInternalInProject,
+  markJobAndRunRunning,
+  markRunRunning,
+  appendAnnotation,
+  type RunInProject,
+  type RunInternal,
+} from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
 import { finishActivity } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
@@ -239,24 +247,23 @@ export const emitLifecycle = async (db: PoolClient, { runId, type, extra, public
   if (found) await appendLifecycle(db, found, { type, extra, publicUrl });
 };
 
-/** emitLifecycle for a run already read (a state change's update returned it as it is now). */
-const appendLifecycle = async (
-  db: PoolClient,
-  { run, org, project }: RunInProject,
+/** What a lifecycle event's emit is made of: the run's fields its payload, subject and trust come from. */
+export type LifecycleRunFields = Pick<RunInternal, "id" | "project_id" | "status" | "workflow" | "tags" | "trigger" | "trusted">;
+
+/** The emit of a `run.*` event for a run as it is now (with its project's names): appendLifecycle's, and the claim's one-statement start's. */
+export const lifecycleEmit = (
+  { run, org, project }: { run: LifecycleRunFields; org: string; project: string },
   { type, extra, publicUrl }: Omit<LifecycleEvent, "runId">,
-): Promise<void> => {
+): EmitInput => {
   const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
-  await emitEvent(db, {
-    projectId: run.project_id,
-    type,
-    key,
-    payload,
-    sourceRunId: run.id,
-    trusted: trustOf({ by: "run", run }),
-    platform: true,
-  });
+  return { projectId: run.project_id, type, key, payload, sourceRunId: run.id, trusted: trustOf({ by: "run", run }), platform: true };
+};
+
+/** emitLifecycle for a run already read (a state change's update returned it as it is now). */
+const appendLifecycle = async (db: PoolClient, found: RunInProject, event: Omit<LifecycleEvent, "runId">): Promise<void> => {
+  await emitEvent(db, lifecycleEmit(found, event));
 };
 
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */
