@@ -13,7 +13,7 @@ import { digestToken, mintToken } from "./mint.js";
 import { emitBatch, emitToHandlers, handlerRunId, type DispatchSlot, type DispatchSlots, type EmitInput, type EmitResult } from "./emit.js";
 import { GroupCommitter } from "./group-commit.js";
 import { performCall } from "./calls.js";
-import { claimByToken, requeueJobAttempt } from "./jobs.js";
+import { claimByToken, claimReadyJobs, requeueJobAttempt } from "./jobs.js";
 import { getRunInternalInProject } from "./runs.js";
 
 let db: TestDatabase;
@@ -271,7 +271,7 @@ void test("a handler run's claim with the token its emit dispatched starts the j
   await addHandler(p, "creds", ["e"], { credentials: { TOKEN: "gh" } });
   const slots = new Slots(8);
   const gc = committerWith(slots);
-  await gc.submit(input({ payload: { n: 0 } })); // caches the handlers (the transactional way: no slots)
+  const queued = await gc.submit(input({ payload: { n: 0 } })); // caches the handlers (the transactional way: jobs queued)
   const emitted = await gc.submit(input({ key: "k", payload: { n: 1 } }));
   const [h, creds] = [handlerRunId(emitted.eventId, "h"), handlerRunId(emitted.eventId, "creds")];
   const tokenOf = (runId: string) => digestToken(slots.launched.find((l) => l.runId === runId)!.token);
@@ -318,6 +318,40 @@ void test("a handler run's claim with the token its emit dispatched starts the j
   // A run that declares credentials is not started by the lookup: they resolve (or fail the job) first.
   const withCreds = await claimOf(creds);
   assert.deepEqual([withCreds?.started, (await runOf(creds)).status, (await started(creds)).length], [false, "queued", 0]);
+
+  // A handler run's job that the dispatcher claimed (the first emit's, queued) has its hint from that dispatch.
+  const tokens = new Map<string, string>();
+  const dispatched = await claimReadyJobs(db.pool, {
+    limit: 50,
+    leaseMs: 30_000,
+    capabilities: ["polyglot"],
+    mintDigest: () => {
+      const { token, digest } = mintToken("job");
+      tokens.set(digest.toString("hex"), token);
+      return digest;
+    },
+  });
+  const viaDispatcher = (runId: string) => dispatched.find((j) => j.run_id === runId)!.digest;
+  const [queuedH, queuedCreds] = [handlerRunId(queued.eventId, "h"), handlerRunId(queued.eventId, "creds")];
+  const fromDispatch = await claimByToken(db.pool, {
+    digest: viaDispatcher(queuedH),
+    agentId: "agent-2",
+    leaseMs: 30_000,
+    publicUrl: undefined,
+  });
+  assert.deepEqual([fromDispatch?.started, (await runOf(queuedH)).status, (await started(queuedH)).length], [true, "running", 1]);
+  const plain = (await getRunInternalInProject(db.pool, queuedH))!;
+  assert.deepEqual(
+    (await started(queuedH))[0]!.payload,
+    lifecyclePayload({ ...plain.run, org: plain.org, project: plain.project }, {}, undefined),
+  );
+  const credsDispatched = await claimByToken(db.pool, {
+    digest: viaDispatcher(queuedCreds),
+    agentId: "agent-2",
+    leaseMs: 30_000,
+    publicUrl: undefined,
+  });
+  assert.deepEqual([credsDispatched?.started, (await runOf(queuedCreds)).status], [false, "queued"]);
 
   // A token whose job went back to the queue starts nothing.
   const next = await gc.submit(input({ payload: { n: 2 } }));

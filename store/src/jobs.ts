@@ -55,7 +55,7 @@ export const claimReadyJobs = async (
   // own transaction): it is a lease, not a fact. Lost in a Postgres crash, the job is queued again
   // and the agent's claim with this token answers job_lost; the claim's own commit is durable, and
   // flushing it flushes this one first (WAL order), so no job runs on a dispatch that was lost.
-  const { rows } = await db.query<ClaimedJob & { digest: Buffer } & Placement>(
+  const { rows } = await db.query<ClaimedJob & { digest: Buffer; hint: StartHint["run"] | null } & Placement>(
     `with async_commit as materialized (select set_config('synchronous_commit', 'off', true) as v),
      ready as (
        select id, run_id, row_number() over (order by not_before, created_at) as n
@@ -67,15 +67,23 @@ export const claimReadyJobs = async (
             lease_expires_at = now() + ($4::int * interval '1 millisecond'), updated_at = now()
        from async_commit, ready join unnest($3::bytea[]) with ordinality as d(digest, n) on d.n = ready.n
             left join lateral (
-              select o.name as org, p.name as project
+              select o.name as org, p.name as project,
+                     case when r.handler_name is not null and r.credentials = '{}'::jsonb
+                          then jsonb_build_object('id', r.id, 'project_id', r.project_id, 'workflow', r.workflow, 'tags', r.tags,
+                                                  'trigger', r.trigger, 'trusted', r.trusted) end as hint
                 from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
                where r.id = ready.run_id) pl on true
       where j.id = ready.id
       returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id, j.token_digest as digest,
-                coalesce(pl.org, '') as org, coalesce(pl.project, '') as project`,
+                coalesce(pl.org, '') as org, coalesce(pl.project, '') as project,
+                case when j.kind = 'run' then pl.hint end as hint`,
     [limit, capabilities, digests, leaseMs],
   );
-  return rows;
+  // A handler run's job with no credentials to resolve: its claim may start it in its own statement (claimByToken).
+  return rows.map(({ hint, ...job }) => {
+    if (hint) noteStartHint(job.digest, { run: hint, org: job.org, project: job.project });
+    return job;
+  });
 };
 
 export interface LeasedJob {
@@ -245,7 +253,7 @@ export const noteStartHint = (digest: Buffer, hint: StartHint): void => {
 const CLAIM_AND_START = `with job as (
      update jobs j set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
       where j.token_digest = $1 and j.status in ('dispatched', 'running') and j.kind = 'run' and j.run_id = $4
-        and exists (select 1 from runs r where r.id = j.run_id and r.credentials = '{}'::jsonb)
+        and exists (select 1 from runs r where r.id = j.run_id and r.handler_name is not null and r.credentials = '{}'::jsonb)
       returning j.run_id),
    started as (
      update runs r set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
