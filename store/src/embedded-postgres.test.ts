@@ -4,6 +4,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import {
   appendFileSync,
+  chmodSync,
   cpSync,
   existsSync,
   mkdtempSync,
@@ -107,15 +108,31 @@ test("a stopped cluster leaves no postgres process behind and keeps its data on 
   assert.deepEqual(postgresProcesses(dataDir), []);
 });
 
-test("the cluster listens on 127.0.0.1 only, without a Unix socket", async (t) => {
+test("the cluster listens on 127.0.0.1 and on a Unix socket in its own pg/ only (the server's pool uses it); no socket when its path is too long", async (t) => {
   const dataDir = tempDir(t);
   const cluster = await startEmbeddedPostgres({ dataDir, durable: false });
   t.after(() => cluster.stop());
-  const [row] = await query<{ listen: string; sockets: string; encoding: string }>(
-    cluster.url,
-    "select current_setting('listen_addresses') as listen, current_setting('unix_socket_directories') as sockets, pg_encoding_to_char(encoding) as encoding from pg_database where datname = current_database()",
-  );
-  assert.deepEqual(row, { listen: "127.0.0.1", sockets: "", encoding: "UTF8" });
+  const settings =
+    "select current_setting('listen_addresses') as listen, current_setting('unix_socket_directories') as sockets, pg_encoding_to_char(encoding) as encoding from pg_database where datname = current_database()";
+  const pgDir = join(dataDir, "pg");
+  for (const url of [cluster.url, cluster.localUrl]) {
+    const [row] = await query<{ listen: string; sockets: string; encoding: string }>(url, settings);
+    assert.deepEqual(row, { listen: "127.0.0.1", sockets: pgDir, encoding: "UTF8" });
+  }
+  assert.equal(new URL(cluster.localUrl).searchParams.get("host"), pgDir);
+  const [local] = await query<{ over: string | null }>(cluster.localUrl, "select inet_client_addr()::text as over");
+  assert.deepEqual(local, { over: null }, "the local URL goes over the Unix socket");
+  assert.equal(statSync(pgDir).mode & 0o777, 0o700, "only Postgres's user may reach the socket");
+
+  // A data dir so deep that the socket's path would not fit: TCP only, and the local URL is the TCP one.
+  const parent = tempDir(t);
+  chmodSync(parent, 0o755); // Postgres's user (as root: nobody) must traverse it
+  const deep = join(parent, "d".repeat(100));
+  const far = await startEmbeddedPostgres({ dataDir: deep, durable: false });
+  t.after(() => far.stop());
+  assert.equal(far.localUrl, far.url);
+  const [row] = await query<{ listen: string; sockets: string }>(far.url, settings);
+  assert.deepEqual([row?.listen, row?.sockets], ["127.0.0.1", ""]);
 });
 
 test("data files are not owned by root when started as root", { skip: !asRoot && "needs root" }, async (t) => {

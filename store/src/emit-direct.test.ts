@@ -265,6 +265,22 @@ void test("concurrent emits in one round trip never pass the in-flight limit tog
   await gc.close();
 });
 
+/** A run's `run.started` events. */
+const startedEvents = async (runId: string) =>
+  (
+    await db.pool.query<{ id: string; key: string | null; payload: unknown; trusted: boolean; generation: number; created_at: Date }>(
+      `select id, key, payload, trusted, generation, created_at from events where source_run_id = $1 and type = 'run.started'`,
+      [runId],
+    )
+  ).rows;
+const runOf = async (runId: string) =>
+  (await db.pool.query<{ status: string; started_at: Date | null }>(`select status, started_at from runs where id = $1`, [runId])).rows[0]!;
+/** The run's lifecycle payload as the transactional start makes it from the run as it is now (core's lifecyclePayload). */
+const payloadNow = async (runId: string, publicUrl: string | undefined) => {
+  const now = (await getRunInternalInProject(db.pool, runId))!;
+  return lifecyclePayload({ ...now.run, org: now.org, project: now.project }, {}, publicUrl);
+};
+
 void test("a handler run's claim with the token its emit dispatched starts the job and the run in the claim's one statement, run.started as the start transaction writes it; a re-claim starts nothing twice; a lost token, a run with credentials start nothing", async () => {
   const { projectId: p, input } = await newProject();
   await addHandler(p, "h", ["e"]);
@@ -277,16 +293,6 @@ void test("a handler run's claim with the token its emit dispatched starts the j
   const tokenOf = (runId: string) => digestToken(slots.launched.find((l) => l.runId === runId)!.token);
   const claimOf = (runId: string) =>
     claimByToken(db.pool, { digest: tokenOf(runId), agentId: "agent-1", leaseMs: 30_000, publicUrl: "https://flow.example/" });
-  const started = async (runId: string) =>
-    (
-      await db.pool.query<{ id: string; key: string | null; payload: unknown; trusted: boolean; generation: number; created_at: Date }>(
-        `select id, key, payload, trusted, generation, created_at from events where source_run_id = $1 and type = 'run.started'`,
-        [runId],
-      )
-    ).rows;
-  const runOf = async (runId: string) =>
-    (await db.pool.query<{ status: string; started_at: Date | null }>(`select status, started_at from runs where id = $1`, [runId]))
-      .rows[0]!;
 
   const claimed = await claimOf(h);
   assert.equal(claimed?.started, true);
@@ -301,11 +307,9 @@ void test("a handler run's claim with the token its emit dispatched starts the j
   assert.ok(job!.lease_s > 15 && job!.lease_s <= 30, `the claim's lease, ${job!.lease_s} s left`);
   const run = await runOf(h);
   assert.equal(run.status, "running");
-  const [event, ...more] = await started(h);
+  const [event, ...more] = await startedEvents(h);
   assert.equal(more.length, 0);
-  // The payload as the transactional start makes it from the run as it is now (core's lifecyclePayload).
-  const now = (await getRunInternalInProject(db.pool, h))!;
-  assert.deepEqual(event!.payload, lifecyclePayload({ ...now.run, org: now.org, project: now.project }, {}, "https://flow.example/"));
+  assert.deepEqual(event!.payload, await payloadNow(h, "https://flow.example/"));
   assert.match(String((event!.payload as { run_url: string }).run_url), /^https:\/\/flow\.example\/runs\/run-/);
   assert.deepEqual([event!.key, event!.trusted, event!.generation], ["k", true, 0]);
   assert.deepEqual(run.started_at, event!.created_at, "started_at is the claim statement's time, as is its event's");
@@ -313,11 +317,11 @@ void test("a handler run's claim with the token its emit dispatched starts the j
   // The agent claims again (its answer was lost): the job is its own, nothing starts twice.
   const again = await claimOf(h);
   assert.deepEqual([again?.started, again?.job.status], [false, "running"]);
-  assert.equal((await started(h)).length, 1);
+  assert.equal((await startedEvents(h)).length, 1);
 
   // A run that declares credentials is not started by the lookup: they resolve (or fail the job) first.
   const withCreds = await claimOf(creds);
-  assert.deepEqual([withCreds?.started, (await runOf(creds)).status, (await started(creds)).length], [false, "queued", 0]);
+  assert.deepEqual([withCreds?.started, (await runOf(creds)).status, (await startedEvents(creds)).length], [false, "queued", 0]);
 
   // A handler run's job that the dispatcher claimed (the first emit's, queued) has its hint from that dispatch.
   const tokens = new Map<string, string>();
@@ -339,12 +343,8 @@ void test("a handler run's claim with the token its emit dispatched starts the j
     leaseMs: 30_000,
     publicUrl: undefined,
   });
-  assert.deepEqual([fromDispatch?.started, (await runOf(queuedH)).status, (await started(queuedH)).length], [true, "running", 1]);
-  const plain = (await getRunInternalInProject(db.pool, queuedH))!;
-  assert.deepEqual(
-    (await started(queuedH))[0]!.payload,
-    lifecyclePayload({ ...plain.run, org: plain.org, project: plain.project }, {}, undefined),
-  );
+  assert.deepEqual([fromDispatch?.started, (await runOf(queuedH)).status, (await startedEvents(queuedH)).length], [true, "running", 1]);
+  assert.deepEqual((await startedEvents(queuedH))[0]!.payload, await payloadNow(queuedH, undefined));
   const credsDispatched = await claimByToken(db.pool, {
     digest: viaDispatcher(queuedCreds),
     agentId: "agent-2",
@@ -359,6 +359,9 @@ void test("a handler run's claim with the token its emit dispatched starts the j
   const [lostJob] = await jobOf(lost);
   assert.equal(await requeueJobAttempt(db.pool, lostJob!.id, 1), true);
   assert.equal(await claimOf(lost), undefined);
-  assert.deepEqual([(await runOf(lost)).status, (await started(lost)).length, (await jobOf(lost))[0]!.status], ["queued", 0, "queued"]);
+  assert.deepEqual(
+    [(await runOf(lost)).status, (await startedEvents(lost)).length, (await jobOf(lost))[0]!.status],
+    ["queued", 0, "queued"],
+  );
   await gc.close();
 });
