@@ -305,7 +305,7 @@ const SOCKET_PATH_MAX = 103;
  * when the socket's path would be too long or the directory needs quoting in
  * `unix_socket_directories` (a list): then Postgres listens on TCP only.
  */
-function socketDirFor(pgDir: string, port: number): string | undefined {
+export function socketDirFor(pgDir: string, port: number): string | undefined {
   return Buffer.byteLength(join(pgDir, `.s.PGSQL.${port}`)) <= SOCKET_PATH_MAX && /^[\w/.-]+$/.test(pgDir) ? pgDir : undefined;
 }
 
