@@ -3,7 +3,7 @@
 // condition (a launch recorded, a row), never on the clock.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { digestToken, listEvents } from "@flowsvc/store";
+import { createRun, digestToken, listEvents, mintId } from "@flowsvc/store";
 import { FakeLauncher } from "./testing/fake-launcher.js";
 import { openTestStore, startDispatcher, submitRun, type TestStore } from "./testing/dispatch-kit.js";
 import { waitFor } from "@flowsvc/store";
@@ -310,4 +310,42 @@ test("an emit's reservation: only a drained pool's spare slot, launched once at 
       dispatcher.stop();
     }
     assert.equal(dispatcher.reserve([]), undefined, "a stopped dispatcher lends nothing");
+  }));
+
+test("a dispatcher stopped while its claim waits for a connection gives what the claim took back to the queue, its attempt unspent, and launches nothing", () =>
+  withStore(async (store) => {
+    const launcher = new FakeLauncher({ slots: 2 });
+    const { dispatcher } = await startDispatcher(store, [launcher]);
+    const pool = store.db.pool;
+    // Every connection of the pool held: the claim that the job's NOTIFY starts waits for one.
+    const held = await Promise.all(Array.from({ length: pool.options.max ?? 10 }, () => pool.connect()));
+    let jobId = "";
+    let returned = false;
+    const off = store.listener.on("flowsvc_jobs", () => (returned = true));
+    try {
+      await held[0]!.query("begin");
+      const runId = mintId("run");
+      await createRun(held[0]!, {
+        id: runId,
+        projectId: store.projectId,
+        source: "true\n",
+        filename: "t.sh",
+        trusted: true,
+        trigger: { type: "manual" },
+      });
+      jobId = (await held[0]!.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId])).rows[0]!.id;
+      await held[0]!.query("commit");
+      await waitFor("the dispatcher's claim waiting for a connection", () => pool.waitingCount === 1);
+      dispatcher.stop();
+      returned = false; // the submit's own NOTIFY may have come before the dispatcher's
+    } finally {
+      for (const c of held) c.release();
+    }
+    try {
+      await waitFor("the claimed job returned (its NOTIFY)", () => returned);
+    } finally {
+      off();
+    }
+    assert.equal(launcher.launches.length, 0);
+    assert.deepEqual({ ...(await jobRow(store, jobId)) }, { status: "queued", attempt: 0, token_digest: null });
   }));

@@ -227,6 +227,11 @@ export class Dispatcher implements DispatchSlots {
           return t.digest;
         },
       });
+      // Stopped while the claim was out: what it took goes back to the queue, its attempt unspent, for another dispatcher.
+      if (this.#stopped) {
+        for (const job of claimed) await returnUnstartedJob(this.#o.pool, job.id, job.attempt, 0);
+        return;
+      }
       // Fewer ready than free slots: none is left (one queued meanwhile nudges another pass), so no
       // empty claim, and no tokens minted for it; and unless a nudge came meanwhile, the pool is drained.
       if (claimed.length < free && nudges === this.#nudges) this.#drained.add(launcher);

@@ -3,6 +3,7 @@ import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
 import {
   digestToken,
+  claimByToken,
   jobAndRunByToken,
   jobByToken,
   tokenKindOf,
@@ -52,17 +53,30 @@ export const lastSeenJobOfRequest = (req: FastifyRequest): (LeasedJobInScope & {
   return job && { ...job, digest };
 };
 
-/** A claim's job, its run, the run's project and the claim's reads (store's ClaimReads), in one lookup. */
-export const jobAndRunOfRequest = async (
+/**
+ * A claim's job, its run, the run's project and the claim's reads (store's ClaimReads), in one
+ * lookup; with `started`, the same round trip started the job and its run (store's claimByToken,
+ * for a job this process dispatched with a start hint).
+ */
+export const claimOfRequest = async (
   pool: Pool,
   req: FastifyRequest,
-): Promise<{ job: LeasedJob; run: RunInternal; project: ProjectRef; reads: ClaimReads }> => {
+  claim: { agentIdOf: () => string; leaseMs: number; publicUrl: string | undefined },
+): Promise<{ job: LeasedJob; run: RunInternal; project: ProjectRef; reads: ClaimReads; agentId: string; started: boolean }> => {
   const digest = jobTokenDigestOf(req);
-  const found = await jobAndRunByToken(pool, digest);
+  // The token, then its job, then the body: a dead token is job_lost whatever the body says.
+  let agentId: string;
+  try {
+    agentId = claim.agentIdOf();
+  } catch (err) {
+    if (!(await jobAndRunByToken(pool, digest))) throw jobLost();
+    throw err;
+  }
+  const found = await claimByToken(pool, { digest, agentId, leaseMs: claim.leaseMs, publicUrl: claim.publicUrl });
   if (!found?.run || !found.project) throw jobLost();
   // The claim saw the job live: its first `flow step` can take the one-statement record too.
   rememberJob(digest, { ...found.job, project_id: found.project.projectId, org_id: found.project.orgId });
-  return { job: found.job, run: found.run, project: found.project, reads: found.reads };
+  return { job: found.job, run: found.run, project: found.project, reads: found.reads, agentId, started: found.started };
 };
 
 /**

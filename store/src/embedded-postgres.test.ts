@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import pg from "pg";
 import type { EmbeddedPostgresOptions } from "./embedded-postgres.js";
-import { startEmbeddedPostgres as start, stopPostgresSync } from "./embedded-postgres.js";
+import { socketDirFor, startEmbeddedPostgres as start, stopPostgresSync } from "./embedded-postgres.js";
 
 const asRoot = process.getuid?.() === 0;
 
@@ -107,15 +107,27 @@ test("a stopped cluster leaves no postgres process behind and keeps its data on 
   assert.deepEqual(postgresProcesses(dataDir), []);
 });
 
-test("the cluster listens on 127.0.0.1 only, without a Unix socket", async (t) => {
+test("the cluster listens on 127.0.0.1 and on a Unix socket in its own pg/ only (the server's pool uses it)", async (t) => {
   const dataDir = tempDir(t);
   const cluster = await startEmbeddedPostgres({ dataDir, durable: false });
   t.after(() => cluster.stop());
-  const [row] = await query<{ listen: string; sockets: string; encoding: string }>(
-    cluster.url,
-    "select current_setting('listen_addresses') as listen, current_setting('unix_socket_directories') as sockets, pg_encoding_to_char(encoding) as encoding from pg_database where datname = current_database()",
-  );
-  assert.deepEqual(row, { listen: "127.0.0.1", sockets: "", encoding: "UTF8" });
+  const settings =
+    "select current_setting('listen_addresses') as listen, current_setting('unix_socket_directories') as sockets, pg_encoding_to_char(encoding) as encoding from pg_database where datname = current_database()";
+  const pgDir = join(dataDir, "pg");
+  for (const url of [cluster.url, cluster.localUrl]) {
+    const [row] = await query<{ listen: string; sockets: string; encoding: string }>(url, settings);
+    assert.deepEqual(row, { listen: "127.0.0.1", sockets: pgDir, encoding: "UTF8" });
+  }
+  assert.equal(new URL(cluster.localUrl).searchParams.get("host"), pgDir);
+  const [local] = await query<{ over: string | null }>(cluster.localUrl, "select inet_client_addr()::text as over");
+  assert.deepEqual(local, { over: null }, "the local URL goes over the Unix socket");
+  assert.equal(statSync(pgDir).mode & 0o777, 0o700, "only Postgres's user may reach the socket");
+});
+
+test("no Unix socket when its path would not fit in sun_path or its directory needs quoting in the list setting", () => {
+  assert.equal(socketDirFor("/var/lib/flowsvc/pg", 54321), "/var/lib/flowsvc/pg");
+  assert.equal(socketDirFor(`/tmp/${"d".repeat(90)}/pg`, 54321), undefined);
+  for (const odd of ["/tmp/a b/pg", "/tmp/a,b/pg", '/tmp/a"b/pg', "/tmp/ä/pg"]) assert.equal(socketDirFor(odd, 5432), undefined, odd);
 });
 
 test("data files are not owned by root when started as root", { skip: !asRoot && "needs root" }, async (t) => {

@@ -21,7 +21,19 @@ import { dirname, join, resolve } from "node:path";
 import pg from "pg";
 import { blockedDirFor, copyReadableOnce, lookupUser, type SystemUser } from "./system-user.js";
 
-export type EmbeddedPostgres = { url: string; port: number; pid: number; stop(): Promise<void> };
+export type EmbeddedPostgres = {
+  /** Over TCP on 127.0.0.1 (any process of the host that has the password). */
+  url: string;
+  /**
+   * For the server's own pool: over Postgres's Unix socket in pg/ (that directory is the Postgres
+   * user's alone; a round trip there costs both sides less CPU than TCP on loopback), or `url` when
+   * the socket's path would not fit (a long data dir) or needs quoting.
+   */
+  localUrl: string;
+  port: number;
+  pid: number;
+  stop(): Promise<void>;
+};
 
 export type EmbeddedPostgresOptions = {
   dataDir: string;
@@ -69,7 +81,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
       let stopping: Promise<void> | undefined;
       const stop = () => (stopping ??= stopPostmaster(ctx, pid));
       const url = `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${DATABASE}`;
-      return { url, port, pid, stop };
+      const socketDir = socketDirFor(ctx.pgDir, port);
+      const localUrl = socketDir ? `${url}?host=${encodeURIComponent(socketDir)}` : url;
+      return { url, localUrl, port, pid, stop };
     } catch (err) {
       // Another process may take the port between our probe and the server's bind: try again.
       if (attempt < 3 && lostThePort(err)) continue;
@@ -283,13 +297,32 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The longest socket path Linux and macOS take (sun_path), less its terminating NUL. */
+const SOCKET_PATH_MAX = 103;
+
+/**
+ * The directory of Postgres's Unix socket (pg/ itself: only its owner may enter), or undefined
+ * when the socket's path would be too long or the directory needs quoting in
+ * `unix_socket_directories` (a list): then Postgres listens on TCP only.
+ */
+export function socketDirFor(pgDir: string, port: number): string | undefined {
+  return Buffer.byteLength(join(pgDir, `.s.PGSQL.${port}`)) <= SOCKET_PATH_MAX && /^[\w/.-]+$/.test(pgDir) ? pgDir : undefined;
+}
+
+/** The postmaster's command line: TCP on 127.0.0.1, the socket in pg/ (socketDirFor), a throwaway cluster without flushes. */
+function postgresArgs(ctx: Ctx, port: number): string[] {
+  const socketDir = socketDirFor(ctx.pgDir, port) ?? "";
+  const args = ["-D", ctx.pgDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${socketDir}`];
+  if (!ctx.durable) args.push("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off");
+  return args;
+}
+
 async function launch(ctx: Ctx, port: number, password: string): Promise<number> {
   const logPath = join(ctx.dataDir, "postgres.log");
   if (existsSync(logPath) && statSync(logPath).size > 10 * 1024 * 1024) await rename(logPath, `${logPath}.1`);
   const from = existsSync(logPath) ? statSync(logPath).size : 0;
   const tail = () => logTail(logPath, from);
-  const args = ["-D", ctx.pgDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="];
-  if (!ctx.durable) args.push("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off");
+  const args = postgresArgs(ctx, port);
 
   // The server writes to a file we opened, never to a pipe, so it outlives us cleanly if we are
   // killed; detached puts it in its own process group, out of reach of a terminal's Ctrl-C.

@@ -6,13 +6,15 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import pg from "pg";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, lifecyclePayload } from "@flowsvc/core";
 import { createTestDatabase, createTestProject, waitFor, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { digestToken, mintToken } from "./mint.js";
 import { emitBatch, emitToHandlers, handlerRunId, type DispatchSlot, type DispatchSlots, type EmitInput, type EmitResult } from "./emit.js";
 import { GroupCommitter } from "./group-commit.js";
 import { performCall } from "./calls.js";
+import { claimByToken, claimReadyJobs, requeueJobAttempt } from "./jobs.js";
+import { getRunInternalInProject } from "./runs.js";
 
 let db: TestDatabase;
 /** NOTIFY payloads on flowsvc_jobs, in commit order. */
@@ -260,5 +262,106 @@ void test("concurrent emits in one round trip never pass the in-flight limit tog
   assert.equal(refused.length, 6, outcomes.map((o) => o.status).join(" "));
   assert.equal(await count("runs", p), 16);
   assert.equal(slots.launched.length + slots.free, 100, "every slot was launched or released");
+  await gc.close();
+});
+
+/** A run's `run.started` events. */
+const startedEvents = async (runId: string) =>
+  (
+    await db.pool.query<{ id: string; key: string | null; payload: unknown; trusted: boolean; generation: number; created_at: Date }>(
+      `select id, key, payload, trusted, generation, created_at from events where source_run_id = $1 and type = 'run.started'`,
+      [runId],
+    )
+  ).rows;
+const runOf = async (runId: string) =>
+  (await db.pool.query<{ status: string; started_at: Date | null }>(`select status, started_at from runs where id = $1`, [runId])).rows[0]!;
+/** The run's lifecycle payload as the transactional start makes it from the run as it is now (core's lifecyclePayload). */
+const payloadNow = async (runId: string, publicUrl: string | undefined) => {
+  const now = (await getRunInternalInProject(db.pool, runId))!;
+  return lifecyclePayload({ ...now.run, org: now.org, project: now.project }, {}, publicUrl);
+};
+
+void test("a handler run's claim with the token its emit dispatched starts the job and the run in the claim's one statement, run.started as the start transaction writes it; a re-claim starts nothing twice; a lost token, a run with credentials start nothing", async () => {
+  const { projectId: p, input } = await newProject();
+  await addHandler(p, "h", ["e"]);
+  await addHandler(p, "creds", ["e"], { credentials: { TOKEN: "gh" } });
+  const slots = new Slots(8);
+  const gc = committerWith(slots);
+  const queued = await gc.submit(input({ payload: { n: 0 } })); // caches the handlers (the transactional way: jobs queued)
+  const emitted = await gc.submit(input({ key: "k", payload: { n: 1 } }));
+  const [h, creds] = [handlerRunId(emitted.eventId, "h"), handlerRunId(emitted.eventId, "creds")];
+  const tokenOf = (runId: string) => digestToken(slots.launched.find((l) => l.runId === runId)!.token);
+  const claimOf = (runId: string) =>
+    claimByToken(db.pool, { digest: tokenOf(runId), agentId: "agent-1", leaseMs: 30_000, publicUrl: "https://flow.example/" });
+
+  const claimed = await claimOf(h);
+  assert.equal(claimed?.started, true);
+  assert.deepEqual([claimed.job.status, claimed.run?.id, claimed.reads.event?.id], ["dispatched", h, emitted.eventId], "read as it was");
+  const [job] = await db.pool
+    .query<{ status: string; agent_id: string; lease_s: number }>(
+      `select status, agent_id, extract(epoch from lease_expires_at - now())::float8 as lease_s from jobs where run_id = $1`,
+      [h],
+    )
+    .then((r) => r.rows);
+  assert.deepEqual([job!.status, job!.agent_id], ["running", "agent-1"]);
+  assert.ok(job!.lease_s > 15 && job!.lease_s <= 30, `the claim's lease, ${job!.lease_s} s left`);
+  const run = await runOf(h);
+  assert.equal(run.status, "running");
+  const [event, ...more] = await startedEvents(h);
+  assert.equal(more.length, 0);
+  assert.deepEqual(event!.payload, await payloadNow(h, "https://flow.example/"));
+  assert.match(String((event!.payload as { run_url: string }).run_url), /^https:\/\/flow\.example\/runs\/run-/);
+  assert.deepEqual([event!.key, event!.trusted, event!.generation], ["k", true, 0]);
+  assert.deepEqual(run.started_at, event!.created_at, "started_at is the claim statement's time, as is its event's");
+
+  // The agent claims again (its answer was lost): the job is its own, nothing starts twice.
+  const again = await claimOf(h);
+  assert.deepEqual([again?.started, again?.job.status], [false, "running"]);
+  assert.equal((await startedEvents(h)).length, 1);
+
+  // A run that declares credentials is not started by the lookup: they resolve (or fail the job) first.
+  const withCreds = await claimOf(creds);
+  assert.deepEqual([withCreds?.started, (await runOf(creds)).status, (await startedEvents(creds)).length], [false, "queued", 0]);
+
+  // A handler run's job that the dispatcher claimed (the first emit's, queued) has its hint from that dispatch.
+  const tokens = new Map<string, string>();
+  const dispatched = await claimReadyJobs(db.pool, {
+    limit: 50,
+    leaseMs: 30_000,
+    capabilities: ["polyglot"],
+    mintDigest: () => {
+      const { token, digest } = mintToken("job");
+      tokens.set(digest.toString("hex"), token);
+      return digest;
+    },
+  });
+  const viaDispatcher = (runId: string) => dispatched.find((j) => j.run_id === runId)!.digest;
+  const [queuedH, queuedCreds] = [handlerRunId(queued.eventId, "h"), handlerRunId(queued.eventId, "creds")];
+  const fromDispatch = await claimByToken(db.pool, {
+    digest: viaDispatcher(queuedH),
+    agentId: "agent-2",
+    leaseMs: 30_000,
+    publicUrl: undefined,
+  });
+  assert.deepEqual([fromDispatch?.started, (await runOf(queuedH)).status, (await startedEvents(queuedH)).length], [true, "running", 1]);
+  assert.deepEqual((await startedEvents(queuedH))[0]!.payload, await payloadNow(queuedH, undefined));
+  const credsDispatched = await claimByToken(db.pool, {
+    digest: viaDispatcher(queuedCreds),
+    agentId: "agent-2",
+    leaseMs: 30_000,
+    publicUrl: undefined,
+  });
+  assert.deepEqual([credsDispatched?.started, (await runOf(queuedCreds)).status], [false, "queued"]);
+
+  // A token whose job went back to the queue starts nothing.
+  const next = await gc.submit(input({ payload: { n: 2 } }));
+  const lost = handlerRunId(next.eventId, "h");
+  const [lostJob] = await jobOf(lost);
+  assert.equal(await requeueJobAttempt(db.pool, lostJob!.id, 1), true);
+  assert.equal(await claimOf(lost), undefined);
+  assert.deepEqual(
+    [(await runOf(lost)).status, (await startedEvents(lost)).length, (await jobOf(lost))[0]!.status],
+    ["queued", 0, "queued"],
+  );
   await gc.close();
 });

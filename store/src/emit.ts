@@ -35,6 +35,7 @@ import { mintId } from "./mint.js";
 import { createRuns, createdRunsWake } from "./run-lifecycle.js";
 import { setRunsCredentials } from "./credentials.js";
 import { wakeRun } from "./wake.js";
+import { noteStartHint, type StartHint } from "./jobs.js";
 import { graphScope } from "./graph-runs.js";
 
 export interface EmitInput {
@@ -153,7 +154,7 @@ export const handlerRunId = (eventId: string, handler: string): string =>
  * between the two, however the transactions interleave.
  */
 const busLockKeys = new Map<string, string>();
-const busLockKey = (projectId: string, type: string): string => {
+export const busLockKey = (projectId: string, type: string): string => {
   const name = `bus\u001f${projectId}\u001f${type}`;
   let key = busLockKeys.get(name);
   if (key === undefined) {
@@ -739,6 +740,16 @@ const planDirect = (inputs: readonly EmitInput[], results: readonly EmitResult[]
   return runs;
 };
 
+/** What a start hint (jobs.ts) keeps of a run this emit wrote: the fields of its `run.started` event. */
+const startHintRun = (run: NewRun): StartHint["run"] => ({
+  id: run.id,
+  project_id: run.projectId,
+  workflow: run.workflow,
+  tags: run.tags,
+  trigger: run.trigger,
+  trusted: run.trusted,
+});
+
 /** flowsvc_emit_to_handlers's runs (migration 022): createRuns's columns, the declared credentials, the job and its dispatch. */
 const directRunsJson = (runs: ReadonlyArray<DirectRun & { jobId: string; slot: DispatchSlot | undefined }>): string =>
   JSON.stringify(
@@ -813,11 +824,15 @@ export const emitToHandlers = async (
     throw err;
   }
   const wake = runs.some((r) => !r.slot) ? createdRunsWake(runs.map((r) => r.run.id)) : undefined;
-  for (const { index, run, jobId, slot } of runs) {
+  for (const { index, run, credentials, jobId, slot } of runs) {
     const result = results[index]!;
     result.handlerRuns.push(run.id);
     if (wake !== undefined) result.wake = wake;
-    slot?.launch({ jobId, runId: run.id, ...inputs[index]!.placement! });
+    if (!slot) continue;
+    const placement = inputs[index]!.placement!;
+    // Its claim may start it in the claim's own statement (claimByToken): no credentials to resolve first.
+    if (Object.keys(credentials).length === 0) noteStartHint(slot.digest, { run: startHintRun(run), ...placement });
+    slot.launch({ jobId, runId: run.id, ...placement });
   }
   return results;
 };

@@ -3,6 +3,9 @@ import { RUN_INTERNAL_COLUMNS, type RunInternal } from "./runs.js";
 import type { ProjectRef } from "./tenancy.js";
 import type { DeclaredRow } from "./credentials.js";
 import type { JournalEntry } from "@flowsvc/core";
+import { busLockKey } from "./emit.js";
+import { lifecycleEmit, type LifecycleRunFields } from "./run-lifecycle.js";
+import { mintId } from "./mint.js";
 
 type Db = Pool | PoolClient;
 
@@ -52,7 +55,7 @@ export const claimReadyJobs = async (
   // own transaction): it is a lease, not a fact. Lost in a Postgres crash, the job is queued again
   // and the agent's claim with this token answers job_lost; the claim's own commit is durable, and
   // flushing it flushes this one first (WAL order), so no job runs on a dispatch that was lost.
-  const { rows } = await db.query<ClaimedJob & { digest: Buffer } & Placement>(
+  const { rows } = await db.query<ClaimedJob & { digest: Buffer; hint: StartHint["run"] | null } & Placement>(
     `with async_commit as materialized (select set_config('synchronous_commit', 'off', true) as v),
      ready as (
        select id, run_id, row_number() over (order by not_before, created_at) as n
@@ -64,15 +67,23 @@ export const claimReadyJobs = async (
             lease_expires_at = now() + ($4::int * interval '1 millisecond'), updated_at = now()
        from async_commit, ready join unnest($3::bytea[]) with ordinality as d(digest, n) on d.n = ready.n
             left join lateral (
-              select o.name as org, p.name as project
+              select o.name as org, p.name as project,
+                     case when r.handler_name is not null and r.credentials = '{}'::jsonb
+                          then jsonb_build_object('id', r.id, 'project_id', r.project_id, 'workflow', r.workflow, 'tags', r.tags,
+                                                  'trigger', r.trigger, 'trusted', r.trusted) end as hint
                 from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
                where r.id = ready.run_id) pl on true
       where j.id = ready.id
       returning j.id, j.run_id, j.attempt, j.capabilities, j.kind, j.activity_id, j.token_digest as digest,
-                coalesce(pl.org, '') as org, coalesce(pl.project, '') as project`,
+                coalesce(pl.org, '') as org, coalesce(pl.project, '') as project,
+                case when j.kind = 'run' then pl.hint end as hint`,
     [limit, capabilities, digests, leaseMs],
   );
-  return rows;
+  // A handler run's job with no credentials to resolve: its claim may start it in its own statement (claimByToken).
+  return rows.map(({ hint, ...job }) => {
+    if (hint) noteStartHint(job.digest, { run: hint, org: job.org, project: job.project });
+    return job;
+  });
 };
 
 export interface LeasedJob {
@@ -124,12 +135,14 @@ const CLAIM_READS = `(select coalesce(jsonb_agg(jsonb_build_object('variable', d
        (select jsonb_build_object('id', e.id, 'type', e.type, 'key', e.key, 'payload', e.payload, 'fields', e.fields)
           from events e where e.id = r.event_id and j.kind = 'run') as event`;
 
-const JOB_AND_RUN_BY_TOKEN = `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
+/** The claim's read (jobAndRunByToken): the job behind the live token $1, its run, project and CLAIM_READS. */
+const JOB_AND_RUN_READ = `select j.id, j.run_id, j.attempt, j.status, j.kind, j.activity_id,
        (select to_jsonb(x) from (select ${RUN_INTERNAL_COLUMNS.map((c) => `r.${c}`).join(", ")}) x) as run,
        o.id as project_org_id, o.name as project_org, p.name as project_name,
-       ${CLAIM_READS}
-  from jobs j left join runs r on r.id = j.run_id left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id
+       ${CLAIM_READS}`;
+const JOB_AND_RUN_FROM = `from jobs j left join runs r on r.id = j.run_id left join projects p on p.id = r.project_id left join orgs o on o.id = p.org_id
  where j.token_digest = $1 and j.status in ('dispatched', 'running')`;
+const JOB_AND_RUN_BY_TOKEN = `${JOB_AND_RUN_READ} ${JOB_AND_RUN_FROM}`;
 
 type HexRow<T, K extends keyof T> = Omit<T, K> & { [P in K]: string | null };
 
@@ -156,29 +169,27 @@ export interface ClaimEvent {
 
 const bytes = (hex: string | null): Buffer | null => (hex === null ? null : Buffer.from(hex, "hex"));
 
-/**
- * A claim's lookups in one round trip: the job behind a live token (as jobByToken), its run (as
- * getRunInternal; undefined if the run is gone), the run's project (as findProjectById) and the
- * claim's reads (ClaimReads).
- */
-export const jobAndRunByToken = async (
-  db: Db,
-  digest: Buffer,
-): Promise<{ job: LeasedJob; run: RunInternal | undefined; project: ProjectRef | undefined; reads: ClaimReads } | undefined> => {
-  const { rows } = await db.query<
-    LeasedJob & {
-      run: RunInternal | null;
-      project_org_id: string | null;
-      project_org: string | null;
-      project_name: string | null;
-      declared: Array<HexRow<DeclaredRow, "sealed" | "account_sealed">> | null;
-      secrets: Array<{ name: string; sealed: string }> | null;
-      journal: JournalEntry[] | null;
-      event: ClaimEvent | null;
-    }
-  >(JOB_AND_RUN_BY_TOKEN, [digest]);
-  const row = rows[0];
-  if (!row) return undefined;
+/** What the claim's read answers: the job, its run and project (undefined when gone), and ClaimReads. */
+export interface JobAndRun {
+  job: LeasedJob;
+  run: RunInternal | undefined;
+  project: ProjectRef | undefined;
+  reads: ClaimReads;
+}
+
+/** A row of JOB_AND_RUN_READ, sealed values as hex. */
+type JobAndRunRow = LeasedJob & {
+  run: RunInternal | null;
+  project_org_id: string | null;
+  project_org: string | null;
+  project_name: string | null;
+  declared: Array<HexRow<DeclaredRow, "sealed" | "account_sealed">> | null;
+  secrets: Array<{ name: string; sealed: string }> | null;
+  journal: JournalEntry[] | null;
+  event: ClaimEvent | null;
+};
+
+const jobAndRunOf = (row: JobAndRunRow): JobAndRun => {
   const { run, project_org_id: orgId, project_org: org, project_name: project, declared, secrets, journal, event, ...job } = row;
   const found = run?.id ? run : undefined;
   return {
@@ -192,6 +203,106 @@ export const jobAndRunByToken = async (
       event: event ?? undefined,
     },
   };
+};
+
+/**
+ * A claim's lookups in one round trip: the job behind a live token (as jobByToken), its run (as
+ * getRunInternal; undefined if the run is gone), the run's project (as findProjectById) and the
+ * claim's reads (ClaimReads).
+ */
+export const jobAndRunByToken = async (db: Db, digest: Buffer): Promise<JobAndRun | undefined> => {
+  const { rows } = await db.query<JobAndRunRow>(JOB_AND_RUN_BY_TOKEN, [digest]);
+  return rows[0] && jobAndRunOf(rows[0]);
+};
+
+/**
+ * What the process that dispatched a handler run's job knew of the run when it wrote it: the
+ * fields its `run.started` event is made of (run-lifecycle's lifecycleEmit), and its project's
+ * names. A run's id, project, workflow, tags and trigger never change, and its trust cannot
+ * change before it first starts, so the claim need not read them before it starts the run.
+ */
+export interface StartHint {
+  run: Omit<LifecycleRunFields, "status">;
+  org: string;
+  project: string;
+}
+
+/** Start hints by the hex digest of the job's token (one dispatch of one job); the oldest go first. */
+const startHints = new Map<string, StartHint>();
+const START_HINTS_MAX = 4096;
+
+/**
+ * Notes what a claim with this token may start in one statement (claimByToken): a handler run that
+ * declares no credentials, whose job this process wrote dispatched with that token's digest.
+ */
+export const noteStartHint = (digest: Buffer, hint: StartHint): void => {
+  startHints.set(digest.toString("hex"), hint);
+  if (startHints.size > START_HINTS_MAX) startHints.delete(startHints.keys().next().value!);
+};
+
+/**
+ * The claim's read and the start in one statement, its commit included (autocommit): the job
+ * behind the live token runs under the agent with a fresh lease (as markJobRunning), its run is
+ * running (as markJobAndRunRunning, `started_at` this statement's time) and, the first time,
+ * `run.started` is recorded (its payload made from the start hint; a handler run's platform event
+ * is never delivered, so its row is all of its emit, written under the type's bus lock). Only for
+ * a script job whose run declares no credentials (those resolve, or fail the job, before its run
+ * starts). The read takes the statement's snapshot, the run as it was before the start, as the
+ * read before the start transaction did.
+ */
+const CLAIM_AND_START = `with job as (
+     update jobs j set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
+      where j.token_digest = $1 and j.status in ('dispatched', 'running') and j.kind = 'run' and j.run_id = $4
+        and exists (select 1 from runs r where r.id = j.run_id and r.handler_name is not null and r.credentials = '{}'::jsonb)
+      returning j.run_id),
+   started as (
+     update runs r set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
+       from job where r.id = job.run_id and r.status in ('queued', 'parked')
+      returning r.id, (r.started_at = now()) as first),
+   recorded as (
+     insert into events (id, project_id, type, key, payload, source_run_id, generation, trusted)
+     select $5, $6, 'run.started', $7, $8::jsonb, s.id, 0, $9
+       from started s cross join lateral (select pg_advisory_xact_lock_shared($10::bigint)) bus
+      where s.first)
+ ${JOB_AND_RUN_READ}, exists (select 1 from job) as started
+ ${JOB_AND_RUN_FROM}`;
+
+/**
+ * The claim's lookups (jobAndRunByToken) and, when this process dispatched the job with a start
+ * hint, the start itself in the same round trip (CLAIM_AND_START): \`started\` says the job now runs
+ * under \`agentId\` and its run is running, with nothing left for the claim's start transaction.
+ */
+export const claimByToken = async (
+  db: Db,
+  claim: { digest: Buffer; agentId: string; leaseMs: number; publicUrl: string | undefined },
+): Promise<(JobAndRun & { started: boolean }) | undefined> => {
+  const key = claim.digest.toString("hex");
+  const hint = startHints.get(key);
+  if (!hint) {
+    const found = await jobAndRunByToken(db, claim.digest);
+    return found && { ...found, started: false };
+  }
+  startHints.delete(key);
+  const e = lifecycleEmit(
+    { run: { ...hint.run, status: "running" }, org: hint.org, project: hint.project },
+    { type: "run.started", extra: {}, publicUrl: claim.publicUrl },
+  );
+  const { rows } = await db.query<JobAndRunRow & { started: boolean }>(CLAIM_AND_START, [
+    claim.digest,
+    claim.agentId,
+    claim.leaseMs,
+    hint.run.id,
+    mintId("evt"),
+    e.projectId,
+    e.key,
+    JSON.stringify(e.payload),
+    e.trusted,
+    busLockKey(e.projectId, e.type),
+  ]);
+  const row = rows[0];
+  if (!row) return undefined;
+  const { started, ...rest } = row;
+  return { ...jobAndRunOf(rest), started };
 };
 
 export const markJobRunning = async (db: Db, jobId: string, agentId: string, leaseMs: number): Promise<void> => {

@@ -28,7 +28,15 @@ import { setRunCredentials } from "./credentials.js";
 import { emitBatch, emitEvents, type EmitInput } from "./emit.js";
 import { withTransaction } from "./pool.js";
 import { resolveCallOfChild } from "./call-children.js";
-import { finishRun, getRunInternalInProject, markJobAndRunRunning, markRunRunning, appendAnnotation, type RunInProject } from "./runs.js";
+import {
+  finishRun,
+  getRunInternalInProject,
+  markJobAndRunRunning,
+  markRunRunning,
+  appendAnnotation,
+  type RunInProject,
+  type RunInternal,
+} from "./runs.js";
 import { grantNext, releaseRunLeases } from "./locks.js";
 import { finishActivity } from "./activities.js";
 import { releaseSignalClaims } from "./signals.js";
@@ -259,25 +267,27 @@ export const emitLifecycle = async (db: PoolClient, { runId, type, extra, public
   if (found) await appendLifecycle(db, found, { type, extra, publicUrl });
 };
 
-/** emitLifecycle for a run already read (a state change's update returned it as it is now). */
-const appendLifecycle = async (
-  db: PoolClient,
-  { run, org, project }: RunInProject,
-  { type, extra, publicUrl, busLocked }: Omit<LifecycleEvent, "runId"> & { busLocked?: boolean },
-): Promise<void> => {
+/** What a lifecycle event's emit is made of: the run's fields its payload, subject and trust come from. */
+export type LifecycleRunFields = Pick<RunInternal, "id" | "project_id" | "status" | "workflow" | "tags" | "trigger" | "trusted">;
+
+/** The emit of a `run.*` event for a run as it is now (with its project's names): appendLifecycle's, and the claim's one-statement start's. */
+export const lifecycleEmit = (
+  { run, org, project }: { run: LifecycleRunFields; org: string; project: string },
+  { type, extra, publicUrl }: Omit<LifecycleEvent, "runId">,
+): EmitInput => {
   const payload = lifecyclePayload({ ...run, org, project }, extra, publicUrl);
   // Lifecycle events carry the finishing run's subject and its trust, and are delivered like any event.
   const key = typeof run.trigger["key"] === "string" ? run.trigger["key"] : null;
-  const event = {
-    projectId: run.project_id,
-    type,
-    key,
-    payload,
-    sourceRunId: run.id,
-    trusted: trustOf({ by: "run", run }),
-    platform: true,
-  };
-  await emitEvents(db, [event], { busLocked: busLocked === true });
+  return { projectId: run.project_id, type, key, payload, sourceRunId: run.id, trusted: trustOf({ by: "run", run }), platform: true };
+};
+
+/** emitLifecycle for a run already read (a state change's update returned it as it is now). */
+const appendLifecycle = async (
+  db: PoolClient,
+  found: RunInProject,
+  { busLocked, ...event }: Omit<LifecycleEvent, "runId"> & { busLocked?: boolean },
+): Promise<void> => {
+  await emitEvents(db, [lifecycleEmit(found, event)], { busLocked: busLocked === true });
 };
 
 /** A job of the run was claimed: the run is running; the first time, `run.started` is appended. */

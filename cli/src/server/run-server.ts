@@ -184,7 +184,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: (m) => logger.info({ postgres: m }, "embedded postgres") });
       cleanups.push(() => embedded!.stop());
       postgresPid = embedded.pid;
-      databaseUrl = embedded.url;
+      databaseUrl = embedded.localUrl;
     }
     const pool = createPool(databaseUrl, { max: 20, applicationName: "flowsvc", log: (m: string) => logger.warn(m) });
     cleanups.push(() => pool.end());

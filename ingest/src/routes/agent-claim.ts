@@ -30,7 +30,7 @@ import {
   type RunInternal,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
-import { jobAndRunOfRequest, jobLost } from "../job-auth.js";
+import { claimOfRequest, jobLost } from "../job-auth.js";
 
 /** What a claim is about: the job behind the token, its run and project, what was read with them, and the agent that asks. */
 interface Claim {
@@ -39,6 +39,8 @@ interface Claim {
   project: ProjectRef;
   reads: ClaimReads;
   agentId: string;
+  /** The claim's lookup already started the job and its run (a script job this process dispatched; see claimByToken). */
+  started: boolean;
 }
 
 /** A project's secret as the claim sees it: its value, or why it is left out. */
@@ -133,8 +135,10 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): 
   const scope = await scopeOf(deps, req.log, claim);
   const envelope = envelopeOf(claim.reads.event);
   const sealedJournal = claim.reads.journal;
-  // After the scope: a job whose credentials do not resolve has failed, and its run never started.
-  await startJobAndRunTransaction(pool, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl, projectId: run.project_id });
+  // After the scope: a job whose credentials do not resolve has failed, and its run never started
+  // (a claim whose lookup started the run had none to resolve).
+  if (!claim.started)
+    await startJobAndRunTransaction(pool, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl, projectId: run.project_id });
   const { project } = scope;
   // Step and activity output is sealed at rest; the agent replays it as recorded.
   const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
@@ -228,8 +232,11 @@ const claimActivity = async (deps: RouteDeps, req: FastifyRequest, claim: Claim)
 /** `POST /agent/v1/claim`: the first call of a dispatched job; it starts the job (and its run). */
 export const claimRoute = (app: FastifyInstance, deps: RouteDeps): void => {
   app.post("/agent/v1/claim", async (req): Promise<(ClaimResponse & { kind: "script" }) | ActivityClaim> => {
-    const found = await jobAndRunOfRequest(deps.pool, req);
-    const claim = { ...found, agentId: ClaimRequestSchema.parse(req.body).agent_id };
+    const claim = await claimOfRequest(deps.pool, req, {
+      agentIdOf: () => ClaimRequestSchema.parse(req.body).agent_id,
+      leaseMs: deps.leaseMs,
+      publicUrl: deps.publicUrl,
+    });
     if (claim.job.kind === "node") return claimNode(deps, req, claim);
     return claim.job.kind === "run" ? claimScript(deps, req, claim) : claimActivity(deps, req, claim);
   });
