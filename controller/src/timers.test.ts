@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { parseSchedule, type CallRequest } from "@flowsvc/core";
 import {
   deliverSignal,
+  digestToken,
   getSchedule,
   markJobRunning,
   performCall,
@@ -43,7 +44,13 @@ const withParkedRun = async (call: Omit<CallRequest, "position" | "ordinal">, fn
     const { runId, jobId } = await submitRun(store);
     await waitFor("the run's launch", () => launcher.launches.length === 1);
     const parked = await withTransaction(store.db.pool, async (tx) => {
-      await markJobRunning(tx, jobId, "agt-test", HOUR);
+      const claimed = await markJobRunning(tx, {
+        jobId,
+        digest: digestToken(launcher.launches[0]!.token),
+        agentId: "agt-test",
+        leaseMs: HOUR,
+      });
+      assert.ok(claimed, "the launch's token is the job's live one");
       await startRunIfNeeded(tx, runId, undefined);
       const answer = await performCall(tx, runId, { ...call, position: 0, ordinal: 0 });
       assert.equal(answer.status, "pending");

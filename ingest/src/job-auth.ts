@@ -62,7 +62,15 @@ export const claimOfRequest = async (
   pool: Pool,
   req: FastifyRequest,
   claim: { agentIdOf: () => string; leaseMs: number; publicUrl: string | undefined },
-): Promise<{ job: LeasedJob; run: RunInternal; project: ProjectRef; reads: ClaimReads; agentId: string; started: boolean }> => {
+): Promise<{
+  job: LeasedJob;
+  run: RunInternal;
+  project: ProjectRef;
+  reads: ClaimReads;
+  agentId: string;
+  started: boolean;
+  digest: Buffer;
+}> => {
   const digest = jobTokenDigestOf(req);
   // The token, then its job, then the body: a dead token is job_lost whatever the body says.
   let agentId: string;
@@ -76,7 +84,7 @@ export const claimOfRequest = async (
   if (!found?.run || !found.project) throw jobLost();
   // The claim saw the job live: its first `flow step` can take the one-statement record too.
   rememberJob(digest, { ...found.job, project_id: found.project.projectId, org_id: found.project.orgId });
-  return { job: found.job, run: found.run, project: found.project, reads: found.reads, agentId, started: found.started };
+  return { job: found.job, run: found.run, project: found.project, reads: found.reads, agentId, started: found.started, digest };
 };
 
 /**

@@ -305,12 +305,25 @@ export const claimByToken = async (
   return { ...jobAndRunOf(rest), started };
 };
 
-export const markJobRunning = async (db: Db, jobId: string, agentId: string, leaseMs: number): Promise<void> => {
-  await db.query(
+/** A claimed job. Its token must still be its live one: a claim read before the job was requeued (or dispatched again) must not take it back. */
+export interface JobClaimant {
+  readonly jobId: string;
+  readonly digest: Buffer;
+  readonly agentId: string;
+  readonly leaseMs: number;
+}
+
+/**
+ * The job runs under `agentId` with a fresh lease, if `digest` is still its live token; false when
+ * the job was requeued, dispatched again or ended since the claim read it (the claim is job_lost).
+ */
+export const markJobRunning = async (db: Db, { jobId, digest, agentId, leaseMs }: JobClaimant): Promise<boolean> => {
+  const { rowCount } = await db.query(
     `update jobs set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
-      where id = $1`,
-    [jobId, agentId, leaseMs],
+      where id = $1 and token_digest = $4 and status in ('dispatched', 'running')`,
+    [jobId, agentId, leaseMs, digest],
   );
+  return (rowCount ?? 0) > 0;
 };
 
 export const extendLease = async (db: Db, digest: Buffer, leaseMs: number): Promise<boolean> => {

@@ -27,6 +27,7 @@ import {
 import { setRunCredentials } from "./credentials.js";
 import { emitBatch, emitEvents, type EmitInput } from "./emit.js";
 import { withTransaction } from "./pool.js";
+import type { JobClaimant } from "./jobs.js";
 import { resolveCallOfChild } from "./call-children.js";
 import {
   finishRun,
@@ -297,22 +298,18 @@ export const startRunIfNeeded = async (db: PoolClient, runId: string, publicUrl:
 
 /**
  * A script job's claim: the job runs under its agent and its run is running (one statement);
- * the first time, `run.started` is appended (as startRunIfNeeded).
+ * the first time, `run.started` is appended (as startRunIfNeeded). False when the claim's token is
+ * no longer the job's live one (markJobAndRunRunning): nothing started, the claim is job_lost.
  */
 export const startJobAndRun = async (
   db: PoolClient,
-  job: {
-    readonly jobId: string;
-    readonly runId: string;
-    readonly agentId: string;
-    readonly leaseMs: number;
-    readonly publicUrl: string | undefined;
-  },
+  job: JobClaimant & { readonly runId: string; readonly publicUrl: string | undefined },
   opts: { busLocked?: boolean } = {},
-): Promise<void> => {
+): Promise<boolean> => {
   // The update answers the run as it is now: its event needs no second read.
-  const started = await markJobAndRunRunning(db, job);
+  const { claimed, started } = await markJobAndRunRunning(db, job);
   if (started) await appendLifecycle(db, started, { type: "run.started", extra: {}, publicUrl: job.publicUrl, ...opts });
+  return claimed;
 };
 
 /**
@@ -329,7 +326,7 @@ const busLockedBegin = (projectId: string, type: string): string =>
 export const startJobAndRunTransaction = (
   pool: Pool,
   job: Parameters<typeof startJobAndRun>[1] & { readonly projectId: string },
-): Promise<void> =>
+): Promise<boolean> =>
   withTransaction(pool, (tx) => startJobAndRun(tx, job, { busLocked: true }), { begin: busLockedBegin(job.projectId, "run.started") });
 
 export type RunOutcome =

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import type { JobClaimant } from "./jobs.js";
 
 type Db = Pool | PoolClient;
 
@@ -187,29 +188,33 @@ export const markRunRunning = async (db: PoolClient, runId: string): Promise<boo
 };
 
 /**
- * A script job's claim in one statement: the job runs under `agentId` with a fresh lease (as
- * jobs.ts's markJobRunning) and its run is running (as markRunRunning). Answers the run as it is
- * now (RunInProject, for its `run.started` event) when this call started it for the first time,
- * else undefined.
+ * A script job's claim in one statement: the job runs under `agentId` with a fresh lease, if the
+ * claim's token is still its live one (as jobs.ts's markJobRunning), and only then its run is
+ * running (as markRunRunning). `claimed` false: the job was requeued, dispatched again or ended
+ * since the claim read it, and nothing changed. `started`: the run as it is now (RunInProject,
+ * for its `run.started` event) when this call started it for the first time.
  */
 export const markJobAndRunRunning = async (
   db: PoolClient,
-  job: { readonly jobId: string; readonly runId: string; readonly agentId: string; readonly leaseMs: number },
-): Promise<RunInProject | undefined> => {
+  job: JobClaimant & { readonly runId: string },
+): Promise<{ claimed: boolean; started?: RunInProject }> => {
   const { columns, joins } = runInProjectSql("started");
-  const { rows } = await db.query<{ first: boolean; run: RunInternal; org: string | null; project: string | null }>(
+  const { rows } = await db.query<{ first: boolean | null; run: RunInternal; org: string | null; project: string | null }>(
     `with job as (
        update jobs set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
-        where id = $1),
+        where id = $1 and token_digest = $5 and status in ('dispatched', 'running')
+        returning run_id),
      started as (
        update runs set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
-        where id = $4 and status in ('queued', 'parked')
+         from job
+        where runs.id = $4 and runs.id = job.run_id and runs.status in ('queued', 'parked')
         returning ${RUN_INTERNAL_SELECT}, (started_at = now()) as first)
-     select r.first, ${columns} from ${joins}`,
-    [job.jobId, job.agentId, job.leaseMs, job.runId],
+     select r.first, ${columns} from job left join (${joins}) on true`,
+    [job.jobId, job.agentId, job.leaseMs, job.runId, job.digest],
   );
   const row = rows[0];
-  return row?.first ? runInProjectOf(row) : undefined;
+  if (!row) return { claimed: false };
+  return row.first ? { claimed: true, started: runInProjectOf(row) } : { claimed: true };
 };
 
 /**

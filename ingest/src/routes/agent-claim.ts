@@ -41,6 +41,8 @@ interface Claim {
   agentId: string;
   /** The claim's lookup already started the job and its run (a script job this process dispatched; see claimByToken). */
   started: boolean;
+  /** The digest of the claim's job token: the job is taken only while it is still the live one. */
+  digest: Buffer;
 }
 
 /** A project's secret as the claim sees it: its value, or why it is left out. */
@@ -137,8 +139,10 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): 
   const sealedJournal = claim.reads.journal;
   // After the scope: a job whose credentials do not resolve has failed, and its run never started
   // (a claim whose lookup started the run had none to resolve).
-  if (!claim.started)
-    await startJobAndRunTransaction(pool, { jobId: job.id, runId: run.id, agentId, leaseMs, publicUrl, projectId: run.project_id });
+  if (!claim.started) {
+    const start = { jobId: job.id, digest: claim.digest, runId: run.id, agentId, leaseMs, publicUrl, projectId: run.project_id };
+    if (!(await startJobAndRunTransaction(pool, start))) throw jobLost();
+  }
   const { project } = scope;
   // Step and activity output is sealed at rest; the agent replays it as recorded.
   const journal = await openJournal(pool, keyring, project, { runId: run.id, entries: sealedJournal });
@@ -184,7 +188,7 @@ const claimNode = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): Pr
     throw new FlowError("job_lost", error);
   }
   const secrets = run.trusted ? await resolveSecrets(deps, req.log, claim) : {};
-  await markJobRunning(pool, job.id, agentId, leaseMs);
+  if (!(await markJobRunning(pool, { jobId: job.id, digest: claim.digest, agentId, leaseMs }))) throw jobLost();
   req.log.info({ runId: run.id, jobId: job.id, node: spec.node_id, agentId }, "graph node job claimed");
   return {
     kind: "script",
@@ -211,7 +215,7 @@ const claimActivity = async (deps: RouteDeps, req: FastifyRequest, claim: Claim)
   const { project } = scope;
   const activity = job.activity_id ? await getActivity(pool, job.activity_id) : undefined;
   if (!activity) throw jobLost();
-  await markJobRunning(pool, job.id, agentId, leaseMs);
+  if (!(await markJobRunning(pool, { jobId: job.id, digest: claim.digest, agentId, leaseMs }))) throw jobLost();
   await markActivityRunning(pool, activity.id);
   req.log.info({ runId: run.id, jobId: job.id, activity: activity.name, agentId }, "activity claimed");
   return {
