@@ -53,6 +53,19 @@ export const lastSeenJobOfRequest = (req: FastifyRequest): (LeasedJobInScope & {
   return job && { ...job, digest };
 };
 
+/** What a claim is about: the job behind the token, its run and project, what was read with them, and the agent that asks. */
+export interface Claim {
+  job: LeasedJob;
+  run: RunInternal;
+  project: ProjectRef;
+  reads: ClaimReads;
+  agentId: string;
+  /** The claim's lookup already started the job and its run (a script job this process dispatched; see claimByToken). */
+  started: boolean;
+  /** The digest of the claim's job token: the job is taken only while it is still the live one. */
+  digest: Buffer;
+}
+
 /**
  * A claim's job, its run, the run's project and the claim's reads (store's ClaimReads), in one
  * lookup; with `started`, the same round trip started the job and its run (store's claimByToken,
@@ -62,15 +75,7 @@ export const claimOfRequest = async (
   pool: Pool,
   req: FastifyRequest,
   claim: { agentIdOf: () => string; leaseMs: number; publicUrl: string | undefined },
-): Promise<{
-  job: LeasedJob;
-  run: RunInternal;
-  project: ProjectRef;
-  reads: ClaimReads;
-  agentId: string;
-  started: boolean;
-  digest: Buffer;
-}> => {
+): Promise<Claim> => {
   const digest = jobTokenDigestOf(req);
   // The token, then its job, then the body: a dead token is job_lost whatever the body says.
   let agentId: string;

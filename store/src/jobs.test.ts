@@ -1,19 +1,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { claimReadyJobs, markJobRunning, requeueJobAttempt } from "./jobs.js";
-import { mintId, mintToken } from "./mint.js";
-import { createPool, withTransaction } from "./pool.js";
-import { createRun, startJobAndRunTransaction } from "./run-lifecycle.js";
-import { createTestDatabase, createTestProject } from "./testing.js";
+import { mintToken } from "./mint.js";
+import { createPool } from "./pool.js";
+import { startJobAndRunTransaction } from "./run-lifecycle.js";
+import { createTestDatabase, createTestProject, createTestRun } from "./testing.js";
 
 test("a dispatch's asynchronous commit stays in its own statement: the pooled connection is durable again after it", async (t) => {
   const db = await createTestDatabase();
   t.after(() => db.drop());
   const { projectId } = await createTestProject(db.pool);
-  const runId = mintId("run");
-  await withTransaction(db.pool, (tx) =>
-    createRun(tx, { id: runId, projectId, source: "true\n", filename: "t.sh", trusted: true, trigger: { type: "manual", sender: "test" } }),
-  );
+  const runId = await createTestRun(db.pool, projectId);
   // One connection: whatever the claim set on it, the next statement sees.
   const pool = createPool(db.url, { max: 1 });
   t.after(() => pool.end());
@@ -45,10 +42,7 @@ test("a claim read before its job was requeued takes nothing back: the start ref
   const db = await createTestDatabase();
   t.after(() => db.drop());
   const { projectId } = await createTestProject(db.pool);
-  const runId = mintId("run");
-  await withTransaction(db.pool, (tx) =>
-    createRun(tx, { id: runId, projectId, source: "true\n", filename: "t.sh", trusted: true, trigger: { type: "manual", sender: "test" } }),
-  );
+  const runId = await createTestRun(db.pool, projectId);
   const dispatch = async (): Promise<{ jobId: string; attempt: number; digest: Buffer }> => {
     const digest = mintToken("job").digest;
     const [job] = await claimReadyJobs(db.pool, { limit: 1, leaseMs: 60_000, capabilities: [], mintDigest: () => digest });

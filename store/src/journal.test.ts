@@ -2,19 +2,14 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { claimReadyJobs } from "./jobs.js";
 import { recordJournalForToken } from "./journal.js";
-import { mintId, mintToken } from "./mint.js";
-import { withTransaction } from "./pool.js";
-import { createRun } from "./run-lifecycle.js";
-import { createTestDatabase, createTestProject } from "./testing.js";
+import { mintToken } from "./mint.js";
+import { createTestDatabase, createTestProject, createTestRun } from "./testing.js";
 
 test("a step's record takes no lock on its run (migration 025), and a run's deletion still deletes its journal", async (t) => {
   const db = await createTestDatabase();
   t.after(() => db.drop());
   const { projectId } = await createTestProject(db.pool);
-  const runId = mintId("run");
-  await withTransaction(db.pool, (tx) =>
-    createRun(tx, { id: runId, projectId, source: "true\n", filename: "t.sh", trusted: true, trigger: { type: "manual", sender: "test" } }),
-  );
+  const runId = await createTestRun(db.pool, projectId);
   const digest = mintToken("job").digest;
   await claimReadyJobs(db.pool, { limit: 1, leaseMs: 60_000, capabilities: [], mintDigest: () => digest });
   const step = { kind: "step" as const, name: "build", ordinal: 0, status: "done" as const, result: { stdout_b64: "aGkK", exit: 0 } };

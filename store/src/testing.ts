@@ -12,7 +12,8 @@ import { join } from "node:path";
 import pg from "pg";
 import { startEmbeddedPostgres, stopPostgresSync } from "./embedded-postgres.js";
 import { listMigrations, migrate, migrationsDigest } from "./migrate.js";
-import { createPool } from "./pool.js";
+import { createPool, withTransaction } from "./pool.js";
+import { createRun } from "./run-lifecycle.js";
 import { mintId } from "./mint.js";
 
 export type TestDatabase = { url: string; pool: pg.Pool; drop(): Promise<void> };
@@ -143,6 +144,15 @@ export const createTestProject = async (pool: pg.Pool): Promise<{ projectId: str
   await pool.query(`insert into orgs (id, name) values ($1, $1)`, [orgId]);
   await pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p')`, [projectId, orgId]);
   return { projectId, orgId };
+};
+
+/** A queued, trusted run of `true` in the project (its job ready to dispatch): the run's id. */
+export const createTestRun = async (pool: pg.Pool, projectId: string): Promise<string> => {
+  const id = mintId("run");
+  await withTransaction(pool, (tx) =>
+    createRun(tx, { id, projectId, source: "true\n", filename: "t.sh", trusted: true, trigger: { type: "manual", sender: "test" } }),
+  );
+  return id;
 };
 
 /**

@@ -25,25 +25,11 @@ import {
   startJobAndRunTransaction,
   withTransaction,
   type ClaimReads,
-  type LeasedJob,
   type ProjectRef,
   type RunInternal,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
-import { claimOfRequest, jobLost } from "../job-auth.js";
-
-/** What a claim is about: the job behind the token, its run and project, what was read with them, and the agent that asks. */
-interface Claim {
-  job: LeasedJob;
-  run: RunInternal;
-  project: ProjectRef;
-  reads: ClaimReads;
-  agentId: string;
-  /** The claim's lookup already started the job and its run (a script job this process dispatched; see claimByToken). */
-  started: boolean;
-  /** The digest of the claim's job token: the job is taken only while it is still the live one. */
-  digest: Buffer;
-}
+import { claimOfRequest, jobLost, type Claim } from "../job-auth.js";
 
 /** A project's secret as the claim sees it: its value, or why it is left out. */
 const secretProblem = (name: string, value: string | undefined): string | undefined =>
