@@ -384,8 +384,7 @@ const main = async (): Promise<void> => {
     const plain: number[] = [];
     const direct: number[] = [];
     const one: number[] = [];
-    const many: number[] = [];
-    const many64: number[] = [];
+    const [many, many64]: [number[], number[]] = [[], []];
     const floor1: number[] = [];
     const floor32: number[] = [];
     let manyCpu: Cpu | undefined;
