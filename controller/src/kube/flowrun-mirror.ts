@@ -1,6 +1,9 @@
 // The FlowRun mirror (issue 16 item 4): every run of a watched namespace's project gets a FlowRun
 // whose status follows the run's status, substate and, once it ended, a short summary; finished
-// FlowRuns are deleted runTtlSecondsAfterFinished after they finished (Postgres keeps the run).
+// FlowRuns are deleted runTtlSecondsAfterFinished after they finished (Postgres keeps the run). A
+// pass lists the runs that finished within the TTL or since the last pass that mirrored everything
+// it listed began, whichever is longer: a run whose end no pass could write in time (a slow or
+// failing pass, a TTL of 0) still gets it, and then goes at once.
 //
 // Level-based: a pass reads the runs in flight and the recently finished ones (one query, migration
 // 009's indexes), compares each with its FlowRun's status in the informer cache, and writes only a
@@ -17,6 +20,9 @@ import type { FlowApi } from "./reconcile-api.js";
 import type { NamespaceIndex } from "./reconcile-namespaces.js";
 import { FlowRunIndex, FlowRunOwners, type FlowRunObject } from "./flowrun-owners.js";
 import { SUMMARY_MAX_BYTES, canonicalJson, flowRunStatus, runSummary, sameStatus, type FlowRunStatus } from "./flowrun-summary.js";
+
+/** How far Postgres's clock (a run's finished_at) may trail this process's when a pass starts. */
+const CLOCK_SLACK_MS = 5000;
 
 export interface MirrorDeps {
   pool: Pool;
@@ -39,6 +45,12 @@ export class FlowRunMirror {
   /** Runs whose FlowRun showed their end: gone from the cache later means deleted (TTL or a person), not to be made again. */
   readonly #ended = new Set<string>();
   readonly #startedAt: Date;
+  /**
+   * The start of the last pass that mirrored every run it listed: the next pass lists every run
+   * that finished since (less CLOCK_SLACK_MS), even when that is longer ago than the TTL, so a run
+   * that ended while passes were slow or failing still gets its end, and a TTL of 0 works.
+   */
+  #coveredFrom: Date;
   readonly #now: () => Date;
   #running: Promise<void> | undefined;
   #again = false;
@@ -49,6 +61,7 @@ export class FlowRunMirror {
   constructor(private readonly deps: MirrorDeps) {
     this.#now = deps.now ?? (() => new Date());
     this.#startedAt = this.#now();
+    this.#coveredFrom = this.#startedAt;
     this.owners = new FlowRunOwners({
       pool: deps.pool,
       api: deps.api,
@@ -91,15 +104,18 @@ export class FlowRunMirror {
   /** One pass: create, update and expire FlowRuns. Exposed for tests and benchmarks. */
   async pass(): Promise<void> {
     const now = this.#now();
-    const since = new Date(now.getTime() - this.deps.ttlSeconds * 1000);
+    const since = new Date(Math.min(now.getTime() - this.deps.ttlSeconds * 1000, this.#coveredFrom.getTime() - CLOCK_SLACK_MS));
     const runs = await listMirroredRuns(this.deps.pool, since);
+    let mirroredAll = true;
     for (const run of runs) {
       try {
         await this.#mirror(run, now);
       } catch (err) {
+        mirroredAll = false;
         this.deps.log.warn({ err, runId: run.id }, "could not mirror a run to its FlowRun");
       }
     }
+    if (mirroredAll) this.#coveredFrom = now;
     const listed = new Set(runs.map((r) => r.id));
     for (const id of this.#ended) if (!listed.has(id)) this.#ended.delete(id);
     await this.#expire(now);

@@ -12,6 +12,7 @@ import {
   appendLogs,
   claimConnectionName,
   createRun,
+  ensureProject,
   findProject,
   finishRun,
   getHandler,
@@ -44,6 +45,47 @@ const kubectlYaml = async (what: string): Promise<string> =>
 const readyIs = (plural: string, name: string, want: (c: ReturnType<typeof readyOf>) => boolean) =>
   waitFor(`${plural}/${name} Ready`, async () => want(readyOf(await getCr(h, plural, NS, name))), 10_000, 20);
 const project = async () => (await findProject(h.db.pool, "acme", NS))!;
+/** A queued script run in the project, made as a person's submit makes one: its id. */
+const scriptRun = async (harness: Harness, projectId: string): Promise<string> =>
+  withTransaction(
+    harness.db.pool,
+    async (tx) =>
+      (
+        await createRun(tx, {
+          projectId,
+          workflow: SCRIPT_WORKFLOW,
+          source: "echo hi\n",
+          filename: "r.sh",
+          interpreter: ["bash"],
+          env: {},
+          tags: [],
+          trigger: { type: "manual" },
+          idempotencyKey: null,
+          createdBy: null,
+          retry: null,
+          trusted: trustOf({ by: "person" }),
+        })
+      ).id,
+  );
+/**
+ * Every write of FlowRun `name` from now on, in order, through the API server's own watch fan-out:
+ * nothing a poll could miss (with a short TTL a FlowRun's end may be deleted between two polls).
+ */
+const flowRunWrites = (harness: Harness, name: string): { seen: Array<{ type: string; fr: Cr }>; stop: () => void } => {
+  const seen: Array<{ type: string; fr: Cr }> = [];
+  const stop = harness.api.hub.subscribe(
+    {
+      resource: `${GROUP}/flowruns`,
+      filter: (o) => o.metadata?.["name"] === name,
+      send: (type, o) => seen.push({ type, fr: structuredClone(o) as unknown as Cr }),
+      close: () => undefined,
+    },
+    Number.MAX_SAFE_INTEGER,
+  );
+  return { seen, stop };
+};
+const endedWrite = (seen: ReadonlyArray<{ type: string; fr: Cr }>, status: string): Cr | undefined =>
+  seen.find((w) => w.type !== "DELETED" && w.fr.status?.status === status)?.fr;
 const scope = async () => {
   const p = await project();
   return { ...p };
@@ -352,26 +394,7 @@ describe("reconcilers", () => {
 
   test("a run gets a small FlowRun that follows it through a dropped watch and a 410, then goes after its TTL", async () => {
     const p = await project();
-    const runId = await withTransaction(
-      h.db.pool,
-      async (tx) =>
-        (
-          await createRun(tx, {
-            projectId: p.projectId,
-            workflow: SCRIPT_WORKFLOW,
-            source: "echo hi\n",
-            filename: "r.sh",
-            interpreter: ["bash"],
-            env: {},
-            tags: [],
-            trigger: { type: "manual" },
-            idempotencyKey: null,
-            createdBy: null,
-            retry: null,
-            trusted: trustOf({ by: "person" }),
-          })
-        ).id,
-    );
+    const runId = await scriptRun(h, p.projectId);
     await waitFor("FlowRun queued", async () => (await getCr(h, "flowruns", NS, runId))?.status?.status === "queued", 15_000, 20);
     const owner = await h.reconcilers.runOwners.ownerOf(runId);
     assert.equal(owner.name, runId);
@@ -379,18 +402,14 @@ describe("reconcilers", () => {
     const lists = h.reconcilers.lists();
     h.api.dropWatches();
     h.api.compact();
+    const writes = flowRunWrites(h, runId);
     await withTransaction(h.db.pool, async (tx) => {
       await appendLogs(tx, runId, null, [{ stream: "stdout", data: "x".repeat(512 * 1024) + "\nlast line\n" }]);
       await finishRun(tx, runId, { status: "succeeded", output: null, error: null });
     });
-    let fr: Cr | undefined;
-    await waitFor(
-      "FlowRun succeeded",
-      async () => (fr = await getCr(h, "flowruns", NS, runId))?.status?.status === "succeeded",
-      15_000,
-      20,
-    );
-    fr = fr!;
+    await waitFor("FlowRun succeeded", () => endedWrite(writes.seen, "succeeded") !== undefined, 15_000, 20);
+    writes.stop();
+    const fr = endedWrite(writes.seen, "succeeded")!;
     assert.ok(Buffer.byteLength(JSON.stringify(fr)) < 4096, `FlowRun is ${Buffer.byteLength(JSON.stringify(fr))} bytes`);
     assert.match(fr.status?.summary ?? "", /last line$/);
     assert.equal(fr.status?.conditions?.[0]?.status, "True");
@@ -446,5 +465,31 @@ describe("reconcilers", () => {
     assert.match(bad.message ?? "", /LD_PRELOAD/);
     const refused = await h.db.pool.query(`select 1 from runs where project_id = $1 and filename = 'b.sh'`, [p.projectId]);
     assert.equal(refused.rowCount, 0, "a refused FlowRun writes no run");
+  });
+});
+
+describe("the FlowRun mirror with runTtlSecondsAfterFinished: 0", () => {
+  let h0: Harness;
+  before(async () => {
+    h0 = await startHarness({ namespaces: [{ name: "team-z", org: "zeta" }], ttlSeconds: 0 });
+  });
+  after(() => h0.close());
+
+  test("a finished run's FlowRun shows its end, then goes at once (the pass lists runs that ended since the last one, not only within the TTL)", async () => {
+    // The namespace's project, as the controller makes it on first need.
+    const p = await ensureProject(h0.db.pool, { org: "zeta", project: "team-z" }, (orgId) => h0.keyring.newWrappedOrgKey(orgId));
+    const runId = await scriptRun(h0, p.projectId);
+    const writes = flowRunWrites(h0, runId);
+    await waitFor("FlowRun queued", async () => (await getCr(h0, "flowruns", "team-z", runId))?.status?.status === "queued", 15_000, 20);
+    await withTransaction(h0.db.pool, (tx) => finishRun(tx, runId, { status: "succeeded", output: null, error: null }));
+    await waitFor("FlowRun deleted", () => writes.seen.some((w) => w.type === "DELETED"), 15_000, 20);
+    writes.stop();
+    const order = writes.seen.map((w) => `${w.type} ${w.fr.status?.status ?? "-"}`);
+    const ended = order.indexOf("MODIFIED succeeded");
+    assert.ok(
+      ended >= 0 && ended < order.findIndex((w) => w.startsWith("DELETED")),
+      `its end was written before it went: ${order.join(", ")}`,
+    );
+    assert.equal(await getCr(h0, "flowruns", "team-z", runId), undefined);
   });
 });
