@@ -11,9 +11,8 @@ import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SCRIPT_WORKFLOW, trustOf } from "@flowsvc/core";
-import { appendLogs, createRun, findProject, finishRun, markRunRunning, waitFor, withTransaction } from "@flowsvc/store";
-import { getCr, readyOf, startHarness, type Harness } from "@flowsvc/test/kube/reconcile-harness";
+import { appendLogs, findProject, finishRun, markRunRunning, waitFor, withTransaction } from "@flowsvc/store";
+import { getCr, readyOf, scriptRun, startHarness, type Harness } from "@flowsvc/test/kube/reconcile-harness";
 
 const NS = "bench";
 const dir = mkdtempSync(join(tmpdir(), "kube-bench-"));
@@ -66,30 +65,11 @@ const applyToReady = async (h: Harness): Promise<void> => {
   );
 };
 
-const newRun = async (h: Harness, projectId: string): Promise<string> =>
-  withTransaction(h.db.pool, async (tx) => {
-    const r = await createRun(tx, {
-      projectId,
-      workflow: SCRIPT_WORKFLOW,
-      source: "echo hi\n",
-      filename: "r.sh",
-      interpreter: ["bash"],
-      env: {},
-      tags: [],
-      trigger: { type: "manual" },
-      idempotencyKey: null,
-      createdBy: null,
-      retry: null,
-      trusted: trustOf({ by: "person" }),
-    });
-    return r.id;
-  });
-
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A run's life as an agent Pod gives it: queued, claimed (running) after a Pod start, finished after its work. */
 const lifeOfRun = async (h: Harness, projectId: string, output: number): Promise<string> => {
-  const id = await newRun(h, projectId);
+  const id = await scriptRun(h, projectId);
   await h.reconcilers.runOwners.ownerOf(id); // the launcher asks before it creates the Pod
   await pause(400);
   await withTransaction(h.db.pool, (tx) => markRunRunning(tx, id));

@@ -7,8 +7,17 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import pino from "pino";
 import { CoreV1Api, CustomObjectsApi, KubeConfig, loadAllYaml } from "@kubernetes/client-node";
-import type { ResourceStore } from "@flowsvc/core";
-import { Keyring, createPgResourceStore, createTestDatabase, startListener, type Listener, type TestDatabase } from "@flowsvc/store";
+import { SCRIPT_WORKFLOW, trustOf, type ResourceStore } from "@flowsvc/core";
+import {
+  Keyring,
+  createPgResourceStore,
+  createRun,
+  createTestDatabase,
+  startListener,
+  withTransaction,
+  type Listener,
+  type TestDatabase,
+} from "@flowsvc/store";
 import { startReconcilers, type Reconcilers } from "@flowsvc/controller/kube";
 import { startFakeApiServer, type FakeApiServer } from "./server.js";
 import { REPO_ROOT } from "../support/server.js";
@@ -181,3 +190,26 @@ export const getCr = async (h: Pick<Harness, "custom">, plural: string, namespac
 };
 
 export const readyOf = (cr: Cr | undefined): TestCondition | undefined => cr?.status?.conditions?.find((c) => c.type === "Ready");
+
+/** A queued script run in the project, made as a person's submit makes one: its id. */
+export const scriptRun = async (harness: Harness, projectId: string): Promise<string> =>
+  withTransaction(
+    harness.db.pool,
+    async (tx) =>
+      (
+        await createRun(tx, {
+          projectId,
+          workflow: SCRIPT_WORKFLOW,
+          source: "echo hi\n",
+          filename: "r.sh",
+          interpreter: ["bash"],
+          env: {},
+          tags: [],
+          trigger: { type: "manual" },
+          idempotencyKey: null,
+          createdBy: null,
+          retry: null,
+          trusted: trustOf({ by: "person" }),
+        })
+      ).id,
+  );

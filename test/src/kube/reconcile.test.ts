@@ -7,11 +7,10 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import { SCRIPT_WORKFLOW, parseGraph, trustOf } from "@flowsvc/core";
+import { parseGraph } from "@flowsvc/core";
 import {
   appendLogs,
   claimConnectionName,
-  createRun,
   ensureProject,
   findProject,
   finishRun,
@@ -26,7 +25,7 @@ import {
 } from "@flowsvc/store";
 import { KubeResourceStore } from "@flowsvc/controller/kube";
 import { waitFor } from "../support/wait.js";
-import { GROUP, VERSION, getCr, readyOf, startHarness, type Cr, type Harness } from "./reconcile-harness.js";
+import { GROUP, VERSION, getCr, readyOf, scriptRun, startHarness, type Cr, type Harness } from "./reconcile-harness.js";
 
 const NS = "team-a";
 const BILLING_KEY = "k3y-" + "q".repeat(24);
@@ -45,28 +44,6 @@ const kubectlYaml = async (what: string): Promise<string> =>
 const readyIs = (plural: string, name: string, want: (c: ReturnType<typeof readyOf>) => boolean) =>
   waitFor(`${plural}/${name} Ready`, async () => want(readyOf(await getCr(h, plural, NS, name))), 10_000, 20);
 const project = async () => (await findProject(h.db.pool, "acme", NS))!;
-/** A queued script run in the project, made as a person's submit makes one: its id. */
-const scriptRun = async (harness: Harness, projectId: string): Promise<string> =>
-  withTransaction(
-    harness.db.pool,
-    async (tx) =>
-      (
-        await createRun(tx, {
-          projectId,
-          workflow: SCRIPT_WORKFLOW,
-          source: "echo hi\n",
-          filename: "r.sh",
-          interpreter: ["bash"],
-          env: {},
-          tags: [],
-          trigger: { type: "manual" },
-          idempotencyKey: null,
-          createdBy: null,
-          retry: null,
-          trusted: trustOf({ by: "person" }),
-        })
-      ).id,
-  );
 /**
  * Every write of FlowRun `name` from now on, in order, through the API server's own watch fan-out:
  * nothing a poll could miss (with a short TTL a FlowRun's end may be deleted between two polls).
