@@ -12,6 +12,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { alive, waitFor } from "./support/wait.js";
+import { childrenOf, statFields } from "./support/proc.js";
 import { scriptDir } from "./support/script-dir.js";
 import { runIdIn, runKit } from "./support/runs.js";
 
@@ -53,20 +54,6 @@ const workdirs = (server: TestServer): string[] => {
   }
 };
 
-/** The server's child processes (its agents) per /proc. */
-const childrenOf = (pid: number): number[] =>
-  readdirSync("/proc")
-    .filter((p) => /^\d+$/.test(p))
-    .map(Number)
-    .filter((p) => {
-      try {
-        const stat = readFileSync(`/proc/${p}/stat`, "latin1");
-        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid;
-      } catch {
-        return false;
-      }
-    });
-
 /**
  * The process groups the agents started (their scripts): children of `agents`, or of a worker's
  * script spawner (agent-image/native/spawner.c, the agent's child), that lead a group.
@@ -75,14 +62,7 @@ const scriptGroupsOf = (agents: readonly number[]): number[] =>
   agents
     .flatMap(childrenOf)
     .flatMap((p) => [p, ...childrenOf(p)])
-    .filter((p) => {
-      try {
-        const stat = readFileSync(`/proc/${p}/stat`, "latin1");
-        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) === p;
-      } catch {
-        return false;
-      }
-    });
+    .filter((p) => Number(statFields(p)?.[2]) === p);
 
 const uidOf = (pid: number): number => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
 

@@ -26,7 +26,7 @@
  * `npm run soak` runs the full version (test/src/soak/main.ts); test/src/soak/soak.test.ts a short one.
  */
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { copyFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
@@ -34,6 +34,7 @@ import { HANDLER_RUNS_IN_FLIGHT_LIMIT, isTerminalStatus } from "@flowsvc/core";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { scriptDir } from "../support/script-dir.js";
 import { alive, waitFor } from "../support/wait.js";
+import { childrenOf } from "../support/proc.js";
 
 export interface SoakOptions {
   /** Server SIGKILLs (each followed by a restart on the same data dir). */
@@ -161,31 +162,6 @@ const setUp = async (api: Api, effects: string): Promise<string> => {
   }
   return (hook.body as { secret: string }).secret;
 };
-
-/**
- * The processes `parent` started: its main thread's children from /proc (cheap enough to poll), or,
- * on a kernel without CONFIG_PROC_CHILDREN, every process whose parent it is (a scan of /proc).
- */
-const childrenOf = (parent: number): number[] => {
-  try {
-    return readFileSync(`/proc/${parent}/task/${parent}/children`, "latin1").split(" ").filter(Boolean).map(Number);
-  } catch {
-    return existsSync(`/proc/${parent}`) ? scanChildrenOf(parent) : [];
-  }
-};
-
-const scanChildrenOf = (parent: number): number[] =>
-  readdirSync("/proc")
-    .filter((d) => /^\d+$/.test(d))
-    .map(Number)
-    .filter((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parent;
-      } catch {
-        return false;
-      }
-    });
 
 /**
  * An agent runs the agent package's dist/main.js: from the checkout (agent-image/), or, when the
