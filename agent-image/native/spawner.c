@@ -123,6 +123,18 @@ static void child(int report, int out, int err_fd, const char *cwd, char **argv,
   _exit(127);
 }
 
+/* The next n NUL-terminated fields from *p on, as a NULL-ended array of pointers into the request. */
+static char **take_fields(char **p, const char *end, long n) {
+  char **list = calloc((size_t)n + 1, sizeof *list);
+  if (!list) exit(2);
+  for (long i = 0; i < n; i++) {
+    if (*p >= end) exit(3);
+    list[i] = *p;
+    *p += strnlen(*p, (size_t)(end - *p)) + 1;
+  }
+  return list;
+}
+
 /* Starts one request's script; answers P or E. */
 static void start(char *req, uint32_t len) {
   char *fields[8];
@@ -136,22 +148,12 @@ static void start(char *req, uint32_t len) {
   const char *id = fields[0], *cwd = fields[1];
   long argc = strtol(fields[4], NULL, 10);
   if (argc < 1 || argc > 1000000) exit(3);
-  char **argv = calloc((size_t)argc + 1, sizeof *argv);
-  for (long i = 0; i < argc; i++) {
-    if (p >= end) exit(3);
-    argv[i] = p;
-    p += strnlen(p, (size_t)(end - p)) + 1;
-  }
+  char **argv = take_fields(&p, end, argc);
   if (p >= end) exit(3);
   long envc = strtol(p, NULL, 10);
   p += strnlen(p, (size_t)(end - p)) + 1;
   if (envc < 0 || envc > 1000000) exit(3);
-  char **envp = calloc((size_t)envc + 1, sizeof *envp);
-  for (long i = 0; i < envc; i++) {
-    if (p >= end) exit(3);
-    envp[i] = p;
-    p += strnlen(p, (size_t)(end - p)) + 1;
-  }
+  char **envp = take_fields(&p, end, envc);
   char line[128];
   int out = open(fields[2], O_WRONLY | O_CLOEXEC);
   int e = out < 0 ? errno : 0;
