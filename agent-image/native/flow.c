@@ -552,6 +552,43 @@ static int exec_failure(const char *file, int e) {
   return e == ENOENT ? 127 : 126;
 }
 
+/* The file execvp would run for cmd: cmd itself when it names a path, else the first executable
+ * file of that name on PATH (musl's default PATH when none is set). NULL: none. */
+static char *path_of(const char *cmd) {
+  if (strchr(cmd, '/')) return strdup(cmd);
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/local/bin:/bin:/usr/bin";
+  size_t n = strlen(cmd);
+  for (const char *p = path;; p++) {
+    const char *end = strchrnul(p, ':');
+    size_t d = (size_t)(end - p);
+    char *file = malloc(d + n + 3);
+    if (!file) return NULL;
+    memcpy(file, d ? p : ".", d ? d : 1);
+    file[d ? d : 1] = '/';
+    memcpy(file + (d ? d : 1) + 1, cmd, n + 1);
+    if (access(file, X_OK) == 0) return file;
+    free(file);
+    if (!*end) return NULL;
+    p = end;
+  }
+}
+
+/* A file without a #! line runs with /bin/sh, as execvp does in glibc and in POSIX shells (musl's
+ * execvp leaves it at ENOEXEC, and the client may be built with musl). Returns only on failure. */
+static void exec_with_sh(char **cmd) {
+  size_t argc = 0;
+  while (cmd[argc]) argc++;
+  char *file = path_of(cmd[0]);
+  char **argv = malloc((argc + 2) * sizeof *argv);
+  if (!file || !argv) return;
+  argv[0] = "sh";
+  argv[1] = file;
+  memcpy(argv + 2, cmd + 1, argc * sizeof *argv); /* cmd[1..argc-1] and its NULL */
+  execv("/bin/sh", argv);
+  errno = ENOEXEC;
+}
+
 /* Starts the body with fork and execvp, for what posix_spawnp does not do as execvp does: a file
  * without a #! line (ENOEXEC: execvp runs it with /bin/sh) and a pipe end that is fd 1 itself. */
 static pid_t fork_body(char **cmd, char **env, int out) {
@@ -562,6 +599,7 @@ static pid_t fork_body(char **cmd, char **env, int out) {
   signal(SIGPIPE, SIG_DFL);
   environ = env;
   execvp(cmd[0], cmd);
+  if (errno == ENOEXEC) exec_with_sh(cmd);
   _exit(exec_failure(cmd[0], errno));
 }
 

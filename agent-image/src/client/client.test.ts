@@ -165,6 +165,21 @@ forBoth("a command that cannot be run records 127 (126 when not executable) and 
   }
 });
 
+// One place for both clients: the wire (which holds the path) must be the same.
+const noShebang = scratchPath("no-shebang");
+mkdirSync(noShebang);
+writeFileSync(`${noShebang}/greet`, 'echo "hi $1 from $0"\n');
+chmodSync(`${noShebang}/greet`, 0o755);
+forBoth("a program without a #! line runs with /bin/sh, by path and by name on PATH, as a shell would run it", async (client, peer) => {
+  const dir = noShebang;
+  const byPath = await runClient(client, peer, ["step", "by-path", "--", `${dir}/greet`, "you"]);
+  assert.equal(byPath.code, 0, byPath.stderr);
+  assert.equal(byPath.stdout.toString(), `hi you from ${dir}/greet\n`);
+  const byName = await runShell(client, peer, `PATH="${dir}:$PATH" "$CLIENT" step by-name -- greet "a b"`);
+  assert.equal(byName.code, 0, byName.stderr);
+  assert.equal(byName.stdout.toString(), `hi a b from ${dir}/greet\n`);
+});
+
 forBoth("the record survives a reader that closes stdout early", async (client, peer) => {
   const r = await runShell(client, peer, '"$CLIENT" step many -- sh -c "yes | head -c 1000000" | head -c 4');
   assert.equal(r.code, 0, r.stderr);
