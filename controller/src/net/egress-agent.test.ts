@@ -9,18 +9,22 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { request, type Agent } from "undici";
-import { EgressRefusedError, createEgressAgent } from "./egress-agent.js";
+import type { LookupAddress } from "node:dns";
+import { EgressRefusedError, createEgressAgent, type Resolve } from "./egress-agent.js";
 import { defaultEgressPolicy, egressPolicyFromEnv } from "./egress-policy.js";
 
 let peer: Server;
 let port = 0;
 let reached = 0;
+const hosts: string[] = [];
 const agents: Agent[] = [];
 
 before(async () => {
-  peer = createServer((_req, res) => {
+  peer = createServer((req, res) => {
     reached += 1;
-    res.writeHead(200, { "content-type": "text/plain" }).end("metadata: the node's credentials");
+    hosts.push(req.headers.host ?? "");
+    // Every answer closes its connection: each request is a new connect (and a new lookup).
+    res.writeHead(200, { "content-type": "text/plain", connection: "close" }).end("metadata: the node's credentials");
   });
   await new Promise<void>((r) => peer.listen(0, "127.0.0.1", r));
   port = (peer.address() as AddressInfo).port;
@@ -31,8 +35,8 @@ after(async () => {
   peer.close();
 });
 
-const agentFor = (policy: Parameters<typeof createEgressAgent>[0]): Agent => {
-  const a = createEgressAgent(policy);
+const agentFor = (policy: Parameters<typeof createEgressAgent>[0], resolve?: Resolve): Agent => {
+  const a = createEgressAgent(policy, resolve);
   agents.push(a);
   return a;
 };
@@ -100,5 +104,55 @@ void test("an operator's range opens exactly that range under the private-refuse
   const before = reached;
   assert.equal(await refusalOf(agent, `http://127.0.0.1:${port}/`), undefined);
   assert.ok((await refusalOf(agent, `http://127.0.0.2:${port}/`)) instanceof EgressRefusedError);
+  assert.equal(reached, before + 1);
+});
+
+/** A resolver answering from a table (a name's answers in turn, the last one repeated), counting its calls. */
+const answering = (table: Record<string, string[][]>): { resolve: Resolve; calls: string[] } => {
+  const calls: string[] = [];
+  const resolve: Resolve = (hostname) => {
+    const turns = table[hostname] ?? [];
+    const answer = turns[Math.min(calls.filter((c) => c === hostname).length, turns.length - 1)] ?? [];
+    calls.push(hostname);
+    if (answer.length === 0) return Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" }));
+    return Promise.resolve(answer.map((address): LookupAddress => ({ address, family: address.includes(":") ? 6 : 4 })));
+  };
+  return { resolve, calls };
+};
+
+void test("a name is judged on every address it resolves to: one private or metadata answer among public ones refuses it", async () => {
+  const { resolve } = answering({
+    "api.internal": [["10.0.0.5"]],
+    "mixed.example": [["203.0.113.7", "10.0.0.5"]],
+    "meta.example": [["::ffff:169.254.169.254"]],
+  });
+  const strict = agentFor(defaultEgressPolicy("kubernetes"), resolve);
+  const local = agentFor(defaultEgressPolicy("local"), resolve);
+  const messageOf = async (agent: Agent, url: string): Promise<string> => {
+    const err = await refusalOf(agent, url);
+    assert.ok(err instanceof EgressRefusedError, `${url}: ${String(err)}`);
+    return err.message;
+  };
+  assert.equal(
+    await messageOf(strict, "http://api.internal/v1/items?token=t"),
+    "api.internal resolves to 10.0.0.5, a private address; http nodes may not reach private addresses here (set FLOWSVC_HTTP_ALLOW_CIDRS or FLOWSVC_HTTP_ALLOW_PRIVATE)",
+  );
+  assert.match(await messageOf(strict, "https://mixed.example/"), /^mixed\.example resolves to 10\.0\.0\.5, a private address;/);
+  assert.match(
+    await messageOf(local, "http://meta.example/latest/meta-data/"),
+    /^meta\.example resolves to ::ffff:169\.254\.169\.254 \(IPv4 169\.254\.169\.254\), a cloud instance metadata address; http nodes may never reach/,
+  );
+});
+
+void test("each connection is judged on the one resolution it connects with: a name that rebinds to the metadata address is refused on the next connect", async () => {
+  const { resolve, calls } = answering({ "rebind.test": [["127.0.0.1"], ["169.254.169.254"]] });
+  const local = agentFor(defaultEgressPolicy("local"), resolve);
+  const before = reached;
+  assert.equal(await refusalOf(local, `http://rebind.test:${port}/`), undefined);
+  assert.equal(hosts.at(-1), `rebind.test:${port}`, "the request went to the address the name resolved to, with its own Host");
+  const err = await refusalOf(local, `http://rebind.test:${port}/`);
+  assert.ok(err instanceof EgressRefusedError, String(err));
+  assert.match(err.message, /^rebind\.test resolves to 169\.254\.169\.254, a cloud instance metadata address/);
+  assert.deepEqual(calls, ["rebind.test", "rebind.test"], "one resolution per connection, no second look");
   assert.equal(reached, before + 1);
 });

@@ -9,7 +9,8 @@
  * before any byte leaves. Redirects are not followed (undici's `request` does not; this dispatcher
  * adds no redirect interceptor).
  */
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns";
+import { lookup as dnsLookup } from "node:dns/promises";
+import type { LookupAddress, LookupOptions } from "node:dns";
 import { isIP, type LookupFunction } from "node:net";
 import { Agent, buildConnector } from "undici";
 import { egressRefusal, refusalMessage, type EgressPolicy } from "./egress-policy.js";
@@ -28,24 +29,34 @@ const refusedAmong = (policy: EgressPolicy, host: string, addresses: readonly Lo
   return undefined;
 };
 
-/** dns.lookup, then the policy on every answer (one refused address refuses the name: which one a connection takes is not ours to pick). */
+/** Every address of a name, as the system resolver answers (getaddrinfo, /etc/hosts included). */
+export type Resolve = (hostname: string, options: LookupOptions) => Promise<LookupAddress[]>;
+
+const systemResolve: Resolve = (hostname, options) => dnsLookup(hostname, { ...options, all: true });
+
+/** The resolver, then the policy on every answer (one refused address refuses the name: which one a connection takes is not ours to pick). */
 const guardedLookup =
-  (policy: EgressPolicy): LookupFunction =>
+  (policy: EgressPolicy, resolve: Resolve): LookupFunction =>
   (hostname: string, options: LookupOptions, callback) => {
-    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err, "", 0);
-      const refused = refusedAmong(policy, hostname, addresses);
-      if (refused) return callback(refused, "", 0);
-      const first = addresses[0];
-      if (options.all) return callback(null, addresses);
-      if (!first) return callback(Object.assign(new Error(`${hostname}: no address`), { code: "ENOTFOUND" }), "", 0);
-      callback(null, first.address, first.family);
-    });
+    resolve(hostname, options).then(
+      (addresses) => {
+        const refused = refusedAmong(policy, hostname, addresses);
+        if (refused) return callback(refused, "", 0);
+        const first = addresses[0];
+        if (options.all) return callback(null, addresses);
+        if (!first) return callback(Object.assign(new Error(`${hostname}: no address`), { code: "ENOTFOUND" }), "", 0);
+        callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, "", 0),
+    );
   };
 
-/** The guarded dispatcher; one per deployable, passed to the graph engine (NodeContext.egress). */
-export const createEgressAgent = (policy: EgressPolicy): Agent => {
-  const connectGuarded = buildConnector({ lookup: guardedLookup(policy) });
+/**
+ * The guarded dispatcher; one per deployable, passed to the graph engine (NodeContext.egress).
+ * `resolve` is the system resolver unless a test answers names itself.
+ */
+export const createEgressAgent = (policy: EgressPolicy, resolve: Resolve = systemResolve): Agent => {
+  const connectGuarded = buildConnector({ lookup: guardedLookup(policy, resolve) });
   return new Agent({
     connect: (options, callback) => {
       // undici hands an IPv6 literal without its brackets; an IP literal never reaches lookup.
