@@ -3,6 +3,8 @@
  * resolves to loopback and every spelling of a loopback address are refused before any byte
  * leaves under the "private refused" policy and go through under local mode's default; "this
  * host" (0.0.0.0, ::) is refused even locally, though on Linux it would reach the peer.
+ * With a resolver answering from a table: a name is judged on all its addresses, and each
+ * connection on the one resolution it connects with (a name rebinding to the metadata address).
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
