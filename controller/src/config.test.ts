@@ -117,3 +117,27 @@ void test("connected-account providers are parsed with the rest: a non-https pro
   assert.deepEqual([...ok.accounts.providers.keys()], ["slack"]);
   assert.equal(loadControllerConfig(good).accounts.providers.size, 0);
 });
+
+void test("http node egress: Kubernetes mode refuses private addresses by default; the two settings are read, a bad one refused with the rest", () => {
+  const d = loadControllerConfig(good).httpEgress;
+  assert.deepEqual([d.allowPrivate, d.allowCidrs], [false, []]);
+  const s = loadControllerConfig({
+    ...good,
+    FLOWSVC_HTTP_ALLOW_PRIVATE: "true",
+    FLOWSVC_HTTP_ALLOW_CIDRS: "10.96.0.0/12,fd00::/8",
+  }).httpEgress;
+  assert.deepEqual([s.allowPrivate, s.allowCidrs], [true, ["10.96.0.0/12", "fd00::/8"]]);
+  assert.deepEqual(
+    problemsOf({
+      ...good,
+      FLOWSVC_LOG_LEVEL: "loud",
+      FLOWSVC_HTTP_ALLOW_CIDRS: "10.96.0.0/12,svc-range",
+      FLOWSVC_HTTP_ALLOW_PRIVATE: "no",
+    }),
+    [
+      "FLOWSVC_LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent",
+      'FLOWSVC_HTTP_ALLOW_CIDRS: "svc-range" is not a CIDR (an IPv4 or IPv6 address, then /prefix length)',
+      'FLOWSVC_HTTP_ALLOW_PRIVATE: must be true or false, not "no"',
+    ],
+  );
+});

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { z } from "zod";
 import { FlowError, accountProvidersFromEnv, parseConnectorBaseUrls, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
+import { HTTP_ALLOW_CIDRS_VAR, HTTP_ALLOW_PRIVATE_VAR, egressPolicyFromEnv, type EgressPolicy } from "./net/egress-policy.js";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -140,6 +141,8 @@ export interface ControllerConfig extends ServiceConfig {
   podNamespace: string;
   healthHost: string;
   healthPort: number;
+  /** Where http nodes may connect (FLOWSVC_HTTP_ALLOW_CIDRS, FLOWSVC_HTTP_ALLOW_PRIVATE; Kubernetes mode: private refused by default). */
+  httpEgress: EgressPolicy;
 }
 
 const pathOf = (path: readonly PropertyKey[]): string => path.map(String).join(".");
@@ -172,30 +175,38 @@ const readConfigFile = (path: string | undefined): ConfigFile => {
   return parsed.data;
 };
 
-/** Parses what both bins read; `extra` are the bin's own variables, checked in the same pass. */
+/** The master key, or undefined with why it is not one added to `problems` (unset is zod's problem). */
+const masterKeyOf = (key: string | undefined, problems: string[]): Uint8Array | undefined => {
+  if (!key) return undefined;
+  try {
+    return parseMasterKey(key);
+  } catch (err) {
+    // The value is never echoed: only why it is not a key.
+    problems.push(`FLOWSVC_MASTER_KEY: ${err instanceof FlowError ? err.message : "is not a master key"}`);
+    return undefined;
+  }
+};
+
+/**
+ * Parses what both bins read; `extra` are the bin's own variables, checked in the same pass, and
+ * `extraProblems` the problems the bin found in its other settings (refused with these, at once).
+ */
 export const parseServiceConfig = <T extends z.ZodRawShape>(
   env: NodeJS.ProcessEnv,
   extra: T,
+  extraProblems: readonly string[] = [],
 ): ServiceConfig & { env: z.infer<z.ZodObject<T>> } => {
   const schema = CommonEnvSchema.extend(extra);
   const parsed = schema.safeParse(envInput(env, Object.keys(schema.shape)));
   const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${pathOf(i.path)}: ${i.message}`);
-  let masterKey: Uint8Array | undefined;
-  const key = env["FLOWSVC_MASTER_KEY"];
-  if (key) {
-    try {
-      masterKey = parseMasterKey(key);
-    } catch (err) {
-      // The value is never echoed: only why it is not a key.
-      problems.push(`FLOWSVC_MASTER_KEY: ${err instanceof FlowError ? err.message : "is not a master key"}`);
-    }
-  }
+  const masterKey = masterKeyOf(env["FLOWSVC_MASTER_KEY"], problems);
   const accounts = accountProvidersFromEnv(
     env["FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS"] || undefined,
     env["FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI"] || undefined,
   );
   if (!accounts.ok) problems.push(...accounts.problems);
-  if (!parsed.success || !masterKey || !accounts.ok) throw refuse("configuration", problems);
+  problems.push(...extraProblems);
+  if (!parsed.success || !masterKey || !accounts.ok || extraProblems.length > 0) throw refuse("configuration", problems);
   const e = parsed.data as z.infer<typeof CommonEnvSchema> & z.infer<z.ZodObject<T>>;
   return {
     databaseUrl: e.FLOWSVC_DATABASE_URL,
@@ -222,22 +233,32 @@ const serviceAccountNamespace = (): string | undefined => {
 
 /** The controller's configuration (flowsvc-controller). */
 export const loadControllerConfig = (env: NodeJS.ProcessEnv = process.env): ControllerConfig => {
-  const c = parseServiceConfig(env, {
-    FLOWSVC_POD_NAME: z
-      .string()
-      .max(253)
-      .regex(/^[^\s\0]+$/, "must be a name without white space")
-      .optional(),
-    FLOWSVC_POD_NAMESPACE: matching(DNS_LABEL, "a namespace name (a DNS label)").optional(),
-    FLOWSVC_HEALTH_HOST: z.string().min(1).default("0.0.0.0"),
-    FLOWSVC_HEALTH_PORT: z.coerce.number().int("must be a port number").min(0).max(65535).default(8081),
-  });
+  const egress = egressPolicyFromEnv(
+    { allowCidrs: env[HTTP_ALLOW_CIDRS_VAR] || undefined, allowPrivate: env[HTTP_ALLOW_PRIVATE_VAR] || undefined },
+    "kubernetes",
+  );
+  const c = parseServiceConfig(
+    env,
+    {
+      FLOWSVC_POD_NAME: z
+        .string()
+        .max(253)
+        .regex(/^[^\s\0]+$/, "must be a name without white space")
+        .optional(),
+      FLOWSVC_POD_NAMESPACE: matching(DNS_LABEL, "a namespace name (a DNS label)").optional(),
+      FLOWSVC_HEALTH_HOST: z.string().min(1).default("0.0.0.0"),
+      FLOWSVC_HEALTH_PORT: z.coerce.number().int("must be a port number").min(0).max(65535).default(8081),
+    },
+    egress.ok ? [] : egress.problems,
+  );
   const { env: e, ...service } = c;
+  if (!egress.ok) throw refuse("configuration", egress.problems); // parseServiceConfig already refused these
   return {
     ...service,
     podName: e.FLOWSVC_POD_NAME ?? hostname(),
     podNamespace: e.FLOWSVC_POD_NAMESPACE ?? serviceAccountNamespace() ?? "default",
     healthHost: e.FLOWSVC_HEALTH_HOST,
     healthPort: e.FLOWSVC_HEALTH_PORT,
+    httpEgress: egress.policy,
   };
 };

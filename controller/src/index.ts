@@ -8,3 +8,5 @@ export * from "./graph/driver.js";
 export * from "./graph/nodes/index.js";
 export * from "./config.js";
 export * from "./accounts/index.js";
+export * from "./net/egress-policy.js";
+export * from "./net/egress-agent.js";

@@ -14,6 +14,7 @@ import { TimerLoop } from "./timers.js";
 import { setConnectorBaseUrls } from "./graph/nodes/connector.js";
 import { setForgeBaseUrls } from "./graph/nodes/workflow.js";
 import { GraphDriver } from "./graph/driver.js";
+import { createEgressAgent } from "./net/egress-agent.js";
 import { AccountRenewalLoop } from "./accounts/renewal-loop.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
@@ -84,7 +85,8 @@ const startLeading = async (s: Shared): Promise<Leading> => {
     holder: config.podName,
     log: logger,
   });
-  const graphs = new GraphDriver({ pool, keyring: s.keyring, listener, logger, publicUrl: config.publicUrl });
+  const egress = createEgressAgent(config.httpEgress);
+  const graphs = new GraphDriver({ pool, keyring: s.keyring, listener, logger, publicUrl: config.publicUrl, egress });
   await dispatcher.start(); // adopts the agent Pods in flight first
   timers.start();
   graphs.start();
@@ -104,6 +106,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
       await launcher.stop();
       await dispatcher.drain();
       await graphs.drain();
+      await egress.close();
       await reconcilers.stop();
     },
   };

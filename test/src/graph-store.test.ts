@@ -5,6 +5,12 @@
  * an event node (a declined event, then a matching one) and a webhook node woken by a delivery to
  * its endpoint; removing the graph removes its endpoints.
  *
+ * The server runs as a cluster's controller does by default, private addresses refused
+ * (FLOWSVC_HTTP_ALLOW_PRIVATE=false): a peer on 127.0.0.1 stands for the cloud's instance
+ * metadata service, and a graph's http nodes that name it (by `localhost`, by an IPv4-mapped
+ * literal) fail with why while it gets no request (SSRF). Local mode's default, private allowed,
+ * is what the other graph tests run under (their peers are on 127.0.0.1).
+ *
  * `conflict` (a name held by both a credential and a connected account) cannot be reached here:
  * the project's one name space (connection_names, migration 008) lets a name have one holder.
  * `needs_reconnect` is an account row (migration 013) in `needs_reauth`, as renewal leaves one whose
@@ -13,15 +19,21 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import pg from "pg";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
-import { ended, ok, runKit } from "./support/runs.js";
+import { ended, ok, runIdIn, runKit } from "./support/runs.js";
 import { waitFor } from "./support/wait.js";
 
 let server: TestServer;
 let dir: string;
 let db: pg.Pool;
+let metadata: Server;
+let metadataPort = 0;
+/** The paths the metadata stand-in was asked for. */
+const stolen: string[] = [];
 const kit = runKit(
   () => server,
   () => dir,
@@ -37,7 +49,13 @@ const DEPLOY = doc([
 ]);
 
 before(async () => {
-  server = await startTestServer({ agents: 1 });
+  metadata = createServer((req, res) => {
+    stolen.push(req.url ?? "");
+    res.writeHead(200, { "content-type": "application/json" }).end('{"AccessKeyId":"ASIA-stolen","SecretAccessKey":"stolen"}');
+  });
+  await new Promise<void>((r) => metadata.listen(0, "127.0.0.1", r));
+  metadataPort = (metadata.address() as AddressInfo).port;
+  server = await startTestServer({ agents: 1, env: { FLOWSVC_HTTP_ALLOW_PRIVATE: "false" } });
   dir = await scriptDir("flowsvc-graph-store-");
   db = new pg.Pool({ connectionString: server.databaseUrl, max: 2 });
 });
@@ -45,6 +63,8 @@ before(async () => {
 after(async () => {
   await db?.end();
   await server?.stop();
+  metadata?.closeAllConnections();
+  metadata?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -184,4 +204,23 @@ test("a stored graph started by its trigger endpoint: a workflow child, an event
 
   ok(await server.cli(["graph", "rm", "hooked"]));
   assert.equal((await post(urls[0]!, secrets[0], {})).status, 404, "the endpoint died with its graph");
+});
+
+test("private refused: http nodes naming a peer by localhost or a mapped literal fail with why, and the peer gets no request", async () => {
+  const base = `localhost:${metadataPort}/latest/meta-data/iam/security-credentials`;
+  const steal = doc([
+    { id: "by_name", type: "http", config: { url: `http://${base}/node-role?x=1` } },
+    { id: "by_literal", type: "http", config: { url: `http://[::ffff:7f00:1]:${metadataPort}/latest/meta-data/` } },
+  ]);
+  const run = runIdIn(ok(await server.cli(["submit", await kit.script("steal.json", steal)])).stdout);
+  assert.equal(await ended(server, run), "failed");
+  const v = await kit.json<{ nodes: Array<{ node_id: string; error: string | null }> }>(["status", run]);
+  const errorOf = (id: string): string => v.nodes.find((n) => n.node_id === id)?.error ?? "";
+  assert.match(
+    errorOf("by_name"),
+    /^config\.url: localhost resolves to (127\.0\.0\.1|::1), a loopback address; http nodes may not reach loopback addresses here \(set FLOWSVC_HTTP_ALLOW_CIDRS or FLOWSVC_HTTP_ALLOW_PRIVATE\); nothing was sent$/,
+  );
+  assert.match(errorOf("by_literal"), /^config\.url: ::ffff:7f00:1 \(IPv4 127\.0\.0\.1\) is a loopback address;/);
+  assert.ok(!JSON.stringify(v.nodes).includes("meta-data"), "no path or query in the nodes' errors");
+  assert.deepEqual(stolen, [], "the peer got no request");
 });

@@ -97,7 +97,11 @@ const CUSTOM = {
   rbac: { create: true, clusterWide: false },
   postgres: { existingSecret: "pg", existingSecretKey: "dsn" },
   masterKey: { existingSecret: "mk", existingSecretKey: "key" },
-  controller: { replicas: 3, leaderElection: { leaseName: "my-lease", leaseDurationSeconds: 30 } },
+  controller: {
+    replicas: 3,
+    leaderElection: { leaseName: "my-lease", leaseDurationSeconds: 30 },
+    httpEgress: { allowCidrs: ["10.20.0.0/16", "fd00:1::/32"], allowPrivate: true },
+  },
   ingest: { replicas: 4, ingress: { enabled: true, className: "nginx", host: "flows.example.com", tls: { enabled: true } } },
   agent: {
     image: "registry.example.com/agent@sha256:" + "a".repeat(64),
@@ -181,8 +185,18 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
       ],
     ],
     [
-      { controller: { replicas: 0 }, ingest: { replicas: "2" }, pdb: { minAvailable: "1%%" } },
-      [/controller\.replicas/, /ingest\.replicas/, /pdb\.minAvailable/],
+      {
+        controller: { replicas: 0, httpEgress: { allowCidrs: ["10.0.0.0/8; rm -rf /"], allowPrivate: "yes" } },
+        ingest: { replicas: "2" },
+        pdb: { minAvailable: "1%%" },
+      },
+      [
+        /controller\.replicas/,
+        /controller\.httpEgress\.allowCidrs\.0/,
+        /controller\.httpEgress\.allowPrivate/,
+        /ingest\.replicas/,
+        /pdb\.minAvailable/,
+      ],
     ],
     // a lone surrogate cannot even be read
     [{ agent: { image: "\ud800" } }, [/invalid Unicode/]],
@@ -273,6 +287,27 @@ test("the Deployments' env: the contract's variables, the downward API, Secrets 
     );
     assert.deepEqual(pod.volumes.find((v: Obj) => v.name === "config").configMap, { name: "r-flowsvc-config" });
   }
+});
+
+test("http egress: the controller alone gets FLOWSVC_HTTP_ALLOW_PRIVATE (false by default) and the operator's CIDRs, comma-separated", async () => {
+  const envOf = (objs: Obj[], name: string): Obj =>
+    Object.fromEntries(
+      (find(objs, "Deployment", name, "flowsvc").spec.template.spec.containers[0].env as Obj[]).map((e) => [e.name as string, e]),
+    );
+  const byDefault = await render(DEMO);
+  const c = envOf(byDefault, "r-flowsvc-controller");
+  assert.deepEqual([c.FLOWSVC_HTTP_ALLOW_PRIVATE?.value, c.FLOWSVC_HTTP_ALLOW_CIDRS], ["false", undefined]);
+  const custom = envOf(await render(["-f", valuesFile("custom", CUSTOM)]), "r-flowsvc-controller");
+  assert.deepEqual(
+    [custom.FLOWSVC_HTTP_ALLOW_PRIVATE?.value, custom.FLOWSVC_HTTP_ALLOW_CIDRS?.value],
+    ["true", "10.20.0.0/16,fd00:1::/32"],
+  );
+  const ingest = envOf(byDefault, "r-flowsvc-ingest");
+  assert.deepEqual(
+    [ingest.FLOWSVC_HTTP_ALLOW_PRIVATE, ingest.FLOWSVC_HTTP_ALLOW_CIDRS],
+    [undefined, undefined],
+    "ingest runs no http node",
+  );
 });
 
 test("connected accounts: off by default; the providers JSON from a Secret by reference in both Deployments, the redirect from publicUrl", async () => {

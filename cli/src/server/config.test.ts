@@ -87,3 +87,14 @@ void test("connected-account providers: a missing capabilities object refuses th
   );
   assert.equal(ok.accounts.providers.get("github")?.capabilities.rotates_refresh_token, false);
 });
+
+void test("http node egress: local mode allows private addresses by default; the two settings are read and a bad one refuses the start", () => {
+  const d = loadServerConfig({}, home).httpEgress;
+  assert.deepEqual([d.allowPrivate, d.allowCidrs], [true, []]);
+  const s = loadServerConfig({}, { ...home, FLOWSVC_HTTP_ALLOW_PRIVATE: "false", FLOWSVC_HTTP_ALLOW_CIDRS: "10.1.0.0/16" }).httpEgress;
+  assert.deepEqual([s.allowPrivate, s.allowCidrs], [false, ["10.1.0.0/16"]]);
+  const message = problem({ port: "70000" }, { FLOWSVC_HTTP_ALLOW_CIDRS: "10.1.0.0/99", FLOWSVC_HTTP_ALLOW_PRIVATE: "1" });
+  assert.match(message, /port: /);
+  assert.match(message, /FLOWSVC_HTTP_ALLOW_CIDRS: "10\.1\.0\.0\/99" is not a CIDR: the prefix length must be a whole number from 0 to 32/);
+  assert.match(message, /FLOWSVC_HTTP_ALLOW_PRIVATE: must be true or false, not "1"/);
+});

@@ -2,6 +2,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { FlowError, accountProvidersFromEnv, parseConnectorBaseUrls, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
+import { egressPolicyFromEnv, type EgressPolicy } from "@flowsvc/controller/net/egress-policy";
 
 /**
  * `flow server`'s configuration: flags over environment over defaults, parsed once here. A bad
@@ -56,6 +57,8 @@ export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey">
   connectorBaseUrls: Record<string, string>;
   /** Connected-account providers and the redirect URI (core's one parser; empty: connecting is not offered). */
   accounts: AccountProvidersConfig;
+  /** Where http nodes may connect (FLOWSVC_HTTP_ALLOW_CIDRS, FLOWSVC_HTTP_ALLOW_PRIVATE; local mode: private allowed by default). */
+  httpEgress: EgressPolicy;
   agentEnv: Record<string, string | undefined>;
 };
 
@@ -113,10 +116,15 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
     envSetting(env, "FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS"),
     envSetting(env, "FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI"),
   );
-  if (!parsed.success || !accounts.ok) {
+  const egress = egressPolicyFromEnv(
+    { allowCidrs: envSetting(env, "FLOWSVC_HTTP_ALLOW_CIDRS"), allowPrivate: envSetting(env, "FLOWSVC_HTTP_ALLOW_PRIVATE") },
+    "local",
+  );
+  if (!parsed.success || !accounts.ok || !egress.ok) {
     const lines = [
       ...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`)),
       ...(accounts.ok ? [] : accounts.problems),
+      ...(egress.ok ? [] : egress.problems),
     ].map((l) => `  ${l}`);
     throw new FlowError("config", `invalid server configuration:\n${lines.join("\n")}`);
   }
@@ -131,6 +139,7 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
     masterKey: c.masterKey ? parseMasterKey(c.masterKey) : undefined,
     connectorBaseUrls: parseConnectorBaseUrls(envSetting(env, "FLOWSVC_CONNECTOR_BASE_URLS")),
     accounts: accounts.config,
+    httpEgress: egress.policy,
     agentEnv: { ...env },
   };
 };

@@ -21,6 +21,7 @@ import {
   GraphDriver,
   LocalLauncher,
   TimerLoop,
+  createEgressAgent,
   sweepAgentWorkdirs,
   type AgentUser,
 } from "@flowsvc/controller";
@@ -269,7 +270,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
     setConnectorBaseUrls(config.connectorBaseUrls);
     setForgeBaseUrls(config.connectorBaseUrls);
     const timers = new TimerLoop(pool, logger);
-    const graphs = new GraphDriver({ pool, keyring, listener, logger, publicUrl: config.publicUrl });
+    const egress = createEgressAgent(config.httpEgress);
+    const graphs = new GraphDriver({ pool, keyring, listener, logger, publicUrl: config.publicUrl, egress });
     const renewal = new AccountRenewalLoop({ pool, keyring, providers: config.accounts.providers, log: logger });
     cleanups.push(async () => {
       timers.stop();
@@ -279,6 +281,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       await Promise.all(launchers.map((l) => l.stop()));
       await d.drain();
       await graphs.drain();
+      await egress.close();
     });
     await d.start();
     timers.start();

@@ -9,6 +9,8 @@ import { randomBytes } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
+import { createEgressAgent } from "../net/egress-agent.js";
+import { defaultEgressPolicy } from "../net/egress-policy.js";
 import {
   Keyring,
   createTestDatabase,
@@ -32,6 +34,8 @@ let base = "";
 let scope: { orgId: string; projectId: string };
 let run: GraphRunRow;
 const seen: IncomingHttpHeaders[] = [];
+/** Local mode's policy: the peer on 127.0.0.1 may be reached. */
+const egress = createEgressAgent(defaultEgressPolicy("local"));
 
 before(async () => {
   db = await createTestDatabase();
@@ -85,6 +89,7 @@ before(async () => {
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 after(async () => {
+  await egress.close();
   server?.closeAllConnections();
   server?.close();
   await db?.drop();
@@ -97,6 +102,7 @@ const callWith = async (credential: string): Promise<NodeOutcome> => {
     keyring,
     logger: pino({ level: "silent" }),
     publicUrl: undefined,
+    egress,
     run,
     node,
     config: node.config,

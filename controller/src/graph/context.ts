@@ -4,6 +4,7 @@
  * recorded once per (run, node, attempt), and the run's log, masked.
  */
 import type { Pool } from "pg";
+import type { Dispatcher } from "undici";
 import {
   FlowError,
   assertEmittable,
@@ -38,6 +39,8 @@ export interface ContextInput {
   keyring: Keyring;
   logger: ControllerLogger;
   publicUrl: string | undefined;
+  /** The egress-guarded dispatcher (NodeContext.egress). */
+  egress: Dispatcher;
   run: GraphRunRow;
   node: GraphNode;
   config: unknown;
@@ -145,6 +148,7 @@ export const nodeContext = async (input: ContextInput): Promise<NodeContext> => 
     scope: input.scope,
     attempt: input.attempt,
     publicUrl: input.publicUrl,
+    egress: input.egress,
     credential: (name, kinds) => resolveCredential(input, project.orgId, { name, kinds }),
     emit: (type, payload, key) => emitOnce(input, { type, payload, key }),
     writeLog: async (text) => {

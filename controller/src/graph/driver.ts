@@ -13,6 +13,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Pool, PoolClient } from "pg";
+import type { Dispatcher } from "undici";
 import {
   blockedNodes,
   evaluateConfig,
@@ -67,6 +68,11 @@ export interface GraphDriverOptions {
   listener: Listener;
   logger: ControllerLogger;
   publicUrl: string | undefined;
+  /**
+   * The dispatcher for requests to URLs a graph's author chose: the deployable's egress policy
+   * (controller/src/net/egress-agent.ts, createEgressAgent), closed by its owner.
+   */
+  egress: Dispatcher;
   /** The poll for due retries and orphaned attempts (default 250 ms). */
   pollMs?: number;
 }

@@ -1,9 +1,16 @@
-/** The http executor against a local peer: request shape, credentials by kind, precedence, caps, timeouts, failures. */
+/**
+ * The http executor against a local peer: request shape, credentials by kind, precedence, caps,
+ * timeouts, failures, and the egress guard (a destination the policy refuses fails the node and
+ * the peer sees nothing; redirects are answers, never followed).
+ */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Agent } from "undici";
 import { FlowError, type CredentialValue } from "@flowsvc/core";
+import { createEgressAgent } from "../../net/egress-agent.js";
+import { defaultEgressPolicy } from "../../net/egress-policy.js";
 import { RESPONSE_LIMIT, httpExecutor } from "./http.js";
 import type { NodeContext, NodeOutcome } from "./types.js";
 
@@ -20,6 +27,8 @@ before(async () => {
       if (req.url === "/text") return void res.writeHead(200, { "content-type": "text/plain" }).end("plain words");
       if (req.url === "/badjson") return void res.writeHead(200, { "content-type": "application/json" }).end("{not json");
       if (req.url === "/huge") return void res.writeHead(200).end(Buffer.alloc(RESPONSE_LIMIT + 1, 97));
+      if (req.url === "/redirect")
+        return void res.writeHead(302, { location: "http://169.254.169.254/latest/meta-data/iam/security-credentials/" }).end();
       if (req.url === "/slow") return; // never answered: only the caller's timeout or abort ends it (after() closes the socket)
       if (req.url === "/teapot")
         return void res.writeHead(418, { "content-type": "application/problem+json" }).end('{"title":"short and stout"}');
@@ -29,7 +38,8 @@ before(async () => {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
-after(() => {
+after(async () => {
+  await Promise.all([local.close(), strict.close()]);
   server.closeAllConnections();
   server.close();
 });
@@ -41,11 +51,16 @@ const CREDENTIALS: Record<string, CredentialValue> = {
   url: { kind: "url_token", token: "a/b?c" },
 };
 
-const run = (config: unknown, signal = new AbortController().signal): Promise<NodeOutcome> =>
+/** Local mode's default (the peer on 127.0.0.1 may be reached) and Kubernetes mode's (loopback refused). */
+const local: Agent = createEgressAgent(defaultEgressPolicy("local"));
+const strict: Agent = createEgressAgent(defaultEgressPolicy("kubernetes"));
+
+const run = (config: unknown, signal = new AbortController().signal, egress: Agent = local): Promise<NodeOutcome> =>
   httpExecutor.start({
     node: { id: "call", type: "http", config: {} },
     config,
     signal,
+    egress,
     credential: (name: string) => {
       const value = CREDENTIALS[name];
       if (!value) return Promise.reject(new FlowError("invalid_argument", `credential "${name}" is not set in this project`));
@@ -114,4 +129,41 @@ void test("a response over the cap fails; a timeout fails naming it; an abort (c
   ac.abort();
   await assert.rejects(p);
   await assert.rejects(run({ url: `${base}/x`, timeout: "11m" }), /config\.timeout: at most 600s/);
+});
+
+void test("private refused: a name resolving to loopback fails the node with why, naming no path, query or credential; the peer sees nothing", async () => {
+  const before = seen.length;
+  const url = `http://localhost:${new URL(base).port}/latest/meta-data/{credential}?q=hidden-query`;
+  const err = await run({ url, credential: "url" }, undefined, strict).then(
+    (o) => assert.fail(`the node ran: ${JSON.stringify(o)}`),
+    (e: unknown) => e as Error,
+  );
+  assert.match(
+    err.message,
+    /^config\.url: localhost resolves to (127\.0\.0\.1|::1), a loopback address; http nodes may not reach loopback addresses here \(set FLOWSVC_HTTP_ALLOW_CIDRS or FLOWSVC_HTTP_ALLOW_PRIVATE\); nothing was sent$/,
+  );
+  for (const leak of ["meta-data", "hidden-query", "a%2Fb", "a/b?c"]) assert.ok(!err.message.includes(leak), leak);
+  await assert.rejects(run({ url: "http://[::ffff:a9fe:a9fe]/latest/meta-data/" }), /cloud instance metadata address/);
+  assert.equal(seen.length, before, "no request reached the peer");
+  // The same node under local mode's default goes through.
+  const o = await run({ url, credential: "url" });
+  assert.equal(o.kind, "succeeded");
+  assert.equal(seen.length, before + 1);
+});
+
+void test("a redirect is the answer, never followed (not even to the metadata address); a URL that does not parse sends nothing", async () => {
+  const before = seen.length;
+  const o = await run({ url: `${base}/redirect` });
+  assert.equal(o.kind, "failed");
+  assert.match(o.kind === "failed" ? o.error : "", /answered HTTP 302/);
+  assert.equal(seen.length, before + 1);
+  for (const url of [
+    `${base}\u0000/x`,
+    "http://127.0.0.1:99999/",
+    "http://[::1/",
+    "//127.0.0.1/",
+    `${base.replace("127.0.0.1", "127.0.0.1.5")}/x`,
+  ])
+    await assert.rejects(run({ url }), /^Error: config\.url: is not an absolute http\(s\) URL$/, url);
+  assert.equal(seen.length, before + 1);
 });

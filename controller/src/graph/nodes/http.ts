@@ -7,8 +7,17 @@
  * leaves. Output `{status, headers, body}`, body parsed as JSON when the response says JSON; a
  * non-2xx status fails the attempt (the retry policy applies) and keeps the output. A response
  * over RESPONSE_LIMIT fails the attempt.
+ *
+ * The request runs in the controller's own process, so it goes through `ctx.egress`, the
+ * deployable's egress-guarded dispatcher (controller/src/net/egress-agent.ts): the address it
+ * connects to, after DNS, must be one the operator's policy allows (never link-local or metadata;
+ * loopback and private ranges only where allowed), else the node fails with
+ * `config.url: <host> resolves to <address>, a private address; ...` and nothing is sent.
+ * Redirects are not followed: a 3xx is the answer (and fails the attempt). Messages name the
+ * URL's host only, never its path or query (a url-token credential may be there).
  */
 import { request } from "undici";
+import { EgressRefusedError } from "../../net/egress-agent.js";
 import { renderHttpAuth } from "@flowsvc/core";
 import type { NodeContext, NodeExecutor, NodeOutcome } from "./types.js";
 import { asConfig, durationMs, requiredStr, str, stringMap, type Config } from "./config.js";
@@ -47,7 +56,8 @@ const prepare = async (ctx: NodeContext): Promise<Prepared> => {
     const cred = await ctx.credential(name);
     ({ url, headers } = renderHttpAuth(name, cred.value, { url, headers }));
   }
-  const parsed = new URL(url);
+  const parsed = URL.parse(url);
+  if (parsed === null) throw new Error("config.url: is not an absolute http(s) URL");
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`config.url: only http and https URLs are fetched`);
   headers = { ...headers };
   return { method, url, headers, body: bodyOf(c, headers), timeoutMs: durationMs(c, "timeout", DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS) };
@@ -84,11 +94,14 @@ const flatHeaders = (headers: Record<string, string | string[] | undefined>): Re
 
 export const send = async (ctx: NodeContext, p: Prepared): Promise<NodeOutcome> => {
   const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(p.timeoutMs)]);
-  const res = await request(p.url, { method: p.method as "GET", headers: p.headers, body: p.body, signal }).catch((err: unknown) => {
-    const why =
-      signal.aborted && !ctx.signal.aborted ? `timed out after ${p.timeoutMs} ms` : err instanceof Error ? err.message : String(err);
-    throw new Error(`${p.method} ${new URL(p.url).host}: ${why}`);
-  });
+  const res = await request(p.url, { method: p.method as "GET", headers: p.headers, body: p.body, signal, dispatcher: ctx.egress }).catch(
+    (err: unknown) => {
+      if (err instanceof EgressRefusedError) throw new Error(`config.url: ${err.message}; nothing was sent`);
+      const why =
+        signal.aborted && !ctx.signal.aborted ? `timed out after ${p.timeoutMs} ms` : err instanceof Error ? err.message : String(err);
+      throw new Error(`${p.method} ${new URL(p.url).host}: ${why}`);
+    },
+  );
   const raw = await readCapped(res.body, RESPONSE_LIMIT);
   if (!raw) {
     res.body.destroy();

@@ -5,6 +5,7 @@
  * itself: the driver records it (node state commits before any dependent starts).
  */
 import type { Pool } from "pg";
+import type { Dispatcher } from "undici";
 import type { CredentialKind, CredentialValue, GraphNode, GraphScope, NodeStatus } from "@flowsvc/core";
 import type { Keyring } from "@flowsvc/store";
 import type { ControllerLogger } from "../../dispatcher.js";
@@ -52,6 +53,11 @@ export interface NodeContext {
   /** 1-based. */
   attempt: number;
   publicUrl: string | undefined;
+  /**
+   * The dispatcher for requests to a URL the graph's author chose (the http node): the operator's
+   * egress policy, checked on the address each connection opens to (controller/src/net/egress-agent.ts).
+   */
+  egress: Dispatcher;
   /**
    * http/connector credentials, resolved at dispatch by core's one resolver; untrusted runs,
    * missing names, wrong kinds and unusable accounts throw FlowError: the node fails and nothing is sent.
