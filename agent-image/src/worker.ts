@@ -23,7 +23,8 @@
  * or a job while one runs: a launcher bug, so not ignored: logged (never the message itself, it
  * holds a token), the current job stopped, exit 2; the launcher requeues what the worker held.
  */
-import { rm, rmdir } from "node:fs/promises";
+import { rmdirSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { FlowError, WorkerJobSchema, describeIssues, type WorkerJob, type WorkerReply } from "@flowsvc/core";
 import { AgentApiClient, newAgentApiDispatcher } from "./agent-api-client.js";
 import type { AgentBackend } from "./backend.js";
@@ -57,11 +58,13 @@ export interface WorkerOptions {
 
 /**
  * The job's directory, gone: one rmdir when the job left it empty (its scratch files remove
- * themselves), else (the script left files, or the job never made it) the recursive removal.
+ * themselves), else (the script left files, or the job never made it) the recursive removal. The
+ * rmdir is synchronous (one system call, no thread-pool round trip before the agent says it is
+ * free: scratch-dir.ts says why); a directory of unknown size is removed without blocking.
  */
 const removeJobDir = async (dir: string): Promise<void> => {
   try {
-    await rmdir(dir);
+    rmdirSync(dir);
   } catch {
     await rm(dir, { recursive: true, force: true });
   }
