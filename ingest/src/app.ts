@@ -1,12 +1,14 @@
 import { createServer, type RequestListener, type Server } from "node:http";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import { FlowError, REQUEST_ID_HEADER, assertStorableJson, pathParamProblem, queryProblem, saneRequestId } from "@flowsvc/core";
+import { FlowError, REQUEST_ID_HEADER, pathParamProblem, queryProblem, saneRequestId } from "@flowsvc/core";
 import { ServiceMetrics, mintId } from "@flowsvc/store";
 import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
 import { LogLineIndexes } from "./log-lines.js";
 import { observe } from "./observability.js";
 import { HookFront } from "./hook-front.js";
+import { JournalFront } from "./journal-front.js";
+import { storableJsonParser } from "./front-io.js";
 import { catalogRoutes } from "./openapi/document.js";
 import { openApiRoutes } from "./openapi/routes.js";
 import { clientErrorHandler, errorHandler, notFoundHandler } from "./errors.js";
@@ -37,17 +39,16 @@ import { consoleRoutes } from "./console/routes.js";
  * bytes and checks its body itself, after the signature.
  */
 const guardInput = (app: FastifyInstance): void => {
-  const parseJson = app.getDefaultJsonParser("error", "error");
+  const parseJson = storableJsonParser(app);
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    void parseJson(req, body as string, (err, value) => {
-      if (err) return done(err, undefined);
-      try {
-        done(null, assertStorableJson(value));
-      } catch (e) {
-        done(e as Error, undefined);
-      }
-    });
+    let value: unknown;
+    try {
+      value = parseJson(body as string, req);
+    } catch (e) {
+      return done(e as Error, undefined);
+    }
+    done(null, value);
   });
   app.addHook("onRequest", (req, _reply, done) => {
     const qs = req.url.indexOf("?");
@@ -65,13 +66,20 @@ interface ServerOptions {
   maxRequestsPerSocket: number;
 }
 
+/** The requests served in front of Fastify: plain hook deliveries (hook-front.ts) and step records (journal-front.ts). */
+interface Fronts {
+  readonly hook: HookFront;
+  readonly journal: JournalFront;
+}
+
 /**
- * The node:http server Fastify would make (same settings), whose request listener lets `front`
- * take plain hook deliveries (hook-front.ts) and hands every other request to Fastify.
+ * The node:http server Fastify would make (same settings), whose request listener lets the fronts
+ * take plain hook deliveries and step records and hands every other request to Fastify.
  */
-const serverWithFront = (front: HookFront, fastify: RequestListener, opts: ServerOptions): Server => {
+const serverWithFront = (fronts: Fronts, fastify: RequestListener, opts: ServerOptions): Server => {
+  const { hook, journal } = fronts;
   const server = createServer((req, res) => {
-    if (!front.take(req, res)) fastify(req, res);
+    if (!journal.take(req, res) && !hook.take(req, res)) fastify(req, res);
   });
   server.keepAliveTimeout = opts.keepAliveTimeout;
   server.requestTimeout = opts.requestTimeout;
@@ -80,16 +88,21 @@ const serverWithFront = (front: HookFront, fastify: RequestListener, opts: Serve
   return server;
 };
 
-const fronts = new WeakMap<FastifyInstance, HookFront>();
+const fronts = new WeakMap<FastifyInstance, Fronts>();
 
 /** The app's hook front (hook-front.ts): which deliveries from a socket it served. */
-export const hookFrontOf = (app: FastifyInstance): HookFront | undefined => fronts.get(app);
+export const hookFrontOf = (app: FastifyInstance): HookFront | undefined => fronts.get(app)?.hook;
+
+/** The app's journal front (journal-front.ts): which step records from a socket it served. */
+export const journalFrontOf = (app: FastifyInstance): JournalFront | undefined => fronts.get(app)?.journal;
 
 /** The HTTP surface: the user API (/api/v1), the agent API (/agent/v1) and health. */
 export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyInstance => {
   const hookFront = new HookFront();
+  const journalFront = new JournalFront();
   const app = Fastify({
-    serverFactory: (handler, opts) => serverWithFront(hookFront, handler, opts as unknown as ServerOptions),
+    serverFactory: (handler, opts) =>
+      serverWithFront({ hook: hookFront, journal: journalFront }, handler, opts as unknown as ServerOptions),
     loggerInstance: logger,
     bodyLimit: 1024 * 1024,
     // Agents post logs every 50 ms: per-request lines would drown the log. Errors are still logged.
@@ -108,16 +121,17 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     void reply.header(REQUEST_ID_HEADER, req.id);
     done();
   });
-  // A closing app answers every request itself (Fastify's 503), hook deliveries included.
+  // A closing app answers every request itself (Fastify's 503), hook deliveries and step records included.
   app.addHook("preClose", (done) => {
     hookFront.close();
+    journalFront.close();
     done();
   });
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
   guardInput(app);
   // Every route registered from here on, for the OpenAPI document (openapi/document.ts).
-  fronts.set(app, hookFront);
+  fronts.set(app, { hook: hookFront, journal: journalFront });
   const routes = catalogRoutes(app);
   const metrics = deps.metrics ?? new ServiceMetrics({ pool: deps.pool });
   observe(app, metrics);
@@ -127,6 +141,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     maskers: createRunMaskers(deps.pool, deps.keyring),
     logLines: new LogLineIndexes(deps.pool),
     hookFront,
+    journalFront,
   };
   // Each resource is a plugin: an encapsulated child of this app, so it inherits the error and
   // not-found handlers and the input guard set above (a plugin's own parsers and hooks stay its own).

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
@@ -15,7 +16,7 @@ import {
 const LOGIN_HINT =
   "log in with `flow login --url <server url> --token <token>` or set FLOWSVC_TOKEN (the token `flow server` printed at its first start)";
 
-export const bearerOf = (req: FastifyRequest): string | undefined => {
+export const bearerOf = (req: { readonly headers: IncomingHttpHeaders }): string | undefined => {
   const h = req.headers.authorization;
   if (!h) return undefined;
   const m = /^Bearer\s+(\S+)$/i.exec(h);

@@ -5,6 +5,7 @@ import type { LocalAgentInfo } from "@flowsvc/controller";
 import type { RunMaskers } from "./run-masker.js";
 import type { LogLineIndexes } from "./log-lines.js";
 import type { HookFront } from "./hook-front.js";
+import type { JournalFront } from "./journal-front.js";
 
 /** What the HTTP layer needs from the rest of the service; built once by the server. */
 export interface IngestDeps {
@@ -43,4 +44,6 @@ export interface RouteDeps extends IngestDeps {
   logLines: LogLineIndexes;
   /** Where the hook route installs its serving code for plain deliveries from a socket (hook-front.ts); unset: Fastify serves them all. */
   hookFront?: HookFront;
+  /** Where the journal route installs its serving code for plain step records from a socket (journal-front.ts); unset: Fastify serves them all. */
+  journalFront?: JournalFront;
 }

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyRequest } from "fastify";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
@@ -15,6 +16,9 @@ import {
 } from "@flowsvc/store";
 import { bearerOf } from "./auth.js";
 
+/** What the token is read from: a Fastify request, or a plain one served in front of Fastify (journal-front.ts). */
+type WithHeaders = { readonly headers: IncomingHttpHeaders };
+
 export const jobLost = (): FlowError =>
   new FlowError("job_lost", "this job's lease is gone: it finished, or it was dispatched again to another agent");
 
@@ -26,7 +30,7 @@ const SEEN_JOBS_MAX = 4096;
  * The job behind an agent request's token: one dispatch of one job, alive while it holds its
  * lease, with its run's project and org (the scope its journal values are sealed in).
  */
-export const jobOfRequest = async (pool: Pool, req: FastifyRequest): Promise<LeasedJobInScope & { digest: Buffer }> => {
+export const jobOfRequest = async (pool: Pool, req: WithHeaders): Promise<LeasedJobInScope & { digest: Buffer }> => {
   const digest = jobTokenDigestOf(req);
   const job = await jobByToken(pool, digest);
   if (!job) throw jobLost();
@@ -47,7 +51,7 @@ const rememberJob = (digest: Buffer, job: LeasedJobInScope): void => {
  * only whether it is still live does, and a caller of this must check that in its own statement
  * (see recordJournalForToken). Undefined for a token not seen yet.
  */
-export const lastSeenJobOfRequest = (req: FastifyRequest): (LeasedJobInScope & { digest: Buffer }) | undefined => {
+export const lastSeenJobOfRequest = (req: WithHeaders): (LeasedJobInScope & { digest: Buffer }) | undefined => {
   const digest = jobTokenDigestOf(req);
   const job = seenJobs.get(digest.toString("hex"));
   return job && { ...job, digest };
@@ -97,7 +101,7 @@ export const claimOfRequest = async (
  * token (a user's API token, say), is 401 `unauthenticated`; a job token whose job is gone or
  * whose lease was taken over is the caller's 409 `job_lost` (the agent ends the job on either).
  */
-export const jobTokenDigestOf = (req: FastifyRequest): Buffer => {
+export const jobTokenDigestOf = (req: WithHeaders): Buffer => {
   const token = bearerOf(req);
   if (!token) throw new FlowError("unauthenticated", "the agent API needs a job token (Authorization: Bearer job_...); none was sent");
   if (tokenKindOf(token) !== "job") {

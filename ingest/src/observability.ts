@@ -13,14 +13,22 @@ import type { ServiceMetrics } from "@flowsvc/store";
 /** A journal record of a step (not a sleep, a wait or another durable call). */
 const isStep = (body: unknown): boolean => (body as { kind?: unknown } | null)?.kind === "step";
 
+/** One answer counted and timed (`route`: the template, undefined when no route matched); `body`: the request's parsed body. */
+export const observeAnswer = (
+  metrics: ServiceMetrics,
+  answer: { method: string; route: string | undefined; status: number; seconds: number; body: unknown },
+): void => {
+  const { method, route, status, seconds } = answer;
+  metrics.httpAnswered({ method, route, status, seconds });
+  if (status < 300 && route === "/agent/v1/claim") metrics.claimSeconds.observe(seconds);
+  if (status < 300 && route === "/agent/v1/journal" && isStep(answer.body)) metrics.stepSeconds.observe(seconds);
+};
+
 export const observe = (app: FastifyInstance, metrics: ServiceMetrics): void => {
   app.addHook("onResponse", (req, reply, done) => {
     // The template (`/api/v1/orgs/:org/...`), never the URL; undefined when no route matched.
-    const route = req.routeOptions.url;
     const seconds = reply.elapsedTime / 1000;
-    metrics.httpAnswered({ method: req.method, route, status: reply.statusCode, seconds });
-    if (reply.statusCode < 300 && route === "/agent/v1/claim") metrics.claimSeconds.observe(seconds);
-    if (reply.statusCode < 300 && route === "/agent/v1/journal" && isStep(req.body)) metrics.stepSeconds.observe(seconds);
+    observeAnswer(metrics, { method: req.method, route: req.routeOptions.url, status: reply.statusCode, seconds, body: req.body });
     done();
   });
   app.get("/metrics", async (_req, reply) => {

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
+import type { IncomingHttpHeaders } from "node:http";
+import type { FastifyBaseLogger, FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   AnnotateRequestSchema,
   createValueMasker,
@@ -6,8 +7,12 @@ import {
   FinishRequestSchema,
   FlowError,
   LogRequestSchema,
+  REQUEST_ID_HEADER,
   RecordRequestSchema,
+  httpStatusOf,
+  saneRequestId,
   type FinishRequest,
+  type JournalEntry,
   type RecordRequest,
 } from "@flowsvc/core";
 import {
@@ -16,6 +21,7 @@ import {
   extendLease,
   finishNodeJob,
   finishScriptJobTransaction,
+  mintId,
   openJournalResult,
   recordJournal,
   recordJournalForToken,
@@ -23,13 +29,18 @@ import {
   sealStepResult,
   withTransaction,
   type LeasedJobInScope,
+  type ServiceMetrics,
 } from "@flowsvc/store";
 import { jobLost, jobOfRequest, jobTokenDigestOf, lastSeenJobOfRequest } from "../job-auth.js";
 import type { RouteDeps } from "../deps.js";
 import { claimRoute } from "./agent-claim.js";
+import { toFlowError } from "../errors.js";
+import { answer, readBody, storableJsonParser, type JsonBodyParser } from "../front-io.js";
+import { AGENT_BODY_LIMIT, JOURNAL_ROUTE, type ServeJournal } from "../journal-front.js";
+import { observeAnswer } from "../observability.js";
 
 /** Journal entries, log batches and activity output may be large; the rest of the agent API keeps the default 1 MiB. */
-export const AGENT_BODY_LIMIT = 8 * 1024 * 1024;
+export { AGENT_BODY_LIMIT };
 
 /** `POST /agent/v1/heartbeat`: the job keeps its lease; a lost job is told so (409). */
 const heartbeatRoute = (app: FastifyInstance, { pool, leaseMs }: RouteDeps): void => {
@@ -39,11 +50,17 @@ const heartbeatRoute = (app: FastifyInstance, { pool, leaseMs }: RouteDeps): voi
   });
 };
 
+/** What a journal record reads from its request: the token (in its headers) and the parsed body. */
+interface JournalAsk {
+  readonly headers: IncomingHttpHeaders;
+  readonly body: unknown;
+}
+
 /**
- * `POST /agent/v1/journal`: a step's result is recorded at its position, or, replayed, answered as
+ * A journal record: a step's result is recorded at its position, or, replayed, answered as
  * recorded; a different call at a recorded position is the determinism refusal.
  */
-const journalRoute = (app: FastifyInstance, { pool, keyring }: RouteDeps): void => {
+const journalRecorder = ({ pool, keyring }: RouteDeps) => {
   /** A step's output may hold a secret it printed: it is stored sealed (the run's org and project are the seal's scope). */
   const sealedEntry = async (job: LeasedJobInScope, entry: RecordRequest): Promise<RecordRequest> =>
     entry.kind === "step"
@@ -58,7 +75,7 @@ const journalRoute = (app: FastifyInstance, { pool, keyring }: RouteDeps): void 
         }
       : entry;
 
-  app.post("/agent/v1/journal", { bodyLimit: AGENT_BODY_LIMIT }, async (req) => {
+  return async (req: JournalAsk): Promise<{ entry: JournalEntry }> => {
     // A job already seen records its step in one statement that also checks the job is live
     // (one round trip per `flow step`); anything else (a first record, a lost job, a retried or
     // mismatching record) takes the long way below.
@@ -78,7 +95,57 @@ const journalRoute = (app: FastifyInstance, { pool, keyring }: RouteDeps): void 
     if (out.type === "mismatch") throw determinismError(out.entry, entry);
     if (out.type === "recorded") return { entry: { ...out.entry, result: entry.result ?? null } };
     return { entry: { ...out.entry, result: await openJournalResult(keyring, scope, await runLineage(pool, job.run_id), out.entry) } };
-  });
+  };
+};
+
+type RecordJournal = ReturnType<typeof journalRecorder>;
+
+/**
+ * The journal route served from a plain socket request (journal-front.ts): what Fastify's chain
+ * does for it, in the same order with the same code: the request id, the body and its parser,
+ * the record, the answer or the error's answer (an internal one logged with the request id), the
+ * HTTP and step metrics.
+ */
+const serveJournal = (
+  record: RecordJournal,
+  { metrics, logger, parse }: { metrics: ServiceMetrics; logger: FastifyBaseLogger; parse: JsonBodyParser },
+): ServeJournal => {
+  return (req, res) => {
+    const started = performance.now();
+    const id = saneRequestId(req.headers[REQUEST_ID_HEADER]) ?? mintId("req");
+    let body: unknown;
+    // As Fastify's parser: a body that broke off or did not parse closes the connection with its answer.
+    let parsed = false;
+    const answered = (status: number): void =>
+      observeAnswer(metrics, { method: "POST", route: JOURNAL_ROUTE, status, seconds: (performance.now() - started) / 1000, body });
+    readBody(req)
+      .then((raw) => {
+        body = parse(raw.toString("utf8"));
+        parsed = true;
+        return record({ headers: req.headers, body });
+      })
+      .then(
+        (out) => {
+          answer(res, { status: 200, payload: out, id });
+          answered(200);
+        },
+        (err: unknown) => {
+          const fe = toFlowError(err);
+          if (fe.code === "internal") logger.child({ requestId: id }).error({ err }, "request failed");
+          if (res.headersSent) return;
+          answer(res, { status: httpStatusOf(fe.code), payload: fe.toJSON(), id, close: !parsed });
+          answered(httpStatusOf(fe.code));
+        },
+      )
+      .catch((err: unknown) => logger.child({ requestId: id }).error({ err }, "journal record: bookkeeping after the answer failed"));
+  };
+};
+
+/** `POST /agent/v1/journal`: Fastify's way in; a plain record from a socket is served by the same code in front of it (journal-front.ts). */
+const journalRoute = (app: FastifyInstance, deps: RouteDeps): void => {
+  const record = journalRecorder(deps);
+  deps.journalFront?.install(serveJournal(record, { metrics: deps.metrics, logger: app.log, parse: storableJsonParser(app) }));
+  app.post(JOURNAL_ROUTE, { bodyLimit: AGENT_BODY_LIMIT }, (req) => record(req));
 };
 
 /** `POST /agent/v1/log`: a batch of the script's output, masked by the agent, appended to the run's log. */

@@ -4,7 +4,7 @@
  * bytes are kept for signatures whatever the content type. The 202 is sent only after the event's
  * transaction committed (group commit).
  */
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
   EMIT_BODY_LIMIT,
@@ -40,6 +40,7 @@ import type { HookCache } from "../hook-cache.js";
 import type { RouteDeps } from "../deps.js";
 import { HOOK_ROUTE, type HookTarget, type ServeDelivery } from "../hook-front.js";
 import { toFlowError } from "../errors.js";
+import { answer, readBody } from "../front-io.js";
 import { api } from "../openapi/route-doc.js";
 
 export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
@@ -285,38 +286,6 @@ const countRefusal = (
   const refusal = refusals.get(err as object);
   if (refusal) sender.log().info({ ...refusal, url: redactSecretQuery(url) }, "hook delivery refused");
   metrics.hookRefused(refusal?.reason ?? code());
-};
-
-/** The body as Fastify's parser reads it (a copy, never a view of the socket's buffer); the front takes only a declared length within the limit. */
-const readBody = (req: IncomingMessage): Promise<Buffer> =>
-  new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let length = 0;
-    req.on("data", (chunk: Buffer) => {
-      chunks.push(chunk);
-      length += chunk.length;
-    });
-    req.once("end", () => resolve(Buffer.concat(chunks, length)));
-    req.once("error", (err: Error & { statusCode?: number }) => {
-      // As Fastify's parser: a body that broke off is the sender's error (400), and the connection closes.
-      if (!(typeof err.statusCode === "number" && err.statusCode >= 400)) err.statusCode = 400;
-      reject(err);
-    });
-  });
-
-/** JSON as Fastify answers it, with the request id every answer carries; `close`: the connection closes after it. */
-const answer = (
-  res: ServerResponse,
-  { status, payload, id, close }: { status: number; payload: unknown; id: string; close?: boolean },
-): void => {
-  const body = JSON.stringify(payload);
-  res.writeHead(status, {
-    "content-type": "application/json; charset=utf-8",
-    [REQUEST_ID_HEADER]: id,
-    ...(close ? { connection: "close" } : {}),
-    "content-length": Buffer.byteLength(body),
-  });
-  res.end(body);
 };
 
 /**

@@ -1,0 +1,60 @@
+/**
+ * What the fronts (hook-front.ts, journal-front.ts) share to serve a request from the socket the
+ * way Fastify does: the body read as its parser reads it, the answer written as its reply writes
+ * JSON, and the one JSON body parser both ways in use (Fastify's own, then core's storable check).
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { FlowError, REQUEST_ID_HEADER, assertStorableJson } from "@flowsvc/core";
+
+/** The body as Fastify's parser reads it (a copy, never a view of the socket's buffer); a front takes only a declared length within the limit. */
+export const readBody = (req: IncomingMessage): Promise<Buffer> =>
+  new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    req.on("data", (chunk: Buffer) => {
+      chunks.push(chunk);
+      length += chunk.length;
+    });
+    req.once("end", () => resolve(Buffer.concat(chunks, length)));
+    req.once("error", (err: Error & { statusCode?: number }) => {
+      // As Fastify's parser: a body that broke off is the sender's error (400), and the connection closes.
+      if (!(typeof err.statusCode === "number" && err.statusCode >= 400)) err.statusCode = 400;
+      reject(err);
+    });
+  });
+
+/** JSON as Fastify answers it, with the request id every answer carries; `close`: the connection closes after it. */
+export const answer = (
+  res: ServerResponse,
+  { status, payload, id, close }: { status: number; payload: unknown; id: string; close?: boolean },
+): void => {
+  const body = JSON.stringify(payload);
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    [REQUEST_ID_HEADER]: id,
+    ...(close ? { connection: "close" } : {}),
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+};
+
+/** A JSON body's text to its value, or the parser's error (thrown) that Fastify would have answered. */
+export type JsonBodyParser = (text: string, req?: FastifyRequest) => unknown;
+
+/**
+ * The application/json parser: Fastify's default one (a prototype-poisoning key is refused, an
+ * empty body too), then core's check that Postgres can store the value (NUL, lone surrogates,
+ * nesting). guardInput (app.ts) gives it to Fastify; a front calls it on the body it read.
+ */
+export const storableJsonParser = (app: FastifyInstance): JsonBodyParser => {
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  return (text, req) => {
+    let settled: { err: Error | null; value: unknown } | undefined;
+    // Fastify's default parser answers synchronously and does not read the request.
+    void parseJson(req as FastifyRequest, text, (err, value) => (settled = { err, value: value as unknown }));
+    if (settled === undefined) throw new FlowError("internal", "the JSON body parser did not answer synchronously");
+    if (settled.err) throw settled.err;
+    return assertStorableJson(settled.value);
+  };
+};
