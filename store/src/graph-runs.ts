@@ -252,7 +252,10 @@ export const nodeJobSpec = async (db: Db, jobId: string): Promise<NodeJobSpec | 
 /** The tail of a job's stdout, at most `limit` characters (a code node's `stdout` output). */
 export const jobStdoutTail = async (db: Db, jobId: string, limit = NODE_STDOUT_LIMIT): Promise<string> => {
   const { rows } = await db.query<{ out: string | null }>(
-    `select right(string_agg(data, '' order by id), $2) as out from run_logs where job_id = $1 and stream = 'stdout'`,
+    // The job's run narrows the read to its logs (run_logs_run); no index has job_id, so by job_id alone
+    // every log line of every run was read.
+    `select right(string_agg(data, '' order by id), $2) as out from run_logs
+      where run_id = (select run_id from jobs where id = $1) and job_id = $1 and stream = 'stdout'`,
     [jobId, limit],
   );
   return rows[0]?.out ?? "";

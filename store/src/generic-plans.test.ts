@@ -1,0 +1,241 @@
+/**
+ * Generic plans made on small tables must not read a table whole once it has grown. Every
+ * parameterised statement is a named prepared statement (pool.ts), so Postgres keeps a generic plan
+ * per connection after a few calls, and the emit and claim/finish transactions force one
+ * (`plan_cache_mode = force_generic_plan`): a plan made on a new server's near-empty tables is the
+ * one used when they hold millions of rows. Here each hot statement is run through the real store
+ * function under force_generic_plan while the tables are near empty (the plan is made and cached
+ * then, on this one connection), the tables get 20,000 rows of the shape that matters (no analyze,
+ * as autovacuum may not have run in production either), and the cached plan is run again with
+ * `explain analyze`: no scan of a grown table may be a Seq Scan, or read more than a few rows for a
+ * lookup of one run, event, lease or credential.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { createTestDatabase, createTestProject, createTestRun, type TestDatabase } from "./testing.js";
+import { getEvent } from "./events.js";
+import { gateAnsweredBy, lockRunForGate } from "./approval-gates.js";
+import { openRunCredentials, readNameHoldings, setRunsCredentials } from "./credentials.js";
+import { claimByToken, noteStartHint } from "./jobs.js";
+import { resolveDueWait, suspendJob } from "./wake.js";
+import { pendingEntries } from "./journal-entries.js";
+import { resolveCallOfChild } from "./call-children.js";
+import { releaseLease, releaseRunLeases } from "./locks.js";
+import { completeRun, retryIfAllowed } from "./run-lifecycle.js";
+import { jobStdoutTail } from "./graph-runs.js";
+import { emitEvents, type EmitInput } from "./emit.js";
+import { Keyring } from "./keyring.js";
+import { digestToken, mintToken } from "./mint.js";
+
+const ROWS = 20_000;
+/** The tables filled before the cached plans run again. */
+const GROWN = new Set(["runs", "events", "journal", "jobs", "lock_leases", "signals", "credentials", "run_logs", "projects"]);
+/** At most this many rows read by one scan of a grown table (its own rows are a handful). */
+const MAX_READ = 50;
+/**
+ * Statements that read many rows of a grown table by design, with why: the lease queue of one
+ * group is read whole to grant its next waiter (grantNext), and the fill queues every lease in `g`.
+ */
+const BY_DESIGN = [/from lock_leases where project_id = \$1 and grp = \$2 and released_at is null order by id for update/];
+
+let db: TestDatabase;
+let client: pg.PoolClient;
+let world: { projectId: string; orgId: string; runId: string; jobId: string };
+/** Every parameterised statement the store functions ran, with its values, in order. */
+const recorded: Array<{ case: string; text: string; values: unknown[] }> = [];
+
+/** The client as the store functions see it, noting each prepared statement they run. */
+const recording = (c: pg.PoolClient, name: string): pg.PoolClient =>
+  new Proxy(c, {
+    get(target, key) {
+      if (key === "query")
+        return (text: unknown, values?: unknown) => {
+          if (typeof text === "string" && Array.isArray(values) && values.length > 0) recorded.push({ case: name, text, values });
+          return target.query(text as string, values as unknown[]);
+        };
+      const v: unknown = Reflect.get(target, key);
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+
+/** One store call in a transaction that is rolled back: only its plans stay (prepared statements outlive it). */
+const once = async (name: string, fn: (tx: pg.PoolClient) => Promise<unknown>, setup = ""): Promise<void> => {
+  await client.query(`begin; ${setup}`);
+  try {
+    await fn(recording(client, name));
+  } catch {
+    // A refusal on near-empty tables is fine: the statements it ran were planned all the same.
+  } finally {
+    await client.query("rollback");
+  }
+};
+
+const hookDelivery = (projectId: string): EmitInput => ({
+  projectId,
+  type: "push",
+  key: null,
+  payload: {},
+  sourceRunId: null,
+  trusted: true,
+  hookName: "h",
+  deliveryId: "d-1",
+});
+
+before(async () => {
+  db = await createTestDatabase();
+  client = await db.pool.connect();
+  await client.query("set plan_cache_mode = force_generic_plan");
+  const { projectId, orgId } = await createTestProject(db.pool);
+  const runId = await createTestRun(db.pool, projectId);
+  const { rows } = await db.pool.query<{ id: string }>(`select id from jobs where run_id = $1`, [runId]);
+  world = { projectId, orgId, runId, jobId: rows[0]!.id };
+  const keyring = await Keyring.create(db.pool, randomBytes(32));
+  const { token } = mintToken("job");
+  const digest = digestToken(token);
+  const lit = (s: string) => pg.escapeLiteral(s);
+
+  // The tables are near empty: each call below plans its statements now, as a new server does.
+  await once("getEvent", (tx) => getEvent(tx, projectId, "evt-none"));
+  await once("lockRunForGate", (tx) => lockRunForGate(tx, projectId, runId));
+  await once("gateAnsweredBy", (tx) => gateAnsweredBy(tx, runId, "approve", null));
+  await once("setRunsCredentials", (tx) => setRunsCredentials(tx, [{ runId, declared: { TOKEN: "tok" } }]));
+  await once("openRunCredentials", (tx) => openRunCredentials(tx, keyring, runId, { orgId, projectId }));
+  await once("readNameHoldings", (tx) => readNameHoldings(tx, projectId, ["tok"]));
+  await once(
+    "claimByToken (one-statement start)",
+    (tx) => {
+      noteStartHint(digest, {
+        run: { id: runId, project_id: projectId, workflow: "", tags: [], trigger: {}, trusted: true },
+        org: "o",
+        project: "p",
+      });
+      return claimByToken(tx, { digest, agentId: "agent", leaseMs: 60_000, publicUrl: undefined });
+    },
+    `update jobs set status = 'dispatched', token_digest = '\\x${digest.toString("hex")}' where run_id = ${lit(runId)}`,
+  );
+  await once("suspendJob", (tx) => suspendJob(tx, world.jobId, runId));
+  await once("resolveDueWait", (tx) => resolveDueWait(tx, runId, 0));
+  await once("pendingEntries", (tx) => pendingEntries(tx, runId, ["signal", "wait-event"]));
+  await once("resolveCallOfChild", (tx) => resolveCallOfChild(tx, runId));
+  await once("releaseLease", (tx) => releaseLease(tx, projectId, "g", runId));
+  await once("releaseRunLeases", (tx) => releaseRunLeases(tx, runId));
+  await once("completeRun", (tx) => completeRun(tx, runId, { status: "cancelled", reason: "test" }, undefined));
+  await once(
+    "retryIfAllowed",
+    (tx) => retryIfAllowed(tx, runId, world.jobId, "exit 1"),
+    `update runs set retry = '{"attempts": 3, "backoff_ms": 0}' where id = ${lit(runId)}`,
+  );
+  await once("jobStdoutTail", (tx) => jobStdoutTail(tx, world.jobId));
+  await once("emitEvents (a hook delivery, then its redelivery)", async (tx) => {
+    await emitEvents(tx, [hookDelivery(projectId)]);
+    await emitEvents(tx, [hookDelivery(projectId)]);
+  });
+  await once(
+    "emitEvents (a waiter and a cancel_on run)",
+    (tx) => emitEvents(tx, [{ projectId, type: "x", key: null, payload: {}, sourceRunId: null, trusted: true }]),
+    `update runs set cancel_on = '{x}' where id = ${lit(runId)};
+     insert into journal (run_id, position, kind, name, ordinal, status, args) values (${lit(runId)}, 0, 'wait-event', 'x', 0, 'pending', '{"after_seq": -1}')`,
+  );
+
+  // Grown: 20,000 rows each, of the project (runs, events, leases, credentials) or of other runs.
+  const n = `generate_series(1, ${ROWS}) i`;
+  await client.query(
+    `insert into runs (id, project_id, workflow, status, source, filename, interpreter, trigger, trusted, parent_run_id)
+       select 'fill-run-' || i, project_id, workflow, 'parked', source, filename, interpreter, trigger, trusted, 'fill-run-' || (i + 1)
+         from runs, ${n} where id = ${lit(runId)};
+     insert into events (id, project_id, type, payload, source_run_id, hook_name, delivery_id, trusted)
+       select 'fill-evt-' || i, ${lit(projectId)}, 'push', '{}', 'fill-run-' || i, 'h', 'fill-' || i, true from ${n};
+     insert into journal (run_id, position, kind, name, ordinal, status, args, deadline)
+       select 'fill-run-' || i, 0, (array['wait-event', 'call', 'sleep'])[i % 3 + 1], 'fill', 0, 'pending',
+              jsonb_build_object('after_seq', -1, 'child_run_id', 'fill-run-' || (i - 1)), now() - interval '1 hour' from ${n};
+     insert into jobs (id, run_id, status, kind, not_before) select 'fill-job-' || i, 'fill-run-' || i, 'queued', 'run', now() from ${n};
+     insert into lock_leases (project_id, grp, run_id, position, granted_at)
+       select ${lit(projectId)}, 'g', 'fill-run-' || i, -1, case when i = 1 then now() end from ${n};
+     insert into signals (run_id, name, payload) select 'fill-run-' || i, 'approve', '{}' from ${n};
+     insert into connection_names (project_id, name, holder) select ${lit(projectId)}, 'fill-' || i, 'credential' from ${n};
+     insert into credentials (project_id, name, kind, sealed) select ${lit(projectId)}, 'fill-' || i, 'bearer', '\\x00' from ${n};
+     insert into run_logs (run_id, job_id, stream, data) select 'fill-run-' || i, 'fill-job-' || i, 'stdout', 'x' from ${n};
+     insert into projects (id, org_id, name) select 'fill-prj-' || i, ${lit(orgId)}, 'fill-' || i from ${n}`,
+  );
+});
+
+after(async () => {
+  client?.release();
+  await db?.drop();
+});
+
+/** A value as the SQL literal Postgres would have parsed from node-postgres' text form of it. */
+const literal = (v: unknown, type: string): string => {
+  if (v === null || v === undefined) return `null::${type}`;
+  const text = (x: unknown): string => {
+    if (Buffer.isBuffer(x)) return `\\x${x.toString("hex")}`;
+    if (x instanceof Date) return x.toISOString();
+    if (Array.isArray(x))
+      return `{${x.map((e) => (e === null || e === undefined ? "NULL" : `"${text(e).replace(/[\\"]/g, "\\$&")}"`)).join(",")}}`;
+    if (typeof x === "string") return x;
+    return typeof x === "number" || typeof x === "boolean" || typeof x === "bigint" ? String(x) : JSON.stringify(x);
+  };
+  return `${pg.escapeLiteral(text(v))}::${type}`;
+};
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Actual Rows": number;
+  "Actual Loops": number;
+  "Rows Removed by Filter"?: number;
+  "Rows Removed by Index Recheck"?: number;
+  Plans?: PlanNode[];
+}
+
+const scans = (n: PlanNode, out: PlanNode[] = []): PlanNode[] => {
+  if (n["Relation Name"] !== undefined) out.push(n);
+  for (const k of n.Plans ?? []) scans(k, out);
+  return out;
+};
+
+/** What each scan of a grown table did in the statement's cached plan, run again now. */
+const grownScans = async (text: string, values: unknown[]): Promise<string[]> => {
+  const { rows: prepared } = await client.query<{ name: string; types: string[] }>(
+    `select name, parameter_types::text[] as types from pg_prepared_statements where statement = $1`,
+    [text],
+  );
+  const p = prepared[0];
+  assert.ok(p, `not prepared: ${text}`);
+  const args = values.map((v, i) => literal(v, p.types[i]!)).join(", ");
+  await client.query("begin");
+  try {
+    const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
+      `explain (analyze, format json) execute ${pg.escapeIdentifier(p.name)}(${args})`,
+    );
+    return scans(rows[0]!["QUERY PLAN"][0]!.Plan)
+      .filter((s) => GROWN.has(s["Relation Name"]!))
+      .map((s) => {
+        const read =
+          (s["Actual Rows"] + (s["Rows Removed by Filter"] ?? 0) + (s["Rows Removed by Index Recheck"] ?? 0)) * s["Actual Loops"];
+        const bad = s["Node Type"] === "Seq Scan" || read > MAX_READ;
+        return `${bad ? "BAD " : ""}${s["Node Type"]} on ${s["Relation Name"]}${s["Index Name"] ? ` using ${s["Index Name"]}` : ""}: ${read} rows read`;
+      });
+  } finally {
+    await client.query("rollback");
+  }
+};
+
+test("every hot statement keeps the plan it made on near-empty tables to a few rows once they hold 20,000", async () => {
+  const cases = new Set(recorded.map((r) => r.case));
+  assert.equal(cases.size, 18, `every case ran a statement: ${[...cases].join(", ")}`);
+  const seen = new Set<string>();
+  const failures: string[] = [];
+  for (const { case: name, text, values } of recorded) {
+    if (seen.has(text) || BY_DESIGN.some((re) => re.test(text))) continue;
+    seen.add(text);
+    const found = await grownScans(text, values);
+    if (found.some((s) => s.startsWith("BAD ")))
+      failures.push(`${name}: ${text.replace(/\s+/g, " ").slice(0, 200)}\n    ${found.join("\n    ")}`);
+  }
+  assert.ok(seen.size >= 30, `only ${seen.size} statements were checked`);
+  assert.deepEqual(failures, [], `plans that read a grown table:\n${failures.join("\n")}`);
+});
