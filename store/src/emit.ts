@@ -389,7 +389,8 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
   // is small, as on a new server) was a hash join over a scan of every run, once per event. For the
   // same reason the project is a lateral lookup by primary key (fenced by `offset 0`; a plain join
   // hashed every project), and the waiters' probe is fenced too: unfenced, the generic plan made it a
-  // hashed subplan over every pending `wait-event` of every project (generic-plans.test.ts).
+  // hashed subplan over every pending `wait-event` of every project, and the hook's probe a hashed
+  // scan of every project's hooks (generic-plans.test.ts).
   const { rows } = await tx.query<Recorded>(
     `with input as (
        select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::bool[], $12::uuid[])
@@ -397,7 +398,7 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
      ),
      current as (
        select i.id, i.hook_rev is null or exists (
-                select 1 from event_hooks h where h.project_id = i.project_id and h.name = i.hook_name and h.rev = i.hook_rev) as hook_ok
+                select 1 from event_hooks h where h.project_id = i.project_id and h.name = i.hook_name and h.rev = i.hook_rev offset 0) as hook_ok
          from input i
      ),
      src as (
