@@ -384,9 +384,12 @@ export interface Placement {
 /** Where each run lives (its org's and project's names), for launchers that place agents by project. */
 export const runPlacements = async (db: Db, runIds: readonly string[]): Promise<Map<string, { org: string; project: string }>> => {
   const { rows } = await db.query<{ id: string; org: string; project: string }>(
+    // Each run by primary key (a lateral subquery fenced by `offset 0`): as `r.id = any($1)` joined to
+    // projects, the generic plan made while the tables are small hashed scans of every run and project.
     `select r.id, o.name as org, p.name as project
-       from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
-      where r.id = any($1::text[])`,
+       from unnest($1::text[]) as i(id)
+       cross join lateral (select r.id, r.project_id from runs r where r.id = i.id offset 0) r
+       join projects p on p.id = r.project_id join orgs o on o.id = p.org_id`,
     [runIds],
   );
   return new Map(rows.map((r) => [r.id, { org: r.org, project: r.project }]));
