@@ -6,9 +6,10 @@
  * one used when they hold millions of rows. Here each hot statement is run through the real store
  * function under force_generic_plan while the tables are near empty (the plan is made and cached
  * then, on this one connection), the tables get 20,000 rows of the shape that matters (no analyze,
- * as autovacuum may not have run in production either), and the cached plan is run again with
- * `explain analyze`: no scan of a grown table may be a Seq Scan, or read more than a few rows for a
- * lookup of one run, event, lease or credential.
+ * as autovacuum may not have run in production either), and each function runs again, each of its
+ * statements first run (and rolled back to a savepoint) with `explain analyze` of its cached plan,
+ * in the state it meets there: no scan of a grown table may be a Seq Scan, or read more than a few
+ * rows for a lookup of one run, event, lease or credential.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -59,32 +60,46 @@ const BY_DESIGN = [/from lock_leases where project_id = \$1 and grp = \$2 and re
 let db: TestDatabase;
 let client: pg.PoolClient;
 let world: { projectId: string; orgId: string; runId: string; jobId: string };
-/** Every parameterised statement the store functions ran, with its values, in order. */
-const recorded: Array<{ case: string; setup: string; text: string; values: unknown[] }> = [];
 
-/** The client as the store functions see it, noting each prepared statement they run. */
-const recording = (c: pg.PoolClient, name: string, setup: string): pg.PoolClient =>
-  new Proxy(c, {
+/** One store call, after `setup` (SQL run first in its transaction, which is rolled back). */
+interface Case {
+  name: string;
+  run: (tx: pg.PoolClient) => Promise<unknown>;
+  setup?: string;
+}
+let cases: Case[] = [];
+
+/** The client as the store functions see it: `before` sees each parameterised statement first, one at a time. */
+const watched = (c: pg.PoolClient, before: (text: string, values: unknown[]) => Promise<void>): pg.PoolClient => {
+  let chain: Promise<unknown> = Promise.resolve();
+  return new Proxy(c, {
     get(target, key) {
       if (key === "query")
         return (text: unknown, values?: unknown) => {
-          if (typeof text === "string" && Array.isArray(values) && values.length > 0) recorded.push({ case: name, setup, text, values });
-          return target.query(text as string, values as unknown[]);
+          const next = chain.then(async () => {
+            if (typeof text === "string" && Array.isArray(values) && values.length > 0) await before(text, values);
+            return target.query(text as string, values as unknown[]);
+          });
+          chain = next.catch(() => undefined);
+          return next;
         };
       const v: unknown = Reflect.get(target, key);
       return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
   });
+};
 
-/** One store call in a transaction that is rolled back: only its plans stay (prepared statements outlive it). */
-const once = async (name: string, fn: (tx: pg.PoolClient) => Promise<unknown>, setup = ""): Promise<void> => {
-  await client.query(`begin; ${setup}`);
-  try {
-    await fn(recording(client, name, setup));
-  } catch {
-    // A refusal on near-empty tables is fine: the statements it ran were planned all the same.
-  } finally {
-    await client.query("rollback");
+/** Each case in a transaction that is rolled back: only its plans stay (prepared statements outlive it). */
+const runCases = async (before: (c: Case, text: string, values: unknown[]) => Promise<void>): Promise<void> => {
+  for (const c of cases) {
+    await client.query(`begin; ${c.setup ?? ""}`);
+    try {
+      await c.run(watched(client, (text, values) => before(c, text, values)));
+    } catch {
+      // A refusal (near-empty tables, a row the fill lacks) is fine: the statements it ran were planned and checked all the same.
+    } finally {
+      await client.query("rollback");
+    }
   }
 };
 
@@ -152,54 +167,59 @@ before(async () => {
   const caller = mintToken("flw").digest;
   await createUserWithToken(db.pool, { userId: "usr-t", tokenId: "tok-t" }, { name: "u", projectId, role: "admin", tokenDigest: caller });
 
-  // The tables are near empty: each call below plans its statements now, as a new server does.
-  await once("findCallerInProject", (tx) => findCallerInProject(tx, caller, orgId, "p"));
-  await once("findIngestHook", (tx) => findIngestHook(tx, orgId, "p", "h"));
-  await once("getEvent", (tx) => getEvent(tx, projectId, "evt-none"));
-  await once("lockRunForGate", (tx) => lockRunForGate(tx, projectId, runId));
-  await once("gateAnsweredBy", (tx) => gateAnsweredBy(tx, runId, "approve", null));
-  await once("setRunsCredentials", (tx) => setRunsCredentials(tx, [{ runId, declared: { TOKEN: "tok" } }]));
-  await once("openRunCredentials", (tx) => openRunCredentials(tx, keyring, runId, { orgId, projectId }));
-  await once("readNameHoldings", (tx) => readNameHoldings(tx, projectId, ["tok"]));
-  await once(
-    "claimByToken (one-statement start)",
-    (tx) => {
-      noteStartHint(digest, {
-        run: { id: runId, project_id: projectId, workflow: "", tags: [], trigger: {}, trusted: true },
-        org: "o",
-        project: "p",
-      });
-      return claimByToken(tx, { digest, agentId: "agent", leaseMs: 60_000, publicUrl: undefined });
+  cases = [
+    { name: "findCallerInProject", run: (tx) => findCallerInProject(tx, caller, orgId, "p") },
+    { name: "findIngestHook", run: (tx) => findIngestHook(tx, orgId, "p", "h") },
+    { name: "getEvent", run: (tx) => getEvent(tx, projectId, "evt-none") },
+    { name: "lockRunForGate", run: (tx) => lockRunForGate(tx, projectId, runId) },
+    { name: "gateAnsweredBy", run: (tx) => gateAnsweredBy(tx, runId, "approve", null) },
+    { name: "setRunsCredentials", run: (tx) => setRunsCredentials(tx, [{ runId, declared: { TOKEN: "tok" } }]) },
+    { name: "openRunCredentials", run: (tx) => openRunCredentials(tx, keyring, runId, { orgId, projectId }) },
+    { name: "readNameHoldings", run: (tx) => readNameHoldings(tx, projectId, ["tok"]) },
+    {
+      name: "claimByToken (one-statement start)",
+      run: (tx) => {
+        noteStartHint(digest, {
+          run: { id: runId, project_id: projectId, workflow: "", tags: [], trigger: {}, trusted: true },
+          org: "o",
+          project: "p",
+        });
+        return claimByToken(tx, { digest, agentId: "agent", leaseMs: 60_000, publicUrl: undefined });
+      },
+      setup: `update jobs set status = 'dispatched', token_digest = '\\x${digest.toString("hex")}' where run_id = ${lit(runId)}`,
     },
-    `update jobs set status = 'dispatched', token_digest = '\\x${digest.toString("hex")}' where run_id = ${lit(runId)}`,
-  );
-  await once("suspendJob", (tx) => suspendJob(tx, world.jobId, runId));
-  await once("resolveDueWait", (tx) => resolveDueWait(tx, runId, 0));
-  await once("pendingEntries", (tx) => pendingEntries(tx, runId, ["signal", "wait-event"]));
-  await once("resolveCallOfChild", (tx) => resolveCallOfChild(tx, runId));
-  await once("releaseLease", (tx) => releaseLease(tx, projectId, "g", runId));
-  await once("releaseRunLeases", (tx) => releaseRunLeases(tx, runId));
-  await once("completeRun", (tx) => completeRun(tx, runId, { status: "cancelled", reason: "test" }, undefined));
-  await once(
-    "retryIfAllowed",
-    (tx) => retryIfAllowed(tx, runId, world.jobId, "exit 1"),
-    `update runs set retry = '{"attempts": 3, "backoff_ms": 0}' where id = ${lit(runId)}`,
-  );
-  await once("jobStdoutTail", (tx) => jobStdoutTail(tx, world.jobId));
-  await once("nodeJobSpec", (tx) => nodeJobSpec(tx, world.jobId));
-  await once("listAgentJobs", (tx) => listAgentJobs(tx, "usr-t"));
-  await once("runPlacements", (tx) => runPlacements(tx, [runId]));
-  await once("emitEvents (a hook delivery, then its redelivery)", async (tx) => {
-    await emitEvents(tx, [hookDelivery(projectId)]);
-    await emitEvents(tx, [hookDelivery(projectId)]);
-  });
-  await once(
-    "emitEvents (a waiter and a cancel_on run)",
-    (tx) => emitEvents(tx, [{ projectId, type: "x", key: null, payload: {}, sourceRunId: null, trusted: true }]),
-    `update runs set cancel_on = '{x}' where id = ${lit(runId)};
+    { name: "suspendJob", run: (tx) => suspendJob(tx, world.jobId, runId) },
+    { name: "resolveDueWait", run: (tx) => resolveDueWait(tx, runId, 0) },
+    { name: "pendingEntries", run: (tx) => pendingEntries(tx, runId, ["signal", "wait-event"]) },
+    { name: "resolveCallOfChild", run: (tx) => resolveCallOfChild(tx, runId) },
+    { name: "releaseLease", run: (tx) => releaseLease(tx, projectId, "g", runId) },
+    { name: "releaseRunLeases", run: (tx) => releaseRunLeases(tx, runId) },
+    { name: "completeRun", run: (tx) => completeRun(tx, runId, { status: "cancelled", reason: "test" }, undefined) },
+    {
+      name: "retryIfAllowed",
+      run: (tx) => retryIfAllowed(tx, runId, world.jobId, "exit 1"),
+      setup: `update runs set retry = '{"attempts": 3, "backoff_ms": 0}' where id = ${lit(runId)}`,
+    },
+    { name: "jobStdoutTail", run: (tx) => jobStdoutTail(tx, world.jobId) },
+    { name: "nodeJobSpec", run: (tx) => nodeJobSpec(tx, world.jobId) },
+    { name: "listAgentJobs", run: (tx) => listAgentJobs(tx, "usr-t") },
+    { name: "runPlacements", run: (tx) => runPlacements(tx, [runId]) },
+    {
+      name: "emitEvents (a hook delivery, then its redelivery)",
+      run: async (tx) => {
+        await emitEvents(tx, [hookDelivery(projectId)]);
+        await emitEvents(tx, [hookDelivery(projectId)]);
+      },
+    },
+    {
+      name: "emitEvents (a waiter and a cancel_on run)",
+      run: (tx) => emitEvents(tx, [{ projectId, type: "x", key: null, payload: {}, sourceRunId: null, trusted: true }]),
+      setup: `update runs set cancel_on = '{x}' where id = ${lit(runId)};
      insert into journal (run_id, position, kind, name, ordinal, status, args) values (${lit(runId)}, 0, 'wait-event', 'x', 0, 'pending', '{"after_seq": -1}')`,
-  );
-
+    },
+  ];
+  // The tables are near empty: each case plans its statements now, as a new server does.
+  await runCases(() => Promise.resolve());
   await grow(world);
 });
 
@@ -239,47 +259,59 @@ const scans = (n: PlanNode, out: PlanNode[] = []): PlanNode[] => {
   return out;
 };
 
-/** What each scan of a grown table did in the statement's cached plan, run again now. */
-const grownScans = async ({ setup, text, values }: { setup: string; text: string; values: unknown[] }): Promise<string[]> => {
+/** What each scan of a grown table did when the statement's cached plan ran, as `BAD ...` when it read the table. */
+const grownScans = (plan: PlanNode): string[] =>
+  scans(plan)
+    .filter((s) => GROWN.has(s["Relation Name"]!))
+    .map((s) => {
+      const read = (s["Actual Rows"] + (s["Rows Removed by Filter"] ?? 0) + (s["Rows Removed by Index Recheck"] ?? 0)) * s["Actual Loops"];
+      const bad = s["Node Type"] === "Seq Scan" || read > MAX_READ;
+      return `${bad ? "BAD " : ""}${s["Node Type"]} on ${s["Relation Name"]}${s["Index Name"] ? ` using ${s["Index Name"]}` : ""}: ${read} rows read`;
+    });
+
+/**
+ * The statement's cached plan, run with `explain analyze` where the function is about to run it (in
+ * a savepoint rolled back, so the function then runs it on the state it expects); undefined when
+ * the connection had not prepared it (not planned on the near-empty tables).
+ */
+const explainCached = async (text: string, values: unknown[]): Promise<PlanNode | undefined> => {
   const { rows: prepared } = await client.query<{ name: string; types: string[] }>(
     `select name, parameter_types::text[] as types from pg_prepared_statements where statement = $1`,
     [text],
   );
   const p = prepared[0];
-  assert.ok(p, `not prepared: ${text}`);
+  if (!p) return undefined;
   const args = values.map((v, i) => literal(v, p.types[i]!)).join(", ");
-  // Again in a transaction that is rolled back, after the setup its case ran with (a waiter, a token).
-  await client.query(`begin; ${setup}`);
+  await client.query("savepoint explained");
   try {
     const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
       `explain (analyze, format json) execute ${pg.escapeIdentifier(p.name)}(${args})`,
     );
-    return scans(rows[0]!["QUERY PLAN"][0]!.Plan)
-      .filter((s) => GROWN.has(s["Relation Name"]!))
-      .map((s) => {
-        const read =
-          (s["Actual Rows"] + (s["Rows Removed by Filter"] ?? 0) + (s["Rows Removed by Index Recheck"] ?? 0)) * s["Actual Loops"];
-        const bad = s["Node Type"] === "Seq Scan" || read > MAX_READ;
-        return `${bad ? "BAD " : ""}${s["Node Type"]} on ${s["Relation Name"]}${s["Index Name"] ? ` using ${s["Index Name"]}` : ""}: ${read} rows read`;
-      });
+    return rows[0]!["QUERY PLAN"][0]!.Plan;
   } finally {
-    await client.query("rollback");
+    await client.query("rollback to savepoint explained");
   }
 };
 
 test("every hot statement keeps the plan it made on near-empty tables to a few rows once they hold 20,000", async () => {
-  const cases = new Set(recorded.map((r) => r.case));
-  assert.equal(cases.size, 23, `every case ran a statement: ${[...cases].join(", ")}`);
-  const seen = new Set<string>();
+  const checked = new Set<string>();
+  const ran = new Set<string>();
   const failures: string[] = [];
-  for (const r of recorded) {
-    const { case: name, text } = r;
-    if (seen.has(text) || BY_DESIGN.some((re) => re.test(text))) continue;
-    seen.add(text);
-    const found = await grownScans(r);
+  await runCases(async (c, text, values) => {
+    ran.add(c.name);
+    if (checked.has(text) || BY_DESIGN.some((re) => re.test(text))) return;
+    const plan = await explainCached(text, values);
+    if (!plan) return;
+    checked.add(text);
+    const found = grownScans(plan);
     if (found.some((s) => s.startsWith("BAD ")))
-      failures.push(`${name}: ${text.replace(/\s+/g, " ").slice(0, 200)}\n    ${found.join("\n    ")}`);
-  }
-  assert.ok(seen.size >= 30, `only ${seen.size} statements were checked`);
+      failures.push(`${c.name}: ${text.replace(/\s+/g, " ").slice(0, 200)}\n    ${found.join("\n    ")}`);
+  });
+  assert.deepEqual(
+    cases.map((c) => c.name).filter((n) => !ran.has(n)),
+    [],
+    "every case ran a statement",
+  );
+  assert.ok(checked.size >= 30, `only ${checked.size} statements were checked`);
   assert.deepEqual(failures, [], `plans that read a grown table:\n${failures.join("\n")}`);
 });
