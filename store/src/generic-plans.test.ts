@@ -31,6 +31,7 @@ import { emitEvents, type EmitInput } from "./emit.js";
 import { Keyring } from "./keyring.js";
 import { createUserWithToken, findCallerInProject } from "./tenancy.js";
 import { findIngestHook } from "./hooks.js";
+import { listMirroredRuns } from "./kube-runs.js";
 import { digestToken, mintToken } from "./mint.js";
 
 const ROWS = 20_000;
@@ -314,4 +315,12 @@ test("every hot statement keeps the plan it made on near-empty tables to a few r
   );
   assert.ok(checked.size >= 30, `only ${checked.size} statements were checked`);
   assert.deepEqual(failures, [], `plans that read a grown table:\n${failures.join("\n")}`);
+});
+
+test("a sweep (a list read once per pass) is planned for its values on each call, never prepared", async () => {
+  await listMirroredRuns(client, new Date(Date.now() - 60_000));
+  const { rows } = await client.query<{ n: number }>(
+    "select count(*)::int as n from pg_prepared_statements where statement like '%r.finished_at > $1%'",
+  );
+  assert.equal(rows[0]!.n, 0);
 });
