@@ -389,8 +389,9 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
   // is small, as on a new server) was a hash join over a scan of every run, once per event. For the
   // same reason the project is a lateral lookup by primary key (fenced by `offset 0`; a plain join
   // hashed every project), and the waiters' probe is fenced too: unfenced, the generic plan made it a
-  // hashed subplan over every pending `wait-event` of every project, and the hook's probe a hashed
-  // scan of every project's hooks (generic-plans.test.ts).
+  // hashed subplan over every pending `wait-event` of every project (each waiter's run is by primary
+  // key, as in migration 023's probe), and the hook's probe a hashed scan of every project's hooks
+  // (generic-plans.test.ts).
   const { rows } = await tx.query<Recorded>(
     `with input as (
        select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::bool[], $12::uuid[])
@@ -415,8 +416,9 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
        returning id, seq
      )
      select i.id, ins.seq, c.hook_ok, s.from_handler, s.generation, p.handlers_rev,
-            exists (select 1 from journal j join runs r on r.id = j.run_id
-                     where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending' and r.project_id = i.project_id offset 0) as has_waiters,
+            exists (select 1 from journal j
+                     where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending'
+                       and (select r.project_id from runs r where r.id = j.run_id) = i.project_id offset 0) as has_waiters,
             exists (select 1 from runs r
                      where r.project_id = i.project_id and r.cancel_on is not null and r.status not in (${TERMINAL_STATUSES_SQL})
                        and i.type = any(r.cancel_on)) as has_cancel_on
