@@ -25,16 +25,20 @@ export interface AgentJobRow {
   visible: boolean;
 }
 
-/** The jobs agents hold, newest sign of life first (at most `limit`). */
+/**
+ * The jobs agents hold, newest sign of life first (at most `limit`). Each job's run, project and org,
+ * and the caller's membership, are lookups by primary key (fenced by `offset 0`): as joins, the
+ * generic plan made while the tables are small (a new server's connections keep it) hashed a scan
+ * of every run (generic-plans.test.ts).
+ */
 export const listAgentJobs = async (db: Db, userId: string, limit = 500): Promise<AgentJobRow[]> => {
   const { rows } = await db.query<AgentJobRow>(
-    `select j.id as job_id, j.run_id, j.kind, j.status, j.agent_id, j.capabilities, j.updated_at as last_seen,
-            o.name as org, p.name as project, (m.user_id is not null) as visible
+    `select j.id as job_id, j.run_id, j.kind, j.status, j.agent_id, j.capabilities, j.updated_at as last_seen, r.org, r.project,
+            exists (select 1 from memberships m where m.project_id = r.project_id and m.user_id = $1 offset 0) as visible
        from jobs j
-       join runs r on r.id = j.run_id
-       join projects p on p.id = r.project_id
-       join orgs o on o.id = p.org_id
-       left join memberships m on m.project_id = r.project_id and m.user_id = $1
+       cross join lateral (select o.name as org, p.name as project, r.project_id
+                             from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
+                            where r.id = j.run_id offset 0) r
       where j.status in ('dispatched', 'running')
       order by j.updated_at desc
       limit $2`,

@@ -5,7 +5,7 @@
  */
 import { isTerminalStatus } from "@flowsvc/core";
 import type { PoolClient } from "pg";
-import { resolveEntry, type WaitEntry } from "./journal-entries.js";
+import { PENDING, resolveEntry, type WaitEntry } from "./journal-entries.js";
 import { wakeRun } from "./wake.js";
 
 /** What a `call` entry records: the child's id and how it ended. */
@@ -39,8 +39,9 @@ export const evaluateCall = async (tx: PoolClient, runId: string, e: WaitEntry):
 export const resolveCallOfChild = async (tx: PoolClient, childRunId: string): Promise<void> => {
   const { rows } = await tx.query<{ run_id: string; position: number }>(
     `select j.run_id, j.position from runs c join journal j on j.run_id = c.parent_run_id
-      where c.id = $1 and j.kind = 'call' and j.status = 'pending' and j.args ->> 'child_run_id' = $1 for update of j`,
-    [childRunId],
+      where c.id = $1 and j.kind = 'call' and j.status = $2 and j.args ->> 'child_run_id' = $1 for update of j`,
+    // `pending` as a parameter: the parent's entries by primary key, never every pending call (PENDING).
+    [childRunId, PENDING],
   );
   const end = rows.length > 0 ? await childEnd(tx, childRunId) : undefined;
   if (!end) return;

@@ -121,19 +121,17 @@ export const setRunCredentials = async (tx: PoolClient, runId: string, declared:
 };
 
 /**
- * Records what each of many new runs declares, in one statement (handler runs: their handler's
- * `--credential` map). Runs that declare nothing are not touched; an empty list costs no query.
+ * Records what each of many new runs declares (handler runs: their handler's `--credential` map),
+ * one update by primary key per run: as one update joined to an unnest of the ids (or `id =
+ * any($1)`), the generic plan made while runs is small (a new server's connections keep it) scanned
+ * every run (generic-plans.test.ts). A batch holds the few handler runs of one emit that declare
+ * credentials; runs that declare nothing are not touched.
  */
 export const setRunsCredentials = async (
   tx: PoolClient,
   runs: ReadonlyArray<{ runId: string; declared: Readonly<Record<string, string>> }>,
 ): Promise<void> => {
-  const some = runs.filter((r) => Object.keys(r.declared).length > 0);
-  if (some.length === 0) return;
-  await tx.query(`update runs r set credentials = v.declared from unnest($1::text[], $2::jsonb[]) as v(id, declared) where r.id = v.id`, [
-    some.map((r) => r.runId),
-    some.map((r) => JSON.stringify(r.declared)),
-  ]);
+  for (const r of runs) await setRunCredentials(tx, r.runId, r.declared);
 };
 
 /** A rerun declares what the run it reruns declared. */
@@ -199,10 +197,16 @@ const openHolding = async (keyring: Keyring, scope: CredentialScope, r: Declared
   return holding;
 };
 
+/**
+ * The credential and the account are each looked up by primary key (a lateral subquery the fence,
+ * `offset 0`, keeps from being flattened into a join): as plain joins, the generic plan made while
+ * the tables are small (a new server's connections keep it) hashed a scan of every project's
+ * credentials and accounts on each claim (generic-plans.test.ts).
+ */
 const DECLARED_QUERY = `select d.key as variable, d.value as name, c.kind, c.sealed, a.status as account_status, a.sealed as account_sealed
        from runs r cross join lateral jsonb_each_text(r.credentials) d
-       left join credentials c on c.project_id = r.project_id and c.name = d.value
-       left join accounts a on a.project_id = r.project_id and a.name = d.value
+       left join lateral (select c.kind, c.sealed from credentials c where c.project_id = r.project_id and c.name = d.value offset 0) c on true
+       left join lateral (select a.status, a.sealed from accounts a where a.project_id = r.project_id and a.name = d.value offset 0) a on true
       where r.id = $1`;
 
 /**
@@ -378,11 +382,14 @@ export const readNameHoldings = async (db: Db, projectId: string, names: readonl
   const { rows } = await db.query<{ name: string; kind: CredentialKind | null; account_status: AccountStatus | null }>(
     `select n.name, c.kind,
             case when a.name is null then null
-                 when not exists (select 1 from memberships m where m.project_id = a.project_id and m.user_id = a.granter_id) then 'disabled'
+                 when not exists (select 1 from memberships m where m.project_id = a.project_id and m.user_id = a.granter_id offset 0) then 'disabled'
                  else a.status end as account_status
        from unnest($2::text[]) as n(name)
-       left join credentials c on c.project_id = $1 and c.name = n.name
-       left join accounts a on a.project_id = $1 and a.name = n.name`,
+       left join lateral (select c.kind from credentials c where c.project_id = $1 and c.name = n.name offset 0) c on true
+       left join lateral (select a.name, a.status, a.project_id, a.granter_id from accounts a where a.project_id = $1 and a.name = n.name offset 0) a on true`,
+    // Each name's credential, account and membership by primary key (fenced by `offset 0`): as joins, the
+    // generic plan made while the tables are small read every credential of the project, and hashed a
+    // scan of every project's members (generic-plans.test.ts).
     [projectId, [...new Set(names)]],
   );
   const out = new Map<string, NameHolding>();

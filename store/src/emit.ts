@@ -312,10 +312,12 @@ const cancelOnEvents = async (tx: PoolClient, all: readonly Delivery[]): Promise
   const deliveries = all.filter((d) => d.hasCancelOn);
   if (deliveries.length === 0) return;
   const { rows } = await tx.query<{ id: string; type: string }>(
-    `select distinct on (r.id) r.id, d.type from runs r
-       join unnest($1::text[], $2::text[], $3::text[]) as d(project_id, type, key) on r.project_id = d.project_id
-      where r.cancel_on is not null and r.status not in (${TERMINAL_STATUSES_SQL})
-        and d.type = any(r.cancel_on) and (d.key is null or r.trigger->>'key' is null or r.trigger->>'key' = d.key)
+    // Each project's live runs that declare cancel_on, by runs_cancel_on_live (a lateral subquery fenced by
+    // `offset 0`): as a join, the generic plan made while runs is small hashed a scan of every run.
+    `select distinct on (r.id) r.id, d.type from unnest($1::text[], $2::text[], $3::text[]) as d(project_id, type, key)
+       cross join lateral (select r.id, r.cancel_on, r.trigger from runs r
+                            where r.project_id = d.project_id and r.cancel_on is not null and r.status not in (${TERMINAL_STATUSES_SQL}) offset 0) r
+      where d.type = any(r.cancel_on) and (d.key is null or r.trigger->>'key' is null or r.trigger->>'key' = d.key)
       order by r.id`,
     [deliveries.map((d) => d.input.projectId), deliveries.map((d) => d.input.type), deliveries.map((d) => d.input.key)],
   );
@@ -384,7 +386,12 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
   const { payloads, fields } = storableJson(inputs);
   // Run with its generic plan (busLocksSql), prepared once per connection like every statement (pool.ts).
   // The source run is a scalar subquery by primary key: as a join, the generic plan (made while runs
-  // is small, as on a new server) was a hash join over a scan of every run, once per event.
+  // is small, as on a new server) was a hash join over a scan of every run, once per event. For the
+  // same reason the project is a lateral lookup by primary key (fenced by `offset 0`; a plain join
+  // hashed every project), and the waiters' probe is fenced too: unfenced, the generic plan made it a
+  // hashed subplan over every pending `wait-event` of every project (each waiter's run is by primary
+  // key, as in migration 023's probe), and the hook's probe a hashed scan of every project's hooks
+  // (generic-plans.test.ts).
   const { rows } = await tx.query<Recorded>(
     `with input as (
        select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::bool[], $12::uuid[])
@@ -392,7 +399,7 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
      ),
      current as (
        select i.id, i.hook_rev is null or exists (
-                select 1 from event_hooks h where h.project_id = i.project_id and h.name = i.hook_name and h.rev = i.hook_rev) as hook_ok
+                select 1 from event_hooks h where h.project_id = i.project_id and h.name = i.hook_name and h.rev = i.hook_rev offset 0) as hook_ok
          from input i
      ),
      src as (
@@ -409,12 +416,14 @@ const recordEvents = async (tx: PoolClient, inputs: readonly EmitInput[], ids: r
        returning id, seq
      )
      select i.id, ins.seq, c.hook_ok, s.from_handler, s.generation, p.handlers_rev,
-            exists (select 1 from journal j join runs r on r.id = j.run_id
-                     where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending' and r.project_id = i.project_id) as has_waiters,
+            exists (select 1 from journal j
+                     where j.kind = 'wait-event' and j.name = i.type and j.status = 'pending'
+                       and (select r.project_id from runs r where r.id = j.run_id) = i.project_id offset 0) as has_waiters,
             exists (select 1 from runs r
                      where r.project_id = i.project_id and r.cancel_on is not null and r.status not in (${TERMINAL_STATUSES_SQL})
                        and i.type = any(r.cancel_on)) as has_cancel_on
-       from input i join src s on s.id = i.id join current c on c.id = i.id join projects p on p.id = i.project_id
+       from input i join src s on s.id = i.id join current c on c.id = i.id
+            cross join lateral (select p.handlers_rev from projects p where p.id = i.project_id offset 0) p
             left join ins on ins.id = i.id
       order by i.ord`,
     [
@@ -452,10 +461,12 @@ const answerDuplicates = async (
   const found = new Map<string, string>();
   if (missing.length > 0) {
     const { rows } = await tx.query<{ id: string; project_id: string; hook_name: string; delivery_id: string }>(
-      `select e.id, e.project_id, e.hook_name, e.delivery_id from events e
-         join unnest($1::text[], $2::text[], $3::text[]) as d(project_id, hook_name, delivery_id)
-           on e.project_id = d.project_id and e.hook_name = d.hook_name and e.delivery_id = d.delivery_id
-        where e.delivery_id is not null`,
+      // Each delivery by events_delivery (a lateral subquery fenced by `offset 0`): as a join, the generic
+      // plan made while events is small hashed a scan of every event.
+      `select e.id, d.project_id, d.hook_name, d.delivery_id from unnest($1::text[], $2::text[], $3::text[]) as d(project_id, hook_name, delivery_id)
+         cross join lateral (select e.id from events e
+                              where e.project_id = d.project_id and e.hook_name = d.hook_name and e.delivery_id = d.delivery_id
+                                and e.delivery_id is not null offset 0) e`,
       [
         missing.map((i) => inputs[i]!.projectId),
         missing.map((i) => inputs[i]!.hookName ?? null),
@@ -848,7 +859,10 @@ const graphWaitAccepts = async (tx: PoolClient, runId: string, when: string, env
 
 const deliverToWaiters = async (tx: PoolClient, input: EmitInput, eventId: string, envelope: Envelope): Promise<void> => {
   const { rows } = await tx.query<{ run_id: string; position: number; when: string | null }>(
-    `select j.run_id, j.position, j.args->>'when' as when from journal j join runs r on r.id = j.run_id
+    // Each waiter's run by primary key (a lateral subquery fenced by `offset 0`): as a join, the generic
+    // plan made while runs is small read every run of the project for each waiter (runs_project_created).
+    `select j.run_id, j.position, j.args->>'when' as when
+       from journal j cross join lateral (select r.project_id, r.trigger from runs r where r.id = j.run_id offset 0) r
       where r.project_id = $1 and j.kind = 'wait-event' and j.name = $2 and j.status = 'pending'
         and (j.args->>'after_seq')::bigint < (select seq from events where id = $3)
         and ($4::text is null or r.trigger->>'key' is null or r.trigger->>'key' = $4)

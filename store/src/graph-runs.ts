@@ -241,8 +241,11 @@ export interface NodeJobSpec {
 
 export const nodeJobSpec = async (db: Db, jobId: string): Promise<NodeJobSpec | undefined> => {
   const { rows } = await db.query<{ node_id: string; attempt: number; job: Omit<NodeJobSpec, "node_id" | "attempt"> | null }>(
-    `select n.node_id, n.attempt, n.job from jobs j join graph_nodes n on n.run_id = j.run_id and n.node_id = j.node_id and n.job_id = j.id
-      where j.id = $1`,
+    // The node by its primary key (a lateral subquery fenced by `offset 0`): as a join, the generic plan
+    // made while graph_nodes is small scanned every node of every graph run for the job (generic-plans.test.ts).
+    `select n.node_id, n.attempt, n.job from jobs j
+       cross join lateral (select n.node_id, n.attempt, n.job, n.job_id from graph_nodes n where n.run_id = j.run_id and n.node_id = j.node_id offset 0) n
+      where j.id = $1 and n.job_id = j.id`,
     [jobId],
   );
   const r = rows[0];
@@ -252,7 +255,10 @@ export const nodeJobSpec = async (db: Db, jobId: string): Promise<NodeJobSpec | 
 /** The tail of a job's stdout, at most `limit` characters (a code node's `stdout` output). */
 export const jobStdoutTail = async (db: Db, jobId: string, limit = NODE_STDOUT_LIMIT): Promise<string> => {
   const { rows } = await db.query<{ out: string | null }>(
-    `select right(string_agg(data, '' order by id), $2) as out from run_logs where job_id = $1 and stream = 'stdout'`,
+    // The job's run narrows the read to its logs (run_logs_run); no index has job_id, so by job_id alone
+    // every log line of every run was read.
+    `select right(string_agg(data, '' order by id), $2) as out from run_logs
+      where run_id = (select run_id from jobs where id = $1) and job_id = $1 and stream = 'stdout'`,
     [jobId, limit],
   );
   return rows[0]?.out ?? "";

@@ -152,9 +152,14 @@ export const findIngestHook = async (db: Db, org: string, project: string, name:
     hmac_prefix: string | null;
     rev: string;
   }>(
+    // The project by its names, then its hook by primary key (a lateral subquery fenced by `offset 0`):
+    // as a join, the generic plan made while the tables are small (a new server's connections keep it)
+    // read every project's hook of that name first, on each delivery (generic-plans.test.ts).
     `select o.id as org_id, p.id as project_id, h.mode, h.event_type, h.manifest, h.secret_digest, h.key_sealed, h.hmac_header, h.hmac_prefix, h.rev
-       from event_hooks h join projects p on p.id = h.project_id join orgs o on o.id = p.org_id
-      where o.name = $1 and p.name = $2 and h.name = $3`,
+       from orgs o join projects p on p.org_id = o.id
+       cross join lateral (select h.mode, h.event_type, h.manifest, h.secret_digest, h.key_sealed, h.hmac_header, h.hmac_prefix, h.rev
+                             from event_hooks h where h.project_id = p.id and h.name = $3 offset 0) h
+      where o.name = $1 and p.name = $2`,
     [org, project, name],
   );
   const r = rows[0];

@@ -248,7 +248,9 @@ export const noteStartHint = (digest: Buffer, hint: StartHint): void => {
  * is never delivered, so its row is all of its emit, written under the type's bus lock). Only for
  * a script job whose run declares no credentials (those resolve, or fail the job, before its run
  * starts). The read takes the statement's snapshot, the run as it was before the start, as the
- * read before the start transaction did.
+ * read before the start transaction did. `started` names its run by primary key (`r.id = $4`, the
+ * job's run_id already): joined to `job` alone, the generic plan made while runs is small (a new
+ * server's connections keep it) scanned every run per claim (generic-plans.test.ts).
  */
 const CLAIM_AND_START = `with job as (
      update jobs j set status = 'running', agent_id = $2, lease_expires_at = now() + ($3::int * interval '1 millisecond'), updated_at = now()
@@ -257,7 +259,7 @@ const CLAIM_AND_START = `with job as (
       returning j.run_id),
    started as (
      update runs r set status = 'running', substate = null, deadline = null, wake_requested = false, started_at = coalesce(started_at, now())
-       from job where r.id = job.run_id and r.status in ('queued', 'parked')
+       from job where r.id = $4 and r.id = job.run_id and r.status in ('queued', 'parked')
       returning r.id, (r.started_at = now()) as first),
    recorded as (
      insert into events (id, project_id, type, key, payload, source_run_id, generation, trusted)
@@ -382,9 +384,12 @@ export interface Placement {
 /** Where each run lives (its org's and project's names), for launchers that place agents by project. */
 export const runPlacements = async (db: Db, runIds: readonly string[]): Promise<Map<string, { org: string; project: string }>> => {
   const { rows } = await db.query<{ id: string; org: string; project: string }>(
+    // Each run by primary key (a lateral subquery fenced by `offset 0`): as `r.id = any($1)` joined to
+    // projects, the generic plan made while the tables are small hashed scans of every run and project.
     `select r.id, o.name as org, p.name as project
-       from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id
-      where r.id = any($1::text[])`,
+       from unnest($1::text[]) as i(id)
+       cross join lateral (select r.id, r.project_id from runs r where r.id = i.id offset 0) r
+       join projects p on p.id = r.project_id join orgs o on o.id = p.org_id`,
     [runIds],
   );
   return new Map(rows.map((r) => [r.id, { org: r.org, project: r.project }]));

@@ -9,6 +9,17 @@ export interface WaitEntry extends JournalEntry {
 
 const COLUMNS = "position, kind, name, ordinal, status, result, deadline, args";
 
+/**
+ * `pending`, for statements that look up a run's pending entries to pass as a parameter
+ * (`status = $n`) rather than write in their text. The partial indexes on pending entries
+ * (journal_pending_waits, journal_pending_deadline) cover every run: a generic plan made while the
+ * journal is small (a new server's connections keep theirs) chose them for `run_id = $1 and
+ * status = 'pending'` and read every parked run's entries per call. A partial index's predicate
+ * cannot be proven from a parameter, so a generic plan can only take the run's entries by primary
+ * key (generic-plans.test.ts); a custom plan sees the value and is free to choose.
+ */
+export const PENDING = "pending";
+
 export const getEntryForUpdate = async (tx: PoolClient, runId: string, position: number): Promise<WaitEntry | undefined> => {
   const { rows } = await tx.query<WaitEntry>(`select ${COLUMNS} from journal where run_id = $1 and position = $2 for update`, [
     runId,
@@ -62,9 +73,9 @@ export const resolveEntry = async (tx: PoolClient, runId: string, position: numb
 /** Pending entries of a run of the given kinds (and name), oldest position first. */
 export const pendingEntries = async (tx: PoolClient, runId: string, kinds: readonly string[], name?: string): Promise<WaitEntry[]> => {
   const { rows } = await tx.query<WaitEntry>(
-    `select ${COLUMNS} from journal where run_id = $1 and status = 'pending' and kind = any($2::text[]) and ($3::text is null or name = $3)
+    `select ${COLUMNS} from journal where run_id = $1 and status = $4 and kind = any($2::text[]) and ($3::text is null or name = $3)
       order by position for update`,
-    [runId, kinds, name ?? null],
+    [runId, kinds, name ?? null, PENDING],
   );
   return rows;
 };

@@ -27,14 +27,19 @@ const COLUMNS = `r.id, o.name as org, p.name as project, r.status, r.substate, r
   r.created_at, r.started_at, r.finished_at, r.filename, r.interpreter, r.tags`;
 const FROM = `from runs r join projects p on p.id = r.project_id join orgs o on o.id = p.org_id`;
 
-/** Runs in flight, and runs that finished after `finishedSince` (both served by migration 009's indexes). */
+/**
+ * Runs in flight, and runs that finished after `finishedSince` (both served by migration 009's
+ * indexes). A sweep, once a mirror pass: given as a query config, so it is not prepared (pool.ts)
+ * and is planned for its value on each call. Prepared, its generic plan made while runs was small
+ * (a new server's connections keep it) scanned every run on every pass (generic-plans.test.ts).
+ */
 export const listMirroredRuns = async (db: Db, finishedSince: Date): Promise<MirroredRun[]> => {
-  const { rows } = await db.query<MirroredRun>(
-    `select ${COLUMNS} ${FROM} where r.status in ('queued', 'running', 'parked')
+  const { rows } = await db.query<MirroredRun>({
+    text: `select ${COLUMNS} ${FROM} where r.status in ('queued', 'running', 'parked')
      union all
      select ${COLUMNS} ${FROM} where r.finished_at > $1 and r.status in (${TERMINAL_STATUSES_SQL})`,
-    [finishedSince],
-  );
+    values: [finishedSince],
+  });
   return rows;
 };
 

@@ -71,7 +71,11 @@ export const grantNext = async (tx: PoolClient, projectId: string, grp: string, 
 /** Bracketed lock: releases this run's newest held lease of the group and grants the next. */
 export const releaseLease = async (tx: PoolClient, projectId: string, grp: string, runId: string): Promise<void> => {
   const { rows: held } = await tx.query<{ id: string }>(
-    `select id from lock_leases where run_id = $1 and grp = $2 and granted_at is not null and released_at is null order by id for update`,
+    `select id from lock_leases where run_id = $1 and grp = $2 and granted_at is not null and (released_at is null) is true order by id for update`,
+    // `(released_at is null) is true`: the same test, in a form no index's predicate is proven from,
+    // so the run's leases are read by run_id (lock_leases_run_id_position_key). As `released_at is
+    // null`, the generic plan made while lock_leases is small (a new server's connections keep it)
+    // read every open lease of every run through lock_leases_open (generic-plans.test.ts).
     [runId, grp],
   );
   const release = leaseToRelease(held);
@@ -82,7 +86,11 @@ export const releaseLease = async (tx: PoolClient, projectId: string, grp: strin
 /** A terminal run (or a retried attempt) lets go of everything it held or waited for. */
 export const releaseRunLeases = async (tx: PoolClient, runId: string): Promise<void> => {
   const { rows } = await tx.query<{ project_id: string; grp: string }>(
-    `update lock_leases set released_at = now() where run_id = $1 and released_at is null returning project_id, grp`,
+    `update lock_leases set released_at = now() where run_id = $1 and (released_at is null) is true returning project_id, grp`,
+    // `(released_at is null) is true`: the same test, in a form no index's predicate is proven from,
+    // so the run's leases are read by run_id (lock_leases_run_id_position_key). As `released_at is
+    // null`, the generic plan made while lock_leases is small (a new server's connections keep it)
+    // read every open lease of every run through lock_leases_open (generic-plans.test.ts).
     [runId],
   );
   const groups = new Map(rows.map((r) => [`${r.project_id}\u001f${r.grp}`, r]));

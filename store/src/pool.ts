@@ -28,7 +28,11 @@ const statementName = (text: string): string => {
  * parameters a few times, then its cached generic plan is kept when it costs no more. On this
  * service's short statements planning cost as much CPU as running them. The SQL texts are
  * constants of the store (values only ever travel as parameters), so the statements a connection
- * holds are bounded. Text without values (BEGIN, DDL, lock keys built here) stays unprepared.
+ * holds are bounded. Text without values (BEGIN, DDL, lock keys built here) stays unprepared, and
+ * so does a query given as a config object (`{ text, values }`): a sweep that lists rows once per
+ * pass (kube-runs.ts listMirroredRuns) is planned for its values each call, as a generic plan made
+ * while the tables were small would scan them whole (docs/internals.md, "Generic plans made on
+ * small tables").
  */
 class PreparingClient extends pg.Client {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg.Client#query's overloads, passed through as they are

@@ -376,11 +376,13 @@ const releaseLeasesListUncollected = async (
         where $2::text is not null and id = $2 and ($3::bytea is null or token_digest = $3)
           and status in ('dispatched', 'running') returning 1),
      released as (
-       update lock_leases set released_at = now() where run_id = $1 and released_at is null returning project_id, grp)
+       update lock_leases set released_at = now() where run_id = $1 and (released_at is null) is true returning project_id, grp)
      select exists (select from job) as job_ended,
             (select coalesce(jsonb_agg(distinct jsonb_build_object('project_id', project_id, 'grp', grp)), '[]') from released) as released,
             (select coalesce(jsonb_agg(jsonb_build_object('name', name, 'status', status, 'exit_code', exit_code) order by position), '[]')
                from activities where run_id = $1 and not collected) as uncollected`,
+    // `(released_at is null) is true` keeps the open-lease partial index (every run's) out of the
+    // generic plan, which this transaction forces: the run's leases by run_id (as releaseRunLeases).
     [runId, jobId ?? null, job?.tokenDigest ?? null],
   );
   const { job_ended, released, uncollected } = rows[0]!;
@@ -437,7 +439,9 @@ export const retryIfAllowed = async (db: PoolClient, runId: string, jobId: strin
   await db.query(`delete from journal where run_id = $1`, [runId]);
   await releaseSignalClaims(db, runId);
   await releaseRunLeases(db, runId);
-  await db.query(`delete from jobs where run_id = $1 and kind = 'activity' and status = 'queued'`, [runId]);
+  // `(status = 'queued') is true`: by the run's jobs (jobs_run), never the whole ready queue (jobs_ready's
+  // predicate is not proven from this form; the generic plan made on a small table scanned it all).
+  await db.query(`delete from jobs where run_id = $1 and kind = 'activity' and (status = 'queued') is true`, [runId]);
   await db.query(`delete from activities where run_id = $1`, [runId]);
   await db.query(`update runs set attempt = attempt + 1, error = $2, substate = null, deadline = null where id = $1`, [runId, error]);
   await queueRunJob(db, runId, r.retry.backoff_ms);

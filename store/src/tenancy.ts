@@ -45,12 +45,18 @@ const TOUCH_TOKEN = `with t as (
 const CALLER_BY_TOKEN = `${TOUCH_TOKEN}
      select u.id as user_id, u.name from api_tokens k join users u on u.id = k.user_id where k.digest = $1`;
 
+/**
+ * The membership is a lookup by its primary key (a lateral subquery fenced by `offset 0`): as a
+ * join, the generic plan made while the tables are small (a new server's connections keep it)
+ * probed memberships by user alone, reading the caller's row in every project, once per request
+ * (generic-plans.test.ts).
+ */
 const CALLER_IN_PROJECT = `${TOUCH_TOKEN}
      select u.id as user_id, u.name, p.org_id, p.project_id, m.role
        from api_tokens k join users u on u.id = k.user_id
        left join (select o.id as org_id, p.id as project_id from projects p join orgs o on o.id = p.org_id
                    where o.name = $2 and p.name = $3) p on true
-       left join memberships m on m.user_id = u.id and m.project_id = p.project_id
+       left join lateral (select m.role from memberships m where m.project_id = p.project_id and m.user_id = u.id offset 0) m on true
       where k.digest = $1`;
 
 /** The caller behind a token digest; touches last_used_at at most once a minute. */

@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from "pg";
 import { EXPIRED_RESULTS, decideSuspend, isGraphEngineWorkflow, isTerminalStatus, substateOf, wakeAction } from "@flowsvc/core";
 import { mintId } from "./mint.js";
+import { PENDING } from "./journal-entries.js";
 import { notifyGraph } from "./graph-runs.js";
 
 export { substateOf };
@@ -79,12 +80,14 @@ export const suspendJob = async (tx: PoolClient, jobId: string, runId: string): 
   // instead of at the timer loop's next tick.
   const { rowCount: due } = await tx.query(
     `update journal set status = 'done', resolved_at = now(), result = $2::jsonb -> kind
-      where run_id = $1 and status = 'pending' and deadline <= now()`,
-    [runId, EXPIRED_JSON],
+      where run_id = $1 and status = $3 and deadline <= now()`,
+    // `pending` as a parameter, here and below: the run's entries by primary key, never every
+    // pending wait of every run (journal-entries.ts PENDING).
+    [runId, EXPIRED_JSON, PENDING],
   );
   const { rows: pending } = await tx.query<PendingRow>(
-    `select kind, name, position, deadline from journal where run_id = $1 and status = 'pending' order by position desc`,
-    [runId],
+    `select kind, name, position, deadline from journal where run_id = $1 and status = $2 order by position desc`,
+    [runId, PENDING],
   );
   const decision = decideSuspend({
     wakeRequested: run.wake_requested,
@@ -115,8 +118,9 @@ export const resolveDueWait = async (tx: PoolClient, runId: string, position: nu
   await tx.query(`select 1 from runs where id = $1 for update`, [runId]);
   const { rowCount } = await tx.query(
     `update journal set status = 'done', resolved_at = now(), result = $3::jsonb -> kind
-      where run_id = $1 and position = $2 and status = 'pending' and deadline <= now()`,
-    [runId, position, EXPIRED_JSON],
+      where run_id = $1 and position = $2 and status = $4 and deadline <= now()`,
+    // `pending` as a parameter: by primary key, never every overdue wait (journal-entries.ts PENDING).
+    [runId, position, EXPIRED_JSON, PENDING],
   );
   if ((rowCount ?? 0) === 0) return false;
   await wakeRun(tx, runId);
