@@ -13,3 +13,13 @@ export const isTerminalStatus = (status: string): status is TerminalStatus => (T
 
 /** The terminal statuses as a SQL list literal, for `status not in (...)` guards in queries. */
 export const TERMINAL_STATUSES_SQL = TERMINAL_STATUSES.map((s) => `'${s}'`).join(", ");
+
+/** The statuses of a run still in flight (queued, running, parked). */
+export const LIVE_STATUSES = RUN_STATUSES.filter((s) => !isTerminalStatus(s));
+
+/**
+ * The live statuses as a SQL list literal, for `status in (...)`: the partial indexes on live runs
+ * (runs_live_created, runs_handler_in_flight, runs_graph_live) are on exactly this list, and a
+ * statement that names it literally lets a generic plan use them (`not in (terminal)` does not).
+ */
+export const LIVE_STATUSES_SQL = LIVE_STATUSES.map((s) => `'${s}'`).join(", ");

@@ -25,7 +25,7 @@ import { pendingEntries } from "./journal-entries.js";
 import { resolveCallOfChild } from "./call-children.js";
 import { releaseLease, releaseRunLeases } from "./locks.js";
 import { completeRun, retryIfAllowed } from "./run-lifecycle.js";
-import { jobStdoutTail, nodeJobSpec } from "./graph-runs.js";
+import { graphRunsNeedingWork, jobStdoutTail, nodeJobSpec } from "./graph-runs.js";
 import { listAgentJobs } from "./agents.js";
 import { emitEvents, type EmitInput } from "./emit.js";
 import { Keyring } from "./keyring.js";
@@ -205,6 +205,8 @@ before(async () => {
     { name: "nodeJobSpec", run: (tx) => nodeJobSpec(tx, world.jobId) },
     { name: "listAgentJobs", run: (tx) => listAgentJobs(tx, "usr-t") },
     { name: "runPlacements", run: (tx) => runPlacements(tx, [runId]) },
+    // The graph driver's poll, four times a second in every controller: what is in flight, never the history.
+    { name: "graphRunsNeedingWork", run: (tx) => graphRunsNeedingWork(tx, "driver-elsewhere") },
     {
       name: "emitEvents (a hook delivery, then its redelivery)",
       run: async (tx) => {

@@ -9,11 +9,11 @@ import type { Pool, PoolClient } from "pg";
 import {
   FlowError,
   GRAPH_ENGINE_WORKFLOWS_SQL,
+  LIVE_STATUSES_SQL,
   assertStorableJson,
   formatDuration,
   type GraphScope,
   type ValueMasker,
-  TERMINAL_STATUSES_SQL,
 } from "@flowsvc/core";
 import type { JobGroup } from "@flowsvc/core/pipeline";
 import { mintId } from "./mint.js";
@@ -342,17 +342,30 @@ export const expireNodeJobs = async (tx: PoolClient, runId: string): Promise<str
   return rows.map((r) => r.node_id);
 };
 
-/** Graph runs in flight (the driver's start-up sweep and its poll for due retries and orphaned attempts). */
+/**
+ * Graph runs in flight (the driver's poll for due retries, orphaned attempts and runs nobody took
+ * up). Each part is read from a small index of live rows (migration 029), never from the history:
+ * pending nodes whose retry is due (graph_nodes_retry_due), running nodes whose inline owner is
+ * another driver or whose job is past its timeout (graph_nodes_running), queued graph and pipeline
+ * runs (runs_graph_live); each node's run is then looked up by primary key. Every predicate of a
+ * partial index is written out literally, so that a generic plan can use it.
+ */
 export const graphRunsNeedingWork = async (db: Db, owner: string): Promise<string[]> => {
   const { rows } = await db.query<{ run_id: string }>(
-    `select distinct n.run_id from graph_nodes n join runs r on r.id = n.run_id
-      where r.status not in (${TERMINAL_STATUSES_SQL})
-        and ((n.status = 'pending' and n.not_before is not null and n.not_before <= now())
-          or (n.status = 'running' and n.mode = 'inline' and n.owner is distinct from $1)
-          or (n.status = 'running' and n.mode = 'job' and n.job ? 'timeout_ms'
-              and n.started_at + (n.job->>'timeout_ms')::bigint * interval '1 millisecond' <= now())
-          or (r.status = 'queued'))
-      limit 500`,
+    `select w.run_id from (
+       select n.run_id from graph_nodes n
+        where n.status = 'pending' and n.not_before is not null and n.not_before <= now()
+       union
+       select n.run_id from graph_nodes n
+        where n.status = 'running'
+          and ((n.mode = 'inline' and n.owner is distinct from $1)
+            or (n.mode = 'job' and n.job ? 'timeout_ms' and n.started_at + (n.job->>'timeout_ms')::bigint * interval '1 millisecond' <= now()))
+       union
+       select r.id from runs r
+        where r.workflow in (${GRAPH_ENGINE_WORKFLOWS_SQL}) and r.status in (${LIVE_STATUSES_SQL}) and r.status = 'queued'
+     ) w
+     where (select r.status from runs r where r.id = w.run_id) in (${LIVE_STATUSES_SQL})
+     limit 500`,
     [owner],
   );
   return rows.map((r) => r.run_id);
@@ -415,10 +428,14 @@ export const graphScope = async (db: Db, runId: string): Promise<GraphScope> => 
   };
 };
 
-/** Every graph or pipeline run not yet ended (the driver's sweep at start and after a lost LISTEN connection: a nudge sent meanwhile is gone). */
+/**
+ * Every graph or pipeline run not yet ended (the driver's sweep at start and after a lost LISTEN
+ * connection: a nudge sent meanwhile is gone), from runs_graph_live (migration 029): the live graph
+ * runs alone, not every run ever made.
+ */
 export const liveGraphRuns = async (db: Db): Promise<string[]> => {
   const { rows } = await db.query<{ id: string }>(
-    `select id from runs where workflow in (${GRAPH_ENGINE_WORKFLOWS_SQL}) and status not in (${TERMINAL_STATUSES_SQL}) order by created_at limit 10000`,
+    `select id from runs where workflow in (${GRAPH_ENGINE_WORKFLOWS_SQL}) and status in (${LIVE_STATUSES_SQL}) order by created_at limit 10000`,
   );
   return rows.map((r) => r.id);
 };

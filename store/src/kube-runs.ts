@@ -2,7 +2,7 @@
 // FlowRun mirrors (in flight, or finished recently), with their project's names, in one query; a
 // finished run's last output lines for its summary; and one run's place for RunOwners.
 import type { Pool, PoolClient } from "pg";
-import { TERMINAL_STATUSES_SQL, type RunStatus } from "@flowsvc/core";
+import { LIVE_STATUSES_SQL, TERMINAL_STATUSES_SQL, type RunStatus } from "@flowsvc/core";
 
 type Db = Pool | PoolClient;
 
@@ -35,7 +35,7 @@ const FROM = `from runs r join projects p on p.id = r.project_id join orgs o on 
  */
 export const listMirroredRuns = async (db: Db, finishedSince: Date): Promise<MirroredRun[]> => {
   const { rows } = await db.query<MirroredRun>({
-    text: `select ${COLUMNS} ${FROM} where r.status in ('queued', 'running', 'parked')
+    text: `select ${COLUMNS} ${FROM} where r.status in (${LIVE_STATUSES_SQL})
      union all
      select ${COLUMNS} ${FROM} where r.finished_at > $1 and r.status in (${TERMINAL_STATUSES_SQL})`,
     values: [finishedSince],

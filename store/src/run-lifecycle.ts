@@ -12,9 +12,8 @@ import {
   GRAPH_ENGINE_WORKFLOWS_SQL,
   GRAPH_WORKFLOW,
   HANDLER_RUNS_IN_FLIGHT_LIMIT,
-  RUN_STATUSES,
+  LIVE_STATUSES_SQL,
   assertStorableJson,
-  isTerminalStatus,
   lifecyclePayload,
   newRunDefaults,
   trustOf,
@@ -45,11 +44,6 @@ import { queueRunJob } from "./wake.js";
 import { appendLogs } from "./logs.js";
 import { mintId } from "./mint.js";
 import { insertGraphNodes, settleNodeJob } from "./graph-runs.js";
-
-/** The statuses of a run still in flight, as a SQL list (the partial index runs_handler_in_flight is on these). */
-const LIVE_STATUSES_SQL = RUN_STATUSES.filter((s) => !isTerminalStatus(s))
-  .map((s) => `'${s}'`)
-  .join(", ");
 
 /** The columns of a batch of new runs, one array each, in the order CREATE_RUNS_SQL unnests them. */
 const runColumns = (runs: readonly NewRun[]): unknown[] => {
