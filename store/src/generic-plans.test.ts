@@ -33,6 +33,7 @@ import { createUserWithToken, findCallerInProject } from "./tenancy.js";
 import { findIngestHook } from "./hooks.js";
 import { listMirroredRuns } from "./kube-runs.js";
 import { digestToken, mintToken } from "./mint.js";
+import { runLineage } from "./sealed-journal.js";
 
 const ROWS = 20_000;
 /** The tables filled before the cached plans run again. */
@@ -205,6 +206,12 @@ before(async () => {
     { name: "nodeJobSpec", run: (tx) => nodeJobSpec(tx, world.jobId) },
     { name: "listAgentJobs", run: (tx) => listAgentJobs(tx, "usr-t") },
     { name: "runPlacements", run: (tx) => runPlacements(tx, [runId]) },
+    {
+      name: "runLineage",
+      run: (tx) => runLineage(tx, runId),
+      // Once the tables are grown, the run is a rerun of a filled one: the recursion takes one step up.
+      setup: `update runs set rerun_of = (select id from runs where id = 'fill-run-1') where id = ${lit(runId)}`,
+    },
     // The graph driver's poll, four times a second in every controller: what is in flight, never the history.
     { name: "graphRunsNeedingWork", run: (tx) => graphRunsNeedingWork(tx, "driver-elsewhere") },
     {

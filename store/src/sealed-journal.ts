@@ -60,13 +60,20 @@ export const sealActivityOutput = async (
   stdoutB64: string,
 ): Promise<string> => sealAs(keyring, scope, activityId, stdoutB64);
 
-/** The run and the runs it was rerun from, newest first: a rerun keeps its source's sealed steps. */
+/**
+ * The run and the runs it was rerun from, newest first: a rerun keeps its source's sealed steps.
+ * Each step up is a lookup by primary key (a lateral subquery fenced by `offset 0`): as a join of
+ * runs to the recursion, the generic plan made while runs is small hashed a scan of every run at
+ * each step (generic-plans.test.ts).
+ */
 export const runLineage = async (db: Db, runId: string): Promise<Set<string>> => {
   const { rows } = await db.query<{ id: string }>(
     `with recursive lineage(id, rerun_of, depth) as (
        select id, rerun_of, 0 from runs where id = $1
        union all
-       select r.id, r.rerun_of, l.depth + 1 from runs r join lineage l on r.id = l.rerun_of where l.depth < 1000
+       select r.id, r.rerun_of, l.depth + 1 from lineage l
+         cross join lateral (select r.id, r.rerun_of from runs r where r.id = l.rerun_of offset 0) r
+        where l.depth < 1000
      ) select id from lineage`,
     [runId],
   );

@@ -56,7 +56,9 @@ const rootRunOf = async (pool: Pool, runId: string): Promise<string> => {
   const { rows } = await pool.query<{ id: string }>(
     `with recursive up(id, parent_run_id, depth) as (
        select id, parent_run_id, 0 from runs where id = $1
-       union all select r.id, r.parent_run_id, up.depth + 1 from runs r join up on r.id = up.parent_run_id where up.depth < 64)
+       union all select r.id, r.parent_run_id, up.depth + 1 from up
+         cross join lateral (select r.id, r.parent_run_id from runs r where r.id = up.parent_run_id offset 0) r
+        where up.depth < 64)
      select id from up where parent_run_id is null limit 1`,
     [runId],
   );

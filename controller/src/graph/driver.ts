@@ -408,7 +408,10 @@ export class GraphDriver {
     for (const w of rows) await this.#woken(tx, run, w);
     await expireNodeJobs(tx, run.id);
     const { rows: children } = await tx.query<{ node_id: string; attempt: number; status: string; output: unknown; error: string | null }>(
-      `select n.node_id, n.attempt, c.status, c.output, c.error from graph_nodes n join runs c on c.id = n.child_run_id
+      // Each child run by primary key (a lateral subquery fenced by `offset 0`): as a join, the generic
+      // plan made while runs is small hashed a scan of every run (generic-plans.test.ts's rule).
+      `select n.node_id, n.attempt, c.status, c.output, c.error from graph_nodes n
+         cross join lateral (select c.status, c.output, c.error from runs c where c.id = n.child_run_id offset 0) c
         where n.run_id = $1 and n.status = 'running' and n.mode = 'child' and c.status in (${TERMINAL_STATUSES_SQL})`,
       [run.id],
     );
