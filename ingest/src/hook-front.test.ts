@@ -6,9 +6,8 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { request } from "node:http";
-import { Writable } from "node:stream";
 import { pino } from "pino";
+import { injected as injectAnswer, logSink, overSocket as socketAnswer, type Answer, type SentRequest } from "./testing/front-compare.js";
 import { ask, createTestApp, type TestApp } from "./testing/test-app.js";
 import { hookFrontOf } from "./app.js";
 
@@ -18,13 +17,7 @@ let secret: string;
 const lines: Array<Record<string, unknown>> = [];
 
 before(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  t = await createTestApp({ logger: pino({ level: "info" }, sink) });
+  t = await createTestApp({ logger: pino({ level: "info" }, logSink(lines)) });
   const made = await ask(t, "PUT", `${t.project.base}/event-hooks/ci`, { as: "admin", body: { event_type: "ci.done" } });
   assert.equal(made.status, 201, made.text);
   secret = (made.body as { secret: string }).secret;
@@ -32,43 +25,11 @@ before(async () => {
 });
 after(() => t.close());
 
-interface Sent {
-  path: string;
-  headers?: Record<string, string>;
-  body?: string;
-}
+type Sent = SentRequest;
+type Got = Answer;
 
-interface Got {
-  status: number;
-  text: string;
-  headers: Record<string, string | undefined>;
-}
-
-const ANSWER_HEADERS = ["content-type", "x-request-id", "connection"] as const;
-
-const pick = (h: Record<string, string | string[] | number | undefined>): Got["headers"] =>
-  Object.fromEntries(ANSWER_HEADERS.map((k) => [k, h[k] === undefined ? undefined : String(h[k])]));
-
-const overSocket = (sent: Sent): Promise<Got> =>
-  new Promise((resolve, reject) => {
-    const req = request(`${base}${sent.path}`, { method: "POST", headers: { connection: "keep-alive", ...sent.headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode!, text: Buffer.concat(chunks).toString("utf8"), headers: pick(res.headers) }));
-    });
-    req.on("error", reject);
-    req.end(sent.body ?? "");
-  });
-
-const injected = async (sent: Sent): Promise<Got> => {
-  const res = await t.app.inject({
-    method: "POST",
-    url: sent.path,
-    headers: { connection: "keep-alive", ...sent.headers },
-    payload: sent.body ?? "",
-  });
-  return { status: res.statusCode, text: res.body, headers: pick(res.headers) };
-};
+const overSocket = (sent: Sent): Promise<Got> => socketAnswer(base, sent);
+const injected = (sent: Sent): Promise<Got> => injectAnswer(t.app, sent);
 
 /** The answer with what differs by design between two deliveries (each records its own event) made equal. */
 const comparable = (got: Got): Got => ({ ...got, text: got.text.replace(/"event_id":"[^"]+"/, '"event_id":"evt"') });

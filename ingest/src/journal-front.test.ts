@@ -7,9 +7,8 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { request } from "node:http";
-import { Writable } from "node:stream";
 import { pino } from "pino";
+import { injected as injectAnswer, logSink, overSocket as socketAnswer, type Answer, type SentRequest } from "./testing/front-compare.js";
 import { ask, countRows, createTestApp, startScriptJob, type TestApp, type TestJob } from "./testing/test-app.js";
 import { journalFrontOf } from "./app.js";
 
@@ -18,55 +17,17 @@ let base: string;
 const lines: Array<Record<string, unknown>> = [];
 
 before(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  t = await createTestApp({ logger: pino({ level: "info" }, sink) });
+  t = await createTestApp({ logger: pino({ level: "info" }, logSink(lines)) });
   base = await t.app.listen({ host: "127.0.0.1", port: 0 });
 });
 after(() => t.close());
 
-interface Sent {
-  path?: string;
-  headers?: Record<string, string>;
-  body?: string;
-}
+/** A record's request; the path is the journal route's unless given. */
+type Sent = Omit<SentRequest, "path"> & { path?: string };
+type Got = Answer;
 
-interface Got {
-  status: number;
-  text: string;
-  headers: Record<string, string | undefined>;
-}
-
-const ANSWER_HEADERS = ["content-type", "x-request-id", "connection"] as const;
-
-const pick = (h: Record<string, string | string[] | number | undefined>): Got["headers"] =>
-  Object.fromEntries(ANSWER_HEADERS.map((k) => [k, h[k] === undefined ? undefined : String(h[k])]));
-
-const overSocket = (sent: Sent): Promise<Got> =>
-  new Promise((resolve, reject) => {
-    const path = sent.path ?? "/agent/v1/journal";
-    const req = request(`${base}${path}`, { method: "POST", headers: { connection: "keep-alive", ...sent.headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode!, text: Buffer.concat(chunks).toString("utf8"), headers: pick(res.headers) }));
-    });
-    req.on("error", reject);
-    req.end(sent.body ?? "");
-  });
-
-const injected = async (sent: Sent): Promise<Got> => {
-  const res = await t.app.inject({
-    method: "POST",
-    url: sent.path ?? "/agent/v1/journal",
-    headers: { connection: "keep-alive", ...sent.headers },
-    payload: sent.body ?? "",
-  });
-  return { status: res.statusCode, text: res.body, headers: pick(res.headers) };
-};
+const overSocket = (sent: Sent): Promise<Got> => socketAnswer(base, { ...sent, path: sent.path ?? "/agent/v1/journal" });
+const injected = (sent: Sent): Promise<Got> => injectAnswer(t.app, { ...sent, path: sent.path ?? "/agent/v1/journal" });
 
 const json = { "content-type": "application/json" };
 const as = (job: TestJob | string): Record<string, string> => ({
