@@ -96,6 +96,12 @@ void test("settleGraphNode: a failure with attempts left becomes pending after t
   assert.equal(await settle(2, { ok: false, error: "boom again" }), "failed");
   assert.deepEqual([(await node(runId, "a")).status, (await node(runId, "a")).error], ["failed", "boom again"]);
   assert.equal(await settle(2, { ok: true, output: {} }), undefined, "a settled node settled again");
+  // A final failure (a destination the egress policy refuses) is not retried, attempts left or not.
+  await withTransaction(db.pool, (tx) =>
+    updateGraphNode(tx, runId, "a", { status: "running", attempt: 1, error: null, finished_at: null }),
+  );
+  assert.equal(await settle(1, { ok: false, error: "refused", final: true }), "failed");
+  assert.deepEqual([(await node(runId, "a")).status, (await node(runId, "a")).error], ["failed", "refused"]);
   await assert.rejects(
     withTransaction(db.pool, async (tx) => {
       await updateGraphNode(tx, runId, "b", { status: "running", attempt: 1 });

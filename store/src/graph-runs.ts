@@ -169,7 +169,8 @@ export const updateGraphNode = async (tx: PoolClient, runId: string, nodeId: str
 };
 
 /** How an attempt ended, before the retry policy. */
-export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: string; output?: unknown };
+/** How an attempt ended; a failure that is `final` is not retried (nothing a retry could change: a refused destination). */
+export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: string; output?: unknown; final?: boolean };
 
 /**
  * A node's running or parked attempt ended: success, or failure, which becomes a retry (the node
@@ -199,7 +200,7 @@ export const settleGraphNode = async (
   if (s.result.ok) {
     await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "success", error: null, finished_at: "now" });
     became = "success";
-  } else if (node.retry && node.attempt < node.retry.attempts) {
+  } else if (!s.result.final && node.retry && node.attempt < node.retry.attempts) {
     const notBefore = new Date(Date.now() + node.retry.backoff_ms);
     await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "pending", error: s.result.error, not_before: notBefore });
     became = "retrying";

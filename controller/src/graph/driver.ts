@@ -505,7 +505,11 @@ export class GraphDriver {
         await settleGraphNode(tx, { ...key, result: { ok: true, output: outcome.output }, quiet: true });
         return;
       case "failed":
-        await settleGraphNode(tx, { ...key, result: { ok: false, error: outcome.error, output: outcome.output }, quiet: true });
+        await settleGraphNode(tx, {
+          ...key,
+          result: { ok: false, error: outcome.error, output: outcome.output, ...(outcome.final ? { final: true } : {}) },
+          quiet: true,
+        });
         return;
       case "park":
         await this.#park(tx, { run, s, outcome });

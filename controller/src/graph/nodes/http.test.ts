@@ -131,19 +131,20 @@ void test("a response over the cap fails; a timeout fails naming it; an abort (c
   await assert.rejects(run({ url: `${base}/x`, timeout: "11m" }), /config\.timeout: at most 600s/);
 });
 
-void test("private refused: a name resolving to loopback fails the node with why, naming no path, query or credential; the peer sees nothing", async () => {
+void test("private refused: a name resolving to loopback fails the node with why, naming no path, query or credential, and no retry; the peer sees nothing", async () => {
   const before = seen.length;
   const url = `http://localhost:${new URL(base).port}/latest/meta-data/{credential}?q=hidden-query`;
-  const err = await run({ url, credential: "url" }, undefined, strict).then(
-    (o) => assert.fail(`the node ran: ${JSON.stringify(o)}`),
-    (e: unknown) => e as Error,
-  );
+  const refused = await run({ url, credential: "url" }, undefined, strict);
+  // Final: the retry policy does not apply (the same address would be refused again).
+  assert.ok(refused.kind === "failed" && refused.final === true, JSON.stringify(refused));
+  const err = { message: refused.error };
   assert.match(
     err.message,
     /^config\.url: localhost resolves to (127\.0\.0\.1|::1), a loopback address; http nodes may not reach loopback addresses here \(set FLOWSVC_HTTP_ALLOW_CIDRS or FLOWSVC_HTTP_ALLOW_PRIVATE\); nothing was sent$/,
   );
   for (const leak of ["meta-data", "hidden-query", "a%2Fb", "a/b?c"]) assert.ok(!err.message.includes(leak), leak);
-  await assert.rejects(run({ url: "http://[::ffff:a9fe:a9fe]/latest/meta-data/" }), /cloud instance metadata address/);
+  const metadata = await run({ url: "http://[::ffff:a9fe:a9fe]/latest/meta-data/" });
+  assert.match(metadata.kind === "failed" ? metadata.error : "", /cloud instance metadata address/);
   assert.equal(seen.length, before, "no request reached the peer");
   // The same node under local mode's default goes through.
   const o = await run({ url, credential: "url" });

@@ -86,8 +86,8 @@ export interface AgentJobSpec {
 
 export type NodeOutcome =
   | { kind: "succeeded"; output: unknown }
-  /** The retry policy applies. */
-  | { kind: "failed"; error: string; output?: unknown }
+  /** The retry policy applies, unless `final`: retrying cannot change it (a destination the egress policy refuses). */
+  | { kind: "failed"; error: string; output?: unknown; final?: boolean }
   | {
       kind: "park";
       signal: string;
