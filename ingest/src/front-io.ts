@@ -58,3 +58,38 @@ export const storableJsonParser = (app: FastifyInstance): JsonBodyParser => {
     return assertStorableJson(settled.value);
   };
 };
+
+/**
+ * What every front is: it serves nothing until the route installs its serving code, nothing once
+ * the app closes (Fastify answers those), and it counts what it served.
+ */
+export class Front<Serve> {
+  #serve: Serve | undefined;
+  #closing = false;
+  #taken = 0;
+
+  /** Requests this front has served (the rest went to Fastify). */
+  get taken(): number {
+    return this.#taken;
+  }
+
+  /** The route's serving code (the route installs it when the app is built). */
+  install(serve: Serve): void {
+    this.#serve = serve;
+  }
+
+  /** From now on every request goes to Fastify (it answers those of a closing app). */
+  close(): void {
+    this.#closing = true;
+  }
+
+  /** The serving code while the app is open; undefined leaves the request to Fastify. */
+  protected get serving(): Serve | undefined {
+    return this.#closing ? undefined : this.#serve;
+  }
+
+  /** Counts one request served. */
+  protected served(): void {
+    this.#taken++;
+  }
+}

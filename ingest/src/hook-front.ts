@@ -20,6 +20,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { EMIT_BODY_LIMIT, pathParamProblem, queryProblem } from "@flowsvc/core";
+import { Front } from "./front-io.js";
 
 /** The hook delivery route's path template (its metrics label). */
 export const HOOK_ROUTE = "/api/v1/hooks/:org/:project/:name";
@@ -49,36 +50,17 @@ const plainHeaders = (req: IncomingMessage): boolean => {
   return type === undefined || PLAIN_MEDIA_TYPE.test(type);
 };
 
-export class HookFront {
-  #serve: ServeDelivery | undefined;
-  #closing = false;
-  #taken = 0;
-
-  /** Deliveries this front has served (the rest went to Fastify). */
-  get taken(): number {
-    return this.#taken;
-  }
-
-  /** The hook route's serving code (routes/hook-ingest.ts installs it when the app is built). */
-  install(serve: ServeDelivery): void {
-    this.#serve = serve;
-  }
-
-  /** From now on every request goes to Fastify (it answers those of a closing app). */
-  close(): void {
-    this.#closing = true;
-  }
-
+export class HookFront extends Front<ServeDelivery> {
   /** Serves the request when it is a plain hook delivery and answers true; false leaves it to Fastify, untouched. */
   take(req: IncomingMessage, res: ServerResponse): boolean {
-    const serve = this.#serve;
-    if (serve === undefined || this.#closing || req.method !== "POST" || !req.url?.startsWith("/api/v1/hooks/")) return false;
+    const serve = this.serving;
+    if (serve === undefined || req.method !== "POST" || !req.url?.startsWith("/api/v1/hooks/")) return false;
     const m = PLAIN_DELIVERY.exec(req.url);
     if (!m || !plainHeaders(req)) return false;
     const target = { org: m[1]!, project: m[2]!, name: m[3]! };
     const query = m[4];
     if (pathParamProblem(target) !== undefined || (query !== undefined && queryProblem(query) !== undefined)) return false;
-    this.#taken++;
+    this.served();
     serve(req, res, { target, query });
     return true;
   }

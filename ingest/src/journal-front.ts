@@ -18,6 +18,7 @@
  * (ingest/src/journal-front.test.ts compares them answer by answer).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { Front } from "./front-io.js";
 
 /** The journal route's path (its metrics label too). */
 export const JOURNAL_ROUTE = "/agent/v1/journal";
@@ -37,31 +38,12 @@ const plainHeaders = (req: IncomingMessage): boolean => {
   return h["content-type"] === "application/json";
 };
 
-export class JournalFront {
-  #serve: ServeJournal | undefined;
-  #closing = false;
-  #taken = 0;
-
-  /** Records this front has served (the rest went to Fastify). */
-  get taken(): number {
-    return this.#taken;
-  }
-
-  /** The journal route's serving code (routes/agent.ts installs it when the app is built). */
-  install(serve: ServeJournal): void {
-    this.#serve = serve;
-  }
-
-  /** From now on every request goes to Fastify (it answers those of a closing app). */
-  close(): void {
-    this.#closing = true;
-  }
-
+export class JournalFront extends Front<ServeJournal> {
   /** Serves the request when it is a plain step record and answers true; false leaves it to Fastify, untouched. */
   take(req: IncomingMessage, res: ServerResponse): boolean {
-    const serve = this.#serve;
-    if (serve === undefined || this.#closing || req.method !== "POST" || req.url !== JOURNAL_ROUTE || !plainHeaders(req)) return false;
-    this.#taken++;
+    const serve = this.serving;
+    if (serve === undefined || req.method !== "POST" || req.url !== JOURNAL_ROUTE || !plainHeaders(req)) return false;
+    this.served();
     serve(req, res);
     return true;
   }
