@@ -19,7 +19,13 @@
  *   "E <id> <errno>"   could not start (chdir or exec failed with errno); nothing runs
  *   "F <id> <errno>"   the output paths could not be opened (no /proc access?): the agent starts
  *                      its scripts itself from then on
- *   "X <pid> <status>" a started script ended: its raw wait status
+ *   "X <pid> <status>" a started script ended: its raw wait status (or a process it left behind
+ *                      did: the agent knows the pids it started and ignores the others)
+ *
+ * It is its scripts' subreaper (PR_SET_CHILD_SUBREAPER): a process a script leaves running when it
+ * exits (`cmd &`, a double fork) is re-parented here, not to pid 1, and reaped here when it ends. A
+ * `flow server` that is pid 1 itself (a container started without an init) would never reap them,
+ * and each would stay a zombie.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -214,6 +221,7 @@ int main(void) {
   fcntl(0, F_SETFD, FD_CLOEXEC);
   fcntl(1, F_SETFD, FD_CLOEXEC);
   signal(SIGPIPE, SIG_IGN);
+  (void)prctl(PR_SET_CHILD_SUBREAPER, 1); /* best effort: without it, orphans go to pid 1 as before */
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_chld;

@@ -4,7 +4,7 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -140,4 +140,28 @@ void test("a spawner that cannot open a job's output paths (no /proc access) ans
   } finally {
     await own.close();
   }
+});
+
+/** The parent pid of a live or zombie process from /proc (field 4 of stat, after the command's closing parenthesis), or undefined once it is reaped. */
+const parentOf = (pid: number): number | undefined => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return undefined;
+  }
+};
+
+void test("a process a script leaves behind is the spawner's to reap (its subreaper), never a zombie of pid 1", async () => {
+  const { exit, stdout } = await run("spawner", bash("sleep 30 > /dev/null 2>&1 < /dev/null & echo $!"));
+  assert.equal(exit.exitCode, 0);
+  const orphan = Number(stdout.trim());
+  assert.ok(orphan > 0, stdout);
+  // The script has exited (run waited for it), so the orphan was re-parented already.
+  assert.equal(parentOf(orphan), spawner!.pid, "re-parented to the spawner");
+  process.kill(orphan, "SIGKILL");
+  // Reaped: /proc/<pid> goes once the spawner has waited for it (a zombie keeps it).
+  const deadline = Date.now() + 10_000;
+  while (parentOf(orphan) !== undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(parentOf(orphan), undefined, "the orphan was reaped");
 });

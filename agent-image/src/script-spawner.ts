@@ -108,6 +108,11 @@ export class ScriptSpawner {
     });
   }
 
+  /** The spawner's own pid (its scripts' parent, and the subreaper of what they leave behind). */
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
   #read(text: string): void {
     this.#buffered += text;
     let nl: number;
