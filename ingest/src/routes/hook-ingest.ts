@@ -40,6 +40,7 @@ import type { HookCache } from "../hook-cache.js";
 import type { RouteDeps } from "../deps.js";
 import { HOOK_ROUTE, type HookTarget, type ServeDelivery } from "../hook-front.js";
 import { toFlowError } from "../errors.js";
+import { observeAnswer } from "../observability.js";
 import { answer, readBody } from "../front-io.js";
 import { api } from "../openapi/route-doc.js";
 
@@ -301,8 +302,9 @@ const serveDelivery = (ctx: IngestCtx, { metrics, logger }: { metrics: ServiceMe
     let child: FastifyBaseLogger | undefined;
     const log = (): FastifyBaseLogger => (child ??= logger.child({ requestId: id }));
     const sender: Sender = { headers: req.headers, log, debug: (o, msg) => debugs && log().debug(o, msg) };
+    // Counted by the one rule the onResponse hook applies (observability.ts).
     const answered = (status: number): void =>
-      metrics.httpAnswered({ method: "POST", route: HOOK_ROUTE, status, seconds: (performance.now() - started) / 1000 });
+      observeAnswer(metrics, { method: "POST", route: HOOK_ROUTE, status, seconds: (performance.now() - started) / 1000, body: undefined });
     let bodyRead = false;
     readBody(req)
       .then((raw) => {

@@ -92,22 +92,18 @@ const flatHeaders = (headers: Record<string, string | string[] | undefined>): Re
   return Object.fromEntries(out);
 };
 
-/** A destination the egress policy refuses: the node fails, and no retry is made (the same address would be refused again). */
-class Refused {
-  constructor(readonly message: string) {}
-}
-
 export const send = async (ctx: NodeContext, p: Prepared): Promise<NodeOutcome> => {
   const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(p.timeoutMs)]);
-  const res = await request(p.url, { method: p.method as "GET", headers: p.headers, body: p.body, signal, dispatcher: ctx.egress }).catch(
-    (err: unknown) => {
-      if (err instanceof EgressRefusedError) return new Refused(`config.url: ${err.message}; nothing was sent`);
-      const why =
-        signal.aborted && !ctx.signal.aborted ? `timed out after ${p.timeoutMs} ms` : err instanceof Error ? err.message : String(err);
-      throw new Error(`${p.method} ${new URL(p.url).host}: ${why}`);
-    },
-  );
-  if (res instanceof Refused) return { kind: "failed", error: res.message, final: true };
+  let res: Awaited<ReturnType<typeof request>>;
+  try {
+    res = await request(p.url, { method: p.method as "GET", headers: p.headers, body: p.body, signal, dispatcher: ctx.egress });
+  } catch (err) {
+    // A destination the egress policy refuses: final, no retry (the same address would be refused again).
+    if (err instanceof EgressRefusedError) return { kind: "failed", error: `config.url: ${err.message}; nothing was sent`, final: true };
+    const why =
+      signal.aborted && !ctx.signal.aborted ? `timed out after ${p.timeoutMs} ms` : err instanceof Error ? err.message : String(err);
+    throw new Error(`${p.method} ${new URL(p.url).host}: ${why}`);
+  }
   const raw = await readCapped(res.body, RESPONSE_LIMIT);
   if (!raw) {
     res.body.destroy();
