@@ -68,3 +68,37 @@ test("the run's arrays and maps are its own: changing the request afterwards cha
   h.interpreter.push("-x");
   assert.deepEqual(HANDLER_INTERPRETER, ["bash", "-eu"]);
 });
+
+test("a person's submission (POST .../runs, a FlowRun from kubectl) is one rule: manual, trusted, defaults from here", async () => {
+  const { RunSubmission, personSubmittedRun } = await import("./resources/run.js");
+  const who = { projectId: "prj-1", sender: "kubernetes:team-a/nightly", createdBy: null, idempotencyKey: "uid-1" };
+  const plain = newRunDefaults({
+    id: "run-1",
+    ...personSubmittedRun(RunSubmission.parse({ kind: "script", source: "print(1)\n", filename: "job.py" }), who),
+  });
+  assert.deepEqual(
+    { trusted: plain.trusted, trigger: plain.trigger, workflow: plain.workflow, interpreter: plain.interpreter, key: plain.idempotencyKey },
+    {
+      trusted: true,
+      trigger: { type: "manual", sender: "kubernetes:team-a/nightly" },
+      workflow: SCRIPT_WORKFLOW,
+      interpreter: ["python3"],
+      key: "uid-1",
+    },
+  );
+  // What the body says wins over the filename's default; the submission's other fields pass as they are.
+  const body = RunSubmission.parse({
+    kind: "script",
+    source: "x",
+    filename: "job.py",
+    interpreter: ["python3", "-X", "dev"],
+    env: { A: "1" },
+    tags: ["t"],
+    retry: { attempts: 3 },
+  });
+  const run = newRunDefaults({ id: "run-2", ...personSubmittedRun(body, { ...who, createdBy: "usr-1", sender: "ada" }) });
+  assert.deepEqual(
+    { interpreter: run.interpreter, env: run.env, tags: run.tags, retry: run.retry, createdBy: run.createdBy },
+    { interpreter: ["python3", "-X", "dev"], env: { A: "1" }, tags: ["t"], retry: { attempts: 3, backoff_ms: 0 }, createdBy: "usr-1" },
+  );
+});

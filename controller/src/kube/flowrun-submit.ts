@@ -6,7 +6,7 @@
 // FlowRun by that uid and writes its status (runId first). A spec that breaks a rule gets
 // Succeeded=False/InvalidSpec and no run.
 import type { Pool } from "pg";
-import { RunSubmission, SCRIPT_WORKFLOW, pickInterpreter, trustOf } from "@flowsvc/core";
+import { RunSubmission, personSubmittedRun } from "@flowsvc/core";
 import { submitRun, withTransaction } from "@flowsvc/store";
 import type { FlowApi } from "./reconcile-api.js";
 import type { KubeLog } from "./reconcile-log.js";
@@ -47,28 +47,10 @@ export const submitFlowRun = async (deps: SubmitDeps, o: FlowRunObject): Promise
   }
   await deps.namespaces.ready();
   const scope = await deps.namespaces.project(namespace);
-  const trusted = trustOf({ by: "person" });
   const sender = `kubernetes:${namespace}/${o.metadata!.name}`;
-  const res = await withTransaction(deps.pool, (tx) =>
-    submitRun(
-      tx,
-      {
-        projectId: scope.projectId,
-        workflow: SCRIPT_WORKFLOW,
-        source: body.source,
-        filename: body.filename,
-        interpreter: body.interpreter ?? pickInterpreter(body.filename),
-        env: body.env,
-        tags: body.tags,
-        trigger: { type: "manual", sender },
-        idempotencyKey: uid,
-        createdBy: null,
-        retry: body.retry ?? null,
-        trusted,
-      },
-      { sender, credentials: body.credentials },
-    ),
-  );
+  // The FlowRun's uid is its idempotency key; nobody's user id: kubectl's caller is not a flowsvc user.
+  const run = personSubmittedRun(body, { projectId: scope.projectId, sender, createdBy: null, idempotencyKey: uid });
+  const res = await withTransaction(deps.pool, (tx) => submitRun(tx, run, { sender, credentials: body.credentials }));
   if (!res.duplicate) deps.log.info({ runId: res.id, flowRun: `${namespace}/${o.metadata!.name}` }, "FlowRun submitted");
   return res.id;
 };

@@ -1,6 +1,8 @@
 // The run submission body (`POST .../runs`, spec "Submit") and a FlowRun's spec: one schema.
 import { z } from "zod";
 import { credentialMapProblems } from "../credentials/resolve.js";
+import type { RunRequest } from "../run-defaults.js";
+import { trustOf } from "../trust.js";
 import { ScriptFilename, SOURCE_LIMIT } from "./handler.js";
 
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -51,3 +53,32 @@ export const RunSubmission = z
   })
   .strict();
 export type RunSubmission = z.output<typeof RunSubmission>;
+
+/** Who submitted a RunSubmission, and how a repeat of it is recognised. */
+export interface Submitter {
+  projectId: string;
+  /** As `run.*` events and the bus's `manual` trigger report it (a user name, `kubernetes:<ns>/<name>`). */
+  sender: string;
+  /** The submitting user's id; null when the submitter is not a user (a FlowRun applied with kubectl). */
+  createdBy: string | null;
+  idempotencyKey: string | null;
+}
+
+/**
+ * The run a person's submission makes, for every way in (`POST .../runs`, a FlowRun applied with
+ * kubectl): a manual script run, trusted (a person's act, core/src/trust.ts); the workflow and
+ * the interpreter take run-defaults' defaults unless the body names an interpreter.
+ */
+export const personSubmittedRun = (body: RunSubmission, who: Submitter): Omit<RunRequest, "id"> => ({
+  projectId: who.projectId,
+  source: body.source,
+  filename: body.filename,
+  ...(body.interpreter ? { interpreter: body.interpreter } : {}),
+  env: body.env,
+  tags: body.tags,
+  trigger: { type: "manual", sender: who.sender },
+  idempotencyKey: who.idempotencyKey,
+  createdBy: who.createdBy,
+  retry: body.retry ?? null,
+  trusted: trustOf({ by: "person" }),
+});

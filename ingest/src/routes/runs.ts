@@ -4,10 +4,8 @@ import type { Pool } from "pg";
 import {
   FlowError,
   RunSubmission,
-  SCRIPT_WORKFLOW,
+  personSubmittedRun,
   SOURCE_LIMIT,
-  pickInterpreter,
-  trustOf,
   type RunRequest,
   type ValueMasker,
   RUN_STATUSES,
@@ -80,22 +78,15 @@ const RunParams = z.object({ org: z.string(), project: z.string(), id: z.string(
 
 const BASE = "/api/v1/orgs/:org/projects/:project/runs";
 
-/** The run a submit inserts: a person's script, trusted (core/src/trust.ts). */
+/** The run a submit inserts: a person's script, trusted (core's personSubmittedRun). */
 const newRun = (scope: Scope, body: z.infer<typeof SubmitSchema>): RunRequest => ({
   id: mintId("run"),
-  projectId: scope.projectId,
-  workflow: SCRIPT_WORKFLOW,
-  source: body.source,
-  filename: body.filename,
-  interpreter: body.interpreter ?? pickInterpreter(body.filename),
-  env: body.env,
-  tags: body.tags,
-  trigger: { type: "manual", sender: scope.caller.userName },
-  idempotencyKey: body.idempotency_key ?? null,
-  createdBy: scope.caller.userId,
-  retry: body.retry ?? null,
-  // A person's submit: the one way work becomes trusted again (core/src/trust.ts).
-  trusted: trustOf({ by: "person" }),
+  ...personSubmittedRun(body, {
+    projectId: scope.projectId,
+    sender: scope.caller.userName,
+    createdBy: scope.caller.userId,
+    idempotencyKey: body.idempotency_key ?? null,
+  }),
 });
 
 /** `POST {scoped}/runs` (member): 201 with the new run, or 200 with the run an idempotency key already made. */
