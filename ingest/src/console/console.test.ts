@@ -504,6 +504,15 @@ test("after a connect: a console-started callback answers 303 to the Connections
     headers: { cookie: `${s.cookie}; flowsvc_flash=${forged}` },
   });
   assert.match(esc.body, /role="status" id="flash">&lt;img src=x onerror=alert\(1\)&gt;</);
+  // A flash cookie that is repeated, over its 4096 characters, or not base64url shows nothing (the one cookie reader's rule).
+  const huge = Buffer.from(JSON.stringify({ ok: true, text: "x".repeat(4000) })).toString("base64url");
+  const withCookie = (cookie: string) =>
+    t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: `${s.cookie}; ${cookie}` } });
+  for (const bad of [`flowsvc_flash=${forged}; flowsvc_flash=${forged}`, `flowsvc_flash=${huge}`, `flowsvc_flash=${forged}%00`]) {
+    const none = await withCookie(bad);
+    assert.equal(none.statusCode, 200, none.body);
+    assert.ok(!none.body.includes('id="flash"'), `${bad.slice(0, 60)}: a flash was shown`);
+  }
 });
 
 test("a page reached from another site without the Strict session cookie loads itself again from here; else /login", async () => {

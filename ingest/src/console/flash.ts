@@ -8,6 +8,7 @@
  * cookie cannot send the browser anywhere else.
  */
 import type { FastifyRequest } from "fastify";
+import { cookieShaped } from "./session.js";
 
 export const CONNECT_RETURN_COOKIE = "flowsvc_oauth_return";
 export const FLASH_COOKIE = "flowsvc_flash";
@@ -24,17 +25,9 @@ export interface Flash {
   text: string;
 }
 
-/** One cookie's raw value from the Cookie header; undefined when absent, repeated or over `max` characters. */
-const rawCookie = (req: FastifyRequest, name: string, max: number): string | undefined => {
-  const header = req.headers.cookie;
-  if (typeof header !== "string" || header.length > 8192) return undefined;
-  const found = header
-    .split(";")
-    .map((c) => c.trim())
-    .filter((c) => c.startsWith(`${name}=`))
-    .map((c) => c.slice(name.length + 1));
-  return found.length === 1 && found[0]!.length <= max && /^[A-Za-z0-9_-]*$/.test(found[0]!) ? found[0] : undefined;
-};
+/** One cookie's raw value (base64url, at most `max` characters) from the Cookie header; undefined when absent, repeated or another shape. */
+const rawCookie = (req: FastifyRequest, name: string, max: number): string | undefined =>
+  cookieShaped(req, name, new RegExp(`^[A-Za-z0-9_-]{0,${max}}$`));
 
 const decoded = (value: string): unknown => {
   try {

@@ -14,10 +14,11 @@ const RANDOM_VALUE = /^[A-Za-z0-9_-]{43}$/;
 export const randomValue = (): string => randomBytes(32).toString("base64url");
 
 /**
- * A cookie this console set, read from the Cookie header: undefined unless it has exactly the shape
- * the console writes, so an oversized, repeated or control-character cookie is no session.
+ * A cookie this console set, read from the Cookie header: undefined unless it appears once and has
+ * exactly the shape the console writes (`shape`), so an oversized, repeated or control-character
+ * cookie is nothing.
  */
-export const cookieOf = (req: FastifyRequest, name: string): string | undefined => {
+export const cookieShaped = (req: FastifyRequest, name: string, shape: RegExp): string | undefined => {
   const header = req.headers.cookie;
   if (typeof header !== "string" || header.length > 8192) return undefined;
   const found = header
@@ -25,8 +26,11 @@ export const cookieOf = (req: FastifyRequest, name: string): string | undefined 
     .map((c) => c.trim())
     .filter((c) => c.startsWith(`${name}=`))
     .map((c) => c.slice(name.length + 1));
-  return found.length === 1 && RANDOM_VALUE.test(found[0]!) ? found[0] : undefined;
+  return found.length === 1 && shape.test(found[0]!) ? found[0] : undefined;
 };
+
+/** A cookie holding one of the console's random values (a session id, a CSRF token). */
+export const cookieOf = (req: FastifyRequest, name: string): string | undefined => cookieShaped(req, name, RANDOM_VALUE);
 
 export const sameSecret = (a: string, b: string): boolean => {
   const x = Buffer.from(a);
