@@ -4,8 +4,11 @@
  * JSON, and the one JSON body parser both ways in use (Fastify's own, then core's storable check).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { FastifyInstance, FastifyRequest } from "fastify";
-import { FlowError, REQUEST_ID_HEADER, assertStorableJson } from "@flowsvc/core";
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
+import { FlowError, REQUEST_ID_HEADER, assertStorableJson, httpStatusOf, saneRequestId } from "@flowsvc/core";
+import { mintId, type ServiceMetrics } from "@flowsvc/store";
+import { toFlowError } from "./errors.js";
+import { observeAnswer } from "./observability.js";
 
 /** The body as Fastify's parser reads it (a copy, never a view of the socket's buffer); a front takes only a declared length within the limit. */
 export const readBody = (req: IncomingMessage): Promise<Buffer> =>
@@ -57,6 +60,68 @@ export const storableJsonParser = (app: FastifyInstance): JsonBodyParser => {
     if (settled.err) throw settled.err;
     return assertStorableJson(settled.value);
   };
+};
+
+/** A front's route: what it makes of one request's body, and its bookkeeping around the answer. */
+export interface FrontRoute<B, T> {
+  /** The route's path template (its metrics label). */
+  readonly route: string;
+  /** The request's log, with its request id (made on first use: a request that logs nothing makes none). */
+  readonly log: () => FastifyBaseLogger;
+  /** The body's bytes to what the route reads; a throw is the parser's refusal (the connection closes after its answer, as Fastify's). */
+  parse(raw: Buffer): B;
+  /** The route's work; what it throws is answered as its FlowError. */
+  handle(body: B): Promise<T>;
+  /** The answer to what the work gave. */
+  ok(out: T): { status: number; payload: unknown };
+  /** Bookkeeping once the answer is written (counters, log lines). */
+  afterOk?(out: T): void;
+  /** A refusal's bookkeeping, before its answer. */
+  refused?(err: unknown, code: string): void;
+}
+
+/**
+ * Serves one request from the socket as Fastify's chain does for the route: the request id (the
+ * sender's, when sane), the body read and parsed, the route's work, the answer or the error's
+ * answer (an internal error logged), the HTTP metrics by the one rule the onResponse hook applies.
+ * `route(id)` gives the route's part, with the request's id for its log.
+ */
+export const serveFront = <B, T>(
+  req: IncomingMessage,
+  res: ServerResponse,
+  { metrics, route: routeFor }: { metrics: ServiceMetrics; route: (id: string) => FrontRoute<B, T> },
+): void => {
+  const started = performance.now();
+  const id = saneRequestId(req.headers[REQUEST_ID_HEADER]) ?? mintId("req");
+  const route = routeFor(id);
+  let body: B | undefined;
+  // As Fastify's parser: a body that broke off or did not parse closes the connection with its answer.
+  let parsed = false;
+  const answered = (status: number): void =>
+    observeAnswer(metrics, { method: "POST", route: route.route, status, seconds: (performance.now() - started) / 1000, body });
+  readBody(req)
+    .then((raw) => {
+      body = route.parse(raw);
+      parsed = true;
+      return route.handle(body);
+    })
+    .then(
+      (out) => {
+        const { status, payload } = route.ok(out);
+        answer(res, { status, payload, id });
+        answered(status);
+        route.afterOk?.(out);
+      },
+      (err: unknown) => {
+        const fe = toFlowError(err);
+        route.refused?.(err, fe.code);
+        if (fe.code === "internal") route.log().error({ err }, "request failed");
+        if (res.headersSent) return;
+        answer(res, { status: httpStatusOf(fe.code), payload: fe.toJSON(), id, close: !parsed });
+        answered(httpStatusOf(fe.code));
+      },
+    )
+    .catch((err: unknown) => route.log().error({ err, route: route.route }, "bookkeeping after the answer failed"));
 };
 
 /**

@@ -7,10 +7,7 @@ import {
   FinishRequestSchema,
   FlowError,
   LogRequestSchema,
-  REQUEST_ID_HEADER,
   RecordRequestSchema,
-  httpStatusOf,
-  saneRequestId,
   type FinishRequest,
   type JournalEntry,
   type RecordRequest,
@@ -21,7 +18,6 @@ import {
   extendLease,
   finishNodeJob,
   finishScriptJobTransaction,
-  mintId,
   openJournalResult,
   recordJournal,
   recordJournalForToken,
@@ -34,10 +30,8 @@ import {
 import { jobLost, jobOfRequest, jobTokenDigestOf, lastSeenJobOfRequest } from "../job-auth.js";
 import type { RouteDeps } from "../deps.js";
 import { claimRoute } from "./agent-claim.js";
-import { toFlowError } from "../errors.js";
-import { answer, readBody, storableJsonParser, type JsonBodyParser } from "../front-io.js";
+import { serveFront, storableJsonParser, type JsonBodyParser } from "../front-io.js";
 import { AGENT_BODY_LIMIT, JOURNAL_ROUTE, type ServeJournal } from "../journal-front.js";
-import { observeAnswer } from "../observability.js";
 
 /** Journal entries, log batches and activity output may be large; the rest of the agent API keeps the default 1 MiB. */
 export { AGENT_BODY_LIMIT };
@@ -102,44 +96,25 @@ type RecordJournal = ReturnType<typeof journalRecorder>;
 
 /**
  * The journal route served from a plain socket request (journal-front.ts): what Fastify's chain
- * does for it, in the same order with the same code: the request id, the body and its parser,
- * the record, the answer or the error's answer (an internal one logged with the request id), the
- * HTTP and step metrics.
+ * does for it, with the same code (front-io.ts serveFront): the body and its parser, the record,
+ * the answer, the HTTP and step metrics.
  */
-const serveJournal = (
-  record: RecordJournal,
-  { metrics, logger, parse }: { metrics: ServiceMetrics; logger: FastifyBaseLogger; parse: JsonBodyParser },
-): ServeJournal => {
-  return (req, res) => {
-    const started = performance.now();
-    const id = saneRequestId(req.headers[REQUEST_ID_HEADER]) ?? mintId("req");
-    let body: unknown;
-    // As Fastify's parser: a body that broke off or did not parse closes the connection with its answer.
-    let parsed = false;
-    const answered = (status: number): void =>
-      observeAnswer(metrics, { method: "POST", route: JOURNAL_ROUTE, status, seconds: (performance.now() - started) / 1000, body });
-    readBody(req)
-      .then((raw) => {
-        body = parse(raw.toString("utf8"));
-        parsed = true;
-        return record({ headers: req.headers, body });
-      })
-      .then(
-        (out) => {
-          answer(res, { status: 200, payload: out, id });
-          answered(200);
-        },
-        (err: unknown) => {
-          const fe = toFlowError(err);
-          if (fe.code === "internal") logger.child({ requestId: id }).error({ err }, "request failed");
-          if (res.headersSent) return;
-          answer(res, { status: httpStatusOf(fe.code), payload: fe.toJSON(), id, close: !parsed });
-          answered(httpStatusOf(fe.code));
-        },
-      )
-      .catch((err: unknown) => logger.child({ requestId: id }).error({ err }, "journal record: bookkeeping after the answer failed"));
-  };
-};
+const serveJournal =
+  (
+    record: RecordJournal,
+    { metrics, logger, parse }: { metrics: ServiceMetrics; logger: FastifyBaseLogger; parse: JsonBodyParser },
+  ): ServeJournal =>
+  (req, res) =>
+    serveFront(req, res, {
+      metrics,
+      route: (id) => ({
+        route: JOURNAL_ROUTE,
+        log: () => logger.child({ requestId: id }),
+        parse: (raw: Buffer): unknown => parse(raw.toString("utf8")),
+        handle: (body: unknown) => record({ headers: req.headers, body }),
+        ok: (out) => ({ status: 200, payload: out }),
+      }),
+    });
 
 /** `POST /agent/v1/journal`: Fastify's way in; a plain record from a socket is served by the same code in front of it (journal-front.ts). */
 const journalRoute = (app: FastifyInstance, deps: RouteDeps): void => {

@@ -10,13 +10,10 @@ import {
   EMIT_BODY_LIMIT,
   FlowError,
   GITHUB_DELIVERY_HEADER,
-  REQUEST_ID_HEADER,
   GITHUB_EVENT_HEADER,
   GITHUB_SIGNATURE_HEADER,
   assertStorableJson,
-  httpStatusOf,
   redactSecretQuery,
-  saneRequestId,
   shapeGithubDelivery,
   trustOf,
   verifyGithubSignature,
@@ -28,7 +25,6 @@ import {
   emitBatch,
   hookSealName,
   hookSecretMatches,
-  mintId,
   type EmitInput,
   type EmitResult,
   type IngestHook,
@@ -40,8 +36,7 @@ import type { HookCache } from "../hook-cache.js";
 import type { RouteDeps } from "../deps.js";
 import { HOOK_ROUTE, type HookTarget, type ServeDelivery } from "../hook-front.js";
 import { toFlowError } from "../errors.js";
-import { observeAnswer } from "../observability.js";
-import { answer, readBody } from "../front-io.js";
+import { serveFront } from "../front-io.js";
 import { api } from "../openapi/route-doc.js";
 
 export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
@@ -291,43 +286,30 @@ const countRefusal = (
 
 /**
  * The route served from a plain socket request (hook-front.ts): what Fastify's chain does for it,
- * in the same order with the same code: the request id and its log, the body, the delivery, the
- * 202 or the error's answer, the refusal's line and counter, the HTTP metrics.
+ * with the same code (front-io.ts serveFront): the body, the delivery, the 202 or the error's
+ * answer, the refusal's line and counter, the HTTP metrics.
  */
 const serveDelivery = (ctx: IngestCtx, { metrics, logger }: { metrics: ServiceMetrics; logger: FastifyBaseLogger }): ServeDelivery => {
   const debugs = logger.level === "debug" || logger.level === "trace";
-  return (req, res, { target, query }) => {
-    const started = performance.now();
-    const id = saneRequestId(req.headers[REQUEST_ID_HEADER]) ?? mintId("req");
-    let child: FastifyBaseLogger | undefined;
-    const log = (): FastifyBaseLogger => (child ??= logger.child({ requestId: id }));
-    const sender: Sender = { headers: req.headers, log, debug: (o, msg) => debugs && log().debug(o, msg) };
-    // Counted by the one rule the onResponse hook applies (observability.ts).
-    const answered = (status: number): void =>
-      observeAnswer(metrics, { method: "POST", route: HOOK_ROUTE, status, seconds: (performance.now() - started) / 1000, body: undefined });
-    let bodyRead = false;
-    readBody(req)
-      .then((raw) => {
-        bodyRead = true;
-        return deliver(ctx, sender, { ...target, raw, query: query === undefined ? NO_QUERY : new URLSearchParams(query) });
-      })
-      .then(
-        (done) => {
-          answer(res, { status: 202, payload: { event_id: done.result.eventId, event_type: done.input.type }, id });
-          answered(202);
-          delivered(metrics, sender, target.name, done);
-        },
-        (err: unknown) => {
-          const fe = toFlowError(err);
-          countRefusal({ metrics, sender, url: req.url ?? "" }, err, () => fe.code);
-          if (fe.code === "internal") log().error({ err }, "request failed");
-          if (res.headersSent) return;
-          answer(res, { status: httpStatusOf(fe.code), payload: fe.toJSON(), id, close: !bodyRead });
-          answered(httpStatusOf(fe.code));
-        },
-      )
-      .catch((err: unknown) => log().error({ err }, "hook delivery: bookkeeping after the answer failed"));
-  };
+  return (req, res, { target, query }) =>
+    serveFront<Buffer, Awaited<ReturnType<typeof deliver>>>(req, res, {
+      metrics,
+      route: (id) => {
+        let child: FastifyBaseLogger | undefined;
+        const log = (): FastifyBaseLogger => (child ??= logger.child({ requestId: id }));
+        const sender: Sender = { headers: req.headers, log, debug: (o, msg) => debugs && log().debug(o, msg) };
+        return {
+          route: HOOK_ROUTE,
+          log,
+          parse: (raw: Buffer) => raw,
+          handle: (raw: Buffer) =>
+            deliver(ctx, sender, { ...target, raw, query: query === undefined ? NO_QUERY : new URLSearchParams(query) }),
+          ok: (done) => ({ status: 202, payload: { event_id: done.result.eventId, event_type: done.input.type } }),
+          afterOk: (done) => delivered(metrics, sender, target.name, done),
+          refused: (err, code) => countRefusal({ metrics, sender, url: req.url ?? "" }, err, () => code),
+        };
+      },
+    });
 };
 
 /** The delivery route, in a plugin of its own: every content type arrives as the raw bytes (signatures are over them); 2 MiB, then a 413. */
