@@ -13,6 +13,9 @@ import { Keyring, createPool, migrate, startListener, type Listener } from "@flo
 import type { ServiceConfig } from "./config.js";
 import { startHealthServer } from "./health-server.js";
 
+/** The health and metrics server (health-server.ts), for a deployable that starts one of its own (flowsvc-ingest's metrics port). */
+export { startHealthServer, type HealthServerOptions } from "./health-server.js";
+
 /** What the shared start-up made, for the deployable's own start. */
 export interface Started<C extends ServiceConfig> {
   config: C;
@@ -31,7 +34,10 @@ export interface Deployable<C extends ServiceConfig> {
   poolMax: number;
   /** Logger options beyond the level and `service` (redactions, serializers). */
   logger?: Omit<LoggerOptions, "level" | "base">;
-  /** Serve /healthz, /readyz and /metrics on this address (the controller; ingest serves them from its app). */
+  /**
+   * Serve /healthz, /readyz and /metrics on this address with a registry of its own (the controller;
+   * ingest starts its metrics server itself, with its app's registry).
+   */
   health?: (config: C) => { host: string; port: number };
   /** The deployable's own start; answers how to stop it (SIGTERM), or fails the start. */
   start: (s: Started<C>) => Promise<{ stop: () => Promise<void> }>;

@@ -1,8 +1,11 @@
 /**
- * The controller deployable's health server (FLOWSVC_HEALTH_PORT): `/healthz` (the process
- * answers, no I/O), `/readyz` (Postgres answers) and `/metrics` (this process's own metrics in
- * Prometheus's text format: its Postgres pool, the queue, the process; store/src/metrics.ts). No
- * token, as kubelet probes and scrapers expect; nothing in it names a run, a hook or a secret.
+ * The deployables' health and metrics server, a port of its own that no Ingress routes to: the
+ * controller's FLOWSVC_HEALTH_PORT and flowsvc-ingest's FLOWSVC_METRICS_PORT. `/healthz` (the
+ * process answers, no I/O), `/readyz` (Postgres answers) and `/metrics` (the process's metrics in
+ * Prometheus's text format: its Postgres pool, the queue, the process, and in ingest the app's HTTP
+ * answers, hook deliveries and step records, since ingest passes its app's registry;
+ * store/src/metrics.ts). No token, as kubelet probes and scrapers expect; nothing in it names a run,
+ * a hook or a secret.
  */
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { Pool } from "pg";
@@ -13,6 +16,10 @@ export interface HealthServerOptions {
   host: string;
   port: number;
   logger: { info(obj: Record<string, unknown>, msg: string): void };
+  /** The registry to scrape: the app's own where an app counts into one (ingest); unset: one for the pool. */
+  metrics?: ServiceMetrics;
+  /** The log line once listening (`<what> listening`, with its url); default "health server". */
+  what?: string;
 }
 
 const serveMetrics = (metrics: ServiceMetrics, res: ServerResponse): void => {
@@ -23,7 +30,7 @@ const serveMetrics = (metrics: ServiceMetrics, res: ServerResponse): void => {
 };
 
 export const startHealthServer = async (o: HealthServerOptions): Promise<Server> => {
-  const metrics = new ServiceMetrics({ pool: o.pool });
+  const metrics = o.metrics ?? new ServiceMetrics({ pool: o.pool });
   const server = createServer((req, res) => {
     const reply = (code: number, body: object): void =>
       void res.writeHead(code, { "content-type": "application/json" }).end(JSON.stringify(body));
@@ -40,6 +47,8 @@ export const startHealthServer = async (o: HealthServerOptions): Promise<Server>
     server.listen(o.port, o.host, resolve);
   });
   const address = server.address();
-  o.logger.info({ port: typeof address === "object" && address ? address.port : o.port }, "health server listening");
+  const port = typeof address === "object" && address ? address.port : o.port;
+  const host = o.host.includes(":") ? `[${o.host}]` : o.host;
+  o.logger.info({ port, url: `http://${host}:${port}` }, `${o.what ?? "health server"} listening`);
   return server;
 };

@@ -5,7 +5,7 @@ import { ServiceMetrics, mintId } from "@flowsvc/store";
 import type { IngestDeps, RouteDeps } from "./deps.js";
 import { createRunMaskers } from "./run-masker.js";
 import { LogLineIndexes } from "./log-lines.js";
-import { observe } from "./observability.js";
+import { metricsRoute, observe } from "./observability.js";
 import { HookFront } from "./hook-front.js";
 import { JournalFront } from "./journal-front.js";
 import { storableJsonParser } from "./front-io.js";
@@ -96,7 +96,7 @@ export const hookFrontOf = (app: FastifyInstance): HookFront | undefined => fron
 /** The app's journal front (journal-front.ts): which step records from a socket it served. */
 export const journalFrontOf = (app: FastifyInstance): JournalFront | undefined => fronts.get(app)?.journal;
 
-/** The HTTP surface: the user API (/api/v1), the agent API (/agent/v1) and health. */
+/** The HTTP surface: the user API (/api/v1), the agent API (/agent/v1), health and (unless deps.metricsRoute is false) /metrics. */
 export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyInstance => {
   const hookFront = new HookFront();
   const journalFront = new JournalFront();
@@ -135,6 +135,7 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
   const routes = catalogRoutes(app);
   const metrics = deps.metrics ?? new ServiceMetrics({ pool: deps.pool });
   observe(app, metrics);
+  if (deps.metricsRoute !== false) metricsRoute(app, metrics);
   const routeDeps: RouteDeps = {
     ...deps,
     metrics,

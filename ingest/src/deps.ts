@@ -20,6 +20,11 @@ export interface IngestDeps {
   leaseMs: number;
   /** The process's metrics, shared with its dispatcher in `flow server`; unset: the app makes its own. */
   metrics?: ServiceMetrics;
+  /**
+   * Whether the app answers `GET /metrics` (default true: `flow server`'s one port). flowsvc-ingest
+   * sets false and serves `metrics` on FLOWSVC_METRICS_PORT instead, off the port its Ingress exposes.
+   */
+  metricsRoute?: boolean;
   /** `flow server`'s local agent processes (its launchers), for `GET /api/v1/agents`; unset where there are none. */
   localAgents?: () => readonly LocalAgentView[];
   /**

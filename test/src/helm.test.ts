@@ -232,7 +232,10 @@ test("the Deployments run the contract's images, ports and probes, the Service a
   // no command: the image's entrypoint runs (tini -- node /opt/flowsvc/<part>/dist/main.js; images.test.ts)
   assert.deepEqual([c.command, c.args, i.command, i.args], [undefined, undefined, undefined, undefined]);
   assert.deepEqual(c.ports, [{ name: "health", containerPort: 8081, protocol: "TCP" }]);
-  assert.deepEqual(i.ports, [{ name: "http", containerPort: 8080, protocol: "TCP" }]);
+  assert.deepEqual(i.ports, [
+    { name: "http", containerPort: 8080, protocol: "TCP" },
+    { name: "metrics", containerPort: 9090, protocol: "TCP" },
+  ]);
   for (const [container, port] of [
     [c, "health"],
     [i, "http"],
@@ -242,7 +245,10 @@ test("the Deployments run the contract's images, ports and probes, the Service a
     assert.ok(container.resources.requests.cpu && container.resources.limits.memory);
   }
   const svc = find(objs, "Service", "r-flowsvc-ingest", "flowsvc");
-  assert.deepEqual(svc.spec.ports, [{ name: "http", port: 8080, targetPort: "http", protocol: "TCP" }]);
+  assert.deepEqual(svc.spec.ports, [
+    { name: "http", port: 8080, targetPort: "http", protocol: "TCP" },
+    { name: "metrics", port: 9090, targetPort: "metrics", protocol: "TCP" },
+  ]);
   assert.deepEqual(svc.spec.selector, ingest.spec.selector.matchLabels);
   assert.notDeepEqual(controller.spec.selector.matchLabels, ingest.spec.selector.matchLabels);
   for (const name of ["r-flowsvc-controller", "r-flowsvc-ingest"]) {
@@ -251,6 +257,53 @@ test("the Deployments run the contract's images, ports and probes, the Service a
   }
   find(objs, "StatefulSet", "r-flowsvc-postgres", "flowsvc");
   assert.equal(objs.filter((o) => o.kind === "Ingress").length, 0, "no Ingress unless enabled");
+});
+
+test("ingest.metrics.port: ingest's env, containerPort and Service port named metrics; the Ingress still routes to http only", async () => {
+  const objs = await render(["-f", valuesFile("metrics-port", { ...CUSTOM, ingest: { ...CUSTOM.ingest, metrics: { port: 9100 } } })]);
+  const i = find(objs, "Deployment", "r-flowsvc-ingest", "flowsvc").spec.template.spec.containers[0];
+  assert.deepEqual(
+    (i.env as Obj[]).find((e) => e.name === "FLOWSVC_METRICS_PORT"),
+    { name: "FLOWSVC_METRICS_PORT", value: "9100" },
+  );
+  assert.deepEqual(
+    i.ports.find((p: Obj) => p.name === "metrics"),
+    { name: "metrics", containerPort: 9100, protocol: "TCP" },
+  );
+  assert.deepEqual(
+    find(objs, "Service", "r-flowsvc-ingest", "flowsvc").spec.ports.find((p: Obj) => p.name === "metrics"),
+    { name: "metrics", port: 9100, targetPort: "metrics", protocol: "TCP" },
+  );
+  const ingress = find(objs, "Ingress", "r-flowsvc-ingest", "flowsvc");
+  assert.deepEqual(
+    (ingress.spec.rules as Obj[]).flatMap((r) => (r.http.paths as Obj[]).map((p) => p.backend.service)),
+    [{ name: "r-flowsvc-ingest", port: { name: "http" } }],
+    "the Ingress never routes to the metrics port",
+  );
+});
+
+test("ingest.metrics.port: the ports the chart already uses are refused with a message, and what is not a port by the schema", async () => {
+  const cases: Array<[unknown, RegExp]> = [
+    [8080, /ingest\.metrics\.port 8080 is ingest's app port \(http\): \/metrics needs a port of its own/],
+    [8081, /ingest\.metrics\.port 8081 is the controller's health port: \/metrics needs a port of its own/],
+    [0, /ingest\.metrics\.port/],
+    [70000, /ingest\.metrics\.port/],
+    ["9090", /ingest\.metrics\.port/],
+    [9090.5, /ingest\.metrics\.port/],
+  ];
+  for (const [port, message] of cases) {
+    const r = await helm([
+      "template",
+      "r",
+      chart,
+      ...DEMO,
+      "-f",
+      valuesFile(`metrics-port-${String(port)}`, { ingest: { metrics: { port } } }),
+    ]);
+    assert.notEqual(r.code, 0, JSON.stringify(port));
+    assert.match(r.stderr, message, JSON.stringify(port));
+    assert.equal(r.stdout, "", "nothing is rendered");
+  }
 });
 
 test("the Deployments' env: the contract's variables, the downward API, Secrets by reference, the config file mounted", async () => {
@@ -266,6 +319,8 @@ test("the Deployments' env: the contract's variables, the downward API, Secrets 
   assert.equal(ce.FLOWSVC_HEALTH_PORT.value, "8081");
   assert.equal(ie.FLOWSVC_HOST.value, "0.0.0.0");
   assert.equal(ie.FLOWSVC_PORT.value, "8080");
+  assert.equal(ie.FLOWSVC_METRICS_PORT.value, "9090");
+  assert.equal(ce.FLOWSVC_METRICS_PORT, undefined, "the controller's metrics are on its health port");
   for (const e of [ce, ie]) {
     assert.deepEqual(e.FLOWSVC_DATABASE_URL.valueFrom, { secretKeyRef: { name: "r-flowsvc-postgres", key: "url" } });
     assert.deepEqual(e.FLOWSVC_MASTER_KEY.valueFrom, { secretKeyRef: { name: "r-flowsvc-master-key", key: "master-key" } });
@@ -656,7 +711,7 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
       namespace: "flowsvc",
       body: { metadata: { name: "flowsvc-master-key" }, stringData: { "master-key": randomBytes(32).toString("base64") } },
     });
-    const [ingestPort, healthPort] = [await freePort(), await freePort()];
+    const [ingestPort, healthPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
     const ingestUrl = `http://127.0.0.1:${ingestPort}`;
     const agentImage = "ghcr.io/flowsvc/agent:chart-run";
     const values = {
@@ -703,7 +758,10 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
       // In a cluster the API comes from the ServiceAccount mount (automountServiceAccountToken: true).
       baseEnv: { KUBECONFIG: api.kubeconfigPath },
     });
-    const ingestPod = await core.createNamespacedPod({ namespace: "flowsvc", body: podFromTemplate(ingest, { FLOWSVC_PORT: ingestPort }) });
+    const ingestPod = await core.createNamespacedPod({
+      namespace: "flowsvc",
+      body: podFromTemplate(ingest, { FLOWSVC_PORT: ingestPort, FLOWSVC_METRICS_PORT: metricsPort }),
+    });
     const controllerPod = await core.createNamespacedPod({
       namespace: "flowsvc",
       body: podFromTemplate(controller, { FLOWSVC_HEALTH_PORT: healthPort }),
@@ -716,6 +774,8 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
       assert.fail(`${e.message}\n${story()}`),
     );
     assert.equal(await probe(ingestPort, "/healthz"), 200);
+    // /metrics on the metrics port only, not on the port the Ingress routes to.
+    assert.deepEqual([await probe(ingestPort, "/metrics"), await probe(metricsPort, "/metrics")], [404, 200]);
     await waitFor("controller healthy", async () => (await probe(healthPort, "/healthz")) === 200, 30_000);
     // The controller takes the Lease the chart names, as its Pod (the downward API's metadata.name).
     const leases = kc.makeApiClient(CoordinationV1Api);

@@ -1,7 +1,7 @@
 /**
- * `flow server` as a user runs it: first start on the embedded Postgres, recovery after SIGKILL,
- * clean stops that leave no Postgres behind, and the external-Postgres path on Debian's
- * PostgreSQL 15 with its master-key rules.
+ * `flow server` as a user runs it: first start on the embedded Postgres (/metrics on its one port),
+ * recovery after SIGKILL, clean stops that leave no Postgres behind, and the external-Postgres path
+ * on Debian's PostgreSQL 15 with its master-key rules.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -40,6 +40,11 @@ void test("on the embedded Postgres the first start logs the CLI in, hello.sh su
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /the step said: hello, durable world/);
     assert.ok(processesUsing(join(server.dataDir, "pg")).length > 0, "postgres should run while the server does");
+    // Local mode: /metrics on the server's one port (a laptop's Prometheus scrapes it), counting the run's requests.
+    const scrape = await fetch(`${server.url}/metrics`);
+    assert.equal(scrape.status, 200);
+    assert.match(scrape.headers.get("content-type") ?? "", /^text\/plain; version=0\.0\.4/);
+    assert.match(await scrape.text(), /^flowsvc_job_claim_duration_seconds_count [1-9]\d*$/m);
 
     await server.kill("SIGTERM");
     assert.equal(server.process.exitCode, 0);

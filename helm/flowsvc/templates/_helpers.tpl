@@ -36,6 +36,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "flowsvc.ingestPort" -}}8080{{- end -}}
 {{- define "flowsvc.healthPort" -}}8081{{- end -}}
 
+{{/*
+ingest's /metrics port (ingest.metrics.port, FLOWSVC_METRICS_PORT): a port of its own, which the
+Ingress never routes to. Refuses the ports the chart already uses: ingest's app and the controller's health server.
+*/}}
+{{- define "flowsvc.ingestMetricsPort" -}}
+{{- $port := int .Values.ingest.metrics.port -}}
+{{- $taken := dict (include "flowsvc.ingestPort" .) "ingest's app port (http)" (include "flowsvc.healthPort" .) "the controller's health port" -}}
+{{- with get $taken (toString $port) -}}
+{{- fail (printf "ingest.metrics.port %d is %s: /metrics needs a port of its own (default 9090)" $port .) -}}
+{{- end -}}
+{{- $port -}}
+{{- end -}}
+
 {{- define "flowsvc.ingestServiceUrl" -}}
 {{- printf "http://%s.%s.svc:%s" (include "flowsvc.ingest.name" .) .Release.Namespace (include "flowsvc.ingestPort" .) -}}
 {{- end -}}

@@ -5,7 +5,8 @@
 //   FlowRun appears -> a Pod runs the agent -> the FlowRun reaches Succeeded -> the Pod goes -> after
 //   the TTL the FlowRun goes while `flow status` still shows the run. Along the way: the secret is
 //   masked in the log, a rotated Secret reaches the next run, the controller survives a dropped
-//   watch and a 410, and no object `kubectl get -o yaml` shows holds a secret value.
+//   watch and a 410, and no object `kubectl get -o yaml` shows holds a secret value. Ingest answers
+//   /metrics on its metrics port only (FLOWSVC_METRICS_PORT), counting what its app served.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -35,6 +36,7 @@ let core: CoreV1Api;
 let dir: string;
 let token: string;
 let ingestUrl: string;
+let metricsUrl: string;
 const procs: ChildProcess[] = [];
 
 const agentMain = (): string => join(dirname(fileURLToPath(import.meta.resolve("@flowsvc/agent"))), "main.js");
@@ -116,10 +118,11 @@ before(async () => {
   const common = { FLOWSVC_DATABASE_URL: db.url, FLOWSVC_MASTER_KEY: masterKey, KUBECONFIG: api.kubeconfigPath, FLOWSVC_LOG_LEVEL: "info" };
   const ingestLog = await startBin(
     "ingest/dist/main.js",
-    { ...common, FLOWSVC_HOST: "127.0.0.1", FLOWSVC_PORT: "0" },
+    { ...common, FLOWSVC_HOST: "127.0.0.1", FLOWSVC_PORT: "0", FLOWSVC_METRICS_PORT: "0" },
     /flowsvc-ingest listening/,
   );
-  ingestUrl = /"url":"(http:\/\/[^"]+)"/.exec(ingestLog)![1]!;
+  ingestUrl = /"url":"(http:\/\/[^"]+)","msg":"flowsvc-ingest listening"/.exec(ingestLog)![1]!;
+  metricsUrl = /"url":"(http:\/\/[^"]+)","msg":"metrics listening"/.exec(ingestLog)![1]!;
   const configFile = join(dir, "config.json");
   writeFileSync(
     configFile,
@@ -244,4 +247,17 @@ test("kubectl apply a handler -> an event runs it in a Pod mirrored by a FlowRun
   const status = await flow(["status", first.runId, "-o", "json"]);
   assert.equal(status.code, 0, status.stderr);
   assert.equal((JSON.parse(status.stdout) as { status: string }).status, "succeeded");
+
+  // /metrics: not on the app's (public) port; on the metrics port, the app's own counts (the runs' claims and step records, the 404 just answered).
+  const publicScrape = await fetch(`${ingestUrl}/metrics`);
+  assert.equal(publicScrape.status, 404);
+  assert.equal(((await publicScrape.json()) as { error: { code: string } }).error.code, "not_found");
+  const scrape = await fetch(`${metricsUrl}/metrics`);
+  assert.equal(scrape.status, 200);
+  assert.match(scrape.headers.get("content-type") ?? "", /^text\/plain; version=0\.0\.4/);
+  const text = await scrape.text();
+  assert.match(text, /^flowsvc_http_requests_total\{method="GET",route="unmatched",status="404"\} [1-9]\d*$/m);
+  assert.match(text, /^flowsvc_http_requests_total\{method="POST",route="\/agent\/v1\/claim",status="200"\} [1-9]\d*$/m);
+  assert.match(text, /^flowsvc_job_claim_duration_seconds_count [1-9]\d*$/m);
+  assert.match(text, /^flowsvc_runs\{status="succeeded",trigger="handler"\} [1-9]\d*$/m);
 });
