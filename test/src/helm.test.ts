@@ -8,7 +8,9 @@
  * (`postgres.url`), their Pods made from the templates as a ReplicaSet would and run by the kubelet
  * simulator (the images mapped to this checkout's bins; env, Secrets, the downward API and the
  * mounted config file as the Pod spec says), ingest answers its probes, the controller takes the
- * Lease, and a run submitted through that ingest succeeds in an agent Pod.
+ * Lease, and a run submitted through that ingest succeeds in an agent Pod, which the chart's agent
+ * NetworkPolicy selects (its rules: the rendered policy, and the fake API server's NetworkPolicy
+ * validation under `kubectl apply`; nothing here enforces a policy, a CNI does).
  */
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    rendered manifests are untyped YAML; the assertions are their type checks */
@@ -19,11 +21,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { parseAllDocuments, stringify } from "yaml";
-import { createServer } from "node:net";
+import { BlockList, createServer, isIP } from "node:net";
 import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { AGENT_LABELS } from "@flowsvc/controller/kube";
 import { createTestDatabase, mintId, mintToken, type TestDatabase } from "@flowsvc/store";
 import { builtinTypes } from "./kube/resource-types.js";
 import { startFakeApiServer, type FakeApiServer } from "./kube/server.js";
@@ -108,6 +111,27 @@ const CUSTOM = {
     capabilities: ["polyglot", "gpu"],
     capabilityScheduling: { gpu: { nodeSelector: { "nvidia.com/gpu": "true" }, tolerations: [{ key: "gpu", operator: "Exists" }] } },
     maxPods: 5,
+    networkPolicy: {
+      allowPrivate: true,
+      exceptCidrs: ["203.0.113.0/24", "2001:db8::/32"],
+      // an in-cluster registry, and NodeLocal DNSCache (link-local: only a rule of one's own reaches it)
+      extraEgress: [
+        {
+          to: [
+            {
+              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "registry" } },
+              podSelector: { matchLabels: { app: "zot" } },
+            },
+          ],
+          ports: [{ protocol: "TCP", port: 5000 }],
+        },
+        { to: [{ ipBlock: { cidr: "169.254.20.10/32" } }], ports: [{ protocol: "UDP", port: 53 }] },
+      ],
+      dns: {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+        podSelector: { matchLabels: { "k8s-app": null, app: "coredns" } },
+      },
+    },
   },
   pdb: { enabled: false },
 };
@@ -189,6 +213,14 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         controller: { replicas: 0, httpEgress: { allowCidrs: ["10.0.0.0/8; rm -rf /"], allowPrivate: "yes" } },
         ingest: { replicas: "2" },
         pdb: { minAvailable: "1%%" },
+        agent: {
+          networkPolicy: {
+            exceptCidrs: ["10.0.0.0/8\u0000", "10.0.0.0/99", "0.0.0.0/0", "169.254.169.254", "fd00::/129"],
+            extraEgress: { to: [{ ipBlock: { cidr: "0.0.0.0/0" } }] },
+            dns: { podSelector: { matchLabels: { "k8s-app": "kube-dns; rm -rf /" } } },
+            allowAll: true,
+          },
+        },
       },
       [
         /controller\.replicas/,
@@ -196,6 +228,14 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         /controller\.httpEgress\.allowPrivate/,
         /ingest\.replicas/,
         /pdb\.minAvailable/,
+        /agent\.networkPolicy\.exceptCidrs\.0: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.1: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.2: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.3: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.4: Does not match pattern/,
+        /agent\.networkPolicy\.extraEgress: Invalid type\. Expected: array, given: object/,
+        /agent\.networkPolicy\.dns\.podSelector\.matchLabels\.k8s-app: Does not match pattern/,
+        /agent\.networkPolicy: Additional property allowAll is not allowed/,
       ],
     ],
     // a lone surrogate cannot even be read
@@ -308,6 +348,102 @@ test("http egress: the controller alone gets FLOWSVC_HTTP_ALLOW_PRIVATE (false b
     [undefined, undefined],
     "ingest runs no http node",
   );
+});
+
+/** The agent NetworkPolicies of a render. */
+const agentPolicies = (objs: Obj[]): Obj[] => objs.filter((o) => o.kind === "NetworkPolicy");
+
+/** Whether `cidr` (a.b.c.d/n or an IPv6 one) holds `ip`; another family never does. */
+const holds = (cidr: string, ip: string): boolean => {
+  const [net = "", prefix = ""] = cidr.split("/");
+  if (isIP(net) !== isIP(ip)) return false;
+  const family = isIP(ip) === 4 ? "ipv4" : "ipv6";
+  const list = new BlockList();
+  list.addSubnet(net, Number(prefix), family);
+  return list.check(ip, family);
+};
+
+/** Whether an egress rule of `policy` lets an agent Pod send to address `ip` (on some port), as a CNI reads ipBlock's cidr and except. */
+const reaches = (policy: Obj, ip: string): boolean =>
+  (policy.spec.egress as Obj[]).some(
+    (rule) =>
+      rule.to === undefined ||
+      (rule.to as Obj[]).some(
+        (peer) =>
+          peer.ipBlock && holds(peer.ipBlock.cidr as string, ip) && !((peer.ipBlock.except ?? []) as string[]).some((e) => holds(e, ip)),
+      ),
+  );
+
+const METADATA = ["169.254.169.254", "169.254.0.1", "fd00:ec2::254", "fe80::1"];
+const PRIVATE = ["10.96.0.1", "172.16.5.4", "192.168.1.1", "100.64.0.10", "fd12:3456::1"];
+const PUBLIC = ["8.8.8.8", "140.82.112.3", "172.32.0.1", "100.128.0.1", "2606:4700::1111"];
+
+test("agent NetworkPolicy by default: the controller's agent labels, no ingress; DNS, ingest's port, and the internet but link-local, metadata and private ranges", async () => {
+  const objs = await render(DEMO);
+  const policies = agentPolicies(objs);
+  assert.deepEqual(
+    policies.map((o) => `${o.apiVersion} ${o.metadata.namespace}/${o.metadata.name}`),
+    ["networking.k8s.io/v1 flowsvc/r-flowsvc-agent"],
+  );
+  const np = policies[0]!;
+  assert.deepEqual(np.spec.podSelector, { matchLabels: AGENT_LABELS }, "exactly the labels the controller puts on agent Pods");
+  assert.deepEqual(np.spec.policyTypes, ["Ingress", "Egress"]);
+  assert.equal(np.spec.ingress, undefined, "no ingress rule: nothing may connect to an agent Pod");
+  const [dns, ingest, internet, ...more] = np.spec.egress as Obj[];
+  assert.deepEqual(more, []);
+  assert.deepEqual(dns, {
+    to: [{ namespaceSelector: {}, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
+    ports: [
+      { protocol: "UDP", port: 53 },
+      { protocol: "TCP", port: 53 },
+    ],
+  });
+  const ingestPods = find(objs, "Deployment", "r-flowsvc-ingest", "flowsvc").spec;
+  assert.deepEqual(ingest, {
+    to: [
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "flowsvc" } },
+        podSelector: { matchLabels: ingestPods.selector.matchLabels },
+      },
+    ],
+    ports: [{ protocol: "TCP", port: ingestPods.template.spec.containers[0].ports[0].containerPort }],
+  });
+  assert.equal(internet!.ports, undefined, "the internet on any port");
+  assert.deepEqual(internet!.to, [
+    { ipBlock: { cidr: "0.0.0.0/0", except: ["169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"] } },
+    { ipBlock: { cidr: "::/0", except: ["fe80::/10", "fd00:ec2::254/128", "fc00::/7", "fec0::/10"] } },
+  ]);
+  for (const ip of [...METADATA, ...PRIVATE]) assert.equal(reaches(np, ip), false, `${ip} is not reached`);
+  for (const ip of PUBLIC) assert.equal(reaches(np, ip), true, `${ip} is reached`);
+});
+
+test("agent NetworkPolicy: one per watched namespace; allowPrivate opens private ranges, never metadata; exceptCidrs, extraEgress, dns; off when disabled", async () => {
+  const policies = agentPolicies(await render(["-f", valuesFile("custom", CUSTOM)]));
+  assert.deepEqual(policies.map((o) => o.metadata.namespace as string).sort(), ["flowsvc", "team-a", "team-b"]);
+  for (const np of policies) {
+    assert.deepEqual(np.spec.podSelector, { matchLabels: AGENT_LABELS });
+    for (const ip of PRIVATE) assert.equal(reaches(np, ip), true, `allowPrivate: ${ip} is reached`);
+    for (const ip of [...METADATA, "203.0.113.7", "2001:db8::1"]) assert.equal(reaches(np, ip), false, `${ip} is not reached`);
+    assert.equal(reaches(np, "169.254.20.10"), true, "NodeLocal DNSCache by the operator's own rule");
+    const [dns, ingest, , ...extra] = np.spec.egress as Obj[];
+    assert.deepEqual(
+      dns!.to,
+      [
+        {
+          namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+          podSelector: { matchLabels: { app: "coredns" } },
+        },
+      ],
+      "a null drops a default label",
+    );
+    assert.equal(
+      ingest!.to[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"],
+      "flowsvc",
+      "ingest runs in the release's namespace",
+    );
+    assert.deepEqual(extra, CUSTOM.agent.networkPolicy.extraEgress, "extraEgress as given, after the chart's rules");
+  }
+  assert.deepEqual(agentPolicies(await render([...DEMO, "--set", "agent.networkPolicy.enabled=false"])), []);
 });
 
 test("connected accounts: off by default; the providers JSON from a Secret by reference in both Deployments, the redirect from publicUrl", async () => {
@@ -529,6 +665,53 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
   assert.equal(none.filter((o) => /Role/.test(o.kind as string)).length, 0);
 });
 
+/**
+ * The agent NetworkPolicies applied by the test below pass the API's checks and are stored as
+ * rendered (nothing pruned); the hostile ones the API refuses are refused.
+ */
+const agentPoliciesServed = async (kubectl: (args: string[]) => Promise<Run>, ok: (args: string[]) => Promise<string>): Promise<void> => {
+  const policies = JSON.parse(await ok(["get", "networkpolicies", "--all-namespaces", "-o", "json"])) as Obj;
+  // (flowsvc's is applied twice, the custom values' last: an update checked like a create)
+  const custom = agentPolicies(await render(["-f", valuesFile("custom", CUSTOM), "--set", "pdb.enabled=true"]));
+  assert.deepEqual(policies.items.map((o: Obj) => `${o.metadata.namespace}/${o.metadata.name}`).sort(), [
+    "flowsvc/r-flowsvc-agent",
+    "team-a/r-flowsvc-agent",
+    "team-b/r-flowsvc-agent",
+  ]);
+  for (const o of policies.items as Obj[])
+    assert.deepEqual(o.spec, custom.find((c) => c.metadata.namespace === o.metadata.namespace)!.spec, o.metadata.namespace as string);
+  // What the API refuses in a NetworkPolicy: an except outside its cidr (an IPv4 range under ::/0),
+  // a field it does not know (--validate=strict), a bad port and protocol, an ipBlock with a selector.
+  const policy = (name: string, egress: Obj[]): Obj => ({
+    apiVersion: "networking.k8s.io/v1",
+    kind: "NetworkPolicy",
+    metadata: { name, namespace: "team-a" },
+    spec: { podSelector: {}, policyTypes: ["Egress"], egress },
+  });
+  const hostile = join(dir, "hostile-netpol.yaml");
+  writeFileSync(
+    hostile,
+    [
+      policy("family", [{ to: [{ ipBlock: { cidr: "::/0", except: ["169.254.0.0/16"] } }] }]),
+      policy("unknown", [{ toPorts: [{ port: 53 }] }]),
+      policy("ports", [{ to: [{ ipBlock: { cidr: "10.0.0.0/8" }, podSelector: {} }], ports: [{ protocol: "ICMP", port: 70000 }] }]),
+    ]
+      .map((o) => stringify(o))
+      .join("---\n"),
+  );
+  const refused = await kubectl(["apply", "--validate=strict", "-f", hostile]);
+  assert.notEqual(refused.code, 0);
+  for (const m of [
+    /"family" is invalid: spec\.egress\[0\]\.to\[0\]\.ipBlock\.except\[0\]: Invalid value: "169\.254\.0\.0\/16": must be a strict subset of `cidr`/,
+    /strict decoding error: unknown field "spec\.egress\[0\]\.toPorts"/,
+    /spec\.egress\[0\]\.ports\[0\]\.protocol: Unsupported value: "ICMP"/,
+    /spec\.egress\[0\]\.ports\[0\]\.port: Invalid value: 70000: must be between 1 and 65535, inclusive/,
+    /spec\.egress\[0\]\.to\[0\]: Forbidden: may not specify both ipBlock and another peer/,
+  ])
+    assert.match(refused.stderr, m);
+  assert.equal(JSON.parse(await ok(["get", "networkpolicies", "-n", "team-a", "-o", "json"])).items.length, 1, "none of them stored");
+};
+
 test("kubectl apply of the rendered objects to the API server (validated against its OpenAPI) creates them; NOTES.txt prints the next commands", async () => {
   const api: FakeApiServer = await startFakeApiServer();
   try {
@@ -559,6 +742,7 @@ test("kubectl apply of the rendered objects to the API server (validated against
     assert.deepEqual(deployments.items.map((d: Obj) => d.metadata.name).sort(), ["r-flowsvc-controller", "r-flowsvc-ingest"]);
     const cm = JSON.parse(await ok(["get", "configmap", "r-flowsvc-config", "-n", "flowsvc", "-o", "json"])) as Obj;
     assert.deepEqual(JSON.parse(cm.data["config.json"] as string).watchNamespaces, ["team-a", "team-b"]);
+    await agentPoliciesServed(kubectl, ok);
 
     // The example manifests of the README, against the generated CRDs (when crds/ is generated).
     if (crds.length > 0) {
@@ -758,6 +942,10 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
     const jobId = rows[0]!.id;
     assert.match(submitted.stdout, /^hello from agent \S+$/m);
     await waitFor("the agent's Pod to finish", () => /agent done/.test(kubelet!.logs("demo", jobId)));
+    // The chart's NetworkPolicy selects the Pod the controller made: each label of its podSelector is on it.
+    const agentLabels = (await core.readNamespacedPod({ name: jobId, namespace: "demo" })).metadata?.labels ?? {};
+    for (const [k, v] of Object.entries(agentPolicies(objs)[0]!.spec.podSelector.matchLabels as Record<string, string>))
+      assert.equal(agentLabels[k], v, `the agent Pod's label ${k}`);
   } finally {
     await kubelet?.stop();
     await db?.drop();
