@@ -774,9 +774,11 @@ test("kubectl apply of the rendered objects to the API server (validated against
       "(every namespace is watched)",
       "kubectl -n notes port-forward service/r-flowsvc-ingest 8080:8080",
       "helm uninstall r -n notes",
+      "Agent Pods' network: NetworkPolicy r-flowsvc-agent in notes.",
     ])
       assert.ok(notes.includes(line), `NOTES.txt: ${line}\n${notes}`);
     assert.match(notes, /WARNING: demo\.insecureMasterKey/);
+    assert.match(notes, /WARNING: watchNamespaces is \[\] \(every namespace\): agent Pods run in their project's namespace/);
   } finally {
     await api.close();
   }
