@@ -443,6 +443,12 @@ test("agent NetworkPolicy: one per watched namespace; allowPrivate opens private
     );
     assert.deepEqual(extra, CUSTOM.agent.networkPolicy.extraEgress, "extraEgress as given, after the chart's rules");
   }
+  const watched = agentPolicies(await render([...DEMO, "--set", "watchNamespaces={team-c,flowsvc}"]));
+  assert.deepEqual(
+    watched.map((o) => o.metadata.namespace),
+    ["flowsvc", "team-c"],
+    "a watched release namespace gets one policy",
+  );
   assert.deepEqual(agentPolicies(await render([...DEMO, "--set", "agent.networkPolicy.enabled=false"])), []);
 });
 
