@@ -180,6 +180,12 @@ test("helm template refuses without a master key, without a Postgres, and RBAC t
   }
 });
 
+/** An agent.networkPolicy.extraEgress rule the schema refuses in five places. */
+const HOSTILE_EGRESS_RULE = {
+  to: [{ ipBlock: { cidr: "10.0.0.0/8\n" }, podSelector: { matchLabels: { "LD_PRELOAD\u0000": "x" } } }],
+  ports: [{ protocol: "ICMP", port: 70000, endPort: Number("1e400") }],
+};
+
 test("values the schema refuses: hostile names, URLs, numbers and unknown keys, each named", async () => {
   // helm reports every schema violation at once: one run per file
   const hostile: Array<[Obj, RegExp[]]> = [
@@ -189,7 +195,11 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         publicUrl: "javascript:alert(1)",
         image: { registry: "ghcr.io/flowsvc", tag: "1.0; rm -rf /", pullPolicy: "IfNotPresent" },
         controller: { replicas: 1e300 },
-        agent: { maxPods: -1, resources: { limits: { cpu: "1\u00a0" } } },
+        agent: {
+          maxPods: -1,
+          resources: { limits: { cpu: "1\u00a0" } },
+          networkPolicy: { extraEgress: [HOSTILE_EGRESS_RULE] },
+        },
         postgres: { url: "mysql://x" },
         masterKey: { existingSecret: "Bad_Name" },
         LD_PRELOAD: "/tmp/x.so",
@@ -203,6 +213,11 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         /controller\.replicas/,
         /agent\.maxPods/,
         /agent\.resources\.limits\.cpu/,
+        /agent\.networkPolicy\.extraEgress\.0\.to\.0\.ipBlock\.cidr: Does not match pattern/,
+        /agent\.networkPolicy\.extraEgress\.0\.to\.0\.podSelector\.matchLabels: Property name of "LD_PRELOAD." does not match/,
+        /agent\.networkPolicy\.extraEgress\.0\.ports\.0\.protocol/,
+        /agent\.networkPolicy\.extraEgress\.0\.ports\.0\.port/,
+        /agent\.networkPolicy\.extraEgress\.0\.ports\.0\.endPort: Invalid type\. Expected: integer, given: null/,
         /postgres\.url/,
         /masterKey\.existingSecret/,
         /Additional property LD_PRELOAD is not allowed/,
