@@ -8,9 +8,10 @@
  * (`postgres.url`), their Pods made from the templates as a ReplicaSet would and run by the kubelet
  * simulator (the images mapped to this checkout's bins; env, Secrets, the downward API and the
  * mounted config file as the Pod spec says), ingest answers its probes, the controller takes the
- * Lease, and a run submitted through that ingest succeeds in an agent Pod, which the chart's agent
- * NetworkPolicy selects (its rules: the rendered policy, and the fake API server's NetworkPolicy
- * validation under `kubectl apply`; nothing here enforces a policy, a CNI does).
+ * Lease, and a run submitted through that ingest succeeds in an agent Pod, after the controller made
+ * the agent NetworkPolicy in the run's namespace from the spec the chart put in its config (its
+ * rules: the rendered spec, and the fake API server's NetworkPolicy validation under `kubectl
+ * apply`; nothing here enforces a policy, a CNI does).
  */
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    rendered manifests are untyped YAML; the assertions are their type checks */
@@ -25,8 +26,17 @@ import { BlockList, createServer, isIP } from "node:net";
 import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import { AGENT_LABELS } from "@flowsvc/controller/kube";
+import {
+  AppsV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  NetworkingV1Api,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import { ConfigFileSchema } from "@flowsvc/controller";
+import { AGENT_LABELS, AGENT_NETWORK_POLICY_LABELS } from "@flowsvc/controller/kube";
 import { createTestDatabase, mintId, mintToken, type TestDatabase } from "@flowsvc/store";
 import { builtinTypes } from "./kube/resource-types.js";
 import { startFakeApiServer, type FakeApiServer } from "./kube/server.js";
@@ -365,8 +375,11 @@ test("http egress: the controller alone gets FLOWSVC_HTTP_ALLOW_PRIVATE (false b
   );
 });
 
-/** The agent NetworkPolicies of a render. */
-const agentPolicies = (objs: Obj[]): Obj[] => objs.filter((o) => o.kind === "NetworkPolicy");
+/** The config file the ConfigMap holds. */
+const configOf = (objs: Obj[]): Obj => JSON.parse(find(objs, "ConfigMap", "r-flowsvc-config").data["config.json"] as string) as Obj;
+
+/** The agent NetworkPolicySpec of a render (in the controller's config), or undefined. */
+const agentPolicySpec = (objs: Obj[]): Obj | undefined => configOf(objs).agentNetworkPolicy as Obj | undefined;
 
 /** Whether `cidr` (a.b.c.d/n or an IPv6 one) holds `ip`; another family never does. */
 const holds = (cidr: string, ip: string): boolean => {
@@ -378,9 +391,9 @@ const holds = (cidr: string, ip: string): boolean => {
   return list.check(ip, family);
 };
 
-/** Whether an egress rule of `policy` lets an agent Pod send to address `ip` (on some port), as a CNI reads ipBlock's cidr and except. */
-const reaches = (policy: Obj, ip: string): boolean =>
-  (policy.spec.egress as Obj[]).some(
+/** Whether an egress rule of `spec` lets an agent Pod send to address `ip` (on some port), as a CNI reads ipBlock's cidr and except. */
+const reaches = (spec: Obj, ip: string): boolean =>
+  (spec.egress as Obj[]).some(
     (rule) =>
       rule.to === undefined ||
       (rule.to as Obj[]).some(
@@ -393,18 +406,18 @@ const METADATA = ["169.254.169.254", "169.254.0.1", "fd00:ec2::254", "fe80::1"];
 const PRIVATE = ["10.96.0.1", "172.16.5.4", "192.168.1.1", "100.64.0.10", "fd12:3456::1"];
 const PUBLIC = ["8.8.8.8", "140.82.112.3", "172.32.0.1", "100.128.0.1", "2606:4700::1111"];
 
-test("agent NetworkPolicy by default: the controller's agent labels, no ingress; DNS, ingest's port, and the internet but link-local, metadata and private ranges", async () => {
+test("agent NetworkPolicy by default: in the controller's config, not an object; the agent labels, no ingress; DNS, ingest's port, and the internet but link-local, metadata and private ranges", async () => {
   const objs = await render(DEMO);
-  const policies = agentPolicies(objs);
   assert.deepEqual(
-    policies.map((o) => `${o.apiVersion} ${o.metadata.namespace}/${o.metadata.name}`),
-    ["networking.k8s.io/v1 flowsvc/r-flowsvc-agent"],
+    objs.filter((o) => o.kind === "NetworkPolicy"),
+    [],
+    "the controller owns the policy: the chart renders none",
   );
-  const np = policies[0]!;
-  assert.deepEqual(np.spec.podSelector, { matchLabels: AGENT_LABELS }, "exactly the labels the controller puts on agent Pods");
-  assert.deepEqual(np.spec.policyTypes, ["Ingress", "Egress"]);
-  assert.equal(np.spec.ingress, undefined, "no ingress rule: nothing may connect to an agent Pod");
-  const [dns, ingest, internet, ...more] = np.spec.egress as Obj[];
+  const np = agentPolicySpec(objs)!;
+  assert.deepEqual(np.podSelector, { matchLabels: AGENT_LABELS }, "exactly the labels the controller puts on agent Pods");
+  assert.deepEqual(np.policyTypes, ["Ingress", "Egress"]);
+  assert.equal(np.ingress, undefined, "no ingress rule: nothing may connect to an agent Pod");
+  const [dns, ingest, internet, ...more] = np.egress as Obj[];
   assert.deepEqual(more, []);
   assert.deepEqual(dns, {
     to: [{ namespaceSelector: {}, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
@@ -430,41 +443,46 @@ test("agent NetworkPolicy by default: the controller's agent labels, no ingress;
   ]);
   for (const ip of [...METADATA, ...PRIVATE]) assert.equal(reaches(np, ip), false, `${ip} is not reached`);
   for (const ip of PUBLIC) assert.equal(reaches(np, ip), true, `${ip} is reached`);
+  // The controller's own check of its config takes it as rendered.
+  assert.deepEqual(ConfigFileSchema.parse(configOf(objs)).agentNetworkPolicy, np);
 });
 
-test("agent NetworkPolicy: one per watched namespace; allowPrivate opens private ranges, never metadata; exceptCidrs, extraEgress, dns; off when disabled", async () => {
-  const policies = agentPolicies(await render(["-f", valuesFile("custom", CUSTOM)]));
-  assert.deepEqual(policies.map((o) => o.metadata.namespace as string).sort(), ["flowsvc", "team-a", "team-b"]);
-  for (const np of policies) {
-    assert.deepEqual(np.spec.podSelector, { matchLabels: AGENT_LABELS });
-    for (const ip of PRIVATE) assert.equal(reaches(np, ip), true, `allowPrivate: ${ip} is reached`);
-    for (const ip of [...METADATA, "203.0.113.7", "2001:db8::1"]) assert.equal(reaches(np, ip), false, `${ip} is not reached`);
-    assert.equal(reaches(np, "169.254.20.10"), true, "NodeLocal DNSCache by the operator's own rule");
-    const [dns, ingest, , ...extra] = np.spec.egress as Obj[];
-    assert.deepEqual(
-      dns!.to,
-      [
-        {
-          namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
-          podSelector: { matchLabels: { app: "coredns" } },
-        },
-      ],
-      "a null drops a default label",
-    );
-    assert.equal(
-      ingest!.to[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"],
-      "flowsvc",
-      "ingest runs in the release's namespace",
-    );
-    assert.deepEqual(extra, CUSTOM.agent.networkPolicy.extraEgress, "extraEgress as given, after the chart's rules");
-  }
-  const watched = agentPolicies(await render([...DEMO, "--set", "watchNamespaces={team-c,flowsvc}"]));
+test("agent NetworkPolicy: allowPrivate opens private ranges, never metadata; exceptCidrs, extraEgress, dns; off when disabled", async () => {
+  const objs = await render(["-f", valuesFile("custom", CUSTOM)]);
   assert.deepEqual(
-    watched.map((o) => o.metadata.namespace),
-    ["flowsvc", "team-c"],
-    "a watched release namespace gets one policy",
+    objs.filter((o) => o.kind === "NetworkPolicy"),
+    [],
+    "none in the watched namespaces either",
   );
-  assert.deepEqual(agentPolicies(await render([...DEMO, "--set", "agent.networkPolicy.enabled=false"])), []);
+  const np = agentPolicySpec(objs)!;
+  assert.deepEqual(ConfigFileSchema.parse(configOf(objs)).agentNetworkPolicy, np);
+  assert.deepEqual(np.podSelector, { matchLabels: AGENT_LABELS });
+  for (const ip of PRIVATE) assert.equal(reaches(np, ip), true, `allowPrivate: ${ip} is reached`);
+  for (const ip of [...METADATA, "203.0.113.7", "2001:db8::1"]) assert.equal(reaches(np, ip), false, `${ip} is not reached`);
+  assert.equal(reaches(np, "169.254.20.10"), true, "NodeLocal DNSCache by the operator's own rule");
+  const [dns, ingest, , ...extra] = np.egress as Obj[];
+  assert.deepEqual(
+    dns!.to,
+    [
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+        podSelector: { matchLabels: { app: "coredns" } },
+      },
+    ],
+    "a null drops a default label",
+  );
+  assert.equal(
+    ingest!.to[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"],
+    "flowsvc",
+    "ingest runs in the release's namespace",
+  );
+  assert.deepEqual(extra, CUSTOM.agent.networkPolicy.extraEgress, "extraEgress as given, after the chart's rules");
+  const off = await render([...DEMO, "--set", "agent.networkPolicy.enabled=false"]);
+  assert.equal(agentPolicySpec(off), undefined, "disabled: none in the config, so the controller reads and writes none");
+  assert.deepEqual(
+    off.filter((o) => o.kind === "NetworkPolicy"),
+    [],
+  );
 });
 
 test("connected accounts: off by default; the providers JSON from a Secret by reference in both Deployments, the redirect from publicUrl", async () => {
@@ -580,8 +598,10 @@ test("securityContexts: non-root 10001, read-only root, no privilege escalation,
 });
 
 test("the ConfigMap holds the contract's config file: the defaults, then custom values", async () => {
-  const config = (objs: Obj[]): Obj => JSON.parse(find(objs, "ConfigMap", "r-flowsvc-config").data["config.json"] as string) as Obj;
-  assert.deepEqual(config(await render(DEMO)), {
+  const config = configOf;
+  const { agentNetworkPolicy, ...byDefault } = config(await render(DEMO));
+  assert.ok(agentNetworkPolicy, "the agent NetworkPolicy's spec (checked above)");
+  assert.deepEqual(byDefault, {
     watchNamespaces: [],
     agentServerUrl: "http://r-flowsvc-ingest.flowsvc.svc:8080",
     agent: {
@@ -642,6 +662,9 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
     { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "create", "delete"] },
     { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "delete"] },
     { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+    // The agent NetworkPolicy (agent.networkPolicy.enabled): made, read and put back; never listed, patched or deleted.
+    { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["create"] },
+    { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], resourceNames: ["flowsvc-agent"], verbs: ["get", "update"] },
   ];
   const ingestRules = [{ apiGroups: ["flowsvc.io"], resources: kinds, verbs: ["get", "create", "update", "patch", "delete"] }];
   const wide = await render(DEMO);
@@ -682,25 +705,48 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
     for (const rule of o.rules as Obj[])
       assert.ok(![...rule.verbs, ...rule.resources, ...rule.apiGroups].includes("*"), `no wildcard in ${o.metadata.name}`);
   }
+  const noPolicy = await render([...DEMO, "--set", "agent.networkPolicy.enabled=false"]);
+  assert.deepEqual(
+    find(noPolicy, "ClusterRole", "r-flowsvc-controller").rules,
+    controllerRules.slice(0, -2),
+    "no policy: no access to one",
+  );
   const none = await render([...DEMO, "--set", "rbac.create=false"]);
   assert.equal(none.filter((o) => /Role/.test(o.kind as string)).length, 0);
 });
 
 /**
- * The agent NetworkPolicies applied by the test below pass the API's checks and are stored as
- * rendered (nothing pruned); the hostile ones the API refuses are refused.
+ * The agent NetworkPolicySpecs the chart renders (by default, and with the custom values), as the
+ * controller makes them in a namespace (flowsvc-agent), pass the API's checks under `kubectl apply
+ * --validate=strict` and are stored as rendered (nothing pruned); the hostile ones the API refuses
+ * are refused.
  */
 const agentPoliciesServed = async (kubectl: (args: string[]) => Promise<Run>, ok: (args: string[]) => Promise<string>): Promise<void> => {
+  const specs: Record<string, Obj> = {
+    flowsvc: agentPolicySpec(await render(DEMO))!,
+    "team-a": agentPolicySpec(await render(["-f", valuesFile("custom", CUSTOM)]))!,
+  };
+  const file = join(dir, "agent-netpol.yaml");
+  writeFileSync(
+    file,
+    Object.entries(specs)
+      .map(([namespace, spec]) =>
+        stringify({
+          apiVersion: "networking.k8s.io/v1",
+          kind: "NetworkPolicy",
+          metadata: { name: "flowsvc-agent", namespace, labels: AGENT_NETWORK_POLICY_LABELS },
+          spec,
+        }),
+      )
+      .join("---\n"),
+  );
+  await ok(["apply", "--validate=strict", "-f", file]);
   const policies = JSON.parse(await ok(["get", "networkpolicies", "--all-namespaces", "-o", "json"])) as Obj;
-  // (flowsvc's is applied twice, the custom values' last: an update checked like a create)
-  const custom = agentPolicies(await render(["-f", valuesFile("custom", CUSTOM), "--set", "pdb.enabled=true"]));
   assert.deepEqual(policies.items.map((o: Obj) => `${o.metadata.namespace}/${o.metadata.name}`).sort(), [
-    "flowsvc/r-flowsvc-agent",
-    "team-a/r-flowsvc-agent",
-    "team-b/r-flowsvc-agent",
+    "flowsvc/flowsvc-agent",
+    "team-a/flowsvc-agent",
   ]);
-  for (const o of policies.items as Obj[])
-    assert.deepEqual(o.spec, custom.find((c) => c.metadata.namespace === o.metadata.namespace)!.spec, o.metadata.namespace as string);
+  for (const o of policies.items as Obj[]) assert.deepEqual(o.spec, specs[o.metadata.namespace as string], o.metadata.namespace as string);
   // What the API refuses in a NetworkPolicy: an except outside its cidr (an IPv4 range under ::/0),
   // a field it does not know (--validate=strict), a bad port and protocol, an ipBlock with a selector.
   const policy = (name: string, egress: Obj[]): Obj => ({
@@ -795,11 +841,12 @@ test("kubectl apply of the rendered objects to the API server (validated against
       "(every namespace is watched)",
       "kubectl -n notes port-forward service/r-flowsvc-ingest 8080:8080",
       "helm uninstall r -n notes",
-      "Agent Pods' network: NetworkPolicy r-flowsvc-agent in notes.",
+      "Agent Pods' network: before the first agent Pod of a namespace, the controller creates the",
+      "kubectl delete networkpolicy -A -l app.kubernetes.io/managed-by=flowsvc",
     ])
       assert.ok(notes.includes(line), `NOTES.txt: ${line}\n${notes}`);
     assert.match(notes, /WARNING: demo\.insecureMasterKey/);
-    assert.match(notes, /WARNING: watchNamespaces is \[\] \(every namespace\): agent Pods run in their project's namespace/);
+    assert.doesNotMatch(notes, /WARNING: watchNamespaces/, "every namespace watched: the controller covers each with the policy");
   } finally {
     await api.close();
   }
@@ -965,9 +1012,19 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
     const jobId = rows[0]!.id;
     assert.match(submitted.stdout, /^hello from agent \S+$/m);
     await waitFor("the agent's Pod to finish", () => /agent done/.test(kubelet!.logs("demo", jobId)));
-    // The chart's NetworkPolicy selects the Pod the controller made: each label of its podSelector is on it.
+    // Before that Pod, the controller made the agent NetworkPolicy in demo, with the spec the chart
+    // put in its config; it selects the Pod (each label of its podSelector is on it).
+    const requests = api.requests.map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
+    const made = requests.indexOf("POST /apis/networking.k8s.io/v1/namespaces/demo/networkpolicies 201");
+    const podMade = requests.indexOf("POST /api/v1/namespaces/demo/pods 201");
+    assert.ok(made >= 0 && podMade > made, `the policy before the Pod:\n${requests.filter((l) => /demo/.test(l)).join("\n")}`);
+    const policy = (await kc
+      .makeApiClient(NetworkingV1Api)
+      .readNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "demo" })) as Obj;
+    assert.deepEqual(policy.metadata.labels, AGENT_NETWORK_POLICY_LABELS);
+    assert.deepEqual(JSON.parse(JSON.stringify(policy.spec)), agentPolicySpec(objs));
     const agentLabels = (await core.readNamespacedPod({ name: jobId, namespace: "demo" })).metadata?.labels ?? {};
-    for (const [k, v] of Object.entries(agentPolicies(objs)[0]!.spec.podSelector.matchLabels as Record<string, string>))
+    for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels as Record<string, string>))
       assert.equal(agentLabels[k], v, `the agent Pod's label ${k}`);
   } finally {
     await kubelet?.stop();
