@@ -33,6 +33,7 @@ import {
   CustomObjectsApi,
   KubeConfig,
   NetworkingV1Api,
+  Watch,
   type V1Pod,
 } from "@kubernetes/client-node";
 import { ConfigFileSchema } from "@flowsvc/controller";
@@ -1003,7 +1004,15 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
     await waitFor("the project demo", async () => (await runFlow(["handler", "list"], env)).code === 0, 30_000);
     const script = join(dir, "hello-chart.sh");
     writeFileSync(script, 'echo "hello from agent $FLOW_AGENT_ID"\n');
-    const submitted = await runFlow(["submit", script, "--follow"], env);
+    // The agent Pods as made (the controller deletes each when it ends: it may be gone before it is read).
+    const agentPods: V1Pod[] = [];
+    const watch = await new Watch(kc).watch(
+      "/api/v1/namespaces/demo/pods",
+      {},
+      (type: string, pod: V1Pod) => void (type === "ADDED" && agentPods.push(pod)),
+      () => undefined,
+    );
+    const submitted = await runFlow(["submit", script, "--follow"], env).finally(() => watch.abort());
     assert.equal(submitted.code, 0, `${submitted.stdout}${submitted.stderr}\n${story()}`);
     const runId = /run-[a-z0-9]+/.exec(submitted.stderr)?.[0];
     assert.ok(runId, submitted.stderr);
@@ -1023,7 +1032,8 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
       .readNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "demo" })) as Obj;
     assert.deepEqual(policy.metadata.labels, AGENT_NETWORK_POLICY_LABELS);
     assert.deepEqual(JSON.parse(JSON.stringify(policy.spec)), agentPolicySpec(objs));
-    const agentLabels = (await core.readNamespacedPod({ name: jobId, namespace: "demo" })).metadata?.labels ?? {};
+    const agentLabels = agentPods.find((p) => p.metadata?.name === jobId)?.metadata?.labels ?? {};
+    assert.ok(Object.keys(agentLabels).length > 0, `the agent Pod ${jobId} was seen`);
     for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels as Record<string, string>))
       assert.equal(agentLabels[k], v, `the agent Pod's label ${k}`);
   } finally {
