@@ -141,3 +141,85 @@ void test("http node egress: Kubernetes mode refuses private addresses by defaul
     ],
   );
 });
+
+/** The agent NetworkPolicy spec the chart renders by default (helm/flowsvc/templates/_agent-networkpolicy.tpl). */
+const AGENT_POLICY = {
+  podSelector: { matchLabels: { "app.kubernetes.io/name": "flowsvc-agent", "app.kubernetes.io/managed-by": "flowsvc" } },
+  policyTypes: ["Ingress", "Egress"],
+  egress: [
+    {
+      to: [{ namespaceSelector: {}, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
+      ports: [
+        { protocol: "UDP", port: 53 },
+        { protocol: "TCP", port: 53 },
+      ],
+    },
+    {
+      to: [
+        { ipBlock: { cidr: "0.0.0.0/0", except: ["169.254.0.0/16", "10.0.0.0/8"] } },
+        { ipBlock: { cidr: "::/0", except: ["fe80::/10"] } },
+      ],
+    },
+  ],
+};
+
+void test("agentNetworkPolicy: absent means none; a NetworkPolicySpec is taken as given; a hostile one refuses the start, naming each path", () => {
+  assert.equal(loadControllerConfig(good).file.agentNetworkPolicy, undefined);
+  withConfigFile(JSON.stringify({ agentNetworkPolicy: AGENT_POLICY }), (path) =>
+    assert.deepEqual(loadControllerConfig({ ...good, FLOWSVC_CONFIG_FILE: path }).file.agentNetworkPolicy, AGENT_POLICY),
+  );
+  const [dns, internet] = AGENT_POLICY.egress;
+  const hostile = {
+    podSelector: { matchLabels: { "app.kubernetes.io/name": "flowsvc-agent" } },
+    policyTypes: ["Egress"],
+    egress: [
+      {
+        ...dns,
+        ports: [
+          { protocol: "ICMP", port: 70000 },
+          { port: "http", endPort: 90 },
+          { port: 10, endPort: "1e400" },
+        ],
+      },
+      {
+        to: [
+          { ipBlock: { cidr: "10.0.0.0/8\u0000", except: ["10.1.0.0/16"] } },
+          { ipBlock: { cidr: "::/0", except: ["169.254.0.0/16", "::/0"] } },
+          { podSelector: { matchLabels: { "LD_PRELOAD\u0000": "x", app: "\ud800" } } },
+          {},
+          { ipBlock: { cidr: "10.0.0.1" } },
+          { ipBlock: { cidr: "10.0.0.0/8" }, podSelector: {} },
+        ],
+        toPorts: [{ port: 53 }],
+      },
+      internet,
+    ],
+  };
+  // 1e400 as JSON text: an infinite number, not a string
+  const text = JSON.stringify({ agentNetworkPolicy: hostile }).replace('"1e400"', "1e400");
+  withConfigFile(text, (path) => {
+    const problems = problemsOf({ ...good, FLOWSVC_CONFIG_FILE: path });
+    for (const where of [
+      "agentNetworkPolicy.podSelector: must be",
+      "agentNetworkPolicy.policyTypes: must be Ingress and Egress",
+      "agentNetworkPolicy.egress.0.ports.0.protocol: ",
+      "agentNetworkPolicy.egress.0.ports.0.port: ",
+      "agentNetworkPolicy.egress.0.ports.1.endPort: needs a numeric port",
+      "agentNetworkPolicy.egress.0.ports.2.endPort: ",
+      'agentNetworkPolicy.egress.1.to.0.ipBlock.cidr: "10.0.0.0/8\\u0000" is not a CIDR: the prefix length',
+      "agentNetworkPolicy.egress.1.to.1.ipBlock.except.0: must be a strict subset of cidr ::/0",
+      "agentNetworkPolicy.egress.1.to.1.ipBlock.except.1: must be a strict subset of cidr ::/0",
+      "agentNetworkPolicy.egress.1.to.5: may not have both ipBlock and a selector",
+      'agentNetworkPolicy.egress.1.to.2.podSelector.matchLabels."LD_PRELOAD\\u0000": ',
+      "agentNetworkPolicy.egress.1.to.2.podSelector.matchLabels.app: must be a label value",
+      "agentNetworkPolicy.egress.1.to.3: must have ipBlock, namespaceSelector or podSelector",
+      'agentNetworkPolicy.egress.1.to.4.ipBlock.cidr: "10.0.0.1" is not a CIDR',
+      'agentNetworkPolicy.egress.1: Unrecognized key: "toPorts"',
+    ])
+      assert.ok(
+        problems.some((p) => p.startsWith(where)),
+        `${where} in\n${problems.join("\n")}`,
+      );
+    assert.ok(!problems.some((p) => p.includes("egress.2")), "the good rule passes");
+  });
+});

@@ -8,24 +8,21 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { z } from "zod";
 import { FlowError, accountProvidersFromEnv, parseConnectorBaseUrls, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
+import { LABEL_KEY, LABEL_VALUE, intIn, matching } from "./config-rules.js";
+import { AgentNetworkPolicySpecSchema } from "./agent-network-policy-spec.js";
 import { HTTP_ALLOW_CIDRS_VAR, HTTP_ALLOW_PRIVATE_VAR, egressPolicyFromEnv, type EgressPolicy } from "./net/egress-policy.js";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 /** A capability name, as `--requires` and the agent pools take them. */
 const CAPABILITY = /^[A-Za-z0-9_.-]{1,63}$/;
-/** A label key (optional DNS prefix and a name) and a label value. */
-const LABEL_KEY = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
 /** A Kubernetes resource quantity (100m, 128Mi, 1, 0.5, 2e3). */
 const QUANTITY = /^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-const intIn = (min: number, max: number) => z.number().int(`must be a whole number from ${min} to ${max}`).min(min).max(max);
 const secondsIn = (min: number, max: number) => z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
-const matching = (re: RegExp, what: string) => z.string().max(253).regex(re, `must be ${what}`);
 
 const ResourceList = z.partialRecord(
   z.enum(["cpu", "memory", "ephemeral-storage"]),
@@ -102,6 +99,11 @@ export const ConfigFileSchema = z.strictObject({
   agent: AgentSchema,
   runTtlSecondsAfterFinished: intIn(0, 31_536_000).default(3600),
   leaderElection: LeaderElectionSchema,
+  /**
+   * The spec of the NetworkPolicy the controller keeps in each namespace it launches agent Pods in
+   * (kube/agent-network-policies.ts); absent: none is read or written.
+   */
+  agentNetworkPolicy: AgentNetworkPolicySpecSchema.optional(),
 });
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;
 export type AgentPodSettings = ConfigFile["agent"];
@@ -145,7 +147,9 @@ export interface ControllerConfig extends ServiceConfig {
   httpEgress: EgressPolicy;
 }
 
-const pathOf = (path: readonly PropertyKey[]): string => path.map(String).join(".");
+/** A JSON path, `a.b.0.c`; a key with anything but printable ASCII is quoted (a NUL or a control character is never printed). */
+const pathOf = (path: readonly PropertyKey[]): string =>
+  path.map((k) => (typeof k === "string" && !/^[\x21-\x7e]*$/.test(k) ? JSON.stringify(k) : String(k))).join(".");
 
 /** A refusal naming every problem, one a line. */
 const refuse = (what: string, problems: string[]): FlowError =>

@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import {
+  appendLogs,
   claimReadyJobs,
   giveUpJob,
   graceLeasesAfterRestart,
@@ -13,7 +14,7 @@ import {
   type DispatchSlots,
   type Listener,
 } from "@flowsvc/store";
-import type { LaunchRequest, Launcher } from "./launcher.js";
+import type { LaunchFailureOptions, LaunchRequest, Launcher } from "./launcher.js";
 
 /**
  * The controller's levelled logger (a pino logger fits): info for what happened, warn for what an
@@ -42,6 +43,8 @@ export interface DispatcherOptions {
 const POLL_MS = 1000;
 /** How often ready jobs are checked for capabilities no agent pool of this server advertises. */
 const UNSERVED_CHECK_MS = 10_000;
+/** Runs whose last launch failure was told to them, remembered (the oldest forgotten first). */
+const TOLD_MAX = 1000;
 
 /**
  * Moves ready jobs to agents: claims them with SKIP LOCKED as slots come free, and puts jobs whose
@@ -70,6 +73,8 @@ export class Dispatcher implements DispatchSlots {
   readonly #drained = new Set<Launcher>();
   /** Slots reserved by emits and not yet launched or released, per launcher. */
   readonly #held = new Map<Launcher, number>();
+  /** Run id -> the launch failure last told to its log (told once, not at every retry). */
+  readonly #told = new Map<string, string>();
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
@@ -178,18 +183,33 @@ export class Dispatcher implements DispatchSlots {
    * The launcher could not start an agent for this dispatch: the job goes back to the queue after
    * `retryAfterMs` without spending its attempt (a Pod that never scheduled is not an agent death).
    */
-  launchFailed(req: LaunchRequest, reason: string, retryAfterMs: number): void {
+  launchFailed(req: LaunchRequest, reason: string, retryAfterMs: number, opts: LaunchFailureOptions = {}): void {
     const p = returnUnstartedJob(this.#o.pool, req.jobId, req.attempt, retryAfterMs).then(
-      (returned) => {
-        if (returned)
-          this.#o.logger.warn(
-            { jobId: req.jobId, runId: req.runId, attempt: req.attempt, reason, retryAfterMs },
-            "agent did not start; job returned to the queue",
-          );
+      async (returned) => {
+        if (!returned) return;
+        this.#o.logger.warn(
+          { jobId: req.jobId, runId: req.runId, attempt: req.attempt, reason, retryAfterMs },
+          "agent did not start; job returned to the queue",
+        );
+        if (opts.tellRun) await this.#tellRun(req, reason, retryAfterMs);
       },
       (err: unknown) => this.#o.logger.error({ err, jobId: req.jobId }, "could not return the job of an agent that did not start"),
     );
     this.#track(p);
+  }
+
+  /** A launch failure the run's author should see, in its log as a system line: once per run and reason. */
+  async #tellRun(req: LaunchRequest, reason: string, retryAfterMs: number): Promise<void> {
+    if (this.#told.get(req.runId) === reason) return;
+    this.#told.delete(req.runId);
+    this.#told.set(req.runId, reason);
+    if (this.#told.size > TOLD_MAX) this.#told.delete(this.#told.keys().next().value!);
+    const data = `flowsvc: the agent did not start: ${reason}; the job is tried again every ${Math.round(retryAfterMs / 1000)} s\n`;
+    try {
+      await appendLogs(this.#o.pool, req.runId, req.jobId, [{ stream: "system", data }]);
+    } catch (err) {
+      this.#o.logger.error({ err, runId: req.runId }, "could not tell a run why its agent did not start");
+    }
   }
 
   #track(p: Promise<void>): void {

@@ -7,6 +7,7 @@ export * from "./timers.js";
 export * from "./graph/driver.js";
 export * from "./graph/nodes/index.js";
 export * from "./config.js";
+export * from "./agent-network-policy-spec.js";
 export * from "./accounts/index.js";
 export * from "./net/egress-policy.js";
 export * from "./net/egress-agent.js";

@@ -43,6 +43,10 @@ export interface Launcher {
   stop(): Promise<void>;
 }
 
+export interface LaunchFailureOptions {
+  tellRun?: boolean;
+}
+
 export interface LauncherEvents {
   /**
    * The agent of this dispatch ended without reporting its job done (its process exited, its Pod
@@ -52,10 +56,13 @@ export interface LauncherEvents {
   agentExited(req: LaunchRequest, code: number | null, signal: string | null): void;
   /**
    * The agent of this dispatch never started (a Pod that was never scheduled within the pending
-   * timeout, an image that cannot be pulled, a project at its cap, a refused create): the job goes
-   * back to the queue without spending an attempt, after `retryAfterMs`.
+   * timeout, an image that cannot be pulled, a project at its cap, a refused create, a namespace
+   * whose agent NetworkPolicy could not be ensured): the job goes back to the queue without
+   * spending an attempt, after `retryAfterMs`. With `tellRun`, the reason is a problem the run's
+   * author should see (an operator must act): it goes to the run's log as a system line, once
+   * per run and reason.
    */
-  launchFailed(req: LaunchRequest, reason: string, retryAfterMs: number): void;
+  launchFailed(req: LaunchRequest, reason: string, retryAfterMs: number, opts?: LaunchFailureOptions): void;
   /** A slot came free. */
   slotFreed(): void;
 }

@@ -19,6 +19,7 @@ import { AccountRenewalLoop } from "./accounts/renewal-loop.js";
 import { kubeClients, type KubeClients } from "./kube/client.js";
 import { LeaderElector } from "./kube/leader.js";
 import { PodLauncher } from "./kube/pod-launcher.js";
+import { AgentNetworkPolicies } from "./kube/agent-network-policies.js";
 import { startReconcilers } from "./kube/reconcilers.js";
 import { createPgResourceStore } from "@flowsvc/store";
 
@@ -50,6 +51,7 @@ const startLeading = async (s: Shared): Promise<Leading> => {
     runTtlSecondsAfterFinished: config.file.runTtlSecondsAfterFinished,
   });
   const events = { dispatcher: undefined as Dispatcher | undefined };
+  const policySpec = config.file.agentNetworkPolicy;
   const launcher = new PodLauncher({
     clients,
     owners: reconcilers.runOwners,
@@ -59,9 +61,10 @@ const startLeading = async (s: Shared): Promise<Leading> => {
     leaseMs: config.leaseMs,
     identity: config.podName,
     logger,
+    ...(policySpec ? { networkPolicies: new AgentNetworkPolicies({ networking: clients.networking, spec: policySpec, logger }) } : {}),
     events: {
       agentExited: (req, code, signal) => events.dispatcher?.agentExited(req, code, signal),
-      launchFailed: (req, reason, retryAfterMs) => events.dispatcher?.launchFailed(req, reason, retryAfterMs),
+      launchFailed: (req, reason, retryAfterMs, opts) => events.dispatcher?.launchFailed(req, reason, retryAfterMs, opts),
       slotFreed: () => events.dispatcher?.slotFreed(),
     },
   });

@@ -8,7 +8,10 @@
  * (`postgres.url`), their Pods made from the templates as a ReplicaSet would and run by the kubelet
  * simulator (the images mapped to this checkout's bins; env, Secrets, the downward API and the
  * mounted config file as the Pod spec says), ingest answers its probes, the controller takes the
- * Lease, and a run submitted through that ingest succeeds in an agent Pod.
+ * Lease, and a run submitted through that ingest succeeds in an agent Pod, after the controller made
+ * the agent NetworkPolicy in the run's namespace from the spec the chart put in its config (its
+ * rules: the rendered spec, and the fake API server's NetworkPolicy validation under `kubectl
+ * apply`; nothing here enforces a policy, a CNI does).
  */
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    rendered manifests are untyped YAML; the assertions are their type checks */
@@ -19,11 +22,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { parseAllDocuments, stringify } from "yaml";
-import { createServer } from "node:net";
+import { BlockList, createServer, isIP } from "node:net";
 import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  NetworkingV1Api,
+  Watch,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import { ConfigFileSchema } from "@flowsvc/controller";
+import { AGENT_LABELS, AGENT_NETWORK_POLICY_LABELS } from "@flowsvc/controller/kube";
 import { createTestDatabase, mintId, mintToken, type TestDatabase } from "@flowsvc/store";
 import { builtinTypes } from "./kube/resource-types.js";
 import { startFakeApiServer, type FakeApiServer } from "./kube/server.js";
@@ -108,6 +122,27 @@ const CUSTOM = {
     capabilities: ["polyglot", "gpu"],
     capabilityScheduling: { gpu: { nodeSelector: { "nvidia.com/gpu": "true" }, tolerations: [{ key: "gpu", operator: "Exists" }] } },
     maxPods: 5,
+    networkPolicy: {
+      allowPrivate: true,
+      exceptCidrs: ["203.0.113.0/24", "2001:db8::/32"],
+      // an in-cluster registry, and NodeLocal DNSCache (link-local: only a rule of one's own reaches it)
+      extraEgress: [
+        {
+          to: [
+            {
+              namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "registry" } },
+              podSelector: { matchLabels: { app: "zot" } },
+            },
+          ],
+          ports: [{ protocol: "TCP", port: 5000 }],
+        },
+        { to: [{ ipBlock: { cidr: "169.254.20.10/32" } }], ports: [{ protocol: "UDP", port: 53 }] },
+      ],
+      dns: {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+        podSelector: { matchLabels: { "k8s-app": null, app: "coredns" } },
+      },
+    },
   },
   pdb: { enabled: false },
 };
@@ -156,6 +191,12 @@ test("helm template refuses without a master key, without a Postgres, and RBAC t
   }
 });
 
+/** An agent.networkPolicy.extraEgress rule the schema refuses in five places. */
+const HOSTILE_EGRESS_RULE = {
+  to: [{ ipBlock: { cidr: "10.0.0.0/8\n" }, podSelector: { matchLabels: { "LD_PRELOAD\u0000": "x" } } }],
+  ports: [{ protocol: "ICMP", port: 70000, endPort: Number("1e400") }],
+};
+
 test("values the schema refuses: hostile names, URLs, numbers and unknown keys, each named", async () => {
   // helm reports every schema violation at once: one run per file
   const hostile: Array<[Obj, RegExp[]]> = [
@@ -165,7 +206,11 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         publicUrl: "javascript:alert(1)",
         image: { registry: "ghcr.io/flowsvc", tag: "1.0; rm -rf /", pullPolicy: "IfNotPresent" },
         controller: { replicas: 1e300 },
-        agent: { maxPods: -1, resources: { limits: { cpu: "1\u00a0" } } },
+        agent: {
+          maxPods: -1,
+          resources: { limits: { cpu: "1\u00a0" } },
+          networkPolicy: { extraEgress: [HOSTILE_EGRESS_RULE] },
+        },
         postgres: { url: "mysql://x" },
         masterKey: { existingSecret: "Bad_Name" },
         LD_PRELOAD: "/tmp/x.so",
@@ -179,6 +224,11 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         /controller\.replicas/,
         /agent\.maxPods/,
         /agent\.resources\.limits\.cpu/,
+        /agent\.networkPolicy\.extraEgress\.0\.to\.0\.ipBlock\.cidr: Does not match pattern/,
+        /agent\.networkPolicy\.extraEgress\.0\.to\.0\.podSelector\.matchLabels: Property name of "LD_PRELOAD." does not match/,
+        /agent\.networkPolicy\.extraEgress\.0\.ports\.0\.protocol/,
+        /agent\.networkPolicy\.extraEgress\.0\.ports\.0\.port/,
+        /agent\.networkPolicy\.extraEgress\.0\.ports\.0\.endPort: Invalid type\. Expected: integer, given: null/,
         /postgres\.url/,
         /masterKey\.existingSecret/,
         /Additional property LD_PRELOAD is not allowed/,
@@ -189,6 +239,14 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         controller: { replicas: 0, httpEgress: { allowCidrs: ["10.0.0.0/8; rm -rf /"], allowPrivate: "yes" } },
         ingest: { replicas: "2" },
         pdb: { minAvailable: "1%%" },
+        agent: {
+          networkPolicy: {
+            exceptCidrs: ["10.0.0.0/8\u0000", "10.0.0.0/99", "0.0.0.0/0", "169.254.169.254", "fd00::/129"],
+            extraEgress: { to: [{ ipBlock: { cidr: "0.0.0.0/0" } }] },
+            dns: { podSelector: { matchLabels: { "k8s-app": "kube-dns; rm -rf /" } } },
+            allowAll: true,
+          },
+        },
       },
       [
         /controller\.replicas/,
@@ -196,6 +254,14 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         /controller\.httpEgress\.allowPrivate/,
         /ingest\.replicas/,
         /pdb\.minAvailable/,
+        /agent\.networkPolicy\.exceptCidrs\.0: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.1: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.2: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.3: Does not match pattern/,
+        /agent\.networkPolicy\.exceptCidrs\.4: Does not match pattern/,
+        /agent\.networkPolicy\.extraEgress: Invalid type\. Expected: array, given: object/,
+        /agent\.networkPolicy\.dns\.podSelector\.matchLabels\.k8s-app: Does not match pattern/,
+        /agent\.networkPolicy: Additional property allowAll is not allowed/,
       ],
     ],
     // a lone surrogate cannot even be read
@@ -365,6 +431,116 @@ test("http egress: the controller alone gets FLOWSVC_HTTP_ALLOW_PRIVATE (false b
   );
 });
 
+/** The config file the ConfigMap holds. */
+const configOf = (objs: Obj[]): Obj => JSON.parse(find(objs, "ConfigMap", "r-flowsvc-config").data["config.json"] as string) as Obj;
+
+/** The agent NetworkPolicySpec of a render (in the controller's config), or undefined. */
+const agentPolicySpec = (objs: Obj[]): Obj | undefined => configOf(objs).agentNetworkPolicy as Obj | undefined;
+
+/** Whether `cidr` (a.b.c.d/n or an IPv6 one) holds `ip`; another family never does. */
+const holds = (cidr: string, ip: string): boolean => {
+  const [net = "", prefix = ""] = cidr.split("/");
+  if (isIP(net) !== isIP(ip)) return false;
+  const family = isIP(ip) === 4 ? "ipv4" : "ipv6";
+  const list = new BlockList();
+  list.addSubnet(net, Number(prefix), family);
+  return list.check(ip, family);
+};
+
+/** Whether an egress rule of `spec` lets an agent Pod send to address `ip` (on some port), as a CNI reads ipBlock's cidr and except. */
+const reaches = (spec: Obj, ip: string): boolean =>
+  (spec.egress as Obj[]).some(
+    (rule) =>
+      rule.to === undefined ||
+      (rule.to as Obj[]).some(
+        (peer) =>
+          peer.ipBlock && holds(peer.ipBlock.cidr as string, ip) && !((peer.ipBlock.except ?? []) as string[]).some((e) => holds(e, ip)),
+      ),
+  );
+
+const METADATA = ["169.254.169.254", "169.254.0.1", "fd00:ec2::254", "fe80::1"];
+const PRIVATE = ["10.96.0.1", "172.16.5.4", "192.168.1.1", "100.64.0.10", "fd12:3456::1"];
+const PUBLIC = ["8.8.8.8", "140.82.112.3", "172.32.0.1", "100.128.0.1", "2606:4700::1111"];
+
+test("agent NetworkPolicy by default: in the controller's config, not an object; the agent labels, no ingress; DNS, ingest's port, and the internet but link-local, metadata and private ranges", async () => {
+  const objs = await render(DEMO);
+  assert.deepEqual(
+    objs.filter((o) => o.kind === "NetworkPolicy"),
+    [],
+    "the controller owns the policy: the chart renders none",
+  );
+  const np = agentPolicySpec(objs)!;
+  assert.deepEqual(np.podSelector, { matchLabels: AGENT_LABELS }, "exactly the labels the controller puts on agent Pods");
+  assert.deepEqual(np.policyTypes, ["Ingress", "Egress"]);
+  assert.equal(np.ingress, undefined, "no ingress rule: nothing may connect to an agent Pod");
+  const [dns, ingest, internet, ...more] = np.egress as Obj[];
+  assert.deepEqual(more, []);
+  assert.deepEqual(dns, {
+    to: [{ namespaceSelector: {}, podSelector: { matchLabels: { "k8s-app": "kube-dns" } } }],
+    ports: [
+      { protocol: "UDP", port: 53 },
+      { protocol: "TCP", port: 53 },
+    ],
+  });
+  const ingestPods = find(objs, "Deployment", "r-flowsvc-ingest", "flowsvc").spec;
+  assert.deepEqual(ingest, {
+    to: [
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "flowsvc" } },
+        podSelector: { matchLabels: ingestPods.selector.matchLabels },
+      },
+    ],
+    ports: [{ protocol: "TCP", port: ingestPods.template.spec.containers[0].ports[0].containerPort }],
+  });
+  assert.equal(internet!.ports, undefined, "the internet on any port");
+  assert.deepEqual(internet!.to, [
+    { ipBlock: { cidr: "0.0.0.0/0", except: ["169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"] } },
+    { ipBlock: { cidr: "::/0", except: ["fe80::/10", "fd00:ec2::254/128", "fc00::/7", "fec0::/10"] } },
+  ]);
+  for (const ip of [...METADATA, ...PRIVATE]) assert.equal(reaches(np, ip), false, `${ip} is not reached`);
+  for (const ip of PUBLIC) assert.equal(reaches(np, ip), true, `${ip} is reached`);
+  // The controller's own check of its config takes it as rendered.
+  assert.deepEqual(ConfigFileSchema.parse(configOf(objs)).agentNetworkPolicy, np);
+});
+
+test("agent NetworkPolicy: allowPrivate opens private ranges, never metadata; exceptCidrs, extraEgress, dns; off when disabled", async () => {
+  const objs = await render(["-f", valuesFile("custom", CUSTOM)]);
+  assert.deepEqual(
+    objs.filter((o) => o.kind === "NetworkPolicy"),
+    [],
+    "none in the watched namespaces either",
+  );
+  const np = agentPolicySpec(objs)!;
+  assert.deepEqual(ConfigFileSchema.parse(configOf(objs)).agentNetworkPolicy, np);
+  assert.deepEqual(np.podSelector, { matchLabels: AGENT_LABELS });
+  for (const ip of PRIVATE) assert.equal(reaches(np, ip), true, `allowPrivate: ${ip} is reached`);
+  for (const ip of [...METADATA, "203.0.113.7", "2001:db8::1"]) assert.equal(reaches(np, ip), false, `${ip} is not reached`);
+  assert.equal(reaches(np, "169.254.20.10"), true, "NodeLocal DNSCache by the operator's own rule");
+  const [dns, ingest, , ...extra] = np.egress as Obj[];
+  assert.deepEqual(
+    dns!.to,
+    [
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+        podSelector: { matchLabels: { app: "coredns" } },
+      },
+    ],
+    "a null drops a default label",
+  );
+  assert.equal(
+    ingest!.to[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"],
+    "flowsvc",
+    "ingest runs in the release's namespace",
+  );
+  assert.deepEqual(extra, CUSTOM.agent.networkPolicy.extraEgress, "extraEgress as given, after the chart's rules");
+  const off = await render([...DEMO, "--set", "agent.networkPolicy.enabled=false"]);
+  assert.equal(agentPolicySpec(off), undefined, "disabled: none in the config, so the controller reads and writes none");
+  assert.deepEqual(
+    off.filter((o) => o.kind === "NetworkPolicy"),
+    [],
+  );
+});
+
 test("connected accounts: off by default; the providers JSON from a Secret by reference in both Deployments, the redirect from publicUrl", async () => {
   const envOf = (objs: Obj[], name: string): Obj =>
     Object.fromEntries(
@@ -478,8 +654,10 @@ test("securityContexts: non-root 10001, read-only root, no privilege escalation,
 });
 
 test("the ConfigMap holds the contract's config file: the defaults, then custom values", async () => {
-  const config = (objs: Obj[]): Obj => JSON.parse(find(objs, "ConfigMap", "r-flowsvc-config").data["config.json"] as string) as Obj;
-  assert.deepEqual(config(await render(DEMO)), {
+  const config = configOf;
+  const { agentNetworkPolicy, ...byDefault } = config(await render(DEMO));
+  assert.ok(agentNetworkPolicy, "the agent NetworkPolicy's spec (checked above)");
+  assert.deepEqual(byDefault, {
     watchNamespaces: [],
     agentServerUrl: "http://r-flowsvc-ingest.flowsvc.svc:8080",
     agent: {
@@ -540,6 +718,9 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
     { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch", "create", "delete"] },
     { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "delete"] },
     { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+    // The agent NetworkPolicy (agent.networkPolicy.enabled): made, read and put back; never listed, patched or deleted.
+    { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["create"] },
+    { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], resourceNames: ["flowsvc-agent"], verbs: ["get", "update"] },
   ];
   const ingestRules = [{ apiGroups: ["flowsvc.io"], resources: kinds, verbs: ["get", "create", "update", "patch", "delete"] }];
   const wide = await render(DEMO);
@@ -580,9 +761,79 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
     for (const rule of o.rules as Obj[])
       assert.ok(![...rule.verbs, ...rule.resources, ...rule.apiGroups].includes("*"), `no wildcard in ${o.metadata.name}`);
   }
+  const noPolicy = await render([...DEMO, "--set", "agent.networkPolicy.enabled=false"]);
+  assert.deepEqual(
+    find(noPolicy, "ClusterRole", "r-flowsvc-controller").rules,
+    controllerRules.slice(0, -2),
+    "no policy: no access to one",
+  );
   const none = await render([...DEMO, "--set", "rbac.create=false"]);
   assert.equal(none.filter((o) => /Role/.test(o.kind as string)).length, 0);
 });
+
+/**
+ * The agent NetworkPolicySpecs the chart renders (by default, and with the custom values), as the
+ * controller makes them in a namespace (flowsvc-agent), pass the API's checks under `kubectl apply
+ * --validate=strict` and are stored as rendered (nothing pruned); the hostile ones the API refuses
+ * are refused.
+ */
+const agentPoliciesServed = async (kubectl: (args: string[]) => Promise<Run>, ok: (args: string[]) => Promise<string>): Promise<void> => {
+  const specs: Record<string, Obj> = {
+    flowsvc: agentPolicySpec(await render(DEMO))!,
+    "team-a": agentPolicySpec(await render(["-f", valuesFile("custom", CUSTOM)]))!,
+  };
+  const file = join(dir, "agent-netpol.yaml");
+  writeFileSync(
+    file,
+    Object.entries(specs)
+      .map(([namespace, spec]) =>
+        stringify({
+          apiVersion: "networking.k8s.io/v1",
+          kind: "NetworkPolicy",
+          metadata: { name: "flowsvc-agent", namespace, labels: AGENT_NETWORK_POLICY_LABELS },
+          spec,
+        }),
+      )
+      .join("---\n"),
+  );
+  await ok(["apply", "--validate=strict", "-f", file]);
+  const policies = JSON.parse(await ok(["get", "networkpolicies", "--all-namespaces", "-o", "json"])) as Obj;
+  assert.deepEqual(policies.items.map((o: Obj) => `${o.metadata.namespace}/${o.metadata.name}`).sort(), [
+    "flowsvc/flowsvc-agent",
+    "team-a/flowsvc-agent",
+  ]);
+  for (const o of policies.items as Obj[]) assert.deepEqual(o.spec, specs[o.metadata.namespace as string], o.metadata.namespace as string);
+  // What the API refuses in a NetworkPolicy: an except outside its cidr (an IPv4 range under ::/0),
+  // a field it does not know (--validate=strict), a bad port and protocol, an ipBlock with a selector.
+  const policy = (name: string, egress: Obj[]): Obj => ({
+    apiVersion: "networking.k8s.io/v1",
+    kind: "NetworkPolicy",
+    metadata: { name, namespace: "team-a" },
+    spec: { podSelector: {}, policyTypes: ["Egress"], egress },
+  });
+  const hostile = join(dir, "hostile-netpol.yaml");
+  writeFileSync(
+    hostile,
+    [
+      policy("family", [{ to: [{ ipBlock: { cidr: "::/0", except: ["169.254.0.0/16"] } }] }]),
+      policy("unknown", [{ toPorts: [{ port: 53 }] }]),
+      policy("ports", [{ to: [{ ipBlock: { cidr: "10.0.0.0/8" }, podSelector: {} }], ports: [{ protocol: "ICMP", port: 70000 }] }]),
+    ]
+      .map((o) => stringify(o))
+      .join("---\n"),
+  );
+  const refused = await kubectl(["apply", "--validate=strict", "-f", hostile]);
+  assert.notEqual(refused.code, 0);
+  for (const m of [
+    /"family" is invalid: spec\.egress\[0\]\.to\[0\]\.ipBlock\.except\[0\]: Invalid value: "169\.254\.0\.0\/16": must be a strict subset of `cidr`/,
+    /strict decoding error: unknown field "spec\.egress\[0\]\.toPorts"/,
+    /spec\.egress\[0\]\.ports\[0\]\.protocol: Unsupported value: "ICMP"/,
+    /spec\.egress\[0\]\.ports\[0\]\.port: Invalid value: 70000: must be between 1 and 65535, inclusive/,
+    /spec\.egress\[0\]\.to\[0\]: Forbidden: may not specify both ipBlock and another peer/,
+  ])
+    assert.match(refused.stderr, m);
+  assert.equal(JSON.parse(await ok(["get", "networkpolicies", "-n", "team-a", "-o", "json"])).items.length, 1, "none of them stored");
+};
 
 test("kubectl apply of the rendered objects to the API server (validated against its OpenAPI) creates them; NOTES.txt prints the next commands", async () => {
   const api: FakeApiServer = await startFakeApiServer();
@@ -614,6 +865,7 @@ test("kubectl apply of the rendered objects to the API server (validated against
     assert.deepEqual(deployments.items.map((d: Obj) => d.metadata.name).sort(), ["r-flowsvc-controller", "r-flowsvc-ingest"]);
     const cm = JSON.parse(await ok(["get", "configmap", "r-flowsvc-config", "-n", "flowsvc", "-o", "json"])) as Obj;
     assert.deepEqual(JSON.parse(cm.data["config.json"] as string).watchNamespaces, ["team-a", "team-b"]);
+    await agentPoliciesServed(kubectl, ok);
 
     // The example manifests of the README, against the generated CRDs (when crds/ is generated).
     if (crds.length > 0) {
@@ -645,9 +897,12 @@ test("kubectl apply of the rendered objects to the API server (validated against
       "(every namespace is watched)",
       "kubectl -n notes port-forward service/r-flowsvc-ingest 8080:8080",
       "helm uninstall r -n notes",
+      "Agent Pods' network: before the first agent Pod of a namespace, the controller creates the",
+      "kubectl delete networkpolicy -A -l app.kubernetes.io/managed-by=flowsvc",
     ])
       assert.ok(notes.includes(line), `NOTES.txt: ${line}\n${notes}`);
     assert.match(notes, /WARNING: demo\.insecureMasterKey/);
+    assert.doesNotMatch(notes, /WARNING: watchNamespaces/, "every namespace watched: the controller covers each with the policy");
   } finally {
     await api.close();
   }
@@ -809,7 +1064,15 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
     await waitFor("the project demo", async () => (await runFlow(["handler", "list"], env)).code === 0, 30_000);
     const script = join(dir, "hello-chart.sh");
     writeFileSync(script, 'echo "hello from agent $FLOW_AGENT_ID"\n');
-    const submitted = await runFlow(["submit", script, "--follow"], env);
+    // The agent Pods as made (the controller deletes each when it ends: it may be gone before it is read).
+    const agentPods: V1Pod[] = [];
+    const watch = await new Watch(kc).watch(
+      "/api/v1/namespaces/demo/pods",
+      {},
+      (type: string, pod: V1Pod) => void (type === "ADDED" && agentPods.push(pod)),
+      () => undefined,
+    );
+    const submitted = await runFlow(["submit", script, "--follow"], env).finally(() => watch.abort());
     assert.equal(submitted.code, 0, `${submitted.stdout}${submitted.stderr}\n${story()}`);
     const runId = /run-[a-z0-9]+/.exec(submitted.stderr)?.[0];
     assert.ok(runId, submitted.stderr);
@@ -818,6 +1081,21 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
     const jobId = rows[0]!.id;
     assert.match(submitted.stdout, /^hello from agent \S+$/m);
     await waitFor("the agent's Pod to finish", () => /agent done/.test(kubelet!.logs("demo", jobId)));
+    // Before that Pod, the controller made the agent NetworkPolicy in demo, with the spec the chart
+    // put in its config; it selects the Pod (each label of its podSelector is on it).
+    const requests = api.requests.map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
+    const made = requests.indexOf("POST /apis/networking.k8s.io/v1/namespaces/demo/networkpolicies 201");
+    const podMade = requests.indexOf("POST /api/v1/namespaces/demo/pods 201");
+    assert.ok(made >= 0 && podMade > made, `the policy before the Pod:\n${requests.filter((l) => /demo/.test(l)).join("\n")}`);
+    const policy = (await kc
+      .makeApiClient(NetworkingV1Api)
+      .readNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "demo" })) as Obj;
+    assert.deepEqual(policy.metadata.labels, AGENT_NETWORK_POLICY_LABELS);
+    assert.deepEqual(JSON.parse(JSON.stringify(policy.spec)), agentPolicySpec(objs));
+    const agentLabels = agentPods.find((p) => p.metadata?.name === jobId)?.metadata?.labels ?? {};
+    assert.ok(Object.keys(agentLabels).length > 0, `the agent Pod ${jobId} was seen`);
+    for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels as Record<string, string>))
+      assert.equal(agentLabels[k], v, `the agent Pod's label ${k}`);
   } finally {
     await kubelet?.stop();
     await db?.drop();

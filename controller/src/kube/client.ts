@@ -9,6 +9,7 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
+  NetworkingV1Api,
   PatchStrategy,
   setHeaderOptions,
 } from "@kubernetes/client-node";
@@ -18,6 +19,7 @@ export interface KubeClients {
   core: CoreV1Api;
   coordination: CoordinationV1Api;
   custom: CustomObjectsApi;
+  networking: NetworkingV1Api;
 }
 
 /** The in-cluster service account, or KUBECONFIG (tests), or ~/.kube/config: `KubeConfig.loadFromDefault()`. */
@@ -32,6 +34,7 @@ export const kubeClients = (kc: KubeConfig = loadKubeConfig()): KubeClients => (
   core: kc.makeApiClient(CoreV1Api),
   coordination: kc.makeApiClient(CoordinationV1Api),
   custom: kc.makeApiClient(CustomObjectsApi),
+  networking: kc.makeApiClient(NetworkingV1Api),
 });
 
 /** Options for a JSON merge patch (client-node would otherwise send a JSON patch content type). */

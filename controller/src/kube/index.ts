@@ -2,6 +2,7 @@
 export * from "./client.js";
 export * from "./pods.js";
 export * from "./pod-launcher.js";
+export * from "./agent-network-policies.js";
 export * from "./leader.js";
 export * from "./run-owners.js";
 export * from "./reconcilers.js";

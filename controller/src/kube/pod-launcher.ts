@@ -10,7 +10,10 @@
  *   `launchFailed`, which gives the job back without spending an attempt (a scheduled Pod that is
  *   slow to start is left to the dispatch lease, which covers the pending timeout too);
  * - a project at `maxPodsPerProject`: `launchFailed` at once (no Pod is made); `free()` stops at
- *   `maxPods`.
+ *   `maxPods`;
+ * - with an agent NetworkPolicy configured, a namespace whose policy cannot be ensured
+ *   (agent-network-policies.ts: RBAC refused it, the API failed): no Pod is made there, and
+ *   `launchFailed` with why and the fix, told to the run too, retried after NETWORK_POLICY_RETRY_MS.
  * Its first list adopts the Pods a previous controller made (by label), so a restarted controller
  * counts them against the caps and reports their ends: nothing is launched twice.
  */
@@ -18,6 +21,7 @@ import { makeInformer, type Informer, type KubernetesListObject, type ObjectCach
 import type { AgentPodSettings } from "../config.js";
 import type { ControllerLogger } from "../dispatcher.js";
 import type { LaunchRequest, Launcher, LauncherEvents } from "../launcher.js";
+import { AgentNetworkPolicyError, type AgentNetworkPolicies } from "./agent-network-policies.js";
 import { apiMessage, apiStatus, type KubeClients } from "./client.js";
 import { AGENT_SELECTOR, agentPod, dispatchOf, podNameFor, podState, tokenSecret } from "./pods.js";
 import type { RunOwners } from "./run-owners.js";
@@ -36,10 +40,14 @@ export interface PodLauncherOptions {
   identity: string;
   events: LauncherEvents;
   logger: ControllerLogger;
+  /** The agent NetworkPolicy each namespace must have before its first agent Pod; unset: none is read or written. */
+  networkPolicies?: AgentNetworkPolicies;
 }
 
 /** How long a job waits before it is dispatched again after its Pod could not be made or started. */
 const RETRY_MS = 1000;
+/** The same when a namespace's agent NetworkPolicy could not be ensured (RBAC or the API: not fixed in a second). */
+export const NETWORK_POLICY_RETRY_MS = 10_000;
 /** Back-off before an informer that failed (not a 410 or a dropped watch: those it handles itself) starts again. */
 const INFORMER_RESTART_MS = 1000;
 
@@ -129,6 +137,7 @@ export class PodLauncher implements Launcher {
     try {
       const owner = await this.#o.owners.ownerOf(req.runId);
       tracked.namespace = owner.namespace;
+      await this.#o.networkPolicies?.ensure(owner.namespace);
       const pod = agentPod({ req, owner, settings: this.#o.settings, serverUrl: this.#o.serverUrl, launchedBy: this.#o.identity });
       created = await this.#o.clients.core.createNamespacedPod({ namespace: owner.namespace, body: pod });
       await this.#o.clients.core.createNamespacedSecret({ namespace: owner.namespace, body: tokenSecret(created, token) });
@@ -141,9 +150,15 @@ export class PodLauncher implements Launcher {
       tracked.done = true;
       if (created) await this.#delete(name, tracked.namespace);
       this.#forget(name, tracked);
-      this.#o.events.launchFailed(req, `could not create the agent Pod: ${apiMessage(err)}`, RETRY_MS);
-      this.#o.events.slotFreed();
+      this.#launchRefused(req, err);
     }
+  }
+
+  /** No agent started for `req`: its job goes back, with why (a NetworkPolicy that could not be ensured is told to the run). */
+  #launchRefused(req: LaunchRequest, err: unknown): void {
+    if (err instanceof AgentNetworkPolicyError) this.#o.events.launchFailed(req, err.message, NETWORK_POLICY_RETRY_MS, { tellRun: true });
+    else this.#o.events.launchFailed(req, `could not create the agent Pod: ${apiMessage(err)}`, RETRY_MS);
+    this.#o.events.slotFreed();
   }
 
   /** A Pod seen in a list or watch event. */

@@ -174,17 +174,33 @@ export const refusalMessage = (host: string, r: EgressRefusal, who = "http nodes
 
 const shown = (s: string): string => JSON.stringify(s.length > 64 ? `${s.slice(0, 64)}...` : s);
 
-/** One CIDR (`10.0.0.0/8`, `fd00::/8`) or one address (a /32 or /128): added to `list`, or why it is not one. */
-const addCidr = (list: BlockList, text: string): string | undefined => {
+export interface Cidr {
+  net: string;
+  prefix: number;
+  family: "ipv4" | "ipv6";
+}
+
+/**
+ * One CIDR (`10.0.0.0/8`, `fd00::/8`), or why it is not one. A bare address is a /32 or /128
+ * unless `requirePrefix` (a Kubernetes ipBlock's cidr must have one).
+ */
+export const parseCidr = (text: string, requirePrefix = false): Cidr | string => {
   const slash = text.indexOf("/");
   const net = slash < 0 ? text : text.slice(0, slash);
   const family = isIP(net);
-  if (family === 0) return `${shown(text)} is not a CIDR (an IPv4 or IPv6 address, then /prefix length)`;
+  if (family === 0 || (requirePrefix && slash < 0)) return `${shown(text)} is not a CIDR (an IPv4 or IPv6 address, then /prefix length)`;
   const max = family === 4 ? 32 : 128;
   const prefixText = slash < 0 ? String(max) : text.slice(slash + 1);
   if (!/^(0|[1-9][0-9]{0,2})$/.test(prefixText) || Number(prefixText) > max)
     return `${shown(text)} is not a CIDR: the prefix length must be a whole number from 0 to ${max}`;
-  list.addSubnet(net, Number(prefixText), family === 4 ? "ipv4" : "ipv6");
+  return { net, prefix: Number(prefixText), family: family === 4 ? "ipv4" : "ipv6" };
+};
+
+/** One CIDR or one address added to `list`, or why it is not one. */
+const addCidr = (list: BlockList, text: string): string | undefined => {
+  const cidr = parseCidr(text);
+  if (typeof cidr === "string") return cidr;
+  list.addSubnet(cidr.net, cidr.prefix, cidr.family);
   return undefined;
 };
 

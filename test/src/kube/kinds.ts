@@ -1,11 +1,13 @@
 // Per-kind rules of the built-in resources the fake serves, as their registry strategies in
 // kube-apiserver apply them: Pod defaults, status and spec immutability, Secret stringData,
-// Namespace lifecycle, CustomResourceDefinition validation, custom resources against their schema.
+// Namespace lifecycle, CustomResourceDefinition and NetworkPolicy validation, custom resources (and
+// built-in kinds given a schema) against their schema.
 import { badRequest, invalid, ApiError, type KubeObject } from "./api-error.js";
 import { validateCrd } from "./crd.js";
 import { metaOf, rec } from "./object-meta.js";
 import { clone } from "./patch.js";
 import type { ResourceType } from "./resource-types.js";
+import { validateNetworkPolicy } from "./network-policy.js";
 import { pruneAndValidate } from "./schema.js";
 
 type Obj = Record<string, unknown>;
@@ -53,9 +55,9 @@ const prepareSecret = (obj: KubeObject): void => {
 
 /** Rules on create; returns the fields pruned from a custom resource (unknown to its schema). */
 export const prepareCreate = (type: ResourceType, obj: KubeObject): string[] => {
-  if (!type.builtin) return type.schema ? pruneAndValidate(type, obj) : [];
-  prepareBuiltinCreate(type, obj);
-  return [];
+  const pruned = type.schema ? pruneAndValidate(type, obj) : [];
+  if (type.builtin) prepareBuiltinCreate(type, obj);
+  return pruned;
 };
 
 const prepareBuiltinCreate = (type: ResourceType, obj: KubeObject): void => {
@@ -71,6 +73,8 @@ const prepareBuiltinCreate = (type: ResourceType, obj: KubeObject): void => {
       obj.status = { phase: "Active" };
       return;
     }
+    case "NetworkPolicy":
+      return fail(type, obj, validateNetworkPolicy(obj));
     case "CustomResourceDefinition": {
       fail(type, obj, validateCrd(obj));
       const meta = metaOf(obj);
@@ -107,9 +111,9 @@ const checkPodUpdate = (type: ResourceType, obj: KubeObject, old: KubeObject): v
 
 /** Rules on update; returns the fields pruned from a custom resource (unknown to its schema). */
 export const prepareUpdate = (type: ResourceType, obj: KubeObject, old: KubeObject): string[] => {
-  if (!type.builtin) return type.schema ? pruneAndValidate(type, obj) : [];
-  prepareBuiltinUpdate(type, obj, old);
-  return [];
+  const pruned = type.schema ? pruneAndValidate(type, obj) : [];
+  if (type.builtin) prepareBuiltinUpdate(type, obj, old);
+  return pruned;
 };
 
 const prepareBuiltinUpdate = (type: ResourceType, obj: KubeObject, old: KubeObject): void => {
@@ -124,6 +128,8 @@ const prepareBuiltinUpdate = (type: ResourceType, obj: KubeObject, old: KubeObje
     case "Namespace":
       obj.spec = old.spec;
       return;
+    case "NetworkPolicy":
+      return fail(type, obj, validateNetworkPolicy(obj));
     case "CustomResourceDefinition":
       fail(type, obj, validateCrd(obj));
       if (rec(obj.spec).group !== rec(old.spec).group)

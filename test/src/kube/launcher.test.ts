@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { CustomObjectsApi, Watch, type V1Pod, type V1Secret } from "@kubernetes/client-node";
-import { ConfigFileSchema, Dispatcher } from "@flowsvc/controller";
-import { PodLauncher, kubeClients } from "@flowsvc/controller/kube";
+import { ConfigFileSchema, Dispatcher, type ConfigFile } from "@flowsvc/controller";
+import { AgentNetworkPolicies, NETWORK_POLICY_RETRY_MS, PodLauncher, kubeClients } from "@flowsvc/controller/kube";
 import { BasicRunOwners } from "./basic-run-owners.js";
 import { cancelRun, withTransaction } from "@flowsvc/store";
 import { waitFor } from "../support/wait.js";
@@ -37,9 +37,14 @@ let peers: Peers;
 const LEASE_MS = 15_000;
 
 /** A controller's leader half, in-process: the Pod launcher and the dispatcher, as main.ts wires them. */
-const startController = async (identity: string, agent: Partial<typeof settings> = {}): Promise<Controller> => {
+const startController = async (
+  identity: string,
+  agent: Partial<typeof settings> = {},
+  policy?: ConfigFile["agentNetworkPolicy"],
+): Promise<Controller> => {
   const log = recordingLogger();
   const clients = kubeClients(peers.kc);
+  const networkPolicies = policy && new AgentNetworkPolicies({ networking: clients.networking, spec: policy, logger: log });
   const events = { d: undefined as Dispatcher | undefined };
   const launcher = new PodLauncher({
     clients,
@@ -50,9 +55,10 @@ const startController = async (identity: string, agent: Partial<typeof settings>
     leaseMs: LEASE_MS,
     identity,
     logger: log,
+    ...(networkPolicies ? { networkPolicies } : {}),
     events: {
       agentExited: (req) => events.d?.agentExited(req),
-      launchFailed: (req, reason, ms) => events.d?.launchFailed(req, reason, ms),
+      launchFailed: (req, reason, ms, opts) => events.d?.launchFailed(req, reason, ms, opts),
       slotFreed: () => events.d?.nudge(),
     },
   });
@@ -277,6 +283,60 @@ describe("the Pod launcher", () => {
       await waitFor("the held-back team-a job to get a Pod", async () => (await podsOf(peers, "team-a", held.jobId)).length === 1);
     } finally {
       for (const r of runs) await cancel(r.runId, r.ns, r.jobId).catch(() => undefined); // some ended already
+      await c.stop();
+    }
+  });
+  test("agent NetworkPolicy: none read or written unless configured; made before a namespace's first Pod; refused by RBAC, no Pod and the run told", async () => {
+    const policyRequests = () => peers.api.requests.filter((r) => r.path.includes("/networkpolicies"));
+    assert.deepEqual(policyRequests(), [], "the launchers above had no policy configured: none read or written");
+    const spec = ConfigFileSchema.parse({
+      agentNetworkPolicy: {
+        podSelector: { matchLabels: { "app.kubernetes.io/name": "flowsvc-agent", "app.kubernetes.io/managed-by": "flowsvc" } },
+        policyTypes: ["Ingress", "Egress"],
+        egress: [{ to: [{ ipBlock: { cidr: "0.0.0.0/0", except: ["169.254.0.0/16"] } }] }],
+      },
+    }).agentNetworkPolicy;
+    peers.api.forbid((a) => a.resource === "networkpolicies" && a.namespace === "team-b");
+    const seen: V1Pod[] = [];
+    const watch = await new Watch(peers.kc).watch(
+      "/api/v1/namespaces/team-a/pods",
+      {},
+      (_type, pod: V1Pod) => void seen.push(pod),
+      () => undefined,
+    );
+    const c = await startController("controller-1", {}, spec);
+    const from = peers.api.requests.length;
+    const a = await submitScript(peers, "team-a", "true\n");
+    const b = await submitScript(peers, "team-b", "true\n");
+    try {
+      await waitFor("the team-a run to succeed", async () => (await runStatus(peers, a.runId)) === "succeeded");
+      const served = peers.api.requests.slice(from).map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
+      const made = served.indexOf("POST /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies 201");
+      const pod = served.indexOf("POST /api/v1/namespaces/team-a/pods 201");
+      assert.ok(made >= 0 && pod > made, `the policy is made before the Pod:\n${served.join("\n")}`);
+      const policy = await kubeClients(peers.kc).networking.readNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "team-a" });
+      const podLabels = seen.find((p) => p.metadata?.name === a.jobId)?.metadata?.labels ?? {};
+      for (const [k, v] of Object.entries(policy.spec?.podSelector?.matchLabels ?? {}))
+        assert.equal(podLabels[k], v, `the Pod's label ${k}`);
+
+      // team-b: the policy cannot be read (403): no Pod, the job back in the queue unspent, the run told once.
+      const told = async () =>
+        (await peers.db.pool.query<{ data: string }>(`select data from run_logs where run_id = $1 and stream = 'system'`, [b.runId])).rows;
+      await waitFor("the team-b run told why", async () => (await told()).length > 0);
+      const [line] = await told();
+      assert.match(
+        line!.data,
+        /^flowsvc: the agent did not start: the agent NetworkPolicy flowsvc-agent could not be ensured in namespace team-b \(403: networkpolicies\.networking\.k8s\.io "flowsvc-agent" is forbidden: User "[^"]+" cannot get resource "networkpolicies" in API group "networking\.k8s\.io" in the namespace "team-b"\), so no agent Pod is made there: give the controller get, create and update on networkpolicies .*; the job is tried again every 10 s\n$/,
+      );
+      assert.equal(NETWORK_POLICY_RETRY_MS, 10_000);
+      assert.deepEqual(await podsOf(peers, "team-b", b.jobId), [], "no Pod without the policy");
+      assert.ok(!peers.api.requests.slice(from).some((r) => r.method === "POST" && r.path.startsWith("/api/v1/namespaces/team-b/")));
+      const row = await jobRow(peers, b.jobId);
+      assert.deepEqual([row.status, row.attempt <= 1], ["queued", true], "given back without spending its attempt");
+    } finally {
+      watch.abort();
+      peers.api.forbid(undefined);
+      await cancel(b.runId, "team-b", b.jobId);
       await c.stop();
     }
   });

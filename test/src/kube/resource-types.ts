@@ -1,5 +1,6 @@
 // The resource types the fake serves: the built-in ones and those a CustomResourceDefinition adds.
 // A type is addressed by group, version and plural, as in the REST path.
+import { NETWORK_POLICY_SCHEMA } from "./network-policy.js";
 
 export interface PrinterColumn {
   name: string;
@@ -27,7 +28,10 @@ export interface ResourceType {
   columns: PrinterColumn[];
   /** Fields a fieldSelector may name, besides metadata.name and metadata.namespace. */
   selectableFields: string[];
-  /** The structural schema of a custom resource version (openAPIV3Schema), for pruning and validation. */
+  /**
+   * The structural schema of a custom resource version (openAPIV3Schema), for pruning and validation;
+   * of a built-in kind whose fields the fake checks (NetworkPolicy), its OpenAPI schema.
+   */
   schema?: Record<string, unknown>;
 }
 
@@ -143,6 +147,16 @@ export const builtinTypes = (): ResourceType[] => [
     namespaced: true,
     shortNames: ["ing"],
     statusSubresource: true,
+  }),
+  // Stored as given, its fields and rules checked (network-policy.ts); nothing enforces it.
+  builtin({
+    group: "networking.k8s.io",
+    version: "v1",
+    kind: "NetworkPolicy",
+    plural: "networkpolicies",
+    namespaced: true,
+    shortNames: ["netpol"],
+    schema: NETWORK_POLICY_SCHEMA,
   }),
   ...(["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"] as const).map((kind) =>
     builtin({

@@ -2,7 +2,7 @@
 //
 //   const api = await startFakeApiServer();
 //   kubectl --kubeconfig api.kubeconfigPath get pods
-//   api.compact(); api.dropWatches(); api.refuse((r) => ...); await api.close();
+//   api.compact(); api.dropWatches(); api.refuse((r) => ...); api.forbid((a) => ...); await api.close();
 //
 // It serves discovery, the built-in kinds in resource-types.ts, and every CRD applied to it.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -61,8 +61,31 @@ export interface FakeApiServer {
    * apiserver whose etcd does not answer) instead of being served; `refuse(undefined)` serves all again.
    */
   refuse: (when: ((r: { method: string; path: string }) => boolean) | undefined, code?: number) => void;
+  /**
+   * RBAC: every resource request `when` matches is refused 403 Forbidden, with the Status
+   * kube-apiserver's authorizer answers (`<resource> "<name>" is forbidden: User "<user>" cannot
+   * <verb> resource ...`); `forbid(undefined)` authorizes all again.
+   */
+  forbid: (when: ((a: RequestAttributes) => boolean) | undefined) => void;
   close: () => Promise<void>;
 }
+
+/** What an authorizer is asked about a resource request (k8s.io/apiserver's authorizer.Attributes). */
+export interface RequestAttributes {
+  /** get, list, watch, create, update, patch, delete, deletecollection. */
+  verb: string;
+  group: string;
+  /** The plural, e.g. networkpolicies. */
+  resource: string;
+  subresource: string;
+  /** "" at the cluster scope. */
+  namespace: string;
+  /** "" for a collection. */
+  name: string;
+}
+
+/** The user every request is from (the token is the controller's ServiceAccount's, in a cluster). */
+const USER = "system:serviceaccount:flowsvc:flowsvc-controller";
 
 const send = (res: ServerResponse, status: number, body: KubeObject): void => {
   const text = JSON.stringify(body);
@@ -71,6 +94,7 @@ const send = (res: ServerResponse, status: number, body: KubeObject): void => {
 };
 
 interface Context extends Deps {
+  forbidden: ((a: RequestAttributes) => boolean) | undefined;
   hub: WatchHub;
   registry: TypeRegistry;
   token: string;
@@ -112,11 +136,49 @@ const serveDiscovery = (ctx: Context, http: { req: IncomingMessage; res: ServerR
   return 200;
 };
 
+const VERBS: Record<string, string> = { POST: "create", PUT: "update", PATCH: "patch", DELETE: "delete" };
+
+/** The authorizer's verb of a request (endpoints/request/requestinfo.go). */
+const verbOf = (method: string, named: boolean, url: URL): string => {
+  if (method === "GET" || method === "HEAD") return named ? "get" : isWatch(url) ? "watch" : "list";
+  if (method === "DELETE" && !named) return "deletecollection";
+  return VERBS[method] ?? method.toLowerCase();
+};
+
+/** 403 as the RBAC authorizer's refusal reads (endpoints/handlers/responsewriters/errors.go, forbiddenMessage). */
+const forbiddenError = (a: RequestAttributes): ApiError => {
+  const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
+  const scope = a.namespace ? `in the namespace "${a.namespace}"` : "at the cluster scope";
+  const qualified = a.group ? `${a.resource}.${a.group}` : a.resource;
+  const what = a.name ? `${qualified} "${a.name}"` : qualified;
+  return new ApiError(
+    403,
+    "Forbidden",
+    `${what} is forbidden: User "${USER}" cannot ${a.verb} resource "${resource}" in API group "${a.group}" ${scope}`,
+    { ...(a.name ? { name: a.name } : {}), group: a.group, kind: a.resource },
+  );
+};
+
+const attributesOf = (method: string, url: URL, r: Extract<Route, { kind: "resource" }>): RequestAttributes => ({
+  verb: verbOf(method, Boolean(r.name), url),
+  group: r.type.group,
+  resource: r.type.plural,
+  subresource: r.sub ?? "",
+  namespace: r.namespace,
+  name: r.name ?? "",
+});
+
+/** RBAC as the test set it (`forbid`): a refused request throws 403. */
+const authorize = (ctx: Context, attributes: RequestAttributes): void => {
+  if (ctx.forbidden?.(attributes)) throw forbiddenError(attributes);
+};
+
 const dispatch = async (ctx: Context, req: IncomingMessage, res: ServerResponse): Promise<number> => {
   if (ctx.token && req.headers.authorization !== `Bearer ${ctx.token}`) throw new ApiError(401, "Unauthorized", "Unauthorized");
   const url = new URL(req.url ?? "/", "http://fake");
   const r = route(ctx.registry, url.pathname);
   if (r.kind !== "resource") return serveDiscovery(ctx, { req, res, url }, r);
+  authorize(ctx, attributesOf(req.method ?? "GET", url, r));
   const rr: ResourceRequest = {
     req,
     url,
@@ -168,7 +230,16 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
   const token = opts.token ?? "fake-token";
   const requests: RequestRecord[] = [];
   let refusal: { when: (r: { method: string; path: string }) => boolean; code: number } | undefined;
-  const ctx: Context = { storage, controllers, hub, registry, token, bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000, host: "" };
+  const ctx: Context = {
+    storage,
+    controllers,
+    forbidden: undefined,
+    hub,
+    registry,
+    token,
+    bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
+    host: "",
+  };
   const tls = servingCert();
   const server: Server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
     const record: RequestRecord = {
@@ -212,6 +283,7 @@ export const startFakeApiServer = async (opts: FakeApiServerOptions = {}): Promi
     compact: () => hub.compact(storage.resourceVersion),
     dropWatches: () => hub.dropAll(),
     refuse: (when, code = 503) => void (refusal = when ? { when, code } : undefined),
+    forbid: (when) => void (ctx.forbidden = when),
     close: async () => {
       hub.dropAll();
       await closeLoopback(server);
