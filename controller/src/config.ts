@@ -7,7 +7,14 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { z } from "zod";
-import { FlowError, accountProvidersFromEnv, parseConnectorBaseUrls, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
+import {
+  FlowError,
+  accountProvidersFromEnv,
+  parseConnectorBaseUrls,
+  parseMasterKey,
+  portSetting,
+  type AccountProvidersConfig,
+} from "@flowsvc/core";
 import { LABEL_KEY, LABEL_VALUE, intIn, matching } from "./config-rules.js";
 import { AgentNetworkPolicySpecSchema } from "./agent-network-policy-spec.js";
 import { HTTP_ALLOW_CIDRS_VAR, HTTP_ALLOW_PRIVATE_VAR, egressPolicyFromEnv, type EgressPolicy } from "./net/egress-policy.js";
@@ -251,7 +258,7 @@ export const loadControllerConfig = (env: NodeJS.ProcessEnv = process.env): Cont
         .optional(),
       FLOWSVC_POD_NAMESPACE: matching(DNS_LABEL, "a namespace name (a DNS label)").optional(),
       FLOWSVC_HEALTH_HOST: z.string().min(1).default("0.0.0.0"),
-      FLOWSVC_HEALTH_PORT: z.coerce.number().int("must be a port number").min(0).max(65535).default(8081),
+      FLOWSVC_HEALTH_PORT: portSetting(8081),
     },
     egress.ok ? [] : egress.problems,
   );

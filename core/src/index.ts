@@ -33,3 +33,4 @@ export * from "./credentials/index.js";
 export * from "./graph/index.js";
 export * from "./accounts/index.js";
 export * from "./members.js";
+export * from "./port-schema.js";

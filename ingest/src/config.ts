@@ -7,6 +7,7 @@
  * reads process.env.
  */
 import { z } from "zod";
+import { portSetting } from "@flowsvc/core";
 import { parseServiceConfig, type ServiceConfig } from "@flowsvc/controller";
 
 export interface IngestConfig extends ServiceConfig {
@@ -16,8 +17,7 @@ export interface IngestConfig extends ServiceConfig {
   metricsPort: number;
 }
 
-const port = (fallback: number) => z.coerce.number().int("must be a port number").min(0).max(65535).default(fallback);
-const PORTS = { FLOWSVC_PORT: port(8080), FLOWSVC_METRICS_PORT: port(9090) };
+const PORTS = { FLOWSVC_PORT: portSetting(8080), FLOWSVC_METRICS_PORT: portSetting(9090) };
 
 /** The app and /metrics on one port cannot both listen: refused with the other problems (0, a free port each, may repeat). */
 const portClash = (env: NodeJS.ProcessEnv): string[] => {

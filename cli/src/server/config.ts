@@ -1,7 +1,14 @@
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { FlowError, accountProvidersFromEnv, parseConnectorBaseUrls, parseMasterKey, type AccountProvidersConfig } from "@flowsvc/core";
+import {
+  FlowError,
+  accountProvidersFromEnv,
+  parseConnectorBaseUrls,
+  parseMasterKey,
+  portSetting,
+  type AccountProvidersConfig,
+} from "@flowsvc/core";
 import { egressPolicyFromEnv, type EgressPolicy } from "@flowsvc/controller/net/egress-policy";
 
 /**
@@ -10,7 +17,7 @@ import { egressPolicyFromEnv, type EgressPolicy } from "@flowsvc/controller/net/
  */
 const ServerConfigSchema = z.object({
   host: z.string().min(1).default("127.0.0.1"),
-  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  port: portSetting(8080),
   dataDir: z.string().min(1),
   agents: z.coerce.number().int().min(1).max(256).default(4),
   agentPools: z
