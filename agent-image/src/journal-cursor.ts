@@ -3,7 +3,7 @@
  * each (kind, name) it has made (the ordinal). Each durable call takes the next position and is
  * matched against what the journal recorded there (core's matchJournal: the replay rules).
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { indexJournal, matchJournal, parkedPosition } from "@flowsvc/core";
 import type { DurableCall, JournalEntry, JournalMatch } from "@flowsvc/core";
 
@@ -12,9 +12,9 @@ export interface CursorCall extends DurableCall {
   readonly match: JournalMatch;
 }
 
-/** `FLOW_IDEMPOTENCY_KEY` of the call at `position`: the same on every pass and every attempt. */
+/** `FLOW_IDEMPOTENCY_KEY` of the call at `position`: the same on every pass and every attempt (one-shot hash: no Hash object per step). */
 export const idempotencyKeyFor = (runId: string, position: number): string =>
-  `idk-${createHash("sha256").update(`${runId}\0${position}`).digest("hex").slice(0, 32)}`;
+  `idk-${hash("sha256", `${runId}\0${position}`, "hex").slice(0, 32)}`;
 
 export class JournalCursor {
   readonly #recorded: ReadonlyMap<number, JournalEntry>;

@@ -55,6 +55,8 @@ void test("a step past the journal is new, with a position and an idempotency ke
     capture_ino: 4242,
   });
   assert.equal(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-test", 1));
+  // Pinned: a run resumed by an agent of another version must see the same key (sha256 of "<run>\0<position>", 32 hex digits).
+  assert.equal(idempotencyKeyFor("run-test", 1), "idk-47d4e02d850c9b283e4ad17fdb5307ee");
   assert.notEqual(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-test", 2));
   assert.notEqual(idempotencyKeyFor("run-test", 1), idempotencyKeyFor("run-other", 1));
   await a.close();
