@@ -9,7 +9,7 @@
 import pino, { type Logger, type LoggerOptions } from "pino";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { Keyring, createPool, migrate, startListener, type Listener } from "@flowsvc/store";
+import { Keyring, createPool, endPool, migrate, startListener, type Listener } from "@flowsvc/store";
 import type { ServiceConfig } from "./config.js";
 import { startHealthServer } from "./health-server.js";
 
@@ -70,7 +70,7 @@ const onSignals = (s: Started<ServiceConfig>, stops: Array<() => Promise<void> |
     void (async () => {
       for (const stop of stops) await stop();
       await s.listener.close();
-      await s.pool.end();
+      await endPool(s.pool);
       s.logger.flush();
       process.exit(0);
     })();

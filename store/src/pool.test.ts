@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createPool, withTransaction } from "./pool.js";
+import { createPool, endPool, withTransaction } from "./pool.js";
 import { createTestDatabase, waitFor } from "./testing.js";
 
 test("withTransaction commits what its function did and returns its value", async (t) => {
@@ -88,4 +88,26 @@ test("a checked-out client whose backend is terminated fails its query, does not
 
   // With max 1, this answers only if release() dropped the dead clients.
   assert.deepEqual((await pool.query("select 3 as three")).rows, [{ three: 3 }]);
+});
+
+test("endPool answers once every connection it held has closed, so a Postgres stopped next terminates none of them", async (t) => {
+  const db = await createTestDatabase();
+  t.after(() => db.drop());
+  const name = `pool-end-${process.pid}`;
+  const logged: string[] = [];
+  const pool = createPool(db.url, { max: 4, applicationName: name, log: (m) => logged.push(m) });
+  await Promise.all(Array.from({ length: 4 }, () => pool.query("select pg_sleep(0.01)")));
+  assert.equal(pool.totalCount, 4);
+  // pg-pool emits 'remove' once a client's connection has ended (its socket closed).
+  let closed = 0;
+  pool.on("remove", () => closed++);
+  await endPool(pool);
+  assert.equal(closed, 4, "endPool answered before every connection had closed");
+  // pool.end() alone answers while the backends are still there (it has only asked its clients to end).
+  const { rows } = await db.pool.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where application_name = $1", [
+    name,
+  ]);
+  assert.equal(rows[0]!.n, 0);
+  assert.deepEqual(logged, []);
+  await endPool(createPool(db.url, { applicationName: `${name}-unused` })); // a pool that never connected answers at once
 });

@@ -69,6 +69,29 @@ export function createPool(url: string, opts: PoolOptions = {}): pg.Pool {
   return pool;
 }
 
+/**
+ * `pool.end()`, then the end of every connection it held. pg-pool answers end() as soon as it has
+ * asked its clients to end, before their sockets closed: a Postgres stopped right after (the
+ * embedded one at `flow server`'s stop) terminates those backends, and each logs as an idle
+ * connection lost. Bounded: after `timeoutMs` it answers anyway (a stop never hangs on it).
+ */
+export const endPool = async (pool: pg.Pool, timeoutMs = 5000): Promise<void> => {
+  const held = pool.totalCount;
+  let timer: NodeJS.Timeout | undefined;
+  let removed = 0;
+  const allClosed = new Promise<void>((resolve) => {
+    if (held === 0) resolve();
+    pool.on("remove", () => {
+      if (++removed >= held) resolve();
+    });
+    timer = setTimeout(resolve, timeoutMs);
+    timer.unref();
+  });
+  await pool.end();
+  await allClosed;
+  clearTimeout(timer);
+};
+
 /** Postgres's deadlock_detected and serialization_failure: the transaction can simply run again. */
 const RETRYABLE = new Set(["40P01", "40001"]);
 

@@ -9,6 +9,7 @@ import {
   ServiceMetrics,
   createPgResourceStore,
   createPool,
+  endPool,
   migrate,
   startEmbeddedPostgres,
   startListener,
@@ -188,7 +189,7 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
       databaseUrl = embedded.localUrl;
     }
     const pool = createPool(databaseUrl, { max: 20, applicationName: "flowsvc", log: (m: string) => logger.warn(m) });
-    cleanups.push(() => pool.end());
+    cleanups.push(() => endPool(pool));
     await migrate(pool, (m) => logger.info(m));
 
     const master = embedded
