@@ -341,11 +341,10 @@ test("ingest.metrics.port: ingest's env, containerPort and Service port named me
     { name: "metrics", port: 9100, targetPort: "metrics", protocol: "TCP" },
   );
   const ingress = find(objs, "Ingress", "r-flowsvc-ingest", "flowsvc");
-  assert.deepEqual(
-    (ingress.spec.rules as Obj[]).flatMap((r) => (r.http.paths as Obj[]).map((p) => p.backend.service)),
-    [{ name: "r-flowsvc-ingest", port: { name: "http" } }],
-    "the Ingress never routes to the metrics port",
-  );
+  const backends = (ingress.spec.rules as Obj[]).flatMap((r) => (r.http.paths as Obj[]).map((p) => p.backend.service));
+  assert.ok(backends.length > 0);
+  for (const b of backends)
+    assert.deepEqual(b, { name: "r-flowsvc-ingest", port: { name: "http" } }, "the Ingress never routes to the metrics port");
 });
 
 test("ingest.metrics.port: the ports the chart already uses are refused with a message, and what is not a port by the schema", async () => {

@@ -27,6 +27,9 @@ import {
   type TestDatabase,
 } from "@flowsvc/store";
 import { buildApp } from "../app.js";
+
+/** Every route the app registered (the OpenAPI catalog's list): for tests that hold a list of paths against it. */
+export { registeredRoutes } from "../openapi/document.js";
 import type { AccountProvidersConfig, AccountStatus } from "@flowsvc/core";
 
 export const TEST_LEASE_MS = 60_000;
