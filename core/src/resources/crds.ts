@@ -160,6 +160,9 @@ const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && 
 /**
  * A union of objects (a discriminated union such as a handler's reaction) as one object: every
  * branch's properties, required only what every branch requires; core's parser checks the branch.
+ * A property only some branches have keeps no `default`: the apiserver would write it into an
+ * object of every branch (a script reaction stored with a node's `config: {}`, which the strict
+ * script branch then refuses); core's parser applies the branch's own default.
  */
 const objectUnion = (branches: Json[], path: string): Json => {
   const props = new Map<string, Json[]>();
@@ -169,7 +172,13 @@ const objectUnion = (branches: Json[], path: string): Json => {
     .map((b) => (Array.isArray(b.required) ? (b.required as string[]) : []))
     .reduce((all, r) => all.filter((x) => r.includes(x)));
   const same = (vs: Json[]): boolean => vs.every((v) => JSON.stringify(v) === JSON.stringify(vs[0]));
-  const properties = Object.fromEntries([...props].map(([k, vs]) => [k, same(vs) ? vs[0]! : structuralUnion(vs, `${path}.${k}`)]));
+  const merged = (k: string, vs: Json[]): Json => {
+    const one = same(vs) ? vs[0]! : structuralUnion(vs, `${path}.${k}`);
+    if (vs.length === branches.length || one.default === undefined) return one;
+    const { default: _dropped, ...rest } = one;
+    return rest;
+  };
+  const properties = Object.fromEntries([...props].map(([k, vs]) => [k, merged(k, vs)]));
   return { type: "object", properties, ...(required.length > 0 ? { required } : {}) };
 };
 

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
+import { CRD_KINDS } from "@flowsvc/core";
 import { startFakeApiServer, type FakeApiServer } from "./server.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -163,5 +164,35 @@ describe("flowsvc's CRDs with kubectl", () => {
       join(root, "examples", "k8s", "graph.yaml"),
     ]);
     assert.equal(example.code, 0, example.stderr);
+  });
+
+  test("as the apiserver stores them (its defaults applied), the README's examples, the fixtures and a handler of each reaction kind are specs core accepts", async () => {
+    await ok(
+      ["apply", "-f", "-"],
+      ["stored", "stored-fixtures"].map((n) => `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${n}}\n`).join("---\n"),
+    );
+    const reactions = [
+      "{kind: pipeline, filename: p.yaml, source: 'steps: []'}",
+      "{kind: graph, graph: nightly}",
+      "{kind: node, type: http}",
+    ];
+    const handlers = reactions
+      .map((r, i) => `apiVersion: flowsvc.io/v1alpha1\nkind: FlowHandler\nmetadata: {name: r${i}}\nspec: {events: [a.b], reaction: ${r}}\n`)
+      .join("---\n");
+    await ok(["apply", "-n", "stored", "-f", "-"], handlers);
+    await ok(["create", "-n", "stored", "-f", join(root, "examples", "k8s")]);
+    await ok(["create", "-n", "stored-fixtures", "-f", fixtures]);
+    let checked = 0;
+    for (const k of CRD_KINDS) {
+      const { items } = JSON.parse(await ok(["get", k.plural, "--all-namespaces", "-o", "json"])) as {
+        items: Array<{ metadata: { name: string }; spec: unknown }>;
+      };
+      for (const o of items) {
+        const parsed = k.spec.safeParse(o.spec);
+        assert.ok(parsed.success, `${k.kind} ${o.metadata.name} as stored: ${JSON.stringify(o.spec)}: ${parsed.error?.message}`);
+        checked++;
+      }
+    }
+    assert.ok(checked >= 14, `checked ${checked}`);
   });
 });
