@@ -19,7 +19,15 @@ import type { KubeLog } from "./reconcile-log.js";
 import type { FlowApi } from "./reconcile-api.js";
 import type { NamespaceIndex } from "./reconcile-namespaces.js";
 import { FlowRunIndex, FlowRunOwners, type FlowRunObject } from "./flowrun-owners.js";
-import { SUMMARY_MAX_BYTES, canonicalJson, flowRunStatus, runSummary, sameStatus, type FlowRunStatus } from "./flowrun-summary.js";
+import {
+  SUMMARY_MAX_BYTES,
+  canonicalJson,
+  flowRunStatus,
+  runSummary,
+  sameStatus,
+  statusPatch,
+  type FlowRunStatus,
+} from "./flowrun-summary.js";
 
 /** How far Postgres's clock (a run's finished_at) may trail this process's when a pass starts. */
 const CLOCK_SLACK_MS = 5000;
@@ -156,7 +164,7 @@ export class FlowRunMirror {
     if (sameStatus(previous, desired)) return;
     const text = canonicalJson(desired);
     if (this.#written.get(run.id) === text) return;
-    await this.deps.api.patchStatus("run", fr.metadata!.namespace!, fr.metadata!.name!, desired);
+    await this.deps.api.patchStatus("run", fr.metadata!.namespace!, fr.metadata!.name!, statusPatch(previous, desired));
     this.#written.set(run.id, text);
   }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { MirroredRun } from "@flowsvc/store";
-import { SUMMARY_MAX_BYTES, clipUtf8, flowRunStatus, runSummary, sameStatus } from "./flowrun-summary.js";
+import { SUMMARY_MAX_BYTES, clipUtf8, flowRunStatus, runSummary, sameStatus, statusPatch } from "./flowrun-summary.js";
 
 const run = (over: Partial<MirroredRun> = {}): MirroredRun => ({
   id: "run-0123456789abcdefghjkmnpqrs",
@@ -48,4 +48,15 @@ test("the Succeeded condition follows the status, and a status equal but for tra
   const later = flowRunStatus(run(), { summary: "", now: new Date("2026-11-24T07:00:00Z") });
   assert.ok(sameStatus(done, later));
   assert.ok(!sameStatus(done, failed));
+});
+
+test("the status patch clears what the run no longer has (a merge patch keeps a key it leaves out), nothing else", () => {
+  const now = new Date("2026-11-24T06:00:03Z");
+  const parked = flowRunStatus(run({ status: "parked", finished_at: null, substate: { name: "timer", kind: "sleep" } }), { now });
+  const done = flowRunStatus(run(), { summary: "", now });
+  const patch = statusPatch(parked, done);
+  assert.equal(patch.substate, null);
+  assert.equal(patch.status, "succeeded");
+  assert.deepEqual(statusPatch(undefined, done), { ...done });
+  assert.ok(!Object.values(statusPatch(done, done)).includes(null));
 });

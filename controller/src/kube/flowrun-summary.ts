@@ -107,6 +107,18 @@ export const canonicalJson = (v: unknown): string =>
       : x,
   );
 
+/** The keys of a FlowRun's status that a run may lose (a parked run's substate once it goes on). */
+const CLEARABLE = ["substate", "startedAt", "finishedAt", "duration", "summary"] as const;
+
+/**
+ * The status to send as a merge patch: `desired`, with null for each key `previous` has and
+ * `desired` does not (a merge patch keeps a key it leaves out: a finished run kept `sleep:timer`).
+ */
+export const statusPatch = (previous: FlowRunStatus | undefined, desired: FlowRunStatus): Record<string, unknown> => {
+  const cleared = CLEARABLE.filter((k) => previous?.[k] !== undefined && desired[k] === undefined);
+  return { ...Object.fromEntries(cleared.map((k) => [k, null])), ...desired };
+};
+
 /** Whether two statuses say the same (transition times aside). */
 export const sameStatus = (a: FlowRunStatus | undefined, b: FlowRunStatus): boolean => {
   if (!a) return false;

@@ -176,6 +176,7 @@ export interface Cr {
     url?: string;
     runId?: string;
     status?: string;
+    substate?: string;
     summary?: string;
   };
 }

@@ -396,6 +396,18 @@ describe("reconcilers", () => {
     assert.equal(rows[0]?.status, "succeeded", "the run stays in Postgres");
   });
 
+  test("a FlowRun's substate goes when its run is no longer parked (a merge patch keeps a key it leaves out)", async () => {
+    const p = await project();
+    const runId = await scriptRun(h, p.projectId);
+    const status = async () => (await getCr(h, "flowruns", NS, runId))?.status;
+    await waitFor("FlowRun queued", async () => (await status())?.status === "queued", 15_000, 20);
+    await h.db.pool.query(`update runs set status = 'parked', substate = '{"name": "timer", "kind": "sleep"}' where id = $1`, [runId]);
+    await waitFor("FlowRun parked on sleep:timer", async () => (await status())?.substate === "sleep:timer", 15_000, 20);
+    await withTransaction(h.db.pool, (tx) => finishRun(tx, runId, { status: "succeeded", output: null, error: null }));
+    await waitFor("FlowRun succeeded", async () => (await status())?.status === "succeeded", 15_000, 20);
+    assert.equal((await status())?.substate, undefined, "a finished run has no substate (flow status shows -)");
+  });
+
   test("an applied FlowRun is submitted once, with its uid as idempotency key and its credentials; a bad spec is Succeeded=False", async () => {
     const p = await project();
     const spec = { kind: "script", source: "echo applied\n", filename: "a.sh", credentials: { GH_TOKEN: "github" } };
