@@ -892,6 +892,7 @@ test("kubectl apply of the rendered objects to the API server (validated against
     for (const line of [
       "kubectl -n notes rollout status deployment/r-flowsvc-controller",
       "kubectl get flowsvc --all-namespaces",
+      "kubectl -n demo create -f examples/k8s/run.yaml",
       "kubectl -n demo get flowruns -w",
       "(every namespace is watched)",
       "kubectl -n notes port-forward service/r-flowsvc-ingest 8080:8080",
