@@ -6,7 +6,7 @@
 // FlowRun by that uid and writes its status (runId first). A spec that breaks a rule gets
 // Succeeded=False/InvalidSpec and no run.
 import type { Pool } from "pg";
-import { RunSubmission, personSubmittedRun } from "@flowsvc/core";
+import { RunSubmission, assertStorableJson, personSubmittedRun } from "@flowsvc/core";
 import { submitRun, withTransaction } from "@flowsvc/store";
 import type { FlowApi } from "./reconcile-api.js";
 import type { KubeLog } from "./reconcile-log.js";
@@ -32,7 +32,7 @@ export const submitFlowRun = async (deps: SubmitDeps, o: FlowRunObject): Promise
   const uid = o.metadata!.uid!;
   let body: RunSubmission;
   try {
-    body = RunSubmission.parse(o.spec ?? {});
+    body = RunSubmission.parse(assertStorableJson(o.spec ?? {}, "spec"));
   } catch (err) {
     const problem = specProblem(err);
     if (problem === undefined) throw err;

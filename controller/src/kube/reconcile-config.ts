@@ -10,7 +10,7 @@
 // with no CR, written before that list began, is removed (docs/internals.md "Reconcilers" says why
 // a list diff and not a finalizer).
 import type { KubernetesObject } from "@kubernetes/client-node";
-import { FlowError, type ResourceScope } from "@flowsvc/core";
+import { FlowError, assertStorableJson, type ResourceScope } from "@flowsvc/core";
 import { listProjects, type ProjectRef } from "@flowsvc/store";
 import type { Pool } from "pg";
 import { ZodError } from "zod";
@@ -111,6 +111,8 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
     lastName.set(key, { namespace, name });
     let outcome: Outcome;
     try {
+      // What Postgres cannot store (NUL, a lone surrogate, a non-finite number) is a refused spec, not a write that fails on every retry.
+      assertStorableJson(obj.spec ?? {}, "spec");
       outcome = await k.apply(obj, scope, name);
     } catch (err) {
       const problem = specProblem(err);

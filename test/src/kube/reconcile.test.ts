@@ -107,6 +107,32 @@ describe("reconcilers", () => {
     await waitFor("handler removed", async () => (await getHandler(h.db.pool, p.projectId, "on-deploy")) === undefined, 2000, 20);
   });
 
+  test("text Postgres cannot store (NUL) in a spec: InvalidSpec naming the field, nothing written", async () => {
+    await apply("flowhandlers", "FlowHandler", "nul-when", handlerSpec('event.type == "a\u0000b"'));
+    await apply("flowsecrets", "FlowSecret", "nul-secret", {
+      valueFrom: { secretKeyRef: { name: "nul", key: "k" } },
+      secretName: "A\u0000B",
+    });
+    await apply("flowruns", "FlowRun", "nul-run", { kind: "script", source: "echo a\u0000b", filename: "n.sh", env: { A: "x" } });
+    const reasonOf = async (plural: string, name: string) => (await getCr(h, plural, NS, name))?.status?.conditions?.[0];
+    for (const [plural, name, field] of [
+      ["flowhandlers", "nul-when", "spec.when"],
+      ["flowsecrets", "nul-secret", "spec.secretName"],
+      ["flowruns", "nul-run", "spec.source"],
+    ] as const) {
+      await waitFor(`${name} InvalidSpec`, async () => (await reasonOf(plural, name))?.reason === "InvalidSpec", 10_000, 20);
+      assert.match((await reasonOf(plural, name))?.message ?? "", new RegExp(`^${field.replace(".", "\\.")} holds a NUL character`), name);
+    }
+    const p = await project();
+    assert.equal(await getHandler(h.db.pool, p.projectId, "nul-when"), undefined);
+    for (const [plural, name] of [
+      ["flowhandlers", "nul-when"],
+      ["flowsecrets", "nul-secret"],
+      ["flowruns", "nul-run"],
+    ] as const)
+      await h.custom.deleteNamespacedCustomObject({ ...cr(plural), name });
+  });
+
   test("a FlowSecret from a secretKeyRef is sealed, re-sealed on rotation, and no CR ever holds the value", async () => {
     const value = "s3cr3t-" + "v".repeat(20);
     await apply("flowsecrets", "FlowSecret", "api-token", { valueFrom: { secretKeyRef: { name: "creds", key: "token" } } });
