@@ -156,8 +156,34 @@ export interface HookResourceSetup {
   signingKeyRef: SecretKeyRef | null;
 }
 
+/** parseHook's flags as a FlowEventHook's fields, in this order (longest spellings first). */
+const AS_FIELDS: ReadonlyArray<readonly [RegExp, string]> = [
+  [/--key goes with --manifest; a manual HMAC hook takes --hmac-key/g, "spec.signingKeyRef goes with spec.manifest or spec.hmac_header"],
+  [/--manifest <m> --key <k>/g, "spec.manifest with spec.signingKeyRef"],
+  [/--hmac-header <h> --hmac-key <k>/g, "spec.hmac_header with spec.signingKeyRef"],
+  [/--hmac-header\/--hmac-key/g, "spec.hmac_header/spec.hmac_prefix"],
+  [/ <(type|m|h|k|signing_key)>/g, ""],
+  [/--hmac-header/g, "spec.hmac_header"],
+  [/--hmac-prefix/g, "spec.hmac_prefix"],
+  [/--hmac-key/g, "spec.signingKeyRef"],
+  [/--manifest/g, "spec.manifest"],
+  [/--event-type/g, "spec.event_type"],
+  [/--key/g, "spec.signingKeyRef"],
+];
+
+/** parseHook for a FlowEventHook: its refusals name the spec's fields, not `flow event-hook set`'s flags. */
+const parseHookAsResource = (name: string, body: HookSetBody): HookSetup => {
+  try {
+    return parseHook(name, body);
+  } catch (err) {
+    if (!(err instanceof FlowError)) throw err;
+    const message = AS_FIELDS.reduce((m, [flag, field]) => m.replace(flag, field), err.message);
+    throw new FlowError(err.code, message, { hint: "see `kubectl explain floweventhook.spec`", cause: err });
+  }
+};
+
 /**
- * Parses a FlowEventHook's spec with parseHook's rules (the same messages as the API). A manifest
+ * Parses a FlowEventHook's spec with parseHook's rules (the API's, its messages naming the spec's fields). A manifest
  * or manual-HMAC hook needs a signingKeyRef unless `keyKept` (its key was set through the API and is
  * already sealed in Postgres). Values are never read here: the reconciler reads the refs.
  */
@@ -168,7 +194,7 @@ export const parseHookResource = (name: string, raw: unknown, keyKept = false): 
   // A stand-in for the key, so that parseHook checks the combination; the real one is behind the ref.
   const key = signingKeyRef !== undefined || (keyKept && keyed) ? "(signingKeyRef)" : undefined;
   const body: HookSetBody = hmac ? { ...fields, hmac_key: key } : { ...fields, key };
-  const { spec } = parseHook(name, body);
+  const { spec } = parseHookAsResource(name, body);
   return { spec, secretRef: secretRef ?? null, signingKeyRef: spec.mode === "token" ? null : (signingKeyRef ?? null) };
 };
 

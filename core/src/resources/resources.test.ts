@@ -104,10 +104,29 @@ void test("a FlowEventHook spec: refs stand for the values, checked by the same 
     secretRef: { name: "s", key: "k" },
     signingKeyRef: ref,
   });
-  flowError(() => parseHookResource("gh", { manifest: "github" }), /needs --key/);
+  flowError(
+    () => parseHookResource("gh", { manifest: "github" }),
+    /^spec\.manifest github needs spec\.signingKeyRef: the secret the forge signs/,
+  );
+  flowError(
+    () => parseHookResource("hm", { hmac_header: "X-Sig" }),
+    /^a manual HMAC hook needs both spec\.hmac_header and spec\.signingKeyRef \(spec\.hmac_prefix is optional\)$/,
+  );
+  flowError(
+    () => parseHookResource("hm", {}),
+    /^give spec\.event_type \(shared token\), spec\.manifest with spec\.signingKeyRef, or spec\.hmac_header with spec\.signingKeyRef$/,
+  );
+  flowError(
+    () => parseHookResource("gh", { manifest: "github", hmac_header: "X-Sig", signingKeyRef: ref }),
+    /^give either spec\.manifest or spec\.hmac_header\/spec\.hmac_prefix, not both$/,
+  );
+  flowError(() => parseHookResource("gh", { manifest: "github", event_type: "x", signingKeyRef: ref }), /leave out spec\.event_type$/);
   assert.equal(parseHookResource("gh", { manifest: "github" }, true).signingKeyRef, null, "a key kept from the API needs no ref");
   assert.equal(parseHookResource("ci", { event_type: "ci.done" }, true).spec.mode, "token");
-  flowError(() => parseHookResource("ci", { event_type: "ci.done", signingKeyRef: ref }), /--key goes with --manifest/);
+  flowError(
+    () => parseHookResource("ci", { event_type: "ci.done", signingKeyRef: ref }),
+    /^spec\.signingKeyRef goes with spec\.manifest or spec\.hmac_header$/,
+  );
   zodAt(() => parseHookResource("gh", { manifest: "github", key: "in-the-clear" }), "");
   zodAt(() => parseHookResource("gh", { manifest: "github", signingKeyRef: { name: "Not_A_Name", key: "k" } }), "signingKeyRef.name");
   zodAt(() => parseHookResource("gh", { manifest: "github", signingKeyRef: { name: "n", key: "a/b" } }), "signingKeyRef.key");
