@@ -21,7 +21,7 @@ import type { NamespaceIndex } from "./reconcile-namespaces.js";
 import { ReconcileQueue } from "./reconcile-queue.js";
 import { flowNameOf } from "./reconcile-names.js";
 import { canonicalJson } from "./flowrun-summary.js";
-import { kubeTime, type Condition, type FlowKindName, type FlowObject } from "./reconcile-kinds.js";
+import { FLOW_KINDS, kubeTime, type Condition, type FlowKindName, type FlowObject } from "./reconcile-kinds.js";
 import type { KubeConfig } from "@kubernetes/client-node";
 
 /** What a pass concluded: Ready, or not with a reason; plus the kind's own status fields. */
@@ -67,6 +67,15 @@ export const specProblem = (err: unknown): string | undefined => {
   return undefined;
 };
 
+/** Older first: by creationTimestamp (a string or a Date, as the client gave it), then by name. */
+const byAge = (a: FlowObject, b: FlowObject): number => {
+  const time = (o: FlowObject): number => new Date(o.metadata?.creationTimestamp ?? 0).getTime() || 0;
+  const [ta, tb] = [time(a), time(b)];
+  if (ta !== tb) return ta - tb;
+  const [na, nb] = [a.metadata!.name!, b.metadata!.name!];
+  return na < nb ? -1 : na > nb ? 1 : 0;
+};
+
 const scopeOf = (p: ProjectRef): ResourceScope => ({ org: p.org, project: p.project, orgId: p.orgId, projectId: p.projectId });
 
 /** The Ready condition, keeping its transition time while its status stays. */
@@ -101,14 +110,20 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
     if (!obj) {
       const gone = lastName.get(key);
       lastName.delete(key);
-      if (gone && (await k.remove(scope, gone.name))) deps.log.info({ kind: k.kind, key, name: gone.name }, "resource removed with its CR");
+      if (gone) await release(scope, key, gone.name);
       return;
     }
     const name = flowNameOf(k.kind, obj);
     const before = lastName.get(key);
-    // A CR whose annotated name changed: the old resource goes.
-    if (before && before.name !== name) await k.remove(scope, before.name);
+    // A CR whose annotated name changed: the old resource goes (or passes to the next CR naming it).
+    if (before && before.name !== name) await release(scope, key, before.name);
     lastName.set(key, { namespace, name });
+    // Two CRs naming one resource: the older holds it, the other waits (its spec is not written).
+    const holder = namers(namespace, name, key).find((o) => byAge(o, obj) < 0);
+    if (holder) {
+      const message = `${name} is ${FLOW_KINDS[k.kind].kind} ${holder.metadata!.name}'s (the older CR naming it in this namespace): give this one another name`;
+      return writeStatus(obj, { ready: false, reason: "NameTaken", message });
+    }
     let outcome: Outcome;
     try {
       // What Postgres cannot store (NUL, a lone surrogate, a non-finite number) is a refused spec, not a write that fails on every retry.
@@ -120,6 +135,22 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
       outcome = { ready: false, reason: "InvalidSpec", message: problem };
     }
     await writeStatus(obj, outcome);
+  };
+  /** The CRs of `namespace` but `key` that name `name`, oldest first. */
+  const namers = (namespace: string, name: string, key: string): O[] =>
+    objects
+      .list()
+      .filter((o) => o.metadata!.namespace === namespace && `${namespace}/${o.metadata!.name}` !== key && flowNameOf(k.kind, o) === name)
+      .sort(byAge);
+  /** `key` no longer names `name`: the resource goes, or, when another CR names it, that CR writes its own. */
+  const release = async (scope: ResourceScope, key: string, name: string): Promise<void> => {
+    const [namespace] = key.split("/") as [string];
+    const next = namers(namespace, name, key);
+    if (next.length > 0) {
+      for (const o of next) queue.add(`${namespace}/${o.metadata!.name}`);
+      return;
+    }
+    if (await k.remove(scope, name)) deps.log.info({ kind: k.kind, key, name }, "resource removed with its CR");
   };
   const writeStatus = async (obj: O, outcome: Outcome): Promise<void> => {
     const generation = obj.metadata?.generation;

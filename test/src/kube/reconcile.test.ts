@@ -133,6 +133,46 @@ describe("reconcilers", () => {
       await h.custom.deleteNamespacedCustomObject({ ...cr(plural), name });
   });
 
+  test("two FlowSecrets naming one secret: the older holds it, the other is Ready=False NameTaken until the older goes", async () => {
+    await h.core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: "dup-one" }, stringData: { k: "value-of-the-first" } },
+    });
+    await h.core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: "dup-two" }, stringData: { k: "value-of-the-second" } },
+    });
+    await apply("flowsecrets", "FlowSecret", "dup-token", { valueFrom: { secretKeyRef: { name: "dup-one", key: "k" } } });
+    await readyIs("flowsecrets", "dup-token", (c) => c?.status === "True");
+    await apply("flowsecrets", "FlowSecret", "dup-token-2", {
+      secretName: "DUP_TOKEN",
+      valueFrom: { secretKeyRef: { name: "dup-two", key: "k" } },
+    });
+    await readyIs("flowsecrets", "dup-token-2", (c) => c?.reason === "NameTaken");
+    const taken = readyOf(await getCr(h, "flowsecrets", NS, "dup-token-2"))!;
+    assert.equal(taken.status, "False");
+    assert.match(taken.message ?? "", /DUP_TOKEN is FlowSecret dup-token's/);
+    const s = await scope();
+    assert.equal(await openSecretValue(h.db.pool, h.keyring, s, "DUP_TOKEN"), "value-of-the-first", "the holder's value stays");
+    assert.equal(readyOf(await getCr(h, "flowsecrets", NS, "dup-token"))?.status, "True");
+    // The holder goes: the secret stays, now the other's.
+    await h.custom.deleteNamespacedCustomObject({ ...cr("flowsecrets"), name: "dup-token" });
+    await readyIs("flowsecrets", "dup-token-2", (c) => c?.status === "True");
+    await waitFor(
+      "the second's value",
+      async () => (await openSecretValue(h.db.pool, h.keyring, s, "DUP_TOKEN")) === "value-of-the-second",
+      10_000,
+      20,
+    );
+    await h.custom.deleteNamespacedCustomObject({ ...cr("flowsecrets"), name: "dup-token-2" });
+    await waitFor(
+      "removed with the last CR",
+      async () => (await getSecretMeta(h.db.pool, s.projectId, "DUP_TOKEN")) === undefined,
+      10_000,
+      20,
+    );
+  });
+
   test("a FlowSecret from a secretKeyRef is sealed, re-sealed on rotation, and no CR ever holds the value", async () => {
     const value = "s3cr3t-" + "v".repeat(20);
     await apply("flowsecrets", "FlowSecret", "api-token", { valueFrom: { secretKeyRef: { name: "creds", key: "token" } } });
