@@ -9,7 +9,7 @@
 import pino, { type Logger, type LoggerOptions } from "pino";
 import type { Pool } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { Keyring, createPool, endPool, migrate, startListener, type Listener } from "@flowsvc/store";
+import { Keyring, anyKeyedOrg, createPool, endPool, migrate, startListener, type Listener } from "@flowsvc/store";
 import type { ServiceConfig } from "./config.js";
 import { startHealthServer } from "./health-server.js";
 
@@ -56,6 +56,10 @@ const startShared = async <C extends ServiceConfig>(d: Deployable<C>, config: C,
   const pool = createPool(config.databaseUrl, { max: d.poolMax, applicationName: d.name, log: (m: string) => logger.warn(m) });
   await migrate(pool, (m) => logger.info(m));
   const keyring = await Keyring.create(pool, config.masterKey);
+  // A master key this database's org keys were not wrapped with fails here, as flow server's does,
+  // not later at every seal and open while the Pod reports ready.
+  const org = await anyKeyedOrg(pool);
+  if (org !== undefined) await keyring.verify(org);
   const listener = startListener(config.databaseUrl, (msg, err) => logger.warn({ err }, msg));
   return { config, logger, pool, keyring, listener };
 };

@@ -153,3 +153,9 @@ export const createUserWithToken = async (
     name,
   ]);
 };
+
+/** An org that has a data key (the oldest), to check a master key against at start; undefined in a new database. */
+export const anyKeyedOrg = async (db: Db): Promise<string | undefined> => {
+  const { rows } = await db.query<{ org_id: string }>(`select org_id from org_keys order by created_at, org_id limit 1`);
+  return rows[0]?.org_id;
+};
