@@ -150,7 +150,7 @@ test("ingest.ingress: host, className, tls and annotations kept; extraPaths adde
   assert.equal(spec.spec.ingressClassName, "nginx");
   assert.deepEqual(spec.spec.tls, [{ hosts: ["flows.example.com"], secretName: "r-flowsvc-ingest-tls" }]);
   assert.equal((spec.spec.rules as Array<{ host: string }>)[0]!.host, "flows.example.com");
-  for (const [path, type, why] of [
+  const refusals = [
     ["/", "Prefix", /extraPaths\[0\]: Prefix \/ would publish the agent API/],
     ["/a", "Prefix", /extraPaths\[0\]: Prefix \/a would publish the agent API/],
     ["/Agent/v1", "Prefix", /extraPaths\[0\]: Prefix \/Agent\/v1 would publish the agent API/],
@@ -161,11 +161,17 @@ test("ingest.ingress: host, className, tls and annotations kept; extraPaths adde
     ["/docs\u0000", "Prefix", /ingest\.ingress\.extraPaths\.0\.path: Does not match pattern/],
     ["/docs", "ImplementationSpecific", /ingest\.ingress\.extraPaths\.0\.pathType: .* must be one of the following: "Prefix", "Exact"/],
     ["/" + "1".repeat(600), "Prefix", /ingest\.ingress\.extraPaths\.0\.path: String length must be less than or equal to 512/],
-  ] as const) {
-    const values = join(dir, "extra.json");
-    writeFileSync(values, JSON.stringify({ ingest: { ingress: { extraPaths: [{ path, pathType: type }] } } }));
-    const r = await helm(["-f", values]);
-    assert.equal(r.code, 1, `${type} ${path} rendered: ${r.stdout}`);
-    assert.match(r.stderr, why, `${type} ${path}`);
+  ] as const;
+  // One helm per case, at once (each its own values file).
+  const answers = await Promise.all(
+    refusals.map(([path, type], i) => {
+      const values = join(dir, `extra-${i}.json`);
+      writeFileSync(values, JSON.stringify({ ingest: { ingress: { extraPaths: [{ path, pathType: type }] } } }));
+      return helm(["-f", values]);
+    }),
+  );
+  for (const [i, [path, type, why]] of refusals.entries()) {
+    assert.equal(answers[i]!.code, 1, `${type} ${path} rendered: ${answers[i]!.stdout}`);
+    assert.match(answers[i]!.stderr, why, `${type} ${path}`);
   }
 });
