@@ -42,6 +42,17 @@ void test("every bad value is reported at once, each under its name", () => {
   assert.match(problem({}, { FLOWSVC_AGENT_MAX_JOBS: "2.5" }), /FLOWSVC_AGENT_MAX_JOBS must be/);
 });
 
+void test("an empty data dir is refused, not taken as the current directory", () => {
+  assert.equal(loadServerConfig({}, { ...home, FLOWSVC_DATA_DIR: "/srv/flow" }).dataDir, "/srv/flow");
+  assert.equal(loadServerConfig({ dataDir: "rel" }, home).dataDir, `${process.cwd()}/rel`);
+  for (const [flags, env] of [
+    [{}, { FLOWSVC_DATA_DIR: "" }],
+    [{ dataDir: "" }, {}],
+    [{ dataDir: "" }, { FLOWSVC_DATA_DIR: "/srv/flow" }],
+  ] as const)
+    assert.match(problem(flags, env), /--data-dir \/ FLOWSVC_DATA_DIR is empty/, JSON.stringify([flags, env]));
+});
+
 void test("FLOWSVC_AGENT_SPAWNER: on by default, off turns the local agents' script spawner off; another value is refused", () => {
   assert.equal(loadServerConfig({}, home).agentSpawner, "on");
   assert.equal(loadServerConfig({}, { ...home, FLOWSVC_AGENT_SPAWNER: "off" }).agentSpawner, "off");

@@ -18,7 +18,9 @@ import { egressPolicyFromEnv, type EgressPolicy } from "@flowsvc/controller/net/
 const ServerConfigSchema = z.object({
   host: z.string().min(1).default("127.0.0.1"),
   port: portSetting(8080),
-  dataDir: z.string().min(1),
+  // Empty is refused, not resolved: resolve("") is the current directory, which the start would make
+  // the data dir (mode 0701, master.key and the Postgres cluster in it).
+  dataDir: z.string().min(1, "--data-dir / FLOWSVC_DATA_DIR is empty: give a directory, or leave it unset for the default"),
   agents: z.coerce.number().int().min(1).max(256).default(4),
   agentPools: z
     .array(
@@ -98,11 +100,15 @@ const envSetting = (env: NodeJS.ProcessEnv, name: string): string | undefined =>
 const envAgentPools = (env: NodeJS.ProcessEnv): string[] | undefined =>
   envSetting(env, "FLOWSVC_AGENT_POOLS")?.split(/\s+/).filter(Boolean);
 
+/** The data dir as an absolute path; an empty one stays empty, for the schema to refuse. */
+const dataDirInput = (given: string | undefined, env: NodeJS.ProcessEnv): string =>
+  given === "" ? "" : resolve(given ?? defaultDataDir(env));
+
 /** What the schema parses: each flag over its environment variable; the defaults are the schema's. */
 const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<keyof z.input<typeof ServerConfigSchema>, unknown> => ({
   host: flags.host ?? env["FLOWSVC_HOST"],
   port: flags.port ?? env["FLOWSVC_PORT"],
-  dataDir: resolve(flags.dataDir ?? env["FLOWSVC_DATA_DIR"] ?? defaultDataDir(env)),
+  dataDir: dataDirInput(flags.dataDir ?? env["FLOWSVC_DATA_DIR"], env),
   agents: flags.agents ?? env["FLOWSVC_AGENTS"],
   agentPools: flags.agentPool ?? envAgentPools(env),
   leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
