@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { chmod, mkdir } from "node:fs/promises";
+import { chmod } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
@@ -31,6 +31,7 @@ import { setForgeBaseUrls } from "@flowsvc/controller/graph/nodes/workflow";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
+import { makeDataDir } from "./data-dir.js";
 import type { ServerConfig } from "./config.js";
 import type { AgentPaths } from "./agent-runtime.js";
 import { prepareLocalAgents } from "./local-agents.js";
@@ -128,7 +129,7 @@ const describeAgents = (pools: ReadonlyArray<{ capabilities: readonly string[]; 
  * Stops in the reverse order; Postgres last.
  */
 export const runServer = async (config: ServerConfig): Promise<RunningServer> => {
-  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  await makeDataDir(config.dataDir);
   const logPath = join(config.dataDir, "server.log");
   await chmod(logPath, 0o600).catch(() => undefined); // made 0644 by servers before 0600 was asked for
   // Open before anything can end the process: pino flushes this file synchronously at exit, and
