@@ -92,17 +92,37 @@ const sweepUntilFinished = (
   };
 };
 
-/** Listens on the configured host and port; a port in use is a config error that says so. */
-const listenOn = async (app: { listen(opts: { host: string; port: number }): Promise<string> }, config: ServerConfig): Promise<string> => {
+/** Why the listen failed, as a config error, for the errors a setting causes; undefined for any other. */
+const listenProblem = (err: NodeJS.ErrnoException, config: Pick<ServerConfig, "host" | "port">): FlowError | undefined => {
+  const { host, port } = config;
+  const hostHint = "pass --host (FLOWSVC_HOST) an address of this machine: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)";
+  switch (err.code) {
+    case "EADDRINUSE":
+      return new FlowError("config", `port ${port} on ${host} is already in use`, { hint: "stop the other process or pass --port <n>" });
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+    case "EAI_FAIL":
+      return new FlowError("config", `cannot listen on --host ${host}: no such host name (${err.code})`, { hint: hostHint });
+    case "EADDRNOTAVAIL":
+      return new FlowError("config", `cannot listen on --host ${host}: it is not an address of this machine`, { hint: hostHint });
+    case "EACCES":
+      return new FlowError("config", `port ${port} on ${host} needs more privileges than this user has (ports below 1024 need root)`, {
+        hint: "pass --port 1024 or above (FLOWSVC_PORT)",
+      });
+    default:
+      return undefined;
+  }
+};
+
+/** Listens on the configured host and port; what a setting causes (a port in use, a host that is not ours) is a config error that says so. */
+export const listenOn = async (
+  app: { listen(opts: { host: string; port: number }): Promise<string> },
+  config: Pick<ServerConfig, "host" | "port">,
+): Promise<string> => {
   try {
     return await app.listen({ host: config.host, port: config.port });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-      throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, {
-        hint: "stop the other process or pass --port <n>",
-      });
-    }
-    throw err;
+    throw listenProblem(err as NodeJS.ErrnoException, config) ?? err;
   }
 };
 
