@@ -24,6 +24,16 @@ void test("an error is one `error:` line, then its hint, and the exit status of 
   assert.deepEqual(c.out, []);
   assert.equal(printError(capture().io, new FlowError("unavailable", "down")), 1);
   assert.equal(printError(capture().io, new FlowError("config", "bad env")), 2);
+  const twice = capture();
+  printError(
+    twice.io,
+    new FlowError("config", "bad key; generate one with: openssl rand -base64 32", { hint: "generate one with: openssl rand -base64 32" }),
+  );
+  assert.deepEqual(
+    twice.err,
+    ["error: bad key; generate one with: openssl rand -base64 32"],
+    "a hint the message ends with is not printed twice",
+  );
 });
 
 void test("an unexpected error still prints one error line and exits 1", () => {

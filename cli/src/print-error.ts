@@ -11,7 +11,8 @@ const BUG_HINT = "this is a bug in flow: please report it with the command you r
 export const printError = (io: Stdio, err: unknown): number => {
   if (err instanceof FlowError) {
     io.note(`error: ${err.message}`);
-    if (err.hint) io.note(err.hint);
+    // A message that carries its hint already (core's master key error, for logs that keep messages only) is not followed by it again.
+    if (err.hint && !err.message.endsWith(err.hint)) io.note(err.hint);
     return exitStatusOf(err.code);
   }
   const message = err instanceof Error ? err.message : String(err);

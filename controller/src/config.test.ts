@@ -64,6 +64,17 @@ void test("no master key and no database refuse the start, naming each variable 
   assert.ok(!problems.join("\n").includes(secretish.slice(0, 12)), "the bad key is not repeated");
 });
 
+void test("FLOWSVC_AGENT_LEASE_MS takes decimal digits only, as flow server's --lease-ms", () => {
+  assert.equal(loadControllerConfig({ ...good, FLOWSVC_AGENT_LEASE_MS: "4096" }).leaseMs, 4096);
+  for (const bad of ["0x1000", "1e4", " 5000 ", "5000.0", "-5000", "1e400", "5000\u0000", "499"])
+    assert.ok(
+      problemsOf({ ...good, FLOWSVC_AGENT_LEASE_MS: bad }).includes(
+        "FLOWSVC_AGENT_LEASE_MS: must be a whole number of milliseconds from 500 to 600000",
+      ),
+      JSON.stringify(bad),
+    );
+});
+
 void test("a bad config file names the JSON path of each problem; unknown fields and hostile values are refused", () => {
   withConfigFile(
     JSON.stringify({

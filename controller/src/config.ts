@@ -13,6 +13,7 @@ import {
   parseConnectorBaseUrls,
   parseMasterKey,
   portSetting,
+  wholeNumberSetting,
   type AccountProvidersConfig,
 } from "@flowsvc/core";
 import { LABEL_KEY, LABEL_VALUE, intIn, matching } from "./config-rules.js";
@@ -126,7 +127,12 @@ const CommonEnvSchema = z.object({
   FLOWSVC_PUBLIC_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
   FLOWSVC_CONFIG_FILE: z.string().min(1).optional(),
   /** How long an agent's job lease lasts without a heartbeat; ingest and the controller must agree (as `flow server`'s). */
-  FLOWSVC_AGENT_LEASE_MS: z.coerce.number().int("must be a whole number of milliseconds").min(500).max(600_000).default(15_000),
+  FLOWSVC_AGENT_LEASE_MS: wholeNumberSetting({
+    min: 500,
+    max: 600_000,
+    fallback: 15_000,
+    message: "must be a whole number of milliseconds from 500 to 600000",
+  }),
 });
 
 /** What both bins share. */

@@ -34,3 +34,4 @@ export * from "./graph/index.js";
 export * from "./accounts/index.js";
 export * from "./members.js";
 export * from "./port-schema.js";
+export * from "./number-setting.js";

@@ -37,6 +37,13 @@ void test("every spelling of the secret parameter is redacted from a logged URL"
     `secret=${s}#a;b&c=1`,
     `+secret+=${s}`,
     `secret=${s}&secret=${s}`,
+    `secret[]=${s}`,
+    `secret%5B%5D=${s}`,
+    `SECRET[0]=${s}`,
+    `secret[a][b]=${s}`,
+    `token=${s}`,
+    `x=1&hook_secret=${s}`,
+    `key=%66hs_S3cretValue`,
   ]) {
     const out = redactSecretQuery(`/api/v1/hooks/o/p/h?${q}`);
     assert.ok(!out.includes("S3cret"), `${q} -> ${out}`);
@@ -45,5 +52,7 @@ void test("every spelling of the secret parameter is redacted from a logged URL"
   assert.equal(redactSecretQuery("/h?a=1&%73ecret=x&b=2"), "/h?a=1&%73ecret=[redacted]&b=2");
   assert.equal(redactSecretQuery("/h?secret=x#y&b=2"), "/h?secret=[redacted]&b=2");
   assert.equal(redactSecretQuery("/h?a=1&secrets=x"), "/h?a=1&secrets=x");
+  assert.equal(redactSecretQuery("/h?a=1&secret[]=fhs_x&b=2"), "/h?a=1&secret[]=[redacted]&b=2");
+  assert.equal(redactSecretQuery("/h?token=fhs_x&b=2"), "/h?token=[redacted]&b=2");
   assert.equal(redactSecretQuery("/h"), "/h");
 });

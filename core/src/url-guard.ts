@@ -56,9 +56,16 @@ const looseName = (raw: string): string => {
   return s.trim().toLowerCase();
 };
 
+/** A parameter name that means `secret` to some parser: any case and encoding, and with brackets (`secret[]`, `secret[0]`, PHP's and qs's arrays). */
+const isSecretName = (raw: string): boolean => looseName(raw).replace(/(\[[^\]]*\])+$/, "") === "secret";
+
+/** A value that holds a hook secret (`fhs_...`, store/src/hooks.ts), whatever the parameter is called (`?token=fhs_...`). */
+const holdsHookSecret = (raw: string): boolean => looseName(raw).includes("fhs_");
+
 /**
  * The request URL with the value of every query parameter whose decoded name is `secret` (any
- * case, any percent-encoding, even doubled: `?%73ecret=`, `?SECRET=`, `?%2573ecret=`) replaced by
+ * case, any percent-encoding, even doubled: `?%73ecret=`, `?SECRET=`, `?%2573ecret=`; with
+ * brackets: `?secret[]=`), and of any parameter whose value holds a hook secret (`?token=fhs_...`), replaced by
  * `[redacted]`: the only form of a hook URL a log line may carry. `;` and `#` inside a redacted
  * value are hidden with it up to the next `&`, and also start a parameter of their own, so neither
  * `?secret=a;b` nor `?a=1;secret=b` shows the secret.
@@ -74,7 +81,7 @@ export const redactSecretQuery = (url: string): string => {
     const piece = parts[i]!;
     if (sep === "&") hiding = false;
     const eq = piece.indexOf("=");
-    if (eq >= 0 && looseName(piece.slice(0, eq)) === "secret") {
+    if (eq >= 0 && (isSecretName(piece.slice(0, eq)) || holdsHookSecret(piece.slice(eq + 1)))) {
       out += `${sep}${piece.slice(0, eq)}=[redacted]`;
       hiding = true;
     } else if (!hiding) {

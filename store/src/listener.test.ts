@@ -1,3 +1,5 @@
+import { once } from "node:events";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { startListener } from "./listener.js";
@@ -63,4 +65,23 @@ test("local() wakes this process's subscribers at once and drops the NOTIFY's ec
   await notify("");
   await settle();
   assert.ok(seen.includes(""));
+});
+
+test("an attempt to connect that fails after close() logs nothing and is not retried", async (t) => {
+  // A peer that accepts and never answers: the listener's attempt stays under way until the socket goes.
+  const sockets: Socket[] = [];
+  const peer = createServer((s) => sockets.push(s));
+  peer.listen(0, "127.0.0.1");
+  await once(peer, "listening");
+  t.after(() => peer.close());
+  const logged: string[] = [];
+  const listener = startListener(`postgres://u:p@127.0.0.1:${(peer.address() as AddressInfo).port}/db`, (msg) => logged.push(msg));
+  await waitFor("the listener's attempt", () => sockets.length === 1, 10_000, 5);
+  await listener.close();
+  sockets[0]!.destroy();
+  await once(sockets[0]!, "close");
+  // The client sees the reset in the same process: a few turns of the loop, not a sleep.
+  for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(logged, []);
+  assert.equal(sockets.length, 1, "no new attempt after close()");
 });

@@ -84,6 +84,7 @@ export const startListener = (url: string, log: (msg: string, err?: unknown) => 
       fanOut(channel, payload);
     });
     c.on("error", (err) => {
+      if (closed) return; // closed: Postgres going away now is no news
       log("listener connection error", err);
       schedule();
     });
@@ -98,8 +99,11 @@ export const startListener = (url: string, log: (msg: string, err?: unknown) => 
       if (attempt > 0) reconnectSubs.forEach((fn) => fn());
       attempt = 0;
     } catch (err) {
-      log("listener could not connect", err);
       c.end().catch(() => undefined);
+      // Closed while this attempt was under way (a start refused with its port in use, say, stops
+      // Postgres under it): no warning, no retry.
+      if (closed) return;
+      log("listener could not connect", err);
       schedule();
     }
   };

@@ -155,6 +155,8 @@ void test("as root, FLOWSVC_AGENT_USER naming root or the embedded Postgres user
   ] as const) {
     await assert.rejects(startTestServer({ agents: 1, env: { FLOWSVC_AGENT_USER: name } }), (err: Error) => {
       assert.match(err.message, why);
+      // The hint names a user worth creating, never `useradd --system root`.
+      if (name !== "../etc") assert.match(err.message, /useradd --system flowsvc-agent\)/);
       return true;
     });
   }

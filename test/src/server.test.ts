@@ -128,8 +128,8 @@ void test("with FLOWSVC_DATABASE_URL and no FLOWSVC_MASTER_KEY the server refuse
 void test("bad server flags are refused with every problem listed", async () => {
   const r = await runFlow(["server", "--port", "99999", "--agents", "0"], { FLOWSVC_DATABASE_URL: undefined });
   assert.equal(r.code, 2);
-  assert.match(r.stderr, /port:/);
-  assert.match(r.stderr, /agents:/);
+  assert.match(r.stderr, /--port \/ FLOWSVC_PORT must be a port number/);
+  assert.match(r.stderr, /--agents \/ FLOWSVC_AGENTS must be a whole number from 1 to 256/);
 });
 
 void test(

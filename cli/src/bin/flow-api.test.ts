@@ -272,6 +272,34 @@ void test("emit posts type, key and payload and prints only the event id", async
   assert.deepEqual(api.seen[1]?.body, { type: "bare", payload: null });
 });
 
+void test("a number past double range (1e400) in --payload, --input, --config or a graph file is refused, not sent as null", async () => {
+  api.routes.set(`POST ${SCOPED}/events`, () => ({ status: 201, json: { id: "evt-1", type: "t" } }));
+  const graph = await script(
+    "big.json",
+    '{"version":"flowsvc-graph/v1","nodes":[{"id":"e","type":"emit","config":{"type":"x.y","payload":{"n":1e400}}}],"edges":[]}',
+  );
+  const cases: Array<[string[], RegExp]> = [
+    [["emit", "t", "--payload", "1e400"], /argument '1e400' is invalid\. the value is a number outside the range/],
+    [["emit", "t", "--payload", '{"a":[1,-1e999]}'], /a\[1\] is a number outside the range a JSON number can be stored in/],
+    [["signal", RUN_ID, "go", "--payload", '{"n":1e400}'], /argument '\{"n":1e400\}' is invalid\. n is a number outside/],
+    [["submit", graph, "--input", '{"deep":{"x":1E400}}'], /^error: --input: deep\.x is a number outside/],
+    [
+      ["handler", "set", "h", "--node", "emit", "--on", "a", "--config", '{"payload":{"n":1e400}}'],
+      /^error: --config: payload\.n is a number outside/,
+    ],
+    [["graph", "set", "g", graph], /big\.json: nodes\[0\]\.config\.payload\.n is a number outside/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await runFlow(args, { env });
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message, args.join(" "));
+  }
+  assert.equal(api.seen.length, 0, "nothing was sent");
+  const ok = await runFlow(["emit", "t", "--payload", '{"n":1e308,"m":-5e-324}'], { env });
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.deepEqual(api.seen[0]?.body, { type: "t", payload: { n: 1e308, m: -5e-324 } });
+});
+
 void test("emit against a server without the route fails cleanly with exit 1", async () => {
   const r = await runFlow(["emit", "deploy.done"], { env });
   assert.equal(r.code, 1);

@@ -4,7 +4,8 @@
  * resolved must include none of the server's: no cli/src/server or cli/src/local module, no store,
  * ingest or controller, no pg, fastify, embedded Postgres, pino, undici, zod or croner (the cron parser).
  * `flow check` is the one exception for zod: it validates a graph locally with core's graph model.
- * And `flow completion bash` really completes: the script is sourced in bash and asked for `flow ru`.
+ * And `flow completion bash` really completes: the script is sourced in bash and asked for `flow ru`,
+ * options, option values (`--as <TAB>`) and a file argument (`flow submit <TAB>`: no option names).
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -297,6 +298,12 @@ void test("the bash completion completes commands, subcommands and options from 
     "ask flow runs list --st",
     "ask flow secret set NAME --",
     "ask flow nosuch",
+    'ask flow submit ""',
+    'ask flow submit --as ""',
+    "ask flow status x -o j",
+    'ask flow completion ""',
+    'ask flow --url http://x --project a/b secret ""',
+    'ask flow submit --tag secret ""',
   ].join("\n");
   const bash = spawn("bash", ["-c", probe], { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
@@ -316,6 +323,14 @@ void test("the bash completion completes commands, subcommands and options from 
   assert.deepEqual(lines[2], ["--status"]);
   assert.ok(lines[3]?.includes("--help") && lines[3].includes("--url"), `secret set options: ${out}`);
   assert.deepEqual(lines[4], []);
+  // A file argument: no option names on an empty word, so bash offers file names (complete -o default).
+  assert.deepEqual(lines[5], []);
+  // After a value-taking option: its choices (not the option names), or nothing; a flag's value is never a command.
+  assert.deepEqual(lines[6], ["graph", "pipeline", "script", "yaml"]);
+  assert.deepEqual(lines[7], ["json"]);
+  assert.deepEqual(lines[8], ["bash", "fish", "zsh"]);
+  assert.deepEqual(lines[9], ["get", "list", "ls", "rm", "set"]);
+  assert.deepEqual(lines[10], []);
 });
 
 void test("flow completion refuses a shell it does not know, naming the choices", async () => {

@@ -17,6 +17,12 @@ export interface CompletionNode {
   path: string;
   subcommands: string[];
   options: string[];
+  /** The options that take a value (`--as`, `-o`, `--url`): the word after one is its value, not a command or option. */
+  valued: string[];
+  /** An option's choices (`--as`: script graph pipeline yaml); an option that takes any value has none. */
+  choices: Record<string, string[]>;
+  /** The choices of the command's first argument (`completion <shell>`: bash zsh fish), if it has any. */
+  argChoices: string[];
 }
 
 // Only plain words reach a script: anything else could not be offered safely inside shell quotes.
@@ -30,15 +36,38 @@ const optionsOf = (cmd: Command, inherited: readonly string[]): string[] => {
 
 const namesOf = (cmd: Command): string[] => [cmd.name(), ...cmd.aliases()].filter((n) => WORD.test(n));
 
+const plainWords = (words: readonly string[] | undefined): string[] => (words ?? []).filter((w) => WORD.test(w));
+
+/** The value-taking options of `cmd` (and the inherited globals, which all take one) with their choices. */
+const valuedOf = (cmd: Command, inherited: readonly string[]): { valued: string[]; choices: Record<string, string[]> } => {
+  const choices: Record<string, string[]> = {};
+  const valued = new Set(inherited);
+  for (const o of cmd.options.filter((x) => !x.hidden && (x.required || x.optional)))
+    for (const flag of [o.long, o.short])
+      if (typeof flag === "string" && FLAG.test(flag)) {
+        valued.add(flag);
+        const words = plainWords(o.argChoices);
+        if (words.length > 0) choices[flag] = words;
+      }
+  return { valued: [...valued], choices };
+};
+
 /**
  * Every command path of the program, depth first, with what may follow it; an alias is a path of
  * its own (`runs list` completes as `runs ls`). Global options are offered at every level.
  */
 export const completionTree = (program: Command): CompletionNode[] => {
   const globals = program.options.filter((o) => !o.hidden && o.long !== "--version").flatMap((o) => (o.long ? [o.long] : []));
+  const valuedGlobals = program.options.filter((o) => !o.hidden && o.required).flatMap((o) => (o.long ? [o.long] : []));
   const nodes: CompletionNode[] = [];
   const visit = (cmd: Command, path: string): void => {
-    nodes.push({ path, subcommands: cmd.commands.flatMap(namesOf), options: optionsOf(cmd, path === "" ? [] : globals) });
+    nodes.push({
+      path,
+      subcommands: cmd.commands.flatMap(namesOf),
+      options: optionsOf(cmd, path === "" ? [] : globals),
+      ...valuedOf(cmd, path === "" ? [] : valuedGlobals),
+      argChoices: plainWords(cmd.registeredArguments[0]?.argChoices),
+    });
     for (const sub of cmd.commands) for (const name of namesOf(sub)) visit(sub, path === "" ? name : `${path} ${name}`);
   };
   visit(program, "");
@@ -52,15 +81,48 @@ const shCase = (fn: string, nodes: readonly CompletionNode[], pick: (n: Completi
 const tables = (nodes: readonly CompletionNode[]): string =>
   `${shCase("_flow_subcommands", nodes, (n) => n.subcommands)}\n${shCase("_flow_words", nodes, (n) => [...n.subcommands, ...n.options])}`;
 
+/** bash's own tables: the options alone, the words that are no option, the value-taking options, and each one's choices ("<path>|<flag>"). */
+const bashTables = (nodes: readonly CompletionNode[]): string =>
+  [
+    shCase("_flow_options", nodes, (n) => n.options),
+    shCase("_flow_args", nodes, (n) => [...n.subcommands, ...n.argChoices]),
+    shCase("_flow_valued", nodes, (n) => n.valued),
+    [
+      "_flow_choices() {",
+      '  case "$1" in',
+      ...nodes.flatMap((n) => Object.entries(n.choices).map(([flag, words]) => `    "${n.path}|${flag}") echo "${words.join(" ")}" ;;`)),
+      "  esac",
+      "}",
+    ].join("\n"),
+  ].join("\n");
+
+/**
+ * After a value-taking option: its choices, or nothing (bash then offers file names, `-o default`).
+ * A word starting with `-`: the options. Else the subcommands or the argument's choices, and file
+ * names when there are none (`flow submit <TAB>`).
+ */
 const bashScript = (nodes: readonly CompletionNode[]): string => `# flow completion for bash: eval "$(flow completion bash)" in ~/.bashrc
 ${tables(nodes)}
+${bashTables(nodes)}
 _flow() {
-  local cur=\${COMP_WORDS[COMP_CWORD]} cmdpath="" word i
+  local cur=\${COMP_WORDS[COMP_CWORD]} prev="" cmdpath="" word i skip=""
+  ((COMP_CWORD > 1)) && prev=\${COMP_WORDS[COMP_CWORD - 1]}
   for ((i = 1; i < COMP_CWORD; i++)); do
     word=\${COMP_WORDS[i]}
-    case " $(_flow_subcommands "$cmdpath") " in *" $word "*) cmdpath=\${cmdpath:+$cmdpath }$word ;; esac
+    if [[ -z $skip ]]; then
+      case " $(_flow_subcommands "$cmdpath") " in *" $word "*) cmdpath=\${cmdpath:+$cmdpath }$word ;; esac
+    fi
+    skip=""
+    case " $(_flow_valued "$cmdpath") " in *" $word "*) [[ $word == -* ]] && skip=1 ;; esac
   done
-  COMPREPLY=($(compgen -W "$(_flow_words "$cmdpath")" -- "$cur"))
+  COMPREPLY=()
+  if [[ -n $prev && $prev == -* && " $(_flow_valued "$cmdpath") " == *" $prev "* ]]; then
+    COMPREPLY=($(compgen -W "$(_flow_choices "$cmdpath|$prev")" -- "$cur"))
+  elif [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$(_flow_options "$cmdpath")" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -W "$(_flow_args "$cmdpath")" -- "$cur"))
+  fi
 }
 complete -o default -F _flow flow
 `;

@@ -12,7 +12,7 @@ import { printList } from "../print.js";
 import type { Stdio } from "../print.js";
 import { listFrom } from "./api-types.js";
 import { scopedPath, withSettings } from "./context.js";
-import { OUTPUT_OPTION, formatOf } from "./parsers.js";
+import { OUTPUT_OPTION, formatOf, lostNumberProblem } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
 
 interface GraphInfo {
@@ -66,13 +66,16 @@ const readDocument = (file: string): unknown => {
     const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
     throw new FlowError("invalid_argument", `cannot read ${file}: ${reason}`, { cause: err });
   }
+  const hint = `\`flow check ${file}\` checks a graph without storing it`;
+  let doc: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    doc = JSON.parse(text) as unknown;
   } catch (err) {
-    throw new FlowError("invalid_argument", `${file}: not valid JSON: ${(err as Error).message}`, {
-      hint: `\`flow check ${file}\` checks a graph without storing it`,
-    });
+    throw new FlowError("invalid_argument", `${file}: not valid JSON: ${(err as Error).message}`, { hint });
   }
+  const lost = lostNumberProblem(doc);
+  if (lost !== undefined) throw new FlowError("invalid_argument", `${file}: ${lost}`, { hint });
+  return doc;
 };
 
 const quote = (text: string): string => `'${text.replace(/'/g, `'\\''`)}'`;

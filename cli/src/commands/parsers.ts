@@ -7,6 +7,7 @@
  */
 import { FlowError } from "@flowsvc/core/errors";
 import { parseDuration } from "@flowsvc/core/duration";
+import { findJsonProblem } from "@flowsvc/core/json-guard";
 import { PROJECT_REF_PATTERN } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";
@@ -66,12 +67,28 @@ export const parseProjectFlag = (text: string): string => {
   return text;
 };
 
+/**
+ * Where parsed JSON holds a number past double range, as a phrase (`n is a number outside ...`),
+ * or undefined. `1e400` parses to Infinity, which JSON.stringify sends as null: the CLI would send
+ * what the user did not write, where the API refuses the same text (core/src/json-guard.ts).
+ */
+export const lostNumberProblem = (value: unknown): string | undefined => {
+  const found = findJsonProblem(value, "$");
+  if (found?.kind !== "number") return undefined;
+  const at = found.path.slice(1).replace(/^\./, "");
+  return at === "" ? `the value ${found.problem}` : `${at} ${found.problem}`;
+};
+
 export const parseJsonFlag = (text: string): unknown => {
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
     throw new InvalidArgumentError(`not valid JSON (${(err as Error).message}).`);
   }
+  const lost = lostNumberProblem(value);
+  if (lost !== undefined) throw new InvalidArgumentError(`${lost}.`);
+  return value;
 };
 
 /** `--interpreter "python3 -u"` is `["python3", "-u"]`. */

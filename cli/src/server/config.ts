@@ -7,57 +7,87 @@ import {
   parseConnectorBaseUrls,
   parseMasterKey,
   portSetting,
+  wholeNumberSetting,
   type AccountProvidersConfig,
 } from "@flowsvc/core";
 import { egressPolicyFromEnv, type EgressPolicy } from "@flowsvc/controller/net/egress-policy";
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace"] as const;
 
 /**
  * `flow server`'s configuration: flags over environment over defaults, parsed once here. A bad
  * value is reported with every problem at once.
  */
 const ServerConfigSchema = z.object({
-  host: z.string().min(1).default("127.0.0.1"),
+  host: z.string().min(1, "is empty: give an address such as 127.0.0.1 or 0.0.0.0").default("127.0.0.1"),
   port: portSetting(8080),
-  dataDir: z.string().min(1),
-  agents: z.coerce.number().int().min(1).max(256).default(4),
+  // Empty is refused, not resolved: resolve("") is the current directory, which the start would make
+  // the data dir (mode 0701, master.key and the Postgres cluster in it).
+  dataDir: z.string().min(1, "is empty: give a directory, or leave it unset for the default"),
+  agents: wholeNumberSetting({ min: 1, max: 256, fallback: 4, message: "must be a whole number from 1 to 256" }),
   agentPools: z
     .array(
       z
         .string()
-        .regex(
-          /^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*:[1-9][0-9]*$/,
-          "an agent pool is <capability>[,<capability>...]:<count>, e.g. polyglot:2",
-        )
+        .regex(/^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*:[1-9][0-9]*$/, "takes <capability>[,<capability>...]:<count>, e.g. polyglot:2")
         .transform((v) => {
           const i = v.lastIndexOf(":");
           return { capabilities: v.slice(0, i).split(","), count: Number(v.slice(i + 1)) };
         }),
     )
     .default([]),
-  leaseMs: z.coerce.number().int().min(500).max(600_000).default(15_000),
-  agentMaxJobs: z.coerce
-    .number({ error: "FLOWSVC_AGENT_MAX_JOBS must be a whole number from 1 to 1000000" })
-    .int()
-    .min(1)
-    .max(1_000_000)
-    .default(1000),
-  agentIdleMs: z.coerce
-    .number({ error: "FLOWSVC_AGENT_IDLE_MS must be a whole number of milliseconds from 100 to 86400000" })
-    .int()
-    .min(100)
-    .max(86_400_000)
-    .default(60_000),
-  agentSpawner: z.enum(["on", "off"], { error: 'FLOWSVC_AGENT_SPAWNER must be "on" (the default) or "off"' }).default("on"),
+  leaseMs: wholeNumberSetting({
+    min: 500,
+    max: 600_000,
+    fallback: 15_000,
+    message: "must be a whole number of milliseconds from 500 to 600000",
+  }),
+  agentMaxJobs: wholeNumberSetting({ min: 1, max: 1_000_000, fallback: 1000, message: "must be a whole number from 1 to 1000000" }),
+  agentIdleMs: wholeNumberSetting({
+    min: 100,
+    max: 86_400_000,
+    fallback: 60_000,
+    message: "must be a whole number of milliseconds from 100 to 86400000",
+  }),
+  agentSpawner: z.enum(["on", "off"], { error: 'must be "on" (the default) or "off"' }).default("on"),
   agentUser: z
     .string()
-    .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "FLOWSVC_AGENT_USER must be a user name (lower-case letters, digits, _ and -, at most 32)")
+    .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "must be a user name (lower-case letters, digits, _ and -, at most 32)")
     .default("flowsvc-agent"),
-  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
-  databaseUrl: z.string().url({ error: "FLOWSVC_DATABASE_URL must be a postgres:// URL" }).optional(),
+  logLevel: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(", ")}` }).default("info"),
+  databaseUrl: z.url({ protocol: /^postgres(ql)?$/, error: "must be a postgres:// URL" }).optional(),
   masterKey: z.string().optional(),
-  publicUrl: z.string().url({ error: "FLOWSVC_PUBLIC_URL must be a URL" }).optional(),
+  publicUrl: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
   cliConfigPath: z.string().min(1),
 });
+
+/** How a problem names its setting: the flag and the variable a user sets, not the schema's key. */
+const SETTING_NAMES: Record<keyof z.input<typeof ServerConfigSchema>, string> = {
+  host: "--host / FLOWSVC_HOST",
+  port: "--port / FLOWSVC_PORT",
+  dataDir: "--data-dir / FLOWSVC_DATA_DIR",
+  agents: "--agents / FLOWSVC_AGENTS",
+  agentPools: "--agent-pool / FLOWSVC_AGENT_POOLS",
+  leaseMs: "--lease-ms / FLOWSVC_AGENT_LEASE_MS",
+  agentMaxJobs: "FLOWSVC_AGENT_MAX_JOBS",
+  agentIdleMs: "FLOWSVC_AGENT_IDLE_MS",
+  agentSpawner: "FLOWSVC_AGENT_SPAWNER",
+  agentUser: "FLOWSVC_AGENT_USER",
+  logLevel: "--log-level / FLOWSVC_LOG_LEVEL",
+  databaseUrl: "FLOWSVC_DATABASE_URL",
+  masterKey: "FLOWSVC_MASTER_KEY",
+  publicUrl: "FLOWSVC_PUBLIC_URL",
+  cliConfigPath: "FLOWSVC_CONFIG",
+};
+
+/** `--agent-pool / FLOWSVC_AGENT_POOLS "gpu": takes ...`: the setting's names, the value given when it is one of several, the problem. */
+const describeIssue = (issue: z.core.$ZodIssue, input: Record<string, unknown>): string => {
+  const key = String(issue.path[0]) as keyof typeof SETTING_NAMES;
+  const name = SETTING_NAMES[key] ?? issue.path.join(".");
+  const item = issue.path.length > 1 ? (input[key] as unknown[] | undefined)?.[Number(issue.path[1])] : undefined;
+  return `${name}${item === undefined ? "" : ` ${JSON.stringify(item)}`} ${issue.message}`;
+};
+
 export type ServerConfig = Omit<z.infer<typeof ServerConfigSchema>, "masterKey"> & {
   masterKey: Uint8Array | undefined;
   /** FLOWSVC_CONNECTOR_BASE_URLS: connector provider -> base URL (a test peer); empty: the real APIs. */
@@ -98,11 +128,15 @@ const envSetting = (env: NodeJS.ProcessEnv, name: string): string | undefined =>
 const envAgentPools = (env: NodeJS.ProcessEnv): string[] | undefined =>
   envSetting(env, "FLOWSVC_AGENT_POOLS")?.split(/\s+/).filter(Boolean);
 
+/** The data dir as an absolute path; an empty one stays empty, for the schema to refuse. */
+const dataDirInput = (given: string | undefined, env: NodeJS.ProcessEnv): string =>
+  given === "" ? "" : resolve(given ?? defaultDataDir(env));
+
 /** What the schema parses: each flag over its environment variable; the defaults are the schema's. */
 const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<keyof z.input<typeof ServerConfigSchema>, unknown> => ({
   host: flags.host ?? env["FLOWSVC_HOST"],
   port: flags.port ?? env["FLOWSVC_PORT"],
-  dataDir: resolve(flags.dataDir ?? env["FLOWSVC_DATA_DIR"] ?? defaultDataDir(env)),
+  dataDir: dataDirInput(flags.dataDir ?? env["FLOWSVC_DATA_DIR"], env),
   agents: flags.agents ?? env["FLOWSVC_AGENTS"],
   agentPools: flags.agentPool ?? envAgentPools(env),
   leaseMs: flags.leaseMs ?? env["FLOWSVC_AGENT_LEASE_MS"],
@@ -118,7 +152,8 @@ const serverConfigInput = (flags: ServerFlags, env: NodeJS.ProcessEnv): Record<k
 });
 
 export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig => {
-  const parsed = ServerConfigSchema.safeParse(serverConfigInput(flags, env));
+  const input = serverConfigInput(flags, env);
+  const parsed = ServerConfigSchema.safeParse(input);
   const accounts = accountProvidersFromEnv(
     envSetting(env, "FLOWSVC_CONNECTED_ACCOUNT_PROVIDERS"),
     envSetting(env, "FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI"),
@@ -129,7 +164,7 @@ export const loadServerConfig = (flags: ServerFlags, env: NodeJS.ProcessEnv = pr
   );
   if (!parsed.success || !accounts.ok || !egress.ok) {
     const lines = [
-      ...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`)),
+      ...(parsed.success ? [] : parsed.error.issues.map((i) => describeIssue(i, input))),
       ...(accounts.ok ? [] : accounts.problems),
       ...(egress.ok ? [] : egress.problems),
     ].map((l) => `  ${l}`);

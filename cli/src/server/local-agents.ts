@@ -62,7 +62,9 @@ export const prepareLocalAgents = async (input: LocalAgentsInput): Promise<Local
 };
 
 const agentUser = (name: string): AgentUser => {
-  const hint = `create an unprivileged user for them (useradd --system ${name}), set FLOWSVC_AGENT_USER to one, or run flowsvc as a normal user`;
+  // root and the Postgres user are refused for what they are: creating them again is no remedy.
+  const toCreate = name === "root" || name === EMBEDDED_POSTGRES_USER ? "flowsvc-agent" : name;
+  const hint = `create an unprivileged user for them (useradd --system ${toCreate}), set FLOWSVC_AGENT_USER to one, or run flowsvc as a normal user`;
   if (name === EMBEDDED_POSTGRES_USER) {
     throw new FlowError(
       "config",

@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { chmod, mkdir } from "node:fs/promises";
+import { chmod } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
@@ -31,6 +31,7 @@ import { setForgeBaseUrls } from "@flowsvc/controller/graph/nodes/workflow";
 import { buildApp } from "@flowsvc/ingest";
 import { readCliConfig, writeCliConfig } from "../cli-config.js";
 import { bootstrap, localMasterKey } from "./bootstrap.js";
+import { makeDataDir } from "./data-dir.js";
 import type { ServerConfig } from "./config.js";
 import type { AgentPaths } from "./agent-runtime.js";
 import { prepareLocalAgents } from "./local-agents.js";
@@ -91,17 +92,37 @@ const sweepUntilFinished = (
   };
 };
 
-/** Listens on the configured host and port; a port in use is a config error that says so. */
-const listenOn = async (app: { listen(opts: { host: string; port: number }): Promise<string> }, config: ServerConfig): Promise<string> => {
+/** Why the listen failed, as a config error, for the errors a setting causes; undefined for any other. */
+const listenProblem = (err: NodeJS.ErrnoException, config: Pick<ServerConfig, "host" | "port">): FlowError | undefined => {
+  const { host, port } = config;
+  const hostHint = "pass --host (FLOWSVC_HOST) an address of this machine: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)";
+  switch (err.code) {
+    case "EADDRINUSE":
+      return new FlowError("config", `port ${port} on ${host} is already in use`, { hint: "stop the other process or pass --port <n>" });
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+    case "EAI_FAIL":
+      return new FlowError("config", `cannot listen on --host ${host}: no such host name (${err.code})`, { hint: hostHint });
+    case "EADDRNOTAVAIL":
+      return new FlowError("config", `cannot listen on --host ${host}: it is not an address of this machine`, { hint: hostHint });
+    case "EACCES":
+      return new FlowError("config", `port ${port} on ${host} needs more privileges than this user has (ports below 1024 need root)`, {
+        hint: "pass --port 1024 or above (FLOWSVC_PORT)",
+      });
+    default:
+      return undefined;
+  }
+};
+
+/** Listens on the configured host and port; what a setting causes (a port in use, a host that is not ours) is a config error that says so. */
+export const listenOn = async (
+  app: { listen(opts: { host: string; port: number }): Promise<string> },
+  config: Pick<ServerConfig, "host" | "port">,
+): Promise<string> => {
   try {
     return await app.listen({ host: config.host, port: config.port });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-      throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, {
-        hint: "stop the other process or pass --port <n>",
-      });
-    }
-    throw err;
+    throw listenProblem(err as NodeJS.ErrnoException, config) ?? err;
   }
 };
 
@@ -128,7 +149,7 @@ const describeAgents = (pools: ReadonlyArray<{ capabilities: readonly string[]; 
  * Stops in the reverse order; Postgres last.
  */
 export const runServer = async (config: ServerConfig): Promise<RunningServer> => {
-  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  await makeDataDir(config.dataDir);
   const logPath = join(config.dataDir, "server.log");
   await chmod(logPath, 0o600).catch(() => undefined); // made 0644 by servers before 0600 was asked for
   // Open before anything can end the process: pino flushes this file synchronously at exit, and

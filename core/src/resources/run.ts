@@ -21,7 +21,11 @@ const checkEnvNames = (env: Record<string, string>, ctx: z.RefinementCtx): void 
 
 export const RunSubmission = z
   .object({
-    kind: z.literal("script", { error: 'only kind "script" is available in this version (pipelines and graphs come later)' }),
+    // Graphs and pipelines have bodies of their own (`as`, or `graph` for a stored one; routes/graph-submit.ts, pipeline-submit.ts).
+    kind: z.literal("script", {
+      error:
+        'a script run takes kind "script"; a graph or pipeline is sent without kind, with "as": "graph" or "as": "pipeline" (or "graph": "<stored graph>")',
+    }),
     source: z.string().max(SOURCE_LIMIT, `source is over ${SOURCE_LIMIT} bytes`),
     filename: ScriptFilename,
     interpreter: z.array(z.string().min(1)).min(1).max(16).optional(),

@@ -75,7 +75,12 @@ test("another project's run is not found, for every run route", async () => {
 });
 
 test("a bad submit body is a 400 naming the field", async () => {
-  await refusedSubmit({ ...script, kind: "pipeline" }, 400, /^kind: only kind "script" is available/);
+  await refusedSubmit(
+    { ...script, kind: "pipeline" },
+    400,
+    /^kind: a script run takes kind "script"; a graph or pipeline is sent without kind, with "as"/,
+  );
+  await refusedSubmit({ source: "x", filename: "a.sh" }, 400, /^kind: a script run takes kind "script"/);
   await refusedSubmit({ ...script, filename: "../x.sh" }, 400, /^filename: filename must be a base name/);
   await refusedSubmit({ ...script, source: 1 }, 400, /^source: /);
   await refusedSubmit({ ...script, env: { "1BAD": "x" } }, 400, /^env\.1BAD: env names are 1-256 letters, digits and _/);
