@@ -1,4 +1,4 @@
-// A whole-number setting given as text (a flag, an environment variable): decimal digits only, like
+// A whole-number setting given as text (a flag, an environment variable): decimal digits only, the rule behind
 // core's portSetting. `z.coerce.number()` would take "0x10" as 16, "1e3" as 1000 and " 4 " as 4.
 import { z } from "zod";
 
