@@ -32,15 +32,24 @@ export interface CliEnv {
   HOME?: string;
 }
 
-/** Why `text` is not an http(s) URL, or undefined when it is one. */
+/**
+ * Why `text` is not the server's base URL, or undefined when it is one: http(s), no user name or
+ * password (the token goes in --token / FLOWSVC_TOKEN; a password in the URL would be echoed and
+ * saved), no query or fragment, and not the API's own path (commands append /api/v1 themselves).
+ * The one rule for --url, FLOWSVC_URL and the saved config's url.
+ */
 export const httpUrlProblem = (text: string): string | undefined => {
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    return "must be an http:// or https:// URL";
+    return "must be an http:// or https:// URL such as http://127.0.0.1:8080";
   }
-  return url.protocol === "http:" || url.protocol === "https:" ? undefined : "must be an http:// or https:// URL";
+  if (url.protocol !== "http:" && url.protocol !== "https:") return "must be an http:// or https:// URL such as http://127.0.0.1:8080";
+  if (url.username !== "" || url.password !== "") return "must not carry a user name or password (give the API token with --token)";
+  if (url.search !== "" || url.hash !== "") return "must not carry a query or fragment: give the server's base URL";
+  if (/\/api\/v1\/*$/.test(url.pathname)) return "is the server's base URL, without /api/v1 (commands add it)";
+  return undefined;
 };
 
 /** One problem with a value, as core's describeIssues prints it (`NAME: message`). */

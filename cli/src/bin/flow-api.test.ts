@@ -351,3 +351,30 @@ void test("login with a token the server refuses saves nothing", async () => {
   assert.equal(r.code, 1);
   await assert.rejects(stat(env.FLOWSVC_CONFIG ?? ""));
 });
+
+void test("login refuses a URL with a password, a query or the API's path before sending anything, and never echoes the password", async () => {
+  const { FLOWSVC_URL: _u, FLOWSVC_TOKEN: _t, FLOWSVC_PROJECT: _p, ...bare } = env;
+  const base = new URL(api.url);
+  const cases: [string, RegExp][] = [
+    [`http://ann:hunter2@${base.host}`, /must not carry a user name or password/],
+    [`http://ann@${base.host}`, /must not carry a user name or password/],
+    [`http://%00:%F0@${base.host}`, /must not carry a user name or password/],
+    [`${api.url}/api/v1`, /without \/api\/v1/],
+    [`${api.url}/api/v1/`, /without \/api\/v1/],
+    [`${api.url}/?token=x`, /must not carry a query or fragment/],
+    [`${api.url}/#x`, /must not carry a query or fragment/],
+    ["ftp://127.0.0.1:1", /must be an http:\/\/ or https:\/\/ URL/],
+  ];
+  for (const [url, message] of cases) {
+    const r = await runFlow(["login", "--url", url, "--token", TOKEN], { env: bare });
+    assert.equal(r.code, 2, `${url}: ${r.stderr}`);
+    assert.match(r.stderr, message, url);
+    assert.doesNotMatch(r.stdout + r.stderr, /hunter2/, url);
+    const viaEnv = await runFlow(["login", "--token", TOKEN], { env: { ...bare, FLOWSVC_URL: url } });
+    assert.equal(viaEnv.code, 2, `FLOWSVC_URL=${url}: ${viaEnv.stderr}`);
+    assert.match(viaEnv.stderr, message, url);
+    assert.doesNotMatch(viaEnv.stdout + viaEnv.stderr, /hunter2/, url);
+  }
+  assert.equal(api.seen.length, 0, "nothing was sent");
+  await assert.rejects(stat(bare.FLOWSVC_CONFIG ?? ""));
+});

@@ -8,7 +8,7 @@
 import { FlowError } from "@flowsvc/core/errors";
 import { parseDuration } from "@flowsvc/core/duration";
 import { findJsonProblem } from "@flowsvc/core/json-guard";
-import { PROJECT_REF_PATTERN } from "../config.js";
+import { PROJECT_REF_PATTERN, httpUrlProblem } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";
 import type { OptionSpec } from "./spec.js";
@@ -52,13 +52,9 @@ export const parsePositiveInt = (text: string): number => {
 };
 
 export const parseUrlFlag = (text: string): string => {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new InvalidArgumentError("expected a URL such as http://127.0.0.1:8080.");
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new InvalidArgumentError("expected an http:// or https:// URL.");
+  const problem = httpUrlProblem(text);
+  // Not commander's report, which quotes the value: a URL's password must not be printed back.
+  if (problem !== undefined) throw new FlowError("invalid_argument", `--url ${problem}`, { hint: "see `flow --help`" });
   return text.replace(/\/+$/, "");
 };
 
