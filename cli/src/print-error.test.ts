@@ -42,3 +42,12 @@ void test("an unexpected error still prints one error line and exits 1", () => {
   assert.equal(c.err[0], "error: x is undefined");
   assert.equal(c.err.length, 2);
 });
+
+void test("an error's message and hint reach the terminal without control sequences or bidi overrides", () => {
+  const c = capture();
+  printError(c.io, new FlowError("not_found", "run r\u001b[2J\u001b]0;pwned\u0007 not found", { hint: "try \u202egnp.exe\u009b31m" }));
+  assert.deepEqual(c.err, ["error: run r\\x1b[2J\\x1b]0;pwned\\x07 not found", "try \\u202egnp.exe\\x9b31m"]);
+  const plain = capture();
+  printError(plain.io, new Error("boom\r\u0000"));
+  assert.equal(plain.err[0], "error: boom\\x0d\\x00");
+});

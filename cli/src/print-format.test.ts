@@ -1,7 +1,16 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { parse as parseYaml } from "yaml";
-import { formatAge, formatDetails, formatDocument, formatDuration, formatJsonCell, formatTable, formatTime } from "./print-format.js";
+import {
+  formatAge,
+  formatDetails,
+  formatDocument,
+  formatDuration,
+  formatJsonCell,
+  formatTable,
+  formatTime,
+  printable,
+} from "./print-format.js";
 
 const now = new Date("2025-01-31T12:00:00.000Z");
 
@@ -56,4 +65,20 @@ void test("times read as ages relative to now, or ISO with the age", () => {
 void test("a JSON cell is compact and cut with an ellipsis", () => {
   assert.equal(formatJsonCell({ a: 1 }), '{"a":1}');
   assert.equal(formatJsonCell("x".repeat(100), 10), `"${"x".repeat(8)}…`);
+});
+
+void test("tables and details show control characters and bidi overrides as escapes; line breaks, tabs and other text stay", () => {
+  const rows = [{ name: "evil\u001b[31m\u202e", note: "é 日本 \u{1f600}" }];
+  assert.equal(
+    formatTable(
+      [
+        { header: "NAME", value: (r: (typeof rows)[number]) => r.name },
+        { header: "NOTE", value: (r: (typeof rows)[number]) => r.note },
+      ],
+      rows,
+    ),
+    `${"NAME".padEnd(18)}  NOTE\nevil\\x1b[31m\\u202e  é 日本 \u{1f600}\n`,
+  );
+  assert.equal(formatDetails([["error", "a\u0007b\nc\td\u2066"]]), "error:  a\\x07b\n        c\td\\u2066\n");
+  assert.equal(printable("\u0000\u007f\u0085\u061c\u200f ok"), "\\x00\\x7f\\x85\\u061c\\u200f ok");
 });

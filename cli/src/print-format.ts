@@ -22,7 +22,22 @@ export interface Column<T> {
 export const formatDocument = (value: unknown, format: DocumentFormat): string =>
   format === "json" ? `${JSON.stringify(value ?? null, null, 2)}\n` : yamlStringify(value ?? null);
 
-const cell = (text: string): string => text.replace(/\s*\n\s*/g, " ");
+/**
+ * Control characters and bidirectional overrides, as visible escapes: a name, message or field a
+ * server or another user chose cannot move the cursor, recolour or clear the terminal, or reorder
+ * what is shown ("Trojan Source"), as kubectl learned (CVE-2021-25743). Line breaks and tabs stay.
+ * Documents (-o json|yaml) are left to their own escaping; log output (`flow follow`) stays raw.
+ */
+// eslint-disable-next-line no-control-regex
+const UNPRINTABLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+export const printable = (text: string): string =>
+  text.replace(UNPRINTABLE, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+
+const cell = (text: string): string => printable(text.replace(/\s*\n\s*/g, " "));
 
 /** Columns left-aligned to their widest cell, two spaces apart; the last column is not padded. */
 export const formatTable = <T>(columns: ReadonlyArray<Column<T>>, rows: readonly T[]): string => {
@@ -46,7 +61,7 @@ export const formatDetails = (pairs: ReadonlyArray<readonly [string, string]>): 
   return (
     pairs
       .map(([key, value]) => {
-        const [first = "", ...rest] = value.split("\n");
+        const [first = "", ...rest] = printable(value).split("\n");
         return [`${`${key}:`.padEnd(width)} ${first}`.trimEnd(), ...rest.map((l) => `${" ".repeat(width + 1)}${l}`.trimEnd())].join("\n");
       })
       .join("\n") + "\n"
