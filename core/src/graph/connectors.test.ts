@@ -100,6 +100,26 @@ void test("github.report_run_status: owner/repo/sha fill the path, the rest is t
     refusal(() => m.request({ credential: "gh", with: { owner: "acme", repo: "web", sha: "main", state: "success" } })),
     /with\.sha/,
   );
+  // A dot segment is not a name: the URL parser would resolve it (`/repos/../../statuses` is `/statuses`),
+  // taking the token out of the base URL's path (`https://ghe.corp/api/v3` -> `https://ghe.corp/api/...`).
+  const ghe = { baseUrls: { github: "https://ghe.corp/api/v3" } };
+  for (const [owner, repo] of [
+    ["..", ".."],
+    ["acme", ".."],
+    ["..", "web"],
+    [".", "web"],
+    ["acme", "."],
+  ] as const) {
+    assert.match(
+      refusal(() => m.request({ credential: "gh", with: { owner, repo, sha, state: "success" } }, ghe)),
+      /with\.(owner|repo): "\.{1,2}" is a dot segment, not a name/,
+      `${owner}/${repo}`,
+    );
+  }
+  assert.equal(
+    m.request({ credential: "gh", with: { owner: "acme", repo: "web.js", sha, state: "success" } }, ghe).url,
+    `https://ghe.corp/api/v3/repos/acme/web.js/statuses/${sha}`,
+  );
 });
 
 void test("bad config is refused with every problem, each named by its path", () => {

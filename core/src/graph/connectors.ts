@@ -184,6 +184,9 @@ const integerProblem = (p: ConnectorParam, value: unknown): string | undefined =
 const stringParamProblem = (p: ConnectorParam, value: unknown): string | undefined => {
   if (typeof value !== "string") return "must be a string";
   if (value === "") return "is empty";
+  // Percent-encoding keeps `/` in its segment, but the URL parser still resolves `.` and `..`:
+  // `{base}/repos/../../statuses` would leave the base URL's path, the credential with it.
+  if (p.in === "path" && (value === "." || value === "..")) return `${shown(value)} is a dot segment, not a name`;
   if (p.enum && !p.enum.includes(value)) return `must be one of ${p.enum.join(", ")}; got ${shown(value)}`;
   if (p.pattern && !p.pattern.test(value)) return `${shown(value)} is not allowed here`;
   return stringProblem(value);

@@ -190,6 +190,12 @@ const approval = z.object({ prompt: strOrExpr(), fields: approvalFields.optional
 
 const event = z.object({ event: eventType, when: cel(EVENT_WHEN_VARIABLES).optional(), timeout: duration.optional() }).strict();
 
+/**
+ * A repository's full name for `from_repo`: `owner/name`, neither of them `.` or `..` (GitHub allows
+ * neither; the URL parser would resolve such a segment and take the read out of `/repos/`).
+ */
+export const REPO_FULL_NAME = /^(?!\.{1,2}\/)[A-Za-z0-9_.-]+\/(?!\.{1,2}$)[A-Za-z0-9_.-]+$/;
+
 /** A path inside a repository: relative, no `..` segment. */
 const repoPath = z
   .string()
@@ -213,7 +219,7 @@ const workflow = z
     interpreter: z.string().min(1).max(256).optional(),
     from_repo: z
       .object({
-        repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, { error: "must be owner/name" }),
+        repo: z.string().regex(REPO_FULL_NAME, { error: "must be owner/name" }),
         path: repoPath,
         ref: z.string().min(1).max(256).optional(),
         credential: credentialName,

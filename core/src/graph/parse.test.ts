@@ -425,6 +425,10 @@ void test("per-type config rules, each problem at its path", () => {
   );
   hasProblems(one("workflow", { from_repo: { path: "x.json", credential: "gh" } }), /^nodes\[0\]\.config\.from_repo\.repo: required$/);
   hasProblems(one("workflow", { from_repo: { repo: "acme", path: "x.json", credential: "gh" } }), /from_repo\.repo: must be owner\/name$/);
+  // A dot segment would climb out of /repos/ in the contents API's URL (the URL parser resolves it).
+  for (const repo of ["../..", "acme/..", "../flows", "./flows", "acme/."])
+    hasProblems(one("workflow", { from_repo: { repo, path: "x.json", credential: "gh" } }), /from_repo\.repo: must be owner\/name$/);
+  assert.ok(parseGraph(one("workflow", { from_repo: { repo: "acme/flows.js", path: "x.json", credential: "gh" } })).ok);
   hasProblems(
     one("workflow", { from_repo: { repo: "acme/flows", path: "../../etc/passwd", credential: "gh" } }),
     /from_repo\.path: must be a path inside/,
