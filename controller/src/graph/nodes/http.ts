@@ -18,13 +18,12 @@
  */
 import { request } from "undici";
 import { EgressRefusedError } from "../../net/egress-agent.js";
-import { renderHttpAuth } from "@flowsvc/core";
+import { HTTP_TIMEOUT_MAX_MS, renderHttpAuth } from "@flowsvc/core";
 import type { NodeContext, NodeExecutor, NodeOutcome } from "./types.js";
 import { asConfig, durationMs, requiredStr, str, stringMap, type Config } from "./config.js";
 
 export const RESPONSE_LIMIT = 4 * 1024 * 1024;
 const DEFAULT_TIMEOUT_MS = 30_000;
-const MAX_TIMEOUT_MS = 600_000;
 const METHOD = /^[A-Z]{1,16}$/;
 
 interface Prepared {
@@ -60,7 +59,7 @@ const prepare = async (ctx: NodeContext): Promise<Prepared> => {
   if (parsed === null) throw new Error("config.url: is not an absolute http(s) URL");
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`config.url: only http and https URLs are fetched`);
   headers = { ...headers };
-  return { method, url, headers, body: bodyOf(c, headers), timeoutMs: durationMs(c, "timeout", DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS) };
+  return { method, url, headers, body: bodyOf(c, headers), timeoutMs: durationMs(c, "timeout", DEFAULT_TIMEOUT_MS, HTTP_TIMEOUT_MAX_MS) };
 };
 
 const readCapped = async (body: AsyncIterable<Buffer>, limit: number): Promise<Buffer | undefined> => {
