@@ -130,7 +130,7 @@ void test("bad config is refused with every problem, each named by its path", ()
   );
   assert.deepEqual(problems, [
     "nodes[1].config.colour: not an anthropic.messages setting (credential, with, input, headers)",
-    "nodes[1].config.credential: required (anthropic.messages needs a credential of kind api-key)",
+    "nodes[1].config.credential: required: anthropic.messages needs a credential of kind api-key",
     "nodes[1].config.with.model: required",
     "nodes[1].config.with.max_tokens: must be a whole number",
     "nodes[1].config.input: must be a string",
