@@ -7,6 +7,7 @@
  */
 import { FlowError } from "@flowsvc/core/errors";
 import { parseDuration } from "@flowsvc/core/duration";
+import { findJsonProblem } from "@flowsvc/core/json-guard";
 import { PROJECT_REF_PATTERN } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";
@@ -67,11 +68,16 @@ export const parseProjectFlag = (text: string): string => {
 };
 
 export const parseJsonFlag = (text: string): unknown => {
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
     throw new InvalidArgumentError(`not valid JSON (${(err as Error).message}).`);
   }
+  // JSON.parse reads 1e400 as Infinity, which would be sent as null: refused at its place, as the server refuses it.
+  const problem = findJsonProblem(value, "value");
+  if (problem) throw new InvalidArgumentError(`${problem.path} ${problem.problem}.`);
+  return value;
 };
 
 /** `--interpreter "python3 -u"` is `["python3", "-u"]`. */

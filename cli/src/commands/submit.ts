@@ -4,6 +4,7 @@
  */
 import { basename } from "node:path";
 import { FlowError } from "@flowsvc/core/errors";
+import { findJsonProblem } from "@flowsvc/core/json-guard";
 import type { SubmitAnswer } from "./api-types.js";
 import type { SettingFlags } from "../config.js";
 import { scopedPath, withSettings } from "./context.js";
@@ -88,6 +89,9 @@ export const graphSubmitBody = (
     } catch (err) {
       throw new FlowError("invalid_argument", `--input: not valid JSON: ${(err as Error).message}`, { details: { field: "input" } });
     }
+    // JSON.parse reads 1e400 as Infinity, which would be sent as null: refused at its place, as the server refuses it.
+    const problem = findJsonProblem(input, "--input");
+    if (problem) throw new FlowError("invalid_argument", `${problem.path} ${problem.problem}`, { details: { field: "input" } });
   }
   return {
     as,
