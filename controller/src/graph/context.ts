@@ -152,7 +152,12 @@ export const nodeContext = async (input: ContextInput): Promise<NodeContext> => 
     publicUrl: input.publicUrl,
     egress: input.egress,
     credential: (name, kinds) => resolveCredential(input, project.orgId, { name, kinds }),
-    emit: (type, payload, key) => emitOnce(input, { type, payload, key }),
+    // Masked before it is stored, as a script's emit is (ingest's maskEmit): the bus, the handler runs and
+    // waits it feeds never see a secret a node's output held (a far side that echoed the request).
+    emit: async (type, payload, key) => {
+      const m = await (masker ??= maskerOf(input, project.orgId));
+      return emitOnce(input, { type, payload: m.json(payload), key: key === undefined ? undefined : m.text(key) });
+    },
     writeLog: async (text) => {
       masker ??= maskerOf(input, project.orgId);
       const data = (await masker).text(text.endsWith("\n") ? text : `${text}\n`);
