@@ -56,7 +56,7 @@ import {
   type Listener,
 } from "@flowsvc/store";
 import type { ControllerLogger } from "../dispatcher.js";
-import { nodeContext } from "./context.js";
+import { nodeContext, runProjectMasker } from "./context.js";
 import { executorFor, type AgentJobSpec, type NodeOutcome } from "./nodes/index.js";
 import { agentJobOf } from "./nodes/code.js";
 import { approvalWakeOutcome } from "./nodes/approval.js";
@@ -444,19 +444,7 @@ export class GraphDriver {
   async #conclude(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[] }): Promise<void> {
     const { run, graph, rows } = c;
     const outcome = graphOutcome(graph, statusesOf(rows));
-    if (outcome === "succeeded") {
-      await completeRun(tx, run.id, { status: "succeeded", output: runOutput(graph, rows) }, this.#o.publicUrl);
-      this.#graphs.delete(run.id);
-      return;
-    }
-    if (outcome === "failed") {
-      const failed = rows.find((r) => r.status === "failed");
-      const error = failed ? `node ${failed.node_id} failed: ${failed.error ?? "no error text"}` : "the graph cannot finish";
-      await cancelGraphNodes(tx, run.id);
-      await completeRun(tx, run.id, { status: "failed", error, output: runOutput(graph, rows) }, this.#o.publicUrl);
-      this.#graphs.delete(run.id);
-      return;
-    }
+    if (outcome === "succeeded" || outcome === "failed") return this.#finish(tx, { ...c, outcome });
     const parked = rows.filter((r) => r.status === "parked");
     const busy = rows.some((r) => r.status === "running" || (r.status === "pending" && r.not_before !== null));
     if (!busy && parked.length > 0 && parked.length === rows.filter((r) => ACTIVE.has(r.status)).length) {
@@ -469,6 +457,25 @@ export class GraphDriver {
     } else if (run.status === "parked") {
       await markRunRunning(tx, run.id);
     }
+  }
+
+  /**
+   * The run's end: its output (the leaf nodes') and error masked with the project's secrets and
+   * credentials before they are stored, as a script's are (the run.* event carries them to the bus).
+   */
+  async #finish(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[]; outcome: "succeeded" | "failed" }) {
+    const { run, graph, rows } = c;
+    const masker = await runProjectMasker({ pool: this.#o.pool, keyring: this.#o.keyring, orgs: this.#orgs }, run);
+    const output = masker.json(runOutput(graph, rows)) as Record<string, unknown>;
+    if (c.outcome === "succeeded") {
+      await completeRun(tx, run.id, { status: "succeeded", output }, this.#o.publicUrl);
+    } else {
+      const failed = rows.find((r) => r.status === "failed");
+      const error = failed ? `node ${failed.node_id} failed: ${failed.error ?? "no error text"}` : "the graph cannot finish";
+      await cancelGraphNodes(tx, run.id);
+      await completeRun(tx, run.id, { status: "failed", error: masker.text(error), output }, this.#o.publicUrl);
+    }
+    this.#graphs.delete(run.id);
   }
 
   /** Runs one attempt in this process and records its outcome (after its advance committed). */
