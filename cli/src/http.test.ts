@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { answerError, createApiClient, networkError, withQuery } from "./http.js";
+import type { FlowError } from "@flowsvc/core/errors";
 
 const URL_ = "http://127.0.0.1:8080";
 
@@ -43,4 +44,21 @@ void test("connection refused is `unavailable` with the URL and a hint to start 
 void test("a query string carries only the values given", () => {
   assert.equal(withQuery("/runs", { status: "failed", tag: undefined, limit: 5 }), "/runs?status=failed&limit=5");
   assert.equal(withQuery("/runs", {}), "/runs");
+});
+
+void test("a body too deep to serialise is refused as such before anything is sent, not as a lost connection", async () => {
+  // `flow graph set g deep.json`, `--input`/`--payload` JSON nested past what JSON.stringify's recursion takes.
+  let deep: unknown = [];
+  for (let i = 0; i < 100_000; i++) deep = [deep];
+  for (const call of [0, 1]) {
+    const client = createApiClient({ url: "http://127.0.0.1:1", token: "t" });
+    // The first call goes by hand (http1.ts), a later one through node:http: both serialise the same way.
+    if (call === 1) await client.call("GET", "/x").catch(() => undefined);
+    await assert.rejects(client.call("PUT", "/x", { document: deep }), (err: FlowError) => {
+      assert.equal(err.code, "invalid_argument", err.message);
+      assert.match(err.message, /^the request body nests too deep to send as JSON/);
+      return true;
+    });
+    await client.close();
+  }
 });

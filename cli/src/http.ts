@@ -64,6 +64,23 @@ export const networkError = (url: string, err: unknown): FlowError => {
   });
 };
 
+/**
+ * The JSON text of a request body. A value nested past JSON.stringify's recursion (a document or an
+ * `--input` tens of thousands of levels deep) is refused as what it is, before anything is sent.
+ */
+const bodyText = (body: unknown): string | undefined => {
+  if (body === undefined) return undefined;
+  try {
+    return JSON.stringify(body);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    throw new FlowError("invalid_argument", "the request body nests too deep to send as JSON (the server takes at most 128 levels)", {
+      hint: "flatten the value; for a graph, `flow check <file>` names the place",
+      cause: err,
+    });
+  }
+};
+
 /** Codes for answers that carry no flowsvc error body (a proxy, or a route this server lacks). */
 const CODE_BY_STATUS: Readonly<Record<number, ErrorCode>> = {
   400: "invalid_argument",
@@ -247,10 +264,10 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
     });
   };
 
-  const send = async (method: HttpMethod, path: string, body: unknown): Promise<IncomingMessage> => {
+  const send = async (method: HttpMethod, path: string, payload: string | undefined): Promise<IncomingMessage> => {
     let res: IncomingMessage;
     try {
-      res = await exchange(method, path, body === undefined ? undefined : JSON.stringify(body));
+      res = await exchange(method, path, payload);
     } catch (err) {
       throw networkError(url, err);
     }
@@ -299,8 +316,9 @@ export const createApiClient = (options: ApiClientOptions): ApiClient => {
     url,
     call: async <T>(method: HttpMethod, path: string, body?: unknown): Promise<T> => {
       let answer: TextAnswer;
+      const payload = bodyText(body);
       try {
-        answer = await exchangeText(method, path, body === undefined ? undefined : JSON.stringify(body));
+        answer = await exchangeText(method, path, payload);
       } catch (err) {
         throw networkError(url, err);
       }

@@ -6,6 +6,7 @@ import {
   openProjectSecrets,
   projectSecretScope,
   runSecretScope,
+  type GraphNodeView,
   type Keyring,
   type RunView,
 } from "@flowsvc/store";
@@ -103,6 +104,28 @@ export const maskRunView = <R extends Pick<RunView, "output" | "error" | "annota
         ),
       }
     : run;
+
+/**
+ * A graph or pipeline run's nodes as the API shows them: what each node holds (its output, its error,
+ * its substate, whose prompt may quote an output) masked; the record's own fields (id, type, status,
+ * attempt, times) are the document's and the engine's, never a run's data, and are left as they are
+ * (masking them too made a short secret rename `status` to `s***a***us`).
+ */
+export const maskGraphNodes = <N extends Pick<GraphNodeView, "output" | "error" | "substate">>(masker: ValueMasker, nodes: N[]): N[] =>
+  masker.active
+    ? nodes.map((n) => ({
+        ...n,
+        output: masker.json(n.output),
+        error: n.error === null ? null : masker.text(n.error),
+        substate: n.substate === null ? null : maskSubstate(masker, n.substate),
+      }))
+    : nodes;
+
+/** A node's substate: its wait's name and kind as they are, every other value (a gate's prompt and fields...) masked. */
+const maskSubstate = <S extends NonNullable<GraphNodeView["substate"]>>(masker: ValueMasker, substate: S): S => {
+  const { name, kind, ...rest } = substate;
+  return { ...(Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, masker.json(v)])) as S), name, kind };
+};
 
 /** An event as the API shows it: payload and key masked with the project's current secrets. */
 export const maskEventRecord = <E extends { key: string | null; payload?: unknown }>(masker: ValueMasker, e: E): E =>

@@ -12,7 +12,7 @@ import {
   trustOf,
   GRAPH_VERSION,
   assertStorableJson,
-  connectorManifest,
+  CONNECTOR_CHECKS,
   graphError,
   parseGraph,
   parseGraphText,
@@ -208,11 +208,11 @@ const calledGraph = async (
     doc = JSON.parse(stored.source);
     filename = `graph:${stored.name}`;
   } else {
-    const parsedText = parseGraphText(a.definition ?? "", { manifestOf: connectorManifest });
+    const parsedText = parseGraphText(a.definition ?? "", CONNECTOR_CHECKS);
     if (!parsedText.ok) throw graphError(parsedText.problems);
     doc = parsedText.graph;
   }
-  const parsed = parseGraph(doc, { manifestOf: connectorManifest });
+  const parsed = parseGraph(doc, CONNECTOR_CHECKS);
   if (!parsed.ok) throw graphError(parsed.problems);
   const refused = submitCheck(await graphRequirements(tx, run.project_id, parsed.graph));
   if (refused) throw refused;

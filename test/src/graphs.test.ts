@@ -244,12 +244,27 @@ void test("fail closed: a missing credential is refused at submit naming the nod
     ],
     [["call", "after"]],
   );
-  const run = await submitGraph("dynamic", dynamic, ["--input", '{"cred":"ghost"}']);
+  // The name is a credential's value (a mistake a user makes): the error quoting it is masked, stored too.
+  const run = await submitGraph("dynamic", dynamic, ["--input", JSON.stringify({ cred: TOKEN })]);
   const v = await endsAs(run, "failed");
   assert.equal(node(v, "call").status, "failed");
-  assert.match(node(v, "call").error ?? "", /credential "ghost" is not set in this project/);
+  assert.match(node(v, "call").error ?? "", /credential "\*\*\*" is not set in this project/);
   assert.equal(node(v, "after").status, "cancelled");
   assert.equal(peer.seen.length, before, "the peer got a request");
+  // The run's error and its run.failed event are masked before they are stored, as a script's are.
+  const db = new pg.Pool({ connectionString: server.databaseUrl, max: 1 });
+  try {
+    const stored = await db.query<{ error: string }>(`select error from runs where id = $1`, [run]);
+    assert.match(stored.rows[0]!.error, /^node call failed: credential "\*\*\*" is not set/);
+    const failedEvents = await db.query<{ payload: { error: string } }>(
+      `select payload from events where type = 'run.failed' and payload->>'run_id' = $1`,
+      [run],
+    );
+    assert.equal(failedEvents.rows.length, 1);
+    assert.match(failedEvents.rows[0]!.payload.error, /^node call failed: credential "\*\*\*" is not set/);
+  } finally {
+    await db.end();
+  }
 });
 
 void test("code and shell nodes get their credentials as variables, masked in the log and the output; a missing one fails before the script runs", async () => {
@@ -374,7 +389,9 @@ void test("switch routes by exact CEL, a parked node waits for its signal, emit 
   const v = await endsAs(run, "succeeded");
   assert.equal(node(v, "route").output?.["branch"], "human");
   assert.equal(node(v, "auto").status, "skipped");
-  assert.equal(node(v, "gate").output?.["approved_by"], "ada");
+  // A direct signal skips the field check, not the attribution: the approver is its sender, not what the payload claims.
+  assert.equal(node(v, "gate").output?.["approved_by"], "admin");
+  assert.match(ok(await server.cli(["status", run])).stdout, /gate {2}approved by admin\n/);
   assert.match(String(node(v, "note").output?.["event_id"]), /^evt-/);
   const events = ok(await server.cli(["events", "ls", "-o", "json"])).stdout;
   assert.equal(events.split('"run.awaiting"').length - 1, 1, "one run.awaiting for the one wait");

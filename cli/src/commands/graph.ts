@@ -12,7 +12,7 @@ import { printList } from "../print.js";
 import type { Stdio } from "../print.js";
 import { listFrom } from "./api-types.js";
 import { scopedPath, withSettings } from "./context.js";
-import { OUTPUT_OPTION, formatOf, lostNumberProblem } from "./parsers.js";
+import { OUTPUT_OPTION, formatOf, jsonValueProblem } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
 
 interface GraphInfo {
@@ -73,7 +73,7 @@ const readDocument = (file: string): unknown => {
   } catch (err) {
     throw new FlowError("invalid_argument", `${file}: not valid JSON: ${(err as Error).message}`, { hint });
   }
-  const lost = lostNumberProblem(doc);
+  const lost = jsonValueProblem(doc);
   if (lost !== undefined) throw new FlowError("invalid_argument", `${file}: ${lost}`, { hint });
   return doc;
 };

@@ -12,7 +12,7 @@ import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
 import { scopedPath, withSettings } from "./context.js";
-import { InvalidArgumentError, OUTPUT_OPTION, collectEnv, collectList, formatOf, lostNumberProblem } from "./parsers.js";
+import { InvalidArgumentError, OUTPUT_OPTION, collectEnv, collectList, formatOf, jsonValueProblem } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
 
 export interface HandlerView {
@@ -87,7 +87,7 @@ export const parseNodeConfig = (text: string | undefined): Record<string, unknow
   } catch (err) {
     throw new FlowError("invalid_argument", `--config: not JSON: ${(err as Error).message}`);
   }
-  const lost = lostNumberProblem(value);
+  const lost = jsonValueProblem(value);
   if (lost !== undefined) throw new FlowError("invalid_argument", `--config: ${lost}`);
   if (typeof value !== "object" || value === null || Array.isArray(value))
     throw new FlowError("invalid_argument", "--config: give a JSON object");

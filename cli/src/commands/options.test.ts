@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { InvalidArgumentError } from "./parsers.js";
+import { InvalidArgumentError, parseJsonFlag } from "./parsers.js";
 import { collectEnv, parseEnvAssignment, parsePositiveInt, splitInterpreter } from "./options.js";
 
 void test("--env splits at the first = and keeps the rest of the value", () => {
@@ -25,4 +25,20 @@ void test("--interpreter is split on whitespace and may not be empty", () => {
 void test("--limit takes whole numbers of at least 1", () => {
   assert.equal(parsePositiveInt("20"), 20);
   for (const bad of ["0", "-1", "1.5", "x", ""]) assert.throws(() => parsePositiveInt(bad), InvalidArgumentError, bad);
+});
+
+void test("a JSON flag (--payload) is refused where a value cannot be sent as given: 1e400, a lone surrogate", () => {
+  assert.deepEqual(parseJsonFlag('{"a":[1,"x"]}'), { a: [1, "x"] });
+  assert.throws(
+    () => parseJsonFlag('{"a":1e400}'),
+    (e: Error) => e instanceof InvalidArgumentError && /^a is a number outside/.test(e.message),
+  );
+  assert.throws(
+    () => parseJsonFlag('["\\udc00"]'),
+    (e: Error) => e instanceof InvalidArgumentError && /^\[0\] holds a lone/.test(e.message),
+  );
+  assert.throws(
+    () => parseJsonFlag("{nope"),
+    (e: Error) => e instanceof InvalidArgumentError && /not valid JSON/.test(e.message),
+  );
 });

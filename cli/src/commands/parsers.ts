@@ -64,13 +64,15 @@ export const parseProjectFlag = (text: string): string => {
 };
 
 /**
- * Where parsed JSON holds a number past double range, as a phrase (`n is a number outside ...`),
- * or undefined. `1e400` parses to Infinity, which JSON.stringify sends as null: the CLI would send
- * what the user did not write, where the API refuses the same text (core/src/json-guard.ts).
+ * What in parsed JSON the API would refuse, as a phrase naming its place (`n is a number outside
+ * ...`, `a.b holds a NUL ...`), or undefined: core's json-guard, the server's own rule, so the CLI
+ * refuses before sending. It matters most for what JSON.stringify would change: `1e400` parses to
+ * Infinity, sent as null (the user's value silently replaced), and nesting past the guard's limit
+ * overflows the stringify.
  */
-export const lostNumberProblem = (value: unknown): string | undefined => {
+export const jsonValueProblem = (value: unknown): string | undefined => {
   const found = findJsonProblem(value, "$");
-  if (found?.kind !== "number") return undefined;
+  if (found === undefined) return undefined;
   const at = found.path.slice(1).replace(/^\./, "");
   return at === "" ? `the value ${found.problem}` : `${at} ${found.problem}`;
 };
@@ -82,7 +84,7 @@ export const parseJsonFlag = (text: string): unknown => {
   } catch (err) {
     throw new InvalidArgumentError(`not valid JSON (${(err as Error).message}).`);
   }
-  const lost = lostNumberProblem(value);
+  const lost = jsonValueProblem(value);
   if (lost !== undefined) throw new InvalidArgumentError(`${lost}.`);
   return value;
 };

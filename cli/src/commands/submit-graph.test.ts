@@ -25,6 +25,9 @@ void test("the body: as graph, the source, the base name, input parsed, idempote
 
 void test("bad --input and script-only flags are refused before anything is sent", () => {
   assert.throws(() => graphSubmitBody("g.json", "{}", { input: "{nope" }), /--input: not valid JSON/);
+  // JSON.parse reads 1e400 as Infinity, which JSON.stringify would send as null: refused at its place instead.
+  assert.throws(() => graphSubmitBody("g.json", "{}", { input: '{"a":[1e400]}' }), /--input: a\[0\] is a number outside the range/);
+  assert.throws(() => graphSubmitBody("g.json", "{}", { input: '{"a":"\\ud800"}' }), /--input: a holds a lone UTF-16 surrogate/);
   assert.throws(() => graphSubmitBody("g.json", "{}", { interpreter: "python3" }), /--interpreter applies to scripts/);
   assert.throws(() => graphSubmitBody("g.json", "{}", { env: { A: "1" } }), /--env applies to scripts/);
   assert.throws(() => graphSubmitBody("g.json", "{}", { credential: ["GH=gh"] }), /--credential applies to scripts/);

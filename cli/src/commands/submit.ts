@@ -9,7 +9,7 @@ import type { SettingFlags } from "../config.js";
 import { scopedPath, withSettings } from "./context.js";
 import type { CommandDeps } from "./context.js";
 import { followRun } from "./follow.js";
-import { collectEnv, collectList, lostNumberProblem, parseRetryFlag, splitInterpreter } from "./parsers.js";
+import { collectEnv, collectList, jsonValueProblem, parseRetryFlag, splitInterpreter } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
 import { isGraphSubmit, isPipelineSubmit } from "../document-kind.js";
 import { readSource } from "../read-source.js";
@@ -88,7 +88,7 @@ export const graphSubmitBody = (
     } catch (err) {
       throw new FlowError("invalid_argument", `--input: not valid JSON: ${(err as Error).message}`, { details: { field: "input" } });
     }
-    const lost = lostNumberProblem(input);
+    const lost = jsonValueProblem(input);
     if (lost !== undefined) throw new FlowError("invalid_argument", `--input: ${lost}`, { details: { field: "input" } });
   }
   return {

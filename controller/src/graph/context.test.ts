@@ -19,11 +19,13 @@ import {
   mintId,
   mintToken,
   saveGrantedAccount,
+  setCredential,
   type GraphRunRow,
   type TestDatabase,
 } from "@flowsvc/store";
 import type { AccountStatus, GraphNode } from "@flowsvc/core";
 import { nodeContext } from "./context.js";
+import { emitExecutor } from "./nodes/emit.js";
 import { httpExecutor } from "./nodes/http.js";
 import type { NodeOutcome } from "./nodes/types.js";
 
@@ -142,4 +144,29 @@ void test("an http node naming an account to reconnect fails closed with the rec
   await assert.rejects(callWith("gh"), /untrusted event and gets no credentials/);
   run = { ...run, trusted: true };
   assert.equal(seen.length, before, "no request reached the peer");
+});
+
+void test("an emit node's event is stored masked, as a script's emit is: a credential a far side echoed never reaches the bus", async () => {
+  await setCredential(db.pool, keyring, { scope, name: "api", value: { kind: "bearer", token: "tok-emit-4417" } });
+  // What an http node's output may hold when the far side echoes the request (nodes.fetch.output.body).
+  const node: GraphNode = { id: "note", type: "emit", config: {} };
+  const config = { type: "item.checked", key: "k-tok-emit-4417", payload: { auth: "Bearer tok-emit-4417", n: [1, "tok-emit-4417"] } };
+  const ctx = await nodeContext({
+    pool: db.pool,
+    keyring,
+    logger: pino({ level: "silent" }),
+    publicUrl: undefined,
+    egress,
+    run,
+    node,
+    config,
+    scope: {} as never,
+    attempt: 1,
+    signal: new AbortController().signal,
+    orgs: new Map(),
+  });
+  const o = await emitExecutor.start(ctx);
+  assert.equal(o.kind, "succeeded", JSON.stringify(o));
+  const { rows } = await db.pool.query<{ key: string; payload: unknown }>(`select key, payload from events where type = 'item.checked'`);
+  assert.deepEqual(rows, [{ key: "k-***", payload: { auth: "Bearer ***", n: [1, "***"] } }]);
 });

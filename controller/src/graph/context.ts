@@ -85,16 +85,37 @@ const resolveCredential = async (
   return { name: req.name, value: got.value, masks: credentialMaskValues(got.value) };
 };
 
-/** The run's log masker: the project's secrets and credentials, opened on first use. */
-const maskerOf = async (input: ContextInput, orgId: string): Promise<ValueMasker> => {
+/** A project's masker: its secrets and credentials. */
+const projectValuesMasker = async (db: { pool: Pool; keyring: Keyring }, projectId: string, orgId: string): Promise<ValueMasker> => {
   const [secrets, credentials] = await Promise.all([
-    openProjectSecrets(input.pool, input.keyring, input.run.project_id, orgId),
-    openProjectCredentials(input.pool, input.keyring, { projectId: input.run.project_id, orgId }),
+    openProjectSecrets(db.pool, db.keyring, projectId, orgId),
+    openProjectCredentials(db.pool, db.keyring, { projectId, orgId }),
   ]);
   return createValueMasker([
     ...secrets.flatMap((s) => (s.value === undefined ? [] : [s.value])),
     ...credentials.flatMap(credentialMaskValues),
   ]);
+};
+
+/** The run's log masker: the project's secrets and credentials, opened on first use. */
+const maskerOf = (input: ContextInput, orgId: string): Promise<ValueMasker> => projectValuesMasker(input, input.run.project_id, orgId);
+
+/**
+ * The masker of a run's project, for what the engine writes of the run (its output and error, which
+ * the run.* event carries to the bus): as a script's are, masked before they are stored.
+ */
+export const runProjectMasker = async (
+  deps: { pool: Pool; keyring: Keyring; orgs: Map<string, string> },
+  run: { id: string; project_id: string },
+): Promise<ValueMasker> => {
+  let orgId = deps.orgs.get(run.project_id);
+  if (orgId === undefined) {
+    const found = await findProjectById(deps.pool, run.project_id);
+    if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
+    orgId = found.orgId;
+    deps.orgs.set(run.project_id, orgId);
+  }
+  return projectValuesMasker(deps, run.project_id, orgId);
 };
 
 /** An emit node's event, once per (run, node, attempt): an attempt run again answers the id recorded the first time. */
@@ -152,7 +173,12 @@ export const nodeContext = async (input: ContextInput): Promise<NodeContext> => 
     publicUrl: input.publicUrl,
     egress: input.egress,
     credential: (name, kinds) => resolveCredential(input, project.orgId, { name, kinds }),
-    emit: (type, payload, key) => emitOnce(input, { type, payload, key }),
+    // Masked before it is stored, as a script's emit is (ingest's maskEmit): the bus, the handler runs and
+    // waits it feeds never see a secret a node's output held (a far side that echoed the request).
+    emit: async (type, payload, key) => {
+      const m = await (masker ??= maskerOf(input, project.orgId));
+      return emitOnce(input, { type, payload: m.json(payload), key: key === undefined ? undefined : m.text(key) });
+    },
     writeLog: async (text) => {
       masker ??= maskerOf(input, project.orgId);
       const data = (await masker).text(text.endsWith("\n") ? text : `${text}\n`);

@@ -56,7 +56,7 @@ import {
   type Listener,
 } from "@flowsvc/store";
 import type { ControllerLogger } from "../dispatcher.js";
-import { nodeContext } from "./context.js";
+import { nodeContext, runProjectMasker } from "./context.js";
 import { executorFor, type AgentJobSpec, type NodeOutcome } from "./nodes/index.js";
 import { agentJobOf } from "./nodes/code.js";
 import { approvalWakeOutcome } from "./nodes/approval.js";
@@ -107,6 +107,31 @@ const runOutput = (graph: GraphDocument, rows: readonly GraphNodeRow[]): Record<
 };
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** A parked node whose wait is done: its journal entry's kind and result, and the sender of the signal that woke it. */
+interface WokenWait {
+  node_id: string;
+  type: string;
+  attempt: number;
+  kind: string;
+  result: unknown;
+  sent_by: string | null;
+}
+
+/** What a resolved wait settles its node with. */
+const wokenSettlement = (w: WokenWait): { ok: true; output: unknown } | { ok: false; error: string; output: unknown } => {
+  const answer = (w.result ?? {}) as { timed_out?: boolean; payload?: unknown; envelope?: unknown };
+  const timedOut = answer.timed_out === true;
+  const bySignal = !timedOut && w.kind === "wait-signal";
+  // A signal's payload; an event's whole envelope (`nodes.<id>.output.payload` is the event's payload).
+  const output = timedOut ? { timed_out: true } : bySignal ? (answer.payload ?? null) : (answer.envelope ?? answer);
+  if (w.type !== "approval") return { ok: true, output };
+  // An approval answered `reject` fails its gate (D's approvalWakeOutcome); every other wake succeeds with its payload.
+  // Its approver is the signal's sender (the approvals route or `flow signal`), never what the payload claims.
+  const woken = approvalWakeOutcome(output, bySignal ? (w.sent_by ?? undefined) : undefined);
+  if (woken.kind === "failed") return { ok: false, error: woken.error, output: woken.output };
+  return { ok: true, output: woken.kind === "succeeded" ? woken.output : output };
+};
 
 export class GraphDriver {
   /** This process's mark on the inline attempts it runs (an attempt marked otherwise is an orphan after a restart). */
@@ -379,29 +404,20 @@ export class GraphDriver {
   }
 
   /** A parked node whose wait resolved: its answer (a timeout appends run.wait_expired on a root run). */
-  async #woken(
-    tx: PoolClient,
-    run: GraphRunRow,
-    w: { node_id: string; type: string; attempt: number; kind: string; result: unknown },
-  ): Promise<void> {
+  async #woken(tx: PoolClient, run: GraphRunRow, w: WokenWait): Promise<void> {
     const result = (w.result ?? {}) as { timed_out?: boolean };
     if (result.timed_out === true && run.parent_run_id === null)
       await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
-    const answer = result as { timed_out?: boolean; payload?: unknown; envelope?: unknown };
-    // A signal's payload; an event's whole envelope (`nodes.<id>.output.payload` is the event's payload).
-    const output =
-      answer.timed_out === true ? { timed_out: true } : w.kind === "wait-signal" ? (answer.payload ?? null) : (answer.envelope ?? answer);
-    // An approval answered `reject` fails its gate (D's approvalWakeOutcome); every other wake succeeds with its payload.
-    const woken = w.type === "approval" ? approvalWakeOutcome(output) : ({ kind: "succeeded", output } as const);
-    const settled =
-      woken.kind === "failed" ? { ok: false as const, error: woken.error, output: woken.output } : { ok: true as const, output };
-    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: settled, quiet: true });
+    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: wokenSettlement(w), quiet: true });
   }
 
   /** Parked nodes whose wait resolved, code/shell jobs past their timeout, and workflow nodes whose child run ended, settle. */
   async #collect(tx: PoolClient, run: GraphRunRow): Promise<void> {
-    const { rows } = await tx.query<{ node_id: string; type: string; attempt: number; kind: string; result: unknown }>(
-      `select n.node_id, n.type, n.attempt, j.kind, j.result from graph_nodes n join journal j on j.run_id = n.run_id and j.position = n.wait_position
+    const { rows } = await tx.query<WokenWait>(
+      // The sender of the signal that woke a wait: the approver of an approval gate.
+      `select n.node_id, n.type, n.attempt, j.kind, j.result,
+              (select s.sent_by from signals s where s.run_id = n.run_id and s.claimed_position = n.wait_position order by s.id limit 1) as sent_by
+         from graph_nodes n join journal j on j.run_id = n.run_id and j.position = n.wait_position
         where n.run_id = $1 and n.status = 'parked' and j.status = 'done'`,
       [run.id],
     );
@@ -428,19 +444,7 @@ export class GraphDriver {
   async #conclude(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[] }): Promise<void> {
     const { run, graph, rows } = c;
     const outcome = graphOutcome(graph, statusesOf(rows));
-    if (outcome === "succeeded") {
-      await completeRun(tx, run.id, { status: "succeeded", output: runOutput(graph, rows) }, this.#o.publicUrl);
-      this.#graphs.delete(run.id);
-      return;
-    }
-    if (outcome === "failed") {
-      const failed = rows.find((r) => r.status === "failed");
-      const error = failed ? `node ${failed.node_id} failed: ${failed.error ?? "no error text"}` : "the graph cannot finish";
-      await cancelGraphNodes(tx, run.id);
-      await completeRun(tx, run.id, { status: "failed", error, output: runOutput(graph, rows) }, this.#o.publicUrl);
-      this.#graphs.delete(run.id);
-      return;
-    }
+    if (outcome === "succeeded" || outcome === "failed") return this.#finish(tx, { ...c, outcome });
     const parked = rows.filter((r) => r.status === "parked");
     const busy = rows.some((r) => r.status === "running" || (r.status === "pending" && r.not_before !== null));
     if (!busy && parked.length > 0 && parked.length === rows.filter((r) => ACTIVE.has(r.status)).length) {
@@ -453,6 +457,25 @@ export class GraphDriver {
     } else if (run.status === "parked") {
       await markRunRunning(tx, run.id);
     }
+  }
+
+  /**
+   * The run's end: its output (the leaf nodes') and error masked with the project's secrets and
+   * credentials before they are stored, as a script's are (the run.* event carries them to the bus).
+   */
+  async #finish(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[]; outcome: "succeeded" | "failed" }) {
+    const { run, graph, rows } = c;
+    const masker = await runProjectMasker({ pool: this.#o.pool, keyring: this.#o.keyring, orgs: this.#orgs }, run);
+    const output = masker.json(runOutput(graph, rows)) as Record<string, unknown>;
+    if (c.outcome === "succeeded") {
+      await completeRun(tx, run.id, { status: "succeeded", output }, this.#o.publicUrl);
+    } else {
+      const failed = rows.find((r) => r.status === "failed");
+      const error = failed ? `node ${failed.node_id} failed: ${failed.error ?? "no error text"}` : "the graph cannot finish";
+      await cancelGraphNodes(tx, run.id);
+      await completeRun(tx, run.id, { status: "failed", error: masker.text(error), output }, this.#o.publicUrl);
+    }
+    this.#graphs.delete(run.id);
   }
 
   /** Runs one attempt in this process and records its outcome (after its advance committed). */

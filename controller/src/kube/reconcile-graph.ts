@@ -10,7 +10,7 @@
 // only) has no FlowGraph and is not an orphan. A FlowGraph deleted while the controller was down
 // leaves its graph until it is removed with `flow graph rm`.
 import type { Pool } from "pg";
-import { assertGraphName, connectorManifest, parseGraph, type GraphProblem } from "@flowsvc/core";
+import { CONNECTOR_CHECKS, assertGraphName, parseGraph, type GraphProblem } from "@flowsvc/core";
 import { deleteStoredGraph, getStoredGraph, graphEndpointsOf, graphSaveProblems, putStoredGraph } from "@flowsvc/store";
 import type { ConfigKind, Outcome } from "./reconcile-config.js";
 import type { FlowObject } from "./reconcile-kinds.js";
@@ -28,7 +28,7 @@ export const graphKind = (pool: Pool): ConfigKind<FlowGraphObject> => ({
   kind: "graph",
   apply: async (obj, scope, name) => {
     assertGraphName(name);
-    const parsed = parseGraph(obj.spec, { manifestOf: connectorManifest });
+    const parsed = parseGraph(obj.spec, CONNECTOR_CHECKS);
     if (!parsed.ok) return invalid(parsed.problems);
     const extra = graphSaveProblems(parsed.graph, name);
     if (extra.length > 0) return invalid(extra);

@@ -100,6 +100,26 @@ void test("github.report_run_status: owner/repo/sha fill the path, the rest is t
     refusal(() => m.request({ credential: "gh", with: { owner: "acme", repo: "web", sha: "main", state: "success" } })),
     /with\.sha/,
   );
+  // A dot segment is not a name: the URL parser would resolve it (`/repos/../../statuses` is `/statuses`),
+  // taking the token out of the base URL's path (`https://ghe.corp/api/v3` -> `https://ghe.corp/api/...`).
+  const ghe = { baseUrls: { github: "https://ghe.corp/api/v3" } };
+  for (const [owner, repo] of [
+    ["..", ".."],
+    ["acme", ".."],
+    ["..", "web"],
+    [".", "web"],
+    ["acme", "."],
+  ] as const) {
+    assert.match(
+      refusal(() => m.request({ credential: "gh", with: { owner, repo, sha, state: "success" } }, ghe)),
+      /with\.(owner|repo): "\.{1,2}" is a dot segment, not a name/,
+      `${owner}/${repo}`,
+    );
+  }
+  assert.equal(
+    m.request({ credential: "gh", with: { owner: "acme", repo: "web.js", sha, state: "success" } }, ghe).url,
+    `https://ghe.corp/api/v3/repos/acme/web.js/statuses/${sha}`,
+  );
 });
 
 void test("bad config is refused with every problem, each named by its path", () => {
@@ -110,7 +130,7 @@ void test("bad config is refused with every problem, each named by its path", ()
   );
   assert.deepEqual(problems, [
     "nodes[1].config.colour: not an anthropic.messages setting (credential, with, input, headers)",
-    "nodes[1].config.credential: required (anthropic.messages needs a credential of kind api-key)",
+    "nodes[1].config.credential: required: anthropic.messages needs a credential of kind api-key",
     "nodes[1].config.with.model: required",
     "nodes[1].config.with.max_tokens: must be a whole number",
     "nodes[1].config.input: must be a string",

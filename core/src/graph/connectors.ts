@@ -20,6 +20,7 @@
 import { CLI_KIND_SPELLINGS, type CredentialKind } from "../credentials/kinds.js";
 import { FlowError } from "../errors.js";
 import { textProblem } from "../json-guard.js";
+import type { ParseGraphOptions } from "./parse.js";
 
 export type ConnectorParamType = "string" | "integer" | "json";
 
@@ -184,6 +185,9 @@ const integerProblem = (p: ConnectorParam, value: unknown): string | undefined =
 const stringParamProblem = (p: ConnectorParam, value: unknown): string | undefined => {
   if (typeof value !== "string") return "must be a string";
   if (value === "") return "is empty";
+  // Percent-encoding keeps `/` in its segment, but the URL parser still resolves `.` and `..`:
+  // `{base}/repos/../../statuses` would leave the base URL's path, the credential with it.
+  if (p.in === "path" && (value === "." || value === "..")) return `${shown(value)} is a dot segment, not a name`;
   if (p.enum && !p.enum.includes(value)) return `must be one of ${p.enum.join(", ")}; got ${shown(value)}`;
   if (p.pattern && !p.pattern.test(value)) return `${shown(value)} is not allowed here`;
   return stringProblem(value);
@@ -249,7 +253,7 @@ const inputProblems = (spec: ConnectorSpec, config: Record<string, unknown>): st
 const credentialProblem = (spec: ConnectorSpec, cred: unknown): string | undefined => {
   if (cred === undefined)
     return spec.credential.required
-      ? `credential: required (${spec.type} needs a credential of kind ${spec.credential.kinds.map((k) => CLI_KIND_SPELLINGS[k]).join(" or ")})`
+      ? `credential: required: ${spec.type} needs a credential of kind ${spec.credential.kinds.map((k) => CLI_KIND_SPELLINGS[k]).join(" or ")}`
       : undefined;
   return typeof cred === "string" || isDeferred(cred) ? undefined : "credential: must be a credential name";
 };
@@ -321,6 +325,20 @@ const MANIFESTS: ReadonlyMap<string, ConnectorManifest> = new Map(
 
 /** The manifest of a connector node type; undefined for any other type. */
 export const connectorManifest = (type: string): ConnectorManifest | undefined => MANIFESTS.get(type);
+
+/**
+ * What every check of a graph document is given (a submit, a save, `flow call`, a FlowGraph, as
+ * `flow check` is): each connector type's manifest and the connector's whole config check, so a
+ * connector node with a missing `with` parameter or an unknown key is refused at its path before
+ * anything is saved or run, not when the node runs.
+ */
+export const CONNECTOR_CHECKS: ParseGraphOptions = {
+  manifestOf: connectorManifest,
+  connectorProblems: (type, config) => {
+    const manifest = connectorManifest(type);
+    return manifest ? connectorConfigProblems(manifest, config) : [];
+  },
+};
 
 const LOCAL_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
 

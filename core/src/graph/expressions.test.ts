@@ -94,7 +94,7 @@ void test("CEL values become JSON: ints as numbers, timestamps as RFC 3339, byte
 void test("evaluateIf: a bool, or why not (an error, or a value that is not a bool)", () => {
   assert.deepEqual(evaluateIf('nodes.fetch.status == "success"', scope), { ok: true, value: true });
   assert.deepEqual(evaluateIf("input.count > 5.0", scope), { ok: true, value: false });
-  assert.deepEqual(evaluateIf("input.count", scope), { ok: false, error: "if: the expression returned double, not a bool" });
+  assert.deepEqual(evaluateIf("input.count", scope), { ok: false, error: "the expression returned double, not a bool" });
   assert.equal(evaluateIf("nodes.nope.status == 'x'", scope).ok, false);
   assert.equal(evaluateIf("input.", scope).ok, false);
   assert.equal(evaluateIf("", scope).ok, false);

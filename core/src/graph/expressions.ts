@@ -217,7 +217,7 @@ export const evaluateConfig = (config: unknown, scope: GraphScope, extra?: Recor
 export const evaluateIf = (expr: string, scope: GraphScope): { ok: true; value: boolean } | { ok: false; error: string } => {
   const r = evalCel(expr, scopeVars(scope));
   if (!r.ok) return r;
-  if (typeof r.value !== "boolean") return { ok: false, error: `if: the expression returned ${celTypeName(r.value)}, not a bool` };
+  if (typeof r.value !== "boolean") return { ok: false, error: `the expression returned ${celTypeName(r.value)}, not a bool` };
   return { ok: true, value: r.value };
 };
 

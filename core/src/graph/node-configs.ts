@@ -11,7 +11,8 @@
 import { z } from "zod";
 import { credentialNameProblem } from "../credentials/kinds.js";
 import { MAX_DECLARED_CREDENTIALS, credentialMapProblems } from "../credentials/resolve.js";
-import { DurationText } from "../duration-schema.js";
+import { DurationText, durationProblem } from "../duration-schema.js";
+import { parseDuration } from "../duration.js";
 import { FlowError } from "../errors.js";
 import { assertEmittable, validateEventType } from "../events.js";
 import { parseApprovalFields } from "./approval-fields.js";
@@ -70,6 +71,19 @@ const strOrExpr = (rule?: (s: string) => string | undefined) =>
   });
 
 const duration = DurationText;
+
+/** Longest `timeout` of an http node (the engine's limit, controller/src/graph/nodes/http.ts): 10 minutes. */
+export const HTTP_TIMEOUT_MAX_MS = 600_000;
+/** Longest `timeout` of a code or shell node (the engine's limit, controller/src/graph/nodes/code.ts): a day. */
+export const NODE_JOB_TIMEOUT_MAX_MS = 24 * 3600 * 1000;
+
+/** A duration of at most `maxMs`, refused when checked (`at most 10m (600s)`), not when the node runs. */
+const durationAtMost = (maxMs: number, shown: string) =>
+  z.string().superRefine((v, ctx) => {
+    const p = durationProblem(v);
+    if (p !== undefined) ctx.addIssue({ code: "custom", message: p });
+    else if (parseDuration(v) > maxMs) ctx.addIssue({ code: "custom", message: `at most ${shown} (${maxMs / 1000}s)` });
+  });
 
 const flowErrorProblem = (fn: () => unknown): string | undefined => {
   try {
@@ -130,7 +144,7 @@ const http = z
       .optional(),
     body: z.unknown().optional(),
     credential: credentialName.optional(),
-    timeout: duration.optional(),
+    timeout: durationAtMost(HTTP_TIMEOUT_MAX_MS, "10m").optional(),
   })
   .strict();
 
@@ -139,7 +153,7 @@ const job = {
   credentials: credentialMap.optional(),
   env: stringMap.optional(),
   requires: z.string().min(1).max(128).optional(),
-  timeout: duration.optional(),
+  timeout: durationAtMost(NODE_JOB_TIMEOUT_MAX_MS, "1d").optional(),
 };
 /**
  * `file` is refused here, at its path: a graph is one document (submitted, stored, or read by a
@@ -190,6 +204,12 @@ const approval = z.object({ prompt: strOrExpr(), fields: approvalFields.optional
 
 const event = z.object({ event: eventType, when: cel(EVENT_WHEN_VARIABLES).optional(), timeout: duration.optional() }).strict();
 
+/**
+ * A repository's full name for `from_repo`: `owner/name`, neither of them `.` or `..` (GitHub allows
+ * neither; the URL parser would resolve such a segment and take the read out of `/repos/`).
+ */
+export const REPO_FULL_NAME = /^(?!\.{1,2}\/)[A-Za-z0-9_.-]+\/(?!\.{1,2}$)[A-Za-z0-9_.-]+$/;
+
 /** A path inside a repository: relative, no `..` segment. */
 const repoPath = z
   .string()
@@ -213,7 +233,7 @@ const workflow = z
     interpreter: z.string().min(1).max(256).optional(),
     from_repo: z
       .object({
-        repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, { error: "must be owner/name" }),
+        repo: z.string().regex(REPO_FULL_NAME, { error: "must be owner/name" }),
         path: repoPath,
         ref: z.string().min(1).max(256).optional(),
         credential: credentialName,

@@ -313,6 +313,12 @@ void test("per-type config rules, each problem at its path", () => {
     /^nodes\[0\]\.config\.credential: credential name "..\/etc" is not allowed/,
   );
   hasProblems(one("http", { url: "http://x", timeout: "soon" }), /^nodes\[0\]\.config\.timeout: invalid duration "soon"/);
+  // The engine's limits are the check's: refused before anything is saved or run, not when the node runs.
+  hasProblems(one("http", { url: "http://x", timeout: "11m" }), /^nodes\[0\]\.config\.timeout: at most 10m \(600s\)$/);
+  assert.ok(parseGraph(one("http", { url: "http://x", timeout: "10m" })).ok);
+  hasProblems(one("shell", { command: "x", timeout: "25h" }), /^nodes\[0\]\.config\.timeout: at most 1d \(86400s\)$/);
+  hasProblems(one("code", { source: "x", timeout: "1e400s" }), /^nodes\[0\]\.config\.timeout: /);
+  assert.ok(parseGraph(one("code", { source: "x", timeout: "1d" })).ok);
   assert.ok(parseGraph(one("http", { url: { $expr: "input.url" }, method: { $expr: "input.m" }, credential: { $expr: "input.cred" } })).ok);
   // code and shell
   hasProblems(one("code", {}), /^nodes\[0\]\.config\.source: required$/);
@@ -425,6 +431,10 @@ void test("per-type config rules, each problem at its path", () => {
   );
   hasProblems(one("workflow", { from_repo: { path: "x.json", credential: "gh" } }), /^nodes\[0\]\.config\.from_repo\.repo: required$/);
   hasProblems(one("workflow", { from_repo: { repo: "acme", path: "x.json", credential: "gh" } }), /from_repo\.repo: must be owner\/name$/);
+  // A dot segment would climb out of /repos/ in the contents API's URL (the URL parser resolves it).
+  for (const repo of ["../..", "acme/..", "../flows", "./flows", "acme/."])
+    hasProblems(one("workflow", { from_repo: { repo, path: "x.json", credential: "gh" } }), /from_repo\.repo: must be owner\/name$/);
+  assert.ok(parseGraph(one("workflow", { from_repo: { repo: "acme/flows.js", path: "x.json", credential: "gh" } })).ok);
   hasProblems(
     one("workflow", { from_repo: { repo: "acme/flows", path: "../../etc/passwd", credential: "gh" } }),
     /from_repo\.path: must be a path inside/,

@@ -233,3 +233,31 @@ test("GET approvals lists the gates a run is parked on, with prompt and fields (
   await assertCallerRefusals(t, { method: "GET", url: `${runs}/${id}/approvals` }, "viewer");
   assertError(await ask(t, "GET", `${runs}/run_missing/approvals`), 404, /not found/);
 });
+
+test("a graph run's nodes are masked by value: a short secret never renames a node record's fields", async () => {
+  const id = await parkedRun();
+  // A one-letter secret (allowed) is in every field name that holds a "t": node_id, type, status, attempt...
+  assert.equal((await ask(t, "PUT", `${t.project.base}/secrets/one_letter`, { as: "admin", body: { value: "t" } })).status, 200);
+  try {
+    for (const url of [`${runs}/${id}`, `${runs}/${id}/steps`]) {
+      const res = await ask(t, "GET", url, { as: "viewer" });
+      assert.equal(res.status, 200, res.text);
+      const body = res.body as { nodes?: unknown[] } | unknown[];
+      const nodes = (Array.isArray(body) ? body : body.nodes) as Array<Record<string, unknown>>;
+      assert.deepEqual(
+        nodes.map((n) => [n["node_id"], n["type"], n["status"]]),
+        [
+          ["advice", "shell", "success"],
+          ["gate", "approval", "parked"],
+          ["later", "approval", "pending"],
+        ],
+        url,
+      );
+      // What the nodes hold is masked as ever: the output and the substate (its prompt may quote an output).
+      assert.deepEqual(nodes[0]!["output"], { "s***dou***": "ship i***" }, url);
+      assert.equal((nodes[1]!["substate"] as Record<string, unknown>)["prompt"], "The model says: ship i***", url);
+    }
+  } finally {
+    assert.equal((await ask(t, "DELETE", `${t.project.base}/secrets/one_letter`, { as: "admin" })).status, 204);
+  }
+});

@@ -102,12 +102,18 @@ test("the submit-time check: a missing or wrong-kind credential names the node a
   const set = await ask(t, "PUT", `${base}/credentials/gh`, { body: { kind: "basic", username: "u", password: "p" }, as: "admin" });
   assert.equal(set.status, 200, set.text);
   await refused(
-    submit(doc([{ id: "post", type: "slack.post_message", config: { credential: "gh", channel: "#x", text: "hi" } }])),
+    submit(doc([{ id: "post", type: "slack.post_message", config: { credential: "gh", with: { channel: "#x", text: "hi" } } }])),
     400,
     /node post: credential "gh" is basic, node post needs bearer/,
   );
   const ok = await ask(t, "POST", `${base}/runs`, { body: submit(doc([http("call", { credential: "gh" })])) });
   assert.equal(ok.status, 201, ok.text);
+  // A connector's config is checked whole before its credentials, as `flow check` checks it.
+  await refused(
+    submit(doc([{ id: "post", type: "slack.post_message", config: { credential: "gh", with: { channel: "#x" }, channel: "#x" } }])),
+    400,
+    /nodes\[0\]\.config\.channel: not a slack.post_message setting .*; nodes\[0\]\.config\.input: required/,
+  );
 });
 
 test("the submit-time check reads holdings as the requirements report does: an account by its status", async () => {
@@ -122,7 +128,7 @@ test("the submit-time check reads holdings as the requirements report does: an a
   await refused(submit(doc([http("call", { credential: "slackacct" })])), 400, /"slackacct" is in_doubt: reconnect it/);
   for (const status of ["active", "refreshing"]) {
     await t.db.pool.query(`update accounts set status = $1 where name = 'slackacct'`, [status]);
-    const post = { id: "post", type: "slack.post_message", config: { credential: "slackacct", channel: "#x", text: "hi" } };
+    const post = { id: "post", type: "slack.post_message", config: { credential: "slackacct", with: { channel: "#x", text: "hi" } } };
     const ok = await ask(t, "POST", `${base}/runs`, { body: submit(doc([post])) });
     assert.equal(ok.status, 201, `${status}: ${ok.text}`);
   }

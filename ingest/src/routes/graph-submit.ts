@@ -12,7 +12,7 @@ import {
   GRAPH_LIMITS,
   PIPELINE_WORKFLOW,
   assertStorableJson,
-  connectorManifest,
+  CONNECTOR_CHECKS,
   graphError,
   parseGraph,
   parseGraphText,
@@ -75,7 +75,7 @@ interface Checked {
 /** The document of the submission, checked; refused with every problem's path. */
 const documentOf = async (pool: Pool, scope: Scope, body: GraphSubmission): Promise<Checked> => {
   if ("as" in body) {
-    const parsed = parseGraphText(body.source, { manifestOf: connectorManifest });
+    const parsed = parseGraphText(body.source, CONNECTOR_CHECKS);
     if (!parsed.ok) throw graphError(parsed.problems);
     return { graph: parsed.graph, source: body.source, filename: body.filename.split("/").at(-1) ?? body.filename };
   }
@@ -84,7 +84,7 @@ const documentOf = async (pool: Pool, scope: Scope, body: GraphSubmission): Prom
     throw new FlowError("not_found", `graph ${body.graph} not found in ${scope.org}/${scope.project}`, {
       hint: "list stored graphs with `flow graph ls`",
     });
-  const parsed = parseGraph(JSON.parse(stored.source), { manifestOf: connectorManifest });
+  const parsed = parseGraph(JSON.parse(stored.source), CONNECTOR_CHECKS);
   if (!parsed.ok) throw graphError(parsed.problems);
   return { graph: parsed.graph, source: stored.source, filename: `graph:${stored.name}` };
 };

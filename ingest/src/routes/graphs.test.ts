@@ -134,6 +134,12 @@ test("bad bodies, documents and names are refused with where, and nothing is wri
       bad([{ id: "say", type: "slack.post_message", config: { with: { channel: "#x", text: "hi" } } }]),
       /nodes\[0\]\.config\.credential: required: slack.post_message needs a credential of kind bearer/,
     ],
+    // A connector's whole config is checked at save, as `flow check` checks it (not only its credential).
+    [
+      "g",
+      bad([{ id: "ask", type: "anthropic.messages", config: { credential: "k", with: { max_tokens: 8 }, input: "hi", bogus: 1 } }]),
+      /nodes\[0\]\.config\.bogus: not an anthropic.messages setting .*; nodes\[0\]\.config\.with\.model: required/,
+    ],
     ["a.b", { document: GRAPH }, /graph name "a.b" is not allowed/],
     ["-g", { document: GRAPH }, /graph name "-g" is not allowed/],
     ["a%2Fb", { document: GRAPH }, /graph name "a\/b" is not allowed/],

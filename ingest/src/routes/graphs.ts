@@ -18,12 +18,14 @@ import {
   FlowError,
   GRAPH_NAME,
   GRAPH_NAME_MAX,
+  CONNECTOR_CHECKS,
   assertGraphName,
   connectorManifest,
   graphError,
   parseGraph,
   type GraphEndpointWrite,
   type ManifestInfo,
+  type ParseGraphOptions,
 } from "@flowsvc/core";
 import { getStoredGraph, graphSaveProblems, listGraphEndpoints, listStoredGraphs, graphRequirements } from "@flowsvc/store";
 import { authorize } from "../auth.js";
@@ -62,7 +64,7 @@ const describeEndpoint = (deps: IngestDeps, req: FastifyRequest, where: Where & 
   ingest_url: graphEndpointUrl(deps.publicUrl ?? `${req.protocol}://${req.host}`, { ...where, node: e.node_id }),
 });
 
-const putRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLookup): void => {
+const putRoute = (app: FastifyInstance, deps: IngestDeps, checks: ParseGraphOptions): void => {
   app.put(
     `${BASE}/:name`,
     api({
@@ -84,7 +86,7 @@ const putRoute = (app: FastifyInstance, deps: IngestDeps, manifestOf: ManifestLo
         throw new FlowError("invalid_argument", "document: required: the body is {document: <a flowsvc-graph/v1 graph>}", {
           details: { field: "document" },
         });
-      const parsed = parseGraph(body.data.document, { manifestOf });
+      const parsed = parseGraph(body.data.document, checks);
       if (!parsed.ok) throw graphError(parsed.problems);
       const extra = saveProblems(parsed.graph, name);
       if (extra.length > 0) throw graphError(extra);
@@ -171,18 +173,18 @@ const removeRoute = (app: FastifyInstance, deps: IngestDeps): void => {
 };
 
 /**
- * The stored graph routes, with the connector manifests they check a save against (core's
- * connectorManifest in the app; a test may pass its own).
+ * The stored graph routes, with the connector checks a save takes (core's CONNECTOR_CHECKS in the
+ * app, as every other check of a document; a test may pass its own).
  */
 export const graphRoutesWith =
-  (manifestOf: ManifestLookup): FastifyPluginCallback<IngestDeps> =>
+  (checks: ParseGraphOptions & { manifestOf: ManifestLookup }): FastifyPluginCallback<IngestDeps> =>
   (app, deps, done) => {
-    putRoute(app, deps, manifestOf);
+    putRoute(app, deps, checks);
     readRoutes(app, deps);
-    requirementsRoute(app, deps, manifestOf);
+    requirementsRoute(app, deps, checks.manifestOf);
     removeRoute(app, deps);
     done();
   };
 
 /** The app's stored graph routes, checking connector nodes against core's manifests (core/src/graph/connectors.ts). */
-export const graphRoutes: FastifyPluginCallback<IngestDeps> = graphRoutesWith(connectorManifest);
+export const graphRoutes: FastifyPluginCallback<IngestDeps> = graphRoutesWith({ ...CONNECTOR_CHECKS, manifestOf: connectorManifest });

@@ -26,7 +26,7 @@ import {
 import { authorize, type Scope } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
 import { streamRunLog } from "../log-stream.js";
-import { maskRunView } from "../run-masker.js";
+import { maskGraphNodes, maskRunView } from "../run-masker.js";
 import { api } from "../openapi/route-doc.js";
 import { GRAPH_SUBMISSION_BODIES, isGraphSubmission, submitGraph } from "./graph-submit.js";
 import { PipelineSubmission, isPipelineSubmission, submitPipeline } from "./pipeline-submit.js";
@@ -139,7 +139,7 @@ const showRoute = (app: FastifyInstance, { pool, maskers }: RouteDeps): void => 
   app.get(`${BASE}/:id`, api({ summary: "Show a run and its activities", tag: "runs", auth: "viewer", params: RunParams }), async (req) => {
     const { scope, id, run } = await viewedRun(pool, req);
     const { masker } = await maskers.forProject(scope.projectId);
-    const nodes = isGraphEngineWorkflow(run.workflow) ? { nodes: masker.json(await getGraphRunNodes(pool, id)) } : {};
+    const nodes = isGraphEngineWorkflow(run.workflow) ? { nodes: maskGraphNodes(masker, await getGraphRunNodes(pool, id)) } : {};
     return { ...maskRunView(masker, run), activities: await listActivities(pool, id), ...nodes };
   });
 };
@@ -155,7 +155,7 @@ const stepsRoute = (app: FastifyInstance, { pool, keyring, maskers }: RouteDeps)
     const { scope, id, run } = await viewedRun(pool, req);
     // A graph or pipeline run's steps are its nodes, their outputs masked.
     if (isGraphEngineWorkflow(run.workflow))
-      return (await maskers.forProject(scope.projectId)).masker.json(await getGraphRunNodes(pool, id));
+      return maskGraphNodes((await maskers.forProject(scope.projectId)).masker, await getGraphRunNodes(pool, id));
     // Step and activity output is sealed at rest: opened to be measured, and what is shown masked.
     const project = await maskers.forProject(scope.projectId);
     const journal = await openJournal(pool, keyring, project, { runId: id, entries: await listJournal(pool, id) });

@@ -43,3 +43,20 @@ void test("a woken gate: reject fails the node naming who; an approval, a direct
     assert.deepEqual(approvalWakeOutcome(payload), { kind: "succeeded", output: payload });
   }
 });
+
+void test("a gate woken by a signal is attributed to the signal's sender, whatever the payload says", () => {
+  assert.deepEqual(approvalWakeOutcome({ decision: "approve", approved_by: "the-ceo", note: "x" }, "mallory"), {
+    kind: "succeeded",
+    output: { decision: "approve", approved_by: "mallory", note: "x" },
+  });
+  assert.deepEqual(approvalWakeOutcome({ decision: "reject", approved_by: "the-ceo" }, "mallory"), {
+    kind: "failed",
+    error: "the gate was rejected by mallory",
+    output: { decision: "reject", approved_by: "mallory" },
+  });
+  assert.deepEqual(approvalWakeOutcome({}, "mallory"), { kind: "succeeded", output: { approved_by: "mallory" } });
+  // A payload that is no object stays as sent; a timeout has no sender.
+  for (const payload of ["yes", null, [1]])
+    assert.deepEqual(approvalWakeOutcome(payload, "mallory"), { kind: "succeeded", output: payload });
+  assert.deepEqual(approvalWakeOutcome({ timed_out: true }), { kind: "succeeded", output: { timed_out: true } });
+});

@@ -64,8 +64,12 @@ export const approvalPark = (ctx: NodeContext, now = Date.now()): NodeOutcome =>
 /**
  * What a woken gate becomes: a `reject` answer fails the node, naming who rejected it; any other
  * payload (an approval, a signal sent directly, `{timed_out: true}`) succeeds with it as the output.
+ * `sender` is the person whose token sent the signal that woke it (none for a timeout): an object
+ * payload's `approved_by` is always that person, so a signal sent directly (which skips the field
+ * check) cannot attribute the answer to someone else.
  */
-export const approvalWakeOutcome = (payload: unknown): NodeOutcome => {
+export const approvalWakeOutcome = (answer: unknown, sender?: string): NodeOutcome => {
+  const payload = sender !== undefined && isRecord(answer) ? { ...answer, approved_by: sender } : answer;
   if (isRecord(payload) && payload["decision"] === "reject") {
     const by = typeof payload["approved_by"] === "string" ? ` by ${payload["approved_by"]}` : "";
     return { kind: "failed", error: `the gate was rejected${by}`, output: payload };

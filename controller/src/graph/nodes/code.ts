@@ -8,12 +8,9 @@
  * job is ended, its script stopped, and the attempt fails with a timeout error; retry applies).
  * Output: the script's `flow output set` values, `exit_code` and the tail of its stdout.
  */
-import { FlowError, assertCredentialMap, pickInterpreter } from "@flowsvc/core";
+import { FlowError, NODE_JOB_TIMEOUT_MAX_MS, assertCredentialMap, pickInterpreter } from "@flowsvc/core";
 import type { AgentJobSpec, NodeExecutor } from "./types.js";
 import { asConfig, durationMs, requiredStr, stringList, stringMap, type Config } from "./config.js";
-
-/** Longest `timeout` a code or shell node may take: a day. */
-export const NODE_JOB_TIMEOUT_MAX_MS = 24 * 3600 * 1000;
 
 const common = (c: Config): Pick<AgentJobSpec, "credentials" | "env" | "capabilities" | "timeout_ms"> => {
   const credentials = stringMap(c, "credentials");

@@ -140,6 +140,8 @@ void test("workflow script: a script child run with its interpreter; bad configs
     [{ script: 7 }, /config\.script: must be a string/],
     [{ script: "a\u0000b" }, /cannot be run: .*NUL/],
     [{ from_repo: { repo: "not-a-repo", path: "x", credential: "c" } }, /config\.from_repo\.repo: must be owner\/name/],
+    [{ from_repo: { repo: "../..", path: "x", credential: "c" } }, /config\.from_repo\.repo: must be owner\/name/],
+    [{ from_repo: { repo: "o/..", path: "x", credential: "c" } }, /config\.from_repo\.repo: must be owner\/name/],
     [{ from_repo: { repo: "o/r", path: "../etc/passwd", credential: "c" } }, /config\.from_repo\.path: must be a path inside/],
     [{ from_repo: { repo: "o/r", path: "x" } }, /config\.from_repo\.credential: required/],
     [[], /config\.: must be an object/],

@@ -103,7 +103,7 @@ void test("fail closed: an unknown credential, or a url-token without {credentia
   await assert.rejects(run({ url: `${base}/nope`, credential: "ghost" }), /credential "ghost" is not set/);
   await assert.rejects(run({ url: `${base}/no-placeholder`, credential: "url" }), /has no \{credential\}/);
   await assert.rejects(run({ url: "file:///etc/passwd" }), /only http and https/);
-  await assert.rejects(run({ url: `${base}/m`, method: "GET\r\nX: y" }), /not an HTTP method/);
+  await assert.rejects(run({ url: `${base}/m`, method: "GET\r\nX: y" }), /is not one of GET, HEAD/);
   await assert.rejects(run({ url: 42 }), /config\.url: must be a string/);
   await assert.rejects(run({ url: `${base}/h`, headers: { a: 1 } }), /config\.headers\.a: must be a string/);
   assert.equal(seen.length, before);
@@ -167,4 +167,23 @@ void test("a redirect is the answer, never followed (not even to the metadata ad
   ])
     await assert.rejects(run({ url }), /^Error: config\.url: is not an absolute http\(s\) URL$/, url);
   assert.equal(seen.length, before + 1);
+});
+
+void test("a method or header an expression yields is held to the check's rules: one of the seven methods, no line break or NUL; nothing is sent", async () => {
+  const before = seen.length;
+  for (const method of ["TRACE", "CONNECT", "PROPFIND"])
+    await assert.rejects(
+      run({ url: `${base}/x`, method }),
+      new RegExp(`^Error: config\\.method: "${method}" is not one of GET, HEAD, POST`),
+      method,
+    );
+  for (const value of ["a\nb", "a\rb", "a\u0000b"])
+    await assert.rejects(
+      run({ url: `${base}/x`, headers: { "x-a": value } }),
+      /^Error: config\.headers\.x-a: a header value cannot hold a line break or NUL$/,
+      JSON.stringify(value),
+    );
+  assert.equal(seen.length, before);
+  const o = await run({ url: `${base}/x`, method: "PATCH", headers: { "x-a": "ok" } });
+  assert.equal(o.kind, "succeeded", JSON.stringify(o));
 });

@@ -18,14 +18,12 @@
  */
 import { request } from "undici";
 import { EgressRefusedError } from "../../net/egress-agent.js";
-import { renderHttpAuth } from "@flowsvc/core";
+import { HTTP_METHODS, HTTP_TIMEOUT_MAX_MS, renderHttpAuth } from "@flowsvc/core";
 import type { NodeContext, NodeExecutor, NodeOutcome } from "./types.js";
 import { asConfig, durationMs, requiredStr, str, stringMap, type Config } from "./config.js";
 
 export const RESPONSE_LIMIT = 4 * 1024 * 1024;
 const DEFAULT_TIMEOUT_MS = 30_000;
-const MAX_TIMEOUT_MS = 600_000;
-const METHOD = /^[A-Z]{1,16}$/;
 
 interface Prepared {
   method: string;
@@ -47,10 +45,14 @@ const bodyOf = (c: Config, headers: Record<string, string>): string | undefined 
 
 const prepare = async (ctx: NodeContext): Promise<Prepared> => {
   const c = asConfig(ctx.config);
+  // What an expression yields is held to the check's rules (core's node-configs): the seven methods, header values on one line.
   const method = (str(c, "method") ?? "GET").toUpperCase();
-  if (!METHOD.test(method)) throw new Error(`config.method: ${JSON.stringify(method)} is not an HTTP method`);
+  if (!(HTTP_METHODS as readonly string[]).includes(method))
+    throw new Error(`config.method: ${JSON.stringify(method)} is not one of ${HTTP_METHODS.join(", ")}`);
   let url = requiredStr(c, "url");
   let headers = stringMap(c, "headers");
+  for (const [k, v] of Object.entries(headers))
+    if (/[\r\n\0]/.test(v)) throw new Error(`config.headers.${k}: a header value cannot hold a line break or NUL`);
   const name = str(c, "credential");
   if (name !== undefined) {
     const cred = await ctx.credential(name);
@@ -60,7 +62,7 @@ const prepare = async (ctx: NodeContext): Promise<Prepared> => {
   if (parsed === null) throw new Error("config.url: is not an absolute http(s) URL");
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`config.url: only http and https URLs are fetched`);
   headers = { ...headers };
-  return { method, url, headers, body: bodyOf(c, headers), timeoutMs: durationMs(c, "timeout", DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS) };
+  return { method, url, headers, body: bodyOf(c, headers), timeoutMs: durationMs(c, "timeout", DEFAULT_TIMEOUT_MS, HTTP_TIMEOUT_MAX_MS) };
 };
 
 const readCapped = async (body: AsyncIterable<Buffer>, limit: number): Promise<Buffer | undefined> => {

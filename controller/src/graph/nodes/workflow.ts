@@ -19,7 +19,7 @@
  * a second one.
  */
 import { request } from "undici";
-import { FROM_REPO_KINDS, FlowError, pickInterpreter, textProblem } from "@flowsvc/core";
+import { FROM_REPO_KINDS, FlowError, REPO_FULL_NAME, pickInterpreter, textProblem } from "@flowsvc/core";
 import { createRun, getStoredGraph, startGraphRun, withTransaction } from "@flowsvc/store";
 import type { NodeContext, NodeExecutor, NodeOutcome } from "./types.js";
 import { asConfig, requiredStr, str, type Config } from "./config.js";
@@ -102,8 +102,7 @@ const fromRepoOf = (c: Config): FromRepo => {
     throw new FlowError("invalid_argument", "config.from_repo: must be an object {repo, path, credential}");
   const r = v as Config;
   const repo = nested(() => requiredStr(r, "repo"));
-  if (!/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/.test(repo))
-    throw new FlowError("invalid_argument", "config.from_repo.repo: must be owner/name");
+  if (!REPO_FULL_NAME.test(repo)) throw new FlowError("invalid_argument", "config.from_repo.repo: must be owner/name");
   const path = nested(() => requiredStr(r, "path"));
   if (path.startsWith("/") || path.split("/").includes(".."))
     throw new FlowError("invalid_argument", 'config.from_repo.path: must be a path inside the repository (no leading "/", no "..")');
