@@ -249,3 +249,24 @@ test("event types in cancel_on and wait_for_event follow the emit rule", () => {
   refusedWith("cancel_on: ['bad type!']\njobs: {a: {steps: [{run: x}]}}\n", /^line 1, column 13: cancel_on\[0\]: /);
   refusedWith("jobs:\n  w: {wait_for_event: {type: ''}}\n", /jobs\.w\.wait_for_event\.type/);
 });
+
+test("a run:, env: or prompt that is one ${{ }} is text when it runs: a number's digits, a list's JSON (the node takes only text)", () => {
+  const p = assertPipeline(`jobs:
+  g: {approval: {prompt: "\${{ input.n }}"}}
+  a:
+    needs: g
+    env: {N: "\${{ input.n }}", L: " \${{ input.list }} ", B: "\${{ steps.g.output.ok }}", S: "\${{ input.s }}"}
+    steps: [{run: "\${{ input.n }}"}]
+  w: {steps: [{uses: emit, with: {type: t, payload: "\${{ input.list }}"}}]}
+`);
+  const nodes = Object.fromEntries(p.graph.nodes.map((n) => [n.id, n]));
+  const scope = { input: { n: 3, list: [1, "a"], s: 'x"y' }, nodes: { g: { status: "success" as const, output: { ok: true } } } };
+  assert.deepEqual(evaluateConfig(nodes["g"]!.config["prompt"], scope), { ok: true, value: "3" });
+  assert.deepEqual(evaluateConfig(nodes["a"]!.config["command"], scope), { ok: true, value: "3" });
+  assert.deepEqual(evaluateConfig(nodes["a"]!.config["env"], scope), {
+    ok: true,
+    value: { N: "3", L: ' [1,"a"] ', B: "true", S: 'x"y' },
+  });
+  // A uses: step's with: keeps the value's type (its node takes any JSON there).
+  assert.deepEqual(evaluateConfig(nodes["w"]!.config["payload"], scope), { ok: true, value: [1, "a"] });
+});

@@ -18,6 +18,7 @@ import {
   checkPipelineExpression,
   splitHoles,
   stripWrapper,
+  toGraphText,
   toGraphValue,
   toGraphValueDeep,
   translateExpression,
@@ -110,13 +111,13 @@ interface JobContext {
 
 const at = (c: JobContext, ...rest: PathSegment[]): PathSegment[] => ["jobs", c.id, ...rest];
 
-/** env values through toGraphValue; literal ones are what `env` reads in expressions. */
+/** env values as text (toGraphText); literal ones are what `env` reads in expressions. */
 const jobEnv = (c: JobContext): Record<string, unknown> => {
   const merged = { ...c.doc.env, ...c.job.env };
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(merged)) {
     const where = c.job.env?.[k] !== undefined ? at(c, "env", k) : ["env", k];
-    out[k] = c.problems.guard(where, () => toGraphValue(v, c.env)) ?? v;
+    out[k] = c.problems.guard(where, () => toGraphText(v, c.env)) ?? v;
   }
   return out;
 };
@@ -140,7 +141,7 @@ const stepsNodes = (c: JobContext, steps: PipelineStep[]): Body[] => {
   let lines: string[] = [];
   const flush = (): void => {
     if (lines.length === 0) return;
-    const command = c.problems.guard(at(c, "steps"), () => toGraphValue(lines.join("\n"), c.env));
+    const command = c.problems.guard(at(c, "steps"), () => toGraphText(lines.join("\n"), c.env));
     out.push({ type: "shell", config: { command: command ?? "", ...jobConfig(c) } });
     lines = [];
   };
@@ -167,7 +168,7 @@ const scriptNode = (c: JobContext, script: NonNullable<PipelineJob["script"]>): 
 
 const approvalNode = (c: JobContext, a: NonNullable<PipelineJob["approval"]>): Omit<RawNode, "id"> => {
   const config: Record<string, unknown> = {
-    prompt: c.problems.guard(at(c, "approval", "prompt"), () => toGraphValue(a.prompt, c.env)) ?? "",
+    prompt: c.problems.guard(at(c, "approval", "prompt"), () => toGraphText(a.prompt, c.env)) ?? "",
   };
   if (a.fields !== undefined) config["fields"] = a.fields;
   const timeout = a.timeout ?? c.job.timeout;
