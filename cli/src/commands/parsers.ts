@@ -7,6 +7,7 @@
  */
 import { FlowError } from "@flowsvc/core/errors";
 import { parseDuration } from "@flowsvc/core/duration";
+import { findJsonProblem } from "@flowsvc/core/json-guard";
 import { PROJECT_REF_PATTERN } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";
@@ -66,12 +67,26 @@ export const parseProjectFlag = (text: string): string => {
   return text;
 };
 
-export const parseJsonFlag = (text: string): unknown => {
+/**
+ * A flag's JSON text as a value, or why it is not one the server can take as sent: JSON.parse reads
+ * `1e400` as Infinity, which JSON.stringify would send as null; a NUL or a lone surrogate the server
+ * refuses anyway (this names the flag). The problem's path starts at `root` (`payload.a[2]`).
+ */
+export const jsonFlagProblem = (text: string, root: string): { value: unknown } | { problem: string } => {
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
-    throw new InvalidArgumentError(`not valid JSON (${(err as Error).message}).`);
+    return { problem: `not valid JSON (${(err as Error).message})` };
   }
+  const found = findJsonProblem(value, root);
+  return found ? { problem: `${found.path} ${found.problem}` } : { value };
+};
+
+export const parseJsonFlag = (text: string): unknown => {
+  const r = jsonFlagProblem(text, "payload");
+  if ("problem" in r) throw new InvalidArgumentError(`${r.problem}.`);
+  return r.value;
 };
 
 /** `--interpreter "python3 -u"` is `["python3", "-u"]`. */
