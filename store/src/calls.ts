@@ -13,6 +13,7 @@ import {
   GRAPH_VERSION,
   assertStorableJson,
   connectorManifest,
+  graphDocumentText,
   graphError,
   parseGraph,
   parseGraphText,
@@ -216,7 +217,7 @@ const calledGraph = async (
   if (!parsed.ok) throw graphError(parsed.problems);
   const refused = submitCheck(await graphRequirements(tx, run.project_id, parsed.graph));
   if (refused) throw refused;
-  return { graph: parsed.graph, source: JSON.stringify(parsed.graph), filename };
+  return { graph: parsed.graph, source: graphDocumentText(parsed.graph), filename };
 };
 
 /** `flow call`: the child graph run (its parent the calling run, as trusted as it), in the call's transaction. */
