@@ -183,6 +183,26 @@ const table: Array<[string, string, RegExp]> = [
     "jobs:\n  a:\n    steps: [{uses: teleport}]\n",
     /^line 3, column 20: jobs\.a\.steps\[0\]\.uses: node a\.type: unknown node type "teleport"/,
   ],
+  [
+    "a bad with: value, at its key",
+    'jobs:\n  a:\n    steps:\n      - run: echo\n      - {uses: http, with: {url: "ftp://x"}}\n',
+    /^line 5, column 34: jobs\.a\.steps\[1\]\.with\.url: must be an http:\/\/ or https:\/\/ URL$/,
+  ],
+  [
+    "a missing with: value",
+    "jobs:\n  a:\n    steps: [{uses: http, with: {}}]\n",
+    /^line 3, column 32: jobs\.a\.steps\[0\]\.with\.url: required$/,
+  ],
+  [
+    "an unknown with: key",
+    'jobs:\n  a:\n    steps: [{uses: http, with: {url: "https://x", colour: 1}}]\n',
+    /^line 3, column 32: jobs\.a\.steps\[0\]\.with: unknown key "colour"$/,
+  ],
+  [
+    "a bad approval field, at the field",
+    "jobs:\n  a:\n    approval:\n      prompt: x\n      fields:\n        - {name: r, type: nope}\n",
+    /^line 6, column 27: jobs\.a\.approval\.fields\[0\]\.type: must be one of text, textarea, select$/,
+  ],
   ["a bad duration", "jobs:\n  a: {timeout: soon, steps: [{run: x}]}\n", /jobs\.a\.timeout/],
   ["a bad job id", "jobs:\n  'a--b': {steps: [{run: x}]}\n", /jobs.*must be 1-48 characters/],
   [

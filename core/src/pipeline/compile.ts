@@ -134,7 +134,8 @@ const jobConfig = (c: JobContext): Record<string, unknown> => {
   return config;
 };
 
-type Body = Omit<RawNode, "id"> & { from?: PathSegment[] };
+/** A node's body, where in the YAML it comes from, and where its config's keys are written (a `uses:` step's `with:`, an approval's map). */
+type Body = Omit<RawNode, "id"> & { from?: PathSegment[]; configAt?: PathSegment[] };
 
 const stepsNodes = (c: JobContext, steps: PipelineStep[]): Body[] => {
   const out: Body[] = [];
@@ -152,7 +153,12 @@ const stepsNodes = (c: JobContext, steps: PipelineStep[]): Body[] => {
     }
     flush();
     const config = c.problems.guard(at(c, "steps", i, "with"), () => toGraphValueDeep(step.with ?? {}, c.env));
-    out.push({ type: step.uses!, config: (config ?? {}) as Record<string, unknown>, from: at(c, "steps", i, "uses") });
+    out.push({
+      type: step.uses!,
+      config: (config ?? {}) as Record<string, unknown>,
+      from: at(c, "steps", i, "uses"),
+      configAt: at(c, "steps", i, "with"),
+    });
   });
   flush();
   return out;
@@ -166,14 +172,14 @@ const scriptNode = (c: JobContext, script: NonNullable<PipelineJob["script"]>): 
   return { type: "code", config };
 };
 
-const approvalNode = (c: JobContext, a: NonNullable<PipelineJob["approval"]>): Omit<RawNode, "id"> => {
+const approvalNode = (c: JobContext, a: NonNullable<PipelineJob["approval"]>): Body => {
   const config: Record<string, unknown> = {
     prompt: c.problems.guard(at(c, "approval", "prompt"), () => toGraphText(a.prompt, c.env)) ?? "",
   };
   if (a.fields !== undefined) config["fields"] = a.fields;
   const timeout = a.timeout ?? c.job.timeout;
   if (timeout !== undefined) config["timeout"] = timeout;
-  return { type: "approval", config };
+  return { type: "approval", config, configAt: at(c, "approval") };
 };
 
 const waitNode = (c: JobContext, w: NonNullable<PipelineJob["wait_for_event"]>): Omit<RawNode, "id"> => {
@@ -237,7 +243,7 @@ interface Built {
   nodes: RawNode[];
   edges: Array<{ from: string; to: string }>;
   /** Per node: the job's id and where in the YAML the node comes from. */
-  origin: Array<{ job: string; path: PathSegment[] }>;
+  origin: Array<{ job: string; path: PathSegment[]; configAt?: PathSegment[] }>;
   jobs: CompiledPipeline["jobs"];
 }
 
@@ -245,12 +251,12 @@ const buildJob = (c: JobContext, built: Built): void => {
   const bodies = jobBodies(c);
   const cond = jobIf(c);
   const ids = bodies.map((_, i) => (i === bodies.length - 1 ? c.id : `${c.id}--step${i + 1}`));
-  bodies.forEach(({ from, ...body }, i) => {
+  bodies.forEach(({ from, configAt, ...body }, i) => {
     const node: RawNode = { id: ids[i]!, ...body };
     if (cond !== undefined) node.if = cond;
     if (c.job.retry) node.retry = { ...c.job.retry };
     built.nodes.push(node);
-    built.origin.push({ job: c.id, path: from ?? at(c) });
+    built.origin.push({ job: c.id, path: from ?? at(c), ...(configAt ? { configAt } : {}) });
     if (i > 0) built.edges.push({ from: ids[i - 1]!, to: ids[i]! });
   });
   const concurrency = checkGroup(c.job.concurrency, { path: at(c, "concurrency"), variables: JOB_GROUP_VARIABLES }, c.problems, {
@@ -274,13 +280,27 @@ const buildAll = (doc: PipelineDocument, problems: Problems): Built => {
   return built;
 };
 
-/** The graph check's problems at the YAML of the node they are about. */
+/** A graph path's tail (`.fields[0].type`, `["a b"]`) as segments. */
+const pathSegments = (tail: string): PathSegment[] => {
+  const segs: PathSegment[] = [];
+  const re = /\.([^.[\]]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g;
+  for (let m = re.exec(tail); m; m = re.exec(tail)) segs.push(m[1] ?? (m[2] !== undefined ? Number(m[2]) : (JSON.parse(m[3]!) as string)));
+  return segs;
+};
+
+/**
+ * The graph check's problems at the YAML of the node they are about: a problem in the config of a
+ * `uses:` step or an approval is put at the key the author wrote (`jobs.a.steps[0].with.url: must
+ * be an http:// or https:// URL`), others at the job or step, naming the node.
+ */
 const addGraphProblems = (graphProblems: readonly GraphProblem[], built: Built, problems: Problems): void => {
   for (const p of graphProblems) {
     const index = /^nodes\[(\d+)\]/.exec(p.path);
     const origin = index ? built.origin[Number(index[1])] : undefined;
     const node = index ? built.nodes[Number(index[1])]?.id : undefined;
-    problems.add(origin?.path ?? ["jobs"], `${p.path.replace(/^nodes\[\d+\]/, `node ${node ?? "?"}`)}: ${p.message}`);
+    const inConfig = /^nodes\[\d+\]\.config((?:\.|\[).*)?$/.exec(p.path);
+    if (origin?.configAt && inConfig) problems.add([...origin.configAt, ...pathSegments(inConfig[1] ?? "")], p.message);
+    else problems.add(origin?.path ?? ["jobs"], `${p.path.replace(/^nodes\[\d+\]/, `node ${node ?? "?"}`)}: ${p.message}`);
   }
 };
 
