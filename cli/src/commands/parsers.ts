@@ -80,7 +80,9 @@ export const jsonFlagProblem = (text: string, root: string): { value: unknown } 
     return { problem: `not valid JSON (${(err as Error).message})` };
   }
   const found = findJsonProblem(value, root);
-  return found ? { problem: `${found.path} ${found.problem}` } : { value };
+  if (!found) return { value };
+  // A path 128 levels deep is mostly `[0][0]...`: show its start (as the server's refusal does).
+  return { problem: `${found.path.length > 100 ? `${found.path.slice(0, 80)}...` : found.path} ${found.problem}` };
 };
 
 export const parseJsonFlag = (text: string): unknown => {

@@ -45,6 +45,7 @@ void test("--input and a JSON flag (--payload) refuse what JSON.parse would chan
   refusedInput('{"a": "x\\u0000y"}', /^--input: input\.a holds a NUL character/);
   refusedInput('{"a": ["x\\ud800"]}', /^--input: input\.a\[0\] holds a lone UTF-16 surrogate/);
   refusedInput("{nope", /^--input: not valid JSON/);
+  refusedInput(`${"[".repeat(200)}${"]".repeat(200)}`, /^--input: input(\[0\]){25}\.\.\. is nested more than 128 levels deep$/);
   assert.deepEqual(graphSubmitBody("ci.yaml", "jobs: {}", { input: '{"n": 1e308}' }, "pipeline").input, { n: 1e308 });
   assert.throws(() => parseJsonFlag('{"v": 1e400}'), /: payload\.v is a number outside the range/);
   assert.deepEqual(parseJsonFlag('{"v": [1.5, "\\ud83d\\ude00"]}'), { v: [1.5, "😀"] });
