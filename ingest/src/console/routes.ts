@@ -283,13 +283,21 @@ const showRun = async (ctx: Ctx, req: FastifyRequest, session: Session, gateErro
   const s = scoped(req, session);
   const { id } = RunParams.parse(req.params);
   const runApi = `${s.api}/runs/${encodeURIComponent(id)}`;
-  const [run, steps] = await Promise.all([
+  const [run, steps, who] = await Promise.all([
     callApi<RunPageRun>(ctx.app, session.id, { url: runApi }),
     callApi<JournalRow[]>(ctx.app, session.id, { url: `${runApi}/steps` }),
+    callApi<{ projects: Array<{ org: string; project: string; role: string }> }>(ctx.app, session.id, { url: "/api/v1/whoami" }),
   ]);
+  // A viewer is offered nothing that changes the run (the API would refuse it: `this needs the member role`).
+  const readOnly = who.projects.some((p) => p.org === s.org && p.project === s.project && p.role === "viewer");
   const gates = !isTerminalStatus(run.status) ? (await callApi<GateList>(ctx.app, session.id, { url: `${runApi}/approvals` })).gates : [];
-  const panel = gates.length ? gatesPanel(s, run.id, gates, gateError) : undefined;
-  return page({ title: `Run ${run.id}`, scope: s, csrf: s.csrf, body: runPage(s, { run, steps, ...(panel ? { gates: panel } : {}) }) });
+  const panel = gates.length ? gatesPanel(s, run.id, gates, { error: gateError, readOnly }) : undefined;
+  return page({
+    title: `Run ${run.id}`,
+    scope: s,
+    csrf: s.csrf,
+    body: runPage(s, { run, steps, readOnly, ...(panel ? { gates: panel } : {}) }),
+  });
 };
 
 const GateParams = RunParams.extend({ gate: z.string().min(1).max(64) });
