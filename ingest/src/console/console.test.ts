@@ -330,6 +330,20 @@ const parkedGraphRun = (): Promise<string> =>
     return id;
   });
 
+test("a viewer's run page shows the run and its gate but no form that changes them (the API would refuse it)", async () => {
+  const id = await parkedGraphRun();
+  const runUrl = `/p/${t.project.org}/p/runs/${id}`;
+  const v = await login(t.tokens.viewer);
+  const viewed = await t.app.inject({ method: "GET", url: runUrl, headers: { cookie: v.cookie } });
+  assert.equal(viewed.statusCode, 200, viewed.body);
+  assert.match(viewed.body, /Ship &lt;it&gt;\?<\/strong> <span class="role">gate deploy<\/span>: waits for a member's answer/);
+  assert.match(
+    viewed.body,
+    /id="read-only">You are a viewer of this project: cancelling, rerunning and answering a gate need the member role/,
+  );
+  assert.doesNotMatch(viewed.body, /action="[^"]+\/(approvals\/deploy|cancel|rerun)"|id="cancel"|name="decision"/);
+});
+
 test("approval gates: typed fields from the gate's schema; a missing required field inline, not released; an answer records the approver", async () => {
   const id = await parkedGraphRun();
   const s = await login(t.tokens.member);
@@ -351,16 +365,6 @@ test("approval gates: typed fields from the gate's schema; a missing required fi
     /<label for="g-deploy-ticket">ticket \(required\)<\/label><br><input id="g-deploy-ticket" name="field.ticket" aria-required="true" value="">/,
   );
   assert.match(shown.body, /id="cancel"/);
-  // A viewer sees the gate and the run, but no form that changes them (the API would refuse it).
-  const v = await login(t.tokens.viewer);
-  const viewed = await t.app.inject({ method: "GET", url: runUrl, headers: { cookie: v.cookie } });
-  assert.equal(viewed.statusCode, 200, viewed.body);
-  assert.match(viewed.body, /Ship &lt;it&gt;\?<\/strong> <span class="role">gate deploy<\/span>: waits for a member's answer/);
-  assert.match(
-    viewed.body,
-    /id="read-only">You are a viewer of this project: cancelling, rerunning and answering a gate need the member role/,
-  );
-  assert.doesNotMatch(viewed.body, /action="[^"]+\/(approvals\/deploy|cancel|rerun)"|id="cancel"|name="decision"/);
   const answer = (fields: Record<string, string>) =>
     t.app.inject({
       method: "POST",
