@@ -447,6 +447,22 @@ test("connections: the page lists through the accounts route; a connect with no 
   assert.doesNotMatch(off, /\/disable"/, "a disabled account offers Reconnect, not Disable");
 });
 
+test("connections: a viewer sees the accounts but is offered no Connect, Reconnect, Disable or Remove (the accounts route would refuse each)", async () => {
+  await connectTestAccount(t, { name: "web-seen", status: "active" });
+  const v = await login(t.tokens.viewer);
+  const shown = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: v.cookie } });
+  assert.equal(shown.statusCode, 200, shown.body);
+  assert.match(shown.body, /web-seen/);
+  assert.match(
+    shown.body,
+    /id="read-only">You are a viewer of this project: connecting, reconnecting, disabling and removing an account need/,
+  );
+  assert.doesNotMatch(shown.body, /action="[^"]+\/connections\/(connect|web-seen\/disable|web-seen\/remove)"/);
+  const m = await login(t.tokens.member);
+  const member = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: m.cookie } });
+  assert.match(member.body, /action="[^"]+\/connections\/connect"/);
+});
+
 test("connections: Disable switches an account off through the accounts route (CSRF, the granter or an admin); others are refused", async () => {
   await connectTestAccount(t, { name: "web-off", status: "active" });
   const statusOf = async () =>

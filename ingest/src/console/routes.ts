@@ -449,11 +449,16 @@ const connectionPages = (ctx: Ctx): void => {
     "/p/:org/:project/connections",
     withSession(ctx, async (req, reply, session) => {
       const s = scoped(req, session);
-      const accounts = accountsAvailable(app) ? await listConnections(app, session.id, s.api) : undefined;
+      const [accounts, who] = await Promise.all([
+        accountsAvailable(app) ? listConnections(app, session.id, s.api) : undefined,
+        callApi<{ projects: Array<{ org: string; project: string; role: string }> }>(app, session.id, { url: "/api/v1/whoami" }),
+      ]);
+      // A viewer is offered no form: the accounts route would refuse each (`this needs the member role`).
+      const readOnly = who.projects.some((p) => p.org === s.org && p.project === s.project && p.role === "viewer");
       // The outcome of a connect the callback sent back here, shown once.
       const flash = flashOf(req);
       if (flash) void reply.header("set-cookie", clearFlashCookie(secureCookies(ctx.deps)));
-      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts, flash) });
+      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts, { flash, readOnly }) });
     }),
   );
   app.post(
