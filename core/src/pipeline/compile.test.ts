@@ -203,6 +203,21 @@ const table: Array<[string, string, RegExp]> = [
     "jobs:\n  a:\n    approval:\n      prompt: x\n      fields:\n        - {name: r, type: nope}\n",
     /^line 6, column 27: jobs\.a\.approval\.fields\[0\]\.type: must be one of text, textarea, select$/,
   ],
+  [
+    "GitHub Actions' on:, with where a pipeline's start is set",
+    "on: push\njobs: {a: {steps: [{run: x}]}}\n",
+    /^line 1, column 1: on: unknown key "on" \(a pipeline runs when submitted \(flow submit\), or on an event through a handler: flow handler set/,
+  ],
+  [
+    "GitHub Actions' runs-on and timeout-minutes, with this pipeline's word for them",
+    "jobs:\n  a:\n    runs-on: ubuntu-latest\n    timeout-minutes: 5\n    steps: [{run: x}]\n",
+    /^line 3, column 5: jobs\.a\.runs-on: unknown key "runs-on" \(choose agents with requires: <capability>\)$/,
+  ],
+  [
+    "a key named like an Object method is just unknown",
+    "jobs:\n  a:\n    toString: 1\n    steps: [{run: x}]\n",
+    /jobs\.a\.toString: unknown key "toString"$/,
+  ],
   ["a bad duration", "jobs:\n  a: {timeout: soon, steps: [{run: x}]}\n", /jobs\.a\.timeout/],
   ["a bad job id", "jobs:\n  'a--b': {steps: [{run: x}]}\n", /jobs.*must be 1-48 characters/],
   [

@@ -72,11 +72,23 @@ class Problems {
 
 type Issue = { code: string; path: PropertyKey[]; message: string; input?: unknown; keys?: string[]; issues?: Array<{ message: string }> };
 
+/** What a GitHub Actions key a pipeline does not have is written as here, said beside "unknown key". */
+const ACTIONS_KEYS: Readonly<Record<string, string>> = {
+  on: "a pipeline runs when submitted (flow submit), or on an event through a handler: flow handler set <name> <file> --as yaml --on <type>",
+  "runs-on": "choose agents with requires: <capability>",
+  "timeout-minutes": "write timeout: <duration>, e.g. 30m",
+  strategy: "there is no matrix: write one job per combination",
+  "continue-on-error": "a failed job cancels the jobs that need it; there is no continue-on-error",
+  permissions: "a job gets the credentials its credentials: map names, nothing else",
+};
+
+const unknownKey = (key: string): string =>
+  `unknown key ${JSON.stringify(key)}${Object.hasOwn(ACTIONS_KEYS, key) ? ` (${ACTIONS_KEYS[key]})` : ""}`;
+
 const shapeProblems = (issues: readonly Issue[], problems: Problems): void => {
   for (const issue of issues) {
     const path = issue.path.filter((s): s is string | number => typeof s !== "symbol");
-    if (issue.code === "unrecognized_keys" && issue.keys)
-      for (const key of issue.keys) problems.add([...path, key], `unknown key ${JSON.stringify(key)}`, true);
+    if (issue.code === "unrecognized_keys" && issue.keys) for (const key of issue.keys) problems.add([...path, key], unknownKey(key), true);
     else if (issue.code === "invalid_type" && issue.input === undefined) problems.add(path, "required");
     else if (issue.code === "invalid_key") problems.add(path, `the name ${issue.issues?.[0]?.message ?? issue.message}`, true);
     else problems.add(path, issue.message);
