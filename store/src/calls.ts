@@ -211,7 +211,8 @@ const calledGraph = async (
   } else {
     const parsedText = parseGraphText(a.definition ?? "", { manifestOf: connectorManifest });
     if (!parsedText.ok) throw graphError(parsedText.problems);
-    doc = parsedText.graph;
+    // Checked again below as every called graph is: as a document (a checked graph's retry.backoff_ms is no document key).
+    doc = JSON.parse(graphDocumentText(parsedText.graph)) as unknown;
   }
   const parsed = parseGraph(doc, { manifestOf: connectorManifest });
   if (!parsed.ok) throw graphError(parsed.problems);
