@@ -218,6 +218,11 @@ const table: Array<[string, string, RegExp]> = [
     "jobs:\n  a:\n    toString: 1\n    steps: [{run: x}]\n",
     /jobs\.a\.toString: unknown key "toString"$/,
   ],
+  [
+    "an expression reading an env value that has a ${{ }} of its own",
+    'env: {C: "${{ input.c }}"}\njobs:\n  a:\n    env: {D: "${{ env.C }}"}\n    steps: [{run: x}]\n',
+    /^line 4, column 14: jobs\.a\.env\.D: env\.C has a \$\{\{ \}\} of its own; an expression reads only literal env values/,
+  ],
   ["a bad duration", "jobs:\n  a: {timeout: soon, steps: [{run: x}]}\n", /jobs\.a\.timeout/],
   ["a bad job id", "jobs:\n  'a--b': {steps: [{run: x}]}\n", /jobs.*must be 1-48 characters/],
   [
@@ -235,6 +240,17 @@ const table: Array<[string, string, RegExp]> = [
   ],
   ["two documents", "jobs: {a: {steps: [{run: x}]}}\n---\njobs: {}\n", /\(document\)/],
 ];
+
+test("env.X of a literal value, a job's own literal over a holed workflow value, and a group reading a holed value all compile", () => {
+  assertPipeline(`env: {A: x, C: "\${{ input.c }}"}
+concurrency: {group: "g-\${{ env.C }}"}
+jobs:
+  a:
+    env: {B: "\${{ env.A }}-y", C: lit}
+    concurrency: {group: "j-\${{ env.B }}"}
+    steps: [{run: "echo \${{ env.C }} env.C"}]
+`);
+});
 
 for (const [name, text, want] of table) test(`refused at compile with line and column: ${name}`, () => refusedWith(text, want));
 

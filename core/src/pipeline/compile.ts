@@ -316,10 +316,52 @@ const addGraphProblems = (graphProblems: readonly GraphProblem[], built: Built, 
   }
 };
 
+/** `env.X` at the top level of an expression (not `steps.env.X`). */
+const ENV_READ = /(?<![\w.])env\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)/g;
+
+/** The first env name a text's holes read that is in `holed`; a text whose holes do not split is another check's. */
+const holedEnvRead = (text: string, holed: ReadonlySet<string>): string | undefined => {
+  if (!text.includes("${{")) return undefined;
+  let parts;
+  try {
+    parts = splitHoles(text);
+  } catch {
+    return undefined;
+  }
+  for (const p of parts) if ("expr" in p) for (const m of p.expr.matchAll(ENV_READ)) if (holed.has(m[1]!)) return m[1];
+  return undefined;
+};
+
+/**
+ * An expression reads `env.X` only when X is a literal value; X with a `${{ }}` of its own is
+ * refused here, at the text that reads it (when the job ran it failed with `No such key: X`). A
+ * concurrency group is not walked: it reads every env value, its holes evaluated first.
+ */
+const checkEnvReads = (doc: PipelineDocument, problems: Problems): void => {
+  const walk = (value: unknown, path: PathSegment[], holed: ReadonlySet<string>): void => {
+    if (typeof value === "string") {
+      const name = holedEnvRead(value, holed);
+      if (name !== undefined)
+        problems.add(
+          path,
+          `env.${name} has a \${{ }} of its own; an expression reads only literal env values: read what ${name} reads instead`,
+        );
+    } else if (Array.isArray(value)) value.forEach((v, i) => walk(v, [...path, i], holed));
+    else if (typeof value === "object" && value !== null)
+      for (const [k, v] of Object.entries(value)) if (k !== "concurrency") walk(v, [...path, k], holed);
+  };
+  for (const [id, job] of Object.entries(doc.jobs)) {
+    const merged: Record<string, string> = { ...doc.env, ...job.env };
+    const holed = new Set(Object.keys(merged).filter((k) => merged[k]!.includes("${{")));
+    if (holed.size > 0) walk(job, ["jobs", id], holed);
+  }
+};
+
 /** Compiles a checked document; problems (with positions) for anything the graph check refuses. */
 const compileDocument = (doc: PipelineDocument, yaml: ParsedYaml): CompilePipelineResult => {
   const problems = new Problems(yaml);
   checkNeeds(doc.jobs, problems);
+  checkEnvReads(doc, problems);
   for (const [k, v] of Object.entries(doc.env ?? {})) if (v.includes("${{")) problems.guard(["env", k], () => splitHoles(v));
   const built = buildAll(doc, problems);
   const concurrency = checkGroup(doc.concurrency, { path: ["concurrency"], variables: RUN_GROUP_VARIABLES }, problems, { ...doc.env });
