@@ -223,6 +223,16 @@ const table: Array<[string, string, RegExp]> = [
     'env: {C: "${{ input.c }}"}\njobs:\n  a:\n    env: {D: "${{ env.C }}"}\n    steps: [{run: x}]\n',
     /^line 4, column 14: jobs\.a\.env\.D: env\.C has a \$\{\{ \}\} of its own; an expression reads only literal env values/,
   ],
+  [
+    "an if: of two holes",
+    "jobs:\n  a:\n    if: ${{ input.a }} && ${{ input.b }}\n    steps: [{run: x}]\n",
+    /^line 3, column 9: jobs\.a\.if: is one expression: write it bare or inside one \$\{\{ \}\}/,
+  ],
+  [
+    "a when: with text around its hole",
+    "jobs:\n  w:\n    wait_for_event: {type: x.y, when: 'ok ${{ event.payload.ok }}'}\n",
+    /^line 3, column 39: jobs\.w\.wait_for_event\.when: is one expression/,
+  ],
   ["a bad duration", "jobs:\n  a: {timeout: soon, steps: [{run: x}]}\n", /jobs\.a\.timeout/],
   ["a bad job id", "jobs:\n  'a--b': {steps: [{run: x}]}\n", /jobs.*must be 1-48 characters/],
   [

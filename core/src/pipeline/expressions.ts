@@ -94,8 +94,20 @@ export const soleHole = (text: string): string | undefined => {
   return parts.length === 1 && "expr" in parts[0]! ? parts[0].expr : undefined;
 };
 
-/** `if:`/`when:` text: a `${{ }}` wrapper is accepted and stripped; bare CEL otherwise. */
-export const stripWrapper = (text: string): string => (text.includes("${{") ? (soleHole(text) ?? text) : text);
+/**
+ * `if:`/`when:` text: a `${{ }}` wrapper is accepted and stripped; bare CEL otherwise. It is one
+ * expression: text around a hole, or two holes, is refused saying so (CEL's own word for it was
+ * `Unexpected character: $`).
+ */
+export const stripWrapper = (text: string): string => {
+  if (!text.includes("${{")) return text;
+  const sole = soleHole(text);
+  if (sole !== undefined) return sole;
+  throw new FlowError(
+    "invalid_argument",
+    "is one expression: write it bare or inside one ${{ }}, e.g. ${{ input.a && input.b }}, not ${{ input.a }} && ${{ input.b }}",
+  );
+};
 
 /**
  * A text value for the graph: unchanged without holes; `{"$expr"}` when it is one hole (the value
