@@ -4,7 +4,7 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import type { CallRequest } from "@flowsvc/core";
+import { parseGraph, type CallRequest } from "@flowsvc/core";
 import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { performCall } from "./calls.js";
@@ -239,6 +239,21 @@ void test("call: a failed child answers its error; a stored graph and a definiti
   const answer = await call(runId, { position: 0, kind: "call", args: { definition: JSON.stringify(doc), input: { n: 1 } } });
   assert.equal(answer.status, "done");
   assert.deepEqual(answer.entry.result, { run_id: child!.id, status: "failed", output: null, error: "node a failed: boom" });
+});
+
+void test("call: a definition with a retry is a child whose source the engine parses again (the backoff in ms)", async () => {
+  const { runId } = await newRun();
+  const doc = {
+    version: "flowsvc-graph/v1",
+    nodes: [{ id: "a", type: "emit", config: { type: "x.y" }, retry: { attempts: 2, backoff: "1s" } }],
+    edges: [],
+  };
+  assert.equal((await call(runId, { position: 0, kind: "call", args: { definition: JSON.stringify(doc) } })).status, "pending");
+  const [child] = await childrenOf(runId);
+  const { rows } = await db.pool.query<{ source: string }>(`select source from runs where id = $1`, [child!.id]);
+  const again = parseGraph(JSON.parse(rows[0]!.source));
+  assert.ok(again.ok, JSON.stringify(again));
+  assert.deepEqual(again.graph.nodes[0]!.retry, { attempts: 2, backoff_ms: 1000 });
 });
 
 void test("call: refusals name what was wrong and write nothing", async () => {

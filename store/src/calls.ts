@@ -13,6 +13,7 @@ import {
   GRAPH_VERSION,
   assertStorableJson,
   CONNECTOR_CHECKS,
+  graphDocumentText,
   graphError,
   parseGraph,
   parseGraphText,
@@ -210,13 +211,14 @@ const calledGraph = async (
   } else {
     const parsedText = parseGraphText(a.definition ?? "", CONNECTOR_CHECKS);
     if (!parsedText.ok) throw graphError(parsedText.problems);
-    doc = parsedText.graph;
+    // Checked again below as every called graph is: as a document (a checked graph's retry.backoff_ms is no document key).
+    doc = JSON.parse(graphDocumentText(parsedText.graph)) as unknown;
   }
   const parsed = parseGraph(doc, CONNECTOR_CHECKS);
   if (!parsed.ok) throw graphError(parsed.problems);
   const refused = submitCheck(await graphRequirements(tx, run.project_id, parsed.graph));
   if (refused) throw refused;
-  return { graph: parsed.graph, source: JSON.stringify(parsed.graph), filename };
+  return { graph: parsed.graph, source: graphDocumentText(parsed.graph), filename };
 };
 
 /** `flow call`: the child graph run (its parent the calling run, as trusted as it), in the call's transaction. */

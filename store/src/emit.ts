@@ -17,6 +17,7 @@ import {
   trustOf,
   type CompiledCel,
   type Envelope,
+  graphDocumentText,
   type GraphDocument,
   type NewRun,
   type Reaction,
@@ -579,7 +580,7 @@ const handlerRunRequest = (d: Delivery, h: HandlerRow, graph: ReactionGraph | un
   ...(graph?.pipeline
     ? { workflow: PIPELINE_WORKFLOW, source: graph.pipeline.source, filename: graph.filename }
     : graph
-      ? { workflow: GRAPH_WORKFLOW, source: JSON.stringify(graph.graph), filename: graph.filename }
+      ? { workflow: GRAPH_WORKFLOW, source: graphDocumentText(graph.graph), filename: graph.filename }
       : {
           source: h.reaction.kind === "script" ? h.reaction.source : "",
           filename: h.reaction.kind === "script" ? h.reaction.filename : "",

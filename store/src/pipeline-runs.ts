@@ -6,6 +6,7 @@
  * in its workflow-level group. Migration 017.
  */
 import type { PoolClient } from "pg";
+import { graphDocumentText } from "@flowsvc/core";
 import { jobGroupsOf, type CompiledPipeline, type RunGroup } from "@flowsvc/core/pipeline";
 import { cancelRun } from "./cancel.js";
 import { joinRunGroup } from "./locks.js";
@@ -31,7 +32,7 @@ export const setupPipelineRun = async (tx: PoolClient, s: PipelineRunSetup): Pro
   const jobGroups = jobGroupsOf(s.pipeline.jobs);
   await tx.query(`update runs set graph = $2, cancel_on = $3, job_groups = $4 where id = $1`, [
     s.runId,
-    JSON.stringify(s.pipeline.graph),
+    graphDocumentText(s.pipeline.graph),
     s.pipeline.cancel_on.length > 0 ? s.pipeline.cancel_on : null,
     jobGroups.length > 0 ? JSON.stringify(jobGroups) : null,
   ]);

@@ -99,6 +99,22 @@ void test("a state from another browser session, an expired one, or a forged one
   assertError(await callback(late, late.cookie), 400, /expired/);
   assertError(await callback({ callback: "/oauth/callback?state=forged&code=x" }, late.cookie), 400, /not valid/);
   assertError(await callback({ callback: "/oauth/callback?code=x" }, late.cookie), 400, /state: is required/);
+  // Present but wrong is not "required": too long, given twice; and a connect's name sent as a number.
+  assertError(
+    await callback({ callback: `/oauth/callback?state=${"s".repeat(513)}&code=x` }, late.cookie),
+    400,
+    /^state: Too big: expected string to have <=512 characters$/,
+  );
+  assertError(
+    await callback({ callback: "/oauth/callback?state=a&state=b&code=x" }, late.cookie),
+    400,
+    /^state: Invalid input: expected string, received array$/,
+  );
+  assertError(
+    await ask(t, "POST", `${accounts}/connect`, { body: { name: 5, provider: "gh" } }),
+    400,
+    /^name: Invalid input: expected string, received number$/,
+  );
   assert.equal(await countRows(t, "accounts where name in ('foreign', 'late')"), 0);
 });
 

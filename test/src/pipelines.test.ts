@@ -93,6 +93,7 @@ env: {WHO: ada}
 credentials: {TOKEN: wide, OTHER: wide}
 jobs:
   build:
+    retry: {attempts: 2, backoff: 0s}
     steps:
       - run: echo "building for $WHO"
       - run: flow output set answer=\${{ input.n }}

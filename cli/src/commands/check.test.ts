@@ -152,6 +152,13 @@ void test("a pipeline (.yaml/.yml) is compiled: ok with its counts, or one `erro
   const nul = await flow(["check", await file("n.yaml", 'jobs:\n  a: {steps: [{run: "x\\0"}]}\n')]);
   assert.equal(nul.code, 2);
   assert.match(nul.stderr, /^error: line 2, column 21: jobs\.a\.steps\[0\]\.run: holds a NUL/m);
+  // A pipeline's refusals before it is read name a pipeline, not a graph document.
+  const big = await flow(["check", await file("big.yaml", " ".repeat(1024 * 1024 + 1))]);
+  assert.equal(big.code, 2);
+  assert.match(big.stderr, /^error: .*big\.yaml is 1048577 bytes; a pipeline is at most 1048576 \(1 MiB\)/);
+  const missing = await flow(["check", "no-such.yaml"]);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /cannot read no-such\.yaml: no such file\ngive the path of a pipeline \(\.yaml\)/);
 });
 
 void test("other files, directories and missing files are usage errors", async () => {

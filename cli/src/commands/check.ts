@@ -24,19 +24,22 @@ const MAX_BYTES = 1024 * 1024;
 
 const usage = (message: string, hint?: string): FlowError => new FlowError("invalid_argument", message, hint === undefined ? {} : { hint });
 
-/** The file's text, refusing a directory or a file over 1 MiB before reading it. */
-const readGraphFile = async (file: string): Promise<string> => {
+/** The file's text, refusing a directory or a file over 1 MiB before reading it; `what` names the document in a refusal. */
+const readGraphFile = async (file: string, what: "graph document" | "pipeline" = "graph document"): Promise<string> => {
   let handle;
   try {
     handle = await open(file, "r");
   } catch (err) {
     const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message;
-    throw usage(`cannot read ${file}: ${reason}`, "give the path of a graph document (.json)");
+    throw usage(
+      `cannot read ${file}: ${reason}`,
+      what === "pipeline" ? "give the path of a pipeline (.yaml)" : "give the path of a graph document (.json)",
+    );
   }
   try {
     const info = await handle.stat();
     if (info.isDirectory()) throw usage(`cannot read ${file}: it is a directory`);
-    if (info.size > MAX_BYTES) throw usage(`${file} is ${info.size} bytes; a graph document is at most ${MAX_BYTES} (1 MiB)`);
+    if (info.size > MAX_BYTES) throw usage(`${file} is ${info.size} bytes; a ${what} is at most ${MAX_BYTES} (1 MiB)`);
     return await handle.readFile("utf8");
   } finally {
     await handle.close();
@@ -80,7 +83,7 @@ const connectorChecks = (graph: GraphModule): GraphModel.ParseGraphOptions => {
 
 /** A pipeline: compiled by core (positions of every problem), nothing sent anywhere. */
 const checkPipelineFile = async (deps: CommandDeps, file: string): Promise<void> => {
-  const text = await readGraphFile(file);
+  const text = await readGraphFile(file, "pipeline");
   const pipeline = await import("@flowsvc/core/pipeline");
   const result = pipeline.compilePipeline(text);
   if (!result.ok) {

@@ -36,13 +36,19 @@ export const emitSpec: CommandSpec = {
     await withSettings(deps, flags, async (ctx) => {
       const body = { type, ...(key === undefined ? {} : { key }), payload: payload ?? null };
       const answer = await ctx.api
-        .call<{ id?: string; event_id?: string }>("POST", scopedPath(ctx, "events"), body)
+        .call<{ id?: string; event_id?: string; declined?: Array<{ handler: string; error: string }> }>(
+          "POST",
+          scopedPath(ctx, "events"),
+          body,
+        )
         .catch((err: unknown) => {
           throw withNotFoundHint(err, ctx.settings);
         });
       const id = answer?.id ?? answer?.event_id;
       if (!id) throw new FlowError("internal", "the server accepted the event but did not answer its id");
       ctx.io.out(id);
+      // A handler that matched but starts no run for this event says why (stderr: stdout stays the id).
+      for (const d of answer?.declined ?? []) ctx.io.note(`handler ${d.handler} declined the event: ${d.error}`);
     });
   },
 };

@@ -73,20 +73,28 @@ export const parseProjectFlag = (text: string): string => {
 export const jsonValueProblem = (value: unknown): string | undefined => {
   const found = findJsonProblem(value, "$");
   if (found === undefined) return undefined;
-  const at = found.path.slice(1).replace(/^\./, "");
+  const path = found.path.slice(1).replace(/^\./, "");
+  // A path 128 levels deep is mostly `[0][0]...`: show its start (as the server's refusal does).
+  const at = path.length > 100 ? `${path.slice(0, 80).replace(/[.[][^.[]*$/, "")}...` : path;
   return at === "" ? `the value ${found.problem}` : `${at} ${found.problem}`;
 };
 
-export const parseJsonFlag = (text: string): unknown => {
+/** A flag's JSON text as a value, or why it is not one (not JSON, or jsonValueProblem's phrase). */
+export const jsonFlagProblem = (text: string): { value: unknown } | { problem: string } => {
   let value: unknown;
   try {
     value = JSON.parse(text) as unknown;
   } catch (err) {
-    throw new InvalidArgumentError(`not valid JSON (${(err as Error).message}).`);
+    return { problem: `not valid JSON (${(err as Error).message})` };
   }
-  const lost = jsonValueProblem(value);
-  if (lost !== undefined) throw new InvalidArgumentError(`${lost}.`);
-  return value;
+  const problem = jsonValueProblem(value);
+  return problem === undefined ? { value } : { problem };
+};
+
+export const parseJsonFlag = (text: string): unknown => {
+  const r = jsonFlagProblem(text);
+  if ("problem" in r) throw new InvalidArgumentError(`${r.problem}.`);
+  return r.value;
 };
 
 /** `--interpreter "python3 -u"` is `["python3", "-u"]`. */

@@ -9,7 +9,7 @@ import type { SettingFlags } from "../config.js";
 import { scopedPath, withSettings } from "./context.js";
 import type { CommandDeps } from "./context.js";
 import { followRun } from "./follow.js";
-import { collectEnv, collectList, jsonValueProblem, parseRetryFlag, splitInterpreter } from "./parsers.js";
+import { collectEnv, collectList, jsonFlagProblem, parseRetryFlag, splitInterpreter } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
 import { isGraphSubmit, isPipelineSubmit } from "../document-kind.js";
 import { readSource } from "../read-source.js";
@@ -83,13 +83,9 @@ export const graphSubmitBody = (
     );
   let input: unknown;
   if (opts.input !== undefined) {
-    try {
-      input = JSON.parse(opts.input) as unknown;
-    } catch (err) {
-      throw new FlowError("invalid_argument", `--input: not valid JSON: ${(err as Error).message}`, { details: { field: "input" } });
-    }
-    const lost = jsonValueProblem(input);
-    if (lost !== undefined) throw new FlowError("invalid_argument", `--input: ${lost}`, { details: { field: "input" } });
+    const r = jsonFlagProblem(opts.input);
+    if ("problem" in r) throw new FlowError("invalid_argument", `--input: ${r.problem}`, { details: { field: "input" } });
+    input = r.value;
   }
   return {
     as,

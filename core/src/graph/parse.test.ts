@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { FlowError, exitStatusOf, httpStatusOf } from "../errors.js";
 import { GRAPH_LIMITS, GRAPH_VERSION, type GraphProblem } from "./model.js";
 import type { ManifestInfo } from "./node-configs.js";
-import { graphError, parseGraph, parseGraphText } from "./parse.js";
+import { graphDocumentText, graphError, parseGraph, parseGraphText } from "./parse.js";
 
 const doc = (nodes: unknown[], edges: unknown[] = []): unknown => ({ version: GRAPH_VERSION, nodes, edges });
 
@@ -592,4 +592,28 @@ void test("graphError: invalid_argument (HTTP 400, exit 2), every problem in the
   assert.equal(exitStatusOf(e.code), 2);
   assert.equal(e.message, "nodes[0].config.url: required; nodes[1].config.command: required");
   assert.deepEqual(e.details, { problems: r.problems });
+});
+
+test("graphDocumentText: a checked graph as text parseGraph takes again, retries included (backoff written back in ms)", () => {
+  const doc = {
+    version: "flowsvc-graph/v1",
+    nodes: [
+      { id: "a", type: "code", config: { source: "echo" }, retry: { attempts: 3, backoff: "1500ms" } },
+      { id: "b", type: "code", config: { source: "echo" }, retry: { attempts: 2, backoff: "0s" }, if: "true" },
+      { id: "c", type: "code", config: { source: "echo" } },
+    ],
+    edges: [{ from: "a", to: "b" }],
+  };
+  const first = parseGraph(doc);
+  assert.ok(first.ok, JSON.stringify(first));
+  const again = parseGraph(JSON.parse(graphDocumentText(first.graph)));
+  assert.ok(again.ok, JSON.stringify(again));
+  assert.deepEqual(again.graph, first.graph);
+  assert.deepEqual(
+    again.graph.nodes.map((n) => n.retry),
+    [{ attempts: 3, backoff_ms: 1500 }, { attempts: 2, backoff_ms: 0 }, undefined],
+  );
+  // What JSON.stringify of a checked graph gave before: refused when read back.
+  const plain = parseGraph(JSON.parse(JSON.stringify(first.graph)));
+  assert.ok(!plain.ok);
 });

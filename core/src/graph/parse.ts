@@ -502,3 +502,19 @@ export const assertGraph = (doc: unknown, options: ParseGraphOptions = {}): Grap
   if (!r.ok) throw graphError(r.problems);
   return r.graph;
 };
+
+/**
+ * A checked graph as JSON text that parseGraph takes again: what a run stores for the engine (which
+ * parses it once more) and what is submitted on. parseGraph turns a node's `retry.backoff` into
+ * `backoff_ms`, which is no document key: JSON.stringify of a checked graph with a retry was refused
+ * when read back (`nodes[0].retry: unknown key "backoff_ms"`), so every pipeline job with `retry:`,
+ * and a stored graph with a retry run by a handler or `flow call`, failed. The backoff is written back
+ * as milliseconds (`"1000ms"`).
+ */
+export const graphDocumentText = (graph: GraphDocument): string =>
+  JSON.stringify({
+    ...graph,
+    nodes: graph.nodes.map(({ retry, ...node }) =>
+      retry ? { ...node, retry: { attempts: retry.attempts, backoff: `${retry.backoff_ms}ms` } } : node,
+    ),
+  });

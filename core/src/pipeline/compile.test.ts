@@ -183,6 +183,56 @@ const table: Array<[string, string, RegExp]> = [
     "jobs:\n  a:\n    steps: [{uses: teleport}]\n",
     /^line 3, column 20: jobs\.a\.steps\[0\]\.uses: node a\.type: unknown node type "teleport"/,
   ],
+  [
+    "a bad with: value, at its key",
+    'jobs:\n  a:\n    steps:\n      - run: echo\n      - {uses: http, with: {url: "ftp://x"}}\n',
+    /^line 5, column 34: jobs\.a\.steps\[1\]\.with\.url: must be an http:\/\/ or https:\/\/ URL$/,
+  ],
+  [
+    "a missing with: value",
+    "jobs:\n  a:\n    steps: [{uses: http, with: {}}]\n",
+    /^line 3, column 32: jobs\.a\.steps\[0\]\.with\.url: required$/,
+  ],
+  [
+    "an unknown with: key",
+    'jobs:\n  a:\n    steps: [{uses: http, with: {url: "https://x", colour: 1}}]\n',
+    /^line 3, column 32: jobs\.a\.steps\[0\]\.with: unknown key "colour"$/,
+  ],
+  [
+    "a bad approval field, at the field",
+    "jobs:\n  a:\n    approval:\n      prompt: x\n      fields:\n        - {name: r, type: nope}\n",
+    /^line 6, column 27: jobs\.a\.approval\.fields\[0\]\.type: must be one of text, textarea, select$/,
+  ],
+  [
+    "GitHub Actions' on:, with where a pipeline's start is set",
+    "on: push\njobs: {a: {steps: [{run: x}]}}\n",
+    /^line 1, column 1: on: unknown key "on" \(a pipeline runs when submitted \(flow submit\), or on an event through a handler: flow handler set/,
+  ],
+  [
+    "GitHub Actions' runs-on and timeout-minutes, with this pipeline's word for them",
+    "jobs:\n  a:\n    runs-on: ubuntu-latest\n    timeout-minutes: 5\n    steps: [{run: x}]\n",
+    /^line 3, column 5: jobs\.a\.runs-on: unknown key "runs-on" \(choose agents with requires: <capability>\)$/,
+  ],
+  [
+    "a key named like an Object method is just unknown",
+    "jobs:\n  a:\n    toString: 1\n    steps: [{run: x}]\n",
+    /jobs\.a\.toString: unknown key "toString"$/,
+  ],
+  [
+    "an expression reading an env value that has a ${{ }} of its own",
+    'env: {C: "${{ input.c }}"}\njobs:\n  a:\n    env: {D: "${{ env.C }}"}\n    steps: [{run: x}]\n',
+    /^line 4, column 14: jobs\.a\.env\.D: env\.C has a \$\{\{ \}\} of its own; an expression reads only literal env values/,
+  ],
+  [
+    "an if: of two holes",
+    "jobs:\n  a:\n    if: ${{ input.a }} && ${{ input.b }}\n    steps: [{run: x}]\n",
+    /^line 3, column 9: jobs\.a\.if: is one expression: write it bare or inside one \$\{\{ \}\}/,
+  ],
+  [
+    "a when: with text around its hole",
+    "jobs:\n  w:\n    wait_for_event: {type: x.y, when: 'ok ${{ event.payload.ok }}'}\n",
+    /^line 3, column 39: jobs\.w\.wait_for_event\.when: is one expression/,
+  ],
   ["a bad duration", "jobs:\n  a: {timeout: soon, steps: [{run: x}]}\n", /jobs\.a\.timeout/],
   ["a bad job id", "jobs:\n  'a--b': {steps: [{run: x}]}\n", /jobs.*must be 1-48 characters/],
   [
@@ -200,6 +250,17 @@ const table: Array<[string, string, RegExp]> = [
   ],
   ["two documents", "jobs: {a: {steps: [{run: x}]}}\n---\njobs: {}\n", /\(document\)/],
 ];
+
+test("env.X of a literal value, a job's own literal over a holed workflow value, and a group reading a holed value all compile", () => {
+  assertPipeline(`env: {A: x, C: "\${{ input.c }}"}
+concurrency: {group: "g-\${{ env.C }}"}
+jobs:
+  a:
+    env: {B: "\${{ env.A }}-y", C: lit}
+    concurrency: {group: "j-\${{ env.B }}"}
+    steps: [{run: "echo \${{ env.C }} env.C"}]
+`);
+});
 
 for (const [name, text, want] of table) test(`refused at compile with line and column: ${name}`, () => refusedWith(text, want));
 
@@ -248,4 +309,25 @@ test("a few aliases are fine; a refusal is invalid_argument (exit 2) naming ever
 test("event types in cancel_on and wait_for_event follow the emit rule", () => {
   refusedWith("cancel_on: ['bad type!']\njobs: {a: {steps: [{run: x}]}}\n", /^line 1, column 13: cancel_on\[0\]: /);
   refusedWith("jobs:\n  w: {wait_for_event: {type: ''}}\n", /jobs\.w\.wait_for_event\.type/);
+});
+
+test("a run:, env: or prompt that is one ${{ }} is text when it runs: a number's digits, a list's JSON (the node takes only text)", () => {
+  const p = assertPipeline(`jobs:
+  g: {approval: {prompt: "\${{ input.n }}"}}
+  a:
+    needs: g
+    env: {N: "\${{ input.n }}", L: " \${{ input.list }} ", B: "\${{ steps.g.output.ok }}", S: "\${{ input.s }}"}
+    steps: [{run: "\${{ input.n }}"}]
+  w: {steps: [{uses: emit, with: {type: t, payload: "\${{ input.list }}"}}]}
+`);
+  const nodes = Object.fromEntries(p.graph.nodes.map((n) => [n.id, n]));
+  const scope = { input: { n: 3, list: [1, "a"], s: 'x"y' }, nodes: { g: { status: "success" as const, output: { ok: true } } } };
+  assert.deepEqual(evaluateConfig(nodes["g"]!.config["prompt"], scope), { ok: true, value: "3" });
+  assert.deepEqual(evaluateConfig(nodes["a"]!.config["command"], scope), { ok: true, value: "3" });
+  assert.deepEqual(evaluateConfig(nodes["a"]!.config["env"], scope), {
+    ok: true,
+    value: { N: "3", L: ' [1,"a"] ', B: "true", S: 'x"y' },
+  });
+  // A uses: step's with: keeps the value's type (its node takes any JSON there).
+  assert.deepEqual(evaluateConfig(nodes["w"]!.config["payload"], scope), { ok: true, value: [1, "a"] });
 });

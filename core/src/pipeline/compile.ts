@@ -18,6 +18,7 @@ import {
   checkPipelineExpression,
   splitHoles,
   stripWrapper,
+  toGraphText,
   toGraphValue,
   toGraphValueDeep,
   translateExpression,
@@ -71,11 +72,23 @@ class Problems {
 
 type Issue = { code: string; path: PropertyKey[]; message: string; input?: unknown; keys?: string[]; issues?: Array<{ message: string }> };
 
+/** What a GitHub Actions key a pipeline does not have is written as here, said beside "unknown key". */
+const ACTIONS_KEYS: Readonly<Record<string, string>> = {
+  on: "a pipeline runs when submitted (flow submit), or on an event through a handler: flow handler set <name> <file> --as yaml --on <type>",
+  "runs-on": "choose agents with requires: <capability>",
+  "timeout-minutes": "write timeout: <duration>, e.g. 30m",
+  strategy: "there is no matrix: write one job per combination",
+  "continue-on-error": "a failed job cancels the jobs that need it; there is no continue-on-error",
+  permissions: "a job gets the credentials its credentials: map names, nothing else",
+};
+
+const unknownKey = (key: string): string =>
+  `unknown key ${JSON.stringify(key)}${Object.hasOwn(ACTIONS_KEYS, key) ? ` (${ACTIONS_KEYS[key]})` : ""}`;
+
 const shapeProblems = (issues: readonly Issue[], problems: Problems): void => {
   for (const issue of issues) {
     const path = issue.path.filter((s): s is string | number => typeof s !== "symbol");
-    if (issue.code === "unrecognized_keys" && issue.keys)
-      for (const key of issue.keys) problems.add([...path, key], `unknown key ${JSON.stringify(key)}`, true);
+    if (issue.code === "unrecognized_keys" && issue.keys) for (const key of issue.keys) problems.add([...path, key], unknownKey(key), true);
     else if (issue.code === "invalid_type" && issue.input === undefined) problems.add(path, "required");
     else if (issue.code === "invalid_key") problems.add(path, `the name ${issue.issues?.[0]?.message ?? issue.message}`, true);
     else problems.add(path, issue.message);
@@ -110,13 +123,13 @@ interface JobContext {
 
 const at = (c: JobContext, ...rest: PathSegment[]): PathSegment[] => ["jobs", c.id, ...rest];
 
-/** env values through toGraphValue; literal ones are what `env` reads in expressions. */
+/** env values as text (toGraphText); literal ones are what `env` reads in expressions. */
 const jobEnv = (c: JobContext): Record<string, unknown> => {
   const merged = { ...c.doc.env, ...c.job.env };
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(merged)) {
     const where = c.job.env?.[k] !== undefined ? at(c, "env", k) : ["env", k];
-    out[k] = c.problems.guard(where, () => toGraphValue(v, c.env)) ?? v;
+    out[k] = c.problems.guard(where, () => toGraphText(v, c.env)) ?? v;
   }
   return out;
 };
@@ -133,14 +146,15 @@ const jobConfig = (c: JobContext): Record<string, unknown> => {
   return config;
 };
 
-type Body = Omit<RawNode, "id"> & { from?: PathSegment[] };
+/** A node's body, where in the YAML it comes from, and where its config's keys are written (a `uses:` step's `with:`, an approval's map). */
+type Body = Omit<RawNode, "id"> & { from?: PathSegment[]; configAt?: PathSegment[] };
 
 const stepsNodes = (c: JobContext, steps: PipelineStep[]): Body[] => {
   const out: Body[] = [];
   let lines: string[] = [];
   const flush = (): void => {
     if (lines.length === 0) return;
-    const command = c.problems.guard(at(c, "steps"), () => toGraphValue(lines.join("\n"), c.env));
+    const command = c.problems.guard(at(c, "steps"), () => toGraphText(lines.join("\n"), c.env));
     out.push({ type: "shell", config: { command: command ?? "", ...jobConfig(c) } });
     lines = [];
   };
@@ -151,7 +165,12 @@ const stepsNodes = (c: JobContext, steps: PipelineStep[]): Body[] => {
     }
     flush();
     const config = c.problems.guard(at(c, "steps", i, "with"), () => toGraphValueDeep(step.with ?? {}, c.env));
-    out.push({ type: step.uses!, config: (config ?? {}) as Record<string, unknown>, from: at(c, "steps", i, "uses") });
+    out.push({
+      type: step.uses!,
+      config: (config ?? {}) as Record<string, unknown>,
+      from: at(c, "steps", i, "uses"),
+      configAt: at(c, "steps", i, "with"),
+    });
   });
   flush();
   return out;
@@ -165,14 +184,14 @@ const scriptNode = (c: JobContext, script: NonNullable<PipelineJob["script"]>): 
   return { type: "code", config };
 };
 
-const approvalNode = (c: JobContext, a: NonNullable<PipelineJob["approval"]>): Omit<RawNode, "id"> => {
+const approvalNode = (c: JobContext, a: NonNullable<PipelineJob["approval"]>): Body => {
   const config: Record<string, unknown> = {
-    prompt: c.problems.guard(at(c, "approval", "prompt"), () => toGraphValue(a.prompt, c.env)) ?? "",
+    prompt: c.problems.guard(at(c, "approval", "prompt"), () => toGraphText(a.prompt, c.env)) ?? "",
   };
   if (a.fields !== undefined) config["fields"] = a.fields;
   const timeout = a.timeout ?? c.job.timeout;
   if (timeout !== undefined) config["timeout"] = timeout;
-  return { type: "approval", config };
+  return { type: "approval", config, configAt: at(c, "approval") };
 };
 
 const waitNode = (c: JobContext, w: NonNullable<PipelineJob["wait_for_event"]>): Omit<RawNode, "id"> => {
@@ -236,7 +255,7 @@ interface Built {
   nodes: RawNode[];
   edges: Array<{ from: string; to: string }>;
   /** Per node: the job's id and where in the YAML the node comes from. */
-  origin: Array<{ job: string; path: PathSegment[] }>;
+  origin: Array<{ job: string; path: PathSegment[]; configAt?: PathSegment[] }>;
   jobs: CompiledPipeline["jobs"];
 }
 
@@ -244,12 +263,12 @@ const buildJob = (c: JobContext, built: Built): void => {
   const bodies = jobBodies(c);
   const cond = jobIf(c);
   const ids = bodies.map((_, i) => (i === bodies.length - 1 ? c.id : `${c.id}--step${i + 1}`));
-  bodies.forEach(({ from, ...body }, i) => {
+  bodies.forEach(({ from, configAt, ...body }, i) => {
     const node: RawNode = { id: ids[i]!, ...body };
     if (cond !== undefined) node.if = cond;
     if (c.job.retry) node.retry = { ...c.job.retry };
     built.nodes.push(node);
-    built.origin.push({ job: c.id, path: from ?? at(c) });
+    built.origin.push({ job: c.id, path: from ?? at(c), ...(configAt ? { configAt } : {}) });
     if (i > 0) built.edges.push({ from: ids[i - 1]!, to: ids[i]! });
   });
   const concurrency = checkGroup(c.job.concurrency, { path: at(c, "concurrency"), variables: JOB_GROUP_VARIABLES }, c.problems, {
@@ -273,13 +292,68 @@ const buildAll = (doc: PipelineDocument, problems: Problems): Built => {
   return built;
 };
 
-/** The graph check's problems at the YAML of the node they are about. */
+/** A graph path's tail (`.fields[0].type`, `["a b"]`) as segments. */
+const pathSegments = (tail: string): PathSegment[] => {
+  const segs: PathSegment[] = [];
+  const re = /\.([^.[\]]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]/g;
+  for (let m = re.exec(tail); m; m = re.exec(tail)) segs.push(m[1] ?? (m[2] !== undefined ? Number(m[2]) : (JSON.parse(m[3]!) as string)));
+  return segs;
+};
+
+/**
+ * The graph check's problems at the YAML of the node they are about: a problem in the config of a
+ * `uses:` step or an approval is put at the key the author wrote (`jobs.a.steps[0].with.url: must
+ * be an http:// or https:// URL`), others at the job or step, naming the node.
+ */
 const addGraphProblems = (graphProblems: readonly GraphProblem[], built: Built, problems: Problems): void => {
   for (const p of graphProblems) {
     const index = /^nodes\[(\d+)\]/.exec(p.path);
     const origin = index ? built.origin[Number(index[1])] : undefined;
     const node = index ? built.nodes[Number(index[1])]?.id : undefined;
-    problems.add(origin?.path ?? ["jobs"], `${p.path.replace(/^nodes\[\d+\]/, `node ${node ?? "?"}`)}: ${p.message}`);
+    const inConfig = /^nodes\[\d+\]\.config((?:\.|\[).*)?$/.exec(p.path);
+    if (origin?.configAt && inConfig) problems.add([...origin.configAt, ...pathSegments(inConfig[1] ?? "")], p.message);
+    else problems.add(origin?.path ?? ["jobs"], `${p.path.replace(/^nodes\[\d+\]/, `node ${node ?? "?"}`)}: ${p.message}`);
+  }
+};
+
+/** `env.X` at the top level of an expression (not `steps.env.X`). */
+const ENV_READ = /(?<![\w.])env\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)/g;
+
+/** The first env name a text's holes read that is in `holed`; a text whose holes do not split is another check's. */
+const holedEnvRead = (text: string, holed: ReadonlySet<string>): string | undefined => {
+  if (!text.includes("${{")) return undefined;
+  let parts;
+  try {
+    parts = splitHoles(text);
+  } catch {
+    return undefined;
+  }
+  for (const p of parts) if ("expr" in p) for (const m of p.expr.matchAll(ENV_READ)) if (holed.has(m[1]!)) return m[1];
+  return undefined;
+};
+
+/**
+ * An expression reads `env.X` only when X is a literal value; X with a `${{ }}` of its own is
+ * refused here, at the text that reads it (when the job ran it failed with `No such key: X`). A
+ * concurrency group is not walked: it reads every env value, its holes evaluated first.
+ */
+const checkEnvReads = (doc: PipelineDocument, problems: Problems): void => {
+  const walk = (value: unknown, path: PathSegment[], holed: ReadonlySet<string>): void => {
+    if (typeof value === "string") {
+      const name = holedEnvRead(value, holed);
+      if (name !== undefined)
+        problems.add(
+          path,
+          `env.${name} has a \${{ }} of its own; an expression reads only literal env values: read what ${name} reads instead`,
+        );
+    } else if (Array.isArray(value)) value.forEach((v, i) => walk(v, [...path, i], holed));
+    else if (typeof value === "object" && value !== null)
+      for (const [k, v] of Object.entries(value)) if (k !== "concurrency") walk(v, [...path, k], holed);
+  };
+  for (const [id, job] of Object.entries(doc.jobs)) {
+    const merged: Record<string, string> = { ...doc.env, ...job.env };
+    const holed = new Set(Object.keys(merged).filter((k) => merged[k]!.includes("${{")));
+    if (holed.size > 0) walk(job, ["jobs", id], holed);
   }
 };
 
@@ -287,6 +361,7 @@ const addGraphProblems = (graphProblems: readonly GraphProblem[], built: Built, 
 const compileDocument = (doc: PipelineDocument, yaml: ParsedYaml): CompilePipelineResult => {
   const problems = new Problems(yaml);
   checkNeeds(doc.jobs, problems);
+  checkEnvReads(doc, problems);
   for (const [k, v] of Object.entries(doc.env ?? {})) if (v.includes("${{")) problems.guard(["env", k], () => splitHoles(v));
   const built = buildAll(doc, problems);
   const concurrency = checkGroup(doc.concurrency, { path: ["concurrency"], variables: RUN_GROUP_VARIABLES }, problems, { ...doc.env });

@@ -94,18 +94,36 @@ export const soleHole = (text: string): string | undefined => {
   return parts.length === 1 && "expr" in parts[0]! ? parts[0].expr : undefined;
 };
 
-/** `if:`/`when:` text: a `${{ }}` wrapper is accepted and stripped; bare CEL otherwise. */
-export const stripWrapper = (text: string): string => (text.includes("${{") ? (soleHole(text) ?? text) : text);
+/**
+ * `if:`/`when:` text: a `${{ }}` wrapper is accepted and stripped; bare CEL otherwise. It is one
+ * expression: text around a hole, or two holes, is refused saying so (CEL's own word for it was
+ * `Unexpected character: $`).
+ */
+export const stripWrapper = (text: string): string => {
+  if (!text.includes("${{")) return text;
+  const sole = soleHole(text);
+  if (sole !== undefined) return sole;
+  throw new FlowError(
+    "invalid_argument",
+    "is one expression: write it bare or inside one ${{ }}, e.g. ${{ input.a && input.b }}, not ${{ input.a }} && ${{ input.b }}",
+  );
+};
 
 /**
- * A text value for the graph: unchanged without holes; `{"$expr"}` when it is one hole; else a
- * `{"$template"}` whose literal `{{` is written as a hole (graph templates have no escape).
+ * A text value for the graph: unchanged without holes; `{"$expr"}` when it is one hole (the value
+ * keeps its type) unless `asText`; else a `{"$template"}` (always text: a hole's non-string value
+ * is its JSON) whose literal `{{` is written as a hole (graph templates have no escape).
  */
-export const toGraphValue = (text: string, env: ExpressionEnv, variables: readonly string[] = PIPELINE_VARIABLES): unknown => {
+export const toGraphValue = (
+  text: string,
+  env: ExpressionEnv,
+  variables: readonly string[] = PIPELINE_VARIABLES,
+  asText = false,
+): unknown => {
   const parts = splitHoles(text);
   if (!parts.some((p) => "expr" in p)) return text;
   for (const p of parts) if ("expr" in p) checkPipelineExpression(p.expr, variables);
-  if (parts.length === 1) return { $expr: translateExpression((parts[0] as { expr: string }).expr, env) };
+  if (parts.length === 1 && !asText) return { $expr: translateExpression((parts[0] as { expr: string }).expr, env) };
   let template = "";
   for (const p of parts) {
     if ("text" in p) template += p.text.replaceAll("{{", '{{ "{{" }}');
@@ -117,6 +135,13 @@ export const toGraphValue = (text: string, env: ExpressionEnv, variables: readon
   }
   return { $template: template };
 };
+
+/**
+ * Where the node takes only text (a shell command, an env value, an approval prompt): a text that is
+ * one hole becomes its value's text (a number's digits, a list's JSON), not a typed value the node
+ * would refuse when the job runs (`config.env.N: must be a string`).
+ */
+export const toGraphText = (text: string, env: ExpressionEnv): unknown => toGraphValue(text, env, PIPELINE_VARIABLES, true);
 
 /** Every string inside a value (a `with:` map) through toGraphValue. */
 export const toGraphValueDeep = (value: unknown, env: Readonly<Record<string, string>>): unknown => {

@@ -82,7 +82,9 @@ ${g.fields.map((f) => fieldInput(g.gate, f, err?.values[f.name], byField.get(f.n
 <button type="submit" name="decision" value="approve">Approve</button> <button type="submit" name="decision" value="reject">Reject</button></form>`;
 };
 
-export const gatesPanel = (s: Scoped, runId: string, gates: Gate[], error?: GateError): Html =>
+export const gatesPanel = (s: Scoped, runId: string, gates: Gate[], o: { error?: GateError | undefined; readOnly?: boolean } = {}): Html =>
   h`<section aria-labelledby="h-gates"><h2 id="h-gates">Approval</h2>${gates.map((g) =>
-    gateForm(s, runId, g, error?.gate === g.gate ? error : undefined),
+    o.readOnly
+      ? h`<p class="gate"><strong>${g.prompt}</strong> <span class="role">gate ${g.gate}</span>: waits for a member's answer</p>`
+      : gateForm(s, runId, g, o.error?.gate === g.gate ? o.error : undefined),
   )}</section>`;

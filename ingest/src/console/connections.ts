@@ -48,8 +48,13 @@ const manageForm = (s: Scoped, name: string, op: "disable" | "remove"): Html =>
 const flashNote = (f: Flash | undefined): Html =>
   f === undefined ? h`` : h`<p class="${f.ok ? "flash" : "error"}" role="${f.ok ? "status" : "alert"}" id="flash">${f.text}</p>`;
 
-export const connectionsPage = (s: Scoped, accounts: Account[] | undefined, flash?: Flash): Html => {
+export const connectionsPage = (
+  s: Scoped,
+  accounts: Account[] | undefined,
+  o: { flash?: Flash | undefined; readOnly?: boolean } = {},
+): Html => {
   if (!accounts) return h`<p>Connected accounts are not available on this server.</p>`;
+  const { flash, readOnly = false } = o;
   const rows = accounts.map((a) => [
     a.name,
     a.provider,
@@ -57,11 +62,17 @@ export const connectionsPage = (s: Scoped, accounts: Account[] | undefined, flas
     h`<span class="status status-${a.status}">${a.status}</span>`,
     a.granter ?? "",
     when(a.connected_at),
-    h`${connectForm(s, { name: a.name, provider: a.provider, label: "Reconnect" })}${a.status === "disabled" ? "" : manageForm(s, a.name, "disable")} ${manageForm(s, a.name, "remove")}`,
+    readOnly
+      ? "–"
+      : h`${connectForm(s, { name: a.name, provider: a.provider, label: "Reconnect" })}${a.status === "disabled" ? "" : manageForm(s, a.name, "disable")} ${manageForm(s, a.name, "remove")}`,
   ]);
   return h`${flashNote(flash)}<p>Connecting is a browser flow: you are sent to the provider to grant access, then back here. No token is ever shown.</p>
 ${table({ caption: "Connected accounts", cols: ["Name", "Provider", "Account", "Status", "Granted by", "Connected", "Manage"], rows })}
-<h2>Connect an account</h2>${connectForm(s, { label: "Connect" })}`;
+${
+  readOnly
+    ? h`<p class="note" id="read-only">You are a viewer of this project: connecting, reconnecting, disabling and removing an account need the member role.</p>`
+    : h`<h2>Connect an account</h2>${connectForm(s, { label: "Connect" })}`
+}`;
 };
 
 const ConnectForm = z.object({ name: z.string().max(256).default(""), provider: z.string().max(256).default("") });

@@ -330,6 +330,20 @@ const parkedGraphRun = (): Promise<string> =>
     return id;
   });
 
+test("a viewer's run page shows the run and its gate but no form that changes them (the API would refuse it)", async () => {
+  const id = await parkedGraphRun();
+  const runUrl = `/p/${t.project.org}/p/runs/${id}`;
+  const v = await login(t.tokens.viewer);
+  const viewed = await t.app.inject({ method: "GET", url: runUrl, headers: { cookie: v.cookie } });
+  assert.equal(viewed.statusCode, 200, viewed.body);
+  assert.match(viewed.body, /Ship &lt;it&gt;\?<\/strong> <span class="role">gate deploy<\/span>: waits for a member's answer/);
+  assert.match(
+    viewed.body,
+    /id="read-only">You are a viewer of this project: cancelling, rerunning and answering a gate need the member role/,
+  );
+  assert.doesNotMatch(viewed.body, /action="[^"]+\/(approvals\/deploy|cancel|rerun)"|id="cancel"|name="decision"/);
+});
+
 test("approval gates: typed fields from the gate's schema; a missing required field inline, not released; an answer records the approver", async () => {
   const id = await parkedGraphRun();
   const s = await login(t.tokens.member);
@@ -350,6 +364,7 @@ test("approval gates: typed fields from the gate's schema; a missing required fi
     shown.body,
     /<label for="g-deploy-ticket">ticket \(required\)<\/label><br><input id="g-deploy-ticket" name="field.ticket" aria-required="true" value="">/,
   );
+  assert.match(shown.body, /id="cancel"/);
   const answer = (fields: Record<string, string>) =>
     t.app.inject({
       method: "POST",
@@ -430,6 +445,22 @@ test("connections: the page lists through the accounts route; a connect with no 
   assert.match(html, /<button type="submit">Reconnect<\/button>/);
   const off = connectionsPage({ org: "o", project: "p", csrf: "c" }, [{ name: "GH", provider: "github", status: "disabled" }]).html;
   assert.doesNotMatch(off, /\/disable"/, "a disabled account offers Reconnect, not Disable");
+});
+
+test("connections: a viewer sees the accounts but is offered no Connect, Reconnect, Disable or Remove (the accounts route would refuse each)", async () => {
+  await connectTestAccount(t, { name: "web-seen", status: "active" });
+  const v = await login(t.tokens.viewer);
+  const shown = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: v.cookie } });
+  assert.equal(shown.statusCode, 200, shown.body);
+  assert.match(shown.body, /web-seen/);
+  assert.match(
+    shown.body,
+    /id="read-only">You are a viewer of this project: connecting, reconnecting, disabling and removing an account need/,
+  );
+  assert.doesNotMatch(shown.body, /action="[^"]+\/connections\/(connect|web-seen\/disable|web-seen\/remove)"/);
+  const m = await login(t.tokens.member);
+  const member = await t.app.inject({ method: "GET", url: `/p/${t.project.org}/p/connections`, headers: { cookie: m.cookie } });
+  assert.match(member.body, /action="[^"]+\/connections\/connect"/);
 });
 
 test("connections: Disable switches an account off through the accounts route (CSRF, the granter or an admin); others are refused", async () => {

@@ -73,7 +73,10 @@ export interface JournalRow {
   error?: string;
 }
 
-const journal = (s: Scoped, runId: string, steps: JournalRow[]): Html => h`
+/** A viewer's run page offers no Cancel, Rerun or gate answers: the API would refuse them (`this needs the member role`). */
+const READ_ONLY_NOTE = "You are a viewer of this project: cancelling, rerunning and answering a gate need the member role.";
+
+const journal = (s: Scoped, runId: string, steps: JournalRow[], readOnly: boolean): Html => h`
 <section aria-labelledby="h-steps"><h2 id="h-steps">Journal of steps</h2>
 ${
   steps.length === 0
@@ -82,7 +85,11 @@ ${
         (e) => h`<tr><td>${e.position}</td><td>${e.kind}</td><td>${e.name}#${e.ordinal}</td><td>${status(e.status)}${
           e.error ? h` <span class="error">${e.error}</span>` : ""
         }</td><td>${e.exit_code ?? "–"}</td><td>${e.output_bytes === null ? "–" : `${e.output_bytes} B`}</td>
-<td><form method="post" action="${pbase(s)}/runs/${runId}/rerun">${csrfField(s.csrf)}<input type="hidden" name="from" value="${`${e.name}#${e.ordinal}`}"><button type="submit">Rerun from here</button></form></td></tr>`,
+<td>${
+          readOnly
+            ? "–"
+            : h`<form method="post" action="${pbase(s)}/runs/${runId}/rerun">${csrfField(s.csrf)}<input type="hidden" name="from" value="${`${e.name}#${e.ordinal}`}"><button type="submit">Rerun from here</button></form>`
+        }</td></tr>`,
       )}</tbody></table>`
 }</section>`;
 
@@ -139,6 +146,8 @@ export interface RunPageData {
   steps: JournalRow[];
   /** Approval gates parked on this run, when the approvals route exists (approvals.ts). */
   gates?: Html;
+  /** The caller is a viewer: the page offers nothing that changes the run. */
+  readOnly?: boolean;
 }
 
 export const runPage = (s: Scoped, d: RunPageData): Html => {
@@ -148,7 +157,13 @@ export const runPage = (s: Scoped, d: RunPageData): Html => {
 <p class="run-head">${status(run.status, run.id)} ${run.filename} · attempt ${run.attempt} · created ${when(run.created_at)}${
     run.tags.length ? h` · tags ${run.tags.join(", ")}` : ""
   }</p>
-${isTerminalStatus(run.status) ? "" : h`<form method="post" action="${runUrl}/cancel" class="inline">${csrfField(s.csrf)}<button type="submit" id="cancel">Cancel run</button></form>`}
+${
+  d.readOnly
+    ? h`<p class="note" id="read-only">${READ_ONLY_NOTE}</p>`
+    : isTerminalStatus(run.status)
+      ? ""
+      : h`<form method="post" action="${runUrl}/cancel" class="inline">${csrfField(s.csrf)}<button type="submit" id="cancel">Cancel run</button></form>`
+}
 ${run.error ? h`<p class="error">${run.error}</p>` : ""}
 ${d.gates ?? ""}
 <section aria-labelledby="h-log"><h2 id="h-log">Log</h2>
@@ -162,7 +177,7 @@ ${d.gates ?? ""}
       : run.annotations.map((a) => h`<article class="annotation">${md(a.markdown)}<footer>${when(a.at)}</footer></article>`)
   }</section>
 ${run.output ? h`<section aria-labelledby="h-out"><h2 id="h-out">Output</h2><pre class="json">${JSON.stringify(run.output, null, 2)}</pre></section>` : ""}
-${run.nodes ? nodesPanel(run.nodes) : journal(s, run.id, d.steps)}
+${run.nodes ? nodesPanel(run.nodes) : journal(s, run.id, d.steps, d.readOnly === true)}
 ${activities(run.activities)}
 ${trigger(s, run)}`;
 };

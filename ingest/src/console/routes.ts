@@ -283,13 +283,21 @@ const showRun = async (ctx: Ctx, req: FastifyRequest, session: Session, gateErro
   const s = scoped(req, session);
   const { id } = RunParams.parse(req.params);
   const runApi = `${s.api}/runs/${encodeURIComponent(id)}`;
-  const [run, steps] = await Promise.all([
+  const [run, steps, who] = await Promise.all([
     callApi<RunPageRun>(ctx.app, session.id, { url: runApi }),
     callApi<JournalRow[]>(ctx.app, session.id, { url: `${runApi}/steps` }),
+    callApi<{ projects: Array<{ org: string; project: string; role: string }> }>(ctx.app, session.id, { url: "/api/v1/whoami" }),
   ]);
+  // A viewer is offered nothing that changes the run (the API would refuse it: `this needs the member role`).
+  const readOnly = who.projects.some((p) => p.org === s.org && p.project === s.project && p.role === "viewer");
   const gates = !isTerminalStatus(run.status) ? (await callApi<GateList>(ctx.app, session.id, { url: `${runApi}/approvals` })).gates : [];
-  const panel = gates.length ? gatesPanel(s, run.id, gates, gateError) : undefined;
-  return page({ title: `Run ${run.id}`, scope: s, csrf: s.csrf, body: runPage(s, { run, steps, ...(panel ? { gates: panel } : {}) }) });
+  const panel = gates.length ? gatesPanel(s, run.id, gates, { error: gateError, readOnly }) : undefined;
+  return page({
+    title: `Run ${run.id}`,
+    scope: s,
+    csrf: s.csrf,
+    body: runPage(s, { run, steps, readOnly, ...(panel ? { gates: panel } : {}) }),
+  });
 };
 
 const GateParams = RunParams.extend({ gate: z.string().min(1).max(64) });
@@ -441,11 +449,16 @@ const connectionPages = (ctx: Ctx): void => {
     "/p/:org/:project/connections",
     withSession(ctx, async (req, reply, session) => {
       const s = scoped(req, session);
-      const accounts = accountsAvailable(app) ? await listConnections(app, session.id, s.api) : undefined;
+      const [accounts, who] = await Promise.all([
+        accountsAvailable(app) ? listConnections(app, session.id, s.api) : undefined,
+        callApi<{ projects: Array<{ org: string; project: string; role: string }> }>(app, session.id, { url: "/api/v1/whoami" }),
+      ]);
+      // A viewer is offered no form: the accounts route would refuse each (`this needs the member role`).
+      const readOnly = who.projects.some((p) => p.org === s.org && p.project === s.project && p.role === "viewer");
       // The outcome of a connect the callback sent back here, shown once.
       const flash = flashOf(req);
       if (flash) void reply.header("set-cookie", clearFlashCookie(secureCookies(ctx.deps)));
-      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts, flash) });
+      return page({ title: "Connections", scope: s, csrf: s.csrf, body: connectionsPage(s, accounts, { flash, readOnly }) });
     }),
   );
   app.post(

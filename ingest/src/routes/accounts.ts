@@ -36,15 +36,22 @@ export const OAUTH_SESSION_COOKIE = "flowsvc_oauth_session";
 /** The one redirect URI's path: `FLOWSVC_CONNECTED_ACCOUNTS_REDIRECT_URI` must end in it. */
 export const OAUTH_CALLBACK_PATH = "/oauth/callback";
 
+/**
+ * A text field whose absence reads "is required"; any other problem keeps zod's own message (a
+ * schema-wide `error: "is required"` also answered a 5,000-character state, a state given twice
+ * and a name sent as a number with "is required").
+ */
+const requiredText = () => z.string({ error: (issue) => (issue.input === undefined ? "is required" : undefined) });
+
 const ConnectBody = z.strictObject({
-  name: z.string({ error: "is required" }),
-  provider: z.string({ error: "is required" }),
+  name: requiredText(),
+  provider: requiredText(),
   /** The caller's own browser-session id to bind the state to (the console's); else a cookie is set. */
   session_id: z.string().min(16, "must be at least 16 characters").max(256).optional(),
 });
 
 const CallbackQuery = z.object({
-  state: z.string({ error: "is required" }).max(512),
+  state: requiredText().max(512),
   code: z.string().max(4096).optional(),
   error: z.string().max(256).optional(),
   error_description: z.string().max(1024).optional(),

@@ -45,7 +45,11 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
     tag: "events",
     auth: "member",
     body: EmitBody,
-    response: { status: 201, description: "`{id, type, handler_runs}`" },
+    response: {
+      status: 201,
+      description:
+        "`{id, type, handler_runs, declined}`: `declined` lists the handlers that matched but start no run for this event, each `{handler, error}` (its `when` did not evaluate, its stored graph is gone, its pipeline's concurrency group did not evaluate)",
+    },
     errors: [409, 429],
   });
   app.post("/api/v1/orgs/:org/projects/:project/events", { bodyLimit: EMIT_BODY_LIMIT, ...doc }, async (req, reply) => {
@@ -65,13 +69,14 @@ export const emitRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
     // Its handler runs' jobs left queued are committed: this process's dispatcher takes them now, not after the NOTIFY comes back.
     if (result.wake !== undefined) deps.listener.local("flowsvc_jobs", result.wake);
     deps.metrics?.handlersDelivered(result);
-    for (const d of result.declined) {
-      req.log.info(
-        { eventId: result.eventId, type, handler: d.handler, err: d.error },
-        "handler declined the event: its `when` could not be evaluated",
-      );
-    }
-    return reply.status(201).send({ id: result.eventId, type, handler_runs: result.handlerRuns });
+    for (const d of result.declined)
+      req.log.info({ eventId: result.eventId, type, handler: d.handler, err: d.error }, "handler declined the event");
+    return reply.status(201).send({
+      id: result.eventId,
+      type,
+      handler_runs: result.handlerRuns,
+      declined: result.declined.map((d) => ({ handler: d.handler, error: d.error })),
+    });
   });
   done();
 };

@@ -108,3 +108,23 @@ test("hostile event reads: bad since, limits and ids", async () => {
   assertError(await ask(t, "GET", `${events}/%00`, { as: "viewer" }), 400, /path parameter id holds a NUL character/);
   assertError(await ask(t, "GET", `${events}/evt_missing`, { as: "viewer" }), 404, /event evt_missing not found in/);
 });
+
+test("an emit answers the handlers that matched but declined it, with why (the CLI prints them)", async () => {
+  const handler = {
+    on: ["dec.go"],
+    when: "event.payload.n > 1",
+    reaction: { kind: "script", source: "echo go\n", filename: "go.sh" },
+  };
+  assert.equal((await ask(t, "PUT", `${t.project.base}/handlers/dec`, { body: handler })).status, 201);
+  const res = await ask(t, "POST", events, { body: { type: "dec.go", payload: { n: "not a number" } } });
+  assert.equal(res.status, 201, res.text);
+  const body = res.body as { handler_runs: unknown[]; declined: Array<{ handler: string; error: string }> };
+  assert.deepEqual(body.handler_runs, []);
+  assert.deepEqual(
+    body.declined.map((d) => d.handler),
+    ["dec"],
+  );
+  assert.match(body.declined[0]!.error, /./);
+  const fine = await ask(t, "POST", events, { body: { type: "dec.go", payload: { n: 5 } } });
+  assert.deepEqual((fine.body as { declined: unknown[] }).declined, []);
+});

@@ -1,6 +1,7 @@
 /** The pipeline submit of POST {scoped}/runs (routes/pipeline-submit.ts) over app.inject(): compiled to one graph run, and the refusals. */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { parseGraph } from "@flowsvc/core";
 import { ask, assertError, countRows, createTestApp, type TestApp } from "../testing/test-app.js";
 
 let t: TestApp;
@@ -154,4 +155,29 @@ test("a workflow concurrency group shares flow lock's leases: queue holds the la
   assert.equal(events[0]?.n, 2, "each cancelled run published run.cancelled once");
   const { rows: cancelOn } = await t.db.pool.query<{ cancel_on: string[] }>(`select cancel_on from runs where id = $1`, [q1]);
   assert.deepEqual(cancelOn[0]?.cancel_on, ["pr.closed"]);
+});
+
+test("a job with retry: is taken and stored as a graph the engine parses again (its backoff in ms), each of its nodes with the retry", async () => {
+  const yaml = `jobs:\n  flaky:\n    retry: {attempts: 3, backoff: 2s}\n    steps: [{run: a}, {uses: emit, with: {type: t}}]\n`;
+  const res = await ask(t, "POST", `${base}/runs`, { body: submit(yaml) });
+  assert.equal(res.status, 201, res.text);
+  const id = (res.body as { id: string }).id;
+  const stored = await t.db.pool.query<{ graph: string }>(`select graph from runs where id = $1`, [id]);
+  const parsed = parseGraph(JSON.parse(stored.rows[0]!.graph));
+  assert.ok(parsed.ok, JSON.stringify(parsed));
+  assert.deepEqual(
+    parsed.graph.nodes.map((n) => [n.id, n.retry]),
+    [
+      ["flaky--step1", { attempts: 3, backoff_ms: 2000 }],
+      ["flaky", { attempts: 3, backoff_ms: 2000 }],
+    ],
+  );
+  const { rows } = await t.db.pool.query<{ retry: unknown }>(`select retry from graph_nodes where run_id = $1 order by ord`, [id]);
+  assert.deepEqual(
+    rows.map((r) => r.retry),
+    [
+      { attempts: 3, backoff_ms: 2000 },
+      { attempts: 3, backoff_ms: 2000 },
+    ],
+  );
 });

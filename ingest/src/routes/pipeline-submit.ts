@@ -9,7 +9,7 @@
  * a pipeline names its credentials in its own `credentials:` maps.
  */
 import { z } from "zod";
-import { FlowError } from "@flowsvc/core";
+import { FlowError, graphDocumentText } from "@flowsvc/core";
 import { PIPELINE_LIMITS, assertPipeline, runGroupOf } from "@flowsvc/core/pipeline";
 import type { Pool } from "pg";
 import type { Scope } from "../auth.js";
@@ -53,7 +53,7 @@ export const submitPipeline = async (
   return submitGraph(
     pool,
     scope,
-    { ...rest, as: "graph", source: JSON.stringify(compiled.graph) },
+    { ...rest, as: "graph", source: graphDocumentText(compiled.graph) },
     { yaml: source, compiled, group, publicUrl },
   );
 };
