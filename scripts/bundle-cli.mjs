@@ -41,7 +41,7 @@ const outdir = join(root, "cli", "dist", "bundle");
 const BUNDLED_PACKAGES = new Set(["commander"]);
 /** core's subpaths without zod that client commands import (core/package.json's exports). */
 const BUNDLED_CORE = new Set(
-  ["errors", "duration", "run-status", "events", "secret-rules", "credentials", "graph/approval-fields", "members"].map(
+  ["errors", "json-guard", "duration", "run-status", "events", "secret-rules", "credentials", "graph/approval-fields", "members"].map(
     (p) => `@flowsvc/core/${p}`,
   ),
 );

@@ -7,6 +7,7 @@
  */
 import { FlowError } from "@flowsvc/core/errors";
 import { parseDuration } from "@flowsvc/core/duration";
+import { findJsonProblem } from "@flowsvc/core/json-guard";
 import { PROJECT_REF_PATTERN } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";
@@ -67,11 +68,22 @@ export const parseProjectFlag = (text: string): string => {
 };
 
 export const parseJsonFlag = (text: string): unknown => {
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
     throw new InvalidArgumentError(`not valid JSON (${(err as Error).message}).`);
   }
+  // What cannot make the trip as sent: a number past double range parses to Infinity, which
+  // JSON.stringify sends as null (the server would refuse 1e400, but never sees it), and nesting
+  // deeper than the server takes overflows the stack of the stringify (it was reported as a lost
+  // connection). Strings with NUL or a lone surrogate survive the trip; the server refuses them.
+  const problem = findJsonProblem(value, "value");
+  if (problem && problem.kind !== "text") {
+    const where = problem.path.length > 100 ? `${problem.path.slice(0, 80)}...` : problem.path;
+    throw new InvalidArgumentError(`${where} ${problem.problem}.`);
+  }
+  return value;
 };
 
 /** `--interpreter "python3 -u"` is `["python3", "-u"]`. */
