@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { chmod, mkdir } from "node:fs/promises";
+import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
@@ -91,16 +92,34 @@ const sweepUntilFinished = (
   };
 };
 
+const portInUse = (config: ServerConfig): FlowError =>
+  new FlowError("config", `port ${config.port} on ${config.host} is already in use`, {
+    hint: "stop the other process or pass --port <n>",
+  });
+
+/**
+ * A port already taken is refused before anything starts. Found only at the listen, after the
+ * embedded Postgres and the first start's bootstrap, it had used up the first start (the admin
+ * token minted, the CLI never logged in: the next start found nothing to log in with) and printed
+ * the listener's lost connection as a JSON line. Any other error is left to the listen itself.
+ */
+const assertPortFree = async (config: ServerConfig): Promise<void> => {
+  if (config.port === 0) return;
+  const probe = createServer();
+  const taken = await new Promise<boolean>((resolve) => {
+    probe.once("error", (err: NodeJS.ErrnoException) => resolve(err.code === "EADDRINUSE"));
+    probe.listen({ host: config.host, port: config.port, exclusive: true }, () => resolve(false));
+  });
+  if (probe.listening) await new Promise<void>((resolve) => probe.close(() => resolve()));
+  if (taken) throw portInUse(config);
+};
+
 /** Listens on the configured host and port; a port in use is a config error that says so. */
 const listenOn = async (app: { listen(opts: { host: string; port: number }): Promise<string> }, config: ServerConfig): Promise<string> => {
   try {
     return await app.listen({ host: config.host, port: config.port });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-      throw new FlowError("config", `port ${config.port} on ${config.host} is already in use`, {
-        hint: "stop the other process or pass --port <n>",
-      });
-    }
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") throw portInUse(config);
     throw err;
   }
 };
@@ -163,7 +182,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
   };
 
   try {
-    // First: a bad agent user or an unreadable checkout stops the start before anything runs, and
+    await assertPortFree(config);
+    // Then: a bad agent user or an unreadable checkout stops the start before anything runs, and
     // the working directories a killed server left are gone before its successor's agents start.
     const workRoot = join(config.dataDir, "agents");
     const agentSetup = await prepareLocalAgents({
