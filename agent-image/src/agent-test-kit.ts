@@ -77,8 +77,8 @@ export const b64 = (text: string): string => Buffer.from(text).toString("base64"
 export type Answer = Record<string, unknown>;
 
 export interface AgentSocket {
-  /** Sends requests on one connection and reads one answer line per request. */
-  call(...requests: object[]): Promise<Answer[]>;
+  /** Sends requests on one connection and reads one answer line per request (a string is sent as the line it is). */
+  call(...requests: Array<object | string>): Promise<Answer[]>;
   /**
    * Sends one request; undefined when the agent handled it without an answer (known from the
    * handler's result, not from a timer), else the answer.
@@ -123,7 +123,7 @@ const observed =
   };
 
 /** Sends requests on one connection; resolves with one answer line per request, or [] once `silent` says none comes. */
-const exchange = (path: string, requests: object[], silent?: Promise<HandlerResult>): Promise<Answer[]> =>
+const exchange = (path: string, requests: Array<object | string>, silent?: Promise<HandlerResult>): Promise<Answer[]> =>
   new Promise((resolve, reject) => {
     const socket = createConnection(path);
     let text = "";
@@ -140,7 +140,7 @@ const exchange = (path: string, requests: object[], silent?: Promise<HandlerResu
       resolve(lines.map((l) => JSON.parse(l) as Answer));
     });
     socket.on("error", reject);
-    socket.write(requests.map((r) => `${JSON.stringify(r)}\n`).join(""));
+    socket.write(requests.map((r) => `${typeof r === "string" ? r : JSON.stringify(r)}\n`).join(""));
   });
 
 /** The agent's socket over a journal and a fake backend. */
@@ -173,7 +173,7 @@ export const agentSocket = async (journal: JournalEntry[], backend: AgentBackend
     observed(handler, (r) => handled?.(r)),
     silentLogger,
   );
-  const call = async (...requests: object[]): Promise<Answer[]> => {
+  const call = async (...requests: Array<object | string>): Promise<Answer[]> => {
     const answers = await exchange(server.path, requests);
     log.note(`answered ${answers.length}`);
     return answers;

@@ -145,3 +145,25 @@ void test("wait-event refuses a malformed type and a bad timeout with exit 2; a 
   assert.deepEqual(callBodies(backend), []);
   await a.close();
 });
+
+void test("an emit payload the bus cannot store as sent (1e400, nesting over 128) is refused with its place, exit 2, and takes no position", async () => {
+  const backend = answering(() => ({ event_id: "evt-1" }));
+  const a = await agentSocket([], backend);
+  const deep = "[".repeat(200) + "]".repeat(200);
+  const answers = await a.call(
+    '{"v":2,"op":"emit","type":"n","payload":1e400}',
+    '{"v":2,"op":"emit","type":"n","payload":{"a":[0,-1e400]}}',
+    `{"v":2,"op":"emit","type":"deep","payload":${deep}}`,
+    { v: 2, op: "emit", type: "ok", payload: 1.7e308 },
+  );
+  const got = answers.slice(0, 3).map(refusal);
+  for (const [ok, exit] of got) assert.deepEqual([ok, exit], [false, 2]);
+  assert.match(got[0]?.[2] ?? "", /^payload is a number outside the range a JSON number can be stored in .*; nothing was recorded$/);
+  assert.match(got[1]?.[2] ?? "", /^payload\.a\[1\] is a number outside the range/);
+  assert.match(got[2]?.[2] ?? "", /^payload[[\]0]+\.\.\. is nested more than 128 levels deep/);
+  assert.equal(answers[3]?.["event_id"], "evt-1");
+  assert.deepEqual(callBodies(backend), [
+    { position: 0, kind: "emit", name: "", ordinal: 0, args: { type: "ok", key: null, payload: 1.7e308 } },
+  ]);
+  await a.close();
+});

@@ -7,10 +7,11 @@
  *
  * `wait-event` parks (name = the type) until the next event of that type after the wait began,
  * then prints the whole envelope as one line of JSON; a bounded wait that times out exits 124.
- * A malformed type (or a reserved one on emit) is refused with exit 2 and never recorded.
+ * A malformed type (or a reserved one on emit), and a payload the bus cannot store as sent (1e400,
+ * nesting over 128, a NUL), are refused with exit 2 and never recorded.
  */
 import { z } from "zod";
-import { EMIT_BODY_LIMIT, FlowError, assertEmittable, parseDuration, validateEventType } from "@flowsvc/core";
+import { EMIT_BODY_LIMIT, FlowError, assertEmittable, assertStorableJson, parseDuration, validateEventType } from "@flowsvc/core";
 import { runDurableCall } from "./durable-call.js";
 import type { OpContext } from "./op-kit.js";
 import { b64, ok, parseRequest, printAnswer } from "./op-kit.js";
@@ -52,6 +53,9 @@ export const emitOp = (ctx: OpContext, raw: unknown): Promise<HandlerResult> => 
   const req = parseRequest(EmitRequest, "emit", raw);
   return usage(() => {
     const args = { type: assertEmittable(req.type), key: checkKey(req.key), payload: req.payload ?? null };
+    // Before the size (its stringify would overflow on deep nesting): a number past double range
+    // arrives here as Infinity and would be recorded as null, which the sender did not send.
+    assertStorableJson(args.payload, "payload");
     checkSize(args);
     return runDurableCall(ctx, {
       kind: "emit",

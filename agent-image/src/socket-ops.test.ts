@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { JournalEntry } from "@flowsvc/core";
-import { agentSocket } from "./agent-test-kit.js";
+import { agentSocket, fakeBackend } from "./agent-test-kit.js";
 import { idempotencyKeyFor } from "./journal-cursor.js";
 
 /** A recorded step at `[position, name, ordinal]`. */
@@ -94,5 +94,22 @@ void test("output.set refuses values that would not fit in the finish body", asy
   const a = await agentSocket([]);
   const [big] = await a.call({ v: 2, op: "output.set", values: { blob: "x".repeat(300 * 1024) } });
   assert.deepEqual([big?.["ok"], (big?.["error"] as { code: string }).code, big?.["exit"]], [false, "payload_too_large", 1]);
+  await a.close();
+});
+
+void test("annotate refuses an empty note and one over the server's limit as usage errors that say so, exit 2, without the server", async () => {
+  const backend = fakeBackend({ annotate: () => Promise.resolve() });
+  const a = await agentSocket([], backend);
+  const [empty, big, fine] = await a.call(
+    { v: 2, op: "annotate", markdown: "" },
+    { v: 2, op: "annotate", markdown: "x".repeat(64 * 1024 + 1) },
+    { v: 2, op: "annotate", markdown: "Deployed **1.4.2**" },
+  );
+  const refusal = (r: typeof empty): unknown[] => [r?.["ok"], r?.["exit"], (r?.["error"] as { message: string } | undefined)?.message];
+  // Before: exit 1 and zod's words ("bad annotate request: markdown: Too small: expected string to have >=1 characters").
+  assert.deepEqual(refusal(empty), [false, 2, "flow annotate: the note is empty: give the markdown, or - to read it from stdin"]);
+  assert.deepEqual(refusal(big), [false, 2, "flow annotate: the note is 65537 characters, 1 over the limit of 65536"]);
+  assert.deepEqual(fine, { v: 2, ok: true });
+  assert.deepEqual(backend.calls, [["annotate", "Deployed **1.4.2**"]]);
   await a.close();
 });

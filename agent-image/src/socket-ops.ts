@@ -19,17 +19,27 @@ import { spawnOp } from "./spawn-op.js";
 import { callOp } from "./call-op.js";
 import { stateOp } from "./state-op.js";
 import { createStepOps } from "./step-ops.js";
-import { lockOp, sleepOp, waitSignalOp } from "./wait-ops.js";
+import { lockOp, sleepOp, usage, waitSignalOp } from "./wait-ops.js";
 
 export type { OpContext, PendingCall } from "./op-kit.js";
 
 const OutputSetRequest = z.object({ values: z.record(z.string().min(1).max(256), z.string()) });
-const AnnotateRequest = z.object({
-  markdown: z
-    .string()
-    .min(1)
-    .max(64 * 1024),
-});
+const AnnotateRequest = z.object({ markdown: z.string() });
+
+/** A note's limit, in UTF-16 units as the server's annotate body counts them (core AnnotateRequestSchema). */
+const NOTE_LIMIT = 64 * 1024;
+
+/** `flow annotate`'s note: not empty, within the server's limit; refused as a usage error that says which. */
+const checkNote = (markdown: string): string => {
+  if (markdown === "")
+    throw new FlowError("invalid_argument", "flow annotate: the note is empty: give the markdown, or - to read it from stdin");
+  if (markdown.length > NOTE_LIMIT)
+    throw new FlowError(
+      "invalid_argument",
+      `flow annotate: the note is ${markdown.length} characters, ${markdown.length - NOTE_LIMIT} over the limit of ${NOTE_LIMIT}`,
+    );
+  return markdown;
+};
 
 /** All `output.set` values of a job together: they travel in the finish body (1 MiB at the server). */
 const OUTPUTS_LIMIT = 256 * 1024;
@@ -66,10 +76,11 @@ export const createOpHandler = (context: OpContext): SocketHandler => {
     step: (raw) => steps.step(raw),
     "step.complete": (raw) => steps.stepComplete(raw),
     "output.set": (raw) => outputSet(ctx, parseRequest(OutputSetRequest, "output.set", raw).values),
-    annotate: async (raw) => {
-      await ctx.backend.annotate(parseRequest(AnnotateRequest, "annotate", raw).markdown);
-      return ok();
-    },
+    annotate: (raw) =>
+      usage(() => {
+        const note = checkNote(parseRequest(AnnotateRequest, "annotate", raw).markdown);
+        return ctx.backend.annotate(note).then(() => ok());
+      }),
     sleep: (raw) => sleepOp(ctx, raw),
     "wait-signal": (raw) => waitSignalOp(ctx, raw),
     "wait-event": (raw) => waitEventOp(ctx, raw),

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { CEL_DEPTH_LIMIT, CEL_SOURCE_LIMIT, MATCHES_PATTERN_LIMIT, compileCel, evaluatePredicate, inspectMatchesPattern } from "./cel.js";
 import { FlowError } from "./errors.js";
 
-const refused = (source: string, message: RegExp, opts?: { variables?: readonly string[] }): void => {
+const refused = (source: string, message: RegExp, opts?: { variables?: readonly string[]; predicate?: boolean }): void => {
   assert.throws(
     () => compileCel(source, opts),
     (e: unknown) => {
@@ -154,4 +154,20 @@ void test("a non-bool result is an error, and evaluate never throws", () => {
   assert.deepEqual(compiled.evaluate({ event: { type: "x" } }), { ok: true, value: "x" });
   assert.equal(compiled.evaluate({}).ok, false);
   assert.equal(compiled.evaluate({ event: null }).ok, false);
+});
+
+void test("as a predicate, an expression the checker knows is not a bool is refused; a field read (dyn) is left to the event", () => {
+  for (const [source, type] of [
+    ['"prod"', "string"],
+    ["1 + 2", "int"],
+    ["[event.key]", "list"],
+    ['size(event.type) > 0 ? "a" : "b"', "string"],
+  ] as const) {
+    refused(source, new RegExp(`^the expression is a ${type}, not a bool: a predicate must be true or false`), {
+      predicate: true,
+    });
+    assert.equal(compileCel(source).source, source, "a value expression, not a predicate, is still taken");
+  }
+  for (const source of ["event.payload.ok", "has(event.key) && event.key == 'a'", "true"])
+    assert.equal(compileCel(source, { predicate: true }).source, source);
 });

@@ -45,6 +45,12 @@ export interface CompiledCel {
 export interface CompileCelOptions {
   /** The variables the expression may read; each is dynamically typed. Default `["event"]`. */
   variables?: readonly string[];
+  /**
+   * A predicate (a handler's `when`): an expression whose type the checker knows to be other than
+   * bool (`"prod"`, `1 + 2`, `[1]`) is refused, since it would decline every event. `dyn` (a field
+   * read, `event.payload.ok`) passes: its value decides at delivery.
+   */
+  predicate?: boolean;
 }
 
 const environments = new Map<string, Environment>();
@@ -185,6 +191,12 @@ const compileError = (source: string, error: unknown): FlowError => {
   });
 };
 
+/** A predicate's checked type: bool, or dyn (a field read, decided at delivery); anything else is refused. */
+const assertPredicateType = (source: string, type: string | undefined): void => {
+  if (type === "bool" || type === "dyn" || type === undefined) return;
+  throw invalid(source, `the expression is a ${type}, not a bool: a predicate must be true or false (e.g. event.payload.env == "prod")`);
+};
+
 /** Compiles (parses, guards and type-checks) a CEL expression; throws FlowError invalid_argument. */
 export const compileCel = (source: string, opts: CompileCelOptions = {}): CompiledCel => {
   if (typeof source !== "string" || source.trim() === "") throw invalid(String(source), "CEL expression is empty");
@@ -204,6 +216,7 @@ export const compileCel = (source: string, opts: CompileCelOptions = {}): Compil
   const costs = findMatches(parsed.ast).map((call) => [call, guardMatches(source, call)] as const);
   const checked = parsed.check();
   if (!checked.valid) throw compileError(source, checked.error);
+  if (opts.predicate) assertPredicateType(source, checked.type);
   const meter = { spent: 0 };
   for (const [call, cost] of costs) meterMatches(source, call.node, cost, meter);
 

@@ -68,6 +68,27 @@ test("daylight saving: a time the clocks skip fires after the gap, a time they r
   assert.deepEqual(fires, ["2026-11-01T05:30:00.000Z", "2026-11-02T06:30:00.000Z", "2026-11-03T06:30:00.000Z"], "01:30 once a day");
 });
 
+test("daylight saving: a list, range, step or wildcard in minute or hour follows the wall clock (README, Schedules)", () => {
+  // Europe/Berlin: 2026-03-29 02:00 CET -> 03:00 CEST; 2026-10-25 03:00 CEST -> 02:00 CET.
+  const fires = (cron: string, from: string, n: number): string[] => {
+    const out: string[] = [];
+    let t = new Date(from);
+    for (let i = 0; i < n; i++) out.push((t = nextFireAfter(cron, "Europe/Berlin", t)!).toISOString());
+    return out;
+  };
+  assert.deepEqual(
+    fires("30 2,14 * * *", "2026-03-28T23:00:00Z", 2),
+    ["2026-03-29T12:30:00.000Z", "2026-03-30T00:30:00.000Z"],
+    "02:30 skipped",
+  );
+  assert.deepEqual(
+    fires("30 2,14 * * *", "2026-10-24T23:00:00Z", 3),
+    ["2026-10-25T00:30:00.000Z", "2026-10-25T01:30:00.000Z", "2026-10-25T13:30:00.000Z"],
+    "02:30 CEST and 02:30 CET",
+  );
+  assert.deepEqual(fires("30 * * * *", "2026-10-24T23:45:00Z", 2), ["2026-10-25T00:30:00.000Z", "2026-10-25T01:30:00.000Z"], "both 02:30s");
+});
+
 test("parseSchedule: the interpreter by extension unless given, the first fire time, field paths", () => {
   const now = new Date("2026-06-01T10:00:30Z");
   const s = parseSchedule(

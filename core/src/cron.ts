@@ -9,10 +9,12 @@
  * in Vixie cron (either matches when both are restricted). Seconds and years are refused: a
  * schedule fires at most once a minute.
  *
- * Time zones (IANA names, as Intl knows them) and daylight saving time, as croner does them: a
- * time that does not exist on the day the clocks go forward (02:30 in America/New_York) fires at
- * the first minute after the gap (03:00); a time that happens twice when they go back (01:30)
- * fires once, at its first occurrence.
+ * Time zones (IANA names, as Intl knows them) and daylight saving time, as croner does them. A
+ * fixed-time schedule (one value in the minute and in the hour field): a time that does not exist
+ * on the day the clocks go forward (02:30 in America/New_York) fires at the first minute after the
+ * gap (03:00); a time that happens twice when they go back (01:30) fires once, at its first
+ * occurrence. Any other (a wildcard, step, range or list in minute or hour, `30 2,14 * * *` too)
+ * follows the wall clock: a skipped time does not fire, a repeated one fires twice (README, Schedules).
  */
 import { Cron } from "croner";
 import { FlowError } from "./errors.js";

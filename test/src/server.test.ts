@@ -6,7 +6,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { once } from "node:events";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -123,6 +125,28 @@ void test("with FLOWSVC_DATABASE_URL and no FLOWSVC_MASTER_KEY the server refuse
   assert.match(r.stderr, /^error: FLOWSVC_DATABASE_URL is set but FLOWSVC_MASTER_KEY is not/m);
   assert.match(r.stderr, /openssl rand -base64 32/);
   await rm(dataDir, { recursive: true, force: true });
+});
+
+void test("a port in use is refused before anything starts: one clear error, no Postgres, no first start used up", async () => {
+  const holder = createServer().listen({ host: "127.0.0.1", port: 0 });
+  await once(holder, "listening");
+  const port = (holder.address() as { port: number }).port;
+  const dataDir = await mkdtemp(join(tmpdir(), "flowsvc-port-"));
+  await chmod(dataDir, 0o755); // as root, the agent user must reach it
+  try {
+    const r = await runFlow(["server", "--port", String(port), "--data-dir", dataDir], {
+      FLOWSVC_DATABASE_URL: undefined,
+      FLOWSVC_CONFIG: join(dataDir, "cli.json"),
+    });
+    assert.equal(r.code, 2, r.stderr);
+    // Found at the listen, after Postgres, it also printed the listener's lost connection as JSON.
+    assert.equal(r.stderr, `error: port ${port} on 127.0.0.1 is already in use\nstop the other process or pass --port <n>\n`);
+    // The first start is still to come: no database, no admin token minted that no CLI was logged in with.
+    assert.deepEqual((await readdir(dataDir)).sort(), ["server.log"]);
+  } finally {
+    holder.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
 });
 
 void test("bad server flags are refused with every problem listed", async () => {

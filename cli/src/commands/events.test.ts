@@ -40,7 +40,7 @@ void test("the catalog prints its three sections, and says so when a section is 
     new Date("2025-01-31T12:00:00Z"),
   );
   assert.match(text, /PLATFORM TYPE +DESCRIPTION\nrun\.failed +a run failed\n/);
-  assert.match(text, /DECLARED BY GRAPHS\n\(none: graphs arrive in a later version\)\n/);
+  assert.match(text, /DECLARED BY GRAPHS\n\(none: no stored graph declares an event type\)\n/);
   assert.match(text, /deploy\.requested +1m ago +acme\/web +\{"ref":"main"\}\n/);
   assert.match(text, /blob +1h ago +- +\(3000000 bytes: flow events show evt-1\)\n/);
 });

@@ -127,7 +127,7 @@ export const formatCatalog = (catalog: Catalog, now: Date): string => {
   );
   const declared =
     catalog.declared.length === 0
-      ? "DECLARED BY GRAPHS\n(none: graphs arrive in a later version)\n"
+      ? "DECLARED BY GRAPHS\n(none: no stored graph declares an event type)\n"
       : formatTable(
           [
             { header: "DECLARED TYPE", value: (e: CatalogEntry) => e.type },

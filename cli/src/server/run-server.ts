@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { chmod } from "node:fs/promises";
+import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pino from "pino";
@@ -114,6 +115,25 @@ const listenProblem = (err: NodeJS.ErrnoException, config: Pick<ServerConfig, "h
   }
 };
 
+/**
+ * What the listen would refuse (a port in use, a host that is not ours, a port that needs root) is
+ * refused before anything starts, by a probe listen on the same host and port. Found only at the
+ * real listen, after the embedded Postgres and the first start's bootstrap, it had used up the
+ * first start (the admin token minted, the CLI never logged in: the next start found nothing to log
+ * in with) and printed the listener's lost connection as a JSON line. Any other error is left to
+ * the listen itself.
+ */
+const assertCanListen = async (config: Pick<ServerConfig, "host" | "port">): Promise<void> => {
+  const probe = createServer();
+  const err = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    probe.once("error", resolve);
+    probe.listen({ host: config.host, port: config.port, exclusive: true }, () => resolve(undefined));
+  });
+  if (probe.listening) await new Promise<void>((resolve) => probe.close(() => resolve()));
+  const problem = err && listenProblem(err, config);
+  if (problem) throw problem;
+};
+
 /** Listens on the configured host and port; what a setting causes (a port in use, a host that is not ours) is a config error that says so. */
 export const listenOn = async (
   app: { listen(opts: { host: string; port: number }): Promise<string> },
@@ -184,7 +204,8 @@ export const runServer = async (config: ServerConfig): Promise<RunningServer> =>
   };
 
   try {
-    // First: a bad agent user or an unreadable checkout stops the start before anything runs, and
+    await assertCanListen(config);
+    // Then: a bad agent user or an unreadable checkout stops the start before anything runs, and
     // the working directories a killed server left are gone before its successor's agents start.
     const workRoot = join(config.dataDir, "agents");
     const agentSetup = await prepareLocalAgents({

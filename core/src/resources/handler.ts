@@ -132,7 +132,7 @@ export interface HandlerRecord extends HandlerInput {
 /** The compiler's message and position, named after the field: `when: ... at line 1, column 9`. */
 export const compileWhen = (source: string): string => {
   try {
-    compileCel(source, { variables: ["event"] });
+    compileCel(source, { variables: ["event"], predicate: true });
   } catch (err) {
     if (err instanceof FlowError)
       throw new FlowError(err.code, `when: ${err.message}`, { details: { field: "when", ...err.details }, cause: err });

@@ -71,6 +71,8 @@ test("a bad handler is a 400 naming the field: when, on, reaction, credentials, 
   assertError(bad, 400, /^when: .*line 1, column/);
   assert.equal(bad.error?.details?.["field"], "when");
   await refusedSet("h", { ...handler, when: "" }, /^when: /);
+  // It would decline every event at delivery ("predicate returned string, not a bool").
+  await refusedSet("h", { ...handler, when: '"prod"' }, /^when: the expression is a string, not a bool: a predicate must be true or false/);
   await refusedSet("h", { ...handler, on: [] }, /^on: give at least one type pattern \(an exact type, prefix\.\* or \*\)$/);
   await refusedSet("h", { ...handler, on: ["bad pattern"] }, /^on: pattern "bad pattern" must be an event type/);
   await refusedSet("h", { ...handler, reaction: { ...handler.reaction, kind: "yaml" } }, /^reaction\.kind: /);
