@@ -234,3 +234,31 @@ void test("agentNetworkPolicy: absent means none; a NetworkPolicySpec is taken a
     assert.ok(!problems.some((p) => p.includes("egress.2")), "the good rule passes");
   });
 });
+
+void test("initialAdmin: absent means no admin is made; a Secret name and labels are taken; a hostile Secret name refuses the start", () => {
+  assert.equal(loadControllerConfig(good).file.initialAdmin, undefined);
+  const given = { secretName: "r-flowsvc-initial-admin-token", labels: { "app.kubernetes.io/instance": "r" } };
+  withConfigFile(JSON.stringify({ initialAdmin: given }), (path) =>
+    assert.deepEqual(loadControllerConfig({ ...good, FLOWSVC_CONFIG_FILE: path }).file.initialAdmin, { enabled: true, ...given }),
+  );
+  for (const name of ["a\u0000b", "Admin-Token", "x".repeat(300), "../x", "", "a/b"])
+    withConfigFile(JSON.stringify({ initialAdmin: { secretName: name } }), (path) => {
+      const problems = problemsOf({ ...good, FLOWSVC_CONFIG_FILE: path });
+      assert.ok(
+        problems.some((p) => p.startsWith("initialAdmin.secretName: must be a Secret name")),
+        `${JSON.stringify(name)}: ${problems.join("\n")}`,
+      );
+      assert.ok(!problems.some((p) => p.includes("\u0000")), "the NUL is never printed");
+    });
+  withConfigFile(JSON.stringify({ initialAdmin: { secretName: "s", labels: { "LD_PRELOAD\u0000": "x" }, token: "flw_x" } }), (path) => {
+    const problems = problemsOf({ ...good, FLOWSVC_CONFIG_FILE: path });
+    assert.ok(
+      problems.some((p) => p.startsWith('initialAdmin.labels."LD_PRELOAD\\u0000"')),
+      problems.join("\n"),
+    );
+    assert.ok(
+      problems.some((p) => p.startsWith('initialAdmin: Unrecognized key: "token"')),
+      problems.join("\n"),
+    );
+  });
+});

@@ -97,6 +97,16 @@ const LeaderElectionSchema = z
   })
   .prefault({});
 
+/**
+ * The bootstrap `admin` user (initial-admin.ts): made at the controller's first start, its token
+ * put in this Secret of the controller's own namespace. Absent or disabled: no admin is made.
+ */
+const InitialAdminSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  secretName: matching(DNS_SUBDOMAIN, "a Secret name (a DNS subdomain: lower case, digits, - and .)"),
+  labels: z.record(matching(LABEL_KEY, "a label key"), matching(LABEL_VALUE, "a label value")).default({}),
+});
+
 /** The config file (FLOWSVC_CONFIG_FILE, JSON): every field optional, with the contract's defaults. */
 export const ConfigFileSchema = z.strictObject({
   watchNamespaces: z.array(matching(DNS_LABEL, "a namespace name (a DNS label)")).max(1000).default([]),
@@ -112,10 +122,12 @@ export const ConfigFileSchema = z.strictObject({
    * (kube/agent-network-policies.ts); absent: none is read or written.
    */
   agentNetworkPolicy: AgentNetworkPolicySpecSchema.optional(),
+  initialAdmin: InitialAdminSchema.optional(),
 });
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;
 export type AgentPodSettings = ConfigFile["agent"];
 export type LeaderElectionSettings = ConfigFile["leaderElection"];
+export type InitialAdminSettings = NonNullable<ConfigFile["initialAdmin"]>;
 
 const CommonEnvSchema = z.object({
   FLOWSVC_DATABASE_URL: z.url({

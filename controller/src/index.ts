@@ -11,3 +11,4 @@ export * from "./agent-network-policy-spec.js";
 export * from "./accounts/index.js";
 export * from "./net/egress-policy.js";
 export * from "./net/egress-agent.js";
+export * from "./initial-admin.js";

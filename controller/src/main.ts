@@ -5,7 +5,9 @@
  * and /readyz on FLOWSVC_HEALTH_PORT and handles the signals; then it campaigns
  * for the Lease: only the leader runs the dispatcher, the timers, the agent Pod launcher and the
  * reconcilers. A leader that cannot renew within renewDeadline stops them at once and exits 1 (its
- * Pod restarts it as a candidate); SIGTERM stops them, releases the Lease and exits 0.
+ * Pod restarts it as a candidate); SIGTERM stops them, releases the Lease and exits 0. Before it
+ * campaigns, every replica makes sure the user admin exists (initial-admin.ts). `flowsvc-controller
+ * admin-token` mints a new token for admin instead (admin-token.ts).
  */
 import { loadControllerConfig, type ControllerConfig } from "./config.js";
 import { runDeployable, type Started } from "./deployable.js";
@@ -22,6 +24,8 @@ import { PodLauncher } from "./kube/pod-launcher.js";
 import { AgentNetworkPolicies } from "./kube/agent-network-policies.js";
 import { startReconcilers } from "./kube/reconcilers.js";
 import { createPgResourceStore } from "@flowsvc/store";
+import { ensureInitialAdmin } from "./initial-admin.js";
+import { runAdminTokenCommand } from "./admin-token.js";
 
 interface Shared extends Started<ControllerConfig> {
   clients: KubeClients;
@@ -118,6 +122,10 @@ const startLeading = async (s: Shared): Promise<Leading> => {
 const startController = async (s: Started<ControllerConfig>): Promise<{ stop: () => Promise<void> }> => {
   const { config, logger } = s;
   const shared: Shared = { ...s, clients: kubeClients() };
+  // Every replica, leader or not: the first start makes the user admin and its token's Secret.
+  const initialAdmin = config.file.initialAdmin;
+  if (initialAdmin?.enabled)
+    await ensureInitialAdmin({ pool: s.pool, core: shared.clients.core, namespace: config.podNamespace, settings: initialAdmin, logger });
   let leading: Leading | undefined;
   let starting: Promise<void> | undefined;
   const elector = new LeaderElector({
@@ -143,6 +151,9 @@ const startController = async (s: Started<ControllerConfig>): Promise<{ stop: ()
     },
   };
 };
+
+// `flowsvc-controller admin-token [--revoke-others]`: the recovery path for a lost admin token.
+if (process.argv[2] === "admin-token") process.exit(await runAdminTokenCommand(process.argv.slice(3)));
 
 await runDeployable<ControllerConfig>({
   name: "flowsvc-controller",

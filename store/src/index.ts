@@ -33,6 +33,7 @@ export * from "./hooks.js";
 export * from "./group-commit.js";
 export * from "./resource-store.js";
 export * from "./kube-tenancy.js";
+export * from "./kube-admin.js";
 export * from "./kube-runs.js";
 export * from "./kube-secrets.js";
 export * from "./credentials.js";

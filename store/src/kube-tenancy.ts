@@ -6,6 +6,7 @@ import type { Pool } from "pg";
 import { findProject, type ProjectRef } from "./tenancy.js";
 import { mintId } from "./mint.js";
 import { withTransaction } from "./pool.js";
+import { ADMIN_TENANCY_LOCK_KEY } from "./kube-admin.js";
 
 /**
  * The project (org, project), created with its org when missing. `wrapKey` makes a new org's data
@@ -24,6 +25,8 @@ export const ensureProject = async (
   const orgId = mintId("org");
   const wrapped = await wrapKey(orgId);
   await withTransaction(pool, async (tx) => {
+    // Shared against ensureClusterAdmin's exclusive hold: a project and admin made at once still meet.
+    await tx.query(`select pg_advisory_xact_lock_shared(${ADMIN_TENANCY_LOCK_KEY})`);
     const { rows } = await tx.query<{ id: string }>(
       `with ins as (insert into orgs (id, name) values ($1, $2) on conflict (name) do nothing returning id)
        select id from ins union all select id from orgs where name = $2 limit 1`,

@@ -38,7 +38,7 @@ import {
 } from "@kubernetes/client-node";
 import { ConfigFileSchema } from "@flowsvc/controller";
 import { AGENT_LABELS, AGENT_NETWORK_POLICY_LABELS } from "@flowsvc/controller/kube";
-import { createTestDatabase, mintId, mintToken, type TestDatabase } from "@flowsvc/store";
+import { createTestDatabase, type TestDatabase } from "@flowsvc/store";
 import { builtinTypes } from "./kube/resource-types.js";
 import { startFakeApiServer, type FakeApiServer } from "./kube/server.js";
 import { startKubelet, type Kubelet } from "./kube/kubelet.js";
@@ -114,6 +114,7 @@ const CUSTOM = {
   controller: {
     replicas: 3,
     leaderElection: { leaseName: "my-lease", leaseDurationSeconds: 30 },
+    initialAdmin: { secretName: "ops-admin-token" },
     httpEgress: { allowCidrs: ["10.20.0.0/16", "fd00:1::/32"], allowPrivate: true },
   },
   ingest: { replicas: 4, ingress: { enabled: true, className: "nginx", host: "flows.example.com", tls: { enabled: true } } },
@@ -205,7 +206,7 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         watchNamespaces: ["../kube-system", "a\u0000b", "x".repeat(64)],
         publicUrl: "javascript:alert(1)",
         image: { registry: "ghcr.io/flowsvc", tag: "1.0; rm -rf /", pullPolicy: "IfNotPresent" },
-        controller: { replicas: 1e300 },
+        controller: { replicas: 1e300, initialAdmin: { secretName: "a\u0000b" } },
         agent: {
           maxPods: -1,
           resources: { limits: { cpu: "1\u00a0" } },
@@ -222,6 +223,7 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         /publicUrl/,
         /image\.tag/,
         /controller\.replicas/,
+        /controller\.initialAdmin\.secretName: Does not match pattern/,
         /agent\.maxPods/,
         /agent\.resources\.limits\.cpu/,
         /agent\.networkPolicy\.extraEgress\.0\.to\.0\.ipBlock\.cidr: Does not match pattern/,
@@ -236,7 +238,11 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
     ],
     [
       {
-        controller: { replicas: 0, httpEgress: { allowCidrs: ["10.0.0.0/8; rm -rf /"], allowPrivate: "yes" } },
+        controller: {
+          replicas: 0,
+          httpEgress: { allowCidrs: ["10.0.0.0/8; rm -rf /"], allowPrivate: "yes" },
+          initialAdmin: { enabled: "yes", secretName: "Admin-Token" },
+        },
         ingest: { replicas: "2" },
         pdb: { minAvailable: "1%%" },
         agent: {
@@ -252,6 +258,8 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         /controller\.replicas/,
         /controller\.httpEgress\.allowCidrs\.0/,
         /controller\.httpEgress\.allowPrivate/,
+        /controller\.initialAdmin\.enabled: Invalid type/,
+        /controller\.initialAdmin\.secretName: Does not match pattern/,
         /ingest\.replicas/,
         /pdb\.minAvailable/,
         /agent\.networkPolicy\.exceptCidrs\.0: Does not match pattern/,
@@ -262,6 +270,17 @@ test("values the schema refuses: hostile names, URLs, numbers and unknown keys, 
         /agent\.networkPolicy\.extraEgress: Invalid type\. Expected: array, given: object/,
         /agent\.networkPolicy\.dns\.podSelector\.matchLabels\.k8s-app: Does not match pattern/,
         /agent\.networkPolicy: Additional property allowAll is not allowed/,
+      ],
+    ],
+    [
+      { controller: { initialAdmin: { secretName: "x".repeat(300) } } },
+      [/controller\.initialAdmin\.secretName: String length must be less than or equal to 253/],
+    ],
+    [
+      { controller: { initialAdmin: { secretName: "../x", token: "flw_x" } } },
+      [
+        /controller\.initialAdmin\.secretName: Does not match pattern/,
+        /controller\.initialAdmin: Additional property token is not allowed/,
       ],
     ],
     // a lone surrogate cannot even be read
@@ -654,8 +673,20 @@ test("securityContexts: non-root 10001, read-only root, no privilege escalation,
 
 test("the ConfigMap holds the contract's config file: the defaults, then custom values", async () => {
   const config = configOf;
-  const { agentNetworkPolicy, ...byDefault } = config(await render(DEMO));
+  const { agentNetworkPolicy, initialAdmin, ...byDefault } = config(await render(DEMO));
   assert.ok(agentNetworkPolicy, "the agent NetworkPolicy's spec (checked above)");
+  // The bootstrap admin's Secret: the chart's name and labels (controller/src/initial-admin.ts).
+  assert.deepEqual(initialAdmin, {
+    enabled: true,
+    secretName: "r-flowsvc-initial-admin-token",
+    labels: {
+      "helm.sh/chart": "flowsvc-0.1.0",
+      "app.kubernetes.io/name": "flowsvc",
+      "app.kubernetes.io/instance": "r",
+      "app.kubernetes.io/version": "0.1.0",
+      "app.kubernetes.io/managed-by": "Helm",
+    },
+  });
   assert.deepEqual(byDefault, {
     watchNamespaces: [],
     agentServerUrl: "http://r-flowsvc-ingest.flowsvc.svc:8080",
@@ -686,6 +717,9 @@ test("the ConfigMap holds the contract's config file: the defaults, then custom 
   assert.deepEqual(custom.agent.capabilityScheduling, CUSTOM.agent.capabilityScheduling);
   assert.equal(custom.agent.maxPods, 5);
   assert.deepEqual(custom.leaderElection, { ...custom.leaderElection, leaseName: "my-lease", leaseDurationSeconds: 30 });
+  assert.equal(custom.initialAdmin.secretName, "ops-admin-token");
+  const off = config(await render([...DEMO, "--set", "controller.initialAdmin.enabled=false"]));
+  assert.equal(off.initialAdmin, undefined, "disabled: the controller makes no admin");
   const c = find(objs, "Deployment", "r-flowsvc-controller").spec.template.spec.containers[0];
   assert.equal(c.image, "registry.example.com/platform/controller:1.2.3");
   const env = new Map((c.env as Obj[]).map((e) => [e.name as string, e]));
@@ -737,6 +771,18 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
       verbs: ["get", "update", "patch"],
     },
   ]);
+  // The initial admin token's Secret, in the release's namespace only (watchNamespaces' Roles may not cover it).
+  const initialAdminRules = (name: string) => [
+    { apiGroups: [""], resources: ["secrets"], verbs: ["create"] },
+    { apiGroups: [""], resources: ["secrets"], resourceNames: [name], verbs: ["get", "update"] },
+  ];
+  assert.deepEqual(
+    find(wide, "Role", "r-flowsvc-controller-initial-admin", "flowsvc").rules,
+    initialAdminRules("r-flowsvc-initial-admin-token"),
+  );
+  assert.deepEqual(find(wide, "RoleBinding", "r-flowsvc-controller-initial-admin", "flowsvc").subjects, [
+    { kind: "ServiceAccount", name: "r-flowsvc-controller", namespace: "flowsvc" },
+  ]);
   const binding = find(wide, "ClusterRoleBinding", "r-flowsvc-ingest");
   assert.deepEqual(binding.subjects, [{ kind: "ServiceAccount", name: "r-flowsvc-ingest", namespace: "flowsvc" }]);
   assert.deepEqual(binding.roleRef, { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "r-flowsvc-ingest" });
@@ -756,6 +802,7 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
     "no cluster-wide access to pods, secrets or flowsvc kinds",
   );
   assert.equal(find(scoped, "Role", "r-flowsvc-controller-leader-election").rules[1].resourceNames[0], "my-lease");
+  assert.deepEqual(find(scoped, "Role", "r-flowsvc-controller-initial-admin", "flowsvc").rules, initialAdminRules("ops-admin-token"));
   for (const o of [...wide, ...scoped].filter((x) => /Role$/.test(x.kind as string))) {
     for (const rule of o.rules as Obj[])
       assert.ok(![...rule.verbs, ...rule.resources, ...rule.apiGroups].includes("*"), `no wildcard in ${o.metadata.name}`);
@@ -766,6 +813,8 @@ test("RBAC: exactly the verbs each component needs, cluster-wide or a Role per w
     controllerRules.slice(0, -2),
     "no policy: no access to one",
   );
+  const noAdmin = await render([...DEMO, "--set", "controller.initialAdmin.enabled=false"]);
+  assert.ok(!noAdmin.some((o) => /initial-admin/.test(o.metadata.name as string)), "no initial admin: no Role for its Secret");
   const none = await render([...DEMO, "--set", "rbac.create=false"]);
   assert.equal(none.filter((o) => /Role/.test(o.kind as string)).length, 0);
 });
@@ -899,6 +948,11 @@ test("kubectl apply of the rendered objects to the API server (validated against
       "helm uninstall r -n notes",
       "Agent Pods' network: before the first agent Pod of a namespace, the controller creates the",
       "kubectl delete networkpolicy -A -l app.kubernetes.io/managed-by=flowsvc",
+      // the bootstrap admin's token: read it, log in with it, delete the Secret; the recovery command
+      "TOKEN=$(kubectl -n notes get secret r-flowsvc-initial-admin-token -o jsonpath='{.data.token}' | base64 -d)",
+      'flow login --url http://127.0.0.1:8080 --token "$TOKEN" --project default/demo',
+      "kubectl -n notes delete secret r-flowsvc-initial-admin-token",
+      "kubectl -n notes exec deploy/r-flowsvc-controller -- node /opt/flowsvc/controller/dist/main.js admin-token",
     ])
       assert.ok(notes.includes(line), `NOTES.txt: ${line}\n${notes}`);
     assert.match(notes, /WARNING: demo\.insecureMasterKey/);
@@ -926,6 +980,18 @@ const probe = (port: number, path: string): Promise<number> =>
     () => 0,
   );
 
+/** The token in the chart's initial admin Secret (release r in flowsvc), checked against what the controller logged. */
+const initialAdminToken = async (core: CoreV1Api, controllerLog: string): Promise<string> => {
+  const secret = await core.readNamespacedSecret({ name: "r-flowsvc-initial-admin-token", namespace: "flowsvc" });
+  assert.equal(secret.type, "Opaque");
+  assert.equal(secret.metadata?.labels?.["app.kubernetes.io/instance"], "r");
+  const token = Buffer.from(secret.data?.["token"] ?? "", "base64").toString("utf8");
+  assert.match(token, /^flw_[A-Za-z0-9_-]{43}$/);
+  assert.match(controllerLog, /made the user admin; its token is in Secret flowsvc\/r-flowsvc-initial-admin-token/);
+  assert.ok(!controllerLog.includes(token), "the token is in no log line");
+  return token;
+};
+
 /**
  * A Pod as a ReplicaSet makes it from a Deployment's template. All Pods here share the host's
  * network (the kubelet simulator has no network namespaces), so each port variable gets a free
@@ -952,15 +1018,6 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
     const core = kc.makeApiClient(CoreV1Api);
     await applyCrds(kc.makeApiClient(CustomObjectsApi));
     db = await createTestDatabase();
-    // A person with an API token (the controller makes them an admin of each project it creates).
-    const minted = mintToken("flw");
-    const userId = mintId("usr");
-    await db.pool.query(`insert into users (id, name) values ($1, 'admin')`, [userId]);
-    await db.pool.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'chart')`, [
-      mintId("tok"),
-      userId,
-      minted.digest,
-    ]);
     // The install of the README: the master key in a Secret of one's own, Postgres by URL.
     await core.createNamespacedSecret({
       namespace: "flowsvc",
@@ -1041,6 +1098,9 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
           ?.holderIdentity === controllerPod.metadata!.name,
       30_000,
     ).catch((e: Error) => assert.fail(`${e.message}\n${story()}`));
+    // Its first start made the user admin and put its token in the Secret the chart names (NOTES.txt's
+    // kubectl line reads it); the token is in no line the controller printed.
+    const adminToken = await initialAdminToken(core, kubelet.logs("flowsvc", controllerPod.metadata!.name!));
 
     // The README's example handler makes the project demo (org default); a run submitted through ingest succeeds in a Pod.
     const handler = await runCmd("kubectl", [
@@ -1057,7 +1117,7 @@ test("the rendered controller and ingest Deployments, started from their Pod spe
     assert.equal(handler.code, 0, handler.stderr);
     const env = {
       FLOWSVC_URL: ingestUrl,
-      FLOWSVC_TOKEN: minted.token,
+      FLOWSVC_TOKEN: adminToken,
       FLOWSVC_PROJECT: "default/demo",
       FLOWSVC_CONFIG: join(dir, "cli-run.json"),
     };

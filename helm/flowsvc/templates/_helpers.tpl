@@ -63,6 +63,10 @@ Ingress never routes to. Refuses the ports the chart already uses: ingest's app 
 {{- end -}}
 {{- end -}}
 
+{{- define "flowsvc.initialAdminSecret" -}}
+{{- .Values.controller.initialAdmin.secretName | default (printf "%s-initial-admin-token" (include "flowsvc.fullname" .)) -}}
+{{- end -}}
+
 {{- define "flowsvc.leaseName" -}}
 {{- .Values.controller.leaderElection.leaseName | default (include "flowsvc.controller.name" .) -}}
 {{- end -}}
