@@ -317,6 +317,7 @@ describe("the Pod launcher", () => {
     const from = peers.api.requests.length;
     const a = await submitScript(peers, "team-a", "true\n");
     const b = await submitScript(peers, "team-b", "true\n");
+    let a2: Awaited<ReturnType<typeof submitScript>> | undefined;
     try {
       await waitFor("the team-a run to succeed", async () => (await runStatus(peers, a.runId)) === "succeeded");
       const served = peers.api.requests.slice(from).map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
@@ -332,12 +333,12 @@ describe("the Pod launcher", () => {
       await kubeClients(peers.kc).networking.deleteNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "team-a" });
       clock.ms += AGENT_NETWORK_POLICY_RECHECK_MS;
       const again = peers.api.requests.length;
-      const a2 = await submitScript(peers, "team-a", "true\n");
-      await waitFor("the second team-a run to succeed", async () => (await runStatus(peers, a2.runId)) === "succeeded");
-      const served2 = peers.api.requests.slice(again).map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
-      const remade = served2.indexOf("POST /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies 201");
-      const pod2 = served2.indexOf("POST /api/v1/namespaces/team-a/pods 201");
-      assert.ok(remade >= 0 && pod2 > remade, `the policy is made again before the Pod:\n${served2.join("\n")}`);
+      a2 = await submitScript(peers, "team-a", "true\n");
+      const served2 = () => peers.api.requests.slice(again).map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
+      const podMade = "POST /api/v1/namespaces/team-a/pods 201";
+      await waitFor("the second team-a run's Pod made", () => served2().includes(podMade));
+      const remade = served2().indexOf("POST /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies 201");
+      assert.ok(remade >= 0 && served2().indexOf(podMade) > remade, `the policy is made again before the Pod:\n${served2().join("\n")}`);
 
       // team-b: the policy cannot be read (403): no Pod, the job back in the queue unspent, the run told once.
       const told = async () =>
@@ -357,6 +358,7 @@ describe("the Pod launcher", () => {
       watch.abort();
       peers.api.forbid(undefined);
       await cancel(b.runId, "team-b", b.jobId);
+      if (a2) await cancel(a2.runId, "team-a", a2.jobId);
       await c.stop();
     }
   });
