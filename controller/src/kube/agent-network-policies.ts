@@ -4,8 +4,10 @@
  * configured spec (the config file's agentNetworkPolicy) and our labels. The controller is its only
  * owner: the chart renders the spec into the config, never the object.
  *
- * Once per namespace per process and spec (a namespace -> spec hash map), and again after any
- * error: read it; create it when absent (409: a racing replica made it, read again); replace it,
+ * At a namespace's first launch, again at the first launch after AGENT_NETWORK_POLICY_RECHECK_MS
+ * since its last check (someone may have deleted or loosened it meanwhile: a controller keeps what
+ * it owns), again when the spec changes, and again after any error: read it; create it when absent
+ * (409: a racing replica made it, read again); replace it,
  * with the resourceVersion read, when its spec or labels differ (an operator's edit, an older
  * version's spec; 409: read again). Replicas doing this at once converge on the same object: each
  * writes only a difference, and a conflict is settled by reading again, a bounded number of times.
@@ -25,6 +27,9 @@ export const AGENT_NETWORK_POLICY_LABELS = {
   "app.kubernetes.io/component": "agent",
   "app.kubernetes.io/managed-by": "flowsvc",
 } as const;
+
+/** How long a check holds: the first launch in a namespace after it reads the policy again (and makes it again, or puts its spec back). */
+export const AGENT_NETWORK_POLICY_RECHECK_MS = 30_000;
 
 /** Reads and writes before a namespace that keeps changing under us is given up on (for this launch). */
 const MAX_TRIES = 5;
@@ -81,18 +86,26 @@ export interface AgentNetworkPoliciesOptions {
   networking: NetworkingV1Api;
   spec: AgentNetworkPolicySpec;
   logger: ControllerLogger;
+  /** How long a check holds (AGENT_NETWORK_POLICY_RECHECK_MS). */
+  recheckMs?: number;
+  /** The clock, in ms (Date.now); tests move it. */
+  now?: () => number;
 }
 
 export class AgentNetworkPolicies {
   readonly #o: AgentNetworkPoliciesOptions;
   readonly #hash: string;
-  /** Namespace -> the hash of the spec its policy was last seen or made with. */
-  readonly #ensured = new Map<string, string>();
+  readonly #recheckMs: number;
+  readonly #now: () => number;
+  /** Namespace -> the hash of the spec its policy was last seen or made with, and when (the check's start). */
+  readonly #ensured = new Map<string, { hash: string; at: number }>();
   /** One check at a time per namespace: concurrent launches there wait for it. */
   readonly #checking = new Map<string, Promise<void>>();
 
   constructor(opts: AgentNetworkPoliciesOptions) {
     this.#o = opts;
+    this.#recheckMs = opts.recheckMs ?? AGENT_NETWORK_POLICY_RECHECK_MS;
+    this.#now = opts.now ?? Date.now;
     this.#hash = createHash("sha256")
       .update(JSON.stringify([canonicalSpec(opts.spec), AGENT_NETWORK_POLICY_LABELS]))
       .digest("hex");
@@ -100,7 +113,8 @@ export class AgentNetworkPolicies {
 
   /** Resolves once the namespace's policy is as configured; rejects with an AgentNetworkPolicyError otherwise. */
   ensure(namespace: string): Promise<void> {
-    if (this.#ensured.get(namespace) === this.#hash) return Promise.resolve();
+    const last = this.#ensured.get(namespace);
+    if (last?.hash === this.#hash && this.#now() - last.at < this.#recheckMs) return Promise.resolve();
     let checking = this.#checking.get(namespace);
     if (!checking) {
       checking = this.#check(namespace).finally(() => this.#checking.delete(namespace));
@@ -110,9 +124,10 @@ export class AgentNetworkPolicies {
   }
 
   async #check(namespace: string): Promise<void> {
+    const at = this.#now();
     try {
       await this.#converge(namespace);
-      this.#ensured.set(namespace, this.#hash);
+      this.#ensured.set(namespace, { hash: this.#hash, at });
     } catch (err) {
       this.#ensured.delete(namespace);
       const cause = apiMessage(err);

@@ -4,7 +4,8 @@
 // the same run. As `POST .../runs`, the run is a person's (whoever may create FlowRuns in the
 // namespace) and its trigger is recorded on the bus as a `manual` event. The mirror then finds the
 // FlowRun by that uid and writes its status (runId first). A spec that breaks a rule gets
-// Succeeded=False/InvalidSpec and no run.
+// status `invalid` (the STATUS column of `kubectl get flowruns`, FLOWRUN_INVALID_STATUS),
+// Succeeded=False/InvalidSpec with the problem as message, and no run.
 import type { Pool } from "pg";
 import { RunSubmission, assertStorableJson, personSubmittedRun } from "@flowsvc/core";
 import { submitRun, withTransaction } from "@flowsvc/store";
@@ -23,6 +24,9 @@ export interface SubmitDeps {
   namespaces: NamespaceIndex;
 }
 
+/** The status (STATUS column) of a FlowRun whose spec was refused: not a run status, as no run was made. */
+export const FLOWRUN_INVALID_STATUS = "invalid";
+
 /** Whether a FlowRun asks to be submitted (one the controller made, or already submitted, does not). */
 export const isSubmission = (o: FlowRunObject): boolean => !o.metadata?.labels?.[RUN_ID_LABEL] && !o.status?.runId;
 
@@ -36,13 +40,7 @@ export const submitFlowRun = async (deps: SubmitDeps, o: FlowRunObject): Promise
   } catch (err) {
     const problem = specProblem(err);
     if (problem === undefined) throw err;
-    const generation = o.metadata?.generation;
-    await deps.api.patchStatus("run", namespace, o.metadata!.name!, {
-      ...(generation !== undefined ? { observedGeneration: generation } : {}),
-      conditions: [
-        { type: "Succeeded", status: "False", reason: "InvalidSpec", message: problem, lastTransitionTime: kubeTime(new Date()) },
-      ],
-    });
+    await refuse(deps, o, problem);
     return undefined;
   }
   await deps.namespaces.ready();
@@ -53,4 +51,18 @@ export const submitFlowRun = async (deps: SubmitDeps, o: FlowRunObject): Promise
   const res = await withTransaction(deps.pool, (tx) => submitRun(tx, run, { sender, credentials: body.credentials }));
   if (!res.duplicate) deps.log.info({ runId: res.id, flowRun: `${namespace}/${o.metadata!.name}` }, "FlowRun submitted");
   return res.id;
+};
+
+/** Writes a refused FlowRun's status; its transition time stays while it stays refused (a resync writes nothing). */
+const refuse = async (deps: SubmitDeps, o: FlowRunObject, problem: string): Promise<void> => {
+  const generation = o.metadata?.generation;
+  const previous = o.status?.conditions?.find((c) => c.type === "Succeeded");
+  const since = previous?.status === "False" && previous.reason === "InvalidSpec" ? previous.lastTransitionTime : undefined;
+  await deps.api.patchStatus("run", o.metadata!.namespace!, o.metadata!.name!, {
+    status: FLOWRUN_INVALID_STATUS,
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    conditions: [
+      { type: "Succeeded", status: "False", reason: "InvalidSpec", message: problem, lastTransitionTime: since ?? kubeTime(new Date()) },
+    ],
+  });
 };

@@ -36,7 +36,12 @@ export interface CrdKind {
   specOptional?: boolean;
   status: z.ZodType;
   columns: PrinterColumn[];
+  /** The message of a transition rule `self == oldSelf` on `spec`: the apiserver refuses any change to it (422). */
+  specImmutable?: string;
 }
+
+/** What the apiserver answers an edit of a submitted FlowRun's spec (`spec: Invalid value: "object": <this>`). */
+export const FLOWRUN_SPEC_IMMUTABLE = "spec is immutable once submitted";
 
 const age: PrinterColumn = { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" };
 const condition = (type: string): PrinterColumn => ({
@@ -118,9 +123,11 @@ export const CRD_KINDS: readonly CrdKind[] = [
     plural: "flowruns",
     singular: "flowrun",
     shortNames: ["fr"],
-    description: "A run. Applied with kubectl it is submitted (its uid is the idempotency key); runs started otherwise are mirrored here.",
+    description:
+      "A run. Applied with kubectl it is submitted (its uid is the idempotency key; its spec cannot change after); runs started otherwise are mirrored here.",
     spec: RunSubmission,
     status: RunResourceStatus,
+    specImmutable: FLOWRUN_SPEC_IMMUTABLE,
     columns: [
       { name: "Status", type: "string", jsonPath: ".status.status" },
       { name: "Substate", type: "string", jsonPath: ".status.substate" },
@@ -254,7 +261,10 @@ const openApiOf = (k: CrdKind): Json => ({
     apiVersion: { type: "string", description: "flowsvc.io/v1alpha1" },
     kind: { type: "string", description: k.kind },
     metadata: { type: "object" },
-    spec: structuralOf(k.spec, ".spec"),
+    spec: {
+      ...structuralOf(k.spec, ".spec"),
+      ...(k.specImmutable ? { "x-kubernetes-validations": [{ rule: "self == oldSelf", message: k.specImmutable }] } : {}),
+    },
     status: { ...structuralOf(k.status, ".status"), description: "Written by the flowsvc controller." },
   },
   ...(k.specOptional ? {} : { required: ["spec"] }),

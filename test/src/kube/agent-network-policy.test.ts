@@ -1,7 +1,8 @@
 // The controller's agent NetworkPolicy (controller/src/kube/agent-network-policies.ts) against the
 // fake API server, which checks a NetworkPolicy as kube-apiserver does: made when absent with the
-// configured spec and labels, checked once per process, an operator's edit put back by the next
-// process (their own labels kept), a spec the server stored with its defaults left alone, two
+// configured spec and labels, a check holding for AGENT_NETWORK_POLICY_RECHECK_MS (a moved clock),
+// a policy deleted or loosened while the controller runs made again or put back by the first check
+// after that, an operator's edit put back (their own labels kept), a spec the server stored with its defaults left alone, two
 // replicas at once converging, and RBAC's 403 refused with the namespace and the fix, checked
 // again after it. (The launcher's part, no Pod without it: launcher.test.ts; the chart's: helm.test.ts.)
 import assert from "node:assert/strict";
@@ -12,6 +13,7 @@ import {
   AGENT_LABELS,
   AGENT_NETWORK_POLICY_LABELS,
   AGENT_NETWORK_POLICY_NAME,
+  AGENT_NETWORK_POLICY_RECHECK_MS,
   AgentNetworkPolicies,
   AgentNetworkPolicyError,
 } from "@flowsvc/controller/kube";
@@ -30,11 +32,13 @@ const SPEC: AgentNetworkPolicySpec = AgentNetworkPolicySpecSchema.parse({
   ],
 });
 
-const NAMESPACES = ["team-a", "team-b", "team-c", "team-d"];
+const NAMESPACES = ["team-a", "team-b", "team-c", "team-d", "team-e"];
 let api: FakeApiServer;
 let networking: NetworkingV1Api;
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
-const policies = (): AgentNetworkPolicies => new AgentNetworkPolicies({ networking, spec: SPEC, logger: silent });
+/** A controller process's policies; `clock.ms` is its time. */
+const policies = (clock = { ms: 0 }): AgentNetworkPolicies =>
+  new AgentNetworkPolicies({ networking, spec: SPEC, logger: silent, now: () => clock.ms });
 
 /** The NetworkPolicy requests served in a namespace since `from` (an index into api.requests): "GET 404", "POST 201", ... */
 const requestsIn = (namespace: string, from: number): string[] =>
@@ -65,7 +69,7 @@ after(async () => {
 });
 
 describe("the agent NetworkPolicy", () => {
-  test("absent: created with the configured spec and our labels; checked once per process, concurrent launches sharing the check", async () => {
+  test("absent: created with the configured spec and our labels; concurrent launches share the check, which holds for the recheck bound", async () => {
     const from = api.requests.length;
     const p = policies();
     await Promise.all([p.ensure("team-a"), p.ensure("team-a")]);
@@ -77,7 +81,35 @@ describe("the agent NetworkPolicy", () => {
     assert.deepEqual(requestsIn("team-a", again), [], "nothing read or written the second time");
   });
 
-  test("an operator's edit is put back by the next process, their labels kept; a spec the server defaulted is left alone", async () => {
+  test("deleted or loosened while the controller runs: made again, or its spec put back, at the first launch after the recheck bound", async () => {
+    const clock = { ms: 1_000_000 };
+    const p = policies(clock);
+    await p.ensure("team-e");
+    await networking.deleteNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "team-e" }); // the README's cleanup line
+    let from = api.requests.length;
+    clock.ms += AGENT_NETWORK_POLICY_RECHECK_MS - 1;
+    await p.ensure("team-e");
+    assert.deepEqual(requestsIn("team-e", from), [], "within the bound: not read");
+    clock.ms += 1;
+    await Promise.all([p.ensure("team-e"), p.ensure("team-e")]);
+    assert.deepEqual(requestsIn("team-e", from), ["GET 404", "POST 201"], "after it: read and made again, once");
+    assert.deepEqual(await stored("team-e"), { labels: AGENT_NETWORK_POLICY_LABELS, spec: plain(SPEC) });
+
+    const loosened = await read("team-e"); // a kubectl edit that lets every Pod reach everything
+    loosened.spec = { podSelector: {}, policyTypes: ["Egress"], egress: [{}] };
+    await networking.replaceNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "team-e", body: loosened });
+    from = api.requests.length;
+    clock.ms += AGENT_NETWORK_POLICY_RECHECK_MS;
+    await p.ensure("team-e");
+    assert.deepEqual(requestsIn("team-e", from), ["GET 200", "PUT 200"]);
+    assert.deepEqual((await stored("team-e")).spec, plain(SPEC));
+    from = api.requests.length;
+    clock.ms += AGENT_NETWORK_POLICY_RECHECK_MS;
+    await p.ensure("team-e");
+    assert.deepEqual(requestsIn("team-e", from), ["GET 200"], "as configured: read, not written");
+  });
+
+  test("an operator's edit is put back by the next check (here a new process), their labels kept; a spec the server defaulted is left alone", async () => {
     await policies().ensure("team-b");
     const edited = await read("team-b");
     edited.metadata!.labels = { team: "platform" }; // ours removed too

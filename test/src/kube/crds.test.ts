@@ -1,7 +1,8 @@
 // flowsvc's generated CRDs (crds/, from core's zod schemas) with the real kubectl against the fake
 // API server: crds/ is fresh; `kubectl apply -f crds/` and a sample of each kind; `kubectl get flowsvc`
-// lists them with their printer columns; `kubectl explain` walks the schema; the apiserver's schema
-// validation refuses an unknown field, a wrong type, and the YAML 1.1 `on:` trap.
+// lists them with their printer columns; a FlowRun's spec cannot change once submitted (the CRD's
+// transition rule); `kubectl explain` walks the schema; the apiserver's schema validation refuses an
+// unknown field, a wrong type, and the YAML 1.1 `on:` trap.
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -9,6 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
+import { ApiException, CustomObjectsApi, KubeConfig, type V1Status } from "@kubernetes/client-node";
 import { CRD_KINDS } from "@flowsvc/core";
 import { startFakeApiServer, type FakeApiServer } from "./server.js";
 
@@ -54,6 +56,22 @@ const tableOf = (out: string, column: string): string[][] => {
     .trim()
     .split("\n")
     .map((l) => l.trim().split(/\s{2,}/));
+};
+
+/** PUTs FlowRun `name` (default namespace) with its spec changed by `edit`; answers the Status the API refused it with. */
+const replaceRefused = async (name: string, edit: (spec: Record<string, unknown>) => Record<string, unknown>): Promise<V1Status> => {
+  const kc = new KubeConfig();
+  kc.loadFromFile(api.kubeconfigPath);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const target = { group: "flowsvc.io", version: "v1alpha1", namespace: "default", plural: "flowruns", name };
+  const current = (await custom.getNamespacedCustomObject(target)) as { spec: Record<string, unknown> };
+  try {
+    await custom.replaceNamespacedCustomObject({ ...target, body: { ...current, spec: edit(current.spec) } });
+  } catch (err) {
+    if (err instanceof ApiException) return JSON.parse(err.body as string) as V1Status;
+    throw err;
+  }
+  return assert.fail("the PUT was accepted");
 };
 
 const fixture = (kind: string): string => readFileSync(join(fixtures, `${kind}.yaml`), "utf8");
@@ -114,6 +132,42 @@ describe("flowsvc's CRDs with kubectl", () => {
     for (const kind of KINDS) assert.match(all, new RegExp(`^${kind}\\.flowsvc\\.io/`, "m"), `kubectl get flowsvc lists ${kind}`);
     // A YAML 1.1 word as a value stays a string where the schema says string (quoted in the fixture).
     assert.match(await ok(["get", "fr", "hello", "-o", "jsonpath={.spec.env.GREETING}"]), /^yes$/);
+  });
+
+  test("a FlowRun's spec is immutable once submitted: an edited spec is refused (422, field spec, the message), the same spec and a label apply", async () => {
+    const run = fixture("flowrun").replace("name: hello", "name: frozen");
+    await ok(["apply", "-f", "-"], run);
+    const uid = await ok(["get", "fr", "frozen", "-o", "jsonpath={.metadata.uid}"]);
+    for (const edited of [
+      run.replace("echo hello", "echo bye"),
+      run.replace('GREETING: "yes"', 'GREETING: "yes"\n    LD_PRELOAD: /tmp/evil.so'),
+      run.replace("  kind: script", '  kind: script\n  tags: ["a\\u0000b"]'),
+    ]) {
+      const refused = await kubectl(["apply", "-f", "-"], edited);
+      assert.equal(refused.code, 1, edited);
+      assert.match(
+        refused.stderr,
+        /The FlowRun "frozen" is invalid: spec: Invalid value: "object": spec is immutable once submitted/,
+        `${edited}\n${refused.stderr}`,
+      );
+    }
+    // A PUT, as a client reads the answer: 422 Invalid with the field.
+    const status = await replaceRefused("frozen", (spec) => ({ ...spec, source: "echo bye\n" }));
+    assert.deepEqual(
+      [status.code, status.reason, status.details?.causes],
+      [
+        422,
+        "Invalid",
+        [{ reason: "FieldValueInvalid", field: "spec", message: 'Invalid value: "object": spec is immutable once submitted' }],
+      ],
+    );
+    assert.match(await ok(["get", "fr", "frozen", "-o", "jsonpath={.spec.source}"]), /^echo hello\n$/, "nothing changed");
+    assert.match(await ok(["apply", "-f", "-"], run), /unchanged/, "the same spec again");
+    await ok(["label", "fr", "frozen", "team=a"]);
+    assert.equal(await ok(["get", "fr", "frozen", "-o", "jsonpath={.metadata.generation}"]), "1");
+    await ok(["delete", "fr", "frozen"]);
+    await ok(["apply", "-f", "-"], run.replace("echo hello", "echo bye")); // a new one: made again
+    assert.notEqual(await ok(["get", "fr", "frozen", "-o", "jsonpath={.metadata.uid}"]), uid);
   });
 
   test("kubectl explain walks a kind's schema", async () => {

@@ -1,14 +1,15 @@
 // Per-kind rules of the built-in resources the fake serves, as their registry strategies in
 // kube-apiserver apply them: Pod defaults, status and spec immutability, Secret stringData,
 // Namespace lifecycle, CustomResourceDefinition and NetworkPolicy validation, custom resources (and
-// built-in kinds given a schema) against their schema.
+// built-in kinds given a schema) against their schema, and a custom resource's update against its
+// schema's transition rule `self == oldSelf` (the one CEL rule the fake evaluates).
 import { badRequest, invalid, ApiError, type KubeObject } from "./api-error.js";
 import { validateCrd } from "./crd.js";
 import { metaOf, rec } from "./object-meta.js";
 import { clone } from "./patch.js";
 import type { ResourceType } from "./resource-types.js";
 import { validateNetworkPolicy } from "./network-policy.js";
-import { pruneAndValidate } from "./schema.js";
+import { checkTransitionRules, pruneAndValidate } from "./schema.js";
 
 type Obj = Record<string, unknown>;
 
@@ -113,6 +114,7 @@ const checkPodUpdate = (type: ResourceType, obj: KubeObject, old: KubeObject): v
 export const prepareUpdate = (type: ResourceType, obj: KubeObject, old: KubeObject): string[] => {
   const pruned = type.schema ? pruneAndValidate(type, obj) : [];
   if (type.builtin) prepareBuiltinUpdate(type, obj, old);
+  else if (type.schema) checkTransitionRules(type, obj, old);
   return pruned;
 };
 

@@ -7,7 +7,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { CustomObjectsApi, Watch, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { ConfigFileSchema, Dispatcher, type ConfigFile } from "@flowsvc/controller";
-import { AgentNetworkPolicies, NETWORK_POLICY_RETRY_MS, PodLauncher, kubeClients } from "@flowsvc/controller/kube";
+import {
+  AGENT_NETWORK_POLICY_RECHECK_MS,
+  AgentNetworkPolicies,
+  NETWORK_POLICY_RETRY_MS,
+  PodLauncher,
+  kubeClients,
+} from "@flowsvc/controller/kube";
 import { BasicRunOwners } from "./basic-run-owners.js";
 import { cancelRun, withTransaction } from "@flowsvc/store";
 import { waitFor } from "../support/wait.js";
@@ -41,10 +47,12 @@ const startController = async (
   identity: string,
   agent: Partial<typeof settings> = {},
   policy?: ConfigFile["agentNetworkPolicy"],
+  now?: () => number,
 ): Promise<Controller> => {
   const log = recordingLogger();
   const clients = kubeClients(peers.kc);
-  const networkPolicies = policy && new AgentNetworkPolicies({ networking: clients.networking, spec: policy, logger: log });
+  const networkPolicies =
+    policy && new AgentNetworkPolicies({ networking: clients.networking, spec: policy, logger: log, ...(now ? { now } : {}) });
   const events = { d: undefined as Dispatcher | undefined };
   const launcher = new PodLauncher({
     clients,
@@ -286,7 +294,7 @@ describe("the Pod launcher", () => {
       await c.stop();
     }
   });
-  test("agent NetworkPolicy: none read or written unless configured; made before a namespace's first Pod; refused by RBAC, no Pod and the run told", async () => {
+  test("agent NetworkPolicy: none read or written unless configured; made before a namespace's first Pod, and again after a delete; refused by RBAC, no Pod and the run told", async () => {
     const policyRequests = () => peers.api.requests.filter((r) => r.path.includes("/networkpolicies"));
     assert.deepEqual(policyRequests(), [], "the launchers above had no policy configured: none read or written");
     const spec = ConfigFileSchema.parse({
@@ -304,10 +312,12 @@ describe("the Pod launcher", () => {
       (_type, pod: V1Pod) => void seen.push(pod),
       () => undefined,
     );
-    const c = await startController("controller-1", {}, spec);
+    const clock = { ms: Date.now() };
+    const c = await startController("controller-1", {}, spec, () => clock.ms);
     const from = peers.api.requests.length;
     const a = await submitScript(peers, "team-a", "true\n");
     const b = await submitScript(peers, "team-b", "true\n");
+    let a2: Awaited<ReturnType<typeof submitScript>> | undefined;
     try {
       await waitFor("the team-a run to succeed", async () => (await runStatus(peers, a.runId)) === "succeeded");
       const served = peers.api.requests.slice(from).map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
@@ -318,6 +328,17 @@ describe("the Pod launcher", () => {
       const podLabels = seen.find((p) => p.metadata?.name === a.jobId)?.metadata?.labels ?? {};
       for (const [k, v] of Object.entries(policy.spec?.podSelector?.matchLabels ?? {}))
         assert.equal(podLabels[k], v, `the Pod's label ${k}`);
+
+      // Deleted while the controller runs (the README's cleanup line): the first launch after the recheck bound makes it again, before its Pod.
+      await kubeClients(peers.kc).networking.deleteNamespacedNetworkPolicy({ name: "flowsvc-agent", namespace: "team-a" });
+      clock.ms += AGENT_NETWORK_POLICY_RECHECK_MS;
+      const again = peers.api.requests.length;
+      a2 = await submitScript(peers, "team-a", "true\n");
+      const served2 = () => peers.api.requests.slice(again).map((r) => `${r.method} ${r.path.split("?")[0]} ${r.status}`);
+      const podMade = "POST /api/v1/namespaces/team-a/pods 201";
+      await waitFor("the second team-a run's Pod made", () => served2().includes(podMade));
+      const remade = served2().indexOf("POST /apis/networking.k8s.io/v1/namespaces/team-a/networkpolicies 201");
+      assert.ok(remade >= 0 && served2().indexOf(podMade) > remade, `the policy is made again before the Pod:\n${served2().join("\n")}`);
 
       // team-b: the policy cannot be read (403): no Pod, the job back in the queue unspent, the run told once.
       const told = async () =>
@@ -337,6 +358,7 @@ describe("the Pod launcher", () => {
       watch.abort();
       peers.api.forbid(undefined);
       await cancel(b.runId, "team-b", b.jobId);
+      if (a2) await cancel(a2.runId, "team-a", a2.jobId);
       await c.stop();
     }
   });

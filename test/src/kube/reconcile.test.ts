@@ -123,6 +123,7 @@ describe("reconcilers", () => {
       await waitFor(`${name} InvalidSpec`, async () => (await reasonOf(plural, name))?.reason === "InvalidSpec", 10_000, 20);
       assert.match((await reasonOf(plural, name))?.message ?? "", new RegExp(`^${field.replace(".", "\\.")} holds a NUL character`), name);
     }
+    assert.equal((await getCr(h, "flowruns", NS, "nul-run"))?.status?.status, "invalid");
     const p = await project();
     assert.equal(await getHandler(h.db.pool, p.projectId, "nul-when"), undefined);
     for (const [plural, name] of [
@@ -474,7 +475,7 @@ describe("reconcilers", () => {
     assert.equal((await status())?.substate, undefined, "a finished run has no substate (flow status shows -)");
   });
 
-  test("an applied FlowRun is submitted once, with its uid as idempotency key and its credentials; a bad spec is Succeeded=False", async () => {
+  test("an applied FlowRun is submitted once, with its uid as idempotency key and its credentials; a bad spec is Succeeded=False, status invalid", async () => {
     const p = await project();
     const spec = { kind: "script", source: "echo applied\n", filename: "a.sh", credentials: { GH_TOKEN: "github" } };
     const made = (await apply("flowruns", "FlowRun", "applied-run", spec)) as Cr;
@@ -518,6 +519,21 @@ describe("reconcilers", () => {
     const bad = (await getCr(h, "flowruns", NS, "bad-run"))!.status!.conditions![0]!;
     assert.equal(bad.status, "False");
     assert.match(bad.message ?? "", /LD_PRELOAD/);
+    // `kubectl get flowruns` says so in its STATUS column (not blank), as the CRD's printer columns have it.
+    const table = (await promisify(execFile)("kubectl", ["--kubeconfig", h.api.kubeconfigPath, "get", "flowruns", "bad-run", "-n", NS]))
+      .stdout;
+    const [head, row] = table
+      .trim()
+      .split("\n")
+      .map((l) => l.trim().split(/\s{2,}/));
+    assert.deepEqual(
+      [head?.slice(0, 2), row?.slice(0, 2)],
+      [
+        ["NAME", "STATUS"],
+        ["bad-run", "invalid"],
+      ],
+      table,
+    );
     const refused = await h.db.pool.query(`select 1 from runs where project_id = $1 and filename = 'b.sh'`, [p.projectId]);
     assert.equal(refused.rowCount, 0, "a refused FlowRun writes no run");
   });

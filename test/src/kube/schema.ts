@@ -1,6 +1,7 @@
 // A custom resource against its CRD's structural schema, as the apiextensions apiserver does on every
 // write: unknown fields are pruned (unless x-kubernetes-preserve-unknown-fields), defaults filled in,
-// then types, required, enum, bounds and patterns validated; any failure is a 422 Invalid.
+// then types, required, enum, bounds and patterns validated; any failure is a 422 Invalid. On an
+// update, the transition rule `self == oldSelf` (the one CEL rule evaluated here) refuses a change.
 import { invalid, type KubeObject } from "./api-error.js";
 import { metaOf, rec, str } from "./object-meta.js";
 import type { ResourceType } from "./resource-types.js";
@@ -142,4 +143,60 @@ export const pruneAndValidate = (type: ResourceType, obj: KubeObject): string[] 
   const fixed = found.causes.map((c) => ({ ...c, field: c.field.replace(/^\./, "") }));
   if (fixed.length) throw invalid({ group: type.group, kind: type.kind, name: metaOf(obj).name ?? "" }, fixed);
   return found.pruned.map((p) => p.replace(/^\./, ""));
+};
+
+/** The one CEL rule the fake evaluates: the transition rule that makes a field immutable once set. */
+export const IMMUTABLE_RULE = "self == oldSelf";
+
+const rulesOf = (schema: Schema): Obj[] =>
+  Array.isArray(schema["x-kubernetes-validations"]) ? (schema["x-kubernetes-validations"] as Obj[]) : [];
+
+/** A failed transition rule's cause, as kube-apiserver v1.32 words it: field.Invalid(path, <the schema's type>, message or "failed rule: <rule>"). */
+const transitionCause = (schema: Schema, rule: Obj, path: string): Cause => {
+  const message = typeof rule.message === "string" && rule.message ? rule.message : `failed rule: ${IMMUTABLE_RULE}`;
+  return { field: path, message: `Invalid value: "${str(schema.type)}": ${message}` };
+};
+
+/** A value and its old one, where a transition rule applies: both present and not null. */
+interface Pair {
+  value: unknown;
+  old: unknown;
+}
+
+/**
+ * A node's transition rules against its old value, then its properties' (a transition rule runs only
+ * where both the new and the old value exist and are not null). Only `self == oldSelf` is
+ * evaluated (CEL equality: maps regardless of key order); any other rule is not (no CEL here).
+ */
+const walkTransitions = (schema: Schema, { value, old }: Pair, path: string, causes: Cause[]): void => {
+  if (value === undefined || value === null || old === undefined || old === null) return;
+  for (const rule of rulesOf(schema))
+    if (rule.rule === IMMUTABLE_RULE && !sameValue(value, old)) causes.push(transitionCause(schema, rule, path));
+  if (!isObj(value) || !isObj(old)) return;
+  for (const [k, sub] of Object.entries(rec(schema.properties)))
+    walkTransitions(rec(sub), { value: value[k], old: old[k] }, `${path}.${k}`, causes);
+};
+
+const canonical = (v: unknown): unknown =>
+  Array.isArray(v)
+    ? v.map(canonical)
+    : isObj(v)
+      ? Object.fromEntries(
+          Object.keys(v)
+            .sort()
+            .map((k) => [k, canonical(v[k])]),
+        )
+      : v;
+const sameValue = (a: unknown, b: unknown): boolean => JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+
+/**
+ * An update of a custom resource against the transition rules (`x-kubernetes-validations` that use
+ * oldSelf) of its schema, after pruning and defaulting: a failure is a 422 Invalid naming the field.
+ */
+export const checkTransitionRules = (type: ResourceType, obj: KubeObject, old: KubeObject): void => {
+  const schema = type.schema ?? {};
+  const causes: Cause[] = [];
+  for (const [k, sub] of Object.entries(rec(schema.properties)))
+    if (k !== "metadata") walkTransitions(rec(sub), { value: obj[k], old: old[k] }, k, causes);
+  if (causes.length) throw invalid({ group: type.group, kind: type.kind, name: metaOf(obj).name ?? "" }, causes);
 };
