@@ -27,7 +27,6 @@ import {
   withTransaction,
   type ClaimReads,
   type ProjectRef,
-  type RunInternal,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { claimOfRequest, jobLost, type Claim } from "../job-auth.js";
