@@ -6,9 +6,12 @@ import {
   SECRET_VALUE_MAX_BYTES,
   assertSecretName,
   assertSecretValue,
+  envMapProblems,
   envNameProblem,
+  envVariableProblem,
   secretNameProblem,
   secretValueProblem,
+  variablePathKey,
 } from "./secret-rules.js";
 
 void test("ordinary secret names pass", () => {
@@ -156,4 +159,34 @@ void test("the asserts throw invalid_argument (HTTP 400) naming the field, and n
   }
   assert.doesNotThrow(() => assertSecretName("API_TOKEN"));
   assert.doesNotThrow(() => assertSecretValue("API_TOKEN", "fine"));
+});
+
+/** The names every entry point of a run's environment must refuse (cli, API, FlowRun, pipeline, graph). */
+const HOSTILE_ENV_NAMES: Array<[string, RegExp]> = [
+  ["FLOW_TOKEN", /^env variable "FLOW_TOKEN" is refused: FLOW_\* variables are reserved/],
+  ["FLOW_IDEMPOTENCY_KEY", /^env variable "FLOW_IDEMPOTENCY_KEY" is refused: FLOW_\*/],
+  ["LD_PRELOAD", /^env variable "LD_PRELOAD" is refused: the dynamic loader/],
+  ["LD_AUDIT", /^env variable "LD_AUDIT" is refused: the dynamic loader/],
+  ["BASH_ENV", /^env variable "BASH_ENV" is refused: a shell reads it/],
+  ["PATH", /^env variable "PATH" is refused: it decides which programs run/],
+  ["A\u0000B", /^env variable "A\\u0000B" is not an environment variable name/],
+  ["A\ud800", /^env variable "A\\ud800" is not an environment variable name/],
+  ["A=B", /^env variable "A=B" is not an environment variable name/],
+  ["", /^an env variable is empty$/],
+  ["X".repeat(10_000), /^an env variable is at most 100 characters; this one has 10000$/],
+];
+
+void test("a run's env names follow the secret name rule, with one message for every entry point", () => {
+  for (const [name, want] of HOSTILE_ENV_NAMES) assert.match(envVariableProblem(name) ?? "", want, JSON.stringify(name.slice(0, 20)));
+  for (const name of ["GREETING", "TZ", "LANG", "CI_TRIGGER_REF", "FLOWSVC_X", "_a1"])
+    assert.equal(envVariableProblem(name), undefined, name);
+  assert.deepEqual(
+    envMapProblems({ OK: "1", PATH: "/x", "A=B": "", ["Y".repeat(10_000)]: "" }).map((p) => [p.key, p.segment.length]),
+    [
+      ["PATH", 4],
+      ['"A=B"', 3],
+      [`"${"Y".repeat(64)}..."`, 67],
+    ],
+  );
+  assert.equal(variablePathKey("A\u0000"), '"A\\u0000"');
 });

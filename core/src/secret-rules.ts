@@ -129,8 +129,9 @@ const shown = (name: string): string => JSON.stringify(name.length > 64 ? `${nam
  * the message calls the name ("secret name", "credential variable").
  */
 export const envNameProblem = (name: string, what = "secret name"): string | undefined => {
-  if (name === "") return `a ${what} is empty`;
-  if (name.length > SECRET_NAME_MAX) return `a ${what} is at most ${SECRET_NAME_MAX} characters; this one has ${name.length}`;
+  const a = /^[aeiou]/i.test(what) ? "an" : "a";
+  if (name === "") return `${a} ${what} is empty`;
+  if (name.length > SECRET_NAME_MAX) return `${a} ${what} is at most ${SECRET_NAME_MAX} characters; this one has ${name.length}`;
   if (!ENV_NAME.test(name))
     return `${what} ${shown(name)} is not an environment variable name: use ASCII letters, digits and _, not starting with a digit`;
   return undefined;
@@ -153,6 +154,48 @@ export const secretNameProblem = (name: string, what = "secret name"): string | 
   const why = name.length <= SECRET_NAME_MAX ? reservedReason(name) : undefined;
   if (why !== undefined) return `${what} ${shown(name)} is refused: ${why}`;
   return envNameProblem(name, what);
+};
+
+/** How the rule's messages call a variable a user names for a run's environment (not a secret's or a credential's). */
+export const ENV_VARIABLE = "env variable";
+
+/**
+ * Why `name` cannot be a variable a user sets in a run's environment; undefined when it can. The
+ * same rule as a secret's name (a run's env reaches the same processes as a secret, and wins over
+ * one): every way in uses it, with this one message, `env variable "LD_PRELOAD" is refused: ...`:
+ * `flow submit --env` and `flow run --env`, the runs API's and a FlowRun's `env`, a pipeline's
+ * `env:` (workflow and job), a graph code/shell node's `config.env`. `PATH` is refused rather
+ * than ignored: the service sets it for every script and it wins (spec, Limits).
+ */
+export const envVariableProblem = (name: string): string | undefined => secretNameProblem(name, ENV_VARIABLE);
+
+/** A variable cut short for a path segment: a 10,000-character name is not echoed whole. */
+const cut = (variable: string): string => (variable.length > 64 ? `${variable.slice(0, 64)}...` : variable);
+
+/**
+ * A variable as a path segment of an error that joins its path as it is (`env.LD_PRELOAD`): as it
+ * is when it is 1-64 letters, digits and _, else quoted, escaped and cut short (`env."A=B"`; a NUL
+ * or a 10,000-character name is not echoed whole).
+ */
+export const variablePathKey = (variable: string): string => (/^[A-Za-z0-9_]{1,64}$/.test(variable) ? variable : shown(variable));
+
+/** One problem of an env map: where, and the rule's sentence. */
+export interface EnvMapProblem {
+  /** The variable cut short, for a path formatter that escapes what it must (graph, pipeline). */
+  readonly segment: string;
+  /** The variable safe to join into a path as it is (variablePathKey). */
+  readonly key: string;
+  readonly message: string;
+}
+
+/** Every variable of `env` that envVariableProblem refuses, in the map's order. */
+export const envMapProblems = (env: Readonly<Record<string, unknown>>): EnvMapProblem[] => {
+  const problems: EnvMapProblem[] = [];
+  for (const variable of Object.keys(env)) {
+    const message = envVariableProblem(variable);
+    if (message !== undefined) problems.push({ segment: cut(variable), key: variablePathKey(variable), message });
+  }
+  return problems;
 };
 
 const utf8Length = (value: string): number => new TextEncoder().encode(value).length;

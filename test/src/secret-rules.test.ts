@@ -13,7 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { request } from "undici";
-import { Keyring, findProject, upsertSecret } from "@flowsvc/store";
+import { personSubmittedRun } from "@flowsvc/core";
+import { Keyring, findProject, submitRunTransaction, upsertSecret } from "@flowsvc/store";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { waitFor } from "./support/wait.js";
 
@@ -196,4 +197,33 @@ void test("a secret stored before the rules is left out of each job, the run's l
   assert.equal(clean.code, 0);
   assert.ok(!clean.stdout.includes("was not injected"), clean.stdout);
   assert.deepEqual(await secretNames(), ["GOOD_TOKEN"]);
+});
+
+void test("a run stored with env the rule refuses (before it existed) runs without those variables, and its log says which and why", async () => {
+  const evil = join(dir, "evil.sh");
+  await writeFile(evil, `echo ${MARK}-bash-env\n`);
+  assert.ok(server.databaseUrl);
+  const pool = new pg.Pool({ connectionString: server.databaseUrl });
+  let runId: string;
+  try {
+    const { projectId } = (await findProject(pool, "default", "default"))!;
+    const env = { OK_VAR: "kept", FLOW_TOKEN: MARK, LD_PRELOAD: `/nonexistent/${MARK}.so`, BASH_ENV: evil };
+    const source = 'echo "ok=$OK_VAR tok=${FLOW_TOKEN:-unset} ld=${LD_PRELOAD:-unset} bashenv=${BASH_ENV:-unset}"\n';
+    const run = personSubmittedRun(
+      { kind: "script", source, filename: "old.sh", env, credentials: {}, tags: [] },
+      { projectId, sender: "test", createdBy: null, idempotencyKey: null },
+    );
+    runId = (await submitRunTransaction(pool, run, { sender: "test", credentials: {} })).id;
+  } finally {
+    await pool.end();
+  }
+  const r = await server.cli(["follow", runId]);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /ok=kept tok=unset ld=unset bashenv=unset/);
+  assert.match(
+    r.stdout,
+    /flowsvc: left out of the job's environment: env variable "FLOW_TOKEN" is refused: FLOW_\* variables are reserved/,
+  );
+  assert.match(r.stdout, /flowsvc: left out of the job's environment: env variable "BASH_ENV" is refused: a shell reads it/);
+  assert.ok(!r.stdout.includes(MARK), "a left-out variable took effect or its value was quoted");
 });

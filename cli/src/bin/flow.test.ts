@@ -52,6 +52,16 @@ const usageCases: Array<[string, string[], RegExp]> = [
   ["an unknown option", ["runs", "ls", "--bogus"], /^error: unknown option '--bogus'/],
   ["--env without =", ["submit", "f.sh", "--env", "NOPE"], /^error: option '--env <NAME=VALUE>' argument 'NOPE' is invalid/],
   ["--env with an empty name", ["submit", "f.sh", "--env", "=x"], /^error: option '--env <NAME=VALUE>' argument '=x' is invalid/],
+  [
+    "--env PATH (refused, not ignored: core's env rule)",
+    ["submit", "f.sh", "--env", "PATH=/x"],
+    /^error: option '--env <NAME=VALUE>' argument 'PATH=\/x' is invalid\. env variable "PATH" is refused: it decides which programs run/,
+  ],
+  [
+    "--env with a 10,000-character name, cut short",
+    ["submit", "f.sh", "--env", `${"X".repeat(10_000)}=x`],
+    /^error: option '--env <NAME=VALUE>' argument 'X{64}\.\.\.' is invalid\. an env variable is at most 100 characters; this one has 10000\.\n/,
+  ],
   ["--credential on a pipeline", ["submit", "p.yaml", "--credential", "A=b"], /^error: --credential is refused on a pipeline submit/],
   [
     "--as yaml with --credential",

@@ -12,7 +12,7 @@ import { printList } from "../print.js";
 import type { Column } from "../print-format.js";
 import { listFrom } from "./api-types.js";
 import { scopedPath, withSettings } from "./context.js";
-import { InvalidArgumentError, OUTPUT_OPTION, collectEnv, collectList, formatOf, jsonValueProblem } from "./parsers.js";
+import { InvalidArgumentError, OUTPUT_OPTION, collectAssignment, collectList, formatOf, jsonValueProblem } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
 
 export interface HandlerView {
@@ -142,7 +142,7 @@ const setSpec: CommandSpec = {
     {
       flags: "--credential <ENV=name>",
       description: "put a credential in the run's environment as ENV (repeatable); such handlers do not serve untrusted events",
-      parse: collectEnv,
+      parse: collectAssignment,
     },
     { flags: "--as <kind>", description: "what the file is: script (default) or yaml (a pipeline; a snapshot is stored now)" },
     { flags: "--graph <graph>", description: "a stored graph as the reaction, read when each event arrives; its input is the event" },

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError, parseJsonFlag } from "./parsers.js";
-import { collectEnv, parseEnvAssignment, parsePositiveInt, splitInterpreter } from "./options.js";
+import { collectAssignment, collectEnv, parseEnvAssignment, parsePositiveInt, splitInterpreter } from "./options.js";
 
 void test("--env splits at the first = and keeps the rest of the value", () => {
   assert.deepEqual(parseEnvAssignment("A=1"), ["A", "1"]);
@@ -11,6 +11,34 @@ void test("--env splits at the first = and keeps the rest of the value", () => {
 
 void test("--env without =, with an empty name or a name no shell accepts is refused", () => {
   for (const bad of ["NOEQUALS", "=value", "1ABC=x", "A-B=x"]) assert.throws(() => parseEnvAssignment(bad), InvalidArgumentError, bad);
+});
+
+void test("--env refuses by core's env rule, with the API's message: names that hijack a process, NUL, lone surrogates, huge names", () => {
+  const cases: Array<[string, RegExp]> = [
+    ["FLOW_TOKEN=x", /^env variable "FLOW_TOKEN" is refused: FLOW_\* variables are reserved/],
+    ["FLOW_RUN_ID=x", /^env variable "FLOW_RUN_ID" is refused/],
+    ["LD_PRELOAD=/tmp/x.so", /^env variable "LD_PRELOAD" is refused: the dynamic loader/],
+    ["LD_AUDIT=/tmp/x.so", /^env variable "LD_AUDIT" is refused/],
+    ["BASH_ENV=/tmp/x", /^env variable "BASH_ENV" is refused: a shell reads it/],
+    ["PATH=/x", /^env variable "PATH" is refused: it decides which programs run/],
+    ["A\u0000B=x", /^env variable "A\\u0000B" is not an environment variable name/],
+    ["A\ud800=x", /^env variable "A\\ud800" is not an environment variable name/],
+    ["=x", /^an env variable is empty\.$/],
+    [`${"X".repeat(10_000)}=x`, /^an env variable is at most 100 characters; this one has 10000\.$/],
+  ];
+  for (const [text, want] of cases)
+    assert.throws(
+      () => parseEnvAssignment(text),
+      (e: Error) => e instanceof InvalidArgumentError && want.test(e.message),
+      text.slice(0, 20),
+    );
+  // `=` inside a name cannot be given: the first `=` ends the name.
+  assert.deepEqual(parseEnvAssignment("A=B=C"), ["A", "B=C"]);
+  assert.deepEqual(
+    collectAssignment("LD_PRELOAD=cred", undefined),
+    { LD_PRELOAD: "cred" },
+    "--credential is checked by the server's credential rule",
+  );
 });
 
 void test("repeated --env flags merge, the last value of a name winning", () => {

@@ -8,6 +8,7 @@
 import { FlowError } from "@flowsvc/core/errors";
 import { parseDuration } from "@flowsvc/core/duration";
 import { findJsonProblem } from "@flowsvc/core/json-guard";
+import { envVariableProblem } from "@flowsvc/core/secret-rules";
 import { PROJECT_REF_PATTERN, httpUrlProblem } from "../config.js";
 import { OUTPUT_FORMATS } from "../print-format.js";
 import type { OutputFormat } from "../print-format.js";
@@ -24,22 +25,34 @@ export class InvalidArgumentError extends Error {
   }
 }
 
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** `NAME=VALUE` split at the first `=`; the value may be empty or contain `=`. */
-export const parseEnvAssignment = (text: string): [string, string] => {
+/** `NAME=VALUE` split at the first `=`; the value may be empty or contain `=`; the name is checked by the caller. */
+const splitAssignment = (text: string): [string, string] => {
   const eq = text.indexOf("=");
   if (eq < 0) throw new InvalidArgumentError("expected NAME=VALUE.");
-  const name = text.slice(0, eq);
-  if (name === "") throw new InvalidArgumentError("the variable name before `=` is empty.");
-  if (!ENV_NAME.test(name))
-    throw new InvalidArgumentError(`"${name}" is not a variable name (letters, digits and _, not starting with a digit).`);
-  return [name, text.slice(eq + 1)];
+  return [text.slice(0, eq), text.slice(eq + 1)];
+};
+
+/**
+ * `--env NAME=VALUE`: the name by core's one rule for a run's environment (envVariableProblem:
+ * `FLOW_*`, `LD_PRELOAD`, `PATH`... refused), with the message the API would answer, before any
+ * request is sent.
+ */
+export const parseEnvAssignment = (text: string): [string, string] => {
+  const [name, value] = splitAssignment(text);
+  const problem = envVariableProblem(name);
+  if (problem !== undefined) throw new InvalidArgumentError(`${problem}.`);
+  return [name, value];
 };
 
 /** Repeatable `--env NAME=VALUE`: the last value of a name wins. */
 export const collectEnv = (text: string, previous: Record<string, string> | undefined): Record<string, string> => {
   const [name, value] = parseEnvAssignment(text);
+  return { ...previous, [name]: value };
+};
+
+/** Repeatable `ENV=name` (`--credential`): split only; the server checks both sides by the credential rule. */
+export const collectAssignment = (text: string, previous: Record<string, string> | undefined): Record<string, string> => {
+  const [name, value] = splitAssignment(text);
   return { ...previous, [name]: value };
 };
 

@@ -21,6 +21,20 @@ const commandPath = (cmd: Command): string => {
   return names.join(" ");
 };
 
+/**
+ * commander quotes a refused flag's whole argument (`argument '<value>' is invalid.`): one over 64
+ * characters is cut short, and a control character (a NUL) is escaped, so the message stays one
+ * readable line.
+ */
+const shortenArgument = (message: string): string =>
+  message.replace(/^(option '[^']*' argument )'([\s\S]*)'( is invalid\.)/, (_all, head: string, arg: string, tail: string) => {
+    // eslint-disable-next-line no-control-regex
+    const escaped = (arg.length > 64 ? `${arg.slice(0, 64)}...` : arg).replace(/[\u0000-\u001f\u007f]/g, (c) =>
+      JSON.stringify(c).slice(1, -1),
+    );
+    return `${head}'${escaped}'${tail}`;
+  });
+
 /** Routes commander's output through the CLI's stdio and turns its exits into thrown errors. */
 const configure = (cmd: Command, deps: CliDeps): void => {
   cmd.configureHelp({ showGlobalOptions: true });
@@ -33,7 +47,9 @@ const configure = (cmd: Command, deps: CliDeps): void => {
     if (err.exitCode === 0) throw err; // --help, --version
     const path = commandPath(cmd);
     const message =
-      err.code === "commander.help" ? `\`${path}\` needs a ${cmd.parent ? "subcommand" : "command"}` : err.message.replace(/^error: /, "");
+      err.code === "commander.help"
+        ? `\`${path}\` needs a ${cmd.parent ? "subcommand" : "command"}`
+        : shortenArgument(err.message.replace(/^error: /, ""));
     throw new FlowError("invalid_argument", message, { hint: `see \`${path} --help\``, cause: err });
   });
   for (const sub of cmd.commands) configure(sub, deps);

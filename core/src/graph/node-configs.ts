@@ -15,6 +15,7 @@ import { DurationText, durationProblem } from "../duration-schema.js";
 import { parseDuration } from "../duration.js";
 import { FlowError } from "../errors.js";
 import { assertEmittable, validateEventType } from "../events.js";
+import { envMapProblems } from "../secret-rules.js";
 import { parseApprovalFields } from "./approval-fields.js";
 import { CONNECTOR_TYPE, NODE_TYPES } from "./model.js";
 import { EVENT_WHEN_VARIABLES, GRAPH_VARIABLES, asConfigExpression, compileGraphExpression } from "./expressions.js";
@@ -129,6 +130,10 @@ const credentialMap = z.record(z.string(), z.string()).superRefine((map, ctx) =>
   }
 });
 const stringMap = z.record(z.string(), strOrExpr());
+/** A code/shell node's `env`: each name by core's one rule for a run's environment (`FLOW_*`, `LD_PRELOAD`, `PATH`... refused). */
+const envMap = stringMap.superRefine((env, ctx) => {
+  for (const { segment, message } of envMapProblems(env)) ctx.addIssue({ code: "custom", path: [segment], message });
+});
 
 const http = z
   .object({
@@ -151,7 +156,7 @@ const http = z
 const job = {
   interpreter: z.string().min(1).max(256).optional(),
   credentials: credentialMap.optional(),
-  env: stringMap.optional(),
+  env: envMap.optional(),
   requires: z.string().min(1).max(128).optional(),
   timeout: durationAtMost(NODE_JOB_TIMEOUT_MAX_MS, "1d").optional(),
 };

@@ -291,6 +291,35 @@ void test("an expression reading a node id that no node has is refused where it 
   );
 });
 
+const one = (type: string, config: unknown) => doc([{ id: "n", type, config }]);
+
+void test("a code or shell node's env refuses what core's env rule refuses, at the variable's path", () => {
+  const hostile = ["FLOW_TOKEN", "LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "PATH", "A=B", "", "X".repeat(10_000)];
+  const env: Record<string, string> = { OK: "1", ...Object.fromEntries(hostile.map((n): [string, string] => [n, "x"])) };
+  const got = problemsOf(doc([{ id: "s", type: "shell", config: { command: "true", env } }]));
+  assert.equal(got.filter((g) => g.startsWith("nodes[0].config.env")).length, hostile.length, got.join("\n"));
+  hasProblems(
+    doc([{ id: "c", type: "code", config: { source: "x", env } }]),
+    /^nodes\[0\]\.config\.env\.FLOW_TOKEN: env variable "FLOW_TOKEN" is refused: FLOW_\* variables are reserved/,
+    /^nodes\[0\]\.config\.env\.LD_PRELOAD: env variable "LD_PRELOAD" is refused/,
+    /^nodes\[0\]\.config\.env\.LD_AUDIT: env variable "LD_AUDIT" is refused/,
+    /^nodes\[0\]\.config\.env\.BASH_ENV: env variable "BASH_ENV" is refused/,
+    /^nodes\[0\]\.config\.env\.PATH: env variable "PATH" is refused/,
+    /^nodes\[0\]\.config\.env\["A=B"\]: env variable "A=B" is not an environment variable name/,
+    /^nodes\[0\]\.config\.env\[""\]: an env variable is empty$/,
+    /^nodes\[0\]\.config\.env\["X{64}\.\.\."\]: an env variable is at most 100 characters; this one has 10000$/,
+  );
+  // A NUL or a lone surrogate is refused by the document's storability guard first, at the same path.
+  hasProblems(
+    one("shell", { command: "true", env: { "A\u0000B": "x" } }),
+    /^nodes\[0\]\.config\.env\["A\\u0000B"\]: has a key that holds a NUL/,
+  );
+  hasProblems(
+    one("shell", { command: "true", env: { "A\ud800": "x" } }),
+    /^nodes\[0\]\.config\.env\["A\\ud800"\]: has a key that holds a lone/,
+  );
+});
+
 void test("per-type config rules, each problem at its path", () => {
   const one = (type: string, config: unknown) => doc([{ id: "n", type, config }]);
   // http

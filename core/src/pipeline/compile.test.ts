@@ -264,6 +264,32 @@ jobs:
 
 for (const [name, text, want] of table) test(`refused at compile with line and column: ${name}`, () => refusedWith(text, want));
 
+test("a workflow's or a job's env: refuses what core's env rule refuses, at the variable", () => {
+  const hostile = ["FLOW_TOKEN", "LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "PATH", "A=B", '""', "X".repeat(10_000)];
+  const env = `{OK: 1, ${hostile.map((n) => `${n.includes("=") ? JSON.stringify(n) : n}: x`).join(", ")}}`;
+  for (const where of ["workflow", "job"]) {
+    const text = where === "workflow" ? `env: ${env}\njobs: {a: {steps: [{run: x}]}}\n` : `jobs: {a: {env: ${env}, steps: [{run: x}]}}\n`;
+    const got = refused(text);
+    const prefix = where === "workflow" ? "env" : "jobs\\.a\\.env";
+    for (const want of [
+      new RegExp(`${prefix}\\.FLOW_TOKEN: env variable "FLOW_TOKEN" is refused: FLOW_\\* variables are reserved`),
+      new RegExp(`${prefix}\\.LD_PRELOAD: env variable "LD_PRELOAD" is refused: the dynamic loader`),
+      new RegExp(`${prefix}\\.LD_AUDIT: env variable "LD_AUDIT" is refused`),
+      new RegExp(`${prefix}\\.BASH_ENV: env variable "BASH_ENV" is refused: a shell`),
+      new RegExp(`${prefix}\\.PATH: env variable "PATH" is refused`),
+      new RegExp(`${prefix}\\["A=B"\\]: env variable "A=B" is not an environment variable name`),
+      new RegExp(`${prefix}\\[""\\]: an env variable is empty`),
+      new RegExp(`${prefix}\\["X{64}\\.\\.\\."\\]: an env variable is at most 100 characters`),
+    ])
+      assert.ok(
+        got.some((g) => want.test(g)),
+        `${where}: no problem matches ${want}; got:\n${got.join("\n")}`,
+      );
+  }
+  refusedWith('env: {"LD_\\0PRELOAD": x}\njobs: {a: {steps: [{run: x}]}}\n', /env.*(NUL|not an environment variable name)/);
+  refusedWith('env: {"A\\ud800": x}\njobs: {a: {steps: [{run: x}]}}\n', /env.*(lone UTF-16 surrogate|not an environment variable name)/);
+});
+
 test("hostile input is refused with a position, never thrown and never slow", () => {
   const t0 = Date.now();
   refusedWith('jobs:\n  a:\n    steps: [{run: "x\\0y"}]\n', /^line 3, column 19: jobs\.a\.steps\[0\]\.run: holds a NUL/);

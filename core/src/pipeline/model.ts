@@ -8,6 +8,7 @@ import { credentialMapProblems } from "../credentials/resolve.js";
 import { DurationText } from "../duration-schema.js";
 import { FlowError } from "../errors.js";
 import { validateEventType } from "../events.js";
+import { envMapProblems } from "../secret-rules.js";
 
 export const PIPELINE_VERSION = "flowsvc/pipeline/v1";
 
@@ -52,7 +53,10 @@ const eventType = z.string().superRefine((v, ctx) => {
 
 /** A scalar as the YAML author wrote it: `env: {N: 3}` means the text "3". */
 const scalarText = z.union([z.string(), z.number(), z.boolean()]).transform((v) => String(v));
-const envMap = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "is not an environment variable name" }), scalarText);
+/** `NAME: value`, each name by core's one rule for a run's environment (secret-rules.ts: `FLOW_*`, `LD_PRELOAD`, `PATH`... refused). */
+const envMap = z.record(z.string(), scalarText).superRefine((env, ctx) => {
+  for (const { segment, message } of envMapProblems(env)) ctx.addIssue({ code: "custom", path: [segment], message });
+});
 
 export const CREDENTIAL_EXPRESSION =
   "a credentials: value is a credential NAME, resolved when the job is claimed; a ${{ }} expression is not allowed here";

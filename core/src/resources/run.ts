@@ -2,21 +2,18 @@
 import { z } from "zod";
 import { credentialMapProblems } from "../credentials/resolve.js";
 import type { RunRequest } from "../run-defaults.js";
+import { envMapProblems } from "../secret-rules.js";
 import { trustOf } from "../trust.js";
 import { ScriptFilename, SOURCE_LIMIT } from "./handler.js";
 
-export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
 /**
- * Checked after parsing, so the message names the variable (`env.1BAD: ...`): zod reports a record
- * key that fails its own schema only as "Invalid key in record".
+ * core's one rule for a variable a user puts in a run's environment (secret-rules.ts's
+ * envVariableProblem: `FLOW_*`, `LD_PRELOAD`, `PATH`... refused), checked after parsing so the
+ * message names the variable (`env.LD_PRELOAD: ...`): zod reports a record key that fails its own
+ * schema only as "Invalid key in record".
  */
 const checkEnvNames = (env: Record<string, string>, ctx: z.RefinementCtx): void => {
-  for (const name of Object.keys(env)) {
-    if (!ENV_NAME.test(name) || name.length > 256) {
-      ctx.addIssue({ code: "custom", path: [name], message: "env names are 1-256 letters, digits and _, not starting with a digit" });
-    }
-  }
+  for (const { key, message } of envMapProblems(env)) ctx.addIssue({ code: "custom", path: [key], message });
 };
 
 export const RunSubmission = z

@@ -3,6 +3,7 @@ import {
   ClaimRequestSchema,
   FlowError,
   buildEnvelope,
+  envVariableProblem,
   layerJobEnv,
   resolveJobCredentials,
   secretNameProblem,
@@ -26,7 +27,6 @@ import {
   withTransaction,
   type ClaimReads,
   type ProjectRef,
-  type RunInternal,
 } from "@flowsvc/store";
 import type { RouteDeps } from "../deps.js";
 import { claimOfRequest, jobLost, type Claim } from "../job-auth.js";
@@ -65,9 +65,35 @@ const resolveSecrets = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Cl
   return secrets;
 };
 
+/**
+ * A run's (or a node's) env by core's one rule for a run's environment, at claim: every way in
+ * refuses a variable the rule refuses, but a row stored before the rule (and a rerun, which copies
+ * its source's env) may hold one. It is left out, and the run's log says which and why.
+ */
+const ruledEnv = async (deps: RouteDeps, runId: string, env: Readonly<Record<string, string>>): Promise<Record<string, string>> => {
+  // A Map, then fromEntries: a variable named `__proto__` stays a plain entry.
+  const kept = new Map<string, string>();
+  const skipped: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    const problem = envVariableProblem(name);
+    if (problem === undefined) kept.set(name, value);
+    else skipped.push(`flowsvc: left out of the job's environment: ${problem}\n`);
+  }
+  if (skipped.length > 0)
+    await appendLogs(
+      deps.pool,
+      runId,
+      null,
+      skipped.map((data) => ({ stream: "system" as const, data })),
+    );
+  return Object.fromEntries(kept);
+};
+
 /** What a job runs with besides the run's own env: its project's secrets and its declared credentials. */
 interface JobScope {
   project: ProjectRef;
+  /** The run's env, by core's env rule (ruledEnv). */
+  env: Record<string, string>;
   secrets: Record<string, string>;
   credentials: { env: Record<string, string>; masks: string[] };
 }
@@ -96,7 +122,8 @@ const scopeOf = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Claim): P
   const { run, project } = claim;
   const credentials = await resolveCredentials(deps, claim, project.orgId);
   // A run started by an untrusted event (a fork's pull request, an outsider's comment) gets no secrets.
-  return { project, secrets: run.trusted ? await resolveSecrets(deps, log, claim) : {}, credentials };
+  const env = await ruledEnv(deps, run.id, run.env);
+  return { project, env, secrets: run.trusted ? await resolveSecrets(deps, log, claim) : {}, credentials };
 };
 
 /** A handler run reads the whole envelope of its event (read with the claim's job) from FLOW_INPUT_FILE. */
@@ -107,8 +134,8 @@ const envelopeOf = (e: ClaimReads["event"]): { input?: unknown } =>
  * What the agent runs with, by the spec's precedence (core's layerJobEnv: the secrets, the run's
  * env over them, its credentials over both), and the values to mask.
  */
-const environment = (run: RunInternal, { secrets, credentials }: JobScope) => ({
-  env: layerJobEnv(secrets, run.env, credentials.env),
+const environment = ({ env, secrets, credentials }: JobScope) => ({
+  env: layerJobEnv(secrets, env, credentials.env),
   masks: [...Object.values(secrets), ...credentials.masks],
 });
 
@@ -142,7 +169,7 @@ const claimScript = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): 
     source: run.source,
     filename: run.filename,
     interpreter: run.interpreter,
-    ...environment(run, scope),
+    ...environment(scope),
     journal,
     lease_ms: leaseMs,
     trigger: run.trigger,
@@ -185,7 +212,7 @@ const claimNode = async (deps: RouteDeps, req: FastifyRequest, claim: Claim): Pr
     source: spec.source,
     filename: spec.filename,
     interpreter: spec.interpreter,
-    env: layerJobEnv(secrets, spec.env, resolved.env),
+    env: layerJobEnv(secrets, await ruledEnv(deps, run.id, spec.env), resolved.env),
     masks: [...Object.values(secrets), ...resolved.masks],
     journal: [],
     lease_ms: leaseMs,
@@ -213,7 +240,7 @@ const claimActivity = async (deps: RouteDeps, req: FastifyRequest, claim: Claim)
     project: `${project.org}/${project.project}`,
     attempt: job.attempt,
     argv: activity.argv,
-    ...environment(run, scope),
+    ...environment(scope),
     lease_ms: leaseMs,
     request_id: req.id,
   };

@@ -75,6 +75,11 @@ test("an idempotency key answers the first graph run with 200", async () => {
 
 test("an invalid graph is refused with every problem's path, and nothing is written", async () => {
   await refused(submit(doc([{ id: "a", type: "http", config: {} }])), 400, /nodes\[0\]\.config\.url: required/);
+  await refused(
+    submit(doc([{ id: "a", type: "shell", config: { command: "env", env: { OK: "1", LD_AUDIT: "/tmp/x.so", BASH_ENV: "/tmp/x" } } }])),
+    400,
+    /nodes\[0\]\.config\.env\.LD_AUDIT: env variable "LD_AUDIT" is refused.*nodes\[0\]\.config\.env\.BASH_ENV: env variable "BASH_ENV" is refused/s,
+  );
   await refused(submit(doc([http("a")], [{ from: "a", to: "zz" }])), 400, /edges\[0\]\.to/);
   await refused(
     submit(

@@ -66,6 +66,23 @@ test("handler routes refuse callers: no token, a forged token, a viewer writing,
   assert.equal(await countRows(t, "handlers"), 1);
 });
 
+test("a node or pipeline reaction's env follows core's env rule: FLOW_*, LD_PRELOAD, PATH refused, nothing written", async () => {
+  for (const name of ["FLOW_TOKEN", "LD_PRELOAD", "BASH_ENV", "PATH"]) {
+    const node = { kind: "node", type: "shell", config: { command: "true", env: { OK: "1", [name]: "x" } } };
+    await refusedSet(
+      "h",
+      { ...handler, reaction: node },
+      new RegExp(`^reaction\\.config\\.env\\.${name}: env variable "${name}" is refused`),
+    );
+    const yaml = `jobs:\n  a:\n    env: {${name}: x}\n    steps: [{run: "true"}]\n`;
+    await refusedSet(
+      "h",
+      { ...handler, reaction: { kind: "pipeline", source: yaml, filename: "p.yaml" } },
+      new RegExp(`^reaction\\.source: .*jobs\\.a\\.env\\.${name}: env variable "${name}" is refused`),
+    );
+  }
+});
+
 test("a bad handler is a 400 naming the field: when, on, reaction, credentials, name", async () => {
   const bad = await ask(t, "PUT", `${handlers}/h`, { body: { ...handler, when: "event.key ==" } });
   assertError(bad, 400, /^when: .*line 1, column/);

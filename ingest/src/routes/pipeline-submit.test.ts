@@ -70,6 +70,12 @@ test("refused with the YAML line and column, and nothing written: bad pipelines,
     /line 1, column 18: credentials\.T: .*credential NAME/,
   );
   await refused(submit('jobs: {a: {steps: [{run: "x\\0"}]}}\n'), 400, /holds a NUL/);
+  // env: follows core's one rule for a run's environment (FLOW_*, LD_PRELOAD, PATH...), at the variable's line.
+  await refused(
+    submit("env: {OK: 1, LD_PRELOAD: /tmp/x.so}\njobs: {a: {env: {FLOW_TOKEN: x, PATH: /x}, steps: [{run: x}]}}\n"),
+    400,
+    /env\.LD_PRELOAD: env variable "LD_PRELOAD" is refused: the dynamic loader.*jobs\.a\.env\.FLOW_TOKEN: env variable "FLOW_TOKEN" is refused.*jobs\.a\.env\.PATH: env variable "PATH" is refused/s,
+  );
   await refused(
     submit("jobs: {a: {steps: [{run: x}]}}\n", { credentials: { T: "tok" } }),
     400,

@@ -83,11 +83,29 @@ test("a bad submit body is a 400 naming the field", async () => {
   await refusedSubmit({ source: "x", filename: "a.sh" }, 400, /^kind: a script run takes kind "script"/);
   await refusedSubmit({ ...script, filename: "../x.sh" }, 400, /^filename: filename must be a base name/);
   await refusedSubmit({ ...script, source: 1 }, 400, /^source: /);
-  await refusedSubmit({ ...script, env: { "1BAD": "x" } }, 400, /^env\.1BAD: env names are 1-256 letters, digits and _/);
+  await refusedSubmit({ ...script, env: { "1BAD": "x" } }, 400, /^env\.1BAD: env variable "1BAD" is not an environment variable name/);
   await refusedSubmit({ ...script, surprise: true }, 400, /surprise/);
   await refusedSubmit({ ...script, retry: { attempts: 0 } }, 400, /^retry\.attempts: /);
   await refusedSubmit('{"kind":', 400, /JSON/);
   await refusedSubmit("", 400, /body/i);
+});
+
+test("env names that hijack a process, or are no name at all, are refused by core's one rule, and nothing is written", async () => {
+  const reserved: Array<[string, RegExp]> = [
+    ["FLOW_TOKEN", /^env\.FLOW_TOKEN: env variable "FLOW_TOKEN" is refused: FLOW_\* variables are reserved/],
+    ["FLOW_RUN_ID", /^env\.FLOW_RUN_ID: env variable "FLOW_RUN_ID" is refused/],
+    ["LD_PRELOAD", /^env\.LD_PRELOAD: env variable "LD_PRELOAD" is refused: the dynamic loader/],
+    ["LD_AUDIT", /^env\.LD_AUDIT: env variable "LD_AUDIT" is refused: the dynamic loader/],
+    ["BASH_ENV", /^env\.BASH_ENV: env variable "BASH_ENV" is refused: a shell reads it/],
+    ["PATH", /^env\.PATH: env variable "PATH" is refused: it decides which programs run/],
+    ["A=B", /^env\."A=B": env variable "A=B" is not an environment variable name/],
+    ["", /^env\."": an env variable is empty/],
+    ["X".repeat(10_000), /^env\."X{64}\.\.\.": an env variable is at most 100 characters; this one has 10000$/],
+  ];
+  for (const [name, message] of reserved) await refusedSubmit({ ...script, env: { OK: "1", [name]: "x" } }, 400, message);
+  // NUL and a lone surrogate are refused by the body's storability guard, before the schema, naming where.
+  await refusedSubmit({ ...script, env: { "LD\u0000PRELOAD": "x" } }, 400, /^body\.env\["LD\\u0000PRELOAD"\] has a key that holds a NUL/);
+  await refusedSubmit({ ...script, env: { "A\ud800": "x" } }, 400, /^body\.env\["A\\ud800"\] has a key that holds a lone UTF-16 surrogate/);
 });
 
 test("hostile submit bodies: NUL, lone surrogates, deep nesting, huge numbers, all refused with where", async () => {

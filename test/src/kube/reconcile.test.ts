@@ -134,6 +134,39 @@ describe("reconcilers", () => {
       await h.custom.deleteNamespacedCustomObject({ ...cr(plural), name });
   });
 
+  test("a FlowRun's env follows core's env rule: FLOW_*, LD_PRELOAD, PATH, NUL, surrogates, huge names are InvalidSpec, no run", async () => {
+    const hostile = ["FLOW_TOKEN", "LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "PATH", "A=B", "", "X".repeat(10_000)];
+    const env = { OK: "1", ...Object.fromEntries(hostile.map((n): [string, string] => [n, "x"])) };
+    const runs: Array<[name: string, env: Record<string, string>, want: RegExp[]]> = [
+      [
+        "env-reserved",
+        env,
+        [
+          /spec\.env\.FLOW_TOKEN: env variable "FLOW_TOKEN" is refused: FLOW_\* variables are reserved/,
+          /env\.LD_PRELOAD: env variable "LD_PRELOAD" is refused: the dynamic loader/,
+          /env\.LD_AUDIT: env variable "LD_AUDIT" is refused/,
+          /env\.BASH_ENV: env variable "BASH_ENV" is refused: a shell/,
+          /env\.PATH: env variable "PATH" is refused/,
+          /env\."A=B": env variable "A=B" is not an environment variable name/,
+          /env\."": an env variable is empty/,
+          /env\."X{64}\.\.\.": an env variable is at most 100 characters; this one has 10000/,
+        ],
+      ],
+      ["env-nul", { "LD_\u0000PRELOAD": "x" }, [/^spec\.env\["LD_\\u0000PRELOAD"\] has a key that holds a NUL/]],
+      ["env-surrogate", { "A\ud800": "x" }, [/^spec\.env\["A\\ud800"\] has a key that holds a lone UTF-16 surrogate/]],
+    ];
+    for (const [name, variables] of runs)
+      await apply("flowruns", "FlowRun", name, { kind: "script", source: "env\n", filename: "env-rule.sh", env: variables });
+    for (const [name, , want] of runs) {
+      const condition = async () => (await getCr(h, "flowruns", NS, name))?.status?.conditions?.[0];
+      await waitFor(`${name} InvalidSpec`, async () => (await condition())?.reason === "InvalidSpec", 10_000, 20);
+      for (const w of want) assert.match((await condition())?.message ?? "", w, name);
+    }
+    const { rows } = await h.db.pool.query<{ n: string }>("select count(*) as n from runs where filename = 'env-rule.sh'");
+    assert.equal(rows[0]?.n, "0", "no run was written");
+    for (const [name] of runs) await h.custom.deleteNamespacedCustomObject({ ...cr("flowruns"), name });
+  });
+
   test("two FlowSecrets naming one secret: the older holds it, the other is Ready=False NameTaken until the older goes", async () => {
     await h.core.createNamespacedSecret({
       namespace: NS,
