@@ -186,6 +186,7 @@ try {
     credential: [["credential", "ls"]],
     account: [["account", "ls"]],
     member: [["member", "ls"]],
+    token: [["token", "ls"]],
     events: [["events", "ls"]],
     "event-hook": [["event-hook", "ls"]],
     handler: [["handler", "ls"]],

@@ -1,6 +1,7 @@
 /**
- * Project membership (README "Roles"): the roles, in rank order, and the rule for a user name as
- * the members routes and `flow member` take it. Zod-free, so the CLI checks the same rule at
+ * Project membership (README "Roles"): the roles, in rank order, the rule for a user name as the
+ * members and users routes and `flow member` / `flow user` take it, and the rules for an API
+ * token's label and id (`flow token`, ingest/src/routes/tokens.ts). Zod-free, so the CLI checks the same rule at
  * start-up without loading zod (cli/src/bin/flow-imports.test.ts).
  */
 import { FlowError } from "./errors.js";
@@ -31,4 +32,38 @@ export const userNameProblem = (name: string): string | undefined => {
 export const assertUserName = (name: string): void => {
   const problem = userNameProblem(name);
   if (problem !== undefined) throw new FlowError("invalid_argument", problem, { details: { field: "user" } });
+};
+
+export const TOKEN_LABEL_MAX = 100;
+
+/** A lone surrogate (half of a UTF-16 pair): JSON can carry one, UTF-8 cannot. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** C0 controls (line breaks, tab, NUL...), DEL and the C1 controls: a label is shown on one line of a table. */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** Why `label` cannot label an API token; undefined when it can. One line of printable text, 1 to 100 characters. */
+export const tokenLabelProblem = (label: string): string | undefined => {
+  if (label === "") return "a token label is empty: leave it out for the default one";
+  if (label.length > TOKEN_LABEL_MAX) return `a token label is at most ${TOKEN_LABEL_MAX} characters; this one has ${label.length}`;
+  if (CONTROL.test(label)) return "a token label holds a control character (a line break, tab, NUL or other character below U+0020)";
+  if (LONE_SURROGATE.test(label)) return "a token label holds a lone surrogate (half of a UTF-16 pair): it is no text";
+  return undefined;
+};
+
+/** Throws invalid_argument (field `label`) with the rule's sentence. */
+export const assertTokenLabel = (label: string): void => {
+  const problem = tokenLabelProblem(label);
+  if (problem !== undefined) throw new FlowError("invalid_argument", problem, { details: { field: "label" } });
+};
+
+/** An API token's id (`tok-` and 26 base32 characters, core/src/ids.ts), as `flow token ls` shows it. */
+const TOKEN_ID = /^tok-[0-9a-hjkmnp-tv-z]{26}$/;
+
+/** Throws invalid_argument (field `id`) unless `id` has a token id's shape; nothing is looked up for one that has not. */
+export const assertTokenId = (id: string): void => {
+  if (!TOKEN_ID.test(id))
+    throw new FlowError("invalid_argument", `${shown(id)} is no token id: one looks like tok-01k2... (flow token ls lists yours)`, {
+      details: { field: "id" },
+    });
 };

@@ -19,6 +19,8 @@ import { approvalRoutes } from "./routes/approvals.js";
 import { credentialRoutes } from "./routes/credentials.js";
 import { accountRoutes } from "./routes/accounts.js";
 import { memberRoutes } from "./routes/members.js";
+import { userRoutes } from "./routes/users.js";
+import { tokenRoutes } from "./routes/tokens.js";
 import { emitRoutes } from "./routes/emit.js";
 import { eventRoutes } from "./routes/events.js";
 import { graphEndpointRoutes } from "./routes/graph-endpoints.js";
@@ -153,6 +155,8 @@ export const buildApp = (deps: IngestDeps, logger: FastifyBaseLogger): FastifyIn
     credentialRoutes,
     accountRoutes,
     memberRoutes,
+    userRoutes,
+    tokenRoutes,
     signalRoutes,
     approvalRoutes,
     eventRoutes,

@@ -46,10 +46,14 @@ const presentedDigest = async (pool: Pool, req: FastifyRequest): Promise<Buffer>
 
 const invalidToken = (): FlowError => new FlowError("unauthenticated", "the API token is not valid for this server", { hint: LOGIN_HINT });
 
-export const authenticateUser = async (pool: Pool, req: FastifyRequest): Promise<Caller> => {
-  const caller = await findCallerByTokenDigest(pool, await presentedDigest(pool, req));
+export const authenticateUser = async (pool: Pool, req: FastifyRequest): Promise<Caller> => (await authenticateUserToken(pool, req)).caller;
+
+/** The caller and the digest of the token they presented (a console session's token for the console): the token routes mark and guard that one. */
+export const authenticateUserToken = async (pool: Pool, req: FastifyRequest): Promise<{ caller: Caller; digest: Buffer }> => {
+  const digest = await presentedDigest(pool, req);
+  const caller = await findCallerByTokenDigest(pool, digest);
   if (!caller) throw invalidToken();
-  return caller;
+  return { caller, digest };
 };
 
 export interface Scope extends ProjectRef {

@@ -46,3 +46,4 @@ export * from "./approval-gates.js";
 export * from "./console-sessions.js";
 export * from "./accounts.js";
 export * from "./members.js";
+export * from "./users.js";

@@ -34,7 +34,7 @@ const userIdOf = async (tx: PoolClient, name: string): Promise<string> => {
   const { rows } = await tx.query<{ id: string }>(`select id from users where name = $1`, [name]);
   if (!rows[0])
     throw new FlowError("not_found", `no user named ${JSON.stringify(name)} on this server`, {
-      hint: "check the name (`flow member ls` lists this project's members); a user comes with their API token",
+      hint: "check the name (`flow member ls` lists this project's members); `flow user add` makes a new user",
     });
   return rows[0].id;
 };

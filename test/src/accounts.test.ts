@@ -14,7 +14,6 @@ import { createHash } from "node:crypto";
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
-import { mintId, mintToken } from "@flowsvc/store";
 import { startTestServer, type TestServer } from "./support/server.js";
 import { scriptDir } from "./support/script-dir.js";
 import { exists } from "./support/runs.js";
@@ -122,14 +121,10 @@ void test("connect, list, use in a script (masked), the grant revoked at the pro
 });
 
 void test("a granter removed from the project (flow member rm) disables their account at once: graph and script fail, nothing reaches the provider", async () => {
-  // A second member, bea, with her own API token (users come with their tokens; there is no route to make one).
-  const bea = mintToken("flw");
-  const beaId = mintId("usr");
-  await pool.query(`insert into users (id, name) values ($1, 'bea')`, [beaId]);
-  await pool.query(`insert into memberships (project_id, user_id, role) select id, $1, 'member' from projects where name = 'default'`, [
-    beaId,
-  ]);
-  await pool.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'bea')`, [mintId("tok"), beaId, bea.digest]);
+  // A second member, bea, added as an admin adds people: `flow user add` prints her first token.
+  const added = await server.cli(["user", "add", "bea", "--role", "member"]);
+  assert.equal(added.code, 0, added.stderr);
+  const bea = { token: added.stdout.trim() };
   peer.user = { id: 5150, login: "bea-octo" };
   const connected = await connect("bea-gh", bea.token);
   assert.equal(connected.status, 200, await connected.text());

@@ -140,3 +140,40 @@ void test("events ls answers one JSON array; emit prints an event id or fails cl
     assert.match(r.stderr, /^error: .*\n.*upgrade the server/);
   }
 });
+
+// The refusals (a taken name, the token in use, hostile input) are ingest/src/routes/users.test.ts's.
+void test("people: the admin adds ann, ann submits but cannot add users, makes a second token and revokes the first, which is then 401", async () => {
+  const added = await server.cli(["user", "add", "ann", "--role", "member"]);
+  assert.equal(added.code, 0, added.stderr);
+  assert.match(added.stdout, /^flw_[A-Za-z0-9_-]{43}\n$/, "the token alone on stdout: TOKEN=$(flow user add ...) takes it");
+  assert.match(added.stderr, /ann added as member of default\/default; .*shown only now/);
+  const first = added.stdout.trim();
+  const asAnn = (token: string) => ({ env: { FLOWSVC_TOKEN: token } });
+  const submitted = await server.cli(["submit", await script("ann.sh", "echo ann\n")], asAnn(first));
+  assert.equal(submitted.code, 0, submitted.stderr);
+  assert.match(submitted.stdout.trim(), new RegExp(`^${RUN_ID.source}$`));
+  const refused = await server.cli(["user", "add", "bob", "--role", "viewer"], asAnn(first));
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /^error: this needs the admin role on default\/default; ann is member/);
+
+  const made = await server.cli(["token", "create", "--label", "laptop"], asAnn(first));
+  assert.equal(made.code, 0, made.stderr);
+  const second = made.stdout.trim();
+  assert.match(second, /^flw_/);
+  const listed = await server.cli(["token", "ls", "-o", "json"], asAnn(second));
+  assert.equal(listed.code, 0, listed.stderr);
+  const tokens = JSON.parse(listed.stdout) as Array<{ id: string; label: string; current: boolean }>;
+  assert.deepEqual(
+    tokens.map((t) => [t.label, t.current]),
+    [
+      ["created by admin for ann", false],
+      ["laptop", true],
+    ],
+  );
+  assert.doesNotMatch(listed.stdout, /flw_/);
+  const rm1 = await server.cli(["token", "rm", tokens[0]!.id], asAnn(second));
+  assert.equal(rm1.code, 0, rm1.stderr);
+  const gone = await server.cli(["runs", "ls"], asAnn(first));
+  assert.equal(gone.code, 1);
+  assert.match(gone.stderr, /^error: the API token is not valid for this server/);
+});

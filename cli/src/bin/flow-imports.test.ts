@@ -20,6 +20,7 @@ import type { FakeFlowsvc } from "./fake-flowsvc.js";
 
 const SCOPED = "/api/v1/orgs/default/projects/default";
 const RUN_ID = "run-01jd8k2m3n4p5q6r7s8t9v0w1x";
+const TOKEN_ID = "tok-01jd8k2m3n4p5q6r7s8t9v0w1x";
 const RECORDER = fileURLToPath(new URL("./import-recorder.js", import.meta.url));
 
 /** What a client command must never load, by the resolved URL. */
@@ -62,6 +63,16 @@ before(async () => {
   api.routes.set(`PUT ${SCOPED}/credentials/llm`, () => ({ status: 200, json: { name: "llm", kind: "api_key" } }));
   api.routes.set(`GET ${SCOPED}/accounts`, () => ({ status: 200, json: [] }));
   api.routes.set(`PUT ${SCOPED}/members/ann`, () => ({ status: 200, json: { role: "member", added: true } }));
+  api.routes.set(`POST ${SCOPED}/users`, () => ({
+    status: 201,
+    json: { user: "ann", role: "member", token: "flw_x", token_id: TOKEN_ID },
+  }));
+  api.routes.set("GET /api/v1/tokens", () => ({ status: 200, json: [] }));
+  api.routes.set("POST /api/v1/tokens", () => ({
+    status: 201,
+    json: { id: TOKEN_ID, label: "ci", created_at: run.created_at, token: "flw_y" },
+  }));
+  api.routes.set(`DELETE /api/v1/tokens/${TOKEN_ID}`, () => ({ status: 200, json: { id: TOKEN_ID, revoked: true } }));
   const created = { created_at: run.created_at, updated_at: run.created_at };
   api.routes.set(`PUT ${SCOPED}/event-hooks/x`, () => ({
     status: 201,
@@ -120,6 +131,8 @@ void test("no client command loads a server module", async () => {
     ["events", "ls"],
     ["agents", "ls"],
     ["credential", "ls"],
+    ["token", "ls"],
+    ["user", "add", "ann", "--role", "member"],
     ["completion", "bash"],
   ];
   for (const args of commands) {
@@ -171,6 +184,9 @@ void test("a user command's plain call loads neither commander nor a server modu
     ["credential", "set", "llm", "--kind", "api-key", "--header", "x-api-key", "--value", "v"],
     ["account", "ls"],
     ["member", "set", "ann", "--role", "member"],
+    ["user", "add", "ann", "--role", "member"],
+    ["token", "create", "--label", "ci"],
+    ["token", "rm", TOKEN_ID, "--force"],
     ["event-hook", "set", "x", "--event-type", "t"],
     ["handler", "set", "x", script, "--on", "a.b"],
     ["schedule", "set", "x", script, "--cron", "@daily"],

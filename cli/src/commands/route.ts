@@ -21,6 +21,8 @@ export const USER_COMMANDS: readonly string[] = [
   "credential",
   "account",
   "member",
+  "user",
+  "token",
   "events",
   "emit",
   "event-hook",

@@ -110,6 +110,17 @@ const PLAIN: Record<string, string[][]> = {
     ["member", "set", "ann", "--role", "member"],
     ["member", "rm", "ann"],
   ],
+  user: [
+    ["user", "add", "ann", "--role", "member"],
+    ["user", "add", "ann", "--role=viewer", "-o", "json"],
+  ],
+  token: [
+    ["token", "create"],
+    ["token", "create", "--label", "ci on laptop", "-o", "yaml"],
+    ["token", "ls"],
+    ["token", "list", "-o", "json"],
+    ["token", "rm", "tok-1", "--force"],
+  ],
   events: [
     ["events", "ls"],
     ["events", "ls", "--type", "deploy.done", "--key", "k", "--since", "2h", "--limit", "5", "-o", "json"],
@@ -291,6 +302,8 @@ void test("a mandatory option left out, a missing required argument or an extra 
   const refused: Array<[string[], string]> = [
     [["rerun", "run-1"], "commander.missingMandatoryOptionValue"],
     [["member", "set", "ann"], "commander.missingMandatoryOptionValue"],
+    [["user", "add", "ann"], "commander.missingMandatoryOptionValue"],
+    [["token", "rm"], "commander.missingArgument"],
     [["credential", "set", "gh", "--token", "-"], "commander.missingMandatoryOptionValue"],
     [["approve"], "commander.missingArgument"],
     [["approve", "run-1", "gate", "extra"], "commander.excessArguments"],

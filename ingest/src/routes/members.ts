@@ -40,7 +40,7 @@ const removeDoc = api({
 
 /**
  * `{scoped}/members` (README "Roles"): an admin lists the project's members, sets a user's role and
- * removes a member. Users themselves (and their tokens) are not made here. A member who leaves
+ * removes a member. Users themselves (and their tokens) are made by routes/users.ts (`flow user add`). A member who leaves
  * takes the use of the accounts they granted with them (spec, "Connected account status"): store's
  * removeMember disables those accounts in the removal's own transaction.
  */
