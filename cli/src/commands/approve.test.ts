@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Stdio } from "../print.js";
+import { FlowError } from "@flowsvc/core/errors";
 import { runCli } from "./program.js";
 import { promptFields, type LineReader } from "./approve.js";
 
@@ -51,12 +52,24 @@ void test("text on one line, textarea until a blank line, select by number; the 
   assert.deepEqual(r.questions, ["reason (required): ", "notes (end with a blank line or Ctrl-D):\n", "", "", "choose 1-2 [staging]: "]);
 });
 
-void test("--field values are not asked again; empty answers and end of input leave a field to its default", async () => {
+void test("--field values are not asked again; an empty answer leaves a field to its default", async () => {
   const io = stdio();
   const r = scripted(["", "production"]);
   assert.deepEqual(await promptFields(GATE, { reason: "given" }, r.read, io), { reason: "given", env: "production" });
-  const eof = scripted([]);
-  assert.deepEqual(await promptFields(GATE, {}, eof.read, io), {});
+  const enter = scripted(["", ""]);
+  assert.deepEqual(await promptFields(GATE, { reason: "given" }, enter.read, io), { reason: "given" });
+});
+
+void test("end of input (Ctrl-D) at a text or select question stops: nothing is answered, not the defaults", async () => {
+  const io = stdio();
+  const stoppedAt = (field: string) => (err: unknown) =>
+    err instanceof FlowError && err.code === "invalid_argument" && err.message.includes(`question for ${field}: nothing was sent`);
+  await assert.rejects(promptFields(GATE, {}, scripted([]).read, io), stoppedAt("reason"));
+  // An option that is not one, then Ctrl-D: before, this approved with the default (staging).
+  const gate = { ...GATE, fields: [GATE.fields[2]!] };
+  await assert.rejects(promptFields(gate, {}, scripted(["nope"]).read, io), stoppedAt("env"));
+  // A textarea's Ctrl-D ends its text, as its question says; the select after it is then stopped.
+  await assert.rejects(promptFields(GATE, { reason: "r" }, scripted(["line"]).read, io), stoppedAt("env"));
 });
 
 void test("a select answer that is no option is asked again", async () => {

@@ -61,8 +61,20 @@ const title = (field: ApprovalField): string => `${field.label ?? field.name}${f
 
 const shownDefault = (field: ApprovalField): string => (field.default ? ` [${field.default}]` : "");
 
-const askText = async (field: ApprovalField, read: LineReader): Promise<string | undefined> =>
-  read(`${title(field)}${shownDefault(field)}: `);
+/**
+ * End of input (Ctrl-D) at a text or select question: the person stopped, so nothing is sent and the
+ * gate still waits. Leaving the field to its default would approve what nobody chose.
+ */
+const stopped = (field: ApprovalField): FlowError =>
+  new FlowError("invalid_argument", `end of input at the question for ${field.name}: nothing was sent; the gate still waits`, {
+    hint: "answer each question (Enter takes the default shown), or give the fields with --field",
+  });
+
+const askText = async (field: ApprovalField, read: LineReader): Promise<string> => {
+  const line = await read(`${title(field)}${shownDefault(field)}: `);
+  if (line === undefined) throw stopped(field);
+  return line;
+};
 
 const askTextarea = async (field: ApprovalField, read: LineReader): Promise<string | undefined> => {
   const lines: string[] = [];
@@ -74,14 +86,15 @@ const askTextarea = async (field: ApprovalField, read: LineReader): Promise<stri
   return lines.length > 0 ? lines.join("\n") : undefined;
 };
 
-/** A select's answer: its number or its text; anything else is asked again (end of input: not answered). */
+/** A select's answer: its number or its text (Enter: the default); anything else is asked again; end of input stops. */
 const askSelect = async (field: ApprovalField, read: LineReader, io: Stdio): Promise<string | undefined> => {
   const options = field.options ?? [];
   io.note(`${title(field)}:`);
   options.forEach((o, i) => io.note(`  ${i + 1}) ${o}${o === field.default ? " (default)" : ""}`));
   for (;;) {
     const line = await read(`choose 1-${options.length}${shownDefault(field)}: `);
-    if (line === undefined || line.trim() === "") return undefined;
+    if (line === undefined) throw stopped(field);
+    if (line.trim() === "") return undefined;
     const n = Number(line.trim());
     if (Number.isInteger(n) && n >= 1 && n <= options.length) return options[n - 1];
     if (options.includes(line.trim())) return line.trim();
@@ -91,7 +104,8 @@ const askSelect = async (field: ApprovalField, read: LineReader, io: Stdio): Pro
 
 /**
  * Asks for each declared field not already given, in declaration order. An empty answer leaves the
- * field out (the server applies its default, or refuses a required one).
+ * field out (the server applies its default, or refuses a required one); end of input at a text or
+ * select question stops with nothing sent (a textarea's ends its text, as its question says).
  */
 export const promptFields = async (
   gate: ParkedGate,
