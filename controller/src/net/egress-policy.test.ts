@@ -62,6 +62,18 @@ void test("each class of address, in IPv4, IPv6 and the IPv6 forms that carry an
     ["::ffff:10.1.2.3", "private"],
     ["::ffff:0.0.0.0", "unspecified"],
     ["::ffff:224.0.0.1", "multicast"],
+    // Gateway forms whose IPv4 bits sit where the prefix decides: refused whole (metadata through each).
+    ["64:ff9b:1:a9fe:a9:fe00::", "reserved"],
+    ["64:ff9b:1::a9fe:a9fe", "reserved"],
+    ["64:FF9B:1:FFFF:FFFF:FFFF:FFFF:FFFF", "reserved"],
+    ["2002:a9fe:a9fe::1", "reserved"],
+    ["2002::", "reserved"],
+    ["2001:0:4136:e378:8000:63bf:5601:5601", "reserved"],
+    // Their public neighbours.
+    ["64:ff9b:2::1", "public"],
+    ["2003::1", "public"],
+    ["2001:1::1", "public"],
+    ["2001:4860:4860::8888", "public"],
     // Public neighbours of the ranges.
     ["169.253.255.255", "public"],
     ["172.32.0.1", "public"],

@@ -75,6 +75,14 @@ const V6_RANGES: ReadonlyArray<readonly [string, number, AddressClass]> = [
   ["fc00::", 7, "private"],
   ["fec0::", 10, "private"],
   ["ff00::", 8, "multicast"],
+  // Forms that reach an IPv4 address through a gateway where the address sits at a position the
+  // prefix decides (so it cannot be judged as that IPv4 address, as V4_CARRIERS' forms are): the
+  // local-use NAT64 prefix (RFC 8215; a /48 puts the IPv4 bits around the u octet), 6to4 (2002::/16)
+  // and Teredo (2001::/32, the IPv4 address obfuscated). Through any of them 169.254.169.254 could be
+  // reached; an operator whose network needs one allows it by FLOWSVC_HTTP_ALLOW_CIDRS.
+  ["64:ff9b:1::", 48, "reserved"],
+  ["2002::", 16, "reserved"],
+  ["2001::", 32, "reserved"],
 ];
 
 /** One BlockList per class and family, checked in the order above (the first match wins). */
