@@ -76,3 +76,12 @@ void test("a number past double range (1e400 parses to Infinity) is refused at i
   );
   assert.equal(findJsonProblem({ n: Number.MAX_VALUE, m: -Number.MAX_VALUE, z: -0 }), undefined);
 });
+
+void test("a __proto__ key (an own key after JSON.parse) is refused at its place, at any depth; a key that only contains it is not", () => {
+  const doc = JSON.parse('{"nodes":[{"config":{"type":"x.y","__proto__":{"polluted":true}}}]}') as unknown;
+  const found = findJsonProblem(doc, "(document)");
+  assert.equal(found?.path, "(document).nodes[0].config.__proto__");
+  assert.match(found?.problem ?? "", /^has a key that is "__proto__" \(refused/);
+  assert.equal(({} as Record<string, unknown>)["polluted"], undefined);
+  assert.equal(findJsonProblem(JSON.parse('{"__proto__x":1,"a__proto__":{"constructor":{"prototype":1}}}')), undefined);
+});

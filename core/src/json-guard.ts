@@ -59,10 +59,18 @@ interface WalkItem {
   readonly depth: number;
 }
 
+/**
+ * A key `__proto__` (JSON.parse makes it an own key) is refused as Fastify's body parser refuses it:
+ * wherever the value is copied key by key, it sets the copy's prototype instead. A graph's node
+ * config lost it that way and passed its unknown-key check.
+ */
+const PROTO_KEY = "__proto__";
+
 /** The first key of an object that cannot be stored, as a problem at that key. */
 const keyProblem = (v: object, at: Place): JsonProblem | undefined => {
   for (const k of Object.keys(v)) {
-    const p = textProblem(k);
+    const p =
+      k === PROTO_KEY ? 'is "__proto__" (refused: where the value is copied key by key, it would set the prototype)' : textProblem(k);
     if (p) return { path: spell({ parent: at, seg: k }), problem: `has a key that ${p}`, kind: "text" };
   }
   return undefined;

@@ -571,11 +571,16 @@ void test("hostile input: NUL, lone surrogates, deep nesting, 1e400, huge counts
   assert.ok(parseGraph(doc([{ id: "a", type: "shell", config: { command: { $template: "{{ input.x }}".repeat(256) } } }])).ok);
   // A wide list is walked without recursion or spread (a call takes about 120k arguments at most).
   assert.ok(parseGraph(doc([{ id: "a", type: "http", config: { url: "http://x", body: new Array(200_000).fill([1]) } }])).ok);
-  // A __proto__ key does not reach the prototype.
-  const r = parseGraphText(
-    `{"version":"${GRAPH_VERSION}","nodes":[{"id":"a","type":"http","config":{"url":"http://x","body":{"__proto__":{"polluted":1}}}}]}`,
-  );
-  assert.ok(r.ok);
+  // A __proto__ key is refused at its place (as the API's body parser refuses it) and never reaches the prototype,
+  // in a body as in a config, where copying the config had dropped it past the unknown-key check.
+  for (const config of ['{"url":"http://x","body":{"__proto__":{"polluted":1}}}', '{"url":"http://x","__proto__":{"polluted":1}}']) {
+    const r = parseGraphText(`{"version":"${GRAPH_VERSION}","nodes":[{"id":"a","type":"http","config":${config}}]}`);
+    assert.equal(r.ok, false, config);
+    assert.match(
+      (r as { problems: GraphProblem[] }).problems.map((p) => `${p.path}: ${p.message}`).join("\n"),
+      /__proto__.*has a key that is "__proto__"/,
+    );
+  }
   assert.equal(({} as Record<string, unknown>)["polluted"], undefined);
 });
 
@@ -645,4 +650,23 @@ test("graphDocumentText: a checked graph as text parseGraph takes again, retries
   // What JSON.stringify of a checked graph gave before: refused when read back.
   const plain = parseGraph(JSON.parse(JSON.stringify(first.graph)));
   assert.ok(!plain.ok);
+});
+
+void test("an if, a switch case's when and an event node's when the checker types as other than bool are refused where they are; a field read is left to its value", () => {
+  const shell = (extra: Record<string, unknown>) => ({ id: "a", type: "shell", config: { command: "x" }, ...extra });
+  hasProblems(doc([shell({ if: "1 + 2" })]), /^nodes\[0\]\.if: .*the expression is a int, not a bool/);
+  hasProblems(doc([shell({ if: '"yes"' })]), /^nodes\[0\]\.if: .*is a string, not a bool/);
+  hasProblems(
+    doc([{ id: "s", type: "switch", config: { cases: [{ name: "a", when: "[input.x]" }] } }]),
+    /^nodes\[0\]\.config\.cases\[0\]\.when: .*is a list/,
+  );
+  hasProblems(
+    doc([{ id: "e", type: "event", config: { event: "x.y", when: "string(event.type)" } }]),
+    /^nodes\[0\]\.config\.when: .*not a bool/,
+  );
+  for (const ok of ["input.go", "input.n > 1", "nodes.a.output.ok == true", "true"]) {
+    const r = parseGraph(doc([shell({}), { id: "b", type: "shell", config: { command: "y" }, if: ok }], [{ from: "a", to: "b" }]));
+    assert.ok(r.ok, `${ok}: ${JSON.stringify(r)}`);
+  }
+  assert.ok(parseGraph(doc([{ id: "e", type: "event", config: { event: "x.y", when: "event.payload.ok" } }])).ok);
 });
