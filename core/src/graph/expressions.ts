@@ -21,16 +21,34 @@ const WALK_DEPTH_LIMIT = 64;
 const CACHE_LIMIT = 2000;
 const cache = new Map<string, CompiledCel>();
 
-/** Compiles `source` (cached); throws FlowError invalid_argument with the position. */
-export const compileGraphExpression = (source: string, variables: readonly string[] = GRAPH_VARIABLES): CompiledCel => {
-  const key = `${variables.join(",")}\u0000${source}`;
+/**
+ * Compiles `source` (cached); throws FlowError invalid_argument with the position. A `predicate`
+ * (a node's `if`, a switch case's or an event node's `when`) the checker types as other than bool
+ * is refused (core/src/cel.ts), as a handler's `when` is: it could only fail when the node ran.
+ */
+export const compileGraphExpression = (source: string, variables: readonly string[] = GRAPH_VARIABLES, predicate = false): CompiledCel => {
+  const key = `${predicate ? "p" : "v"}\u0000${variables.join(",")}\u0000${source}`;
   let compiled = cache.get(key);
   if (!compiled) {
-    compiled = compileCel(source, { variables });
+    compiled = compileCel(source, { variables, predicate });
     if (cache.size >= CACHE_LIMIT) cache.clear();
     cache.set(key, compiled);
   }
   return compiled;
+};
+
+/** Checks one expression (compiled through core/src/cel.ts); the message keeps CEL's line and column. */
+export const expressionProblem = (
+  source: string,
+  variables: readonly string[] = GRAPH_VARIABLES,
+  predicate = false,
+): string | undefined => {
+  try {
+    compileGraphExpression(source, variables, predicate);
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
 };
 
 /** A config value that is an expression: exactly one key, `$expr` or `$template`. */

@@ -18,7 +18,7 @@ import { assertEmittable, validateEventType } from "../events.js";
 import { envMapProblems } from "../secret-rules.js";
 import { parseApprovalFields } from "./approval-fields.js";
 import { CONNECTOR_TYPE, NODE_TYPES } from "./model.js";
-import { EVENT_WHEN_VARIABLES, GRAPH_VARIABLES, asConfigExpression, compileGraphExpression } from "./expressions.js";
+import { EVENT_WHEN_VARIABLES, GRAPH_VARIABLES, asConfigExpression, expressionProblem } from "./expressions.js";
 
 /** A connector's manifest as far as the graph check needs it (D's ConnectorManifest fits). */
 export interface ManifestInfo {
@@ -96,17 +96,10 @@ const flowErrorProblem = (fn: () => unknown): string | undefined => {
   }
 };
 
-const celProblem = (source: string, variables: readonly string[]): string | undefined => {
-  try {
-    compileGraphExpression(source, variables);
-    return undefined;
-  } catch (error) {
-    return (error as Error).message;
-  }
-};
+/** A `when` (a switch case's, an event node's): a CEL predicate, refused when it cannot be a bool. */
 const cel = (variables: readonly string[]) =>
   z.string().superRefine((v, ctx) => {
-    const p = celProblem(v, variables);
+    const p = expressionProblem(v, variables, true);
     if (p !== undefined) ctx.addIssue({ code: "custom", message: p });
   });
 

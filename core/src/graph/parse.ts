@@ -17,6 +17,7 @@ import {
   GRAPH_VARIABLES,
   asConfigExpression,
   compileGraphExpression,
+  expressionProblem,
   configExpressionProblem,
   referencedNodeIds,
   templateParts,
@@ -75,15 +76,7 @@ const issueProblem = (issue: Issue): GraphProblem => {
   return { path: formatPath(issue.path), message: issue.message };
 };
 
-/** Checks one expression (compiled through core/src/cel.ts); the message keeps CEL's line and column. */
-export const expressionProblem = (source: string, variables: readonly string[] = GRAPH_VARIABLES): string | undefined => {
-  try {
-    compileGraphExpression(source, variables);
-    return undefined;
-  } catch (error) {
-    return (error as Error).message;
-  }
-};
+export { expressionProblem };
 
 /** For an id read with a dot that is the start of a dashed id (`nodes.deploy-prod` reads nodes.deploy minus prod): how to write it. */
 const dashedHint = (unknown: string, ids: ReadonlySet<string>): string => {
@@ -100,8 +93,13 @@ const unknownNodeProblem = (source: string, ids: ReadonlySet<string>): string | 
 };
 
 /** Compiles, then checks the node ids read; a compile error gets the dashed-id hint too (`Unknown variable: prod`). */
-const sourceProblem = (source: string, ids: ReadonlySet<string>, variables: readonly string[] = GRAPH_VARIABLES): string | undefined => {
-  const compiled = expressionProblem(source, variables);
+const sourceProblem = (
+  source: string,
+  ids: ReadonlySet<string>,
+  variables: readonly string[] = GRAPH_VARIABLES,
+  predicate = false,
+): string | undefined => {
+  const compiled = expressionProblem(source, variables, predicate);
   if (compiled === undefined) return unknownNodeProblem(source, ids);
   const unknown = referencedNodeIds(source).find((id) => !ids.has(id));
   return unknown === undefined ? compiled : `${compiled}${dashedHint(unknown, ids)}`;
@@ -410,7 +408,7 @@ export const parseGraph = (doc: unknown, options: ParseGraphOptions = {}): Graph
     const path = `nodes[${n.index}]`;
     const config = n.config ?? {};
     if (n.if !== undefined) {
-      const p = sourceProblem(n.if, ids);
+      const p = sourceProblem(n.if, ids, GRAPH_VARIABLES, true);
       if (p !== undefined) problems.add(`${path}.if`, p);
     }
     checkConfigExpressions(collected[i]!.found, ids, problems);

@@ -357,3 +357,13 @@ test("a run:, env: or prompt that is one ${{ }} is text when it runs: a number's
   // A uses: step's with: keeps the value's type (its node takes any JSON there).
   assert.deepEqual(evaluateConfig(nodes["w"]!.config["payload"], scope), { ok: true, value: [1, "a"] });
 });
+
+void test("a job's if: and a wait's when: the checker types as other than bool are refused at their line; a field read is left to its value", () => {
+  refusedWith("jobs:\n  a:\n    if: ${{ 1 + 2 }}\n    steps: [{run: x}]\n", /^line 3, column \d+: jobs\.a\.if: .*is a int, not a bool/);
+  refusedWith(
+    "jobs:\n  a:\n    wait_for_event: {type: x.y, when: 'string(event.type)'}\n",
+    /^line 3, column \d+: jobs\.a\.wait_for_event\.when: .*is a string, not a bool/,
+  );
+  assert.equal(compilePipeline("jobs:\n  a:\n    if: ${{ input.go }}\n    steps: [{run: x}]\n").ok, true);
+  assert.equal(compilePipeline("jobs:\n  a:\n    wait_for_event: {type: x.y, when: 'event.payload.ok'}\n").ok, true);
+});

@@ -199,7 +199,7 @@ const waitNode = (c: JobContext, w: NonNullable<PipelineJob["wait_for_event"]>):
   if (w.when !== undefined) {
     const when = c.problems.guard(at(c, "wait_for_event", "when"), () => {
       const source = stripWrapper(w.when!);
-      checkPipelineExpression(source, WAIT_WHEN_VARIABLES);
+      checkPipelineExpression(source, WAIT_WHEN_VARIABLES, true);
       return source;
     });
     if (when !== undefined) config["when"] = when;
@@ -223,7 +223,7 @@ const jobIf = (c: JobContext): string | undefined => {
   if (typeof cond === "boolean") return String(cond);
   return c.problems.guard(at(c, "if"), () => {
     const source = stripWrapper(cond);
-    checkPipelineExpression(source);
+    checkPipelineExpression(source, undefined, true);
     return translateExpression(source, c.env);
   });
 };

@@ -83,9 +83,12 @@ export const translateExpression = (source: string, env: ExpressionEnv): string 
   return out;
 };
 
-/** Compiles a pipeline expression (CEL's message and position on failure, thrown as invalid_argument). */
-export const checkPipelineExpression = (source: string, variables: readonly string[] = PIPELINE_VARIABLES): void => {
-  compileCel(source, { variables });
+/**
+ * Compiles a pipeline expression (CEL's message and position on failure, thrown as invalid_argument).
+ * A `predicate` (a job's `if:`, a wait's `when:`) the checker types as other than bool is refused.
+ */
+export const checkPipelineExpression = (source: string, variables: readonly string[] = PIPELINE_VARIABLES, predicate = false): void => {
+  compileCel(source, { variables, predicate });
 };
 
 /** A whole-value expression: `${{ x }}` alone (surrounding blanks allowed) is `x`; else undefined. */
