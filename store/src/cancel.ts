@@ -12,7 +12,7 @@ export const cancelRun = async (tx: PoolClient, runId: string, reason: string, p
   const { rows } = await tx.query<{ status: string }>(`select status from runs where id = $1 for update`, [runId]);
   const status = rows[0]?.status;
   if (!status) throw new FlowError("not_found", `run ${runId} not found`);
-  if (isTerminalStatus(status)) throw new FlowError("conflict", `run ${runId} has already ${status}`);
+  if (isTerminalStatus(status)) throw new FlowError("conflict", `run ${runId} has already ended: it is ${status}`);
   await tx.query(
     `update jobs set status = 'done', token_digest = null, lease_expires_at = null, updated_at = now()
       where run_id = $1 and status in ('queued', 'dispatched', 'running')`,

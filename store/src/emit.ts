@@ -80,7 +80,7 @@ export interface EmitResult {
   eventId: string;
   duplicate: boolean;
   handlerRuns: string[];
-  /** Handlers whose `when` could not be evaluated: the event is declined for them (log it). */
+  /** Handlers that matched but start no run for this event (its `when` did not evaluate, its stored graph is gone, ...), each with the reason. */
   declined: Array<{ handler: string; error: string }>;
   /** Platform events only: handlers not started because the project had too many in flight. */
   dropped: string[];

@@ -169,7 +169,7 @@ void test("cancel stops a parked run and a running one; run.cancelled carries th
   assert.equal((await server.cli(["cancel", running])).code, 0);
   const again = await server.cli(["cancel", running]);
   assert.equal(again.code, 1);
-  assert.match(again.stderr, /has already cancelled/);
+  assert.match(again.stderr, /has already ended: it is cancelled/);
   const events = JSON.parse((await server.cli(["events", "ls", "--type", "run.cancelled", "-o", "json"])).stdout) as Array<{
     payload: { run_id: string; reason: string };
   }>;

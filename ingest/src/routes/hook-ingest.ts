@@ -263,13 +263,9 @@ const delivered = (
 ): void => {
   metrics.hookDeliveries.inc({ outcome: result.duplicate ? "duplicate" : "recorded" });
   metrics.handlersDelivered(result);
+  // The reason is the error's (its `when` did not evaluate, its stored graph is gone, ...), as on the emit route.
   for (const d of result.declined)
-    sender
-      .log()
-      .info(
-        { eventId: result.eventId, type: input.type, handler: d.handler, err: d.error },
-        "handler declined the event: its `when` could not be evaluated",
-      );
+    sender.log().info({ eventId: result.eventId, type: input.type, handler: d.handler, err: d.error }, "handler declined the event");
   sender.debug({ hook: name, eventId: result.eventId, type: input.type, duplicate: result.duplicate }, "hook delivery accepted");
 };
 
