@@ -97,9 +97,9 @@ after(async () => {
   await db?.drop();
 });
 
-const callWith = async (credential: string): Promise<NodeOutcome> => {
-  const node: GraphNode = { id: "call", type: "http", config: { url: `${base}/x`, credential } };
-  const ctx = await nodeContext({
+/** A node's context as the driver makes it, for this file's run. */
+const contextFor = (node: GraphNode, config: Record<string, unknown>) =>
+  nodeContext({
     pool: db.pool,
     keyring,
     logger: pino({ level: "silent" }),
@@ -107,13 +107,16 @@ const callWith = async (credential: string): Promise<NodeOutcome> => {
     egress,
     run,
     node,
-    config: node.config,
+    config,
     scope: {} as never,
     attempt: 1,
     signal: new AbortController().signal,
     orgs: new Map(),
   });
-  return httpExecutor.start(ctx);
+
+const callWith = async (credential: string): Promise<NodeOutcome> => {
+  const node: GraphNode = { id: "call", type: "http", config: { url: `${base}/x`, credential } };
+  return httpExecutor.start(await contextFor(node, node.config));
 };
 
 const setStatus = (name: string, status: AccountStatus) =>
@@ -151,20 +154,7 @@ void test("an emit node's event is stored masked, as a script's emit is: a crede
   // What an http node's output may hold when the far side echoes the request (nodes.fetch.output.body).
   const node: GraphNode = { id: "note", type: "emit", config: {} };
   const config = { type: "item.checked", key: "k-tok-emit-4417", payload: { auth: "Bearer tok-emit-4417", n: [1, "tok-emit-4417"] } };
-  const ctx = await nodeContext({
-    pool: db.pool,
-    keyring,
-    logger: pino({ level: "silent" }),
-    publicUrl: undefined,
-    egress,
-    run,
-    node,
-    config,
-    scope: {} as never,
-    attempt: 1,
-    signal: new AbortController().signal,
-    orgs: new Map(),
-  });
+  const ctx = await contextFor(node, config);
   const o = await emitExecutor.start(ctx);
   assert.equal(o.kind, "succeeded", JSON.stringify(o));
   const { rows } = await db.pool.query<{ key: string; payload: unknown }>(`select key, payload from events where type = 'item.checked'`);

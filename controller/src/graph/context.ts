@@ -100,6 +100,16 @@ const projectValuesMasker = async (db: { pool: Pool; keyring: Keyring }, project
 /** The run's log masker: the project's secrets and credentials, opened on first use. */
 const maskerOf = (input: ContextInput, orgId: string): Promise<ValueMasker> => projectValuesMasker(input, input.run.project_id, orgId);
 
+/** The org of a run's project, from the driver's cache (filled on first use). */
+const orgOfRun = async (deps: { pool: Pool; orgs: Map<string, string> }, run: { id: string; project_id: string }): Promise<string> => {
+  const cached = deps.orgs.get(run.project_id);
+  if (cached !== undefined) return cached;
+  const found = await findProjectById(deps.pool, run.project_id);
+  if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
+  deps.orgs.set(run.project_id, found.orgId);
+  return found.orgId;
+};
+
 /**
  * The masker of a run's project, for what the engine writes of the run (its output and error, which
  * the run.* event carries to the bus): as a script's are, masked before they are stored.
@@ -107,16 +117,7 @@ const maskerOf = (input: ContextInput, orgId: string): Promise<ValueMasker> => p
 export const runProjectMasker = async (
   deps: { pool: Pool; keyring: Keyring; orgs: Map<string, string> },
   run: { id: string; project_id: string },
-): Promise<ValueMasker> => {
-  let orgId = deps.orgs.get(run.project_id);
-  if (orgId === undefined) {
-    const found = await findProjectById(deps.pool, run.project_id);
-    if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
-    orgId = found.orgId;
-    deps.orgs.set(run.project_id, orgId);
-  }
-  return projectValuesMasker(deps, run.project_id, orgId);
-};
+): Promise<ValueMasker> => projectValuesMasker(deps, run.project_id, await orgOfRun(deps, run));
 
 /** An emit node's event, once per (run, node, attempt): an attempt run again answers the id recorded the first time. */
 const emitOnce = async (input: ContextInput, e: { type: string; payload: unknown; key: string | undefined }): Promise<string> => {
@@ -143,13 +144,7 @@ const emitOnce = async (input: ContextInput, e: { type: string; payload: unknown
 
 export const nodeContext = async (input: ContextInput): Promise<NodeContext> => {
   const { run } = input;
-  let orgId = input.orgs.get(run.project_id);
-  if (orgId === undefined) {
-    const found = await findProjectById(input.pool, run.project_id);
-    if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
-    orgId = found.orgId;
-    input.orgs.set(run.project_id, orgId);
-  }
+  const orgId = await orgOfRun(input, run);
   const project = { orgId };
   let masker: Promise<ValueMasker> | undefined;
   return {
