@@ -349,6 +349,84 @@ void test("the bash completion completes commands, subcommands and options from 
   assert.deepEqual(lines[10], []);
 });
 
+/** Where a shell is installed (zsh and fish are not on every machine: their tests are skipped where absent). */
+const shellAt = (name: string): string | undefined =>
+  ["/usr/bin", "/bin", "/usr/local/bin"].map((d) => join(d, name)).find((p) => existsSync(p));
+
+/** Runs `probe` in `shell` with `flow completion <shell>` loaded; one line of sorted words per `ask`. */
+const askShell = async (shell: "zsh" | "fish", ask: string, cases: readonly string[]): Promise<string[][]> => {
+  const r = await runFlow(["completion", shell]);
+  assert.equal(r.code, 0, r.stderr);
+  const { home } = await freshHome();
+  const file = join(home, `flow.${shell}`);
+  await writeFile(file, r.stdout);
+  // An empty directory: where file names are offered, there are none to list.
+  const empty = join(home, "empty");
+  await mkdir(empty);
+  const probe = [`source ${JSON.stringify(file)}`, ask, ...cases.map((c) => `ask ${c}`)].join("\n");
+  const child = spawn(shellAt(shell)!, shell === "zsh" ? ["-f", "-c", probe] : ["--no-config", "-c", probe], {
+    cwd: empty,
+    env: { PATH: process.env["PATH"] ?? "", HOME: home },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+  const [code] = (await once(child, "close")) as [number | null];
+  assert.equal(code, 0, err);
+  return out
+    .split("\n")
+    .slice(0, cases.length)
+    .map((l) =>
+      l
+        .replace(/^\[|\]$/g, "")
+        .split(" ")
+        .filter((w) => w !== "")
+        .sort(),
+    );
+};
+
+const SHELL_CASES = [
+  "ru",
+  "l --url http://x runs",
+  "--st runs list",
+  '"" submit',
+  '"" submit --as',
+  "j status x -o",
+  '"" completion',
+  '"" --url http://x --project a/b secret',
+  '"" submit --tag secret',
+];
+
+/** What every shell offers for SHELL_CASES (the current word first, then the words before it); [] is file names. */
+const assertShellCases = (lines: string[][], shell: string): void => {
+  assert.deepEqual(lines[0]?.includes("runs") && lines[0].includes("run"), true, `${shell}: ${JSON.stringify(lines[0])}`);
+  assert.deepEqual(lines[1], ["list", "ls"], shell);
+  assert.ok(lines[2]?.includes("--status") && !lines[2].includes("submit"), `${shell}: ${JSON.stringify(lines[2])}`);
+  assert.deepEqual(lines[3], [], `${shell}: a file argument offers file names`);
+  assert.deepEqual(lines[4], ["graph", "pipeline", "script", "yaml"], shell);
+  assert.deepEqual(lines[5], ["json", "yaml"], shell);
+  assert.deepEqual(lines[6], ["bash", "fish", "zsh"], shell);
+  assert.deepEqual(lines[7], ["get", "list", "ls", "rm", "set"], shell);
+  assert.deepEqual(lines[8], [], `${shell}: a flag's value that names a command is no command`);
+};
+
+void test(
+  "the zsh completion offers what bash does: commands, options, an option's choices, and file names where none",
+  { skip: !shellAt("zsh") },
+  async () => {
+    const lines = await askShell("zsh", 'ask() { local cur=$1; shift; print -r -- "[$(_flow_candidates "$cur" "$@")]"; }', SHELL_CASES);
+    assertShellCases(lines, "zsh");
+  },
+);
+
+void test("the fish completion offers the same, and fish's own file names where none", { skip: !shellAt("fish") }, async () => {
+  // Fish's path completion in an empty directory offers nothing.
+  const lines = await askShell("fish", 'function ask; echo "["(string join -- " " (__flow_candidates $argv))"]"; end', SHELL_CASES);
+  assertShellCases(lines, "fish");
+});
+
 void test("flow completion refuses a shell it does not know, naming the choices", async () => {
   for (const shell of ["tcsh", "bash; rm -rf ~"]) {
     const r = await runFlow(["completion", shell]);

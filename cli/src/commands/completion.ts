@@ -1,8 +1,9 @@
 /**
  * `flow completion bash|zsh|fish`: a completion script for the shell, generated from the commander
  * program itself (its commands, subcommands and options), so it never lists a command that is gone.
- * Each script holds two tables keyed by the command path typed so far ("", "runs", "secret set"):
- * the subcommands at that path, and every word to offer there (subcommands, then options).
+ * Each script holds tables keyed by the command path typed so far ("", "runs", "secret set"): the
+ * subcommands, the options, the value-taking options and their choices at that path; bash and zsh
+ * share one function that picks the candidates, fish has the same rules in its own syntax.
  */
 import { Argument, Command } from "commander";
 import type { CommandDeps } from "./context.js";
@@ -78,93 +79,136 @@ export const completionTree = (program: Command): CompletionNode[] => {
 const shCase = (fn: string, nodes: readonly CompletionNode[], pick: (n: CompletionNode) => string[]): string =>
   [`${fn}() {`, '  case "$1" in', ...nodes.map((n) => `    "${n.path}") echo "${pick(n).join(" ")}" ;;`), "  esac", "}"].join("\n");
 
-const tables = (nodes: readonly CompletionNode[]): string =>
-  `${shCase("_flow_subcommands", nodes, (n) => n.subcommands)}\n${shCase("_flow_words", nodes, (n) => [...n.subcommands, ...n.options])}`;
+/** Each option's choices, keyed "<path>|<flag>". */
+const choiceRows = (nodes: readonly CompletionNode[]): Array<[string, string[]]> =>
+  nodes.flatMap((n) => Object.entries(n.choices).map(([flag, words]): [string, string[]] => [`${n.path}|${flag}`, words]));
 
-/** bash's own tables: the options alone, the words that are no option, the value-taking options, and each one's choices ("<path>|<flag>"). */
-const bashTables = (nodes: readonly CompletionNode[]): string =>
+/**
+ * The tables (by command path: the subcommands, the options, the words that are no option, the
+ * value-taking options, each option's choices) and `_flow_candidates`, in the syntax bash and zsh
+ * share. `_flow_candidates CUR WORD...` (the words typed after `flow`, before the one being
+ * completed) prints what to offer: after a value-taking option its choices; for a word starting
+ * with `-` the options; else the subcommands or the argument's choices. Nothing printed means file
+ * names (`flow submit <TAB>`, `--data-dir <TAB>`). A flag's value is never taken for a command.
+ */
+const shShared = (nodes: readonly CompletionNode[]): string =>
   [
+    shCase("_flow_subcommands", nodes, (n) => n.subcommands),
     shCase("_flow_options", nodes, (n) => n.options),
     shCase("_flow_args", nodes, (n) => [...n.subcommands, ...n.argChoices]),
     shCase("_flow_valued", nodes, (n) => n.valued),
     [
       "_flow_choices() {",
       '  case "$1" in',
-      ...nodes.flatMap((n) => Object.entries(n.choices).map(([flag, words]) => `    "${n.path}|${flag}") echo "${words.join(" ")}" ;;`)),
+      ...choiceRows(nodes).map(([key, words]) => `    "${key}") echo "${words.join(" ")}" ;;`),
       "  esac",
       "}",
     ].join("\n"),
-  ].join("\n");
-
-/**
- * After a value-taking option: its choices, or nothing (bash then offers file names, `-o default`).
- * A word starting with `-`: the options. Else the subcommands or the argument's choices, and file
- * names when there are none (`flow submit <TAB>`).
- */
-const bashScript = (nodes: readonly CompletionNode[]): string => `# flow completion for bash: eval "$(flow completion bash)" in ~/.bashrc
-${tables(nodes)}
-${bashTables(nodes)}
-_flow() {
-  local cur=\${COMP_WORDS[COMP_CWORD]} prev="" cmdpath="" word i skip=""
-  ((COMP_CWORD > 1)) && prev=\${COMP_WORDS[COMP_CWORD - 1]}
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    word=\${COMP_WORDS[i]}
+    `_flow_candidates() {
+  local cur=$1 cmdpath="" prev="" skip="" word
+  shift
+  for word in "$@"; do
     if [[ -z $skip ]]; then
       case " $(_flow_subcommands "$cmdpath") " in *" $word "*) cmdpath=\${cmdpath:+$cmdpath }$word ;; esac
     fi
     skip=""
     case " $(_flow_valued "$cmdpath") " in *" $word "*) [[ $word == -* ]] && skip=1 ;; esac
+    prev=$word
   done
-  COMPREPLY=()
   if [[ -n $prev && $prev == -* && " $(_flow_valued "$cmdpath") " == *" $prev "* ]]; then
-    COMPREPLY=($(compgen -W "$(_flow_choices "$cmdpath|$prev")" -- "$cur"))
+    _flow_choices "$cmdpath|$prev"
   elif [[ $cur == -* ]]; then
-    COMPREPLY=($(compgen -W "$(_flow_options "$cmdpath")" -- "$cur"))
+    _flow_options "$cmdpath"
   else
-    COMPREPLY=($(compgen -W "$(_flow_args "$cmdpath")" -- "$cur"))
+    _flow_args "$cmdpath"
   fi
+}`,
+  ].join("\n");
+
+/** bash: the candidates, filtered by the word typed; none, and bash offers file names (`-o default`). */
+const bashScript = (nodes: readonly CompletionNode[]): string => `# flow completion for bash: eval "$(flow completion bash)" in ~/.bashrc
+${shShared(nodes)}
+_flow() {
+  local cur=\${COMP_WORDS[COMP_CWORD]}
+  COMPREPLY=($(compgen -W "$(_flow_candidates "$cur" "\${COMP_WORDS[@]:1:COMP_CWORD-1}")" -- "$cur"))
 }
 complete -o default -F _flow flow
 `;
 
+/** zsh: the same candidates through compadd, or _files when there are none. */
 const zshScript = (nodes: readonly CompletionNode[]): string => `#compdef flow
 # flow completion for zsh: eval "$(flow completion zsh)" in ~/.zshrc, after compinit
-${tables(nodes)}
+${shShared(nodes)}
 _flow() {
-  local cmdpath="" word i
-  for ((i = 2; i < CURRENT; i++)); do
-    word=\${words[i]}
-    case " $(_flow_subcommands "$cmdpath") " in *" $word "*) cmdpath=\${cmdpath:+$cmdpath }$word ;; esac
-  done
-  compadd -- \${=$(_flow_words "$cmdpath")}
+  local offer
+  offer=$(_flow_candidates "\${words[CURRENT]}" "\${(@)words[2,CURRENT-1]}")
+  if [[ -n $offer ]]; then
+    compadd -- \${=offer}
+  else
+    _files
+  fi
 }
 compdef _flow flow
 `;
 
-const fishSwitch = (fn: string, nodes: readonly CompletionNode[], pick: (n: CompletionNode) => string[]): string =>
+const fishSwitch = (fn: string, rows: ReadonlyArray<readonly [string, string[]]>): string =>
   [
     `function ${fn}`,
     "    switch $argv[1]",
-    ...nodes.flatMap((n) => [`        case '${n.path}'`, `            echo ${pick(n).join(" ")}`]),
+    ...rows.flatMap(([key, words]) => [`        case '${key}'`, `            echo ${words.join(" ")}`]),
     "    end",
     "end",
   ].join("\n");
 
+const fishTable = (fn: string, nodes: readonly CompletionNode[], pick: (n: CompletionNode) => string[]): string =>
+  fishSwitch(
+    fn,
+    nodes.map((n) => [n.path, pick(n)]),
+  );
+
+/** fish: the same rules as \`_flow_candidates\`; no candidates, and fish's own path completion. */
 const fishScript = (
   nodes: readonly CompletionNode[],
 ): string => `# flow completion for fish: flow completion fish > ~/.config/fish/completions/flow.fish
-${fishSwitch("__flow_subcommands", nodes, (n) => n.subcommands)}
-${fishSwitch("__flow_words", nodes, (n) => [...n.subcommands, ...n.options])}
-function __flow_path
+${fishTable("__flow_subcommands", nodes, (n) => n.subcommands)}
+${fishTable("__flow_options", nodes, (n) => n.options)}
+${fishTable("__flow_args", nodes, (n) => [...n.subcommands, ...n.argChoices])}
+${fishTable("__flow_valued", nodes, (n) => n.valued)}
+${fishSwitch("__flow_choices", choiceRows(nodes))}
+function __flow_candidates --description 'flow completion: __flow_candidates CUR WORD... (the words after flow)'
+    set -l cur $argv[1]
     set -l cmdpath ''
-    for word in (commandline -opc)[2..-1]
-        if contains -- $word (string split ' ' -- (__flow_subcommands $cmdpath))
+    set -l prev ''
+    set -l skip ''
+    for word in $argv[2..-1]
+        if test -z "$skip"; and contains -- $word (string split ' ' -- (__flow_subcommands "$cmdpath"))
             set cmdpath (string trim -- "$cmdpath $word")
         end
+        set skip ''
+        if string match -q -- '-*' $word; and contains -- $word (string split ' ' -- (__flow_valued "$cmdpath"))
+            set skip 1
+        end
+        set prev $word
     end
-    echo $cmdpath
+    if string match -q -- '-*' $prev; and contains -- $prev (string split ' ' -- (__flow_valued "$cmdpath"))
+        set -l words (string split -n ' ' -- (__flow_choices "$cmdpath|$prev"))
+        if test (count $words) -gt 0
+            printf '%s\\n' $words
+        else
+            __fish_complete_path $cur
+        end
+    else if string match -q -- '-*' $cur
+        string split -n ' ' -- (__flow_options "$cmdpath")
+    else
+        set -l words (string split -n ' ' -- (__flow_args "$cmdpath"))
+        if test (count $words) -gt 0
+            printf '%s\\n' $words
+        else
+            __fish_complete_path $cur
+        end
+    end
 end
-complete -c flow -f -a '(string split " " -- (__flow_words (__flow_path)))'
+complete -c flow -f -a '(__flow_candidates (commandline -ct) (commandline -opc)[2..-1])'
 `;
 
 /** The completion script for `shell`, from the program's commands. */
