@@ -352,6 +352,9 @@ void test("the bash completion completes commands, subcommands and options from 
 /** Where a shell is installed (zsh and fish are not on every machine: their tests are skipped where absent). */
 const shellAt = (name: string): string | undefined =>
   ["/usr/bin", "/bin", "/usr/local/bin"].map((d) => join(d, name)).find((p) => existsSync(p));
+/** Skipped where the shell is absent, but not in CI (.ci/run installs it). */
+const skipWithout = (name: string): string | false =>
+  shellAt(name) !== undefined || process.env["CI"] ? false : `${name} is not installed (Debian's ${name}; .ci/run installs it)`;
 
 /** Runs `probe` in `shell` with `flow completion <shell>` loaded; one line of sorted words per `ask`. */
 const askShell = async (shell: "zsh" | "fish", ask: string, cases: readonly string[]): Promise<string[][]> => {
@@ -364,7 +367,9 @@ const askShell = async (shell: "zsh" | "fish", ask: string, cases: readonly stri
   const empty = join(home, "empty");
   await mkdir(empty);
   const probe = [`source ${JSON.stringify(file)}`, ask, ...cases.map((c) => `ask ${c}`)].join("\n");
-  const child = spawn(shellAt(shell)!, shell === "zsh" ? ["-f", "-c", probe] : ["--no-config", "-c", probe], {
+  const at = shellAt(shell);
+  assert.ok(at, `${shell} is not installed: .ci/run installs it`);
+  const child = spawn(at, shell === "zsh" ? ["-f", "-c", probe] : ["--no-config", "-c", probe], {
     cwd: empty,
     env: { PATH: process.env["PATH"] ?? "", HOME: home },
     stdio: ["ignore", "pipe", "pipe"],
@@ -414,14 +419,14 @@ const assertShellCases = (lines: string[][], shell: string): void => {
 
 void test(
   "the zsh completion offers what bash does: commands, options, an option's choices, and file names where none",
-  { skip: !shellAt("zsh") },
+  { skip: skipWithout("zsh") },
   async () => {
     const lines = await askShell("zsh", 'ask() { local cur=$1; shift; print -r -- "[$(_flow_candidates "$cur" "$@")]"; }', SHELL_CASES);
     assertShellCases(lines, "zsh");
   },
 );
 
-void test("the fish completion offers the same, and fish's own file names where none", { skip: !shellAt("fish") }, async () => {
+void test("the fish completion offers the same, and fish's own file names where none", { skip: skipWithout("fish") }, async () => {
   // Fish's path completion in an empty directory offers nothing.
   const lines = await askShell("fish", 'function ask; echo "["(string join -- " " (__flow_candidates $argv))"]"; end', SHELL_CASES);
   assertShellCases(lines, "fish");
