@@ -51,3 +51,23 @@ void test("an error's message and hint reach the terminal without control sequen
   printError(plain.io, new Error("boom\r\u0000"));
   assert.equal(plain.err[0], "error: boom\\x0d\\x00");
 });
+
+void test("a refused document's problems print one error line each, as flow check prints them", () => {
+  const graph = capture();
+  const problems = [
+    { path: "nodes[0].config", message: 'unknown key "urll"' },
+    { path: "edges[1].to", message: 'no node has id "b"' },
+  ];
+  assert.equal(printError(graph.io, new FlowError("invalid_argument", "joined; by the server", { details: { problems } })), 2);
+  assert.deepEqual(graph.err, ['error: nodes[0].config: unknown key "urll"', 'error: edges[1].to: no node has id "b"']);
+  const pipeline = capture();
+  printError(
+    pipeline.io,
+    new FlowError("invalid_argument", "x", { details: { problems: [{ line: 4, column: 5, path: "jobs.a", message: "bad\u001b" }] } }),
+  );
+  assert.deepEqual(pipeline.err, ["error: line 4, column 5: jobs.a: bad\\x1b"]);
+  // Anything else in details.problems: the message as it is.
+  const other = capture();
+  printError(other.io, new FlowError("invalid_argument", "as is", { details: { problems: ["a string"] } }));
+  assert.deepEqual(other.err, ["error: as is"]);
+});
