@@ -175,6 +175,14 @@ ${fishTable("__flow_options", nodes, (n) => n.options)}
 ${fishTable("__flow_args", nodes, (n) => [...n.subcommands, ...n.argChoices])}
 ${fishTable("__flow_valued", nodes, (n) => n.valued)}
 ${fishSwitch("__flow_choices", choiceRows(nodes))}
+function __flow_offer --description 'flow completion: the words given (one line), or file names when there are none'
+    set -l words (string split -n ' ' -- $argv[2..-1])
+    if test (count $words) -gt 0
+        printf '%s\\n' $words
+    else
+        __fish_complete_path $argv[1]
+    end
+end
 function __flow_candidates --description 'flow completion: __flow_candidates CUR WORD... (the words after flow)'
     set -l cur $argv[1]
     set -l cmdpath ''
@@ -191,21 +199,11 @@ function __flow_candidates --description 'flow completion: __flow_candidates CUR
         set prev $word
     end
     if string match -q -- '-*' $prev; and contains -- $prev (string split ' ' -- (__flow_valued "$cmdpath"))
-        set -l words (string split -n ' ' -- (__flow_choices "$cmdpath|$prev"))
-        if test (count $words) -gt 0
-            printf '%s\\n' $words
-        else
-            __fish_complete_path $cur
-        end
+        __flow_offer $cur (__flow_choices "$cmdpath|$prev")
     else if string match -q -- '-*' $cur
         string split -n ' ' -- (__flow_options "$cmdpath")
     else
-        set -l words (string split -n ' ' -- (__flow_args "$cmdpath"))
-        if test (count $words) -gt 0
-            printf '%s\\n' $words
-        else
-            __fish_complete_path $cur
-        end
+        __flow_offer $cur (__flow_args "$cmdpath")
     end
 end
 complete -c flow -f -a '(__flow_candidates (commandline -ct) (commandline -opc)[2..-1])'
