@@ -58,16 +58,22 @@ void test("a refused document's problems print one error line each, as flow chec
     { path: "nodes[0].config", message: 'unknown key "urll"' },
     { path: "edges[1].to", message: 'no node has id "b"' },
   ];
-  assert.equal(printError(graph.io, new FlowError("invalid_argument", "joined; by the server", { details: { problems } })), 2);
+  const joined = 'nodes[0].config: unknown key "urll"; edges[1].to: no node has id "b"';
+  assert.equal(printError(graph.io, new FlowError("invalid_argument", joined, { details: { problems } })), 2);
   assert.deepEqual(graph.err, ['error: nodes[0].config: unknown key "urll"', 'error: edges[1].to: no node has id "b"']);
   const pipeline = capture();
   printError(
     pipeline.io,
-    new FlowError("invalid_argument", "x", { details: { problems: [{ line: 4, column: 5, path: "jobs.a", message: "bad\u001b" }] } }),
+    new FlowError("invalid_argument", "line 4, column 5: jobs.a: bad\u001b", {
+      details: { problems: [{ line: 4, column: 5, path: "jobs.a", message: "bad\u001b" }] },
+    }),
   );
   assert.deepEqual(pipeline.err, ["error: line 4, column 5: jobs.a: bad\\x1b"]);
-  // Anything else in details.problems: the message as it is.
+  // Anything else in details.problems, or a message that wraps the problems: the message as it is.
   const other = capture();
   printError(other.io, new FlowError("invalid_argument", "as is", { details: { problems: ["a string"] } }));
   assert.deepEqual(other.err, ["error: as is"]);
+  const wrapped = capture();
+  printError(wrapped.io, new FlowError("invalid_argument", `reaction.source: ${joined}`, { details: { problems } }));
+  assert.deepEqual(wrapped.err, [`error: reaction.source: ${joined}`]);
 });

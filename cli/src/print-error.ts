@@ -32,7 +32,10 @@ const problemLines = (details: Record<string, unknown> | undefined): string[] | 
 /** Prints the error and returns the exit status for it. */
 export const printError = (io: Stdio, err: unknown): number => {
   if (err instanceof FlowError) {
-    const lines = problemLines(err.details) ?? [err.message];
+    // Only where the message is those problems joined (a refusal that wraps them, `reaction.source: ...`, keeps its words).
+    const problems = problemLines(err.details);
+    const joined = problems !== undefined && (err.message === problems.join("; ") || err.message === problems.join("\n"));
+    const lines = joined ? problems : [err.message];
     for (const line of lines) io.note(`error: ${printable(line)}`);
     // A message that carries its hint already (core's master key error, for logs that keep messages only) is not followed by it again.
     if (err.hint && !err.message.endsWith(err.hint)) io.note(printable(err.hint));
