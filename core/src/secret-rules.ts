@@ -181,6 +181,8 @@ export const variablePathKey = (variable: string): string => (/^[A-Za-z0-9_]{1,6
 
 /** One problem of an env map: where, and the rule's sentence. */
 export interface EnvMapProblem {
+  /** The variable as it is in the map. */
+  readonly variable: string;
   /** The variable cut short, for a path formatter that escapes what it must (graph, pipeline). */
   readonly segment: string;
   /** The variable safe to join into a path as it is (variablePathKey). */
@@ -193,7 +195,7 @@ export const envMapProblems = (env: Readonly<Record<string, unknown>>): EnvMapPr
   const problems: EnvMapProblem[] = [];
   for (const variable of Object.keys(env)) {
     const message = envVariableProblem(variable);
-    if (message !== undefined) problems.push({ segment: cut(variable), key: variablePathKey(variable), message });
+    if (message !== undefined) problems.push({ variable, segment: cut(variable), key: variablePathKey(variable), message });
   }
   return problems;
 };

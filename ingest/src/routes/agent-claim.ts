@@ -3,7 +3,7 @@ import {
   ClaimRequestSchema,
   FlowError,
   buildEnvelope,
-  envVariableProblem,
+  envMapProblems,
   layerJobEnv,
   resolveJobCredentials,
   secretNameProblem,
@@ -35,6 +35,17 @@ import { claimOfRequest, jobLost, type Claim } from "../job-auth.js";
 const secretProblem = (name: string, value: string | undefined): string | undefined =>
   secretNameProblem(name) ?? (value === undefined ? "its stored value does not open with this server's keys" : secretValueProblem(value));
 
+/** Lines for the run's log (stream `system`) about what its job was started without; nothing when there are none. */
+const tellRun = async (deps: RouteDeps, runId: string, lines: readonly string[]): Promise<void> => {
+  if (lines.length === 0) return;
+  await appendLogs(
+    deps.pool,
+    runId,
+    null,
+    lines.map((data) => ({ stream: "system" as const, data })),
+  );
+};
+
 /**
  * Secrets are resolved at claim, for the agent's memory only; the run never stores them. A
  * secret that breaks core's rules (stored before they existed) or does not open is left out,
@@ -55,45 +66,38 @@ const resolveSecrets = async (deps: RouteDeps, log: FastifyBaseLogger, claim: Cl
     log.warn({ runId: run.id, secretName: name, problem }, "secret not injected");
     skipped.push(`flowsvc: secret ${name} was not injected: ${problem}; set it again or remove it (flow secret rm ${name})\n`);
   }
-  if (skipped.length > 0)
-    await appendLogs(
-      deps.pool,
-      run.id,
-      null,
-      skipped.map((data) => ({ stream: "system" as const, data })),
-    );
+  await tellRun(deps, run.id, skipped);
   return secrets;
 };
 
 /**
- * A run's (or a node's) env by core's one rule for a run's environment, at claim: every way in
- * refuses a variable the rule refuses, but a row stored before the rule (and a rerun, which copies
- * its source's env) may hold one. It is left out, and the run's log says which and why.
+ * A run's (or a node's) env by core's one rule for a run's environment (envMapProblems), at claim:
+ * every way in refuses a variable the rule refuses, but a row stored before the rule (and a rerun,
+ * which copies its source's env) may hold one. It is left out, and the run's log says which and
+ * why. An env the rule takes whole (every row written since) is passed on as it is.
  */
-const ruledEnv = async (deps: RouteDeps, runId: string, env: Readonly<Record<string, string>>): Promise<Record<string, string>> => {
-  // A Map, then fromEntries: a variable named `__proto__` stays a plain entry.
-  const kept = new Map<string, string>();
-  const skipped: string[] = [];
-  for (const [name, value] of Object.entries(env)) {
-    const problem = envVariableProblem(name);
-    if (problem === undefined) kept.set(name, value);
-    else skipped.push(`flowsvc: left out of the job's environment: ${problem}\n`);
-  }
-  if (skipped.length > 0)
-    await appendLogs(
-      deps.pool,
-      runId,
-      null,
-      skipped.map((data) => ({ stream: "system" as const, data })),
-    );
-  return Object.fromEntries(kept);
+const ruledEnv = async (
+  deps: RouteDeps,
+  runId: string,
+  env: Readonly<Record<string, string>>,
+): Promise<Readonly<Record<string, string>>> => {
+  const problems = envMapProblems(env);
+  if (problems.length === 0) return env;
+  await tellRun(
+    deps,
+    runId,
+    problems.map((p) => `flowsvc: left out of the job's environment: ${p.message}\n`),
+  );
+  const refused = new Set(problems.map((p) => p.variable));
+  // fromEntries defines each key: a variable named `__proto__` stays a plain entry.
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !refused.has(name)));
 };
 
 /** What a job runs with besides the run's own env: its project's secrets and its declared credentials. */
 interface JobScope {
   project: ProjectRef;
   /** The run's env, by core's env rule (ruledEnv). */
-  env: Record<string, string>;
+  env: Readonly<Record<string, string>>;
   secrets: Record<string, string>;
   credentials: { env: Record<string, string>; masks: string[] };
 }
