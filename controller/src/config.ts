@@ -12,7 +12,9 @@ import {
   accountProvidersFromEnv,
   parseConnectorBaseUrls,
   parseMasterKey,
+  databaseUrlSetting,
   portSetting,
+  publicUrlSetting,
   wholeNumberSetting,
   type AccountProvidersConfig,
 } from "@flowsvc/core";
@@ -130,13 +132,10 @@ export type LeaderElectionSettings = ConfigFile["leaderElection"];
 export type InitialAdminSettings = NonNullable<ConfigFile["initialAdmin"]>;
 
 const CommonEnvSchema = z.object({
-  FLOWSVC_DATABASE_URL: z.url({
-    protocol: /^postgres(ql)?$/,
-    error: (iss) => (iss.input === undefined ? "is required" : "must be a postgres:// URL"),
-  }),
+  FLOWSVC_DATABASE_URL: databaseUrlSetting(),
   FLOWSVC_MASTER_KEY: z.string({ error: "is required (base64 of 32 bytes; without it no sealed value can be read)" }).min(1, "is required"),
   FLOWSVC_LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(", ")}` }).default("info"),
-  FLOWSVC_PUBLIC_URL: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
+  FLOWSVC_PUBLIC_URL: publicUrlSetting().optional(),
   FLOWSVC_CONFIG_FILE: z.string().min(1).optional(),
   /** How long an agent's job lease lasts without a heartbeat; ingest and the controller must agree (as `flow server`'s). */
   FLOWSVC_AGENT_LEASE_MS: wholeNumberSetting({

@@ -35,3 +35,4 @@ export * from "./accounts/index.js";
 export * from "./members.js";
 export * from "./port-schema.js";
 export * from "./number-setting.js";
+export * from "./url-settings.js";

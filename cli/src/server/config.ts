@@ -6,7 +6,9 @@ import {
   accountProvidersFromEnv,
   parseConnectorBaseUrls,
   parseMasterKey,
+  databaseUrlSetting,
   portSetting,
+  publicUrlSetting,
   wholeNumberSetting,
   type AccountProvidersConfig,
 } from "@flowsvc/core";
@@ -55,9 +57,9 @@ const ServerConfigSchema = z.object({
     .regex(/^[a-z_][a-z0-9_-]{0,31}$/, "must be a user name (lower-case letters, digits, _ and -, at most 32)")
     .default("flowsvc-agent"),
   logLevel: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(", ")}` }).default("info"),
-  databaseUrl: z.url({ protocol: /^postgres(ql)?$/, error: "must be a postgres:// URL" }).optional(),
+  databaseUrl: databaseUrlSetting().optional(),
   masterKey: z.string().optional(),
-  publicUrl: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).optional(),
+  publicUrl: publicUrlSetting().optional(),
   cliConfigPath: z.string().min(1),
 });
 
