@@ -1,7 +1,7 @@
 import { STATUS_CODES, maxHeaderSize } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { ZodError } from "zod";
+import { ZodError, type z } from "zod";
 import { FlowError, describeIssues, httpStatusOf } from "@flowsvc/core";
 
 /** `3.1 MiB`, `512 KiB`, `900 bytes`: a size as a 413 message states it. */
@@ -69,6 +69,13 @@ const lostDatabaseConnection = (err: unknown): boolean => {
     typeof message === "string" &&
     /^(Connection terminated unexpectedly|Client has encountered a connection error and is not queryable)$/.test(message)
   );
+};
+
+/** A value by its schema, or the 400 that names what is wrong with it (describeIssues) and where (`details.field`). */
+export const parsedOr400 = <T>(schema: z.ZodType<T>, value: unknown, field: string): T => {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new FlowError("invalid_argument", describeIssues(parsed.error.issues), { details: { field } });
+  return parsed.data;
 };
 
 /** The one place where an error becomes an HTTP status and a body `{error: {code, message, hint?}}`. */

@@ -4,7 +4,6 @@ import { randomBytes } from "node:crypto";
 import {
   FlowError,
   assertCredentialName,
-  describeIssues,
   refreshAfterMs,
   tokenLifetimeSecs,
   type AccountProvider,
@@ -26,6 +25,7 @@ import { authorize, type Scope } from "../auth.js";
 import { api } from "../openapi/route-doc.js";
 import type { RouteDeps } from "../deps.js";
 import { consoleReturnOf, flashCookies, type Flash } from "../console/flash.js";
+import { parsedOr400 } from "../errors.js";
 
 /**
  * The cookie that binds a connect's `state` to the browser that started it when the caller passes
@@ -157,9 +157,8 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
 
   app.post(`${base}/connect`, connectDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "member");
-    const parsed = ConnectBody.safeParse(req.body ?? {});
-    if (!parsed.success) throw new FlowError("invalid_argument", describeIssues(parsed.error.issues), { details: { field: "body" } });
-    const { name, provider: providerName } = parsed.data;
+    const body = parsedOr400(ConnectBody, req.body ?? {}, "body");
+    const { name, provider: providerName } = body;
     assertCredentialName(name);
     const provider = providerOr404(providers, providerName);
     // Refused now rather than after the consent; the callback's claim checks it again.
@@ -172,7 +171,7 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
           details: { field: "name" },
         },
       );
-    const sessionId = parsed.data.session_id ?? randomBytes(32).toString("base64url");
+    const sessionId = body.session_id ?? randomBytes(32).toString("base64url");
     const pkce = await newPkce();
     const state = await createOAuthState(pool, keyring, {
       scope: { orgId: scope.orgId, projectId: scope.projectId },
@@ -182,7 +181,7 @@ export const accountRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done)
       provider: provider.name,
       codeVerifier: pkce.verifier,
     });
-    if (parsed.data.session_id === undefined) setSessionCookie(reply, sessionId, redirectUri);
+    if (body.session_id === undefined) setSessionCookie(reply, sessionId, redirectUri);
     return {
       authorize_url: authorizeUrl(provider, { redirectUri: redirectUri!, state, challenge: pkce.challenge }),
       expires_in: OAUTH_STATE_TTL_SECS,
@@ -255,15 +254,14 @@ const finishConnect = async (deps: RouteDeps, req: FastifyRequest) => {
   const { pool, keyring } = deps;
   const providers = deps.accounts?.providers ?? new Map<string, AccountProvider>();
   const redirectUri = deps.accounts?.redirectUri;
-  const parsed = CallbackQuery.safeParse(req.query);
-  if (!parsed.success) throw new FlowError("invalid_argument", describeIssues(parsed.error.issues), { details: { field: "query" } });
+  const query = parsedOr400(CallbackQuery, req.query, "query");
   const sessionId = cookieOf(req, OAUTH_SESSION_COOKIE) ?? cookieOf(req, "flowsvc_session") ?? "";
-  const taken = await takeOAuthState(pool, keyring, { state: parsed.data.state, sessionId });
+  const taken = await takeOAuthState(pool, keyring, { state: query.state, sessionId });
   const provider = providerOr404(providers, taken.provider);
   const granted = await exchangeCode(provider, {
     redirectUri: redirectUri!,
     callbackParams: new URLSearchParams(req.query as Record<string, string>),
-    state: parsed.data.state,
+    state: query.state,
     verifier: taken.codeVerifier,
   });
   // A failing identity lookup never authorises anything: the tokens are dropped (and revoked).

@@ -1,10 +1,11 @@
 import { z } from "zod";
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
-import { FlowError, ROLES, assertUserName, describeIssues } from "@flowsvc/core";
+import { ROLES, assertUserName } from "@flowsvc/core";
 import { listMembers, removeMember, setMemberRole } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
+import { parsedOr400 } from "../errors.js";
 
 const UserParams = z.object({ user: z.string() });
 /** `{role}`; the role's rule is core's (members.ts), so the CLI's check and this one agree. */
@@ -56,9 +57,8 @@ export const memberRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done)
   app.put(`${base}/:user`, setDoc, async (req) => {
     const scope = await authorize(pool, req, "admin");
     const user = userOf(req);
-    const parsed = RoleBody.safeParse(req.body ?? {});
-    if (!parsed.success) throw new FlowError("invalid_argument", describeIssues(parsed.error.issues), { details: { field: "body" } });
-    const r = await setMemberRole(pool, { project: scope, user, role: parsed.data.role });
+    const { role } = parsedOr400(RoleBody, req.body ?? {}, "body");
+    const r = await setMemberRole(pool, { project: scope, user, role });
     req.log.info({ project: scope.projectId, member: user, role: r.role, caller: scope.caller.userName }, "member role set");
     return r;
   });

@@ -8,11 +8,12 @@
  */
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { FlowError, assertTokenId, assertTokenLabel, describeIssues } from "@flowsvc/core";
+import { assertTokenId, assertTokenLabel } from "@flowsvc/core";
 import { createToken, listTokens, revokeToken } from "@flowsvc/store";
 import { authenticateUserToken } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
+import { parsedOr400 } from "../errors.js";
 
 const TokenBody = z.strictObject({
   label: z.string().optional().describe("what the token is for (1 to 100 characters on one line); default `created by <user>`"),
@@ -58,12 +59,6 @@ const removeDoc = api({
   query: RemoveQuery,
   errors: [404, 409],
 });
-
-const parsedOr400 = <T>(schema: z.ZodType<T>, value: unknown, field: string): T => {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new FlowError("invalid_argument", describeIssues(parsed.error.issues), { details: { field } });
-  return parsed.data;
-};
 
 export const tokenRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) => {
   const { pool } = deps;

@@ -6,11 +6,12 @@
  */
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { FlowError, ROLES, assertUserName, describeIssues } from "@flowsvc/core";
+import { ROLES, assertUserName } from "@flowsvc/core";
 import { addUserWithToken } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
+import { parsedOr400 } from "../errors.js";
 
 /** `{name, role}`: the name's rule is core's (members.ts), as the members routes take it. */
 const UserBody = z.strictObject({
@@ -39,9 +40,7 @@ export const userRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, done) =
   const { pool } = deps;
   app.post("/api/v1/orgs/:org/projects/:project/users", addDoc, async (req, reply) => {
     const scope = await authorize(pool, req, "admin");
-    const parsed = UserBody.safeParse(req.body ?? {});
-    if (!parsed.success) throw new FlowError("invalid_argument", describeIssues(parsed.error.issues), { details: { field: "body" } });
-    const { name, role } = parsed.data;
+    const { name, role } = parsedOr400(UserBody, req.body ?? {}, "body");
     assertUserName(name);
     const r = await addUserWithToken(pool, { project: scope, name, role, label: `created by ${scope.caller.userName} for ${name}` });
     req.log.info({ project: scope.projectId, user: name, role, token_id: r.token.id, caller: scope.caller.userName }, "user added");
