@@ -9,7 +9,7 @@
  * the same error. Once a call came back `pending` (the run parks), no request is answered again.
  */
 import { z } from "zod";
-import { FlowError, SOCKET_PROTOCOL_VERSION } from "@flowsvc/core";
+import { ANNOTATION_MAX, FlowError, SOCKET_PROTOCOL_VERSION } from "@flowsvc/core";
 import { activityCollectOp, activityOp, activityWaitAllOp } from "./activity-ops.js";
 import { emitOp, waitEventOp } from "./event-ops.js";
 import type { OpContext, PendingCall } from "./op-kit.js";
@@ -26,17 +26,14 @@ export type { OpContext, PendingCall } from "./op-kit.js";
 const OutputSetRequest = z.object({ values: z.record(z.string().min(1).max(256), z.string()) });
 const AnnotateRequest = z.object({ markdown: z.string() });
 
-/** A note's limit, in UTF-16 units as the server's annotate body counts them (core AnnotateRequestSchema). */
-const NOTE_LIMIT = 64 * 1024;
-
 /** `flow annotate`'s note: not empty, within the server's limit; refused as a usage error that says which. */
 const checkNote = (markdown: string): string => {
   if (markdown === "")
     throw new FlowError("invalid_argument", "flow annotate: the note is empty: give the markdown, or - to read it from stdin");
-  if (markdown.length > NOTE_LIMIT)
+  if (markdown.length > ANNOTATION_MAX)
     throw new FlowError(
       "invalid_argument",
-      `flow annotate: the note is ${markdown.length} characters, ${markdown.length - NOTE_LIMIT} over the limit of ${NOTE_LIMIT}`,
+      `flow annotate: the note is ${markdown.length} characters, ${markdown.length - ANNOTATION_MAX} over the limit of ${ANNOTATION_MAX}`,
     );
   return markdown;
 };

@@ -63,11 +63,11 @@ export type LogChunk = z.infer<typeof LogChunkSchema>;
 
 export const LogRequestSchema = z.object({ chunks: z.array(LogChunkSchema).max(10_000) });
 
+/** A run annotation's longest markdown, in UTF-16 units (the in-script `flow annotate` refuses past it first). */
+export const ANNOTATION_MAX = 64 * 1024;
+
 export const AnnotateRequestSchema = z.object({
-  markdown: z
-    .string()
-    .min(1)
-    .max(64 * 1024),
+  markdown: z.string().min(1).max(ANNOTATION_MAX),
 });
 
 export const FinishRequestSchema = z.object({
