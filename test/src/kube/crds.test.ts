@@ -96,6 +96,30 @@ describe("flowsvc's CRDs with kubectl", () => {
     assert.equal(r.code, 0, r.out);
   });
 
+  test("the README's upgrade step (`kubectl apply --server-side --force-conflicts -f crds/`) brings an older CRD up to date", async () => {
+    const columns = ["get", "crd", "flowruns.flowsvc.io", "-o", "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"];
+    const current = await ok(columns);
+    assert.match(current, /Status/, current);
+    // An older chart's CRD: what `helm upgrade` would leave in place (Helm never upgrades crds/).
+    await ok([
+      "patch",
+      "crd",
+      "flowruns.flowsvc.io",
+      "--type=json",
+      "-p",
+      '[{"op":"remove","path":"/spec/versions/0/additionalPrinterColumns"}]',
+    ]);
+    assert.equal(await ok(columns), "");
+    const out = await ok(["apply", "--server-side", "--force-conflicts", "-f", crdsDir]);
+    for (const kind of KINDS)
+      assert.match(
+        out,
+        new RegExp(`^customresourcedefinition\\.apiextensions\\.k8s\\.io/${kind}s\\.flowsvc\\.io serverside-applied$`, "m"),
+        out,
+      );
+    assert.equal(await ok(columns), current);
+  });
+
   test("a sample of each kind applies; `kubectl get flowsvc` lists them with their printer columns; status shows in Ready", async () => {
     const applied = await ok(["apply", "-f", fixtures]);
     for (const kind of KINDS) assert.match(applied, new RegExp(`^${kind}\\.flowsvc\\.io/\\S+ created$`, "m"), kind);
