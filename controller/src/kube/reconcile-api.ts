@@ -20,6 +20,23 @@ const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 /** The HTTP status of a refused call, or undefined for anything else (a network error). */
 export const apiStatus = (err: unknown): number | undefined => (err instanceof ApiException ? err.code : undefined);
 
+/** Whether a refused call is the API server's own 404 (a `Status` with reason NotFound), not a proxy's or a load balancer's. */
+export const isNotFound = (err: unknown): boolean => {
+  if (!(err instanceof ApiException) || err.code !== 404) return false;
+  const body: unknown = err.body;
+  let status: unknown = body;
+  if (typeof body === "string")
+    try {
+      status = JSON.parse(body) as unknown;
+    } catch {
+      return false;
+    }
+  return (status as { reason?: unknown } | null)?.reason === "NotFound";
+};
+
+/** How long a read the reconcilers wait on may take before it counts as failed (not as an answer). */
+const READ_TIMEOUT_MS = 10_000;
+
 export class FlowApi {
   readonly custom: CustomObjectsApi;
   readonly core: CoreV1Api;
@@ -88,6 +105,25 @@ export class FlowApi {
       path: `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
       list: async () => (await this.custom.listNamespacedCustomObject({ group, version, plural, namespace })) as KubernetesListObject<T>,
     }));
+  }
+
+  /**
+   * A Secret as the API server has it now (not an informer's cache): undefined only when the server
+   * answers that it does not exist; any other failure (5xx, 403, no answer within 10 s) throws.
+   */
+  async readSecret(namespace: string, name: string): Promise<V1Secret | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${READ_TIMEOUT_MS / 1000} s`)), READ_TIMEOUT_MS);
+    });
+    try {
+      return await Promise.race([this.core.readNamespacedSecret({ namespace, name }), timeout]);
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   secretSources(namespaces: readonly string[]): Array<WatchSource<V1Secret>> {

@@ -24,9 +24,17 @@ import { canonicalJson } from "./flowrun-summary.js";
 import { FLOW_KINDS, kubeTime, type Condition, type FlowKindName, type FlowObject } from "./reconcile-kinds.js";
 import type { KubeConfig } from "@kubernetes/client-node";
 
-/** What a pass concluded: Ready, or not with a reason; plus the kind's own status fields. */
+/**
+ * What a pass concluded: Ready, or not with a reason; plus the kind's own status fields (null
+ * removes one). `transient`: the pass could not tell (a Secret it could not read): Ready is
+ * Unknown, nothing was withdrawn, and the key is retried with the queue's backoff.
+ */
 export type Outcome =
-  { ready: true; fields?: Record<string, unknown> } | { ready: false; reason: string; message: string; fields?: Record<string, unknown> };
+  | { ready: true; fields?: Record<string, unknown> }
+  | { ready: false; reason: string; message: string; fields?: Record<string, unknown>; transient?: true };
+
+/** Thrown after the status of a transient Outcome is written, so that the queue retries the key. */
+class RetryLater extends Error {}
 
 export interface ConfigKind<O extends FlowObject> {
   kind: FlowKindName;
@@ -80,7 +88,7 @@ const scopeOf = (p: ProjectRef): ResourceScope => ({ org: p.org, project: p.proj
 
 /** The Ready condition, keeping its transition time while its status stays. */
 const readyCondition = (outcome: Outcome, previous: Condition | undefined, generation: number | undefined): Condition => {
-  const status = outcome.ready ? "True" : "False";
+  const status = outcome.ready ? "True" : outcome.transient ? "Unknown" : "False";
   return {
     type: "Ready",
     status,
@@ -94,7 +102,11 @@ const readyCondition = (outcome: Outcome, previous: Condition | undefined, gener
 type StatusOf = { observedGeneration?: number; conditions?: Condition[] } & Record<string, unknown>;
 
 const sameStatus = (a: StatusOf | undefined, b: StatusOf): boolean => {
-  const strip = (s: StatusOf) => ({ ...s, conditions: s.conditions?.map(({ lastTransitionTime: _t, ...c }) => c) });
+  // A field set to null (removed by the merge patch) is the same as one that is absent.
+  const strip = (s: StatusOf) => ({
+    ...Object.fromEntries(Object.entries(s).filter(([, v]) => v !== null)),
+    conditions: s.conditions?.map(({ lastTransitionTime: _t, ...c }) => c),
+  });
   return a !== undefined && canonicalJson(strip({ ...b, ...pick(a, b) })) === canonicalJson(strip(b));
 };
 /** The fields of `a` that `b` has: a status may carry fields another writer added; only ours are compared. */
@@ -135,6 +147,7 @@ export const startConfigReconciler = <O extends FlowObject<unknown, StatusOf>>(d
       outcome = { ready: false, reason: "InvalidSpec", message: problem };
     }
     await writeStatus(obj, outcome);
+    if (!outcome.ready && outcome.transient) throw new RetryLater(`${k.kind} ${key}: ${outcome.message}`);
   };
   /** The CRs of `namespace` but `key` that name `name`, oldest first. */
   const namers = (namespace: string, name: string, key: string): O[] =>

@@ -3,10 +3,13 @@
 // whole by core's parseCredentialValue and sealed into Postgres through the Postgres ResourceStore,
 // again only when it differs from what is sealed (so set_at, and every run masker's stamp, stays).
 // Without it the value is set through the API or CLI and the status shows only setAt. No value is
-// ever written to the CR. Not Ready, with a reason that says what is wrong: SecretNotFound (a
-// missing Secret or key), InvalidValue (what the Secret holds breaks a credential rule: the message
-// names the field, never the value), NameTaken (a connected account holds the name), ValueNotSet,
-// KindMismatch (the value set through the API is of another kind than the spec says).
+// ever written to the CR. Not Ready, with a reason that says what is wrong: SecretNotFound or
+// KeyNotFound (the credential is then deleted from the project in the same pass: fail closed, a run
+// that declares it fails as for any missing credential; it is sealed again once the Secret is back),
+// SecretUnreadable (Ready Unknown: the Secret could not be read, the last value stays), InvalidValue
+// (what the Secret holds breaks a credential rule: the message names the field, never the value; the
+// last good value stays), NameTaken (a connected account holds the name), ValueNotSet, KindMismatch
+// (the value set through the API is of another kind than the spec says).
 import type { Pool } from "pg";
 import {
   CLI_KIND_SPELLINGS,
@@ -24,7 +27,7 @@ import { listCredentials, openCredentialValue, type Keyring } from "@flowsvc/sto
 import type { ConfigKind, Outcome } from "./reconcile-config.js";
 import type { FlowObject } from "./reconcile-kinds.js";
 import { canonicalJson } from "./flowrun-summary.js";
-import type { SecretRefs } from "./reconcile-secret-refs.js";
+import { missOutcome, type SecretRefs } from "./reconcile-secret-refs.js";
 
 export type FlowCredentialObject = FlowObject<CredentialResourceSpec, Record<string, unknown>>;
 
@@ -37,16 +40,18 @@ export interface CredentialDeps {
 
 type Read = { value: CredentialValue } | { outcome: Outcome };
 
-/** The credential the Secrets named by the spec make, or the Outcome that says what is wrong with them. */
-const readFromSecrets = async (deps: CredentialDeps, namespace: string, name: string, spec: CredentialResourceSpec): Promise<Read> => {
+/** The credential the Secrets named by the spec make, or the Outcome that says what is wrong with them (a gone one withdrawn). */
+const readFromSecrets = async (deps: CredentialDeps, scope: ResourceScope, name: string, spec: CredentialResourceSpec): Promise<Read> => {
+  const namespace = scope.project;
   const valueRef = spec.valueFrom!.secretKeyRef;
+  const withdraw = { withdraw: () => deps.store.deleteCredential(scope, name), cleared: { setAt: null } };
   const value = await deps.refs.lookup(namespace, valueRef);
-  if (!value.found) return { outcome: { ready: false, reason: "SecretNotFound", message: `valueFrom: ${value.message}` } };
+  if (!value.found) return { outcome: await missOutcome(value, { prefix: "valueFrom: ", ...withdraw }) };
   let username: string | undefined;
   const userRef = spec.usernameFrom?.secretKeyRef;
   if (userRef) {
     const user = await deps.refs.lookup(namespace, userRef);
-    if (!user.found) return { outcome: { ready: false, reason: "SecretNotFound", message: `usernameFrom: ${user.message}` } };
+    if (!user.found) return { outcome: await missOutcome(user, { prefix: "usernameFrom: ", ...withdraw }) };
     username = user.value;
   }
   try {
@@ -88,7 +93,7 @@ export const credentialKind = (deps: CredentialDeps): ConfigKind<FlowCredentialO
     assertCredentialName(name);
     const spec = CredentialResourceSpec.parse(obj.spec ?? {});
     if (spec.valueFrom) {
-      const read = await readFromSecrets(deps, scope.project, name, spec);
+      const read = await readFromSecrets(deps, scope, name, spec);
       if ("outcome" in read) return read.outcome;
       const refused = await sealIfChanged(deps, scope, name, read.value);
       if (refused) return refused;

@@ -2,7 +2,11 @@
 // shared secret comes from `secretRef` (given, digested; a changed Secret rotates it) or is minted
 // by flowsvc and kept (`flow event-hook rotate` shows a new one once, as in local mode); the signing
 // key of a manifest or manual-HMAC hook from `signingKeyRef`, or the one set through the API is
-// kept. The status shows the ingest URL and when the secret was set.
+// kept. The status shows the ingest URL and when the secret was set. When a referenced Secret or
+// key is gone (the API server says so), the hook is deleted from the project in the same pass (fail
+// closed: a delivery then gets ingest's 404 "no event hook", whatever it is signed with; a secret
+// flowsvc minted or a key set through the API goes with it); when it is back, the next pass makes
+// the hook again from the Secret.
 import type { Pool } from "pg";
 import {
   parseHookResource,
@@ -16,7 +20,7 @@ import {
 import { getHook, hookMaterial, hookSecretMatches, listHooks, type Keyring } from "@flowsvc/store";
 import type { ConfigKind, Outcome } from "./reconcile-config.js";
 import type { FlowObject } from "./reconcile-kinds.js";
-import type { SecretRefs } from "./reconcile-secret-refs.js";
+import { missOutcome, type SecretRefs } from "./reconcile-secret-refs.js";
 
 export type FlowHookObject = FlowObject<HookResourceSpec, Record<string, unknown>>;
 
@@ -36,22 +40,27 @@ export const hookUrl = (publicUrl: string | undefined, scope: ResourceScope, nam
 
 type Material = { secret: HookSecretSource; signingKey: SigningKeySource };
 
-/** The secret and key sources the spec names, or the Outcome saying which Secret is missing. */
+/** The secret and key sources the spec names, or the Outcome saying which Secret is missing (the hook withdrawn when it is gone). */
 const materialOf = async (
   deps: HookDeps,
   scope: ResourceScope,
-  setup: ReturnType<typeof parseHookResource>,
+  { name, setup }: { name: string; setup: ReturnType<typeof parseHookResource> },
 ): Promise<Material | Outcome> => {
   let secret: HookSecretSource = { kind: "mint" };
   let signingKey: SigningKeySource = setup.spec.mode === "token" ? { kind: "none" } : { kind: "keep" };
+  const withdraw = {
+    withdraw: () => deps.store.deleteHook(scope, name),
+    cleared: { secretSetAt: null },
+    withdrawn: `event hook ${name} is removed (deliveries get 404)`,
+  };
   if (setup.secretRef) {
     const found = await deps.refs.lookup(scope.project, setup.secretRef);
-    if (!found.found) return { ready: false, reason: "SecretNotFound", message: found.message };
+    if (!found.found) return missOutcome(found, { prefix: "secretRef: ", ...withdraw });
     secret = { kind: "given", value: found.value };
   }
   if (setup.signingKeyRef) {
     const found = await deps.refs.lookup(scope.project, setup.signingKeyRef);
-    if (!found.found) return { ready: false, reason: "SecretNotFound", message: found.message };
+    if (!found.found) return missOutcome(found, { prefix: "signingKeyRef: ", ...withdraw });
     signingKey = { kind: "given", value: found.value };
   }
   return { secret, signingKey };
@@ -83,7 +92,7 @@ export const hookKind = (deps: HookDeps): ConfigKind<FlowHookObject> => ({
   apply: async (obj, scope, name) => {
     const existing = await hookMaterial(deps.pool, deps.keyring, scope, name);
     const setup = parseHookResource(name, obj.spec, typeof existing?.signingKey === "string");
-    const material = await materialOf(deps, scope, setup);
+    const material = await materialOf(deps, scope, { name, setup });
     if ("ready" in material) return material;
     if (!(await unchanged(deps, scope, name, { spec: setup.spec, ...material })))
       await deps.store.putHook(scope, { name, spec: setup.spec, ...material });

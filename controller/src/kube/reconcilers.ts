@@ -109,7 +109,10 @@ export const startReconcilers = (deps: ReconcilerDeps): Reconcilers => {
   const namespaces = new NamespaceIndex(nsObjects, deps);
   const base: ConfigDeps = { kc: deps.kc, pool: deps.pool, api, log: deps.log, namespaces, watchNamespaces: deps.watchNamespaces };
   const holder: { secrets?: WatchedObjects<V1Secret> } = {};
-  const refs = new SecretRefs(() => holder.secrets!);
+  const refs = new SecretRefs(
+    () => holder.secrets!,
+    (namespace, name) => api.readSecret(namespace, name),
+  );
   const config = [
     startConfigReconciler(base, handlerKind(deps.pool, deps.store)),
     startConfigReconciler(base, secretKind({ pool: deps.pool, keyring: deps.keyring, store: deps.store, refs })),

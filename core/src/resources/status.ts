@@ -76,6 +76,10 @@ export const CONDITION_REASONS = {
   ready: "Reconciled",
   /** The spec breaks a rule (a `when` that does not compile, an unknown manifest): the message says which. */
   invalid: "InvalidSpec",
-  /** A referenced Kubernetes Secret or key does not exist (yet). */
+  /** A referenced Kubernetes Secret does not exist (the API server said 404): the value is withdrawn until it does. */
   missingSecret: "SecretNotFound",
+  /** A referenced Secret exists without the referenced key: the value is withdrawn until it has it. */
+  missingKey: "KeyNotFound",
+  /** A referenced Secret could not be read (5xx, 403, no answer): Ready is Unknown, the last value stays. */
+  unreadableSecret: "SecretUnreadable",
 } as const;

@@ -277,9 +277,18 @@ describe("reconcilers", () => {
       valueFrom: { secretKeyRef: { name: "billing", key: "password" } },
     });
     await readyIs("flowcredentials", "billing", (c) => c?.reason === "SecretNotFound");
-    assert.equal(readyOf(await getCr(h, "flowcredentials", NS, "billing"))?.message, `valueFrom: Secret ${NS}/billing not found`);
+    assert.equal(
+      readyOf(await getCr(h, "flowcredentials", NS, "billing"))?.message,
+      `valueFrom: Secret ${NS}/billing not found (key password): the value is withdrawn until it is back`,
+    );
     await h.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: "billing" }, stringData: { password: key } } });
-    await readyIs("flowcredentials", "billing", (c) => c?.message === `usernameFrom: Secret ${NS}/billing has no key user`);
+    await readyIs(
+      "flowcredentials",
+      "billing",
+      (c) =>
+        c?.reason === "KeyNotFound" &&
+        c.message === `usernameFrom: Secret ${NS}/billing has no key user: the value is withdrawn until it is back`,
+    );
     await h.core.replaceNamespacedSecret({
       name: "billing",
       namespace: NS,
