@@ -1,6 +1,8 @@
 /**
- * `flow agents ls` in process (runCli) against the ingest app listening on 127.0.0.1 with a test
- * database: the table and `-o json` show an agent that holds a job.
+ * User commands in process (runCli) against the ingest app listening on 127.0.0.1 with a test
+ * database (one app for the file): `flow agents ls`'s table and `-o json` show an agent that holds a
+ * job; `flow cancel --reason` takes a long reason and keeps its tail, and refuses one over the bound
+ * naming it.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -16,7 +18,7 @@ before(async () => {
 });
 after(() => t.close());
 
-const flow = async (args: string[]): Promise<{ code: number; out: string; err: string }> => {
+const flow = async (args: string[], token = t.tokens.viewer): Promise<{ code: number; out: string; err: string }> => {
   const out: string[] = [];
   const err: string[] = [];
   const io: Stdio = {
@@ -29,7 +31,7 @@ const flow = async (args: string[]): Promise<{ code: number; out: string; err: s
     stdinIsTty: () => false,
     readStdin: () => Promise.resolve(""),
   };
-  const env = { FLOWSVC_URL: url, FLOWSVC_TOKEN: t.tokens.viewer, FLOWSVC_PROJECT: `${t.project.org}/p`, HOME: "/nonexistent" };
+  const env = { FLOWSVC_URL: url, FLOWSVC_TOKEN: token, FLOWSVC_PROJECT: `${t.project.org}/p`, HOME: "/nonexistent" };
   const code = await runCli(["node", "flow", ...args], { env, io, now: () => new Date() });
   return { code, out: out.join("\n"), err: err.join("\n") };
 };
@@ -59,4 +61,26 @@ test("flow agents ls prints the agents as a table and as JSON", async () => {
   const refused = await flow(["agents", "ls", "--token", "flw_" + "A".repeat(43)]);
   assert.equal(refused.code, 1);
   assert.match(refused.err, /error: the API token is not valid for this server/);
+});
+
+const queuedRun = async (): Promise<string> =>
+  (
+    (await ask(t, "POST", `${t.project.base}/runs`, { body: { kind: "script", source: "true\n", filename: "q.sh" } })).body as {
+      id: string;
+    }
+  ).id;
+
+test("flow cancel --reason of 10,000 characters cancels, keeping the last 4000; 70,000 is refused naming the bound, exit 2", async () => {
+  const id = await queuedRun();
+  const tooLong = await flow(["cancel", id, "--reason", "x".repeat(70_000)], t.tokens.member);
+  assert.equal(tooLong.code, 2, tooLong.err);
+  assert.match(tooLong.err, /^error: reason: is longer than 65536 characters \(64 KiB\), the most a cancel reason may be/);
+  const reason = `${"a".repeat(6000)}${"b".repeat(3990)}superseded`;
+  const r = await flow(["cancel", id, "--reason", reason], t.tokens.member);
+  assert.deepEqual([r.code, r.out], [0, `${id} cancelled`], r.err);
+  const { rows } = await t.db.pool.query<{ reason: string }>(
+    `select payload->>'reason' as reason from events where type = 'run.cancelled' and payload->>'run_id' = $1`,
+    [id],
+  );
+  assert.deepEqual(rows, [{ reason: reason.slice(-4000) }]);
 });
