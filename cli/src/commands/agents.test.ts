@@ -2,7 +2,8 @@
  * User commands in process (runCli) against the ingest app listening on 127.0.0.1 with a test
  * database (one app for the file): `flow agents ls`'s table and `-o json` show an agent that holds a
  * job; `flow cancel --reason` takes a long reason and keeps its tail, and refuses one over the bound
- * naming it.
+ * naming it; `flow graph requirements` exits 1 while the graph is not ready and 0 once it is, the
+ * report printed either way.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -83,4 +84,38 @@ test("flow cancel --reason of 10,000 characters cancels, keeping the last 4000; 
     [id],
   );
   assert.deepEqual(rows, [{ reason: reason.slice(-4000) }]);
+});
+
+test("flow graph requirements exits 1 while the graph is not ready and 0 once it is, printing the report either way", async () => {
+  const document = {
+    version: "flowsvc-graph/v1",
+    nodes: [{ id: "fetch", type: "http", config: { url: "https://api.example/x", credential: "gh" } }],
+  };
+  assert.equal(
+    (await ask(t, "PUT", `${t.project.base}/graphs/deploy`, { as: "admin", body: { document: { ...document, edges: [] } } })).status,
+    201,
+  );
+
+  const table = await flow(["graph", "requirements", "deploy"]);
+  assert.equal(table.code, 1, table.err);
+  assert.match(table.out, /^NODE +NAME +REQUIRED KIND +STORED KIND +STATE\nfetch +gh +any +- +missing\n$/);
+  assert.match(table.err, /graph deploy is not ready: a submit of it is refused until every credential is ok$/);
+  assert.doesNotMatch(table.err, /^error:/m);
+  const json = await flow(["graph", "requirements", "deploy", "--json"]);
+  assert.equal(json.code, 1, json.err);
+  assert.equal((JSON.parse(json.out) as { ready: boolean }).ready, false);
+
+  assert.equal(
+    (await ask(t, "PUT", `${t.project.base}/credentials/gh`, { as: "admin", body: { kind: "bearer", token: "t-1" } })).status < 300,
+    true,
+  );
+  const ready = await flow(["graph", "requirements", "deploy"]);
+  assert.equal(ready.code, 0, ready.err);
+  assert.match(ready.out, /^fetch +gh +any +bearer +ok$/m);
+  assert.match(ready.err, /graph deploy is ready/);
+  const readyJson = await flow(["graph", "requirements", "deploy", "--json"]);
+  assert.deepEqual([readyJson.code, (JSON.parse(readyJson.out) as { ready: boolean }).ready], [0, true]);
+  const missing = await flow(["graph", "requirements", "nope"]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.err, /^error: graph nope is not stored/);
 });
