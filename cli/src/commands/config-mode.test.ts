@@ -83,6 +83,16 @@ void test("a 0600 config is used silently; 0640, 0604 and 0666 get one warning l
   }
 });
 
+void test("a config path with a terminal escape and a line break is warned of on one line, escaped", async () => {
+  const path = join(dir, "evil\x1b[2J\nconfig.json");
+  await writeFile(path, JSON.stringify({ url: api.url, token: FILE_TOKEN, project: "a/b" }));
+  await chmod(path, 0o644);
+  const [line, ...more] = await runsLs(path);
+  assert.deepEqual(more, []);
+  assert.ok(line?.startsWith(`warning: ${dir}/evil\\x1b[2J\\x0aconfig.json is group- and world-readable (mode 0644)`), line);
+  assert.ok(line !== undefined && !line.includes("\x1b") && !line.includes("\n"), line);
+});
+
 void test("no warning when the token comes from FLOWSVC_TOKEN or --token, or when the file holds none", async () => {
   const wide = await configFile(0o644);
   assert.deepEqual(await runsLs(wide, { FLOWSVC_TOKEN: "flw_from-the-env" }), []);

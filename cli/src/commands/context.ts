@@ -9,6 +9,7 @@ import type { Environment, SettingFlags, Settings } from "../config.js";
 import { createApiClient } from "../http.js";
 import type { ApiClient } from "../http.js";
 import type { Stdio } from "../print.js";
+import { printable } from "../print-format.js";
 
 /** What bin/flow.ts hands the user CLI. */
 export interface CliDeps {
@@ -56,7 +57,8 @@ export const loadSettings = async (deps: CliDeps, flags: SettingFlags): Promise<
   const settings = resolveSettings(flags, env, saved?.config);
   const warning =
     saved && settings.sources.token === "file" && settings.token !== "" ? looseModeWarning(configPath, saved.mode) : undefined;
-  if (warning) deps.io.note(warning);
+  // One line, and a path from FLOWSVC_CONFIG cannot drive the terminal: controls and line breaks as escapes.
+  if (warning) deps.io.note(printable(warning).replaceAll("\n", "\\x0a"));
   return { settings, configPath };
 };
 
