@@ -45,6 +45,18 @@ test("an error longer than 4000 characters keeps its tail", () => {
   assert.equal(keepTail("short"), "short");
 });
 
+test("the tail is cut on a code point boundary: an emoji split by the cut is dropped whole, never half", () => {
+  const emoji = "\u{1F600}";
+  const split = `${emoji.repeat(5000)}x`; // 10,001 units: the last 4000 start at an emoji's low half
+  const tail = keepTail(split);
+  assert.deepEqual([tail.length, tail], [3999, `${emoji.repeat(1999)}x`]);
+  const whole = `x${emoji.repeat(5000)}`; // the last 4000 start at an emoji's high half: nothing dropped
+  assert.equal(keepTail(whole), emoji.repeat(2000));
+  assert.equal(keepTail(`a${emoji}${"b".repeat(3999)}`), "b".repeat(3999));
+  const reason = lifecyclePayload(run, { reason: split }, undefined)["reason"];
+  assert.equal(reason, tail);
+});
+
 test("tag map holds only k:v tags", () => {
   assert.deepEqual(tagMap(["a", "k:v", "x:y:z"]), { k: "v", x: "y:z" });
 });

@@ -4,6 +4,12 @@
  */
 export const LIFECYCLE_TEXT_LIMIT = 4000;
 
+/**
+ * Longest reason a user may give for a cancel (64 Ki characters): longer is refused, naming this
+ * limit; a reason up to it is taken and cut to its last LIFECYCLE_TEXT_LIMIT characters.
+ */
+export const CANCEL_REASON_LIMIT = 65_536;
+
 export type LifecycleType = "run.started" | "run.succeeded" | "run.failed" | "run.cancelled" | "run.awaiting" | "run.wait_expired";
 
 export interface LifecycleRun {
@@ -16,9 +22,20 @@ export interface LifecycleRun {
   project: string;
 }
 
-/** Keeps the last `limit` characters: the end of an error says what finally went wrong. */
-export const keepTail = (text: string, limit = LIFECYCLE_TEXT_LIMIT): string =>
-  text.length > limit ? text.slice(text.length - limit) : text;
+const isHighSurrogate = (unit: number): boolean => unit >= 0xd800 && unit <= 0xdbff;
+const isLowSurrogate = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdfff;
+
+/**
+ * Keeps the last `limit` characters (UTF-16 units, as every length limit of the API counts): the end
+ * of an error says what finally went wrong. The cut falls on a code point boundary: when it would
+ * split a surrogate pair (an emoji), the pair's low half is dropped too, so the tail is one shorter.
+ */
+export const keepTail = (text: string, limit = LIFECYCLE_TEXT_LIMIT): string => {
+  if (text.length <= limit) return text;
+  let start = text.length - limit;
+  if (isLowSurrogate(text.charCodeAt(start)) && isHighSurrogate(text.charCodeAt(start - 1))) start++;
+  return text.slice(start);
+};
 
 /** `k:v` tags as a map; plain tags appear only in `tags`. */
 export const tagMap = (tags: readonly string[]): Record<string, string> => {

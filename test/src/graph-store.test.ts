@@ -79,11 +79,15 @@ test("flow graph set, ls, show, rm; requirements in the states ok, missing, wron
   assert.deepEqual(JSON.parse(shown.stdout), JSON.parse(DEPLOY), "show prints the document as it was set");
 
   // A draft was saved although none of its credentials exists: all missing.
-  const report = async () =>
-    JSON.parse(ok(await server.cli(["graph", "requirements", "deploy", "--json"])).stdout) as {
+  // Not ready: the report is printed and the command exits 1 (it gates a submit in a script).
+  const report = async () => {
+    const r = await server.cli(["graph", "requirements", "deploy", "--json"]);
+    assert.equal(r.code, 1, r.stderr);
+    return JSON.parse(r.stdout) as {
       ready: boolean;
       credentials: Array<{ node_id: string; name: string; required_kind?: string; stored_kind?: string; state: string }>;
     };
+  };
   const first = await report();
   assert.equal(first.ready, false);
   assert.deepEqual(
@@ -112,7 +116,8 @@ test("flow graph set, ls, show, rm; requirements in the states ok, missing, wron
       ["src", "basic1", "bearer|url_token", "basic", "wrong_kind"],
     ],
   );
-  const table = ok(await server.cli(["graph", "requirements", "deploy"]));
+  const table = await server.cli(["graph", "requirements", "deploy"]);
+  assert.equal(table.code, 1, table.stderr);
   assert.match(table.stdout, /^NODE\s+NAME\s+REQUIRED KIND\s+STORED KIND\s+STATE/m);
   assert.match(table.stdout, /^src\s+basic1\s+bearer\|url_token\s+basic\s+wrong_kind/m);
   assert.match(table.stderr, /graph deploy is not ready/);

@@ -3,12 +3,13 @@
  * path prefix. `withSettings` opens it from the invocation's global flags and closes the client afterwards.
  */
 import type { Command } from "commander";
-import { readCliConfig, resolveCliConfigPath } from "../cli-config.js";
+import { looseModeWarning, readSavedCliConfig, resolveCliConfigPath } from "../cli-config.js";
 import { parseCliEnv, resolveSettings } from "../config.js";
 import type { Environment, SettingFlags, Settings } from "../config.js";
 import { createApiClient } from "../http.js";
 import type { ApiClient } from "../http.js";
 import type { Stdio } from "../print.js";
+import { printable } from "../print-format.js";
 
 /** What bin/flow.ts hands the user CLI. */
 export interface CliDeps {
@@ -44,12 +45,21 @@ export const flagsOf = (cmd: Command): SettingFlags => {
   return { url, token, project };
 };
 
-/** Parses the environment, reads the saved config and applies the precedence for this command. */
+/**
+ * Parses the environment, reads the saved config and applies the precedence for this command. When
+ * the token it uses comes from the file and the file's group or others may access it, one warning
+ * line goes to stderr and the command goes on (a token from --token or FLOWSVC_TOKEN: no warning).
+ */
 export const loadSettings = async (deps: CliDeps, flags: SettingFlags): Promise<{ settings: Settings; configPath: string }> => {
   const env = await parseCliEnv(deps.env);
   const configPath = resolveCliConfigPath(env);
-  const saved = await readCliConfig(configPath);
-  return { settings: resolveSettings(flags, env, saved), configPath };
+  const saved = await readSavedCliConfig(configPath);
+  const settings = resolveSettings(flags, env, saved?.config);
+  const warning =
+    saved && settings.sources.token === "file" && settings.token !== "" ? looseModeWarning(configPath, saved.mode) : undefined;
+  // One line, and a path from FLOWSVC_CONFIG cannot drive the terminal: controls and line breaks as escapes.
+  if (warning) deps.io.note(printable(warning).replaceAll("\n", "\\x0a"));
+  return { settings, configPath };
 };
 
 /** Runs `fn` with an API client for the settings that `flags` (a command's global flags) resolve to, and closes it. */

@@ -191,16 +191,22 @@ const printReport = (io: Stdio, name: string, report: Report): void => {
 
 const requirementsSpec: CommandSpec = {
   name: "requirements",
-  description: "show each credential a stored graph names and its state: ok, missing, wrong_kind, conflict, needs_reconnect (viewer)",
+  description:
+    "show each credential a stored graph names and its state: ok, missing, wrong_kind, conflict, needs_reconnect (viewer); exits 1 when the graph is not ready",
   arguments: [{ name: "<name>", description: "the graph's name" }],
   options: [{ flags: "--json", description: "print the report as the API answers it" }],
-  examples: ["flow graph requirements deploy", "flow graph requirements deploy --json | jq .ready"],
+  examples: [
+    "flow graph requirements deploy",
+    "flow graph requirements deploy --json | jq .ready",
+    "flow graph requirements deploy >/dev/null && flow submit deploy.json",
+  ],
+  // The report is printed either way; a graph that is not ready exits 1 (as `terraform validate` or
+  // `kubectl wait` fail), so a script can gate a submit on it.
   action: async (deps, { args: [name = ""], opts, flags }) => {
-    await withSettings(deps, flags, async (ctx) => {
-      const report = await ctx.api.call<Report>("GET", scopedPath(ctx, "graphs", name, "requirements"));
-      if (opts["json"]) ctx.io.out(formatDocument(report, "json"));
-      else printReport(ctx.io, name, report);
-    });
+    const report = await withSettings(deps, flags, (ctx) => ctx.api.call<Report>("GET", scopedPath(ctx, "graphs", name, "requirements")));
+    if (opts["json"]) deps.io.out(formatDocument(report, "json"));
+    else printReport(deps.io, name, report);
+    if (report.ready !== true) deps.setExitCode(1);
   },
 };
 

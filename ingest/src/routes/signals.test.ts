@@ -64,6 +64,49 @@ test("a member cancels a run: the run view, cancelled with the reason", async ()
   assert.equal((byDefault.body as { error: string }).error, "cancelled by ada");
 });
 
+/** The run's status and error, and its run.cancelled event's reason (undefined: no event). */
+const cancelled = async (id: string): Promise<{ status: string; error: string | null; reason: string | undefined }> => {
+  const { rows } = await t.db.pool.query<{ status: string; error: string | null; reason: string | undefined }>(
+    `select r.status, r.error, (select e.payload->>'reason' from events e where e.type = 'run.cancelled' and e.payload->>'run_id' = r.id) as reason
+       from runs r where r.id = $1`,
+    [id],
+  );
+  return { ...rows[0]!, reason: rows[0]?.reason ?? undefined };
+};
+
+test("a long cancel reason is taken and cut to its last 4000 characters, on a code point boundary, in the run and its event", async () => {
+  const emoji = "\u{1F600}";
+  for (const [reason, tail] of [
+    [`${"a".repeat(1)}${"z".repeat(4000)}`, "z".repeat(4000)],
+    [`${"a".repeat(6000)}the real cause${"z".repeat(3986)}`, `the real cause${"z".repeat(3986)}`],
+    [`${emoji.repeat(5000)}x`, `${emoji.repeat(1999)}x`],
+  ] as const) {
+    const id = await queuedRun();
+    const res = await ask(t, "POST", `${runs}/${id}/cancel`, { body: { reason } });
+    assert.equal(res.status, 200, res.text.slice(0, 300));
+    assert.equal((res.body as { error: string }).error, tail);
+    assert.deepEqual(await cancelled(id), { status: "cancelled", error: tail, reason: tail });
+  }
+});
+
+test("a cancel reason over 64 Ki characters, with a NUL or a lone surrogate is refused, naming the field, and the run goes on", async () => {
+  const id = await queuedRun();
+  const refusals: Array<[string, RegExp]> = [
+    [
+      "x".repeat(65_537),
+      /^reason: is longer than 65536 characters \(64 KiB\), the most a cancel reason may be; run\.cancelled keeps its last 4000$/,
+    ],
+    ["x".repeat(70_000), /^reason: is longer than 65536 characters/],
+    ["stop\0now", /^body\.reason holds a NUL character/],
+    ["half \ud83d of an emoji", /^body\.reason holds a lone UTF-16 surrogate/],
+  ];
+  for (const [reason, message] of refusals) assertError(await ask(t, "POST", `${runs}/${id}/cancel`, { body: { reason } }), 400, message);
+  assert.deepEqual(await cancelled(id), { status: "queued", error: null, reason: undefined });
+  const atLimit = await ask(t, "POST", `${runs}/${id}/cancel`, { body: { reason: `${"x".repeat(65_535)}!` } });
+  assert.equal(atLimit.status, 200, atLimit.text.slice(0, 300));
+  assert.deepEqual(await cancelled(id), { status: "cancelled", error: `${"x".repeat(3999)}!`, reason: `${"x".repeat(3999)}!` });
+});
+
 test("signal, cancel and rerun refuse callers: no token, a forged token, a viewer, a non-member", async () => {
   const id = await queuedRun();
   const signals = await countRows(t, "signals");
@@ -115,7 +158,7 @@ test("bad and hostile signals: a reserved name, NUL and surrogates, deep payload
     400,
     /^body\.reason is a number outside the range a JSON number can be stored in/,
   );
-  assertError(await ask(t, "POST", `${runs}/${id}/cancel`, { body: { reason: "x".repeat(4001) } }), 400, /^reason: /);
+  assertError(await ask(t, "POST", `${runs}/${id}/cancel`, { body: { reason: "x".repeat(65_537) } }), 400, /^reason: /);
   assert.equal(await countRows(t, "signals"), before, "no refused signal was stored");
   await ask(t, "POST", `${runs}/${id}/cancel`, { body: {} });
 });

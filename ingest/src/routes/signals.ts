@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { FlowError } from "@flowsvc/core";
+import { CANCEL_REASON_LIMIT, FlowError, LIFECYCLE_TEXT_LIMIT, keepTail } from "@flowsvc/core";
 import { cancelRun, createRerun, deliverSignal, getRunView, withTransaction } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { RouteDeps } from "../deps.js";
@@ -20,8 +20,20 @@ const SignalParams = z.object({
 const SignalBody = z.object({ payload: z.unknown().optional() }).strict().default({});
 const RerunBody = z.object({ from: z.string().min(1).max(600) }).strict();
 const RunIdParams = z.object({ id: z.string().min(1).max(64) });
+/**
+ * A reason up to CANCEL_REASON_LIMIT is taken and cut to its last LIFECYCLE_TEXT_LIMIT characters
+ * (the spec's limit of a `run.*` event's reason), so the run's error and `run.cancelled` say the same.
+ */
 const CancelBody = z
-  .object({ reason: z.string().max(4000).optional() })
+  .object({
+    reason: z
+      .string()
+      .max(
+        CANCEL_REASON_LIMIT,
+        `is longer than ${CANCEL_REASON_LIMIT} characters (64 KiB), the most a cancel reason may be; run.cancelled keeps its last ${LIFECYCLE_TEXT_LIMIT}`,
+      )
+      .optional(),
+  })
   .strict()
   .default({});
 
@@ -68,7 +80,7 @@ export const signalRoutes: FastifyPluginCallback<RouteDeps> = (app, deps, done) 
       const { reason } = CancelBody.parse(req.body ?? {});
       if (!(await getRunView(pool, scope.projectId, id)))
         throw new FlowError("not_found", `run ${id} not found in ${scope.org}/${scope.project}`);
-      await withTransaction(pool, (tx) => cancelRun(tx, id, reason ?? `cancelled by ${scope.caller.userName}`, deps.publicUrl));
+      await withTransaction(pool, (tx) => cancelRun(tx, id, keepTail(reason ?? `cancelled by ${scope.caller.userName}`), deps.publicUrl));
       return shown(scope.projectId, id);
     },
   );
