@@ -4,6 +4,7 @@
  * bytes are kept for signatures whatever the content type. The 202 is sent only after the event's
  * transaction committed (group commit).
  */
+import { isUtf8 } from "node:buffer";
 import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
@@ -67,10 +68,46 @@ export const queryObject = (query: URLSearchParams): Record<string, string> => {
   return out;
 };
 
-/** A JSON body keeps its types, an empty body is `{}`, anything else arrives verbatim as a string. */
+/**
+ * Where the first byte that is not UTF-8 is, in bytes that `isUtf8` refused: the decoder replaces
+ * each bad sequence by U+FFFD, and each U+FFFD the bytes do not spell (EF BF BD) is one. Linear:
+ * each stretch between two is measured once. Only ever run on a refusal.
+ */
+const firstNonUtf8Byte = (raw: Buffer): number => {
+  const text = raw.toString("utf8");
+  let offset = 0;
+  for (let from = 0; ;) {
+    const at = text.indexOf("\uFFFD", from);
+    if (at < 0) return raw.length;
+    offset += Buffer.byteLength(text.slice(from, at));
+    if (raw[offset] !== 0xef || raw[offset + 1] !== 0xbf || raw[offset + 2] !== 0xbd) return offset;
+    offset += 3;
+    from = at + 1;
+  }
+};
+
+/**
+ * The body as text, when its bytes are UTF-8 (a BOM is kept, as U+FEFF). A body that is not is
+ * refused, saying where: decoded, it would be stored with U+FFFD in place of its bytes, not verbatim.
+ */
+export const utf8Body = (raw: Buffer): string => {
+  if (isUtf8(raw)) return raw.toString("utf8");
+  const offset = firstNonUtf8Byte(raw);
+  const byte = (raw[offset] ?? 0).toString(16).padStart(2, "0");
+  throw new FlowError(
+    "invalid_argument",
+    `body is not valid UTF-8 at byte offset ${offset} (0x${byte}): a delivery is kept as JSON or text, which cannot hold these bytes verbatim`,
+    { hint: "send the body as UTF-8 (binary data encoded, e.g. as base64)", details: { offset } },
+  );
+};
+
+/**
+ * A JSON body keeps its types, an empty body is `{}`, any other UTF-8 text arrives verbatim as a
+ * string; a body that is not UTF-8 is a 400 (utf8Body). Run only after the secret or signature.
+ */
 export const bodyValue = (raw: Buffer): unknown => {
   if (raw.length === 0) return {};
-  const text = raw.toString("utf8");
+  const text = utf8Body(raw);
   try {
     return JSON.parse(text) as unknown;
   } catch {
@@ -84,8 +121,7 @@ const githubBody = (req: Sender, raw: Buffer): unknown => {
     .split(";")[0]!
     .trim()
     .toLowerCase();
-  const text =
-    type === "application/x-www-form-urlencoded" ? (new URLSearchParams(raw.toString("utf8")).get("payload") ?? "") : raw.toString("utf8");
+  const text = type === "application/x-www-form-urlencoded" ? (new URLSearchParams(utf8Body(raw)).get("payload") ?? "") : utf8Body(raw);
   try {
     return JSON.parse(text) as unknown;
   } catch {
