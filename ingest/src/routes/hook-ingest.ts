@@ -371,7 +371,8 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: RouteDeps; hooks: H
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, parsed) => parsed(null, body));
   const doc = api({
     summary: "Deliver an event to a hook; 202 once it is committed",
-    description: "Any content type: the raw bytes are what a signature covers. JSON bodies keep their types, others arrive as a string.",
+    description:
+      "Any content type: the raw bytes are what a signature covers. They must be UTF-8 (else a 400 naming the first bad byte's offset, after the secret or signature): JSON bodies keep their types, other text arrives as a string.",
     tag: "event-hooks",
     auth: "hook",
     body: {},
