@@ -115,13 +115,33 @@ export const bodyValue = (raw: Buffer): unknown => {
   }
 };
 
+/**
+ * The first `payload` field of a form, its escapes decoded strictly: `%XX` bytes that are not UTF-8
+ * are refused, where URLSearchParams would have put U+FFFD in their place.
+ */
+const formPayload = (form: string): string => {
+  for (const piece of form.split("&")) {
+    const eq = piece.indexOf("=");
+    if ((eq < 0 ? piece : piece.slice(0, eq)) !== "payload") continue;
+    try {
+      return eq < 0 ? "" : decodeURIComponent(piece.slice(eq + 1).replaceAll("+", " "));
+    } catch {
+      throw new FlowError(
+        "invalid_argument",
+        "body: the form's payload field is not valid percent-encoding (% takes two hex digits, and the bytes must be UTF-8)",
+      );
+    }
+  }
+  return "";
+};
+
 /** GitHub's form content type sends the JSON as the `payload` field. */
 const githubBody = (req: Sender, raw: Buffer): unknown => {
   const type = String(req.headers["content-type"] ?? "")
     .split(";")[0]!
     .trim()
     .toLowerCase();
-  const text = type === "application/x-www-form-urlencoded" ? (new URLSearchParams(utf8Body(raw)).get("payload") ?? "") : utf8Body(raw);
+  const text = type === "application/x-www-form-urlencoded" ? formPayload(utf8Body(raw)) : utf8Body(raw);
   try {
     return JSON.parse(text) as unknown;
   } catch {

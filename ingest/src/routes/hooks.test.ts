@@ -298,6 +298,27 @@ test("a body that is not UTF-8 is a 400 naming the byte offset, after the secret
     };
     await refusedDelivery(`GitHub hook, ${what}`, () => deliver("bgh", body, gh), 400, message);
   }
+  const form = (payload: string): Buffer => Buffer.from(`payload=${payload}`);
+  const formHeaders = (body: Buffer, delivery: string) => ({
+    "content-type": "application/x-www-form-urlencoded",
+    "x-github-event": "push",
+    "x-github-delivery": delivery,
+    "x-hub-signature-256": `sha256=${sign(GITHUB_KEY, body)}`,
+  });
+  const badForm = form(encodeURIComponent('{"ref":"') + "%FF" + encodeURIComponent('"}'));
+  await refusedDelivery(
+    "a form payload whose escapes are not UTF-8",
+    () => deliver("bgh", badForm, formHeaders(badForm, "f-1")),
+    400,
+    /^body: the form's payload field is not valid percent-encoding/,
+  );
+  const goodForm = form(encodeURIComponent(JSON.stringify({ ref: "refs/heads/\u{1F600}", repository: { full_name: "acme/web" } })));
+  const took = await deliver("bgh", goodForm, formHeaders(goodForm, "f-2"));
+  assert.equal(took.status, 202, took.text);
+  const { rows: pushed } = await t.db.pool.query<{ payload: { body: { ref?: string } } }>(`select payload from events where id = $1`, [
+    (took.body as { event_id: string }).event_id,
+  ]);
+  assert.equal(pushed[0]?.payload.body.ref, "refs/heads/\u{1F600}", "a form payload's escapes decode to the text sent");
   const notUtf8 = hex("ff fe 00");
   await refusedDelivery(
     "a wrong secret and bad bytes",
