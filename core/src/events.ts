@@ -8,6 +8,18 @@ import { FlowError } from "./errors.js";
 /** An event type: 1-64 characters from `[A-Za-z0-9._-]`. */
 export const EVENT_TYPE_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 
+/**
+ * What JSON Schema can say of the rules below, for the API's description (ingest/src/openapi): an
+ * event type (validateEventType; a reserved type, assertEmittable's other refusal, is not said) and
+ * a handler pattern as a handler's `on` takes it (validatePattern: `*`, a type, or a type and `.*`,
+ * with the blanks around it that parseHandler trims). Zod-free: a route's schema carries it as `.meta()`.
+ */
+export const EVENT_TYPE_JSON_SCHEMA = { type: "string", pattern: EVENT_TYPE_PATTERN.source } as const;
+export const EVENT_PATTERN_JSON_SCHEMA = {
+  type: "string",
+  pattern: `^\\s*(?:\\*|${EVENT_TYPE_PATTERN.source.slice(1, -1)}(?:\\.\\*)?)\\s*$`,
+} as const;
+
 /** An emit request body is at most 2 MiB; a larger one is a 413. */
 export const EMIT_BODY_LIMIT = 2 * 1024 * 1024;
 /** A custom emit from a handler run chains one generation deeper; past 5 the emit fails. */

@@ -28,6 +28,9 @@ export const userNameProblem = (name: string): string | undefined => {
   return undefined;
 };
 
+/** What JSON Schema can say of userNameProblem, for the API's description (ingest/src/openapi). */
+export const USER_NAME_JSON_SCHEMA = { type: "string", maxLength: USER_NAME_MAX, pattern: USER_NAME.source } as const;
+
 /** Throws invalid_argument (field `user`) with the rule's sentence. */
 export const assertUserName = (name: string): void => {
   const problem = userNameProblem(name);
@@ -50,6 +53,14 @@ export const tokenLabelProblem = (label: string): string | undefined => {
   if (LONE_SURROGATE.test(label)) return "a token label holds a lone surrogate (half of a UTF-16 pair): it is no text";
   return undefined;
 };
+
+/** What JSON Schema can say of tokenLabelProblem (no control character, no lone surrogate: a pattern read with the u flag). */
+export const TOKEN_LABEL_JSON_SCHEMA = {
+  type: "string",
+  minLength: 1,
+  maxLength: TOKEN_LABEL_MAX,
+  pattern: "^[^\\u0000-\\u001f\\u007f-\\u009f\\ud800-\\udfff]*$",
+} as const;
 
 /** Throws invalid_argument (field `label`) with the rule's sentence. */
 export const assertTokenLabel = (label: string): void => {

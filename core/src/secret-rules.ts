@@ -202,6 +202,19 @@ export const envMapProblems = (env: Readonly<Record<string, unknown>>): EnvMapPr
 
 const utf8Length = (value: string): number => new TextEncoder().encode(value).length;
 
+/**
+ * What JSON Schema can say of secretValueProblem, for the API's description (ingest/src/openapi):
+ * not empty, no NUL, no lone surrogate (the pattern is read with the u flag, as ECMA-262 patterns in
+ * JSON Schema validators are, so a surrogate pair is one character), at most as many characters as
+ * the limit's bytes (the limit itself counts UTF-8 bytes, which JSON Schema cannot).
+ */
+export const SECRET_VALUE_JSON_SCHEMA = {
+  type: "string",
+  minLength: 1,
+  maxLength: SECRET_VALUE_MAX_BYTES,
+  pattern: "^[^\\u0000\\ud800-\\udfff]*$",
+} as const;
+
 /** Why `value` cannot be a secret's value; undefined when it can. Never quotes the value. */
 export const secretValueProblem = (value: string): string | undefined => {
   if (value === "") return "the value is empty";

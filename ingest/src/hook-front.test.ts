@@ -83,6 +83,28 @@ const CASES: Array<{ what: string; sent: () => Sent; status: number; front: bool
     front: true,
   },
   {
+    what: "a lone 0xFF: not UTF-8",
+    sent: () => ({
+      path: path(),
+      headers: { "content-type": "text/plain", "x-flow-hook-secret": secret },
+      body: Buffer.from([0x68, 0xff]),
+    }),
+    status: 400,
+    front: true,
+  },
+  {
+    what: "a bad byte inside a JSON string",
+    sent: () => ({ path: path(), headers: { ...json, "x-flow-hook-secret": secret }, body: Buffer.from('{"a":"\xed\xa0\x80"}', "latin1") }),
+    status: 400,
+    front: true,
+  },
+  {
+    what: "a UTF-8 BOM, kept",
+    sent: () => ({ path: path(), headers: { ...json, "x-flow-hook-secret": secret }, body: Buffer.from("\xef\xbb\xbf{}", "latin1") }),
+    status: 202,
+    front: true,
+  },
+  {
     what: "a sane request id",
     sent: () => ({ path: path(), headers: { ...json, "x-flow-hook-secret": secret, "x-request-id": "req-from-lb-1" }, body: "{}" }),
     status: 202,
@@ -149,7 +171,11 @@ test("a delivery gets the same answer, log line and counters from a socket (the 
   assert.equal(count(`flowsvc_hook_refusals_total{reason="wrong_secret"}`), 2);
   assert.equal(count(`flowsvc_hook_refusals_total{reason="no_secret"}`), 2);
   assert.equal(count(`flowsvc_hook_refusals_total{reason="not_found"}`), 2);
-  assert.equal(count(`flowsvc_hook_refusals_total{reason="invalid_argument"}`), 4 + 2, "NUL in the body, NUL in the query, the media type");
+  assert.equal(
+    count(`flowsvc_hook_refusals_total{reason="invalid_argument"}`),
+    2 * 5,
+    "NUL in the body, two bodies not UTF-8, NUL in the query, the media type",
+  );
   assert.equal(count(`flowsvc_hook_refusals_total{reason="payload_too_large"}`), 2);
   assert.equal(count(`flowsvc_http_requests_total{${route},status="202"}`), 2 * cases.filter((c) => c.status === 202).length);
   assert.equal(count(`flowsvc_http_requests_total{${route},status="401"}`), 4);

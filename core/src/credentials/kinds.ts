@@ -8,19 +8,26 @@
  * reach a log, a terminal or an HTTP body.
  */
 import { FlowError } from "../errors.js";
-import { secretValueProblem } from "../secret-rules.js";
+import { SECRET_VALUE_MAX_BYTES, secretValueProblem } from "../secret-rules.js";
 
 /** The stored spellings, in the spec's order. */
 export const CREDENTIAL_KINDS = ["bearer", "api_key", "basic", "url_token"] as const;
 export type CredentialKind = (typeof CREDENTIAL_KINDS)[number];
 
 /** The CLI spellings (`--kind api-key`); the API takes either spelling and answers the stored one. */
-export const CLI_KIND_SPELLINGS: Readonly<Record<CredentialKind, string>> = {
+export const CLI_KIND_SPELLINGS = {
   bearer: "bearer",
   api_key: "api-key",
   basic: "basic",
   url_token: "url-token",
-};
+} as const satisfies Readonly<Record<CredentialKind, string>>;
+export type CliCredentialKind = (typeof CLI_KIND_SPELLINGS)[CredentialKind];
+
+/** The kinds in their CLI spelling, in the spec's order (a FlowCredential's `kind`). */
+export const CLI_CREDENTIAL_KINDS = CREDENTIAL_KINDS.map((k) => CLI_KIND_SPELLINGS[k]) as unknown as readonly [
+  CliCredentialKind,
+  ...CliCredentialKind[],
+];
 
 /** A kind in either spelling, as stored; undefined when it is no kind. */
 export const parseCredentialKind = (text: string): CredentialKind | undefined =>
@@ -93,6 +100,9 @@ export const credentialNameProblem = (name: string): string | undefined => {
   return undefined;
 };
 
+/** What JSON Schema can say of credentialNameProblem, for the API's description (ingest/src/openapi). */
+export const CREDENTIAL_NAME_JSON_SCHEMA = { type: "string", minLength: 1, maxLength: CREDENTIAL_NAME_MAX, pattern: NAME.source } as const;
+
 /** Throws invalid_argument with the rule's sentence. */
 export const assertCredentialName = (name: string): void => {
   const problem = credentialNameProblem(name);
@@ -133,6 +143,43 @@ const FIELD_RULES: Readonly<Record<string, FieldRule>> = {
   password: secretFieldProblem,
   header: headerProblem,
   username: usernameProblem,
+};
+
+/** `[Hh][Oo][Ss][Tt]`: a word in a JSON Schema pattern, in any case (ECMA-262 patterns there take no flags). */
+const caseless = (word: string): string => [...word].map((c) => (/[a-z]/.test(c) ? `[${c.toUpperCase()}${c}]` : c)).join("");
+
+/** No C0 control, DEL or lone surrogate (secretFieldProblem), as a JSON Schema pattern read with the u flag. */
+const SECRET_TEXT = "\\u0000-\\u001f\\u007f\\ud800-\\udfff";
+
+/** What JSON Schema can say of each field's rule above (not a value's size in UTF-8 bytes: its characters bound it). */
+const FIELD_JSON_SCHEMAS: Readonly<Record<string, Record<string, unknown>>> = {
+  token: { type: "string", minLength: 1, maxLength: SECRET_VALUE_MAX_BYTES, pattern: `^[^${SECRET_TEXT}]*$` },
+  value: { type: "string", minLength: 1, maxLength: SECRET_VALUE_MAX_BYTES, pattern: `^[^${SECRET_TEXT}]*$` },
+  password: { type: "string", minLength: 1, maxLength: SECRET_VALUE_MAX_BYTES, pattern: `^[^${SECRET_TEXT}]*$` },
+  header: {
+    type: "string",
+    maxLength: CREDENTIAL_HEADER_MAX,
+    pattern: HEADER_NAME.source,
+    not: { pattern: `^(?:${FORBIDDEN_API_KEY_HEADERS.map(caseless).join("|")})$` },
+  },
+  username: { type: "string", minLength: 1, maxLength: CREDENTIAL_USERNAME_MAX, pattern: `^[^:${SECRET_TEXT}]*$` },
+};
+
+/**
+ * The body of `PUT {scoped}/credentials/<name>` as JSON Schema, for the API's description
+ * (ingest/src/openapi): one shape per kind, from the kinds, their spellings and their fields' rules
+ * here, so it refuses what parseCredentialValue refuses (as far as JSON Schema can say it).
+ */
+export const CREDENTIAL_BODY_JSON_SCHEMA: Record<string, unknown> = {
+  oneOf: CREDENTIAL_KINDS.map((kind) => ({
+    type: "object",
+    required: ["kind", ...KIND_FIELDS[kind]],
+    additionalProperties: false,
+    properties: {
+      kind: { enum: [...new Set([kind, CLI_KIND_SPELLINGS[kind]])] },
+      ...Object.fromEntries(KIND_FIELDS[kind].map((f) => [f, FIELD_JSON_SCHEMAS[f]])),
+    },
+  })),
 };
 
 /** One field's problem, named by the field (`token: ...`); undefined when all is well. */

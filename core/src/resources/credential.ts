@@ -6,6 +6,7 @@
 // credential rules themselves (kinds, names, fields) are core/src/credentials/kinds.ts.
 import { z } from "zod";
 import {
+  CLI_CREDENTIAL_KINDS,
   CLI_KIND_SPELLINGS,
   CREDENTIAL_HEADER_MAX,
   CREDENTIAL_USERNAME_MAX,
@@ -14,9 +15,6 @@ import {
   type CredentialKind,
 } from "../credentials/kinds.js";
 import { SecretKeyRef } from "./refs.js";
-
-/** The kinds as a FlowCredential spells them (the CLI's spelling). */
-export const CREDENTIAL_RESOURCE_KINDS = ["bearer", "api-key", "basic", "url-token"] as const;
 
 const ValueFrom = z.object({ secretKeyRef: SecretKeyRef }).strict();
 
@@ -63,7 +61,7 @@ const checkFields = (s: Fields, ctx: Ctx): void => {
  */
 export const CredentialResourceSpec = z
   .object({
-    kind: z.enum(CREDENTIAL_RESOURCE_KINDS).describe("bearer, api-key, basic or url-token."),
+    kind: z.enum(CLI_CREDENTIAL_KINDS).describe("bearer, api-key, basic or url-token."),
     header: z
       .string()
       .max(CREDENTIAL_HEADER_MAX)
@@ -91,7 +89,7 @@ export const credentialKindOfResource = (spec: CredentialResourceSpec): Credenti
 
 /** The spec of the FlowCredential the API writes for a credential it set: its kind, nothing else. */
 export const credentialResourceSpecOf = (kind: CredentialKind): CredentialResourceSpec => ({
-  kind: CLI_KIND_SPELLINGS[kind] as CredentialResourceSpec["kind"],
+  kind: CLI_KIND_SPELLINGS[kind],
 });
 
 /**

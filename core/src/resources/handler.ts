@@ -4,7 +4,7 @@
 import { z } from "zod";
 import { compileCel } from "../cel.js";
 import { FlowError } from "../errors.js";
-import { validatePattern } from "../events.js";
+import { EVENT_PATTERN_JSON_SCHEMA, validatePattern } from "../events.js";
 import { secretNameProblem } from "../secret-rules.js";
 import { GRAPH_VERSION, type GraphDocument } from "../graph/model.js";
 import { parseGraph } from "../graph/parse.js";
@@ -46,10 +46,15 @@ export const Reaction = z.discriminatedUnion("kind", [
 ]);
 export type Reaction = z.output<typeof Reaction>;
 
+/** A handler's type patterns: 1 to 64. */
+const onPatterns = (pattern: z.ZodType<string>) =>
+  z.array(pattern).min(1, "give at least one type pattern (an exact type, prefix.* or *)").max(64);
+
 /** The body of `PUT .../handlers/{name}`, and a FlowHandler's spec (its name is metadata.name). */
 export const HandlerSpec = z
   .object({
-    on: z.array(z.string()).min(1, "give at least one type pattern (an exact type, prefix.* or *)").max(64),
+    // Each pattern's rule is validatePattern's (parseHandler); the API's description says it too (meta).
+    on: onPatterns(z.string().meta({ ...EVENT_PATTERN_JSON_SCHEMA })),
     when: z.string().nullable().optional().describe("A CEL predicate over `event`; the handler runs only when it is true."),
     reaction: Reaction.describe(
       "What runs: a script (bash -eu, by an agent with the polyglot capability), a pipeline (a snapshot of its YAML), a stored graph (by name, read when the event arrives) or one node.",
@@ -174,7 +179,8 @@ export const parseHandler = (name: string, body: unknown): HandlerInput => {
  */
 export const HandlerResourceSpec = z
   .object({
-    events: HandlerSpec.shape.on.describe("Event type patterns that start the handler: an exact type, prefix.* or *."),
+    // Without the patterns' JSON Schema (the API's description only): the CRD (crds/) leaves them to the reconciler's parseHandler.
+    events: onPatterns(z.string()).describe("Event type patterns that start the handler: an exact type, prefix.* or *."),
     ...HandlerSpec.omit({ on: true }).shape,
   })
   .strict();

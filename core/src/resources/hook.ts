@@ -5,7 +5,7 @@
 // out of the spec (sealed or digested in Postgres; never in a custom resource).
 import { z } from "zod";
 import { FlowError } from "../errors.js";
-import { assertEmittable, isReservedType } from "../events.js";
+import { EVENT_TYPE_JSON_SCHEMA, assertEmittable, isReservedType } from "../events.js";
 import { SecretKeyRef } from "./refs.js";
 
 /** A hook's name routes its events (`<hook>.<forge event>`), so it must be a valid, non-platform type prefix. */
@@ -46,10 +46,15 @@ const hookFields = {
   hmac_prefix: z.string().max(64).optional().describe("Manual HMAC: a prefix before the hex digest (e.g. sha256=)."),
 };
 
-/** The body of `PUT .../event-hooks/{name}`: the fields plus the signing key in the clear (it is sealed at once). */
+/**
+ * The body of `PUT .../event-hooks/{name}`: the fields plus the signing key in the clear (it is sealed at once).
+ * The event type's and the manifest's rules are parseHook's; the API's description says them too (meta).
+ */
 export const HookSetBody = z
   .object({
     ...hookFields,
+    event_type: hookFields.event_type.meta({ ...EVENT_TYPE_JSON_SCHEMA }),
+    manifest: hookFields.manifest.meta({ enum: [...HOOK_MANIFESTS] }),
     key: z.string().min(1, "key is empty").max(4096).optional(),
     hmac_key: z.string().min(1, "hmac_key is empty").max(4096).optional(),
   })

@@ -2,11 +2,14 @@
 // to a Kubernetes Secret, never a value), and what answers show. The name and value rules are
 // core/src/secret-rules.ts (assertSecretName, assertSecretValue).
 import { z } from "zod";
-import { assertSecretName, assertSecretValue } from "../secret-rules.js";
+import { SECRET_VALUE_JSON_SCHEMA, assertSecretName, assertSecretValue } from "../secret-rules.js";
 import { KUBE_NAME, SecretKeyRef } from "./refs.js";
 
-// The value's rules (NUL, lone surrogates, size) are assertSecretValue's, whose messages never quote it.
-export const SecretSetBody = z.object({ value: z.string({ error: "the value must be a JSON string" }) }).strict();
+// The value's rules (empty, NUL, lone surrogates, size) are assertSecretValue's, whose messages never quote it; the API's
+// description says them too (meta: what JSON Schema can say of them).
+export const SecretSetBody = z
+  .object({ value: z.string({ error: "the value must be a JSON string" }).meta({ ...SECRET_VALUE_JSON_SCHEMA }) })
+  .strict();
 
 /**
  * A FlowSecret's spec: where its value comes from. With `valueFrom.secretKeyRef` the controller

@@ -2,11 +2,13 @@
  * `GET /api/v1/openapi.json` (openapi/document.ts) over app.inject(): every `/api/v1` route Fastify
  * registered is in the document with its method, path parameters, body schema and error answers;
  * a route without a description (openapi/route-doc.ts) fails here, so a new route cannot be
- * forgotten. The document has OpenAPI 3.1's shape and every `$ref` in it resolves.
+ * forgotten. The document has OpenAPI 3.1's shape and every `$ref` in it resolves, and its body
+ * schemas refuse what their routes refuse (checked with a JSON Schema 2020-12 validator).
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { ask, createTestApp, type TestApp } from "../testing/test-app.js";
+import { createRequire } from "node:module";
+import { ask, assertError, createTestApp, type TestApp } from "../testing/test-app.js";
 import { openApiPath, registeredRoutes } from "./document.js";
 
 let t: TestApp;
@@ -134,4 +136,125 @@ test("the document has OpenAPI 3.1's shape: unique operation ids, and every $ref
       .reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], doc);
     assert.ok(target !== undefined, `${ref} resolves`);
   }
+});
+
+/** A compiled JSON Schema: true when `data` is valid. */
+interface Validator {
+  (data: unknown): boolean;
+  errors?: unknown[] | null;
+}
+// Ajv 8, the JSON Schema 2020-12 validator Fastify itself brings (@fastify/ajv-compiler's): no dependency of ours.
+const fromFastify = createRequire(createRequire(import.meta.url).resolve("@fastify/ajv-compiler"));
+const Ajv2020 = (fromFastify("ajv/dist/2020") as { default: new (opts: object) => { compile(schema: object): Validator } }).default;
+
+const SCOPED = "/api/v1/orgs/{org}/projects/{project}";
+/** A request to a route: the operation in the document (`PUT <template>`), and the body. */
+type Sent = { op: string; url: (base: string) => string; body: unknown };
+const send = (op: string, path: string, body: unknown): Sent => ({
+  op: `${op} ${SCOPED}${path}`,
+  url: (base) => `${base}${path.replace("{name}", "DOC_PROBE")}`,
+  body,
+});
+const script = { kind: "script", source: "echo hi\n", filename: "h.sh" };
+
+/** Bodies each route refuses (a 400, for the reason its message names), with the rule the document must say too. */
+const REFUSED: Array<[string, Sent, RegExp]> = [
+  ["an event type with a blank", send("POST", "/events", { type: "a b" }), /^type: event type "a b" must be 1-64 characters/],
+  ["an event type of 65 characters", send("POST", "/events", { type: "a".repeat(65) }), /^type: event type "a{65}" must be 1-64/],
+  ["a hook's event type with a blank", send("PUT", "/event-hooks/{name}", { event_type: "a b" }), /event type "a b" must be 1-64/],
+  [
+    "a hook's event type of 65 characters",
+    send("PUT", "/event-hooks/{name}", { event_type: "e".repeat(65) }),
+    /event type "e{65}" must be 1-64/,
+  ],
+  ["an unknown manifest", send("PUT", "/event-hooks/{name}", { manifest: "gitlab", key: "k" }), /^unknown manifest "gitlab"/],
+  ["a handler pattern with a blank inside", send("PUT", "/handlers/{name}", { on: ["a b"], reaction: script }), /^on: pattern "a b"/],
+  ["a handler pattern *.x", send("PUT", "/handlers/{name}", { on: ["*.x"], reaction: script }), /^on: pattern "\*\.x"/],
+  ["an empty secret value", send("PUT", "/secrets/{name}", { value: "" }), /the value is empty/],
+  ["a NUL in a secret value", send("PUT", "/secrets/{name}", { value: "a\u0000b" }), /value holds a NUL/],
+  ["a lone surrogate in a secret value", send("PUT", "/secrets/{name}", { value: "a\ud800" }), /value holds a lone UTF-16 surrogate/],
+  [
+    "an unknown credential kind",
+    send("PUT", "/credentials/{name}", { kind: "password", token: "t" }),
+    /kind: must be one of bearer, api-key, basic, url-token; got "password"/,
+  ],
+  ["an empty credential token", send("PUT", "/credentials/{name}", { kind: "bearer", token: "" }), /token: the value is empty/],
+  [
+    "a line break in a credential token",
+    send("PUT", "/credentials/{name}", { kind: "bearer", token: "a\nb" }),
+    /token: it holds a control character/,
+  ],
+  [
+    "a field of another kind",
+    send("PUT", "/credentials/{name}", { kind: "bearer", token: "t", password: "p" }),
+    /password: a bearer credential has no such field/,
+  ],
+  [
+    "an api-key header that frames the request",
+    send("PUT", "/credentials/{name}", { kind: "api-key", header: "Content-Length", value: "v" }),
+    /header: header "Content-Length" frames the request/,
+  ],
+  [
+    "a basic username with a colon",
+    send("PUT", "/credentials/{name}", { kind: "basic", username: "a:b", password: "p" }),
+    /username: the username holds ":"/,
+  ],
+  ["a user name with a blank", send("POST", "/users", { name: "a b", role: "viewer" }), /^user name "a b" is not allowed/],
+  [
+    "an account name with a slash",
+    send("POST", "/accounts/connect", { name: "a/b", provider: "gh" }),
+    /^credential name "a\/b" is not allowed/,
+  ],
+  [
+    "a token label on two lines",
+    { op: "POST /api/v1/tokens", url: () => "/api/v1/tokens", body: { label: "a\nb" } },
+    /token label holds a control character/,
+  ],
+];
+
+/** Bodies each route takes (a 2xx), some at the edge of a rule: the document must not refuse them either. */
+const ACCEPTED: Array<[string, Sent]> = [
+  ["an event type of 64 characters", send("POST", "/events", { type: "a".repeat(64) })],
+  ["a hook's event type", send("PUT", "/event-hooks/{name}", { event_type: "ci.done" })],
+  ["handler patterns, blanks trimmed", send("PUT", "/handlers/{name}", { on: ["*", " deploy.* ", "a.b"], reaction: script })],
+  ["a secret value with an emoji (a surrogate pair)", send("PUT", "/secrets/{name}", { value: "k\u{1F600}y" })],
+  ["an api_key credential", send("PUT", "/credentials/{name}", { kind: "api_key", header: "X-Api-Key", value: "v" })],
+  ["a url-token credential", send("PUT", "/credentials/{name}", { kind: "url-token", token: "t" })],
+  ["a user name like an e-mail address", send("POST", "/users", { name: "ann+ci@example.com", role: "viewer" })],
+  ["a token label with an emoji", { op: "POST /api/v1/tokens", url: () => "/api/v1/tokens", body: { label: "ci \u{1F680}" } }],
+];
+
+test("every request body schema compiles as JSON Schema 2020-12, and refuses what its route refuses", async () => {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  const validators = new Map<string, Validator>();
+  for (const [path, item] of Object.entries(doc.paths))
+    for (const [method, op] of Object.entries(item)) {
+      const schema = op.requestBody?.content["application/json"]?.schema;
+      // The document's components go along: a body's $ref points at them.
+      if (schema) validators.set(`${method.toUpperCase()} ${path}`, ajv.compile({ ...schema, components: doc.components }));
+    }
+  assert.ok(validators.size >= 15, `only ${validators.size} JSON bodies`);
+  const check = async ([what, sent, message]: [string, Sent, RegExp?], refused: boolean): Promise<void> => {
+    const validate = validators.get(sent.op);
+    assert.ok(validate, `${what}: ${sent.op} is in the document with a JSON body`);
+    const res = await ask(t, sent.op.startsWith("PUT") ? "PUT" : "POST", sent.url(t.project.base), { as: "admin", body: sent.body });
+    if (refused) assertError(res, 400, message!, `${what}: the route refuses it`);
+    else assert.ok(res.status >= 200 && res.status < 300, `${what}: the route takes it: ${res.status} ${res.text}`);
+    assert.equal(
+      validate(sent.body),
+      !refused,
+      `${what}: the document's schema agrees with the route (${JSON.stringify(validate.errors)})`,
+    );
+  };
+  for (const c of REFUSED) await check(c, true);
+  for (const c of ACCEPTED) await check(c, false);
+});
+
+test("the credential kinds come from core, each spelling once", () => {
+  const body = doc.paths[`${SCOPED}/credentials/{name}`]!["put"]!.requestBody!.content["application/json"]!.schema as {
+    oneOf: Array<{ properties: { kind: { enum: string[] } } }>;
+  };
+  const spellings = body.oneOf.flatMap((shape) => shape.properties.kind.enum);
+  assert.deepEqual(spellings, [...new Set(spellings)], "no spelling is written twice");
+  assert.deepEqual(new Set(spellings), new Set(["bearer", "api_key", "api-key", "basic", "url_token", "url-token"]));
 });

@@ -3,6 +3,7 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastif
 import { randomBytes } from "node:crypto";
 import {
   FlowError,
+  CREDENTIAL_NAME_JSON_SCHEMA,
   assertCredentialName,
   refreshAfterMs,
   tokenLifetimeSecs,
@@ -44,7 +45,8 @@ export const OAUTH_CALLBACK_PATH = "/oauth/callback";
 const requiredText = () => z.string({ error: (issue) => (issue.input === undefined ? "is required" : undefined) });
 
 const ConnectBody = z.strictObject({
-  name: requiredText(),
+  // The name's rule is assertCredentialName's (after parsing); the API's description says it too (meta).
+  name: requiredText().meta({ ...CREDENTIAL_NAME_JSON_SCHEMA }),
   provider: requiredText(),
   /** The caller's own browser-session id to bind the state to (the console's); else a cookie is set. */
   session_id: z.string().min(16, "must be at least 16 characters").max(256).optional(),

@@ -1,25 +1,12 @@
 import { z } from "zod";
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
-import { CLI_KIND_SPELLINGS, CREDENTIAL_KINDS, FlowError, KIND_FIELDS, assertCredentialName, parseCredentialValue } from "@flowsvc/core";
+import { CREDENTIAL_BODY_JSON_SCHEMA, FlowError, assertCredentialName, parseCredentialValue } from "@flowsvc/core";
 import { listCredentials } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
 import { api } from "../openapi/route-doc.js";
 
 const NameParams = z.object({ name: z.string() });
-
-/** The set body's shape for the OpenAPI document, from core's kinds (its rules are checked without zod: the CLI runs them too). */
-const SetBodyDoc = {
-  oneOf: CREDENTIAL_KINDS.map((kind) => ({
-    type: "object",
-    required: ["kind", ...KIND_FIELDS[kind]],
-    additionalProperties: false,
-    properties: {
-      kind: { enum: [kind, CLI_KIND_SPELLINGS[kind]] },
-      ...Object.fromEntries(KIND_FIELDS[kind].map((f) => [f, { type: "string" }])),
-    },
-  })),
-};
 
 const nameOf = (req: FastifyRequest): string => {
   const { name } = NameParams.parse(req.params);
@@ -63,7 +50,13 @@ export const credentialRoutes: FastifyPluginCallback<IngestDeps> = (app, deps, d
   // `{kind, ...fields}`: core's parseCredentialValue names every bad field at once; nothing is written before it passes.
   app.put(
     `${base}/:name`,
-    api({ summary: "Create or replace a credential", tag: "credentials", auth: "admin", params: NameParams, body: SetBodyDoc }),
+    api({
+      summary: "Create or replace a credential",
+      tag: "credentials",
+      auth: "admin",
+      params: NameParams,
+      body: CREDENTIAL_BODY_JSON_SCHEMA,
+    }),
     async (req) => {
       const scope = await authorize(pool, req, "admin");
       const name = nameOf(req);

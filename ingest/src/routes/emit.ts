@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { EMIT_BODY_LIMIT, assertEmittable, trustOf } from "@flowsvc/core";
+import { EMIT_BODY_LIMIT, EVENT_TYPE_JSON_SCHEMA, assertEmittable, trustOf } from "@flowsvc/core";
 import { GroupCommitter, emitBatch, emitToHandlers, type EmitInput, type EmitResult } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
@@ -11,7 +11,8 @@ export const EVENT_KEY_LIMIT = 512;
 
 const EmitBody = z
   .object({
-    type: z.string({ error: "type is required: the event type, e.g. deploy.requested" }),
+    // Its rule is assertEmittable's (after parsing, for its message); the API's description says it too (meta).
+    type: z.string({ error: "type is required: the event type, e.g. deploy.requested" }).meta({ ...EVENT_TYPE_JSON_SCHEMA }),
     key: z
       .string()
       .min(1, "key is empty; leave it out for a broadcast event")

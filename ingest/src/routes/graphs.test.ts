@@ -186,7 +186,7 @@ test("a trigger and a webhook node get endpoints: secret shown once, deliveries 
   const show = await ask(t, "GET", `${graphs}/hooked`, { as: "viewer" });
   assert.ok(!show.text.includes(secret) && !show.text.includes(eps[1]!.secret!), "show never answers a secret");
   const url = `/api/v1/graph-hooks/${t.project.org}/p/hooked/start`;
-  const deliver = (opts: { secret?: string; path?: string; body?: string }) =>
+  const deliver = (opts: { secret?: string; path?: string; body?: string | Buffer }) =>
     t.app.inject({
       method: "POST",
       url: `${opts.path ?? url}?x=1`,
@@ -226,6 +226,11 @@ test("a trigger and a webhook node get endpoints: secret shown once, deliveries 
     { type: "item.checked", graph: "emitter" },
   ]);
   assert.equal((await deliver({ secret, body: '{"n":1e400}' })).statusCode, 400);
+  const events = await countRows(t, "events");
+  const notUtf8 = await deliver({ secret, body: Buffer.from([0x7b, 0xff, 0x7d]) });
+  assert.equal(notUtf8.statusCode, 400, "a body that is not UTF-8, as on an event hook");
+  assert.match(notUtf8.json<{ error: { message: string } }>().error.message, /^body is not valid UTF-8 at byte offset 1 \(0xff\)/);
+  assert.equal(await countRows(t, "events"), events, "nothing recorded");
   // Saved again without the trigger: its endpoint is gone, the webhook's keeps its secret (none
   // answered) and now emits its config's event_type under the graph's prefix.
   const again = await put("hooked", doc(["cb", "webhook", { event_type: "push" }]));

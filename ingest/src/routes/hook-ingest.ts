@@ -4,6 +4,7 @@
  * bytes are kept for signatures whatever the content type. The 202 is sent only after the event's
  * transaction committed (group commit).
  */
+import { isUtf8 } from "node:buffer";
 import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from "fastify";
 import {
@@ -67,15 +68,71 @@ export const queryObject = (query: URLSearchParams): Record<string, string> => {
   return out;
 };
 
-/** A JSON body keeps its types, an empty body is `{}`, anything else arrives verbatim as a string. */
+/**
+ * Where the first byte that is not UTF-8 is, in bytes that `isUtf8` refused: the decoder replaces
+ * each bad sequence by U+FFFD, and each U+FFFD the bytes do not spell (EF BF BD) is one. Linear:
+ * each stretch between two is measured once. Only ever run on a refusal.
+ */
+const firstNonUtf8Byte = (raw: Buffer): number => {
+  const text = raw.toString("utf8");
+  let offset = 0;
+  for (let from = 0; ;) {
+    const at = text.indexOf("\uFFFD", from);
+    if (at < 0) return raw.length;
+    offset += Buffer.byteLength(text.slice(from, at));
+    if (raw[offset] !== 0xef || raw[offset + 1] !== 0xbf || raw[offset + 2] !== 0xbd) return offset;
+    offset += 3;
+    from = at + 1;
+  }
+};
+
+/**
+ * The body as text, when its bytes are UTF-8 (a BOM is kept, as U+FEFF). A body that is not is
+ * refused, saying where: decoded, it would be stored with U+FFFD in place of its bytes, not verbatim.
+ */
+export const utf8Body = (raw: Buffer): string => {
+  if (isUtf8(raw)) return raw.toString("utf8");
+  const offset = firstNonUtf8Byte(raw);
+  const byte = (raw[offset] ?? 0).toString(16).padStart(2, "0");
+  throw new FlowError(
+    "invalid_argument",
+    `body is not valid UTF-8 at byte offset ${offset} (0x${byte}): a delivery is kept as JSON or text, which cannot hold these bytes verbatim`,
+    { hint: "send the body as UTF-8 (binary data encoded, e.g. as base64)", details: { offset } },
+  );
+};
+
+/**
+ * A JSON body keeps its types, an empty body is `{}`, any other UTF-8 text arrives verbatim as a
+ * string; a body that is not UTF-8 is a 400 (utf8Body). Run only after the secret or signature.
+ */
 export const bodyValue = (raw: Buffer): unknown => {
   if (raw.length === 0) return {};
-  const text = raw.toString("utf8");
+  const text = utf8Body(raw);
   try {
     return JSON.parse(text) as unknown;
   } catch {
     return text;
   }
+};
+
+/**
+ * The first `payload` field of a form, its escapes decoded strictly: `%XX` bytes that are not UTF-8
+ * are refused, where URLSearchParams would have put U+FFFD in their place.
+ */
+const formPayload = (form: string): string => {
+  for (const piece of form.split("&")) {
+    const eq = piece.indexOf("=");
+    if ((eq < 0 ? piece : piece.slice(0, eq)) !== "payload") continue;
+    try {
+      return eq < 0 ? "" : decodeURIComponent(piece.slice(eq + 1).replaceAll("+", " "));
+    } catch {
+      throw new FlowError(
+        "invalid_argument",
+        "body: the form's payload field is not valid percent-encoding (% takes two hex digits, and the bytes must be UTF-8)",
+      );
+    }
+  }
+  return "";
 };
 
 /** GitHub's form content type sends the JSON as the `payload` field. */
@@ -84,8 +141,7 @@ const githubBody = (req: Sender, raw: Buffer): unknown => {
     .split(";")[0]!
     .trim()
     .toLowerCase();
-  const text =
-    type === "application/x-www-form-urlencoded" ? (new URLSearchParams(raw.toString("utf8")).get("payload") ?? "") : raw.toString("utf8");
+  const text = type === "application/x-www-form-urlencoded" ? formPayload(utf8Body(raw)) : utf8Body(raw);
   try {
     return JSON.parse(text) as unknown;
   } catch {
@@ -335,7 +391,8 @@ export const hookIngestRoutes: FastifyPluginCallback<{ deps: RouteDeps; hooks: H
   app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: EMIT_BODY_LIMIT }, (_req, body, parsed) => parsed(null, body));
   const doc = api({
     summary: "Deliver an event to a hook; 202 once it is committed",
-    description: "Any content type: the raw bytes are what a signature covers. JSON bodies keep their types, others arrive as a string.",
+    description:
+      "Any content type: the raw bytes are what a signature covers. They must be UTF-8 (else a 400 naming the first bad byte's offset, after the secret or signature): JSON bodies keep their types, other text arrives as a string.",
     tag: "event-hooks",
     auth: "hook",
     body: {},

@@ -33,7 +33,7 @@ const deliver = (name: string, body: string | Buffer, headers: Record<string, st
     headers: { "content-type": "application/json", ...headers },
   });
 
-const sign = (key: string, body: string): string => createHmac("sha256", key).update(body).digest("hex");
+const sign = (key: string, body: string | Buffer): string => createHmac("sha256", key).update(body).digest("hex");
 
 /** A delivery that must be refused with `status` and `message`, recording no event. */
 const refusedDelivery = async (what: string, send: () => ReturnType<typeof deliver>, status: number, message: RegExp): Promise<void> => {
@@ -263,5 +263,82 @@ test("a manual HMAC hook: the configured header carries the signature of the raw
     () => deliver("mac", body, { "x-sig": sign("mac-key", body) }),
     401,
     /does not match the body/,
+  );
+});
+
+test("a body that is not UTF-8 is a 400 naming the byte offset, after the secret or signature, recording nothing; a BOM and an emoji arrive verbatim", async () => {
+  const secret = await created("bytes", { event_type: "bytes.in" });
+  await created("bmac", { hmac_header: "X-Sig", hmac_key: "bmac-key" });
+  await created("bgh", { manifest: "github", key: GITHUB_KEY });
+  const hex = (h: string): Buffer => Buffer.from(h.replaceAll(" ", ""), "hex");
+  const bad: Array<[string, Buffer, number]> = [
+    ["a lone 0xFF", hex("41 ff 42"), 1],
+    ["a multi-byte sequence cut at the end", Buffer.concat([Buffer.from('"euro '), hex("e2 82")]), 6],
+    ["an overlong encoding of /", hex("c0 af"), 0],
+    ["a UTF-16 surrogate encoded in UTF-8", hex("ed a0 80"), 0],
+    [
+      "a bad byte inside a JSON string, after a real U+FFFD",
+      Buffer.concat([Buffer.from('{"a":"'), hex("ef bf bd ff"), Buffer.from('"}')]),
+      9,
+    ],
+  ];
+  for (const [what, body, offset] of bad) {
+    const message = new RegExp(`^body is not valid UTF-8 at byte offset ${offset} \\(0x${body[offset]!.toString(16)}\\)`);
+    await refusedDelivery(
+      `token hook, ${what}`,
+      () => deliver("bytes", body, { "x-flow-hook-secret": secret, "content-type": "text/plain" }),
+      400,
+      message,
+    );
+    await refusedDelivery(`HMAC hook, ${what}`, () => deliver("bmac", body, { "x-sig": sign("bmac-key", body) }), 400, message);
+    const gh = {
+      "x-github-event": "push",
+      "x-github-delivery": `utf8-${offset}-${body.length}`,
+      "x-hub-signature-256": `sha256=${sign(GITHUB_KEY, body)}`,
+    };
+    await refusedDelivery(`GitHub hook, ${what}`, () => deliver("bgh", body, gh), 400, message);
+  }
+  const form = (payload: string): Buffer => Buffer.from(`payload=${payload}`);
+  const formHeaders = (body: Buffer, delivery: string) => ({
+    "content-type": "application/x-www-form-urlencoded",
+    "x-github-event": "push",
+    "x-github-delivery": delivery,
+    "x-hub-signature-256": `sha256=${sign(GITHUB_KEY, body)}`,
+  });
+  const badForm = form(encodeURIComponent('{"ref":"') + "%FF" + encodeURIComponent('"}'));
+  await refusedDelivery(
+    "a form payload whose escapes are not UTF-8",
+    () => deliver("bgh", badForm, formHeaders(badForm, "f-1")),
+    400,
+    /^body: the form's payload field is not valid percent-encoding/,
+  );
+  const goodForm = form(encodeURIComponent(JSON.stringify({ ref: "refs/heads/\u{1F600}", repository: { full_name: "acme/web" } })));
+  const took = await deliver("bgh", goodForm, formHeaders(goodForm, "f-2"));
+  assert.equal(took.status, 202, took.text);
+  const { rows: pushed } = await t.db.pool.query<{ payload: { body: { ref?: string } } }>(`select payload from events where id = $1`, [
+    (took.body as { event_id: string }).event_id,
+  ]);
+  assert.equal(pushed[0]?.payload.body.ref, "refs/heads/\u{1F600}", "a form payload's escapes decode to the text sent");
+  const notUtf8 = hex("ff fe 00");
+  await refusedDelivery(
+    "a wrong secret and bad bytes",
+    () => deliver("bytes", notUtf8, { "x-flow-hook-secret": "nope" }),
+    401,
+    /^the secret sent/,
+  );
+  await refusedDelivery("a bad signature and bad bytes", () => deliver("bmac", notUtf8, { "x-sig": "0" }), 401, /does not match the body/);
+  const stored = async (body: Buffer): Promise<unknown> => {
+    const res = await deliver("bytes", body, { "x-flow-hook-secret": secret, "content-type": "text/plain" });
+    assert.equal(res.status, 202, res.text);
+    const { rows } = await t.db.pool.query<{ payload: { body: unknown } }>(`select payload from events where id = $1`, [
+      (res.body as { event_id: string }).event_id,
+    ]);
+    return rows[0]?.payload.body;
+  };
+  assert.deepEqual(await stored(Buffer.from('{"e":"\u{1F600}"}')), { e: "\u{1F600}" }, "a 4-byte emoji is UTF-8");
+  assert.equal(
+    await stored(Buffer.concat([hex("ef bb bf"), Buffer.from('{"a":1}')])),
+    '\uFEFF{"a":1}',
+    "a BOM is kept: not JSON, the text verbatim",
   );
 });

@@ -8,7 +8,7 @@
  */
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { assertTokenId, assertTokenLabel } from "@flowsvc/core";
+import { TOKEN_LABEL_JSON_SCHEMA, assertTokenId, assertTokenLabel } from "@flowsvc/core";
 import { createToken, listTokens, revokeToken } from "@flowsvc/store";
 import { authenticateUserToken } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
@@ -16,7 +16,11 @@ import { api } from "../openapi/route-doc.js";
 import { parsedOr400 } from "../errors.js";
 
 const TokenBody = z.strictObject({
-  label: z.string().optional().describe("what the token is for (1 to 100 characters on one line); default `created by <user>`"),
+  label: z
+    .string()
+    .meta({ ...TOKEN_LABEL_JSON_SCHEMA })
+    .optional()
+    .describe("what the token is for (1 to 100 characters on one line); default `created by <user>`"),
 });
 const TokenParams = z.object({ id: z.string().describe("the token's id (tok-...), from GET /api/v1/tokens") });
 const RemoveQuery = z.object({

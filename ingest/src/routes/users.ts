@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import type { FastifyPluginCallback } from "fastify";
-import { ROLES, assertUserName } from "@flowsvc/core";
+import { ROLES, USER_NAME_JSON_SCHEMA, assertUserName } from "@flowsvc/core";
 import { addUserWithToken } from "@flowsvc/store";
 import { authorize } from "../auth.js";
 import type { IngestDeps } from "../deps.js";
@@ -15,7 +15,10 @@ import { parsedOr400 } from "../errors.js";
 
 /** `{name, role}`: the name's rule is core's (members.ts), as the members routes take it. */
 const UserBody = z.strictObject({
-  name: z.string().describe("the new user's name: ASCII letters, digits, . _ @ + -, starting with a letter or digit, at most 100"),
+  name: z
+    .string()
+    .meta({ ...USER_NAME_JSON_SCHEMA })
+    .describe("the new user's name: ASCII letters, digits, . _ @ + -, starting with a letter or digit, at most 100"),
   role: z.enum(ROLES, { error: `must be one of ${ROLES.join(", ")}` }),
 });
 

@@ -11,7 +11,7 @@ import type { FastifyInstance } from "fastify";
 export interface SentRequest {
   path: string;
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Buffer;
 }
 
 /** An answer as the comparison reads it: status, body text and the headers both ways must agree on. */
