@@ -44,6 +44,7 @@ import {
   lockGraphRun,
   markRunRunning,
   notifyGraph,
+  openGraphNodeOutputs,
   performCall,
   queueNodeJob,
   settleGraphNode,
@@ -54,9 +55,10 @@ import {
   type GraphRunRow,
   type Keyring,
   type Listener,
+  type NodeResultKeeper,
 } from "@flowsvc/store";
 import type { ControllerLogger } from "../dispatcher.js";
-import { nodeContext, runProjectMasker } from "./context.js";
+import { createNodeResultKeepers, nodeContext } from "./context.js";
 import { executorFor, type AgentJobSpec, type NodeOutcome } from "./nodes/index.js";
 import { agentJobOf } from "./nodes/code.js";
 import { approvalWakeOutcome } from "./nodes/approval.js";
@@ -90,7 +92,8 @@ interface Start {
 const POLL_MS = 250;
 const ACTIVE: ReadonlySet<string> = new Set(["running", "parked"]);
 
-const scopeOf = (run: GraphRunRow, rows: readonly GraphNodeRow[]): GraphScope => ({
+/** What expressions see of the rows (their outputs opened: see GraphDriver.#scopeOf). */
+const scopeOf = (run: GraphRunRow, rows: readonly Pick<GraphNodeRow, "node_id" | "status" | "output">[]): GraphScope => ({
   input: run.input ?? {},
   nodes: Object.fromEntries(rows.map((r) => [r.node_id, { status: r.status, output: r.output ?? null }])),
 });
@@ -147,6 +150,12 @@ export class GraphDriver {
   readonly #outcomes = new Map<string, Array<{ s: Start; outcome: NodeOutcome }>>();
   /** Each project's org, for the node context (a project never changes org). */
   readonly #orgs = new Map<string, string>();
+  /** How node results and a run's end are stored: masked with the project's values (cached by the project's stamp). */
+  readonly #keepers: (run: { id: string; project_id: string }) => Promise<NodeResultKeeper>;
+  /** The keeper of each advance in flight, looked up once per advance (by run: a run's advances never overlap). */
+  readonly #keeping = new Map<string, Promise<NodeResultKeeper>>();
+  /** The expression scope of each read of a run's rows, their sealed outputs opened once. */
+  readonly #scopes = new WeakMap<readonly GraphNodeRow[], Promise<GraphScope>>();
   #off: Array<() => void> = [];
   #timer: NodeJS.Timeout | undefined;
   #polling = false;
@@ -154,6 +163,38 @@ export class GraphDriver {
 
   constructor(options: GraphDriverOptions) {
     this.#o = options;
+    this.#keepers = createNodeResultKeepers(options);
+  }
+
+  /** The run's keeper for this advance (store's NodeResultKeeper): what every node result is stored through. */
+  #keeper(run: GraphRunRow): Promise<NodeResultKeeper> {
+    let keeper = this.#keeping.get(run.id);
+    if (!keeper) {
+      keeper = this.#keepers(run);
+      this.#keeping.set(run.id, keeper);
+    }
+    return keeper;
+  }
+
+  /** A text the engine stores as a node's error (an expression's failure may quote a value), masked. */
+  async #masked(run: GraphRunRow, text: string): Promise<string> {
+    return (await this.#keeper(run)).masker.text(text);
+  }
+
+  /**
+   * What the expressions of a run's nodes see: each node's exact output. A node whose output held a
+   * secret or credential stores it masked and keeps the exact one sealed (store's NodeResultKeeper):
+   * opened here, once per read of the rows. Rows with nothing sealed (older ones too) read as stored.
+   */
+  #scopeOf(run: GraphRunRow, rows: readonly GraphNodeRow[]): Promise<GraphScope> {
+    let scope = this.#scopes.get(rows);
+    if (!scope) {
+      scope = rows.some((r) => r.output_sealed !== null)
+        ? this.#keeper(run).then(async (k) => scopeOf(run, await openGraphNodeOutputs(k.keyring, k.scope, run.id, rows)))
+        : Promise.resolve(scopeOf(run, rows));
+      this.#scopes.set(rows, scope);
+    }
+    return scope;
   }
 
   start(): void {
@@ -236,6 +277,7 @@ export class GraphDriver {
     try {
       starts = await withTransaction(this.#o.pool, (tx) => this.#plan(tx, runId, outcomes));
     } catch (err) {
+      this.#keeping.delete(runId);
       // Not recorded: the outcomes wait for the next advance, tried again shortly (a deadlock between two
       // runs' advances over one concurrency group, say, is rolled back on one side and must not stall it).
       if (outcomes.length > 0) this.#outcomes.set(runId, [...outcomes, ...(this.#outcomes.get(runId) ?? [])]);
@@ -243,6 +285,7 @@ export class GraphDriver {
       if (!this.#stopped) setTimeout(() => this.schedule(runId), this.#o.pollMs ?? POLL_MS).unref();
       return;
     }
+    this.#keeping.delete(runId);
     for (const s of starts) this.#track(this.#runAttempt(s));
   }
 
@@ -343,6 +386,7 @@ export class GraphDriver {
           nodeId: s.node.id,
           attempt: s.attempt,
           result: { ok: false, error: message(err) },
+          storage: await this.#keeper(s.run),
           quiet: true,
         });
         continue;
@@ -362,9 +406,16 @@ export class GraphDriver {
     a: { run: GraphRunRow; node: GraphNode; row: GraphNodeRow; rows: GraphNodeRow[] },
   ): Promise<Start | undefined> {
     const { run, node, row } = a;
-    const scope = scopeOf(run, a.rows);
-    const fail = (error: string): Promise<void> =>
-      updateGraphNode(tx, run.id, node.id, { status: "failed", error, attempt: row.attempt + 1, started_at: "now", finished_at: "now" });
+    const scope = await this.#scopeOf(run, a.rows);
+    // An expression's failure may quote a value it read: stored masked, as every node error is.
+    const fail = async (error: string): Promise<void> =>
+      updateGraphNode(tx, run.id, node.id, {
+        status: "failed",
+        error: await this.#masked(run, error),
+        attempt: row.attempt + 1,
+        started_at: "now",
+        finished_at: "now",
+      });
     if (node.if !== undefined) {
       const cond = evaluateIf(node.if, scope);
       if (!cond.ok) return void (await fail(`if: ${cond.error}`));
@@ -387,10 +438,10 @@ export class GraphDriver {
       if (row.status !== "running" || row.mode !== "inline" || row.owner === this.owner) continue;
       const node = graph.nodes.find((n) => n.id === row.node_id);
       if (!node) continue;
-      const scope = scopeOf(run, rows);
+      const scope = await this.#scopeOf(run, rows);
       const config = evaluateConfig(node.config, scope);
       if (!config.ok) {
-        await updateGraphNode(tx, run.id, node.id, { status: "failed", error: config.error, finished_at: "now" });
+        await updateGraphNode(tx, run.id, node.id, { status: "failed", error: await this.#masked(run, config.error), finished_at: "now" });
         continue;
       }
       await updateGraphNode(tx, run.id, node.id, { owner: this.owner });
@@ -408,7 +459,14 @@ export class GraphDriver {
     const result = (w.result ?? {}) as { timed_out?: boolean };
     if (result.timed_out === true && run.parent_run_id === null)
       await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
-    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: wokenSettlement(w), quiet: true });
+    await settleGraphNode(tx, {
+      runId: run.id,
+      nodeId: w.node_id,
+      attempt: w.attempt,
+      result: wokenSettlement(w),
+      storage: await this.#keeper(run),
+      quiet: true,
+    });
   }
 
   /** Parked nodes whose wait resolved, code/shell jobs past their timeout, and workflow nodes whose child run ended, settle. */
@@ -436,7 +494,14 @@ export class GraphDriver {
         c.status === "succeeded"
           ? { ok: true as const, output: c.output }
           : { ok: false as const, error: `the child run ${c.status}${c.error ? `: ${c.error}` : ""}`, output: c.output };
-      await settleGraphNode(tx, { runId: run.id, nodeId: c.node_id, attempt: c.attempt, result, quiet: true });
+      await settleGraphNode(tx, {
+        runId: run.id,
+        nodeId: c.node_id,
+        attempt: c.attempt,
+        result,
+        storage: await this.#keeper(run),
+        quiet: true,
+      });
     }
   }
 
@@ -465,7 +530,8 @@ export class GraphDriver {
    */
   async #finish(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[]; outcome: "succeeded" | "failed" }) {
     const { run, graph, rows } = c;
-    const masker = await runProjectMasker({ pool: this.#o.pool, keyring: this.#o.keyring, orgs: this.#orgs }, run);
+    // The rows' outputs are stored masked already; masking again also covers a value set since.
+    const { masker } = await this.#keeper(run);
     const output = masker.json(runOutput(graph, rows)) as Record<string, unknown>;
     if (c.outcome === "succeeded") {
       await completeRun(tx, run.id, { status: "succeeded", output }, this.#o.publicUrl);
@@ -522,7 +588,7 @@ export class GraphDriver {
     );
     const row = rows[0];
     if (row?.status !== "running" || row.attempt !== s.attempt || row.owner !== this.owner) return;
-    const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt };
+    const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt, storage: await this.#keeper(run) };
     switch (outcome.kind) {
       case "succeeded":
         await settleGraphNode(tx, { ...key, result: { ok: true, output: outcome.output }, quiet: true });
