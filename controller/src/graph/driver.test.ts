@@ -189,3 +189,25 @@ void test("a row written before sealing (output in clear, nothing sealed) still 
   assert.equal((await ended(runId)).status, "succeeded");
   assert.deepEqual(sunk.at(-1), { was: { legacy: "clear" } });
 });
+
+void test("an approval's prompt that quotes an echoed credential is stored masked, in the node's substate and in run.awaiting", async () => {
+  const runId = await submit({
+    nodes: [
+      { id: "fetch", type: "http", config: { url: `${base}/echo`, credential: "api" } },
+      { id: "gate", type: "approval", config: { prompt: { $template: "Deploy with {{ nodes.fetch.output.body.auth }}?" } } },
+    ],
+    edges: [{ from: "fetch", to: "gate" }],
+  });
+  await waitFor("the gate to park", async () => {
+    const { rows } = await db.pool.query(`select 1 from graph_nodes where run_id = $1 and node_id = 'gate' and status = 'parked'`, [runId]);
+    return rows.length === 1;
+  });
+  const { rows } = await db.pool.query<{ substate: { prompt: string }; payload: string }>(
+    `select n.substate, (select e.payload::text from events e where e.type = 'run.awaiting' and e.source_run_id = n.run_id) as payload
+       from graph_nodes n where n.run_id = $1 and n.node_id = 'gate'`,
+    [runId],
+  );
+  assert.equal(rows[0]?.substate.prompt, "Deploy with Bearer ***?");
+  assert.match(rows[0]?.payload ?? "", /Deploy with Bearer \*\*\*\?/);
+  assert.ok(!(rows[0]?.payload ?? "").includes(TOKEN));
+});

@@ -617,7 +617,9 @@ export class GraphDriver {
   /**
    * A park outcome becomes a journal wait of the run (wait-signal named `signal`, or wait-event),
    * made by the same call path as a script's, so `flow signal`, the bus and the timer loop wake it.
-   * An approval's `run.awaiting` is appended once, when the wait is made (root runs only).
+   * An approval's `run.awaiting` is appended once, when the wait is made (root runs only). Its prompt
+   * (which may quote an output) is stored masked, in the node's substate and in the event; its fields
+   * are the document's definitions, which the approvals route checks answers against, kept as written.
    */
   async #park(tx: PoolClient, p: { run: GraphRunRow; s: Start; outcome: Extract<NodeOutcome, { kind: "park" }> }): Promise<void> {
     const { run, s, outcome } = p;
@@ -636,18 +638,15 @@ export class GraphDriver {
         }
       : { position, kind: "wait-signal", name: outcome.signal, ordinal: 0, args: timeout };
     const kind = outcome.awaiting ? "approval" : outcome.eventWait ? "event" : "signal";
-    const substate = {
-      name: s.node.id,
-      kind,
-      ...(outcome.awaiting ? { prompt: outcome.awaiting.prompt, fields: outcome.awaiting.fields } : {}),
-    };
+    const awaiting = outcome.awaiting && { ...outcome.awaiting, prompt: await this.#masked(run, outcome.awaiting.prompt) };
+    const substate = { name: s.node.id, kind, ...(awaiting ? { prompt: awaiting.prompt, fields: awaiting.fields } : {}) };
     await updateGraphNode(tx, run.id, s.node.id, { status: "parked", mode: "wait", owner: null, wait_position: position, substate });
     const answer = await performCall(tx, run.id, req);
-    if (outcome.awaiting && run.parent_run_id === null)
+    if (awaiting && run.parent_run_id === null)
       await emitLifecycle(tx, {
         runId: run.id,
         type: "run.awaiting",
-        extra: { node: s.node.id, gate: s.node.id, prompt: outcome.awaiting.prompt, fields: outcome.awaiting.fields },
+        extra: { node: s.node.id, gate: s.node.id, prompt: awaiting.prompt, fields: awaiting.fields },
         publicUrl: this.#o.publicUrl,
       });
     // A signal already queued answers at once: the next advance collects it.
