@@ -3,7 +3,7 @@
  * three services executors share: credentials resolved at dispatch by core's one resolver, an emit
  * recorded once per (run, node, attempt), and the run's log, masked.
  */
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
 import type { Dispatcher } from "undici";
 import {
   FlowError,
@@ -87,8 +87,12 @@ const resolveCredential = async (
   return { name: req.name, value: got.value, masks: credentialMaskValues(got.value) };
 };
 
-/** A project's masker: its secrets and credentials. */
-const projectValuesMasker = async (db: { pool: Pool; keyring: Keyring }, projectId: string, orgId: string): Promise<ValueMasker> => {
+/** A project's masker: its secrets and credentials (read through `db`: the pool, or the caller's transaction). */
+const projectValuesMasker = async (
+  db: { pool: Pool | PoolClient; keyring: Keyring },
+  projectId: string,
+  orgId: string,
+): Promise<ValueMasker> => {
   const [secrets, credentials] = await Promise.all([
     openProjectSecrets(db.pool, db.keyring, projectId, orgId),
     openProjectCredentials(db.pool, db.keyring, { projectId, orgId }),
@@ -120,19 +124,19 @@ const orgOfRun = async (deps: { pool: Pool; orgs: Map<string, string> }, run: { 
  * The opened values are kept per project and reopened only when the project's stamp changed (a
  * digest of every secret's and credential's (name, set_at), one indexed query, nothing opened):
  * a value set through any replica is masked from the next node result on, and a fan-out's hundred
- * results do not open the project's secrets a hundred times.
+ * results do not open the project's secrets a hundred times. The reads go through the advance's
+ * transaction (`tx`): an advance holding a connection never waits for a second one from the pool.
  */
 export const createNodeResultKeepers = (deps: {
-  pool: Pool;
   keyring: Keyring;
-}): ((run: { id: string; project_id: string }) => Promise<NodeResultKeeper>) => {
+}): ((run: { id: string; project_id: string }, tx: PoolClient) => Promise<NodeResultKeeper>) => {
   const cache = new Map<string, { stamp: string; masker: Promise<ValueMasker> }>();
-  return async (run) => {
-    const found = await projectSecretScope(deps.pool, run.project_id);
+  return async (run, tx) => {
+    const found = await projectSecretScope(tx, run.project_id);
     if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
     let hit = cache.get(found.projectId);
     if (hit?.stamp !== found.stamp) {
-      const masker = projectValuesMasker(deps, found.projectId, found.orgId);
+      const masker = projectValuesMasker({ pool: tx, keyring: deps.keyring }, found.projectId, found.orgId);
       masker.catch(() => cache.delete(found.projectId));
       hit = { stamp: found.stamp, masker };
       cache.set(found.projectId, hit);

@@ -151,7 +151,7 @@ export class GraphDriver {
   /** Each project's org, for the node context (a project never changes org). */
   readonly #orgs = new Map<string, string>();
   /** How node results and a run's end are stored: masked with the project's values (cached by the project's stamp). */
-  readonly #keepers: (run: { id: string; project_id: string }) => Promise<NodeResultKeeper>;
+  readonly #keepers: ReturnType<typeof createNodeResultKeepers>;
   /** The keeper of each advance in flight, looked up once per advance (by run: a run's advances never overlap). */
   readonly #keeping = new Map<string, Promise<NodeResultKeeper>>();
   /** The expression scope of each read of a run's rows, their sealed outputs opened once. */
@@ -167,18 +167,18 @@ export class GraphDriver {
   }
 
   /** The run's keeper for this advance (store's NodeResultKeeper): what every node result is stored through. */
-  #keeper(run: GraphRunRow): Promise<NodeResultKeeper> {
+  #keeper(tx: PoolClient, run: GraphRunRow): Promise<NodeResultKeeper> {
     let keeper = this.#keeping.get(run.id);
     if (!keeper) {
-      keeper = this.#keepers(run);
+      keeper = this.#keepers(run, tx);
       this.#keeping.set(run.id, keeper);
     }
     return keeper;
   }
 
   /** A text the engine stores as a node's error (an expression's failure may quote a value), masked. */
-  async #masked(run: GraphRunRow, text: string): Promise<string> {
-    return (await this.#keeper(run)).masker.text(text);
+  async #masked(tx: PoolClient, run: GraphRunRow, text: string): Promise<string> {
+    return (await this.#keeper(tx, run)).masker.text(text);
   }
 
   /**
@@ -186,11 +186,11 @@ export class GraphDriver {
    * secret or credential stores it masked and keeps the exact one sealed (store's NodeResultKeeper):
    * opened here, once per read of the rows. Rows with nothing sealed (older ones too) read as stored.
    */
-  #scopeOf(run: GraphRunRow, rows: readonly GraphNodeRow[]): Promise<GraphScope> {
+  #scopeOf(tx: PoolClient, run: GraphRunRow, rows: readonly GraphNodeRow[]): Promise<GraphScope> {
     let scope = this.#scopes.get(rows);
     if (!scope) {
       scope = rows.some((r) => r.output_sealed !== null)
-        ? this.#keeper(run).then(async (k) => scopeOf(run, await openGraphNodeOutputs(k.keyring, k.scope, run.id, rows)))
+        ? this.#keeper(tx, run).then(async (k) => scopeOf(run, await openGraphNodeOutputs(k.keyring, k.scope, run.id, rows)))
         : Promise.resolve(scopeOf(run, rows));
       this.#scopes.set(rows, scope);
     }
@@ -386,7 +386,7 @@ export class GraphDriver {
           nodeId: s.node.id,
           attempt: s.attempt,
           result: { ok: false, error: message(err) },
-          storage: await this.#keeper(s.run),
+          storage: await this.#keeper(tx, s.run),
           quiet: true,
         });
         continue;
@@ -406,12 +406,12 @@ export class GraphDriver {
     a: { run: GraphRunRow; node: GraphNode; row: GraphNodeRow; rows: GraphNodeRow[] },
   ): Promise<Start | undefined> {
     const { run, node, row } = a;
-    const scope = await this.#scopeOf(run, a.rows);
+    const scope = await this.#scopeOf(tx, run, a.rows);
     // An expression's failure may quote a value it read: stored masked, as every node error is.
     const fail = async (error: string): Promise<void> =>
       updateGraphNode(tx, run.id, node.id, {
         status: "failed",
-        error: await this.#masked(run, error),
+        error: await this.#masked(tx, run, error),
         attempt: row.attempt + 1,
         started_at: "now",
         finished_at: "now",
@@ -438,10 +438,14 @@ export class GraphDriver {
       if (row.status !== "running" || row.mode !== "inline" || row.owner === this.owner) continue;
       const node = graph.nodes.find((n) => n.id === row.node_id);
       if (!node) continue;
-      const scope = await this.#scopeOf(run, rows);
+      const scope = await this.#scopeOf(tx, run, rows);
       const config = evaluateConfig(node.config, scope);
       if (!config.ok) {
-        await updateGraphNode(tx, run.id, node.id, { status: "failed", error: await this.#masked(run, config.error), finished_at: "now" });
+        await updateGraphNode(tx, run.id, node.id, {
+          status: "failed",
+          error: await this.#masked(tx, run, config.error),
+          finished_at: "now",
+        });
         continue;
       }
       await updateGraphNode(tx, run.id, node.id, { owner: this.owner });
@@ -464,7 +468,7 @@ export class GraphDriver {
       nodeId: w.node_id,
       attempt: w.attempt,
       result: wokenSettlement(w),
-      storage: await this.#keeper(run),
+      storage: await this.#keeper(tx, run),
       quiet: true,
     });
   }
@@ -499,7 +503,7 @@ export class GraphDriver {
         nodeId: c.node_id,
         attempt: c.attempt,
         result,
-        storage: await this.#keeper(run),
+        storage: await this.#keeper(tx, run),
         quiet: true,
       });
     }
@@ -531,7 +535,7 @@ export class GraphDriver {
   async #finish(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[]; outcome: "succeeded" | "failed" }) {
     const { run, graph, rows } = c;
     // The rows' outputs are stored masked already; masking again also covers a value set since.
-    const { masker } = await this.#keeper(run);
+    const { masker } = await this.#keeper(tx, run);
     const output = masker.json(runOutput(graph, rows)) as Record<string, unknown>;
     if (c.outcome === "succeeded") {
       await completeRun(tx, run.id, { status: "succeeded", output }, this.#o.publicUrl);
@@ -588,7 +592,7 @@ export class GraphDriver {
     );
     const row = rows[0];
     if (row?.status !== "running" || row.attempt !== s.attempt || row.owner !== this.owner) return;
-    const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt, storage: await this.#keeper(run) };
+    const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt, storage: await this.#keeper(tx, run) };
     switch (outcome.kind) {
       case "succeeded":
         await settleGraphNode(tx, { ...key, result: { ok: true, output: outcome.output }, quiet: true });
@@ -638,7 +642,7 @@ export class GraphDriver {
         }
       : { position, kind: "wait-signal", name: outcome.signal, ordinal: 0, args: timeout };
     const kind = outcome.awaiting ? "approval" : outcome.eventWait ? "event" : "signal";
-    const awaiting = outcome.awaiting && { ...outcome.awaiting, prompt: await this.#masked(run, outcome.awaiting.prompt) };
+    const awaiting = outcome.awaiting && { ...outcome.awaiting, prompt: await this.#masked(tx, run, outcome.awaiting.prompt) };
     const substate = { name: s.node.id, kind, ...(awaiting ? { prompt: awaiting.prompt, fields: awaiting.fields } : {}) };
     await updateGraphNode(tx, run.id, s.node.id, { status: "parked", mode: "wait", owner: null, wait_position: position, substate });
     const answer = await performCall(tx, run.id, req);
