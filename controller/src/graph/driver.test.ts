@@ -18,6 +18,7 @@ import {
   createTestDatabase,
   createTestProject,
   getGraphRunNodes,
+  sealNodeOutput,
   setCredential,
   startListener,
   submitGraphRun,
@@ -171,7 +172,7 @@ void test("http results that echo a credential or a secret are stored masked; do
   );
 });
 
-void test("a row written before sealing (output in clear, nothing sealed) still feeds the nodes downstream as it did", async () => {
+void test("a row written before sealing (output in clear, nothing sealed) feeds the nodes downstream as it did; a moved sealed output fails closed", async () => {
   const graph = {
     nodes: [
       { id: "done", type: "http", config: { url: `${base}/echo` } },
@@ -188,6 +189,20 @@ void test("a row written before sealing (output in clear, nothing sealed) still 
   );
   assert.equal((await ended(runId)).status, "succeeded");
   assert.deepEqual(sunk.at(-1), { was: { legacy: "clear" } });
+
+  // A sealed output moved from another run does not open: the node reading it fails, named; the run ends.
+  const moved = await sealNodeOutput(keyring, scope, { runId: "run_elsewhere", nodeId: "done" }, { body: "elsewhere" });
+  const failing = await submit(graph, (tx, id) =>
+    tx.query(
+      `update graph_nodes set status = 'success', attempt = 1, output = '{"body": "***"}', output_sealed = $2, finished_at = now()
+        where run_id = $1 and node_id = 'done'`,
+      [id, moved],
+    ),
+  );
+  const run = await ended(failing);
+  assert.equal(run.status, "failed");
+  assert.match(run.error ?? "", /^node next failed: a node's output could not be read: the node-output ".+\/done" .* could not be opened/);
+  assert.notDeepEqual(sunk.at(-1), { was: "elsewhere" });
 });
 
 void test("an approval's prompt that quotes an echoed credential is stored masked, in the node's substate and in run.awaiting", async () => {

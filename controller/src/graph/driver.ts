@@ -15,6 +15,7 @@ import { randomUUID } from "node:crypto";
 import type { Pool, PoolClient } from "pg";
 import type { Dispatcher } from "undici";
 import {
+  FlowError,
   blockedNodes,
   evaluateConfig,
   evaluateIf,
@@ -186,7 +187,7 @@ export class GraphDriver {
    * secret or credential stores it masked and keeps the exact one sealed (store's NodeResultKeeper):
    * opened here, once per read of the rows. Rows with nothing sealed (older ones too) read as stored.
    */
-  #scopeOf(tx: PoolClient, run: GraphRunRow, rows: readonly GraphNodeRow[]): Promise<GraphScope> {
+  #scopeOf(tx: PoolClient, run: GraphRunRow, rows: readonly GraphNodeRow[]): Promise<GraphScope | string> {
     let scope = this.#scopes.get(rows);
     if (!scope) {
       scope = rows.some((r) => r.output_sealed !== null)
@@ -194,7 +195,12 @@ export class GraphDriver {
         : Promise.resolve(scopeOf(run, rows));
       this.#scopes.set(rows, scope);
     }
-    return scope;
+    // A sealed output that does not open (moved from another node or run, altered, another master key)
+    // fails the node that reads it, closed and named, rather than advancing the run over and over.
+    return scope.catch((err: unknown) => {
+      if (err instanceof FlowError) return `a node's output could not be read: ${err.message}`;
+      throw err;
+    });
   }
 
   start(): void {
@@ -406,7 +412,6 @@ export class GraphDriver {
     a: { run: GraphRunRow; node: GraphNode; row: GraphNodeRow; rows: GraphNodeRow[] },
   ): Promise<Start | undefined> {
     const { run, node, row } = a;
-    const scope = await this.#scopeOf(tx, run, a.rows);
     // An expression's failure may quote a value it read: stored masked, as every node error is.
     const fail = async (error: string): Promise<void> =>
       updateGraphNode(tx, run.id, node.id, {
@@ -416,6 +421,8 @@ export class GraphDriver {
         started_at: "now",
         finished_at: "now",
       });
+    const scope = await this.#scopeOf(tx, run, a.rows);
+    if (typeof scope === "string") return void (await fail(scope));
     if (node.if !== undefined) {
       const cond = evaluateIf(node.if, scope);
       if (!cond.ok) return void (await fail(`if: ${cond.error}`));
@@ -439,7 +446,7 @@ export class GraphDriver {
       const node = graph.nodes.find((n) => n.id === row.node_id);
       if (!node) continue;
       const scope = await this.#scopeOf(tx, run, rows);
-      const config = evaluateConfig(node.config, scope);
+      const config = typeof scope === "string" ? { ok: false as const, error: scope } : { ...evaluateConfig(node.config, scope), scope };
       if (!config.ok) {
         await updateGraphNode(tx, run.id, node.id, {
           status: "failed",
@@ -453,7 +460,7 @@ export class GraphDriver {
         { runId: run.id, node: node.id, attempt: row.attempt },
         "graph node attempt orphaned by a restart: running it again",
       );
-      starts.push({ runId: run.id, run, node, attempt: row.attempt, config: config.value, scope });
+      starts.push({ runId: run.id, run, node, attempt: row.attempt, config: config.value, scope: config.scope });
     }
     return starts;
   }
