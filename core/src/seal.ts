@@ -29,7 +29,8 @@ export interface AeadKey {
 }
 
 export const SEAL_FORMAT_VERSION = 1;
-export const SEAL_KINDS = ["secret", "credential", "account", "journal"] as const;
+/** `node-output`: a graph or pipeline node's clear output, kept sealed beside its masked one (store/src/sealed-journal.ts). */
+export const SEAL_KINDS = ["secret", "credential", "account", "journal", "node-output"] as const;
 
 export interface SealContext {
   org: string;

@@ -2,7 +2,8 @@
  * Graph runs in the store (graph-runs.ts) on a real Postgres: a graph submit writes its nodes and no
  * script job; the one retry rule (`settleGraphNode`); a node job's finish (masked output, stdout
  * tail, a second finish refused), its give-up and its failed claim settle the node, not the run; a
- * graph run's wake nudges the driver instead of queueing a job; cancel ends nodes and their jobs.
+ * graph run's wake nudges the driver instead of queueing a job; cancel ends nodes and their jobs;
+ * a node's result at rest: masked, its exact output sealed for its run and node alone.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -14,7 +15,19 @@ import { cancelRun } from "./cancel.js";
 import { failJobAtClaim } from "./credentials.js";
 import { appendLogs } from "./logs.js";
 import { wakeRun } from "./wake.js";
-import { finishNodeJob, getGraphRunNodes, graphScope, queueNodeJob, settleGraphNode, updateGraphNode } from "./graph-runs.js";
+import { randomBytes } from "node:crypto";
+import { Keyring } from "./keyring.js";
+import {
+  finishNodeJob,
+  getGraphRunNodes,
+  graphScope,
+  lockGraphNodes,
+  openGraphNodeOutputs,
+  queueNodeJob,
+  settleGraphNode,
+  updateGraphNode,
+  type NodeResultKeeper,
+} from "./graph-runs.js";
 
 let db: TestDatabase;
 before(async () => {
@@ -83,7 +96,7 @@ void test("a graph submit: the run, its pending nodes in document order, its inp
 void test("settleGraphNode: a failure with attempts left becomes pending after the backoff; the last one fails; a stale attempt writes nothing", async () => {
   const runId = await newGraphRun();
   const settle = (attempt: number, result: Parameters<typeof settleGraphNode>[1]["result"]) =>
-    withTransaction(db.pool, (tx) => settleGraphNode(tx, { runId, nodeId: "a", attempt, result }));
+    withTransaction(db.pool, (tx) => settleGraphNode(tx, { runId, nodeId: "a", attempt, result, storage: "as-written" }));
   await withTransaction(db.pool, (tx) => updateGraphNode(tx, runId, "a", { status: "running", attempt: 1 }));
   assert.equal(await settle(2, { ok: true, output: {} }), undefined, "a stale attempt was taken");
   assert.equal(await settle(1, { ok: false, error: "boom", output: { status: 500 } }), "retrying");
@@ -105,7 +118,7 @@ void test("settleGraphNode: a failure with attempts left becomes pending after t
   await assert.rejects(
     withTransaction(db.pool, async (tx) => {
       await updateGraphNode(tx, runId, "b", { status: "running", attempt: 1 });
-      await settleGraphNode(tx, { runId, nodeId: "b", attempt: 1, result: { ok: true, output: { bad: "\u0000" } } });
+      await settleGraphNode(tx, { runId, nodeId: "b", attempt: 1, result: { ok: true, output: { bad: "\u0000" } }, storage: "as-written" });
     }),
     (e: unknown) => e instanceof FlowError && e.code === "invalid_argument",
   );
@@ -169,4 +182,71 @@ void test("a node job given up or failed at claim fails its node, not the run; c
   assert.equal((await node(runId, "c")).status, "cancelled");
   assert.equal((await db.pool.query<{ status: string }>(`select status from jobs where id = $1`, [queued])).rows[0]?.status, "done");
   assert.equal((await db.pool.query<{ status: string }>(`select status from runs where id = $1`, [runId])).rows[0]?.status, "cancelled");
+});
+
+void test("a node's result is stored masked, its exact output sealed for its run and node alone; nothing to hide seals nothing; an older row reads as it was", async () => {
+  const keyring = await Keyring.create(db.pool, randomBytes(32));
+  const scope = await createTestProject(db.pool);
+  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
+    scope.orgId,
+    Buffer.from(await keyring.newWrappedOrgKey(scope.orgId)),
+  ]);
+  const keeper: NodeResultKeeper = { masker, keyring, scope };
+  const nodes = ["echo", "fails", "plain", "old"].map((id) => ({ id, type: "http" }));
+  const { id: runId } = await withTransaction(db.pool, (tx) =>
+    submitGraphRun(
+      tx,
+      { projectId: scope.projectId, source: "{}", filename: "g.json", trusted: true, idempotencyKey: null },
+      { sender: "ada", nodes, input: {} },
+    ),
+  );
+  const echoed = { status: 200, body: { authorization: `Bearer ${SECRET}`, n: [1, SECRET, "\u2028"] } };
+  const settle = (nodeId: string, result: Parameters<typeof settleGraphNode>[1]["result"]) =>
+    withTransaction(db.pool, async (tx) => {
+      await updateGraphNode(tx, runId, nodeId, { status: "running", attempt: 1 });
+      return settleGraphNode(tx, { runId, nodeId, attempt: 1, result, storage: keeper });
+    });
+  assert.equal(await settle("echo", { ok: true, output: echoed }), "success");
+  assert.equal(await settle("fails", { ok: false, error: `HTTP 401 for header "Bearer ${SECRET}"`, output: { body: SECRET } }), "failed");
+  assert.equal(await settle("plain", { ok: true, output: { status: 204, body: "" } }), "success");
+  // A row written before migration 030: its output in clear, nothing sealed.
+  await withTransaction(db.pool, (tx) => updateGraphNode(tx, runId, "old", { status: "success", output: { kept: "as it was" } }));
+
+  const raw = await db.pool.query<{ row: string }>(`select g::text as row from graph_nodes g where run_id = $1`, [runId]);
+  assert.equal(raw.rows.length, 4);
+  for (const { row } of raw.rows) assert.ok(!row.includes(SECRET), `the row holds the secret in clear: ${row}`);
+  const shown = Object.fromEntries((await getGraphRunNodes(db.pool, runId)).map((n) => [n.node_id, [n.output, n.error]]));
+  assert.deepEqual(shown, {
+    echo: [{ status: 200, body: { authorization: "Bearer ***", n: [1, "***", "\u2028"] } }, null],
+    fails: [{ body: "***" }, 'HTTP 401 for header "Bearer ***"'],
+    plain: [{ status: 204, body: "" }, null],
+    old: [{ kept: "as it was" }, null],
+  });
+
+  const rows = await withTransaction(db.pool, (tx) => lockGraphNodes(tx, runId));
+  assert.deepEqual(
+    rows.map((r) => [r.node_id, r.output_sealed === null]),
+    [
+      ["echo", false],
+      ["fails", false],
+      ["plain", true],
+      ["old", true],
+    ],
+    "only an output that masking changed is sealed",
+  );
+  const opened = Object.fromEntries((await openGraphNodeOutputs(keyring, scope, runId, rows)).map((r) => [r.node_id, r.output]));
+  assert.deepEqual(opened, { echo: echoed, fails: { body: SECRET }, plain: { status: 204, body: "" }, old: { kept: "as it was" } });
+  // A sealed output moved to another node, or read for another run, does not open.
+  const echo = rows.find((r) => r.node_id === "echo")!;
+  await assert.rejects(openGraphNodeOutputs(keyring, scope, runId, [{ ...echo, node_id: "plain" }]), /could not be opened/);
+  await assert.rejects(openGraphNodeOutputs(keyring, scope, "run_other", [echo]), /could not be opened/);
+  // A retry that succeeds with nothing to hide leaves no sealed value of the failed attempt behind.
+  await withTransaction(db.pool, async (tx) => {
+    await updateGraphNode(tx, runId, "fails", { status: "running", attempt: 2 });
+    await settleGraphNode(tx, { runId, nodeId: "fails", attempt: 2, result: { ok: true, output: "fine" }, storage: keeper });
+  });
+  const again = await db.pool.query(`select output, output_sealed, error from graph_nodes where run_id = $1 and node_id = 'fails'`, [
+    runId,
+  ]);
+  assert.deepEqual(again.rows[0], { output: "fine", output_sealed: null, error: null });
 });

@@ -16,7 +16,9 @@ import {
   type ValueMasker,
 } from "@flowsvc/core";
 import type { JobGroup } from "@flowsvc/core/pipeline";
+import type { Keyring } from "./keyring.js";
 import { mintId } from "./mint.js";
+import { openNodeOutput, sealNodeOutput, type JournalSealScope } from "./sealed-journal.js";
 
 type Db = Pool | PoolClient;
 
@@ -52,7 +54,10 @@ export interface GraphNodeRow {
   attempt: number;
   retry: { attempts: number; backoff_ms: number } | null;
   not_before: Date | null;
+  /** As stored: masked (migration 030); the exact output is in `output_sealed` when masking changed it. */
   output: unknown;
+  /** The exact output, sealed (base64), when it differs from the masked `output`; null otherwise and in older rows. */
+  output_sealed: string | null;
   error: string | null;
   mode: "inline" | "job" | "child" | "wait" | null;
   owner: string | null;
@@ -63,7 +68,7 @@ export interface GraphNodeRow {
 }
 
 const ROW_COLUMNS =
-  "node_id, type, ord, status, attempt, retry, not_before, output, error, mode, owner, job_id, child_run_id, wait_position, substate";
+  "node_id, type, ord, status, attempt, retry, not_before, output, output_sealed, error, mode, owner, job_id, child_run_id, wait_position, substate";
 
 export const notifyGraph = async (db: Db, runId: string): Promise<void> => {
   await db.query(`select pg_notify('${GRAPH_CHANNEL}', $1)`, [runId]);
@@ -137,6 +142,7 @@ export interface NodePatch {
   attempt?: number;
   not_before?: Date | null;
   output?: unknown;
+  output_sealed?: string | null;
   error?: string | null;
   mode?: GraphNodeRow["mode"];
   owner?: string | null;
@@ -168,9 +174,62 @@ export const updateGraphNode = async (tx: PoolClient, runId: string, nodeId: str
   await tx.query(`update graph_nodes set ${sets.join(", ")} where run_id = $1 and node_id = $2`, values);
 };
 
-/** How an attempt ended, before the retry policy. */
 /** How an attempt ended; a failure that is `final` is not retried (nothing a retry could change: a refused destination). */
 export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: string; output?: unknown; final?: boolean };
+
+/**
+ * How a node's result is stored (SECURITY.md: what a run writes that the API shows is masked before
+ * it is stored): its output and error masked with the run's project masker, so the API and the
+ * console read a masked column; when masking changed the output, the exact output is sealed in
+ * `output_sealed` (bound to the run and node) for the expressions of the nodes downstream
+ * (openGraphNodeOutputs). An output with nothing to hide is stored once, and nothing is sealed.
+ */
+export interface NodeResultKeeper {
+  masker: Pick<ValueMasker, "active" | "text" | "json">;
+  keyring: Keyring;
+  scope: JournalSealScope;
+}
+
+/**
+ * A result's storage: a keeper, or `"as-written"` for a result no node computed from what it was
+ * given: the server's own texts (a job given up, a timeout) and a code/shell node's finish, which
+ * its writer masked already (finishNodeJob, with the job's masker).
+ */
+export type NodeResultStorage = NodeResultKeeper | "as-written";
+
+/** The columns a result becomes (see NodeResultKeeper). */
+export const storedNodeResult = async (
+  storage: NodeResultStorage,
+  place: { runId: string; nodeId: string },
+  result: { output: unknown; error: string | null },
+): Promise<{ output: unknown; output_sealed: string | null; error: string | null }> => {
+  const clear = { output: result.output ?? null, output_sealed: null, error: result.error };
+  if (storage === "as-written" || !storage.masker.active) return clear;
+  const output = storage.masker.json(clear.output);
+  const error = clear.error === null ? null : storage.masker.text(clear.error);
+  const changed = JSON.stringify(output) !== JSON.stringify(clear.output);
+  return {
+    output,
+    output_sealed: changed ? await sealNodeOutput(storage.keyring, storage.scope, place, clear.output) : null,
+    error,
+  };
+};
+
+/**
+ * The rows' outputs as expressions see them: a sealed exact output opened (it fails closed when it
+ * was sealed for another run or node), any other the stored one, as a row written before sealing.
+ */
+export const openGraphNodeOutputs = async <R extends Pick<GraphNodeRow, "node_id" | "output" | "output_sealed">>(
+  keyring: Keyring,
+  scope: JournalSealScope,
+  runId: string,
+  rows: readonly R[],
+): Promise<R[]> =>
+  Promise.all(
+    rows.map(async (r) =>
+      r.output_sealed === null ? r : { ...r, output: await openNodeOutput(keyring, scope, { runId, nodeId: r.node_id }, r.output_sealed) },
+    ),
+  );
 
 /**
  * A node's running or parked attempt ended: success, or failure, which becomes a retry (the node
@@ -185,6 +244,8 @@ export const settleGraphNode = async (
     nodeId: string;
     attempt: number;
     result: AttemptResult;
+    /** How the result is stored: masked, its exact output sealed (NodeResultKeeper). */
+    storage: NodeResultStorage;
     /** The graph driver, which advances the run itself. */ quiet?: boolean;
   },
 ): Promise<"success" | "retrying" | "failed" | undefined> => {
@@ -195,17 +256,18 @@ export const settleGraphNode = async (
   );
   const node = rows[0];
   if (!node || node.attempt !== s.attempt || !["running", "parked"].includes(node.status)) return undefined;
-  const done: NodePatch = { mode: null, owner: null, job_id: null, wait_position: null, substate: null, output: s.result.output ?? null };
+  const stored = await storedNodeResult(s.storage, s, { output: s.result.output, error: s.result.ok ? null : s.result.error });
+  const done: NodePatch = { mode: null, owner: null, job_id: null, wait_position: null, substate: null, ...stored };
   let became: "success" | "retrying" | "failed";
   if (s.result.ok) {
-    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "success", error: null, finished_at: "now" });
+    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "success", finished_at: "now" });
     became = "success";
   } else if (!s.result.final && node.retry && node.attempt < node.retry.attempts) {
     const notBefore = new Date(Date.now() + node.retry.backoff_ms);
-    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "pending", error: s.result.error, not_before: notBefore });
+    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "pending", not_before: notBefore });
     became = "retrying";
   } else {
-    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "failed", error: s.result.error, finished_at: "now" });
+    await updateGraphNode(tx, s.runId, s.nodeId, { ...done, status: "failed", finished_at: "now" });
     became = "failed";
   }
   if (!s.quiet) await notifyGraph(tx, s.runId);
@@ -282,7 +344,8 @@ export const settleNodeJob = async (tx: PoolClient, jobId: string, result: Attem
     [j.run_id, j.node_id, jobId],
   );
   if (!nodes[0]) return undefined;
-  return settleGraphNode(tx, { runId: j.run_id, nodeId: j.node_id, attempt: nodes[0].attempt, result });
+  // The server's own texts, or a finish masked by finishNodeJob.
+  return settleGraphNode(tx, { runId: j.run_id, nodeId: j.node_id, attempt: nodes[0].attempt, result, storage: "as-written" });
 };
 
 /**
@@ -338,7 +401,14 @@ export const expireNodeJobs = async (tx: PoolClient, runId: string): Promise<str
       [r.job_id],
     );
     const error = `timed out after ${formatDuration(Number(r.timeout_ms))} (config.timeout): the job was ended`;
-    await settleGraphNode(tx, { runId, nodeId: r.node_id, attempt: r.attempt, result: { ok: false, error }, quiet: true });
+    await settleGraphNode(tx, {
+      runId,
+      nodeId: r.node_id,
+      attempt: r.attempt,
+      result: { ok: false, error },
+      storage: "as-written",
+      quiet: true,
+    });
   }
   return rows.map((r) => r.node_id);
 };
@@ -414,7 +484,11 @@ export const cancelGraphNodes = async (tx: PoolClient, runId: string): Promise<v
   await notifyGraph(tx, runId);
 };
 
-/** What a graph run's expressions see: `input`, and each node's status and output. */
+/**
+ * A graph run's `input`, and each node's status and output as stored: masked where a node's output
+ * held a project secret or credential (the exact one is sealed; the graph driver's scope opens it).
+ * An event node's `when`, evaluated as the bus delivers an event (emit.ts), reads this one.
+ */
 export const graphScope = async (db: Db, runId: string): Promise<GraphScope> => {
   const [{ rows: run }, { rows: nodes }] = await Promise.all([
     db.query<{ input: unknown }>(`select input from runs where id = $1`, [runId]),

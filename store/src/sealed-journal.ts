@@ -125,3 +125,28 @@ export const openJournal = async <E extends JournalEntry>(
 export const sealedIn = (result: unknown): boolean =>
   parseSealedJournalValue(result) !== undefined ||
   (result !== null && typeof result === "object" && parseSealedJournalValue((result as { stdout_b64?: unknown }).stdout_b64) !== undefined);
+
+/** Where a graph or pipeline node's output belongs: its run and its node id (the seal's AAD name `<run id>/<node id>`). */
+export interface NodePlace {
+  readonly runId: string;
+  readonly nodeId: string;
+}
+
+const nodeOutputContext = (scope: JournalSealScope, place: NodePlace) => ({
+  org: scope.orgId,
+  project: scope.projectId,
+  kind: "node-output" as const,
+  // A run id never holds "/": the name is unambiguous whatever the node id.
+  name: `${place.runId}/${place.nodeId}`,
+});
+
+/**
+ * A node's exact output as kept beside its masked one (graph_nodes.output_sealed, migration 030):
+ * the JSON text sealed with the org key, bound to the run and node, as base64.
+ */
+export const sealNodeOutput = async (keyring: Keyring, scope: JournalSealScope, place: NodePlace, output: unknown): Promise<string> =>
+  Buffer.from(await keyring.seal(scope.orgId, nodeOutputContext(scope, place), JSON.stringify(output ?? null))).toString("base64");
+
+/** A node's sealed output, opened; fails closed when it was sealed for another run, node, project or key. */
+export const openNodeOutput = async (keyring: Keyring, scope: JournalSealScope, place: NodePlace, sealed: string): Promise<unknown> =>
+  JSON.parse(await keyring.open(scope.orgId, nodeOutputContext(scope, place), Buffer.from(sealed, "base64"))) as unknown;

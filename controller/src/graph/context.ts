@@ -3,7 +3,7 @@
  * three services executors share: credentials resolved at dispatch by core's one resolver, an emit
  * recorded once per (run, node, attempt), and the run's log, masked.
  */
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
 import type { Dispatcher } from "undici";
 import {
   FlowError,
@@ -25,11 +25,13 @@ import {
   openProjectCredentials,
   openProjectHoldings,
   openProjectSecrets,
+  projectSecretScope,
   recordNodeEmit,
   recordedNodeEmit,
   withTransaction,
   type GraphRunRow,
   type Keyring,
+  type NodeResultKeeper,
 } from "@flowsvc/store";
 import type { ControllerLogger } from "../dispatcher.js";
 import type { NodeContext, ResolvedCredential } from "./nodes/types.js";
@@ -85,8 +87,12 @@ const resolveCredential = async (
   return { name: req.name, value: got.value, masks: credentialMaskValues(got.value) };
 };
 
-/** A project's masker: its secrets and credentials. */
-const projectValuesMasker = async (db: { pool: Pool; keyring: Keyring }, projectId: string, orgId: string): Promise<ValueMasker> => {
+/** A project's masker: its secrets and credentials (read through `db`: the pool, or the caller's transaction). */
+const projectValuesMasker = async (
+  db: { pool: Pool | PoolClient; keyring: Keyring },
+  projectId: string,
+  orgId: string,
+): Promise<ValueMasker> => {
   const [secrets, credentials] = await Promise.all([
     openProjectSecrets(db.pool, db.keyring, projectId, orgId),
     openProjectCredentials(db.pool, db.keyring, { projectId, orgId }),
@@ -111,13 +117,33 @@ const orgOfRun = async (deps: { pool: Pool; orgs: Map<string, string> }, run: { 
 };
 
 /**
- * The masker of a run's project, for what the engine writes of the run (its output and error, which
- * the run.* event carries to the bus): as a script's are, masked before they are stored.
+ * How the engine stores what it writes of a run (store's NodeResultKeeper): each node's output and
+ * error, and the run's own output and error (which the run.* event carries to the bus), masked with
+ * every secret and credential of the run's project before they are stored, as a script's are.
+ *
+ * The opened values are kept per project and reopened only when the project's stamp changed (a
+ * digest of every secret's and credential's (name, set_at), one indexed query, nothing opened):
+ * a value set through any replica is masked from the next node result on, and a fan-out's hundred
+ * results do not open the project's secrets a hundred times. The reads go through the advance's
+ * transaction (`tx`): an advance holding a connection never waits for a second one from the pool.
  */
-export const runProjectMasker = async (
-  deps: { pool: Pool; keyring: Keyring; orgs: Map<string, string> },
-  run: { id: string; project_id: string },
-): Promise<ValueMasker> => projectValuesMasker(deps, run.project_id, await orgOfRun(deps, run));
+export const createNodeResultKeepers = (deps: {
+  keyring: Keyring;
+}): ((run: { id: string; project_id: string }, tx: PoolClient) => Promise<NodeResultKeeper>) => {
+  const cache = new Map<string, { stamp: string; masker: Promise<ValueMasker> }>();
+  return async (run, tx) => {
+    const found = await projectSecretScope(tx, run.project_id);
+    if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
+    let hit = cache.get(found.projectId);
+    if (hit?.stamp !== found.stamp) {
+      const masker = projectValuesMasker({ pool: tx, keyring: deps.keyring }, found.projectId, found.orgId);
+      masker.catch(() => cache.delete(found.projectId));
+      hit = { stamp: found.stamp, masker };
+      cache.set(found.projectId, hit);
+    }
+    return { masker: await hit.masker, keyring: deps.keyring, scope: { orgId: found.orgId, projectId: found.projectId } };
+  };
+};
 
 /** An emit node's event, once per (run, node, attempt): an attempt run again answers the id recorded the first time. */
 const emitOnce = async (input: ContextInput, e: { type: string; payload: unknown; key: string | undefined }): Promise<string> => {

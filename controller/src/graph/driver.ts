@@ -15,6 +15,7 @@ import { randomUUID } from "node:crypto";
 import type { Pool, PoolClient } from "pg";
 import type { Dispatcher } from "undici";
 import {
+  FlowError,
   blockedNodes,
   evaluateConfig,
   evaluateIf,
@@ -44,6 +45,7 @@ import {
   lockGraphRun,
   markRunRunning,
   notifyGraph,
+  openGraphNodeOutputs,
   performCall,
   queueNodeJob,
   settleGraphNode,
@@ -54,9 +56,10 @@ import {
   type GraphRunRow,
   type Keyring,
   type Listener,
+  type NodeResultKeeper,
 } from "@flowsvc/store";
 import type { ControllerLogger } from "../dispatcher.js";
-import { nodeContext, runProjectMasker } from "./context.js";
+import { createNodeResultKeepers, nodeContext } from "./context.js";
 import { executorFor, type AgentJobSpec, type NodeOutcome } from "./nodes/index.js";
 import { agentJobOf } from "./nodes/code.js";
 import { approvalWakeOutcome } from "./nodes/approval.js";
@@ -90,7 +93,8 @@ interface Start {
 const POLL_MS = 250;
 const ACTIVE: ReadonlySet<string> = new Set(["running", "parked"]);
 
-const scopeOf = (run: GraphRunRow, rows: readonly GraphNodeRow[]): GraphScope => ({
+/** What expressions see of the rows (their outputs opened: see GraphDriver.#scopeOf). */
+const scopeOf = (run: GraphRunRow, rows: readonly Pick<GraphNodeRow, "node_id" | "status" | "output">[]): GraphScope => ({
   input: run.input ?? {},
   nodes: Object.fromEntries(rows.map((r) => [r.node_id, { status: r.status, output: r.output ?? null }])),
 });
@@ -147,6 +151,12 @@ export class GraphDriver {
   readonly #outcomes = new Map<string, Array<{ s: Start; outcome: NodeOutcome }>>();
   /** Each project's org, for the node context (a project never changes org). */
   readonly #orgs = new Map<string, string>();
+  /** How node results and a run's end are stored: masked with the project's values (cached by the project's stamp). */
+  readonly #keepers: ReturnType<typeof createNodeResultKeepers>;
+  /** The keeper of each advance in flight, looked up once per advance (by run: a run's advances never overlap). */
+  readonly #keeping = new Map<string, Promise<NodeResultKeeper>>();
+  /** The expression scope of each read of a run's rows, their sealed outputs opened once. */
+  readonly #scopes = new WeakMap<readonly GraphNodeRow[], Promise<GraphScope>>();
   #off: Array<() => void> = [];
   #timer: NodeJS.Timeout | undefined;
   #polling = false;
@@ -154,6 +164,43 @@ export class GraphDriver {
 
   constructor(options: GraphDriverOptions) {
     this.#o = options;
+    this.#keepers = createNodeResultKeepers(options);
+  }
+
+  /** The run's keeper for this advance (store's NodeResultKeeper): what every node result is stored through. */
+  #keeper(tx: PoolClient, run: GraphRunRow): Promise<NodeResultKeeper> {
+    let keeper = this.#keeping.get(run.id);
+    if (!keeper) {
+      keeper = this.#keepers(run, tx);
+      this.#keeping.set(run.id, keeper);
+    }
+    return keeper;
+  }
+
+  /** A text the engine stores as a node's error (an expression's failure may quote a value), masked. */
+  async #masked(tx: PoolClient, run: GraphRunRow, text: string): Promise<string> {
+    return (await this.#keeper(tx, run)).masker.text(text);
+  }
+
+  /**
+   * What the expressions of a run's nodes see: each node's exact output. A node whose output held a
+   * secret or credential stores it masked and keeps the exact one sealed (store's NodeResultKeeper):
+   * opened here, once per read of the rows. Rows with nothing sealed (older ones too) read as stored.
+   */
+  #scopeOf(tx: PoolClient, run: GraphRunRow, rows: readonly GraphNodeRow[]): Promise<GraphScope | string> {
+    let scope = this.#scopes.get(rows);
+    if (!scope) {
+      scope = rows.some((r) => r.output_sealed !== null)
+        ? this.#keeper(tx, run).then(async (k) => scopeOf(run, await openGraphNodeOutputs(k.keyring, k.scope, run.id, rows)))
+        : Promise.resolve(scopeOf(run, rows));
+      this.#scopes.set(rows, scope);
+    }
+    // A sealed output that does not open (moved from another node or run, altered, another master key)
+    // fails the node that reads it, closed and named, rather than advancing the run over and over.
+    return scope.catch((err: unknown) => {
+      if (err instanceof FlowError) return `a node's output could not be read: ${err.message}`;
+      throw err;
+    });
   }
 
   start(): void {
@@ -236,6 +283,7 @@ export class GraphDriver {
     try {
       starts = await withTransaction(this.#o.pool, (tx) => this.#plan(tx, runId, outcomes));
     } catch (err) {
+      this.#keeping.delete(runId);
       // Not recorded: the outcomes wait for the next advance, tried again shortly (a deadlock between two
       // runs' advances over one concurrency group, say, is rolled back on one side and must not stall it).
       if (outcomes.length > 0) this.#outcomes.set(runId, [...outcomes, ...(this.#outcomes.get(runId) ?? [])]);
@@ -243,6 +291,7 @@ export class GraphDriver {
       if (!this.#stopped) setTimeout(() => this.schedule(runId), this.#o.pollMs ?? POLL_MS).unref();
       return;
     }
+    this.#keeping.delete(runId);
     for (const s of starts) this.#track(this.#runAttempt(s));
   }
 
@@ -343,6 +392,7 @@ export class GraphDriver {
           nodeId: s.node.id,
           attempt: s.attempt,
           result: { ok: false, error: message(err) },
+          storage: await this.#keeper(tx, s.run),
           quiet: true,
         });
         continue;
@@ -362,9 +412,17 @@ export class GraphDriver {
     a: { run: GraphRunRow; node: GraphNode; row: GraphNodeRow; rows: GraphNodeRow[] },
   ): Promise<Start | undefined> {
     const { run, node, row } = a;
-    const scope = scopeOf(run, a.rows);
-    const fail = (error: string): Promise<void> =>
-      updateGraphNode(tx, run.id, node.id, { status: "failed", error, attempt: row.attempt + 1, started_at: "now", finished_at: "now" });
+    // An expression's failure may quote a value it read: stored masked, as every node error is.
+    const fail = async (error: string): Promise<void> =>
+      updateGraphNode(tx, run.id, node.id, {
+        status: "failed",
+        error: await this.#masked(tx, run, error),
+        attempt: row.attempt + 1,
+        started_at: "now",
+        finished_at: "now",
+      });
+    const scope = await this.#scopeOf(tx, run, a.rows);
+    if (typeof scope === "string") return void (await fail(scope));
     if (node.if !== undefined) {
       const cond = evaluateIf(node.if, scope);
       if (!cond.ok) return void (await fail(`if: ${cond.error}`));
@@ -387,10 +445,14 @@ export class GraphDriver {
       if (row.status !== "running" || row.mode !== "inline" || row.owner === this.owner) continue;
       const node = graph.nodes.find((n) => n.id === row.node_id);
       if (!node) continue;
-      const scope = scopeOf(run, rows);
-      const config = evaluateConfig(node.config, scope);
+      const scope = await this.#scopeOf(tx, run, rows);
+      const config = typeof scope === "string" ? { ok: false as const, error: scope } : { ...evaluateConfig(node.config, scope), scope };
       if (!config.ok) {
-        await updateGraphNode(tx, run.id, node.id, { status: "failed", error: config.error, finished_at: "now" });
+        await updateGraphNode(tx, run.id, node.id, {
+          status: "failed",
+          error: await this.#masked(tx, run, config.error),
+          finished_at: "now",
+        });
         continue;
       }
       await updateGraphNode(tx, run.id, node.id, { owner: this.owner });
@@ -398,7 +460,7 @@ export class GraphDriver {
         { runId: run.id, node: node.id, attempt: row.attempt },
         "graph node attempt orphaned by a restart: running it again",
       );
-      starts.push({ runId: run.id, run, node, attempt: row.attempt, config: config.value, scope });
+      starts.push({ runId: run.id, run, node, attempt: row.attempt, config: config.value, scope: config.scope });
     }
     return starts;
   }
@@ -408,7 +470,14 @@ export class GraphDriver {
     const result = (w.result ?? {}) as { timed_out?: boolean };
     if (result.timed_out === true && run.parent_run_id === null)
       await emitLifecycle(tx, { runId: run.id, type: "run.wait_expired", extra: { node: w.node_id }, publicUrl: this.#o.publicUrl });
-    await settleGraphNode(tx, { runId: run.id, nodeId: w.node_id, attempt: w.attempt, result: wokenSettlement(w), quiet: true });
+    await settleGraphNode(tx, {
+      runId: run.id,
+      nodeId: w.node_id,
+      attempt: w.attempt,
+      result: wokenSettlement(w),
+      storage: await this.#keeper(tx, run),
+      quiet: true,
+    });
   }
 
   /** Parked nodes whose wait resolved, code/shell jobs past their timeout, and workflow nodes whose child run ended, settle. */
@@ -436,7 +505,14 @@ export class GraphDriver {
         c.status === "succeeded"
           ? { ok: true as const, output: c.output }
           : { ok: false as const, error: `the child run ${c.status}${c.error ? `: ${c.error}` : ""}`, output: c.output };
-      await settleGraphNode(tx, { runId: run.id, nodeId: c.node_id, attempt: c.attempt, result, quiet: true });
+      await settleGraphNode(tx, {
+        runId: run.id,
+        nodeId: c.node_id,
+        attempt: c.attempt,
+        result,
+        storage: await this.#keeper(tx, run),
+        quiet: true,
+      });
     }
   }
 
@@ -465,7 +541,8 @@ export class GraphDriver {
    */
   async #finish(tx: PoolClient, c: { run: GraphRunRow; graph: GraphDocument; rows: GraphNodeRow[]; outcome: "succeeded" | "failed" }) {
     const { run, graph, rows } = c;
-    const masker = await runProjectMasker({ pool: this.#o.pool, keyring: this.#o.keyring, orgs: this.#orgs }, run);
+    // The rows' outputs are stored masked already; masking again also covers a value set since.
+    const { masker } = await this.#keeper(tx, run);
     const output = masker.json(runOutput(graph, rows)) as Record<string, unknown>;
     if (c.outcome === "succeeded") {
       await completeRun(tx, run.id, { status: "succeeded", output }, this.#o.publicUrl);
@@ -522,7 +599,7 @@ export class GraphDriver {
     );
     const row = rows[0];
     if (row?.status !== "running" || row.attempt !== s.attempt || row.owner !== this.owner) return;
-    const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt };
+    const key = { runId: s.runId, nodeId: s.node.id, attempt: s.attempt, storage: await this.#keeper(tx, run) };
     switch (outcome.kind) {
       case "succeeded":
         await settleGraphNode(tx, { ...key, result: { ok: true, output: outcome.output }, quiet: true });
@@ -551,7 +628,9 @@ export class GraphDriver {
   /**
    * A park outcome becomes a journal wait of the run (wait-signal named `signal`, or wait-event),
    * made by the same call path as a script's, so `flow signal`, the bus and the timer loop wake it.
-   * An approval's `run.awaiting` is appended once, when the wait is made (root runs only).
+   * An approval's `run.awaiting` is appended once, when the wait is made (root runs only). Its prompt
+   * (which may quote an output) is stored masked, in the node's substate and in the event; its fields
+   * are the document's definitions, which the approvals route checks answers against, kept as written.
    */
   async #park(tx: PoolClient, p: { run: GraphRunRow; s: Start; outcome: Extract<NodeOutcome, { kind: "park" }> }): Promise<void> {
     const { run, s, outcome } = p;
@@ -570,18 +649,15 @@ export class GraphDriver {
         }
       : { position, kind: "wait-signal", name: outcome.signal, ordinal: 0, args: timeout };
     const kind = outcome.awaiting ? "approval" : outcome.eventWait ? "event" : "signal";
-    const substate = {
-      name: s.node.id,
-      kind,
-      ...(outcome.awaiting ? { prompt: outcome.awaiting.prompt, fields: outcome.awaiting.fields } : {}),
-    };
+    const awaiting = outcome.awaiting && { ...outcome.awaiting, prompt: await this.#masked(tx, run, outcome.awaiting.prompt) };
+    const substate = { name: s.node.id, kind, ...(awaiting ? { prompt: awaiting.prompt, fields: awaiting.fields } : {}) };
     await updateGraphNode(tx, run.id, s.node.id, { status: "parked", mode: "wait", owner: null, wait_position: position, substate });
     const answer = await performCall(tx, run.id, req);
-    if (outcome.awaiting && run.parent_run_id === null)
+    if (awaiting && run.parent_run_id === null)
       await emitLifecycle(tx, {
         runId: run.id,
         type: "run.awaiting",
-        extra: { node: s.node.id, gate: s.node.id, prompt: outcome.awaiting.prompt, fields: outcome.awaiting.fields },
+        extra: { node: s.node.id, gate: s.node.id, prompt: awaiting.prompt, fields: awaiting.fields },
         publicUrl: this.#o.publicUrl,
       });
     // A signal already queued answers at once: the next advance collects it.

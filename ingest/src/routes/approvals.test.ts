@@ -8,8 +8,8 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { approvalFieldsSchemaText, type ApprovalField } from "@flowsvc/core";
-import { GRAPH_WORKFLOW, createRun, insertGraphNodes, updateGraphNode, withTransaction } from "@flowsvc/store";
+import { approvalFieldsSchemaText, createValueMasker, type ApprovalField } from "@flowsvc/core";
+import { GRAPH_WORKFLOW, createRun, insertGraphNodes, settleGraphNode, updateGraphNode, withTransaction } from "@flowsvc/store";
 import {
   ask,
   assertCallerRefusals,
@@ -259,5 +259,32 @@ test("a graph run's nodes are masked by value: a short secret never renames a no
     }
   } finally {
     assert.equal((await ask(t, "DELETE", `${t.project.base}/secrets/one_letter`, { as: "admin" })).status, 204);
+  }
+});
+
+test("a node's result is shown from its masked column: still *** once the secret is deleted; its sealed exact output never shows", async () => {
+  const id = await parkedRun();
+  const value = "sk-shown-8812";
+  assert.equal((await ask(t, "PUT", `${t.project.base}/secrets/shown`, { as: "admin", body: { value } })).status, 200);
+  // The engine settles a node through its keeper (the graph driver's): masked, the exact output sealed.
+  const keeper = { masker: createValueMasker([value]), keyring: t.keyring, scope: t.project };
+  await withTransaction(t.db.pool, async (tx) => {
+    await updateGraphNode(tx, id, "later", { status: "running", attempt: 1, started_at: "now" });
+    await settleGraphNode(tx, {
+      runId: id,
+      nodeId: "later",
+      attempt: 1,
+      result: { ok: false, error: `HTTP 401: Bearer ${value}`, output: { body: { echoed: `Bearer ${value}` } } },
+      storage: keeper,
+    });
+  });
+  assert.equal((await ask(t, "DELETE", `${t.project.base}/secrets/shown`, { as: "admin" })).status, 204);
+  for (const url of [`${runs}/${id}`, `${runs}/${id}/steps`]) {
+    const res = await ask(t, "GET", url, { as: "viewer" });
+    assert.equal(res.status, 200, res.text);
+    assert.ok(!res.text.includes(value) && !res.text.includes("output_sealed"), `${url}: ${res.text}`);
+    const body = res.body as { nodes?: unknown[] } | unknown[];
+    const later = ((Array.isArray(body) ? body : body.nodes) as Array<Record<string, unknown>>)[2]!;
+    assert.deepEqual([later["output"], later["error"]], [{ body: { echoed: "Bearer ***" } }, "HTTP 401: Bearer ***"], url);
   }
 });
