@@ -2,20 +2,9 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { FlowError } from "@flowsvc/core";
 import { printError } from "./print-error.js";
-import type { Stdio } from "./print.js";
+import { captureStdio } from "./testing/capture-stdio.js";
 
-const capture = (): { io: Stdio; out: string[]; err: string[] } => {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: Stdio = {
-    write: (d) => Promise.resolve(void out.push(String(d))),
-    out: (t) => void out.push(t),
-    note: (t) => void err.push(t),
-    stdinIsTty: () => false,
-    readStdin: () => Promise.resolve(""),
-  };
-  return { io, out, err };
-};
+const capture = captureStdio;
 
 void test("an error is one `error:` line, then its hint, and the exit status of its code", () => {
   const c = capture();

@@ -8,7 +8,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { ask, createTestApp, startScriptJob, type TestApp } from "@flowsvc/ingest/testing";
-import type { Stdio } from "../print.js";
+import { captureStdio } from "../testing/capture-stdio.js";
 import { runCli } from "./program.js";
 
 let t: TestApp;
@@ -20,18 +20,7 @@ before(async () => {
 after(() => t.close());
 
 const flow = async (args: string[], token = t.tokens.viewer): Promise<{ code: number; out: string; err: string }> => {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: Stdio = {
-    write: (d) => {
-      out.push(String(d));
-      return Promise.resolve();
-    },
-    out: (text) => void out.push(text),
-    note: (text) => void err.push(text),
-    stdinIsTty: () => false,
-    readStdin: () => Promise.resolve(""),
-  };
+  const { io, out, err } = captureStdio();
   const env = { FLOWSVC_URL: url, FLOWSVC_TOKEN: token, FLOWSVC_PROJECT: `${t.project.org}/p`, HOME: "/nonexistent" };
   const code = await runCli(["node", "flow", ...args], { env, io, now: () => new Date() });
   return { code, out: out.join("\n"), err: err.join("\n") };

@@ -8,7 +8,7 @@ import { mkdtemp, rm, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import type { Stdio } from "../print.js";
+import { captureStdio } from "../testing/capture-stdio.js";
 import { runCli } from "./program.js";
 
 let dir: string;
@@ -20,18 +20,7 @@ after(async () => {
 });
 
 const flow = async (args: string[], stdin = ""): Promise<{ code: number; stdout: string; stderr: string }> => {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: Stdio = {
-    write: (d) => {
-      out.push(String(d));
-      return Promise.resolve();
-    },
-    out: (t) => void out.push(t),
-    note: (t) => void err.push(t),
-    stdinIsTty: () => false,
-    readStdin: () => Promise.resolve(stdin),
-  };
+  const { io, out, err } = captureStdio(stdin);
   const code = await runCli(["node", "flow", ...args], { env: { FLOWSVC_URL: "http://127.0.0.1:9" }, io, now: () => new Date(0) });
   return { code, stdout: out.join("\n"), stderr: err.join("\n") };
 };

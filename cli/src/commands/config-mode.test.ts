@@ -12,7 +12,7 @@ import { after, before, test } from "node:test";
 import { startFakeFlowsvc } from "../bin/fake-flowsvc.js";
 import type { FakeFlowsvc } from "../bin/fake-flowsvc.js";
 import { looseModeWarning } from "../cli-config.js";
-import type { Stdio } from "../print.js";
+import { captureStdio } from "../testing/capture-stdio.js";
 import { runCli } from "./program.js";
 
 const SCOPED = "/api/v1/orgs/a/projects/b";
@@ -44,18 +44,7 @@ const configFile = async (mode: number, token = FILE_TOKEN): Promise<string> => 
 };
 
 const flow = async (args: string[], env: Record<string, string>): Promise<{ code: number; out: string; err: string[] }> => {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: Stdio = {
-    write: (d) => {
-      out.push(String(d));
-      return Promise.resolve();
-    },
-    out: (text) => void out.push(text),
-    note: (text) => void err.push(text),
-    stdinIsTty: () => false,
-    readStdin: () => Promise.resolve(""),
-  };
+  const { io, out, err } = captureStdio();
   const code = await runCli(["node", "flow", ...args], { env: { HOME: dir, ...env }, io, now: () => new Date() });
   return { code, out: out.join("\n"), err };
 };
