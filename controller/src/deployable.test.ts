@@ -3,7 +3,7 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { Keyring, createTestDatabase, createTestProject, getWrappedOrgKey, type TestDatabase } from "@flowsvc/store";
+import { Keyring, addTestOrgKey, createTestDatabase, createTestProject, getWrappedOrgKey, type TestDatabase } from "@flowsvc/store";
 
 const MAIN = join(import.meta.dirname, "main.js");
 
@@ -14,10 +14,7 @@ before(async () => {
   db = await createTestDatabase();
   const { orgId } = await createTestProject(db.pool);
   const keyring = await Keyring.create(db.pool, masterKey);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, orgId);
   assert.ok(await getWrappedOrgKey(db.pool, orgId));
 });
 after(async () => db?.drop());

@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { FlowError, holdingValue, resolveJobCredentials } from "@flowsvc/core";
-import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
+import { addTestOrgKey, createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { Keyring } from "./keyring.js";
 import { mintId } from "./mint.js";
 import {
@@ -33,10 +33,7 @@ before(async () => {
   db = await createTestDatabase();
   keyring = await Keyring.create(db.pool, randomBytes(32));
   scope = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    scope.orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(scope.orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, scope.orgId);
   userId = mintId("usr");
   await db.pool.query(`insert into users (id, name) values ($1, 'ann')`, [userId]);
   await db.pool.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'member')`, [scope.projectId, userId]);
@@ -179,10 +176,7 @@ void test("a granter who leaves disables their accounts in that transaction: a m
   assert.equal(await statusOf("stays"), "active");
 
   const other = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    other.orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(other.orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, other.orgId);
   await db.pool.query(`insert into memberships (project_id, user_id, role) values ($1, $2, 'admin')`, [other.projectId, userId]);
   await saveGrantedAccount(db.pool, keyring, { ...grant("doomed"), scope: other });
   await db.pool.query(`delete from projects where id = $1`, [other.projectId]);

@@ -8,7 +8,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { FlowError, createValueMasker } from "@flowsvc/core";
-import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
+import { addTestOrgKey, createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { withTransaction } from "./pool.js";
 import { giveUpJob, submitGraphRun } from "./run-lifecycle.js";
 import { cancelRun } from "./cancel.js";
@@ -187,10 +187,7 @@ void test("a node job given up or failed at claim fails its node, not the run; c
 void test("a node's result is stored masked, its exact output sealed for its run and node alone; nothing to hide seals nothing; an older row reads as it was", async () => {
   const keyring = await Keyring.create(db.pool, randomBytes(32));
   const scope = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    scope.orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(scope.orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, scope.orgId);
   const keeper: NodeResultKeeper = { masker, keyring, scope };
   const nodes = ["echo", "fails", "plain", "old"].map((id) => ({ id, type: "http" }));
   const { id: runId } = await withTransaction(db.pool, (tx) =>

@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import type { HookSpec, ResourceScope } from "@flowsvc/core";
-import { createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
+import { addTestOrgKey, createTestDatabase, createTestProject, type TestDatabase } from "./testing.js";
 import { Keyring } from "./keyring.js";
 import { findIngestHook, hookSealName, hookSecretMatches } from "./hooks.js";
 import { createPgResourceStore } from "./resource-store.js";
@@ -22,10 +22,7 @@ before(async () => {
   db = await createTestDatabase();
   keyring = await Keyring.create(db.pool, randomBytes(32));
   const { orgId, projectId } = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, orgId);
   // createTestProject names the org after its id and the project `p`.
   scope = { org: orgId, project: "p", orgId, projectId };
 });

@@ -6,7 +6,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { SEALED_JOURNAL_PREFIX } from "@flowsvc/core";
-import { createTestDatabase, type TestDatabase } from "./testing.js";
+import { addTestOrgKey, createTestDatabase, type TestDatabase } from "./testing.js";
 import { Keyring } from "./keyring.js";
 import { mintId } from "./mint.js";
 import { openJournal, openJournalResult, runLineage, sealActivityOutput, sealStepResult, type JournalSealScope } from "./sealed-journal.js";
@@ -33,10 +33,7 @@ before(async () => {
   keyring = await Keyring.create(db.pool, randomBytes(32));
   const orgId = mintId("org");
   await db.pool.query(`insert into orgs (id, name) values ($1, 'o')`, [orgId]);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, orgId);
   scope = { orgId, projectId: mintId("prj") };
   other = { orgId, projectId: mintId("prj") };
   await db.pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p'), ($3, $2, 'q')`, [

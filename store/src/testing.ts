@@ -13,6 +13,7 @@ import pg from "pg";
 import { startEmbeddedPostgres, stopPostgresSync } from "./embedded-postgres.js";
 import { listMigrations, migrate, migrationsDigest } from "./migrate.js";
 import { createPool, withTransaction } from "./pool.js";
+import type { Keyring } from "./keyring.js";
 import { createRun } from "./run-lifecycle.js";
 import { mintId } from "./mint.js";
 
@@ -144,6 +145,11 @@ export const createTestProject = async (pool: pg.Pool): Promise<{ projectId: str
   await pool.query(`insert into orgs (id, name) values ($1, $1)`, [orgId]);
   await pool.query(`insert into projects (id, org_id, name) values ($1, $2, 'p')`, [projectId, orgId]);
   return { projectId, orgId };
+};
+
+/** Gives the org a data key made by `keyring` (the org_keys row the server makes with the org), so values of its projects can be sealed. */
+export const addTestOrgKey = async (pool: pg.Pool, keyring: Keyring, orgId: string): Promise<void> => {
+  await pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [orgId, Buffer.from(await keyring.newWrappedOrgKey(orgId))]);
 };
 
 /** A queued, trusted run of `true` in the project (its job ready to dispatch): the run's id. */

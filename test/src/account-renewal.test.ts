@@ -11,6 +11,7 @@ import pino from "pino";
 import { parseAccountProviders, type AccountProvider } from "@flowsvc/core";
 import {
   Keyring,
+  addTestOrgKey,
   createTestDatabase,
   createTestProject,
   mintId,
@@ -33,10 +34,7 @@ before(async () => {
   db = await createTestDatabase();
   keyring = await Keyring.create(db.pool, randomBytes(32));
   scope = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    scope.orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(scope.orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, scope.orgId);
   userId = mintId("usr");
   await db.pool.query(`insert into users (id, name) values ($1, 'ann')`, [userId]);
 });

@@ -13,6 +13,7 @@ import { createEgressAgent } from "../net/egress-agent.js";
 import { defaultEgressPolicy } from "../net/egress-policy.js";
 import {
   Keyring,
+  addTestOrgKey,
   createTestDatabase,
   createTestProject,
   createUserWithToken,
@@ -43,10 +44,7 @@ before(async () => {
   db = await createTestDatabase();
   keyring = await Keyring.create(db.pool, randomBytes(32));
   scope = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    scope.orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(scope.orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, scope.orgId);
   const userId = mintId("usr");
   await createUserWithToken(
     db.pool,

@@ -15,6 +15,7 @@ import type { PoolClient } from "pg";
 import { pino } from "pino";
 import {
   Keyring,
+  addTestOrgKey,
   createTestDatabase,
   createTestProject,
   getGraphRunNodes,
@@ -51,10 +52,7 @@ before(async () => {
   db = await createTestDatabase();
   keyring = await Keyring.create(db.pool, randomBytes(32));
   scope = await createTestProject(db.pool);
-  await db.pool.query(`insert into org_keys (org_id, wrapped) values ($1, $2)`, [
-    scope.orgId,
-    Buffer.from(await keyring.newWrappedOrgKey(scope.orgId)),
-  ]);
+  await addTestOrgKey(db.pool, keyring, scope.orgId);
   await setCredential(db.pool, keyring, { scope, name: "api", value: { kind: "bearer", token: TOKEN } });
   const sealed = await keyring.seal(scope.orgId, { org: scope.orgId, project: scope.projectId, kind: "secret", name: "S" }, SECRET);
   await upsertSecret(db.pool, scope.projectId, "S", sealed);
