@@ -1,14 +1,14 @@
 import type { Pool } from "pg";
-import { createValueMasker, credentialMaskValues, FlowError, type ValueMasker } from "@flowsvc/core";
+import { FlowError, type ValueMasker } from "@flowsvc/core";
 import {
+  createProjectMaskerCache,
   getRunViewInSecretScope,
-  openProjectCredentials,
-  openProjectSecrets,
   projectSecretScope,
   runSecretScope,
   type GraphNodeView,
   type Keyring,
   type RunView,
+  type StampedProject,
 } from "@flowsvc/store";
 
 /** A project's secrets as a one-shot masker, with the scope that seals and opens its journal. */
@@ -38,30 +38,8 @@ export interface RunMaskers {
  * on, with no TTL to wait out and no decryption on the hot path (each in-script emit).
  */
 export const createRunMaskers = (pool: Pool, keyring: Keyring): RunMaskers => {
-  const cache = new Map<string, { stamp: string; masker: Promise<ValueMasker> }>();
-
-  // A value that does not open was never injected (the claim leaves it out and says so in the
-  // run's log), so no run can have written it: it is left out here too.
-  // The project's credentials are masked as its secrets are (their raw values, a Basic header's base64).
-  const open = async (projectId: string, orgId: string): Promise<ValueMasker> => {
-    const [secrets, credentials] = await Promise.all([
-      openProjectSecrets(pool, keyring, projectId, orgId),
-      openProjectCredentials(pool, keyring, { projectId, orgId }),
-    ]);
-    return createValueMasker([
-      ...secrets.flatMap((s) => (s.value === undefined ? [] : [s.value])),
-      ...credentials.flatMap(credentialMaskValues),
-    ]);
-  };
-
-  const maskerOf = (scope: { projectId: string; orgId: string; stamp: string }): Promise<ValueMasker> => {
-    const hit = cache.get(scope.projectId);
-    if (hit?.stamp === scope.stamp) return hit.masker;
-    const masker = open(scope.projectId, scope.orgId);
-    masker.catch(() => cache.delete(scope.projectId));
-    cache.set(scope.projectId, { stamp: scope.stamp, masker });
-    return masker;
-  };
+  const projectMasker = createProjectMaskerCache(keyring);
+  const maskerOf = (scope: StampedProject): Promise<ValueMasker> => projectMasker(pool, scope);
 
   const withMasker = async (scope: { projectId: string; orgId: string; stamp: string }): Promise<RunMaskScope> => ({
     projectId: scope.projectId,

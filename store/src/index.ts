@@ -37,6 +37,7 @@ export * from "./kube-admin.js";
 export * from "./kube-runs.js";
 export * from "./kube-secrets.js";
 export * from "./credentials.js";
+export * from "./project-masker.js";
 export * from "./metrics.js";
 export * from "./agents.js";
 export * from "./graph-runs.js";

@@ -8,7 +8,6 @@ import type { Dispatcher } from "undici";
 import {
   FlowError,
   assertEmittable,
-  createValueMasker,
   credentialMaskValues,
   holdingValue,
   shownName,
@@ -20,11 +19,11 @@ import {
 } from "@flowsvc/core";
 import {
   appendLogs,
+  createProjectMaskerCache,
   emitEvent,
   findProjectById,
-  openProjectCredentials,
   openProjectHoldings,
-  openProjectSecrets,
+  openProjectMasker,
   projectSecretScope,
   recordNodeEmit,
   recordedNodeEmit,
@@ -87,24 +86,9 @@ const resolveCredential = async (
   return { name: req.name, value: got.value, masks: credentialMaskValues(got.value) };
 };
 
-/** A project's masker: its secrets and credentials (read through `db`: the pool, or the caller's transaction). */
-const projectValuesMasker = async (
-  db: { pool: Pool | PoolClient; keyring: Keyring },
-  projectId: string,
-  orgId: string,
-): Promise<ValueMasker> => {
-  const [secrets, credentials] = await Promise.all([
-    openProjectSecrets(db.pool, db.keyring, projectId, orgId),
-    openProjectCredentials(db.pool, db.keyring, { projectId, orgId }),
-  ]);
-  return createValueMasker([
-    ...secrets.flatMap((s) => (s.value === undefined ? [] : [s.value])),
-    ...credentials.flatMap(credentialMaskValues),
-  ]);
-};
-
 /** The run's log masker: the project's secrets and credentials, opened on first use. */
-const maskerOf = (input: ContextInput, orgId: string): Promise<ValueMasker> => projectValuesMasker(input, input.run.project_id, orgId);
+const maskerOf = (input: ContextInput, orgId: string): Promise<ValueMasker> =>
+  openProjectMasker(input.pool, input.keyring, { projectId: input.run.project_id, orgId });
 
 /** The org of a run's project, from the driver's cache (filled on first use). */
 const orgOfRun = async (deps: { pool: Pool; orgs: Map<string, string> }, run: { id: string; project_id: string }): Promise<string> => {
@@ -130,18 +114,11 @@ const orgOfRun = async (deps: { pool: Pool; orgs: Map<string, string> }, run: { 
 export const createNodeResultKeepers = (deps: {
   keyring: Keyring;
 }): ((run: { id: string; project_id: string }, tx: PoolClient) => Promise<NodeResultKeeper>) => {
-  const cache = new Map<string, { stamp: string; masker: Promise<ValueMasker> }>();
+  const projectMasker = createProjectMaskerCache(deps.keyring);
   return async (run, tx) => {
     const found = await projectSecretScope(tx, run.project_id);
     if (!found) throw new FlowError("not_found", `the project of run ${run.id} is gone`);
-    let hit = cache.get(found.projectId);
-    if (hit?.stamp !== found.stamp) {
-      const masker = projectValuesMasker({ pool: tx, keyring: deps.keyring }, found.projectId, found.orgId);
-      masker.catch(() => cache.delete(found.projectId));
-      hit = { stamp: found.stamp, masker };
-      cache.set(found.projectId, hit);
-    }
-    return { masker: await hit.masker, keyring: deps.keyring, scope: { orgId: found.orgId, projectId: found.projectId } };
+    return { masker: await projectMasker(tx, found), keyring: deps.keyring, scope: { orgId: found.orgId, projectId: found.projectId } };
   };
 };
 
