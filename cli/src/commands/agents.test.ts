@@ -64,7 +64,7 @@ test("flow cancel --reason of 10,000 characters cancels, keeping the last 4000; 
   const id = await queuedRun();
   const tooLong = await flow(["cancel", id, "--reason", "x".repeat(70_000)], t.tokens.member);
   assert.equal(tooLong.code, 2, tooLong.err);
-  assert.match(tooLong.err, /^error: reason: is longer than 65536 characters \(64 KiB\), the most a cancel reason may be/);
+  assert.match(tooLong.err, /^error: reason: is longer than 65536 characters, the most a cancel reason may be/);
   const reason = `${"a".repeat(6000)}${"b".repeat(3990)}superseded`;
   const r = await flow(["cancel", id, "--reason", reason], t.tokens.member);
   assert.deepEqual([r.code, r.out], [0, `${id} cancelled`], r.err);

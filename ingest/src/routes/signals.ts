@@ -30,7 +30,7 @@ const CancelBody = z
       .string()
       .max(
         CANCEL_REASON_LIMIT,
-        `is longer than ${CANCEL_REASON_LIMIT} characters (64 KiB), the most a cancel reason may be; run.cancelled keeps its last ${LIFECYCLE_TEXT_LIMIT}`,
+        `is longer than ${CANCEL_REASON_LIMIT} characters, the most a cancel reason may be; run.cancelled keeps its last ${LIFECYCLE_TEXT_LIMIT}`,
       )
       .optional(),
   })
