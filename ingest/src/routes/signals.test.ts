@@ -92,10 +92,7 @@ test("a long cancel reason is taken and cut to its last 4000 characters, on a co
 test("a cancel reason over 64 Ki characters, with a NUL or a lone surrogate is refused, naming the field, and the run goes on", async () => {
   const id = await queuedRun();
   const refusals: Array<[string, RegExp]> = [
-    [
-      "x".repeat(65_537),
-      /^reason: is longer than 65536 characters, the most a cancel reason may be; run\.cancelled keeps its last 4000$/,
-    ],
+    ["x".repeat(65_537), /^reason: is longer than 65536 characters, the most a cancel reason may be; run\.cancelled keeps its last 4000$/],
     ["x".repeat(70_000), /^reason: is longer than 65536 characters/],
     ["stop\0now", /^body\.reason holds a NUL character/],
     ["half \ud83d of an emoji", /^body\.reason holds a lone UTF-16 surrogate/],
