@@ -1,7 +1,7 @@
 import { FlowError } from "./errors.js";
 import { validateEventType } from "./events.js";
 import type { EnvelopeFields } from "./envelope.js";
-import { verifyManualHmac } from "./hmac.js";
+import { verifyManualHmac, type HmacSha256Verifier } from "./hmac.js";
 
 /**
  * The built-in `github` event-hook manifest (spec: "Event hook", "Emitting", "Subjects"; SECURITY.md
@@ -28,9 +28,13 @@ const AUTHORED_EVENTS: Readonly<Record<string, string>> = {
   pull_request_review_comment: "comment",
 };
 
-/** Whether `headerValue` is `sha256=<hex>` of `rawBody` under the hook's key; missing or malformed is false. */
-export const verifyGithubSignature = (key: string, rawBody: Uint8Array, headerValue: string | string[] | undefined): Promise<boolean> =>
-  verifyManualHmac({ headerValue, prefix: SIGNATURE_PREFIX, key, rawBody });
+/** Whether `headerValue` is `sha256=<hex>` of `rawBody` under the hook's key; missing or malformed is false. `verify`: as verifyManualHmac's. */
+export const verifyGithubSignature = (
+  key: string,
+  rawBody: Uint8Array,
+  headerValue: string | string[] | undefined,
+  verify?: HmacSha256Verifier,
+): Promise<boolean> => verifyManualHmac({ headerValue, prefix: SIGNATURE_PREFIX, key, rawBody, ...(verify ? { verify } : {}) });
 
 export interface ShapedDelivery {
   type: string;

@@ -2,9 +2,11 @@ import type { webcrypto } from "node:crypto";
 import { FlowError } from "./errors.js";
 
 /**
- * HMAC-SHA256 over raw body bytes, for event hooks (SECURITY.md "Event hooks"). Verification goes
- * through WebCrypto's `subtle.verify`, which compares in constant time; a missing, malformed or
- * wrong-length signature is `false`, never an exception, so ingest answers 401 and not 500.
+ * HMAC-SHA256 over raw body bytes, for event hooks (SECURITY.md "Event hooks"). The comparison is
+ * constant-time: WebCrypto's `subtle.verify` by default (any JavaScript runtime), or the verifier a
+ * caller passes (the server passes Node's synchronous HMAC and `timingSafeEqual`: ingest/src/hmac.ts,
+ * without WebCrypto's two thread-pool jobs per signed delivery). A missing, malformed or wrong-length
+ * signature is `false`, never an exception, so ingest answers 401 and not 500.
  */
 
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
@@ -29,11 +31,26 @@ export const signHmacSha256 = async (secret: string, body: Uint8Array | string):
   return Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
 };
 
+/**
+ * Whether `signature` (32 bytes) is the HMAC-SHA256 of `body` under `key` (a non-empty string),
+ * compared in constant time. It may throw or reject for a failure of its own: that counts as false.
+ */
+export type HmacSha256Verifier = (key: string, body: Uint8Array, signature: Uint8Array) => boolean | Promise<boolean>;
+
+/** The verifier on WebCrypto: `subtle.verify` compares in constant time. */
+export const webCryptoHmacVerifier: HmacSha256Verifier = async (key, body, signature) =>
+  subtle().verify("HMAC", await hmacKey(key, "verify"), signature, body);
+
 /** Whether `signatureHex` (64 hex digits, any case) is the HMAC-SHA256 of `rawBody` under `secret`. */
-export const verifyHmacSha256 = async (secret: string, rawBody: Uint8Array, signatureHex: string): Promise<boolean> => {
+export const verifyHmacSha256 = async (
+  secret: string,
+  rawBody: Uint8Array,
+  signatureHex: string,
+  verify: HmacSha256Verifier = webCryptoHmacVerifier,
+): Promise<boolean> => {
   if (typeof signatureHex !== "string" || !SHA256_HEX.test(signatureHex) || typeof secret !== "string" || secret === "") return false;
   try {
-    return await subtle().verify("HMAC", await hmacKey(secret, "verify"), hexToBytes(signatureHex), rawBody);
+    return (await verify(secret, rawBody, hexToBytes(signatureHex))) === true;
   } catch {
     return false;
   }
@@ -46,13 +63,15 @@ export interface ManualHmacCheck {
   prefix: string;
   key: string;
   rawBody: Uint8Array;
+  /** How the HMAC is checked (default: WebCrypto). */
+  verify?: HmacSha256Verifier;
 }
 
 /** Manual-HMAC hooks: the header must be `<prefix><64 hex digits>` over the raw body. */
-export const verifyManualHmac = async ({ headerValue, prefix, key, rawBody }: ManualHmacCheck): Promise<boolean> => {
+export const verifyManualHmac = async ({ headerValue, prefix, key, rawBody, verify }: ManualHmacCheck): Promise<boolean> => {
   // A header sent twice arrives as a list: refuse rather than guess which one counts.
   if (typeof headerValue !== "string") return false;
   const value = headerValue.trim();
   if (!value.startsWith(prefix)) return false;
-  return verifyHmacSha256(key, rawBody, value.slice(prefix.length));
+  return verifyHmacSha256(key, rawBody, value.slice(prefix.length), verify);
 };

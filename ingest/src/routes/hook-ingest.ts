@@ -38,6 +38,7 @@ import type { RouteDeps } from "../deps.js";
 import { HOOK_ROUTE, type HookTarget, type ServeDelivery } from "../hook-front.js";
 import { toFlowError } from "../errors.js";
 import { serveFront } from "../front-io.js";
+import { nodeHmacVerifier } from "../hmac.js";
 import { api } from "../openapi/route-doc.js";
 
 export const HOOK_SECRET_HEADER = "x-flow-hook-secret";
@@ -185,7 +186,7 @@ type GithubEmit = Omit<EmitInput, "projectId" | "sourceRunId" | "hookName" | "pa
 /** A GitHub delivery: signature over the raw bytes, then shaped by the manifest; dedup on its delivery id. */
 const githubEmit = async (keyring: Keyring, req: Sender, hook: IngestHook, raw: Buffer): Promise<GithubEmit> => {
   const signature = req.headers[GITHUB_SIGNATURE_HEADER];
-  if (!(await verifyGithubSignature(await openKey(keyring, hook), raw, signature))) {
+  if (!(await verifyGithubSignature(await openKey(keyring, hook), raw, signature, nodeHmacVerifier))) {
     const what =
       signature === undefined
         ? "the delivery has no X-Hub-Signature-256 header"
@@ -227,6 +228,7 @@ const checkManualHmac = async (keyring: Keyring, req: Sender, hook: IngestHook, 
     prefix: hook.hmacPrefix ?? "",
     key: await openKey(keyring, hook),
     rawBody: raw,
+    verify: nodeHmacVerifier,
   });
   if (!ok) {
     throw refused(hook.name, "bad_signature", {
