@@ -39,3 +39,7 @@ export const newId = (prefix: IdPrefix, nowMs: number, random: Uint8Array): stri
 export const derivedId = (prefix: IdPrefix, digest: Uint8Array): string => `${prefix}-${encode(digest, 26)}`;
 
 export const ID_PATTERN = /^[a-z]{3}-[0-9a-hjkmnp-tv-z]{26}$/;
+
+/** Whether `text` is an id of `prefix` as newId makes it (the prefix, a dash, 26 characters of the alphabet). */
+export const isIdOf = (prefix: IdPrefix, text: string): boolean =>
+  text.length === prefix.length + 27 && text.startsWith(`${prefix}-`) && ID_PATTERN.test(text);

@@ -17,10 +17,13 @@ export const JSON_DEPTH_LIMIT = 128;
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one (String#isWellFormed, ES2024). */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
+/** Whether `text` holds a lone UTF-16 surrogate (half of a pair): JSON can carry one, UTF-8 and Postgres cannot. */
+export const hasLoneSurrogate = (text: string): boolean => LONE_SURROGATE.test(text);
+
 /** Why a string cannot be stored as Postgres text, or undefined when it can. */
 export const textProblem = (s: string): string | undefined => {
   if (s.includes("\0")) return "holds a NUL character (U+0000), which cannot be stored";
-  if (LONE_SURROGATE.test(s)) return "holds a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode";
+  if (hasLoneSurrogate(s)) return "holds a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode";
   return undefined;
 };
 

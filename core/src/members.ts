@@ -5,6 +5,8 @@
  * start-up without loading zod (cli/src/bin/flow-imports.test.ts).
  */
 import { FlowError } from "./errors.js";
+import { isIdOf } from "./ids.js";
+import { hasLoneSurrogate } from "./json-guard.js";
 
 /** The project roles, lowest first: `viewer` reads, `member` also submits and connects accounts, `admin` also manages. */
 export const ROLES = ["viewer", "member", "admin"] as const;
@@ -39,8 +41,6 @@ export const assertUserName = (name: string): void => {
 
 export const TOKEN_LABEL_MAX = 100;
 
-/** A lone surrogate (half of a UTF-16 pair): JSON can carry one, UTF-8 cannot. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 /** C0 controls (line breaks, tab, NUL...), DEL and the C1 controls: a label is shown on one line of a table. */
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
@@ -50,7 +50,7 @@ export const tokenLabelProblem = (label: string): string | undefined => {
   if (label === "") return "a token label is empty: leave it out for the default one";
   if (label.length > TOKEN_LABEL_MAX) return `a token label is at most ${TOKEN_LABEL_MAX} characters; this one has ${label.length}`;
   if (CONTROL.test(label)) return "a token label holds a control character (a line break, tab, NUL or other character below U+0020)";
-  if (LONE_SURROGATE.test(label)) return "a token label holds a lone surrogate (half of a UTF-16 pair): it is no text";
+  if (hasLoneSurrogate(label)) return "a token label holds a lone surrogate (half of a UTF-16 pair): it is no text";
   return undefined;
 };
 
@@ -68,12 +68,9 @@ export const assertTokenLabel = (label: string): void => {
   if (problem !== undefined) throw new FlowError("invalid_argument", problem, { details: { field: "label" } });
 };
 
-/** An API token's id (`tok-` and 26 base32 characters, core/src/ids.ts), as `flow token ls` shows it. */
-const TOKEN_ID = /^tok-[0-9a-hjkmnp-tv-z]{26}$/;
-
 /** Throws invalid_argument (field `id`) unless `id` has a token id's shape; nothing is looked up for one that has not. */
 export const assertTokenId = (id: string): void => {
-  if (!TOKEN_ID.test(id))
+  if (!isIdOf("tok", id))
     throw new FlowError("invalid_argument", `${shown(id)} is no token id: one looks like tok-01k2... (flow token ls lists yours)`, {
       details: { field: "id" },
     });

@@ -11,6 +11,7 @@
  * but never quotes its value: a message can reach a log, a terminal or an HTTP body.
  */
 import { FlowError } from "./errors.js";
+import { hasLoneSurrogate } from "./json-guard.js";
 
 /** Longest name, in characters (all ASCII): what a path segment of the API carries (Fastify's maxParamLength). */
 export const SECRET_NAME_MAX = 100;
@@ -19,7 +20,6 @@ export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** An unpaired UTF-16 surrogate: JSON and JavaScript strings can hold one, UTF-8 cannot. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 interface ReservedNames {
   /** Upper-case; compared with the name upper-cased. */
@@ -220,7 +220,7 @@ export const secretValueProblem = (value: string): string | undefined => {
   if (value === "") return "the value is empty";
   if (value.includes("\u0000"))
     return "the value holds a NUL byte (\\0), and a process environment cannot hold one: no job could start with it";
-  if (LONE_SURROGATE.test(value)) {
+  if (hasLoneSurrogate(value)) {
     return "the value is not valid Unicode text: it holds a lone surrogate (\\ud800-\\udfff without its pair), which UTF-8 cannot encode: it would be stored and injected as U+FFFD, another value than the one set";
   }
   // A UTF-16 unit is at most 3 UTF-8 bytes: only a long value needs encoding to be measured.
