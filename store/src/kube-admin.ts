@@ -5,7 +5,8 @@
 // project made later), so the API and `flow status` work for the operators who run flowsvc.
 import type { Pool, PoolClient } from "pg";
 import { FlowError } from "@flowsvc/core";
-import { mintId, mintToken } from "./mint.js";
+import { mintId } from "./mint.js";
+import { createToken } from "./users.js";
 import { withTransaction } from "./pool.js";
 
 /**
@@ -37,12 +38,7 @@ export const ensureClusterAdmin = async (pool: Pool, handOver: (token: string) =
     const userId = mintId("usr");
     const inserted = await tx.query(`insert into users (id, name) values ($1, $2) on conflict (name) do nothing`, [userId, ADMIN_USER]);
     if (inserted.rowCount === 0) return { created: false, projects: 0 };
-    const { token, digest } = mintToken("flw");
-    await tx.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'initial-admin')`, [
-      mintId("tok"),
-      userId,
-      digest,
-    ]);
+    const { token } = await createToken(tx, { userId, label: "initial-admin" });
     const { rowCount } = await tx.query(
       `insert into memberships (project_id, user_id, role) select p.id, $1, 'admin' from projects p on conflict do nothing`,
       [userId],
@@ -68,9 +64,7 @@ export const mintAdminToken = async (pool: Pool, opts: { revokeOthers: boolean }
         "not_found",
         `there is no user ${ADMIN_USER}: the controller makes it at its first start (controller.initialAdmin.enabled)`,
       );
-    const { token, digest } = mintToken("flw");
-    const tokenId = mintId("tok");
-    await tx.query(`insert into api_tokens (id, user_id, digest, label) values ($1, $2, $3, 'admin-token')`, [tokenId, userId, digest]);
+    const { token, id: tokenId } = await createToken(tx, { userId, label: "admin-token" });
     const revoked = opts.revokeOthers
       ? await tx.query(`delete from api_tokens where user_id = $1 and id <> $2`, [userId, tokenId])
       : undefined;
