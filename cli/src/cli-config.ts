@@ -10,6 +10,7 @@ import { closeSync, fstatSync, openSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { FlowError, describeIssues } from "@flowsvc/core/errors";
 import { PROJECT_REF_PATTERN, httpUrlProblem } from "./config.js";
+import { shellWord } from "./shell-quote.js";
 import type { Issue } from "./config.js";
 
 export interface CliConfig {
@@ -88,9 +89,6 @@ export const readSavedCliConfig = (path: string): Promise<SavedCliConfig | undef
 
 /** The saved config, or undefined when there is no file. A file that does not parse is a `config` error (a rejection). */
 export const readCliConfig = async (path: string): Promise<CliConfig | undefined> => (await readSavedCliConfig(path))?.config;
-
-/** `'path'` when the path has characters a shell would take apart, else the path as it is. */
-const shellWord = (path: string): string => (/^[\w./@%+=:,-]+$/.test(path) ? path : `'${path.replaceAll("'", `'\\''`)}'`);
 
 /**
  * The warning for a config file that holds a token and that its group or others may access (as kubectl

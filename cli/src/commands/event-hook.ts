@@ -14,6 +14,7 @@ import type { CommandContext } from "./context.js";
 import { OUTPUT_OPTION, formatOf } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
 import { stripOneNewline } from "./secret.js";
+import { shellQuote } from "../shell-quote.js";
 
 export interface HookView {
   name: string;
@@ -41,13 +42,11 @@ interface SetOptions {
   output?: string;
 }
 
-const quote = (text: string): string => `'${text.replace(/'/g, `'\\''`)}'`;
-
 /** A request that works as printed (with the secret or key filled in where a placeholder shows). */
 export const sampleRequest = (hook: HookView): string => {
-  const url = quote(hook.ingest_url);
+  const url = shellQuote(hook.ingest_url);
   if (hook.mode === "token") {
-    const secret = hook.secret ? quote(`X-Flow-Hook-Secret: ${hook.secret}`) : `"X-Flow-Hook-Secret: $FLOW_HOOK_SECRET"`;
+    const secret = hook.secret ? shellQuote(`X-Flow-Hook-Secret: ${hook.secret}`) : `"X-Flow-Hook-Secret: $FLOW_HOOK_SECRET"`;
     return `curl -X POST ${url} -H ${secret} -H 'Content-Type: application/json' -d '{"hello":"world"}'`;
   }
   const header = hook.mode === "manifest" ? "X-Hub-Signature-256" : (hook.hmac_header ?? "");

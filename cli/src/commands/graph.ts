@@ -14,6 +14,7 @@ import { listFrom } from "./api-types.js";
 import { scopedPath, withSettings } from "./context.js";
 import { OUTPUT_OPTION, formatOf, jsonValueProblem } from "./parsers.js";
 import type { CommandSpec } from "./spec.js";
+import { shellQuote } from "../shell-quote.js";
 
 interface GraphInfo {
   name: string;
@@ -78,8 +79,6 @@ const readDocument = (file: string): unknown => {
   return doc;
 };
 
-const quote = (text: string): string => `'${text.replace(/'/g, `'\\''`)}'`;
-
 /** What `set` prints of each endpoint: where it takes deliveries, and its secret when this save created it. */
 const printEndpoints = (io: Stdio, graph: string, endpoints: readonly EndpointView[]): void => {
   for (const e of endpoints) {
@@ -93,7 +92,7 @@ const printEndpoints = (io: Stdio, graph: string, endpoints: readonly EndpointVi
     );
     if (e.secret)
       io.out(
-        `sample request:\n  curl -X POST ${quote(e.ingest_url)} -H ${quote(`X-Flow-Hook-Secret: ${e.secret}`)} -H 'Content-Type: application/json' -d '{"hello":"world"}'`,
+        `sample request:\n  curl -X POST ${shellQuote(e.ingest_url)} -H ${shellQuote(`X-Flow-Hook-Secret: ${e.secret}`)} -H 'Content-Type: application/json' -d '{"hello":"world"}'`,
       );
   }
   if (endpoints.some((e) => e.secret))
