@@ -2,7 +2,7 @@
  * How the CLI reports a failure: one line `error: <message>` on stderr, then the hint on its own
  * line, and the exit status the error code maps to (core's exitStatusOf, the one table).
  */
-import { FlowError, exitStatusOf } from "@flowsvc/core/errors";
+import { FlowError, exitStatusOf, problemLine } from "@flowsvc/core/errors";
 import { printable } from "./print-format.js";
 import type { Stdio } from "./print.js";
 
@@ -20,11 +20,7 @@ const problemLines = (details: Record<string, unknown> | undefined): string[] | 
     if (typeof p !== "object" || p === null) return undefined;
     const { path, message, line, column } = p as Record<string, unknown>;
     if (typeof path !== "string" || typeof message !== "string") return undefined;
-    lines.push(
-      typeof line === "number" && typeof column === "number"
-        ? `line ${line}, column ${column}: ${path}: ${message}`
-        : `${path}: ${message}`,
-    );
+    lines.push(problemLine(typeof line === "number" && typeof column === "number" ? { path, message, line, column } : { path, message }));
   }
   return lines;
 };

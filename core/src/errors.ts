@@ -95,6 +95,16 @@ export const errorFromBody = (status: number, body: unknown): FlowError => {
   return new FlowError(status === 401 ? "unauthenticated" : "internal", `server answered HTTP ${status}`);
 };
 
+/**
+ * A refused document's problem as one line: `nodes[3].config.url: required`, or, where the YAML node
+ * is known, `line 3, column 5: jobs.build.needs[0]: no job is named "x"` (`flow check`, the CLI's
+ * error lines, the refusals' messages).
+ */
+export const problemLine = (p: { path: string; message: string; line?: number | undefined; column?: number | undefined }): string =>
+  p.line !== undefined && p.column !== undefined
+    ? `line ${p.line}, column ${p.column}: ${p.path}: ${p.message}`
+    : `${p.path}: ${p.message}`;
+
 /** Formats zod issues as one readable line each: `field.path: what was wrong`. */
 export const describeIssues = (issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): string =>
   issues.map((i) => `${i.path.length ? i.path.map(String).join(".") : "(body)"}: ${i.message}`).join("; ");

@@ -14,7 +14,7 @@
 import { open } from "node:fs/promises";
 import { extname } from "node:path";
 import { Command } from "commander";
-import { FlowError } from "@flowsvc/core/errors";
+import { FlowError, problemLine } from "@flowsvc/core/errors";
 import type * as GraphModel from "@flowsvc/core/graph";
 import type { CommandDeps } from "./context.js";
 import { examples } from "./options.js";
@@ -123,7 +123,7 @@ or one "error: <path>: <message>" line per problem (a pipeline: "error: line L, 
       const graph = (await import("@flowsvc/core/graph")) as GraphModule;
       const result = graph.parseGraphText(text, connectorChecks(graph));
       if (!result.ok) {
-        for (const p of result.problems) deps.io.note(`error: ${p.path}: ${p.message}`);
+        for (const p of result.problems) deps.io.note(`error: ${problemLine(p)}`);
         deps.setExitCode(2);
         return;
       }

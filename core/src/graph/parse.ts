@@ -10,7 +10,7 @@
  */
 import { celPosition } from "../cel.js";
 import type { z } from "zod";
-import { FlowError } from "../errors.js";
+import { FlowError, problemLine } from "../errors.js";
 import { findJsonProblem } from "../json-guard.js";
 import { parseDuration } from "../duration.js";
 import {
@@ -490,7 +490,7 @@ export const parseGraphText = (text: string, options: ParseGraphOptions = {}): G
 
 /** The error for a refused document: invalid_argument, `nodes[3].config.url: required; ...`, problems in details. */
 export const graphError = (problems: readonly GraphProblem[]): FlowError =>
-  new FlowError("invalid_argument", problems.map((p) => `${p.path}: ${p.message}`).join("; "), {
+  new FlowError("invalid_argument", problems.map(problemLine).join("; "), {
     details: { problems: problems.map((p) => ({ path: p.path, message: p.message })) },
   });
 

@@ -8,7 +8,7 @@
  * env and credentials are the workflow's with the job's winning. The graph is then checked by
  * core's parseGraph, and its problems are mapped back to the job's line and column.
  */
-import { FlowError } from "../errors.js";
+import { FlowError, problemLine } from "../errors.js";
 import { GRAPH_VERSION, type GraphDocument, type GraphProblem } from "../graph/model.js";
 import { findCycle, parseGraph } from "../graph/parse.js";
 import { JOB_GROUP_VARIABLES, RUN_GROUP_VARIABLES, type PipelineGroup } from "./concurrency.js";
@@ -397,7 +397,7 @@ export const compilePipeline = (text: string): CompilePipelineResult => {
 };
 
 /** A problem as one line: `line 3, column 5: jobs.build.needs[0]: no job is named "x"`. */
-export const formatPipelineProblem = (p: PipelineProblem): string => `line ${p.line}, column ${p.column}: ${p.path}: ${p.message}`;
+export const formatPipelineProblem = (p: PipelineProblem): string => problemLine(p);
 
 /** The error for a refused pipeline: invalid_argument, one problem per line, problems in details. */
 export const pipelineError = (problems: readonly PipelineProblem[]): FlowError =>
