@@ -14,11 +14,11 @@ import {
 } from "@kubernetes/client-node";
 import { FLOWSVC_GROUP, FLOWSVC_VERSION, FLOW_KINDS, type FlowKindName, type FlowObject } from "./reconcile-kinds.js";
 import type { WatchSource } from "./informers.js";
+import { apiStatus } from "./client.js";
 
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
-/** The HTTP status of a refused call, or undefined for anything else (a network error). */
-export const apiStatus = (err: unknown): number | undefined => (err instanceof ApiException ? err.code : undefined);
+export { apiStatus } from "./client.js";
 
 /** Whether a refused call is the API server's own 404 (a `Status` with reason NotFound), not a proxy's or a load balancer's. */
 export const isNotFound = (err: unknown): boolean => {
