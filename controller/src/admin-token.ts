@@ -9,6 +9,7 @@
 import { FlowError } from "@flowsvc/core";
 import { createPool, endPool, mintAdminToken } from "@flowsvc/store";
 import { loadControllerConfig } from "./config.js";
+import { withTimeout } from "./timeout.js";
 
 const NAME = "flowsvc-controller admin-token";
 const USAGE = `usage: ${NAME} [--revoke-others]\n  Prints a new API token of the user admin. --revoke-others: every other token of admin stops working.\n`;
@@ -25,18 +26,6 @@ const dbProblem = (err: unknown): string => {
   const e = err as { code?: string; message?: string };
   if (e.code === "42P01") return "the database has no flowsvc tables (has the controller ever started on it?)";
   return `cannot reach the database (FLOWSVC_DATABASE_URL): ${e.message || e.code || String(err)}`;
-};
-
-const withTimeout = async <T>(p: Promise<T>, ms: number): Promise<T> => {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 };
 
 /** Runs the command; answers its exit status. */

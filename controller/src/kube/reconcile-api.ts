@@ -15,6 +15,7 @@ import {
 import { FLOWSVC_GROUP, FLOWSVC_VERSION, FLOW_KINDS, type FlowKindName, type FlowObject } from "./reconcile-kinds.js";
 import type { WatchSource } from "./informers.js";
 import { apiStatus } from "./client.js";
+import { withTimeout } from "../timeout.js";
 
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
@@ -112,17 +113,11 @@ export class FlowApi {
    * answers that it does not exist; any other failure (5xx, 403, no answer within 10 s) throws.
    */
   async readSecret(namespace: string, name: string): Promise<V1Secret | undefined> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${READ_TIMEOUT_MS / 1000} s`)), READ_TIMEOUT_MS);
-    });
     try {
-      return await Promise.race([this.core.readNamespacedSecret({ namespace, name }), timeout]);
+      return await withTimeout(this.core.readNamespacedSecret({ namespace, name }), READ_TIMEOUT_MS);
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
   }
 
